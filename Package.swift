@@ -1,0 +1,91 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Layers, bottom to top (nothing reaches back up):
+//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> allowance-relay
+//   SignalRProtocol (pure codec, no I/O) -> SignalRClient
+// HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
+// (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
+let package = Package(
+    name: "allowance-relay",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "allowance-relay", targets: ["allowance-relay"]),
+        .executable(name: "allowance-hub-sim", targets: ["allowance-hub-sim"]),
+        .library(name: "SignalRClient", targets: ["SignalRClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+    ],
+    targets: [
+        // libwebsockets, from Debian's libwebsockets-dev.
+        .systemLibrary(
+            name: "CLibWebSockets",
+            pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]
+        ),
+        // One lws context on one service thread; knows nothing of SignalR.
+        .target(
+            name: "WebSocketTransport",
+            dependencies: ["CLibWebSockets", .product(name: "Logging", package: "swift-log")]
+        ),
+        // SignalR JSON hub protocol: JSON, 0x1E framing, handshake, messages 1-9, negotiate body. Pure, no I/O.
+        .target(name: "SignalRProtocol"),
+        // Generic SignalR client: negotiate, handshake, handlers, invoke/stream, keep-alive, reconnect.
+        // No allowance words here: it is a library others could use.
+        .target(
+            name: "SignalRClient",
+            dependencies: ["SignalRProtocol", "WebSocketTransport", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The Allowance Tracker domain: models, money, hub event decoding, settings.
+        .target(
+            name: "AllowanceAPI",
+            dependencies: [
+                "SignalRClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+        .executableTarget(
+            name: "allowance-relay",
+            dependencies: [
+                "AllowanceAPI", "SignalRClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack from the client's.
+        .target(
+            name: "HubSimulator",
+            dependencies: [
+                "SignalRProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "allowance-hub-sim",
+            dependencies: [
+                "HubSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
+        .testTarget(
+            name: "WebSocketTransportTests",
+            dependencies: [
+                "WebSocketTransport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ]
+        ),
+        .testTarget(name: "HubConnectionTests", dependencies: ["SignalRClient", "HubSimulator", "AllowanceAPI"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,30 @@
+/// A message that breaks the hub protocol. `message` is the exact text the official .NET implementation
+/// gives for the same input, so logs read the same whichever side found the fault.
+public struct HubProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let message: String
+    /// Where in the JSON text a syntax error was found, when that is the cause.
+    public let detail: String?
+
+    public init(_ message: String, detail: String? = nil) {
+        self.message = message
+        self.detail = detail
+    }
+
+    init(_ syntax: JSONSyntaxError) {
+        self.init(syntax.message, detail: syntax.description)
+    }
+
+    public var description: String { detail.map { "\(message) (\($0))" } ?? message }
+
+    static func missing(_ property: String) -> HubProtocolError {
+        HubProtocolError("Missing required property '\(property)'.")
+    }
+
+    static func expected(_ property: String, _ type: String) -> HubProtocolError {
+        HubProtocolError("Expected '\(property)' to be of type \(type).")
+    }
+
+    static func unexpectedToken(_ value: JSONValue, expected: String) -> HubProtocolError {
+        HubProtocolError("Unexpected JSON Token Type '\(value.tokenTypeName)'. Expected a JSON \(expected).")
+    }
+}
