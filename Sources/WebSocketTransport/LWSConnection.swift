@@ -1,0 +1,488 @@
+import CLibWebSockets
+import Foundation
+import Logging
+import Synchronization
+
+/// The lws side of one connection: context, service thread, callback.
+///
+/// `@unchecked Sendable`: the fields under "service thread only" are touched by the lws service thread alone
+/// (and by `init`/`start` before that thread exists); whatever other threads share lives in `shared`, a Mutex.
+final class LWSConnection: @unchecked Sendable {
+    private struct Shared {
+        var outbox: [WebSocketMessage] = []
+        var outboxHead = 0
+        var bufferedBytes = 0
+        var closeRequest: WebSocketClose?
+        var closeInfo: WebSocketClose?
+        var resumeReading = false
+        var forceStop = false
+        var connectDeadlinePassed = false
+        var stopped = false
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        var ended = false
+        /// The context while it may be woken; cleared under the lock before it is destroyed.
+        var wakeTarget: UncheckedPointer?
+    }
+
+    let inbox: WebSocketInbox
+    private let shared = Mutex(Shared())
+    private let options: WebSocketOptions
+    private let address: WebSocketAddress
+    private let logger: Logger
+
+    // Service thread only.
+    private var context: OpaquePointer?
+    private var wsi: OpaquePointer?
+    private var receiving: [UInt8] = []
+    private var receivingBinary = false
+    private var established = false
+    private var onEstablished: ((Result<Void, WebSocketError>) -> Void)?
+    private var failure: WebSocketError?
+    private var peerClose: WebSocketClose?
+    private var serviceLoopDone = false
+    private var oversize = false
+    private var writeBuffer: [UInt8] = []
+
+    // C memory that must live as long as the context.
+    private let protocols: UnsafeMutablePointer<lws_protocols>
+    private let protocolName = strdup("ws")!
+    private let cHost: UnsafeMutablePointer<CChar>
+    private let cPath: UnsafeMutablePointer<CChar>
+    private let cCAFile: UnsafeMutablePointer<CChar>?
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
+
+    init(address: WebSocketAddress, options: WebSocketOptions, logger: Logger) throws(WebSocketError) {
+        LWSLog.install()
+        self.address = address
+        self.options = options
+        self.logger = logger
+        cHost = strdup(address.host)
+        cPath = strdup(address.path)
+        cCAFile = options.caFile.map { strdup($0) }
+        protocols = .allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)
+        retryPolicy = .allocate(capacity: 1)
+        var policy = lws_retry_bo_t()
+        if let ping = options.pingInterval {
+            let secs = UInt16(clamping: max(1, ping.components.seconds))
+            policy.secs_since_valid_ping = secs
+            policy.secs_since_valid_hangup = secs &* 2
+        }
+        retryPolicy.initialize(to: policy)
+        inbox = WebSocketInbox(highWater: options.receiveBufferMessages)
+        inbox.onResume { [weak self] in self?.requestResumeReading() }
+    }
+
+    deinit {
+        free(protocolName)
+        free(cHost)
+        free(cPath)
+        if let cCAFile { free(cCAFile) }
+        protocols.deinitialize(count: 2)
+        protocols.deallocate()
+        retryPolicy.deinitialize(count: 1)
+        retryPolicy.deallocate()
+    }
+
+    // MARK: - Any thread
+
+    /// Creates the context, starts the connect and the service thread. `done` is called once, on the
+    /// service thread, when the upgrade succeeded or failed.
+    func start(_ done: @escaping (Result<Void, WebSocketError>) -> Void) {
+        protocols[0].name = UnsafePointer(protocolName)
+        protocols[0].callback = lwsCallback
+        protocols[0].rx_buffer_size = 65536
+
+        var info = lws_context_creation_info()
+        info.port = CONTEXT_PORT_NO_LISTEN
+        info.protocols = UnsafePointer(protocols)
+        info.gid = -1
+        info.uid = -1
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        let timeout = UInt32(clamping: max(1, options.connectTimeout.components.seconds))
+        info.connect_timeout_secs = timeout
+        info.timeout_secs = timeout
+        if address.secure {
+            info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+            if let cCAFile { info.client_ssl_ca_filepath = UnsafePointer(cCAFile) }
+        }
+        guard let ctx = lws_create_context(&info) else {
+            done(.failure(WebSocketError(.setupFailed, "Could not create the libwebsockets context.")))
+            markStopped()
+            return
+        }
+        context = ctx
+        onEstablished = done
+        shared.withLock { $0.wakeTarget = UncheckedPointer(ctx) }
+
+        var ci = lws_client_connect_info()
+        ci.context = ctx
+        ci.address = UnsafePointer(cHost)
+        ci.port = Int32(address.port)
+        ci.path = UnsafePointer(cPath)
+        ci.host = UnsafePointer(cHost)
+        ci.origin = UnsafePointer(cHost)
+        ci.ietf_version_or_minus_one = -1
+        ci.local_protocol_name = UnsafePointer(protocolName)
+        ci.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        if address.secure {
+            var flags = Int32(LCCSCF_USE_SSL.rawValue)
+            if options.allowInsecureTLS {
+                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
+                    | LCCSCF_ALLOW_EXPIRED.rawValue | LCCSCF_ALLOW_INSECURE.rawValue)
+            }
+            ci.ssl_connection = flags
+        }
+        // Retained by the service thread until it exits, so callbacks never see a freed object.
+        let retained = Unmanaged.passRetained(self)
+        if lws_client_connect_via_info(&ci) == nil {
+            // lws 4.1.6 returns NULL without a callback when the name does not resolve; say why.
+            fail(diagnoseStartFailure())
+            serviceLoopDone = true
+        }
+        let loopContext = UncheckedPointer(ctx)
+        let thread = Thread { [self] in
+            let ctx = loopContext.pointer
+            while !serviceLoopDone && !shared.withLock({ $0.forceStop }) {
+                lws_service(ctx, 0)
+            }
+            shared.withLock { $0.wakeTarget = nil }
+            lws_context_destroy(ctx)
+            context = nil
+            wsi = nil
+            finishInbox()
+            markStopped()
+            retained.release()
+        }
+        thread.name = "lws-service"
+        thread.start()
+        // lws bounds DNS and TCP but not the wait for the upgrade answer: enforce the whole deadline here.
+        let deadline = options.connectTimeout
+        Task { [weak self] in
+            try await Task.sleep(for: deadline)
+            self?.shared.withLock { $0.connectDeadlinePassed = true }
+            self?.wake()
+        }
+    }
+
+    private func diagnoseStartFailure() -> WebSocketError {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(address.host, nil, &hints, &result)
+        if let result { freeaddrinfo(result) }
+        if rc != 0 {
+            let why = String(cString: gai_strerror(rc))
+            return WebSocketError(.dnsFailure, "Could not resolve the host name '\(address.host)' (\(why)). Check the URL and DNS.")
+        }
+        return WebSocketError(.setupFailed, "libwebsockets could not start a connection to \(address.host):\(address.port).")
+    }
+
+    func enqueue(_ message: WebSocketMessage) throws(WebSocketError) {
+        let ok = shared.withLock { s -> Bool in
+            guard !s.ended, s.closeRequest == nil else { return false }
+            s.outbox.append(message)
+            s.bufferedBytes += message.bytes.count
+            return true
+        }
+        guard ok else { throw WebSocketError(.notConnected, "The WebSocket connection is closed; the message was not sent.") }
+        wake()
+    }
+
+    var bufferedAmount: Int { shared.withLock { $0.bufferedBytes } }
+    var closeInfo: WebSocketClose? { shared.withLock { $0.closeInfo } }
+
+    func requestClose(code: UInt16, reason: String) {
+        shared.withLock { s in
+            if s.closeRequest == nil { s.closeRequest = WebSocketClose(code: code, reason: reason) }
+        }
+        wake()
+    }
+
+    func requestResumeReading() {
+        shared.withLock { $0.resumeReading = true }
+        wake()
+    }
+
+    /// Waits for the service thread to exit. With `grace`, forces it down if the close handshake takes longer.
+    func waitUntilStopped(grace: Duration? = nil) async {
+        if let grace {
+            let force = Task { [weak self] in
+                try await Task.sleep(for: grace)
+                self?.shared.withLock { $0.forceStop = true }
+                self?.wake()
+            }
+            await waitUntilStopped()
+            force.cancel()
+            return
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = shared.withLock { s -> Bool in
+                if s.stopped { return true }
+                s.stopWaiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+
+    /// Wakes the service thread. lws_cancel_service is the one call lws allows from any thread; it runs under
+    /// the lock so that the service thread cannot destroy the context in between.
+    private func wake() {
+        shared.withLock { s in
+            if let target = s.wakeTarget { lws_cancel_service(target.pointer) }
+        }
+    }
+
+    private func markStopped() {
+        let waiters = shared.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.stopped = true
+            s.ended = true
+            defer { s.stopWaiters = [] }
+            return s.stopWaiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    // MARK: - Service thread
+
+    fileprivate func handle(
+        _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ len: Int
+    ) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            guard let input else { return 0 }
+            let p = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+            guard let start = p.pointee else { return 0 }
+            let end = start + len
+            for (name, value) in options.headers {
+                let n = name.hasSuffix(":") ? name : name + ":"
+                let ok = n.withCString { cn in
+                    value.withCString { cv in
+                        lws_add_http_header_by_name(
+                            wsi, UnsafeRawPointer(cn).assumingMemoryBound(to: UInt8.self),
+                            UnsafeRawPointer(cv).assumingMemoryBound(to: UInt8.self), Int32(strlen(cv)), p, end)
+                    }
+                }
+                if ok != 0 {
+                    fail(WebSocketError(.setupFailed, "The request headers do not fit in libwebsockets' buffer (header '\(name)')."))
+                    return -1
+                }
+            }
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            self.wsi = wsi
+            established = true
+            onEstablished?(.success(()))
+            onEstablished = nil
+            if hasPendingWrites { lws_callback_on_writable(wsi) }
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            let text = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
+            let status = Int(lws_http_client_http_response(wsi))
+            fail(classify(text, status: status))
+            serviceLoopDone = true
+        case LWS_CALLBACK_CLIENT_RECEIVE:
+            if let input, len > 0 {
+                if receiving.isEmpty { receivingBinary = lws_frame_is_binary(wsi) != 0 }
+                if receiving.count + len > options.maxMessageSize || oversize {
+                    // lws 4.1.6 corrupts its heap if lws_close_reason is called from RECEIVE: stop reading,
+                    // and close with 1009 from WRITEABLE, where lws expects it.
+                    if !oversize {
+                        oversize = true
+                        fail(WebSocketError(
+                            .messageTooLarge,
+                            "The server sent a message larger than the \(options.maxMessageSize)-byte limit; closed with code 1009. Raise the maximum message size if such messages are expected."))
+                        shared.withLock { $0.closeRequest = WebSocketClose(code: 1009, reason: "message too big") }
+                        lws_rx_flow_control(wsi, 0)
+                        lws_callback_on_writable(wsi)
+                    }
+                    receiving = []
+                    return 0
+                }
+                receiving.append(contentsOf: UnsafeRawBufferPointer(start: input, count: len))
+            } else if receiving.isEmpty {
+                receivingBinary = lws_frame_is_binary(wsi) != 0
+            }
+            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+                let message: WebSocketMessage = receivingBinary ? .binary(receiving) : .text(receiving)
+                receiving = []
+                receiving.reserveCapacity(256)
+                if inbox.push(message) { lws_rx_flow_control(wsi, 0) }
+            }
+        case LWS_CALLBACK_CLIENT_WRITEABLE:
+            return writeNext(wsi)
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            var code: UInt16?
+            var reasonText = ""
+            if let input, len >= 2 {
+                let b = input.assumingMemoryBound(to: UInt8.self)
+                code = UInt16(b[0]) << 8 | UInt16(b[1])
+                reasonText = String(decoding: UnsafeBufferPointer(start: b + 2, count: len - 2), as: UTF8.self)
+            }
+            peerClose = WebSocketClose(code: code, reason: reasonText)
+        case LWS_CALLBACK_CLIENT_CLOSED:
+            self.wsi = nil
+            serviceLoopDone = true
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            // `wsi` here is lws's wake-up pipe, not our connection.
+            if !established && shared.withLock({ $0.connectDeadlinePassed }) {
+                fail(WebSocketError(
+                    .timeout,
+                    "Connecting to \(address.host):\(address.port) timed out after \(options.connectTimeout) without a WebSocket upgrade answer."))
+                serviceLoopDone = true
+                return 0
+            }
+            guard let conn = self.wsi else {
+                if shared.withLock({ $0.closeRequest != nil }) && !established { serviceLoopDone = true }
+                return 0
+            }
+            if shared.withLock({ s in defer { s.resumeReading = false }; return s.resumeReading }) {
+                lws_rx_flow_control(conn, 1)
+            }
+            if hasPendingWrites || shared.withLock({ $0.closeRequest != nil }) { lws_callback_on_writable(conn) }
+        default:
+            break
+        }
+        return 0
+    }
+
+    private var hasPendingWrites: Bool { shared.withLock { $0.outboxHead < $0.outbox.count } }
+
+    /// Writes exactly one frame (lws allows one `lws_write` per WRITEABLE), or the close frame once all is sent.
+    private func writeNext(_ wsi: OpaquePointer?) -> Int32 {
+        let (next, close, more) = shared.withLock { s -> (WebSocketMessage?, WebSocketClose?, Bool) in
+            if s.outboxHead < s.outbox.count {
+                let m = s.outbox[s.outboxHead]
+                s.outboxHead += 1
+                s.bufferedBytes -= m.bytes.count
+                if s.outboxHead == s.outbox.count {
+                    s.outbox.removeAll(keepingCapacity: true)
+                    s.outboxHead = 0
+                }
+                return (m, nil, s.outboxHead < s.outbox.count || s.closeRequest != nil)
+            }
+            return (nil, s.closeRequest, false)
+        }
+        if let next {
+            let bytes = next.bytes
+            let pre = clws_pre()
+            writeBuffer.removeAll(keepingCapacity: true)
+            writeBuffer.append(contentsOf: repeatElement(0, count: pre))
+            writeBuffer.append(contentsOf: bytes)
+            let kind: lws_write_protocol = if case .binary = next { LWS_WRITE_BINARY } else { LWS_WRITE_TEXT }
+            let written = writeBuffer.withUnsafeMutableBufferPointer { buf in
+                lws_write(wsi, buf.baseAddress! + pre, bytes.count, kind)
+            }
+            if written < bytes.count {
+                fail(WebSocketError(.connectionLost, "Writing to the WebSocket failed; the connection is gone."))
+                return -1
+            }
+            if more { lws_callback_on_writable(wsi) }
+            return 0
+        }
+        if let close {
+            let code = close.code ?? 1000
+            shared.withLock { $0.closeInfo = close }
+            close.reason.withCString { c in
+                lws_close_reason(
+                    wsi, lws_close_status(UInt32(code)),
+                    UnsafeMutableRawPointer(mutating: c).assumingMemoryBound(to: UInt8.self), min(strlen(c), 123))
+            }
+            return -1
+        }
+        return 0
+    }
+
+    private func fail(_ error: WebSocketError) {
+        if failure == nil { failure = error }
+        if let done = onEstablished {
+            onEstablished = nil
+            done(.failure(error))
+        }
+    }
+
+    private func finishInbox() {
+        if let done = onEstablished {
+            onEstablished = nil
+            done(.failure(failure ?? WebSocketError(.connectionLost, "The connection closed before the WebSocket upgrade completed.")))
+        }
+        let ownClose = shared.withLock { $0.closeInfo }
+        if let peerClose {
+            shared.withLock { $0.closeInfo = peerClose }
+        }
+        if let failure, established {
+            inbox.finish(.failure(failure))
+        } else if peerClose != nil || ownClose != nil {
+            inbox.finish(.success(()))
+        } else {
+            inbox.finish(.failure(WebSocketError(
+                .connectionLost, "The connection to \(address.host):\(address.port) was lost without a close handshake.")))
+        }
+    }
+
+    /// Turns lws's connection-error text into a typed error a person can act on.
+    private func classify(_ text: String, status: Int) -> WebSocketError {
+        let target = "\(address.host):\(address.port)"
+        let lower = text.lowercased()
+        if status > 0 && status != 101 {
+            let hint: String
+            switch status {
+            case 401, 403: hint = " The token was refused: check it (retrying with the same token will not help)."
+            case 404: hint = " Nothing is there: check the URL and hub path (or the connection id expired)."
+            case 409: hint = " Another socket already uses this connection id."
+            default: hint = ""
+            }
+            return WebSocketError(.upgradeRejected(status: status), "The server at \(target) refused the WebSocket upgrade with HTTP \(status).\(hint)")
+        }
+        if lower.contains("dns") || lower.contains("getaddrinfo") || lower.contains("resolve") || lower.contains("unknown host") {
+            return WebSocketError(.dnsFailure, "Could not resolve the host name '\(address.host)' (\(text)). Check the URL and DNS.")
+        }
+        if lower.contains("timed out") || lower.contains("timeout") {
+            return WebSocketError(.timeout, "Connecting to \(target) timed out after \(options.connectTimeout) (\(text)).")
+        }
+        if lower.contains("tls") || lower.contains("ssl") || lower.contains("cert") || lower.contains("x509") {
+            return WebSocketError(.tls, "TLS with \(target) failed: \(text). Check the server certificate or the CA file.")
+        }
+        if lower.contains("refused") || lower.contains("unable to connect") || lower.contains("connect failed") {
+            return WebSocketError(.connectionRefused, "The connection to \(target) was refused (\(text)). Is the server running?")
+        }
+        return WebSocketError(.connectionLost, "Could not connect to \(target): \(text.isEmpty ? "unknown error" : text).")
+    }
+}
+
+/// The lws callback: a top-level function, as C needs. The connection is the context's user pointer.
+private func lwsCallback(
+    wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
+    input: UnsafeMutableRawPointer?, len: Int
+) -> Int32 {
+    guard let wsi, let ctx = lws_get_context(wsi), let raw = lws_context_user(ctx) else { return 0 }
+    let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
+    return connection.handle(wsi, reason, input, len)
+}
+
+/// lws's own log lines, routed into swift-log (errors only: its warnings repeat what our typed errors say).
+enum LWSLog {
+    private static let installed: Bool = {
+        clws_set_log(LLL_ERR, lwsLogLine)
+        return true
+    }()
+
+    static func install() { _ = installed }
+}
+
+private let lwsLogger = Logger(label: "libwebsockets")
+
+private func lwsLogLine(level: Int32, line: UnsafePointer<CChar>?) {
+    guard let line else { return }
+    let text = String(cString: line).trimmingCharacters(in: .whitespacesAndNewlines)
+    if level & LLL_ERR != 0 {
+        lwsLogger.error("\(text)")
+    } else {
+        lwsLogger.warning("\(text)")
+    }
+}
+
+/// An lws context pointer passed between threads; what may be done with it is said where it is used.
+struct UncheckedPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}

@@ -1,0 +1,165 @@
+import CLibWebSockets
+import Foundation
+import Logging
+import Synchronization
+
+/// A WebSocket client connection on libwebsockets.
+///
+/// Each connection owns one lws context served by one thread. lws is single-threaded: other threads only
+/// queue work under a lock and wake the service thread with `lws_cancel_service`; every lws call on the
+/// connection happens on that thread. `close()` (or the peer) ends the thread and destroys the context,
+/// so nothing outlives the connection.
+public final class WebSocket: Sendable {
+    /// The messages as they arrive, in order. Iteration ends (nil) after a close handshake and throws a
+    /// `WebSocketError` when the connection breaks. Read it from one task.
+    public let messages: WebSocketInbox
+
+    private let core: LWSConnection
+
+    private init(core: LWSConnection) {
+        self.core = core
+        self.messages = core.inbox
+    }
+
+    /// Opens a connection and waits for the upgrade to complete.
+    public static func connect(
+        to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket")
+    ) async throws(WebSocketError) -> WebSocket {
+        let address = try WebSocketAddress(url)
+        if address.secure && options.allowInsecureTLS {
+            logger.warning(
+                "TLS certificate and host name checks are OFF for this connection (insecure option; tests only)",
+                metadata: ["host": "\(address.host)"])
+        }
+        let core = try LWSConnection(address: address, options: options, logger: logger)
+        let result: Result<Void, WebSocketError> = await withCheckedContinuation { continuation in
+            core.start { continuation.resume(returning: $0) }
+        }
+        if case .failure(let error) = result {
+            await core.waitUntilStopped()
+            throw error
+        }
+        return WebSocket(core: core)
+    }
+
+    /// Queues a message; frames are written in order by the service thread.
+    public func send(_ message: WebSocketMessage) throws(WebSocketError) {
+        try core.enqueue(message)
+    }
+
+    /// Bytes queued for sending and not yet handed to the socket.
+    public var bufferedAmount: Int { core.bufferedAmount }
+
+    /// How the connection ended, once it has.
+    public var closeInfo: WebSocketClose? { core.closeInfo }
+
+    /// Sends a close frame with `code` and `reason`, waits briefly for the peer's answer, and returns
+    /// once the service thread has exited and the lws context is destroyed.
+    public func close(code: UInt16 = 1000, reason: String = "") async {
+        core.requestClose(code: code, reason: reason)
+        await core.waitUntilStopped(grace: .seconds(2))
+    }
+}
+
+/// The received messages of one connection, with back-pressure on the socket.
+public final class WebSocketInbox: AsyncSequence, Sendable {
+    public typealias Element = WebSocketMessage
+    public typealias Failure = WebSocketError
+
+    private struct State {
+        var queue: [WebSocketMessage] = []
+        var head = 0
+        var waiter: CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>?
+        var end: Result<Void, WebSocketError>?
+        var paused = false
+        var count: Int { queue.count - head }
+    }
+
+    private let state = Mutex(State())
+    private let highWater: Int
+    /// Asks the service thread to read the socket again (set once by the connection).
+    private let resumeHook = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init(highWater: Int) {
+        self.highWater = Swift.max(2, highWater)
+    }
+
+    func onResume(_ hook: @escaping @Sendable () -> Void) {
+        resumeHook.withLock { $0 = hook }
+    }
+
+    /// Service thread: a message arrived. Returns true when the socket should stop being read.
+    func push(_ message: WebSocketMessage) -> Bool {
+        let (waiter, pause): (CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>?, Bool) =
+            state.withLock { s in
+                if let w = s.waiter {
+                    s.waiter = nil
+                    return (w, false)
+                }
+                s.queue.append(message)
+                if s.count >= highWater && !s.paused {
+                    s.paused = true
+                    return (nil, true)
+                }
+                return (nil, false)
+            }
+        waiter?.resume(returning: .success(message))
+        return pause
+    }
+
+    /// Service thread: no more messages. A clean close ends iteration; an error is thrown after the queued messages.
+    func finish(_ end: Result<Void, WebSocketError>) {
+        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>? in
+            guard s.end == nil else { return nil }
+            s.end = end
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        switch end {
+        case .success: waiter?.resume(returning: .success(nil))
+        case .failure(let e): waiter?.resume(returning: .failure(e))
+        }
+    }
+
+    func next() async throws(WebSocketError) -> WebSocketMessage? {
+        let result: Result<WebSocketMessage?, WebSocketError> = await withCheckedContinuation { continuation in
+            let (immediate, wake): (Result<WebSocketMessage?, WebSocketError>?, Bool) = state.withLock { s in
+                if s.count > 0 {
+                    let m = s.queue[s.head]
+                    s.head += 1
+                    if s.head > 1024 && s.head * 2 > s.queue.count {
+                        s.queue.removeFirst(s.head)
+                        s.head = 0
+                    }
+                    var wake = false
+                    if s.paused && s.count <= highWater / 2 {
+                        s.paused = false
+                        wake = true
+                    }
+                    return (.success(m), wake)
+                }
+                if let end = s.end {
+                    switch end {
+                    case .success: return (.success(nil), false)
+                    case .failure(let e): return (.failure(e), false)
+                    }
+                }
+                s.waiter = continuation
+                return (nil, false)
+            }
+            if wake { resumeHook.withLock { $0 }?() }
+            if let immediate { continuation.resume(returning: immediate) }
+        }
+        return try result.get()
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let inbox: WebSocketInbox
+        public mutating func next() async throws(WebSocketError) -> WebSocketMessage? { try await inbox.next() }
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> WebSocketMessage? {
+            try await inbox.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(inbox: self) }
+}

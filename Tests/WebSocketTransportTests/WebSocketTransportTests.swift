@@ -1,0 +1,279 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import Testing
+import WebSocketTransport
+
+/// A real WebSocket server (Hummingbird, SwiftNIO: a different stack from ours) on 127.0.0.1 and a free port.
+func withTestServer(_ body: (Int) async throws -> Void) async throws {
+    let ws = Router(context: BasicWebSocketRequestContext.self)
+    ws.ws("/echo") { _, _ in .upgrade() } onUpgrade: { inbound, outbound, _ in
+        for try await message in inbound.messages(maxSize: 8 << 20) {
+            switch message {
+            case .text(let s): try await outbound.write(.text(s))
+            case .binary(let b): try await outbound.write(.binary(b))
+            }
+        }
+    }
+    ws.ws("/headers") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+        let h = context.request.headers
+        let auth = h[.authorization] ?? "-"
+        let agent = h[.userAgent] ?? "-"
+        let custom = h.first { $0.name.canonicalName == "x-custom" }?.value ?? "-"
+        try await outbound.write(.text("\(auth)|\(agent)|\(custom)"))
+    }
+    ws.ws("/big") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+        let size = Int(context.request.uri.queryParameters["size"] ?? "0") ?? 0
+        try await outbound.write(.binary(ByteBuffer(repeating: 0x41, count: size)))
+        try await Task.sleep(for: .seconds(5))
+    }
+    ws.ws("/fragments") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
+        try await outbound.write(.custom(.init(fin: false, opcode: .text, data: ByteBuffer(string: "Hello, "))))
+        try await outbound.write(.custom(.init(fin: false, opcode: .continuation, data: ByteBuffer(string: "frag"))))
+        try await outbound.write(.custom(.init(fin: true, opcode: .continuation, data: ByteBuffer(string: "mented world"))))
+        try await outbound.write(.binary(ByteBuffer(bytes: [0, 1, 2, 255])))
+        try await Task.sleep(for: .seconds(5))
+    }
+    ws.ws("/close") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
+        try await outbound.write(.text("bye soon"))
+        try await outbound.close(.init(codeNumber: 4000), reason: "see you")
+    }
+    ws.ws("/burst") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+        let n = Int(context.request.uri.queryParameters["n"] ?? "0") ?? 0
+        for i in 0..<n { try await outbound.write(.text("\(i)")) }
+        try await outbound.close(.normalClosure, reason: "done")
+    }
+    let http = Router()
+    http.get("/denied") { _, _ -> Response in Response(status: .unauthorized) }
+
+    let (stream, cont) = AsyncStream<Int>.makeStream()
+    var logger = Logger(label: "test-server")
+    logger.logLevel = .error
+    let app = Application(
+        router: http,
+        server: .http1WebSocketUpgrade(webSocketRouter: ws),
+        configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { cont.yield($0.localAddress!.port!) },
+        logger: logger
+    )
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.runService() }
+        var it = stream.makeAsyncIterator()
+        let port = await it.next()!
+        defer { group.cancelAll() }
+        try await body(port)
+    }
+}
+
+private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0.1:\(port)\(path)")! }
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct WebSocketTransportTests {
+    @Test func echoesTextAndBinaryInOrder() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/echo"))
+            for i in 0..<100 { try ws.send(.text(Array("m\(i)".utf8))) }
+            try ws.send(.binary([0, 0x1E, 0xFF]))
+            var got: [WebSocketTransport.WebSocketMessage] = []
+            for try await m in ws.messages {
+                got.append(m)
+                if got.count == 101 { break }
+            }
+            #expect(got.prefix(100).map { String(decoding: $0.bytes, as: UTF8.self) } == (0..<100).map { "m\($0)" })
+            #expect(got.last == .binary([0, 0x1E, 0xFF]))
+            await ws.close()
+        }
+    }
+
+    @Test func sendsRequestHeaders() async throws {
+        try await withTestServer { port in
+            var options = WebSocketOptions()
+            options.headers = [("Authorization", "Bearer abc"), ("User-Agent", "relay-test/1"), ("X-Custom", "yes")]
+            let ws = try await WebSocket.connect(to: url(port, "/headers"), options: options)
+            var it = ws.messages.makeAsyncIterator()
+            let m = try await it.next()
+            #expect(m == .text(Array("Bearer abc|relay-test/1|yes".utf8)))
+            await ws.close()
+        }
+    }
+
+    @Test func reassemblesFragmentsAndKeepsTheOpcode() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/fragments"))
+            var it = ws.messages.makeAsyncIterator()
+            #expect(try await it.next() == .text(Array("Hello, fragmented world".utf8)))
+            #expect(try await it.next() == .binary([0, 1, 2, 255]))
+            await ws.close()
+        }
+    }
+
+    @Test func largeMessageWithinTheLimitArrivesWhole() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/big?size=900000"))
+            var it = ws.messages.makeAsyncIterator()
+            let m = try await it.next()
+            #expect(m?.bytes.count == 900_000)
+            await ws.close()
+        }
+    }
+
+    @Test func messageOverTheLimitIsRefusedWith1009() async throws {
+        try await withTestServer { port in
+            var options = WebSocketOptions()
+            options.maxMessageSize = 100_000
+            let ws = try await WebSocket.connect(to: url(port, "/big?size=200000"), options: options)
+            var it = ws.messages.makeAsyncIterator()
+            do {
+                _ = try await it.next()
+                Issue.record("expected messageTooLarge")
+            } catch let error as WebSocketError {
+                #expect(error.kind == .messageTooLarge)
+                #expect(error.message.contains("100000-byte limit"))
+            }
+            await ws.close()
+        }
+    }
+
+    @Test func peerCloseEndsIterationWithCodeAndReason() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/close"))
+            var got: [WebSocketTransport.WebSocketMessage] = []
+            for try await m in ws.messages { got.append(m) }
+            #expect(got == [.text(Array("bye soon".utf8))])
+            #expect(ws.closeInfo == WebSocketClose(code: 4000, reason: "see you"))
+            await ws.close()
+        }
+    }
+
+    @Test func backPressurePausesReadingWithoutLosingMessages() async throws {
+        try await withTestServer { port in
+            var options = WebSocketOptions()
+            options.receiveBufferMessages = 16
+            let ws = try await WebSocket.connect(to: url(port, "/burst?n=5000"), options: options)
+            try await Task.sleep(for: .milliseconds(300))  // let the burst pile up against the 16-message buffer
+            var expected = 0
+            for try await m in ws.messages {
+                #expect(String(decoding: m.bytes, as: UTF8.self) == "\(expected)")
+                expected += 1
+            }
+            #expect(expected == 5000)
+            await ws.close()
+        }
+    }
+
+    @Test func closeSendsCodeAndReasonAndSendAfterCloseFails() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/echo"))
+            await ws.close(code: 1000, reason: "shutting down")
+            #expect(ws.closeInfo?.code == 1000)
+            #expect(throws: WebSocketError.self) { try ws.send(.text([1])) }
+        }
+    }
+
+    @Test(arguments: [401, 403, 404, 409, 503])
+    func upgradeRefusalCarriesTheHTTPStatus(_ status: Int) async throws {
+        let server = try CannedHTTPListener(status: status)
+        defer { server.stop() }
+        await #expect {
+            _ = try await WebSocket.connect(to: url(server.port, "/hub"))
+        } throws: { error in
+            guard let e = error as? WebSocketError else { return false }
+            return e.kind == .upgradeRejected(status: status) && e.message.contains("HTTP \(status)")
+        }
+    }
+
+    @Test func refusedConnectionIsTyped() async throws {
+        // A port that was free a moment ago: nothing listens there.
+        let port = try freePort()
+        await #expect {
+            _ = try await WebSocket.connect(to: url(port, "/"))
+        } throws: { error in
+            guard let e = error as? WebSocketError else { return false }
+            return e.kind == .connectionRefused && e.message.contains("127.0.0.1:\(port)")
+        }
+    }
+
+    @Test func unknownHostIsADNSFailure() async throws {
+        await #expect {
+            _ = try await WebSocket.connect(to: URL(string: "ws://no-such-host.invalid/")!)
+        } throws: { error in
+            (error as? WebSocketError)?.kind == .dnsFailure
+        }
+    }
+
+    @Test func rejectsNonWebSocketURLs() async throws {
+        await #expect(throws: WebSocketError(.invalidURL, "'http://x/' is not a ws:// or wss:// URL.")) {
+            _ = try await WebSocket.connect(to: URL(string: "http://x/")!)
+        }
+    }
+
+    @Test func silentServerTimesOut() async throws {
+        // A TCP listener that accepts and never answers the upgrade.
+        let listener = try SilentListener()
+        var options = WebSocketOptions()
+        options.connectTimeout = .seconds(2)
+        let started = ContinuousClock.now
+        await #expect {
+            _ = try await WebSocket.connect(to: url(listener.port, "/"), options: options)
+        } throws: { error in
+            (error as? WebSocketError)?.kind == .timeout
+        }
+        #expect(ContinuousClock.now - started < .seconds(8))
+        listener.stop()
+    }
+}
+
+func freePort() throws -> Int {
+    let l = try SilentListener()
+    let p = l.port
+    l.stop()
+    return p
+}
+
+/// A plain TCP socket that listens on 127.0.0.1 and never says anything.
+final class SilentListener: @unchecked Sendable {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        listen(fd, 8)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func stop() { close(fd) }
+}
+
+/// Answers every connection with one canned HTTP status instead of an upgrade (as a server that refuses
+/// the token, the path or a second socket does).
+final class CannedHTTPListener: @unchecked Sendable {
+    private let listener: SilentListener
+    var port: Int { listener.port }
+
+    init(status: Int) throws {
+        listener = try SilentListener()
+        let fd = listener.fd
+        Thread {
+            while true {
+                let client = accept(fd, nil, nil)
+                if client < 0 { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = read(client, &buffer, buffer.count)
+                let response = "HTTP/1.1 \(status) Refused\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                _ = response.withCString { write(client, $0, strlen($0)) }
+                close(client)
+            }
+        }.start()
+    }
+
+    func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)); listener.stop() }
+}
