@@ -278,3 +278,10 @@ enum JSONObjectReadError<E: Error>: Error {
     case syntax(JSONSyntaxError)
     case member(E)
 }
+
+extension JSONValue {
+    /// Parses one JSON document with the strict reader.
+    public init(parsing bytes: some Collection<UInt8>) throws(JSONSyntaxError) {
+        self = try JSONParser.parse(bytes)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import SignalRProtocol
+
+/// The arguments of one invocation from the server, with typed access that says exactly what did not fit.
+public struct HubArguments: Sendable {
+    public let target: String
+    public let values: [JSONValue]
+
+    public init(target: String, values: [JSONValue]) {
+        self.target = target
+        self.values = values
+    }
+
+    public var count: Int { values.count }
+
+    /// Decodes argument `index` as `T`. A mismatch names the target, the index, the type and the value's kind.
+    public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubArgumentError) -> T {
+        guard index < values.count else {
+            throw HubArgumentError(
+                target: target, index: index,
+                message: "Invocation provides \(values.count) argument(s) but target expects at least \(index + 1).")
+        }
+        let value = values[index]
+        if T.self == JSONValue.self { return value as! T }
+        if T.self == Decimal.self, case .number(let text) = value, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+            return d as! T
+        }
+        do {
+            // Wrapped in an array so that scalars (strings, numbers) decode too.
+            let data = Data(JSONValue.array([value]).serialized.utf8)
+            let decoded = try JSONDecoder().decode([T].self, from: data)
+            return decoded[0]
+        } catch {
+            throw HubArgumentError(
+                target: target, index: index,
+                message: "Argument \(index) of '\(target)' is not a \(T.self) (got \(value.kindDescription)): \(Self.reason(error))")
+        }
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
+            return c.debugDescription + (c.codingPath.count > 1 ? " at \(c.codingPath.dropFirst().map(\.stringValue).joined(separator: "."))" : "")
+        case DecodingError.keyNotFound(let key, _):
+            return "missing key '\(key.stringValue)'"
+        case DecodingError.dataCorrupted(let c):
+            return c.debugDescription
+        default:
+            return "\(error)"
+        }
+    }
+}
+
+/// An argument that does not have the type a handler expects.
+public struct HubArgumentError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let target: String
+    public let index: Int
+    public let message: String
+    public var description: String { message }
+}
+
+extension JSONValue {
+    var kindDescription: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .number(let n): return "the number \(n)"
+        case .string: return "a string"
+        case .array(let a): return "an array of \(a.count)"
+        case .object: return "an object"
+        }
+    }
+
+    /// Any Encodable value as JSON (numbers keep the text the encoder wrote).
+    public init(encoding value: some Encodable) throws {
+        let data = try JSONEncoder().encode([value])
+        guard case .array(let items) = try JSONValue(parsing: data), let first = items.first else {
+            throw HubArgumentError(target: "", index: 0, message: "Could not encode \(type(of: value)) as JSON.")
+        }
+        self = first
+    }
+}

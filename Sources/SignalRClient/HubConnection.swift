@@ -1,0 +1,553 @@
+import Foundation
+import Logging
+import SignalRProtocol
+import WebSocketTransport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+public enum HubConnectionState: String, Sendable {
+    case disconnected, connecting, connected, reconnecting, disconnecting
+}
+
+/// What happens to a connection over its life, for whoever watches `events()`.
+public enum HubConnectionEvent: Sendable, Equatable {
+    case connected(connectionId: String?)
+    /// The link was lost; the reconnect policy is trying again.
+    case reconnecting(reason: String)
+    /// A new connection is up (new negotiate, new connection id): messages sent meanwhile were lost.
+    case reconnected(connectionId: String?)
+    /// Final. `error` is nil after `stop()`.
+    case closed(error: String?)
+}
+
+/// A client connection to a SignalR hub over WebSockets with the JSON protocol.
+///
+/// Handlers run one at a time in arrival order, off the receive loop: a handler may `invoke` on the same
+/// connection and await the result without deadlock. Handlers registered before `start()` see the first message.
+public actor HubConnection {
+    public typealias Handler = @Sendable (HubArguments) async throws -> JSONValue?
+
+    public nonisolated let url: URL
+    private let options: HubConnectionOptions
+    private let logger: Logger
+    private let session: URLSession
+
+    private var handlers: [String: [Handler]] = [:]
+    public private(set) var state: HubConnectionState = .disconnected
+    public private(set) var connectionId: String?
+    private var link: Link?
+    private var linkGeneration = 0
+    private var pending: [String: Pending] = [:]
+    private var nextInvocationId = 1
+    private var subscribers: [Int: AsyncStream<HubConnectionEvent>.Continuation] = [:]
+    private var nextSubscriber = 0
+    private var cachedToken: String?
+    private var stopRequested = false
+    private var reconnectTask: Task<Void, Never>?
+    private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
+    private let dispatcher: Task<Void, Never>
+
+    /// One open WebSocket with its handshake done.
+    private struct Link {
+        let socket: WebSocket
+        let generation: Int
+        var lastSend = ContinuousClock.now
+        var lastReceive = ContinuousClock.now
+        var receiveTask: Task<Void, Never>?
+        var keepAliveTask: Task<Void, Never>?
+        /// Set when the server's Close message or a protocol error explains the end of the link.
+        var endReason: HubConnectionError?
+    }
+
+    private enum Pending {
+        case invocation(target: String, CheckedContinuation<JSONValue?, any Error>)
+        case stream(target: String, AsyncThrowingStream<JSONValue, any Error>.Continuation)
+    }
+
+    public init(url: URL, options: HubConnectionOptions = .init(), logger: Logger = Logger(label: "signalr")) {
+        self.url = url
+        self.options = options
+        self.logger = logger
+        let config = URLSessionConfiguration.ephemeral
+        config.timeoutIntervalForRequest = 30
+        self.session = URLSession(configuration: config)
+        let (stream, continuation) = AsyncStream<@Sendable () async -> Void>.makeStream()
+        self.jobs = continuation
+        // Handlers run here, one after another, never on the receive loop.
+        self.dispatcher = Task {
+            for await job in stream { await job() }
+        }
+    }
+
+    deinit {
+        jobs.finish()
+        reconnectTask?.cancel()
+    }
+
+    // MARK: - Handlers
+
+    /// Registers a handler for invocations of `target` (case-insensitive, as the official clients).
+    /// Return a value to answer a client-result invocation; return nil otherwise.
+    public func on(_ target: String, _ handler: @escaping Handler) {
+        handlers[target.lowercased(), default: []].append(handler)
+    }
+
+    /// Registers a handler that returns nothing.
+    public func on(_ target: String, _ handler: @escaping @Sendable (HubArguments) async throws -> Void) {
+        on(target) { (args: HubArguments) async throws -> JSONValue? in
+            try await handler(args)
+            return nil
+        }
+    }
+
+    public func off(_ target: String) {
+        handlers[target.lowercased()] = nil
+    }
+
+    /// A new subscription to state events; it ends when the connection is closed for good.
+    public func events() -> AsyncStream<HubConnectionEvent> {
+        let (stream, continuation) = AsyncStream<HubConnectionEvent>.makeStream()
+        let id = nextSubscriber
+        nextSubscriber += 1
+        subscribers[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(id) }
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ id: Int) { subscribers[id] = nil }
+
+    private func emit(_ event: HubConnectionEvent) {
+        for c in subscribers.values { c.yield(event) }
+    }
+
+    // MARK: - Start and stop
+
+    /// Connects: negotiate, WebSocket, handshake. With `startRetryPolicy`, failed attempts are retried.
+    public func start() async throws(HubConnectionError) {
+        guard state == .disconnected else {
+            throw HubConnectionError(.invalidState, "Cannot start a connection that is \(state.rawValue).")
+        }
+        stopRequested = false
+        setState(.connecting)
+        let began = ContinuousClock.now
+        var attempt = 0
+        while true {
+            do {
+                try await connect()
+                emit(.connected(connectionId: connectionId))
+                return
+            } catch {
+                let context = RetryContext(previousRetryCount: attempt, elapsed: .now - began, reason: error.message)
+                guard !stopRequested, error.kind != .unauthorized,
+                    let delay = options.startRetryPolicy?.nextRetryDelay(context)
+                else {
+                    setState(.disconnected)
+                    throw error
+                }
+                attempt += 1
+                logger.warning("start failed; retrying", metadata: ["error": "\(error.message)", "in": "\(delay)"])
+                try? await Task.sleep(for: delay)
+                if stopRequested {
+                    setState(.disconnected)
+                    throw HubConnectionError(.stopped, "The connection was stopped while starting.")
+                }
+            }
+        }
+    }
+
+    /// Closes the connection for good: pending invocations fail, a reconnect in progress stops.
+    public func stop() async {
+        stopRequested = true
+        reconnectTask?.cancel()
+        guard let link else {
+            if state != .disconnected {
+                setState(.disconnected)
+                emit(.closed(error: nil))
+            }
+            return
+        }
+        setState(.disconnecting)
+        // A graceful end: tell the hub, then close the WebSocket.
+        try? link.socket.send(.text(JSONHubProtocol.encode(.close(.init()))))
+        await link.socket.close(code: 1000, reason: "")
+        await linkEnded(generation: link.generation, error: nil)
+    }
+
+    private func setState(_ new: HubConnectionState) {
+        if state != new { logger.debug("state \(state.rawValue) -> \(new.rawValue)") }
+        state = new
+    }
+
+    private func token(fresh: Bool) async throws(HubConnectionError) -> String? {
+        guard let provider = options.accessTokenProvider else { return nil }
+        if !fresh, let cachedToken { return cachedToken }
+        do {
+            cachedToken = try await provider()
+        } catch {
+            throw HubConnectionError(.unauthorized, "The access token provider failed: \(error)")
+        }
+        return cachedToken
+    }
+
+    /// One whole connection attempt. The token source is asked each time; a 401 gets one fresh token.
+    private func connect() async throws(HubConnectionError) {
+        let negotiator = Negotiator(options: options, session: session, logger: logger)
+        var negotiated: NegotiatedTransport
+        do {
+            negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+        } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
+            logger.info("token refused; asking the token source once more")
+            negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+        }
+        var wsOptions = options.webSocket
+        wsOptions.headers = options.headers + [("User-Agent", options.userAgent)]
+        if let t = negotiated.accessToken, !options.accessTokenInQuery {
+            wsOptions.headers.append(("Authorization", "Bearer \(t)"))
+        }
+        let socket: WebSocket
+        do {
+            socket = try await WebSocket.connect(to: negotiated.webSocketURL, options: wsOptions, logger: logger)
+        } catch {
+            if case .upgradeRejected(let status) = error.kind, status == 401 || status == 403 {
+                throw HubConnectionError(.unauthorized, error.message)
+            }
+            throw HubConnectionError(.transport(error.kind), error.message)
+        }
+        let leftover = try await handshake(socket)
+        linkGeneration += 1
+        let generation = linkGeneration
+        link = Link(socket: socket, generation: generation)
+        connectionId = negotiated.connectionId
+        setState(.connected)
+        logger.info("connected", metadata: ["connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)"])
+        if !leftover.isEmpty { process(frame: leftover, generation: generation) }
+        link?.receiveTask = Task { [weak self] in await self?.receiveLoop(socket, generation: generation) }
+        link?.keepAliveTask = Task { [weak self] in await self?.keepAliveLoop(generation: generation) }
+    }
+
+    /// Sends the handshake request and reads the answer; returns what followed it in the same frame.
+    private func handshake(_ socket: WebSocket) async throws(HubConnectionError) -> [UInt8] {
+        do {
+            try socket.send(.text(Handshake.encode(Handshake.Request())))
+        } catch {
+            throw HubConnectionError(.handshakeFailed, "Could not send the handshake: \(error.message)")
+        }
+        let timeout = options.handshakeTimeout
+        let began = ContinuousClock.now
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            await socket.close(code: 1000, reason: "handshake timeout")
+        }
+        defer { timer.cancel() }
+        var buffer: [UInt8] = []
+        var iterator = socket.messages.makeAsyncIterator()
+        while true {
+            let message: WebSocketMessage?
+            do {
+                message = try await iterator.next()
+            } catch {
+                throw HubConnectionError(.handshakeFailed, "The connection ended during the handshake: \(error.message)")
+            }
+            guard let message else {
+                await socket.close()
+                if ContinuousClock.now - began >= timeout {
+                    throw HubConnectionError(.handshakeFailed, "The server did not answer the handshake within \(timeout).")
+                }
+                throw HubConnectionError(.handshakeFailed, "The connection closed during the handshake.")
+            }
+            buffer += message.bytes
+            do {
+                if let (response, rest) = try Handshake.decodeResponse(buffer) {
+                    if let error = response.error {
+                        await socket.close()
+                        throw HubConnectionError(.handshakeFailed, "The server refused the handshake: \(error)")
+                    }
+                    return Array(rest)
+                }
+            } catch let error as HubProtocolError {
+                await socket.close()
+                throw HubConnectionError(.handshakeFailed, "The handshake answer is not valid: \(error.message)")
+            } catch let error as HubConnectionError {
+                throw error
+            } catch {
+                throw HubConnectionError(.handshakeFailed, "\(error)")
+            }
+        }
+    }
+
+    // MARK: - Receiving
+
+    private func receiveLoop(_ socket: WebSocket, generation: Int) async {
+        var failure: HubConnectionError?
+        do {
+            for try await message in socket.messages {
+                guard process(frame: message.bytes, generation: generation) else { break }
+            }
+        } catch {
+            failure = HubConnectionError(.transport(error.kind), error.message)
+        }
+        let end = link?.generation == generation ? link?.endReason : nil
+        if failure == nil && end == nil && !stopRequested {
+            let info = socket.closeInfo.map { " (\($0))" } ?? ""
+            failure = HubConnectionError(.transport(.connectionLost), "The server closed the WebSocket\(info).")
+        }
+        await socket.close()
+        await linkEnded(generation: generation, error: end ?? failure)
+    }
+
+    /// Handles one WebSocket message (one or more hub messages). Returns false when the link must end.
+    @discardableResult
+    private func process(frame bytes: [UInt8], generation: Int) -> Bool {
+        guard link == nil || link?.generation == generation else { return false }
+        link?.lastReceive = .now
+        let (pieces, incomplete) = TextMessageFormat.split(bytes)
+        var protocolError: String?
+        for piece in pieces {
+            do {
+                guard let message = try JSONHubProtocol.decode(piece) else {
+                    logger.debug("ignored a message of an unknown type")
+                    continue
+                }
+                if !handle(message) { return false }
+            } catch {
+                // One bad message does not cost the others of its frame; the link ends after them.
+                logger.error("protocol error from the server: \(error)")
+                protocolError = protocolError ?? error.message
+            }
+        }
+        if incomplete && !bytes.isEmpty {
+            logger.error("protocol error from the server: a message without its 0x1E terminator")
+            protocolError = protocolError ?? "Message is incomplete."
+        }
+        if let protocolError {
+            link?.endReason = HubConnectionError(.protocolError, "The server broke the hub protocol: \(protocolError)")
+            return false
+        }
+        return true
+    }
+
+    /// Returns false when the link must end (the server sent Close).
+    private func handle(_ message: HubMessage) -> Bool {
+        switch message {
+        case .invocation(let inv):
+            dispatch(inv)
+        case .streamItem(let item):
+            guard case .stream(_, let c) = pending[item.invocationId] else {
+                logger.warning("dropped a StreamItem for unknown invocation '\(item.invocationId)'")
+                return true
+            }
+            c.yield(item.item)
+        case .completion(let completion):
+            guard let entry = pending.removeValue(forKey: completion.invocationId) else {
+                logger.warning("dropped a Completion for unknown invocation '\(completion.invocationId)'")
+                return true
+            }
+            switch (entry, completion.outcome) {
+            case (.invocation(_, let c), .void): c.resume(returning: nil)
+            case (.invocation(_, let c), .result(let v)): c.resume(returning: v)
+            case (.invocation(let target, let c), .error(let e)): c.resume(throwing: HubInvocationError(target: target, message: e))
+            case (.stream(_, let c), .error(let e)): c.finish(throwing: HubInvocationError(target: "stream", message: e))
+            case (.stream(_, let c), _): c.finish()
+            }
+        case .ping:
+            break
+        case .close(let close):
+            let reason =
+                close.error.map { "Server returned an error on close: \($0)" } ?? "The server closed the connection."
+            link?.endReason = HubConnectionError(.closedByServer(allowReconnect: close.allowReconnect), reason)
+            return false
+        case .streamInvocation, .cancelInvocation:
+            logger.warning("ignored a client-bound stream request: this client does not serve streams")
+        case .ack, .sequence:
+            logger.debug("ignored a stateful-reconnect message: stateful reconnect was not negotiated")
+        }
+        return true
+    }
+
+    /// Queues the handlers of one invocation on the dispatcher; answers client-result invocations.
+    private func dispatch(_ inv: HubMessage.Invocation) {
+        let list = handlers[inv.target.lowercased()] ?? []
+        let args = HubArguments(target: inv.target, values: inv.arguments)
+        let logger = self.logger
+        if list.isEmpty {
+            logger.warning("no handler for '\(inv.target)'")
+            if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
+            return
+        }
+        jobs.yield { [weak self] in
+            var results: [JSONValue] = []
+            var failure: String?
+            for handler in list {
+                do {
+                    if let r = try await handler(args) { results.append(r) }
+                } catch {
+                    logger.error("handler for '\(inv.target)' failed: \(error)")
+                    failure = failure ?? "\(error)"
+                }
+            }
+            guard let id = inv.invocationId else { return }
+            let outcome: HubMessage.Completion.Outcome =
+                if let failure { .error(failure) } else if results.count > 1 { .error("Client provided multiple results.") } else if let r = results.first {
+                    .result(r)
+                } else { .error("Client didn't provide a result.") }
+            await self?.sendCompletion(id, outcome)
+        }
+    }
+
+    private func sendCompletion(_ id: String, _ outcome: HubMessage.Completion.Outcome) {
+        try? write(.completion(.init(invocationId: id, outcome: outcome)))
+    }
+
+    // MARK: - Keep-alive and server timeout
+
+    private func keepAliveLoop(generation: Int) async {
+        while !Task.isCancelled {
+            guard let link, link.generation == generation else { return }
+            let now = ContinuousClock.now
+            if now - link.lastReceive >= options.serverTimeout {
+                logger.warning("Server timeout elapsed without receiving a message from the server.")
+                self.link?.endReason = HubConnectionError(
+                    .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
+                await link.socket.close(code: 1000, reason: "server timeout")
+                return
+            }
+            if now - link.lastSend >= options.keepAliveInterval {
+                try? write(.ping)
+            }
+            let lastSend = self.link?.lastSend ?? now
+            let nextPing = lastSend + options.keepAliveInterval
+            let nextTimeout = link.lastReceive + options.serverTimeout
+            try? await Task.sleep(until: min(nextPing, nextTimeout), clock: .continuous)
+        }
+    }
+
+    // MARK: - The link ends
+
+    private func linkEnded(generation: Int, error: HubConnectionError?) async {
+        guard let current = link, current.generation == generation else { return }
+        current.keepAliveTask?.cancel()
+        current.receiveTask?.cancel()
+        link = nil
+        connectionId = nil
+        for (_, entry) in pending {
+            switch entry {
+            case .invocation(_, let c): c.resume(throwing: HubConnectionError.canceledByClose)
+            case .stream(_, let c): c.finish(throwing: HubConnectionError.canceledByClose)
+            }
+        }
+        pending = [:]
+        let canReconnect: Bool
+        if case .closedByServer(let allow) = error?.kind { canReconnect = allow } else { canReconnect = true }
+        if stopRequested || error == nil || !canReconnect || options.reconnectPolicy == nil {
+            setState(.disconnected)
+            if let error { logger.error("connection closed: \(error.message)") }
+            emit(.closed(error: stopRequested ? nil : error?.message))
+            return
+        }
+        let reason = error?.message ?? "connection lost"
+        logger.warning("connection lost; reconnecting", metadata: ["reason": "\(reason)"])
+        setState(.reconnecting)
+        emit(.reconnecting(reason: reason))
+        reconnectTask = Task { [weak self] in await self?.reconnectLoop(reason: reason) }
+    }
+
+    private func reconnectLoop(reason: String) async {
+        let began = ContinuousClock.now
+        var attempt = 0
+        var lastReason = reason
+        while let policy = options.reconnectPolicy,
+            let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason))
+        {
+            try? await Task.sleep(for: delay)
+            if stopRequested || Task.isCancelled { break }
+            attempt += 1
+            do {
+                try await connect()
+                logger.info("reconnected", metadata: ["attempt": "\(attempt)"])
+                emit(.reconnected(connectionId: connectionId))
+                return
+            } catch {
+                lastReason = error.message
+                logger.warning("reconnect attempt \(attempt) failed: \(error.message)")
+            }
+        }
+        setState(.disconnected)
+        emit(.closed(error: stopRequested ? nil : "Reconnect gave up after \(attempt) attempt(s): \(lastReason)"))
+    }
+
+    // MARK: - Sending
+
+    private func write(_ message: HubMessage) throws(HubConnectionError) {
+        guard let link else {
+            throw HubConnectionError(.invalidState, "The connection is \(state.rawValue); nothing can be sent.")
+        }
+        do {
+            try link.socket.send(.text(JSONHubProtocol.encode(message)))
+        } catch {
+            throw HubConnectionError(.transport(error.kind), error.message)
+        }
+        self.link?.lastSend = .now
+    }
+
+    private func newInvocationId() -> String {
+        defer { nextInvocationId += 1 }
+        return String(nextInvocationId)
+    }
+
+    /// Calls a hub method and waits for its Completion. Returns the result, or nil for a void method.
+    public func invoke(_ target: String, _ arguments: [JSONValue] = []) async throws -> JSONValue? {
+        let id = newInvocationId()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
+                do {
+                    try write(.invocation(.init(invocationId: id, target: target, arguments: arguments)))
+                    pending[id] = .invocation(target: target, c)
+                } catch {
+                    c.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelInvocation(id) }
+        }
+    }
+
+    /// Calls a hub method and decodes its result as `T`.
+    public func invoke<T: Decodable & Sendable>(_ target: String, _ arguments: [JSONValue] = [], returning: T.Type) async throws -> T {
+        let value = try await invoke(target, arguments) ?? .null
+        return try HubArguments(target: target, values: [value]).decode(0, as: T.self)
+    }
+
+    /// Sends an invocation without waiting for (or getting) a Completion.
+    public func send(_ target: String, _ arguments: [JSONValue] = []) throws(HubConnectionError) {
+        try write(.invocation(.init(target: target, arguments: arguments)))
+    }
+
+    /// Starts a server-to-client stream. Ending the iteration early sends CancelInvocation.
+    public func stream(_ target: String, _ arguments: [JSONValue] = []) -> AsyncThrowingStream<JSONValue, any Error> {
+        let id = newInvocationId()
+        let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+        do {
+            try write(.streamInvocation(.init(invocationId: id, target: target, arguments: arguments)))
+            pending[id] = .stream(target: target, continuation)
+            continuation.onTermination = { [weak self] reason in
+                if case .cancelled = reason { Task { await self?.cancelStream(id) } }
+            }
+        } catch {
+            continuation.finish(throwing: error)
+        }
+        return stream
+    }
+
+    private func cancelStream(_ id: String) {
+        guard pending.removeValue(forKey: id) != nil else { return }
+        try? write(.cancelInvocation(invocationId: id))
+    }
+
+    private func cancelInvocation(_ id: String) {
+        if case .invocation(_, let c) = pending.removeValue(forKey: id) { c.resume(throwing: CancellationError()) }
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import WebSocketTransport
+
+/// Everything a `HubConnection` can be told. Defaults are the official clients' defaults.
+public struct HubConnectionOptions: Sendable {
+    /// Asked before every negotiate and every reconnect (tokens expire during long connections).
+    public var accessTokenProvider: (@Sendable () async throws -> String?)?
+    /// Send the token as the `access_token` query parameter (the browser form) instead of a bearer header.
+    public var accessTokenInQuery = false
+    /// Extra headers on negotiate and on the WebSocket upgrade.
+    public var headers: [(name: String, value: String)] = []
+    public var userAgent = "SignalRClient-Swift/1.0 (Linux)"
+    /// Go straight to the WebSocket (WebSockets only; no connection id, no stateful reconnect, not for Azure).
+    public var skipNegotiation = false
+    public var handshakeTimeout: Duration = .seconds(15)
+    /// A Ping is sent when nothing else was sent for this long.
+    public var keepAliveInterval: Duration = .seconds(15)
+    /// The connection is closed when nothing at all arrived for this long.
+    public var serverTimeout: Duration = .seconds(30)
+    /// Reconnect after a lost connection. Nil: a lost connection is final (the official default).
+    public var reconnectPolicy: (any RetryPolicy)?
+    /// Also retry the first `start()` with this policy (the official clients never do).
+    public var startRetryPolicy: (any RetryPolicy)?
+    /// Options of the WebSocket under the connection (TLS, CA file, message size limit).
+    public var webSocket = WebSocketOptions()
+
+    public init() {}
+}

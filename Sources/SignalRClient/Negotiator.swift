@@ -1,0 +1,120 @@
+import Foundation
+import Logging
+import SignalRProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The result of negotiating: where to open the WebSocket, and with which token.
+struct NegotiatedTransport: Sendable {
+    var webSocketURL: URL
+    var connectionId: String?
+    var accessToken: String?
+}
+
+/// `POST {hub}/negotiate?negotiateVersion=1`, following redirects (at most 100).
+struct Negotiator: Sendable {
+    static let maxRedirects = 100
+
+    let options: HubConnectionOptions
+    let session: URLSession
+    let logger: Logger
+
+    func negotiate(hubURL: URL, accessToken: String?) async throws(HubConnectionError) -> NegotiatedTransport {
+        if options.skipNegotiation {
+            return NegotiatedTransport(
+                webSocketURL: Self.webSocketURL(hubURL, id: nil, token: options.accessTokenInQuery ? accessToken : nil),
+                connectionId: nil, accessToken: accessToken)
+        }
+        var url = hubURL
+        var token = accessToken
+        for _ in 0..<Self.maxRedirects {
+            switch try await post(url, token: token) {
+            case .connection(let c):
+                guard c.availableTransports.isEmpty || c.availableTransports.contains(where: { $0.transport == "WebSockets" })
+                else {
+                    throw HubConnectionError(
+                        .negotiateFailed,
+                        "The server does not offer WebSockets (it offers \(c.availableTransports.map(\.transport).joined(separator: ", "))); this client speaks WebSockets only.")
+                }
+                return NegotiatedTransport(
+                    webSocketURL: Self.webSocketURL(url, id: c.socketId, token: options.accessTokenInQuery ? token : nil),
+                    connectionId: c.connectionId, accessToken: token)
+            case .redirect(let next, let newToken):
+                guard let nextURL = URL(string: next) else {
+                    throw HubConnectionError(.negotiateFailed, "The server redirected negotiate to an invalid URL.")
+                }
+                logger.debug("negotiate redirected", metadata: ["to": "\(nextURL.redactedForLogs)"])
+                url = nextURL
+                if let newToken { token = newToken }
+            case .error(let message):
+                throw HubConnectionError(.negotiateFailed, "The server refused to negotiate: \(message)")
+            }
+        }
+        throw HubConnectionError(.negotiateFailed, "Negotiate redirection limit exceeded.")
+    }
+
+    private func post(_ url: URL, token: String?) async throws(HubConnectionError) -> NegotiateResponse {
+        let negotiateURL = Self.negotiateURL(url)
+        var request = URLRequest(url: negotiateURL, timeoutInterval: 30)
+        request.httpMethod = "POST"
+        request.setValue(options.userAgent, forHTTPHeaderField: "User-Agent")
+        request.setValue("0", forHTTPHeaderField: "Content-Length")
+        for (name, value) in options.headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw HubConnectionError(
+                .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.localizedDescription)")
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        switch status {
+        case 200: break
+        case 401, 403:
+            throw HubConnectionError(
+                .unauthorized,
+                "The server refused the access token (HTTP \(status) from negotiate). Check the token; retrying with the same token will not help.")
+        default:
+            throw HubConnectionError(
+                .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) answered HTTP \(status); expected 200.")
+        }
+        do {
+            return try NegotiateResponse.decode(data)
+        } catch {
+            throw HubConnectionError(.negotiateFailed, "The negotiate answer is not valid: \(error.message)")
+        }
+    }
+
+    /// `/negotiate` goes on the path; an existing query is kept; `negotiateVersion=1` is added.
+    static func negotiateURL(_ url: URL) -> URL {
+        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        var path = c.percentEncodedPath
+        if path.hasSuffix("/") { path.removeLast() }
+        c.percentEncodedPath = path + "/negotiate"
+        var items = c.queryItems ?? []
+        items.append(URLQueryItem(name: "negotiateVersion", value: "1"))
+        c.queryItems = items
+        return c.url!
+    }
+
+    /// http→ws, https→wss, plus `id=` (and `access_token=` in the query form).
+    static func webSocketURL(_ url: URL, id: String?, token: String?) -> URL {
+        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        switch c.scheme?.lowercased() {
+        case "https": c.scheme = "wss"
+        case "http": c.scheme = "ws"
+        default: break
+        }
+        var items = c.queryItems ?? []
+        if let id { items.append(URLQueryItem(name: "id", value: id)) }
+        if let token { items.append(URLQueryItem(name: "access_token", value: token)) }
+        c.queryItems = items.isEmpty ? nil : items
+        // '+' is legal in a query but means space to many servers: encode it.
+        c.percentEncodedQuery = c.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+        return c.url!
+    }
+}
