@@ -85,7 +85,10 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
         ),
-        .testTarget(name: "HubConnectionTests", dependencies: ["SignalRClient", "HubSimulator", "AllowanceAPI"]),
+        .testTarget(
+            name: "HubConnectionTests",
+            dependencies: ["SignalRClient", "HubSimulator", .product(name: "Hummingbird", package: "hummingbird")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

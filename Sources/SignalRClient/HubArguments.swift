@@ -13,15 +13,19 @@ public struct HubArguments: Sendable {
 
     public var count: Int { values.count }
 
-    /// Decodes argument `index` as `T`. A mismatch names the target, the index, the type and the value's kind.
-    public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubArgumentError) -> T {
+    /// Argument `index` as raw JSON.
+    public func value(at index: Int) throws(HubArgumentError) -> JSONValue {
         guard index < values.count else {
             throw HubArgumentError(
                 target: target, index: index,
                 message: "Invocation provides \(values.count) argument(s) but target expects at least \(index + 1).")
         }
-        let value = values[index]
-        if T.self == JSONValue.self { return value as! T }
+        return values[index]
+    }
+
+    /// Decodes argument `index` as `T`. A mismatch names the target, the index, the type and the value's kind.
+    public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubArgumentError) -> T {
+        let value = try value(at: index)
         if T.self == Decimal.self, case .number(let text) = value, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
             return d as! T
         }

@@ -89,17 +89,17 @@ public actor HubConnection {
     // MARK: - Handlers
 
     /// Registers a handler for invocations of `target` (case-insensitive, as the official clients).
-    /// Return a value to answer a client-result invocation; return nil otherwise.
-    public func on(_ target: String, _ handler: @escaping Handler) {
-        handlers[target.lowercased(), default: []].append(handler)
-    }
-
-    /// Registers a handler that returns nothing.
     public func on(_ target: String, _ handler: @escaping @Sendable (HubArguments) async throws -> Void) {
-        on(target) { (args: HubArguments) async throws -> JSONValue? in
+        onResult(target) { (args: HubArguments) async throws -> JSONValue? in
             try await handler(args)
             return nil
         }
+    }
+
+    /// Registers a handler that can answer a client-result invocation (one the server sends with an
+    /// invocation id and awaits). Return nil to give no result.
+    public func onResult(_ target: String, _ handler: @escaping Handler) {
+        handlers[target.lowercased(), default: []].append(handler)
     }
 
     public func off(_ target: String) {

@@ -36,4 +36,9 @@ public struct HubInvocationError: Error, Sendable, Equatable, CustomStringConver
     public let target: String
     public let message: String
     public var description: String { "'\(target)' failed on the server: \(message)" }
+
+    public init(target: String, message: String) {
+        self.target = target
+        self.message = message
+    }
 }

@@ -1,0 +1,150 @@
+import Foundation
+import SignalRProtocol
+
+/// A child as the Allowance Tracker API returns it.
+struct SimChild: Codable, Sendable {
+    var id: UUID
+    var firstName: String
+    var lastName: String
+    var weeklyAllowance: Decimal
+    var currentBalance: Decimal
+    var lastAllowanceDate: Date?
+}
+
+/// A transaction as the Allowance Tracker API returns it. `sequence` is the simulator's family-wide
+/// cursor (increasing by one per transaction), used by `?after=` paging.
+struct SimTransaction: Codable, Sendable {
+    var id: UUID
+    var childId: UUID
+    var amount: Decimal
+    var type: String
+    var description: String
+    var balanceAfter: Decimal
+    var createdAt: Date
+    var createdByName: String
+    var sequence: Int
+}
+
+/// Why a request was refused, as the API's 4xx body says it.
+struct APIFailure: Error {
+    let status: Int
+    let message: String
+}
+
+/// The family's data: deterministic from a seed, changed only through `addTransaction`.
+actor FamilyStore {
+    private(set) var children: [SimChild]
+    private(set) var transactions: [SimTransaction] = []
+    private var byIdempotencyKey: [String: SimTransaction] = [:]
+    private var random: SeededRandom
+
+    init(seed: UInt64) {
+        random = SeededRandom(seed: seed)
+        // Fixed ids so that tests, docs and a restarted simulator agree.
+        children = [
+            SimChild(
+                id: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, firstName: "Alice", lastName: "Example",
+                weeklyAllowance: 10, currentBalance: Decimal(string: "25.50")!, lastAllowanceDate: nil),
+            SimChild(
+                id: UUID(uuidString: "22222222-2222-4222-8222-222222222222")!, firstName: "Bob", lastName: "Example",
+                weeklyAllowance: 7, currentBalance: Decimal(string: "12.00")!, lastAllowanceDate: nil),
+            SimChild(
+                id: UUID(uuidString: "33333333-3333-4333-8333-333333333333")!, firstName: "Carol", lastName: "Example",
+                weeklyAllowance: 5, currentBalance: Decimal(string: "3.75")!, lastAllowanceDate: nil),
+        ]
+    }
+
+    func child(_ id: UUID) -> SimChild? { children.first { $0.id == id } }
+
+    /// Validates and applies a transaction. The same idempotency key gives the same transaction, once.
+    func addTransaction(
+        childId: UUID, amount: Decimal, type: String, description: String, by: String, idempotencyKey: String?
+    ) throws(APIFailure) -> (transaction: SimTransaction, isNew: Bool) {
+        if let key = idempotencyKey, let existing = byIdempotencyKey[key] { return (existing, false) }
+        guard let index = children.firstIndex(where: { $0.id == childId }) else {
+            throw APIFailure(status: 404, message: "Child \(childId) not found.")
+        }
+        guard amount > 0 else { throw APIFailure(status: 400, message: "amount must be greater than 0.") }
+        guard amount.exponent >= -2 else { throw APIFailure(status: 400, message: "amount has more than 2 decimal places.") }
+        guard type == "Credit" || type == "Debit" else {
+            throw APIFailure(status: 400, message: "type must be \"Credit\" or \"Debit\".")
+        }
+        let trimmed = description.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed.count <= 500 else {
+            throw APIFailure(status: 400, message: "description must be 1 to 500 characters.")
+        }
+        var balance = children[index].currentBalance
+        if type == "Debit" {
+            guard balance >= amount else {
+                throw APIFailure(status: 400, message: "Insufficient funds: balance \(balance), debit \(amount).")
+            }
+            balance -= amount
+        } else {
+            balance += amount
+        }
+        children[index].currentBalance = balance
+        let t = SimTransaction(
+            id: random.uuid(), childId: childId, amount: amount, type: type, description: trimmed, balanceAfter: balance,
+            createdAt: Date(), createdByName: by, sequence: transactions.count + 1)
+        transactions.append(t)
+        if let key = idempotencyKey { byIdempotencyKey[key] = t }
+        return (t, true)
+    }
+
+    /// A plausible random transaction for the activity generator (never overdraws).
+    func randomActivity() -> (childId: UUID, amount: Decimal, type: String, description: String) {
+        let child = children[Int(random.next() % UInt64(children.count))]
+        let cents = Int(random.next() % 1500) + 25
+        let amount = Decimal(cents) / 100
+        let credit = child.currentBalance < amount || random.next() % 2 == 0
+        let spends = ["Ice cream", "Comic book", "Stickers", "Bus fare", "Game credit"]
+        let earns = ["Weekly allowance", "Washed the car", "Birthday gift", "Chores"]
+        let list = credit ? earns : spends
+        return (child.id, amount, credit ? "Credit" : "Debit", list[Int(random.next() % UInt64(list.count))])
+    }
+}
+
+/// SplitMix64: small, fast, and the same sequence for the same seed on every machine.
+struct SeededRandom {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func uuid() -> UUID {
+        let a = next()
+        let b = next()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 {
+            bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * i))
+            bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * i))
+        }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}
+
+enum SimJSON {
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .custom { date, encoder in
+            var c = encoder.singleValueContainer()
+            try c.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
+        }
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    /// An Encodable value as a hub argument.
+    static func value(_ v: some Encodable) -> JSONValue {
+        (try? JSONValue(parsing: encoder.encode(v))) ?? .null
+    }
+}

@@ -1,0 +1,358 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import SignalRProtocol
+import Synchronization
+
+/// How the simulator runs. Every switch can also be flipped at run time under `/_sim/`.
+public struct SimulatorConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port; the `listening` line says which.
+    public var port = 0
+    /// Accepted as a bearer token besides those the login endpoint issues.
+    public var token: String?
+    /// How long tokens from `POST /api/v1/auth/login` live.
+    public var tokenLifetime: Duration = .seconds(3600)
+    public var seed: UInt64 = 42
+    /// `TransactionCreated` carries the whole transaction (true) or only its id string (as seed 003's client expects).
+    public var fullTransactionPayload = true
+    /// Generated transactions per second (0: none).
+    public var activityRate = 0.0
+    /// Transactions generated at start.
+    public var burst = 0
+    /// Server pings every this often when nothing else was sent.
+    public var keepAliveInterval: Duration = .seconds(15)
+    /// A client silent for this long is dropped.
+    public var clientTimeout: Duration = .seconds(30)
+    /// Send hub messages as Binary frames (some servers do).
+    public var binaryFrames = false
+
+    public init() {}
+}
+
+/// The stand-in Allowance Tracker backend: REST under /api/v1, the hub at /hubs/family, switches under /_sim/.
+public final class HubSimulator: Sendable {
+    public let configuration: SimulatorConfiguration
+    let family: FamilyStore
+    let hub: Hub
+    let logger: Logger
+    let faults = Mutex(Faults())
+    private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    struct Faults {
+        var fullPayload = true
+        var refuseUntil: ContinuousClock.Instant?
+        var restMode = "ok"
+        var restCount = 0
+    }
+
+    public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
+        self.configuration = configuration
+        self.logger = logger
+        family = FamilyStore(seed: configuration.seed)
+        hub = Hub(logger: logger)
+        faults.withLock { $0.fullPayload = configuration.fullTransactionPayload }
+    }
+
+    /// The hub methods clients may call are in HubSocket.swift: Echo, Add, Fail, Void, Hang, GetConnectionId,
+    /// Silence(ms), AddTransaction, and the stream Counter(count, delayMs).
+    ///
+    /// Runs until cancelled. `onListening` gets the base URL once connections are accepted.
+    public func run(onListening: @escaping @Sendable (String) async -> Void) async throws {
+        let app = Application(
+            router: restRouter(),
+            server: .http1WebSocketUpgrade(webSocketRouter: hubRouter()),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "allowance-hub-sim"),
+            onServerRunning: { [configuration] channel in
+                let port = channel.localAddress?.port ?? configuration.port
+                await onListening("http://\(configuration.host):\(port)")
+            },
+            logger: logger
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService() }
+            group.addTask { try await self.generateActivity() }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    // MARK: - Auth
+
+    func isValid(_ token: String?) -> Bool {
+        guard let token, !token.isEmpty else { return false }
+        if token == configuration.token { return true }
+        return tokens.withLock { t in
+            guard let expiry = t[token] else { return false }
+            return expiry > .now
+        }
+    }
+
+    func bearer(_ request: Request) -> String? {
+        if let h = request.headers[.authorization], h.hasPrefix("Bearer ") { return String(h.dropFirst(7)) }
+        return request.uri.queryParameters["access_token"].map(String.init)
+    }
+
+    // MARK: - Transactions
+
+    func createTransaction(
+        childId: UUID, amount: Decimal, type: String, description: String, by: String, idempotencyKey: String?
+    ) async throws(APIFailure) -> SimTransaction {
+        let (t, isNew) = try await family.addTransaction(
+            childId: childId, amount: amount, type: type, description: description, by: by, idempotencyKey: idempotencyKey)
+        if isNew {
+            let full = faults.withLock { $0.fullPayload }
+            await hub.broadcast("TransactionCreated", [full ? SimJSON.value(t) : .string(t.id.uuidString)])
+            await hub.broadcast("BalanceUpdated", [.string(t.childId.uuidString), .number("\(t.balanceAfter)")])
+            logger.info("transaction \(t.type) \(t.amount) for \(t.childId): balance \(t.balanceAfter)")
+        }
+        return t
+    }
+
+    func generate(_ count: Int) async {
+        for _ in 0..<count {
+            let a = await family.randomActivity()
+            _ = try? await createTransaction(
+                childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator",
+                idempotencyKey: nil)
+        }
+    }
+
+    private func generateActivity() async throws {
+        if configuration.burst > 0 {
+            // Give the first clients a moment to connect before the burst.
+            try await Task.sleep(for: .milliseconds(200))
+            await generate(configuration.burst)
+        }
+        guard configuration.activityRate > 0 else {
+            try await Task.sleep(for: .seconds(86400 * 365))
+            return
+        }
+        let interval = Duration.seconds(1 / configuration.activityRate)
+        while !Task.isCancelled {
+            try await Task.sleep(for: interval)
+            await generate(1)
+        }
+    }
+
+    // MARK: - REST
+
+    private func restRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let api = router.group("api/v1")
+        api.post("auth/login") { request, context in
+            let body = try await self.jsonBody(request, context)
+            guard body["email"]?.stringValue == "parent@example.com", body["password"]?.stringValue == "allowance" else {
+                return self.problem(401, "Invalid email or password.")
+            }
+            let token = "sim-" + UUID().uuidString
+            let lifetime = self.configuration.tokenLifetime
+            self.tokens.withLock { $0[token] = .now + lifetime }
+            let expires = Date().addingTimeInterval(Double(lifetime.components.seconds))
+            return self.json(
+                200,
+                JSONValue.object([
+                    ("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"),
+                    ("firstName", "Pat"), ("lastName", "Example"), ("role", "Parent"),
+                    ("familyId", "00000000-0000-4000-8000-0000000000f0"), ("familyName", "The Examples"),
+                    ("token", .string(token)),
+                    ("expiresAt", .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(expires))),
+                ]))
+        }
+        api.get("auth/me") { request, _ in
+            guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
+            return self.json(200, JSONValue.object([("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"), ("role", "Parent")]))
+        }
+        api.get("children") { request, _ in
+            if let r = try await self.restGate(request) { return r }
+            return self.json(200, SimJSON.value(await self.family.children))
+        }
+        api.get("children/:id") { request, context in
+            if let r = try await self.restGate(request) { return r }
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), let child = await self.family.child(id) else {
+                return self.problem(404, "Child not found.")
+            }
+            return self.json(200, SimJSON.value(child))
+        }
+        // Newest first with limit/offset (as the app uses it), or, with `after=<sequence>`, oldest first from
+        // that cursor: {"items":[...],"nextCursor":"<sequence of the last item>"} (the catch-up form).
+        api.get("children/:id/transactions") { request, context in
+            if let r = try await self.restGate(request) { return r }
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.child(id) != nil else {
+                return self.problem(404, "Child not found.")
+            }
+            let q = request.uri.queryParameters
+            let limit = min(max(Int(q["limit"].map(String.init) ?? "") ?? 50, 1), 500)
+            let all = await self.family.transactions.filter { $0.childId == id }
+            if let after = q["after"].map(String.init) {
+                guard let cursor = Int(after), cursor >= 0 else { return self.problem(400, "after must be a sequence number.") }
+                let page = Array(all.filter { $0.sequence > cursor }.prefix(limit))
+                let next = page.last?.sequence ?? cursor
+                return self.json(200, JSONValue.object([("items", SimJSON.value(page)), ("nextCursor", .string(String(next)))]))
+            }
+            let offset = max(Int(q["offset"].map(String.init) ?? "") ?? 0, 0)
+            return self.json(200, SimJSON.value(Array(all.reversed().dropFirst(offset).prefix(limit))))
+        }
+        api.post("transactions") { request, context in
+            if let r = try await self.restGate(request) { return r }
+            let body: JSONValue
+            do { body = try await self.jsonBody(request, context) } catch { return self.problem(400, "The body is not valid JSON.") }
+            guard let childText = body["childId"]?.stringValue, let childId = UUID(uuidString: childText) else {
+                return self.problem(400, "childId is required and must be a UUID.")
+            }
+            guard case .number(let amountText) = body["amount"], let amount = Decimal(string: amountText, locale: Locale(identifier: "en_US_POSIX")) else {
+                return self.problem(400, "amount is required and must be a JSON number.")
+            }
+            guard let type = body["type"]?.stringValue else { return self.problem(400, "type is required: \"Credit\" or \"Debit\".") }
+            let description = body["description"]?.stringValue ?? ""
+            do {
+                let t = try await self.createTransaction(
+                    childId: childId, amount: amount, type: type, description: description, by: "Parent",
+                    idempotencyKey: request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value)
+                return self.json(201, SimJSON.value(t))
+            } catch let error as APIFailure {
+                return self.problem(error.status, error.message)
+            }
+        }
+        router.post("hubs/family/negotiate") { request, _ in
+            if self.isRefusing {
+                return self.problem(503, "The hub is refusing connections (simulated outage).")
+            }
+            guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
+            let c = await self.hub.negotiate()
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
+        }
+        addFaultSwitches(router.group("_sim"))
+        return router
+    }
+
+    /// Applies the REST fault switches; nil lets the request through.
+    private func restGate(_ request: Request) async throws -> Response? {
+        let mode = faults.withLock { f -> String in
+            guard f.restCount > 0 else { return "ok" }
+            f.restCount -= 1
+            return f.restMode
+        }
+        switch mode {
+        case "fail": return problem(500, "Simulated server error.")
+        case "slow": try await Task.sleep(for: .seconds(5))
+        default: break
+        }
+        guard isValid(bearer(request)) else { return problem(401, "A valid bearer token is required.") }
+        return nil
+    }
+
+    private func addFaultSwitches(_ sim: RouterGroup<BasicRequestContext>) {
+        sim.post("drop") { _, _ in
+            self.logger.notice("fault: dropping all hub connections")
+            await self.hub.dropAll()
+            return self.json(200, ["dropped": true])
+        }
+        sim.post("refuse") { request, _ in
+            let seconds = Double(request.uri.queryParameters["seconds"].map(String.init) ?? "") ?? 5
+            self.logger.notice("fault: refusing hub connections for \(seconds) s")
+            self.faults.withLock { $0.refuseUntil = .now + .seconds(seconds) }
+            await self.hub.dropAll()
+            return self.json(200, ["refusingSeconds": .number(String(seconds))])
+        }
+        sim.post("close") { request, _ in
+            let q = request.uri.queryParameters
+            let allow = q["allowReconnect"] == "true"
+            let error = q["error"].map(String.init)
+            self.logger.notice("fault: Close(error: \(error ?? "-"), allowReconnect: \(allow)) to all")
+            await self.hub.closeAll(error: error, allowReconnect: allow)
+            return self.json(200, ["closed": true])
+        }
+        sim.post("malformed") { request, _ in
+            let kind = request.uri.queryParameters["kind"].map(String.init) ?? "json"
+            let good = JSONHubProtocol.encode(.invocation(.init(target: "SimNotice", arguments: ["after the bad one"])))
+            let bad: [UInt8]
+            switch kind {
+            case "type": bad = Array(#"{"type":"one"}"#.utf8) + [0x1E]
+            case "args": bad = JSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
+            case "unknown": bad = Array(#"{"type":99,"x":1}"#.utf8) + [0x1E]
+            case "incomplete": bad = Array(#"{"type":6}"#.utf8)
+            default: bad = Array(#"{"type":1,"target":"Broken","arguments":[}"#.utf8) + [0x1E]
+            }
+            self.logger.notice("fault: sending a malformed frame (\(kind))")
+            await self.hub.broadcast(raw: kind == "incomplete" ? good + bad : bad + good)
+            return self.json(200, ["sent": .string(kind)])
+        }
+        sim.post("burst") { request, _ in
+            let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10
+            await self.generate(count)
+            return self.json(200, ["generated": .number(String(count))])
+        }
+        sim.post("rest") { request, _ in
+            let q = request.uri.queryParameters
+            let mode = q["mode"].map(String.init) ?? "ok"
+            let count = Int(q["count"].map(String.init) ?? "") ?? 1
+            self.faults.withLock { f in
+                f.restMode = mode
+                f.restCount = count
+            }
+            return self.json(200, ["mode": .string(mode), "count": .number(String(count))])
+        }
+        sim.post("payload") { request, _ in
+            let full = request.uri.queryParameters["mode"] != "id"
+            self.faults.withLock { $0.fullPayload = full }
+            return self.json(200, ["transactionCreated": full ? "full" : "id"])
+        }
+        sim.post("invoke") { request, _ in
+            let target = request.uri.queryParameters["target"].map(String.init) ?? "GetStatus"
+            let answers = await self.hub.invokeClients(target, [])
+            return self.json(200, .array(answers.map { a in
+                switch a.outcome {
+                case .result(let v): return .object([("result", v)])
+                case .error(let e): return .object([("error", .string(e))])
+                case .void: return .object([])
+                }
+            }))
+        }
+        sim.get("stats") { _, _ in
+            let clients = await self.hub.connected
+            let total = await self.hub.totalConnections
+            return self.json(200, .object([
+                ("connections", .number(String(clients.count))),
+                ("totalConnections", .number(String(total))),
+                ("transactions", .number(String(await self.family.transactions.count))),
+                ("canceledStreams", .number(String(await self.hub.canceledStreams))),
+                ("clients", .array(clients.map { c in
+                    let s = c.snapshot
+                    return .object([
+                        ("connectionId", .string(c.connectionId)),
+                        ("pingsReceived", .number(String(s.pingsReceived))),
+                        ("messagesReceived", .number(String(s.messagesReceived))),
+                    ])
+                })),
+            ]))
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The "refuse" fault switch is on.
+    var isRefusing: Bool { faults.withLock { f in f.refuseUntil.map { $0 > .now } ?? false } }
+
+    func jsonBody(_ request: Request, _ context: BasicRequestContext) async throws -> JSONValue {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        return try JSONValue(parsing: Array(buffer.readableBytesView))
+    }
+
+    func json(_ status: Int, _ value: JSONValue) -> Response {
+        var out: [UInt8] = []
+        value.write(into: &out)
+        return Response(
+            status: .init(code: status), headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: out)))
+    }
+
+    func problem(_ status: Int, _ message: String) -> Response {
+        json(status, .object([("status", .number(String(status))), ("error", .string(message))]))
+    }
+}
+

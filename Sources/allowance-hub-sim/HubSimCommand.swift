@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import HubSimulator
+import Logging
+
+/// `allowance-hub-sim`: a stand-in Allowance Tracker backend for tests, the demo and benchmarks.
+@main
+struct HubSimCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "allowance-hub-sim",
+        abstract: "A stand-in Allowance Tracker backend: REST API, SignalR hub and fault switches, on loopback.",
+        discussion: """
+            Prints one line, `listening http://HOST:PORT`, on stdout once it accepts connections.
+
+            REST (bearer token):  POST /api/v1/auth/login {"email":"parent@example.com","password":"allowance"}
+                                  GET /api/v1/children, /api/v1/children/{id}, /api/v1/children/{id}/transactions
+                                  (newest first with limit/offset, or ?after=<sequence> for the catch-up form)
+                                  POST /api/v1/transactions {"childId","amount","type":"Credit"|"Debit","description"}
+                                  (honours Idempotency-Key)
+            Hub:                  /hubs/family (negotiate v1, JSON protocol): TransactionCreated, BalanceUpdated
+            Fault switches:       POST /_sim/drop | refuse?seconds=T | close?allowReconnect=true&error=E |
+                                  malformed?kind=json|type|args|unknown|incomplete | burst?count=N |
+                                  rest?mode=slow|fail&count=N | payload?mode=id|full | invoke?target=T
+                                  GET /_sim/stats
+
+            Examples:
+              allowance-hub-sim --port 0 --token dev-token
+              allowance-hub-sim --port 5080 --token dev-token --rate 2 --burst 5
+            """
+    )
+
+    @Option(help: "Address to listen on (loopback by default).") var host = "127.0.0.1"
+    @Option(help: "Port (0 picks a free one; the listening line tells which).") var port = 0
+    @Option(help: "A bearer token to accept besides those the login endpoint issues.") var token: String?
+    @Option(help: "Seed of the deterministic family and activity.") var seed: UInt64 = 42
+    @Option(help: "Generated transactions per second (0: none).") var rate = 0.0
+    @Option(help: "Transactions generated right after start.") var burst = 0
+    @Option(help: "TransactionCreated payload: full (the transaction object) or id (its id string).")
+    var payload: Payload = .full
+    @Option(help: "Seconds between server pings on an idle connection.") var keepAlive = 15.0
+    @Option(help: "Seconds of client silence before the server drops it.") var clientTimeout = 30.0
+    @Flag(help: "Send hub messages as Binary WebSocket frames.") var binaryFrames = false
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
+
+    enum Payload: String, ExpressibleByArgument, CaseIterable { case full, id }
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535.") }
+        guard rate >= 0, burst >= 0 else { throw ValidationError("--rate and --burst cannot be negative.") }
+        guard keepAlive > 0, clientTimeout > 0 else { throw ValidationError("--keep-alive and --client-timeout must be positive.") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error.") }
+    }
+
+    func run() async throws {
+        // Stop at once on SIGTERM/SIGINT: the simulator holds nothing that needs saving.
+        signal(SIGTERM) { _ in _exit(0) }
+        signal(SIGINT) { _ in _exit(0) }
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var config = SimulatorConfiguration()
+        config.host = host
+        config.port = port
+        config.token = token
+        config.seed = seed
+        config.activityRate = rate
+        config.burst = burst
+        config.fullTransactionPayload = payload == .full
+        config.keepAliveInterval = .seconds(keepAlive)
+        config.clientTimeout = .seconds(clientTimeout)
+        config.binaryFrames = binaryFrames
+        let simulator = HubSimulator(configuration: config)
+        try await simulator.run { url in
+            // Unbuffered, so a parent process reading our stdout sees the line at once.
+            FileHandle.standardOutput.write(Data("listening \(url)\n".utf8))
+        }
+    }
+}
+

@@ -1,0 +1,100 @@
+import Foundation
+import HubSimulator
+import Logging
+import SignalRClient
+import SignalRProtocol
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+let testToken = "test-token"
+
+/// Runs the real simulator in-process on 127.0.0.1 and a free port for the length of `body`.
+func withSimulator(
+    _ configure: (inout SimulatorConfiguration) -> Void = { _ in },
+    _ body: (URL) async throws -> Void
+) async throws {
+    var config = SimulatorConfiguration()
+    config.token = testToken
+    configure(&config)
+    var logger = Logger(label: "hub-sim")
+    logger.logLevel = .critical
+    let simulator = HubSimulator(configuration: config, logger: logger)
+    let (stream, continuation) = AsyncStream<String>.makeStream()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await simulator.run { continuation.yield($0) } }
+        var it = stream.makeAsyncIterator()
+        let base = URL(string: await it.next()!)!
+        defer { group.cancelAll() }
+        try await body(base)
+    }
+}
+
+func hubURL(_ base: URL) -> URL { base.appending(path: "hubs/family") }
+
+func options(token: String = testToken, _ edit: (inout HubConnectionOptions) -> Void = { _ in }) -> HubConnectionOptions {
+    var o = HubConnectionOptions()
+    o.accessTokenProvider = { token }
+    edit(&o)
+    return o
+}
+
+func quietLogger() -> Logger {
+    var l = Logger(label: "signalr-test")
+    l.logLevel = .critical
+    return l
+}
+
+/// Calls a simulator endpoint (REST, or a fault switch under /_sim/).
+@discardableResult
+func call(_ base: URL, _ method: String, _ path: String, body: String? = nil, token: String? = testToken) async throws -> JSONValue {
+    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+    request.httpMethod = method
+    if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+    if let body { request.httpBody = Data(body.utf8) }
+    let (data, _) = try await URLSession.shared.data(for: request)
+    return try JSONValue(parsing: data)
+}
+
+/// Collects values from handlers (any task) and lets a test wait for a count.
+final class Collector<T: Sendable>: Sendable {
+    private let items = Mutex<[T]>([])
+
+    func append(_ item: T) { items.withLock { $0.append(item) } }
+    var values: [T] { items.withLock { $0 } }
+
+    /// Waits until at least `count` values arrived, or fails the test after `timeout`.
+    func wait(for count: Int, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async -> [T] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let v = values
+            if v.count >= count { return v }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("waited \(timeout) for \(count) values, got \(values.count)", sourceLocation: sourceLocation)
+        return values
+    }
+}
+
+/// Waits for the first event that matches.
+func waitForEvent(
+    _ events: AsyncStream<HubConnectionEvent>, timeout: Duration = .seconds(15),
+    _ match: @escaping @Sendable (HubConnectionEvent) -> Bool
+) async -> HubConnectionEvent? {
+    await withTaskGroup(of: HubConnectionEvent?.self) { group in
+        group.addTask {
+            for await e in events where match(e) { return e }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
