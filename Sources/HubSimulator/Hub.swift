@@ -55,12 +55,14 @@ actor Hub {
 
     init(logger: Logger) { self.logger = logger }
 
-    func negotiate() -> NegotiateResponse.Connection {
+    /// Version 1 hands out a secret connection token for `id=`; version 0 (clients that do not ask for 1)
+    /// uses the connection id itself, as ASP.NET Core does.
+    func negotiate(version: Int) -> NegotiateResponse.Connection {
         let id = UUID().uuidString
-        let token = UUID().uuidString + UUID().uuidString
+        let token = version >= 1 ? UUID().uuidString + UUID().uuidString : id
         negotiated[token] = id
         return NegotiateResponse.Connection(
-            connectionId: id, connectionToken: token, negotiateVersion: 1,
+            connectionId: id, connectionToken: version >= 1 ? token : nil, negotiateVersion: min(version, 1),
             availableTransports: [.init(transport: "WebSockets", transferFormats: ["Text", "Binary"])])
     }
 

@@ -90,7 +90,9 @@ extension HubSimulator {
                     return
                 }
                 guard let (request, rest) = parsed else { continue }
-                guard request.protocolName == JSONHubProtocol.name, request.version == 1 else {
+                // ASP.NET Core accepts any version up to its own (signalrcore, for one, sends 0).
+                guard request.protocolName == JSONHubProtocol.name, request.version <= 1 else {
+                    logger.warning("refused handshake for version \(request.version) of '\(request.protocolName)'")
                     client.send(raw: Handshake.encode(Handshake.Response(
                         error: "The server does not support version \(request.version) of the '\(request.protocolName)' protocol.")))
                     return

@@ -221,7 +221,8 @@ public final class HubSimulator: Sendable {
                 return self.problem(503, "The hub is refusing connections (simulated outage).")
             }
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
-            let c = await self.hub.negotiate()
+            let version = Int(request.uri.queryParameters["negotiateVersion"].map(String.init) ?? "") ?? 0
+            let c = await self.hub.negotiate(version: version)
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))

@@ -7,6 +7,8 @@ import Testing
         ("{\"protocol\":\"dummy\",\"version\":1}\u{1e}", "dummy", 1),
         ("{\"protocol\":\"\",\"version\":10}\u{1e}", "", 10),
         ("{\"protocol\":\"\",\"version\":10,\"unknown\":null}\u{1e}", "", 10),
+        // As Python's json module writes it (signalrcore): spaces after the separators.
+        ("{\"protocol\": \"json\", \"version\": 1}\u{1e}", "json", 1),
     ])
     func parsesValidRequests(_ json: String, _ name: String, _ version: Int) throws {
         let parsed = try #require(try Handshake.decodeRequest(Array(json.utf8)))

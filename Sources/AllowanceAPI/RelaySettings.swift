@@ -1,0 +1,137 @@
+import Configuration
+import Foundation
+import SystemPackage
+
+/// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
+/// environment variables on top (e.g. `server.url` ← `ALLOWANCE_RELAY_SERVER_URL`).
+public struct RelaySettings: Sendable {
+    /// The backend's base URL, e.g. `https://allowance.example.org`.
+    public var serverURL: URL
+    /// The hub's path on the backend.
+    public var hubPath: String
+    /// The bearer token, from `server.token` / `ALLOWANCE_RELAY_SERVER_TOKEN`, or read from `tokenFile`.
+    public var token: Secret?
+    public var tokenFile: String?
+    public var accessTokenInQuery: Bool
+    public var skipNegotiation: Bool
+    public var caFile: String?
+    /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
+    public var insecureTLS: Bool
+    public var storePath: String
+    public var logLevel: String
+    public var logFormat: LogFormat
+
+    public enum LogFormat: String, Sendable { case text, json }
+
+    public var hubURL: URL {
+        var path = hubPath
+        if !path.hasPrefix("/") { path = "/" + path }
+        return URL(string: serverURL.absoluteString.trimmingSuffix("/") + path) ?? serverURL
+    }
+
+    /// Loads settings: `file` (if given; it must exist), then the environment on top.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        async throws(SettingsError) -> RelaySettings
+    {
+        var providers: [any ConfigProvider] = [
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay")
+        ]
+        if let file {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw SettingsError("Cannot read the config file '\(file)'. Check the path and its permissions.")
+            }
+            do {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
+            }
+        }
+        let config = ConfigReader(providers: providers)
+
+        guard let urlText = config.string(forKey: "server.url"), !urlText.isEmpty else {
+            throw SettingsError(
+                "No server URL. Set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000).")
+        }
+        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            url.host() != nil
+        else {
+            throw SettingsError("server.url '\(urlText)' is not an http:// or https:// URL with a host.")
+        }
+        let token = config.string(forKey: "server.token", isSecret: true).flatMap { $0.isEmpty ? nil : Secret($0) }
+        let tokenFile = config.string(forKey: "server.token_file")
+        let format = config.string(forKey: "log.format", default: "text")
+        guard let logFormat = LogFormat(rawValue: format) else {
+            throw SettingsError("log.format must be text or json, not '\(format)'.")
+        }
+        let level = config.string(forKey: "log.level", default: "info")
+        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
+            throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
+        }
+        return RelaySettings(
+            serverURL: url,
+            hubPath: config.string(forKey: "server.hub_path", default: "/hubs/family"),
+            token: token,
+            tokenFile: tokenFile,
+            accessTokenInQuery: config.bool(forKey: "server.access_token_in_query", default: false),
+            skipNegotiation: config.bool(forKey: "server.skip_negotiation", default: false),
+            caFile: config.string(forKey: "server.ca_file"),
+            insecureTLS: config.bool(forKey: "server.insecure_tls", default: false),
+            storePath: config.string(forKey: "store.path") ?? defaultStorePath(environment),
+            logLevel: level,
+            logFormat: logFormat)
+    }
+
+    /// `$STATE_DIRECTORY` (systemd), then `/var/lib/allowance-relay` for root, else the XDG state directory.
+    static func defaultStorePath(_ env: [String: String]) -> String {
+        if let dir = env["STATE_DIRECTORY"], !dir.isEmpty { return dir + "/relay.sqlite" }
+        if getuid() == 0 { return "/var/lib/allowance-relay/relay.sqlite" }
+        let state = env["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (NSHomeDirectory() + "/.local/state")
+        return state + "/allowance-relay/relay.sqlite"
+    }
+
+    /// The token to send now: the configured one, or the token file read afresh (so a rotated token is
+    /// picked up at the next reconnect). Never logged.
+    public func currentToken() throws(SettingsError) -> String? {
+        if let token { return token.value }
+        guard let tokenFile else { return nil }
+        return try Secret.read(file: tokenFile).value
+    }
+}
+
+/// A secret value that never prints itself.
+public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let value: String
+    public init(_ value: String) { self.value = value }
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+
+    /// Reads a secret file: trimmed, must not be empty; a file others can read is refused (chmod 600 it).
+    public static func read(file: String) throws(SettingsError) -> Secret {
+        var info = stat()
+        guard stat(file, &info) == 0 else {
+            throw SettingsError("Cannot read the token file '\(file)': \(String(cString: strerror(errno))).")
+        }
+        if info.st_mode & 0o077 != 0 {
+            throw SettingsError(
+                "The token file '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))). Run: chmod 600 '\(file)'")
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw SettingsError("Cannot read the token file '\(file)'. Check its owner and permissions.")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { throw SettingsError("The token file '\(file)' is empty.") }
+        return Secret(text)
+    }
+}
+
+public struct SettingsError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}
