@@ -91,6 +91,7 @@ let package = Package(
             name: "HubConnectionTests",
             dependencies: ["SignalRClient", "HubSimulator", .product(name: "Hummingbird", package: "hummingbird")]
         ),
+        .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -30,6 +30,7 @@ public struct Transaction: Sendable, Equatable {
 /// What went wrong decoding a payload from the server, with the field that was wrong.
 public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }
 

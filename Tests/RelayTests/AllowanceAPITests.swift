@@ -1,0 +1,115 @@
+import AllowanceAPI
+import Foundation
+import SignalRClient
+import SignalRProtocol
+import Testing
+
+@Suite struct HubEventDecodingTests {
+    private func args(_ target: String, _ json: String) throws -> HubArguments {
+        guard case .array(let values) = try JSONValue(parsing: Array(json.utf8)) else { throw PayloadError(message: "not an array") }
+        return HubArguments(target: target, values: values)
+    }
+
+    @Test(arguments: [("0.1", "0.1"), ("19.99", "19.99"), ("1e-2", "0.01"), ("12345678.91", "12345678.91"), ("-5.25", "-5.25")])
+    func balancesAreExact(_ literal: String, _ expected: String) throws {
+        let event = try HubEvent(target: "BalanceUpdated", arguments: args("BalanceUpdated", #"["11111111-1111-4111-8111-111111111111", \#(literal)]"#))
+        #expect(event == .balanceUpdated(childId: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, balance: Decimal(string: expected)!))
+    }
+
+    @Test func decodesAFullTransactionWithFractionalAndPlainDates() throws {
+        for date in ["2026-11-22T10:00:00Z", "2026-11-22T10:00:00.123Z", "2026-11-22T12:00:00+02:00"] {
+            let json = #"[{"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":19.99,"type":"Credit","description":"Chores","balanceAfter":45.49,"createdAt":"\#(date)","createdByName":"Pat"}]"#
+            guard case .transactionCreated(let t) = try HubEvent(target: "TransactionCreated", arguments: args("TransactionCreated", json)) else {
+                Issue.record("not a full transaction")
+                return
+            }
+            #expect(t.amount == Decimal(string: "19.99")! && t.balanceAfter == Decimal(string: "45.49")!)
+            #expect(t.type == .credit)
+            #expect(abs(t.createdAt.timeIntervalSince1970 - 1_795_341_600) < 1)
+        }
+    }
+
+    @Test func acceptsTheIdOnlyForm() throws {
+        let e = try HubEvent(target: "TransactionCreated", arguments: args("TransactionCreated", #"["00000000-0000-4000-8000-000000000001"]"#))
+        #expect(e == .transactionCreatedId(UUID(uuidString: "00000000-0000-4000-8000-000000000001")!))
+    }
+
+    @Test(arguments: [
+        ("BalanceUpdated", #"[42, "not money"]"#, "BalanceUpdated: argument 0 (childId) is not a UUID string: 42."),
+        ("BalanceUpdated", #"["11111111-1111-4111-8111-111111111111", "lots"]"#, "BalanceUpdated: argument 1 (newBalance) is not a number: \"lots\"."),
+        ("BalanceUpdated", #"["11111111-1111-4111-8111-111111111111"]"#, "BalanceUpdated: expected (childId, newBalance), got 1 argument(s)."),
+        ("TransactionCreated", #"[{"id":"x"}]"#, "TransactionCreated: transaction.id is not a UUID: \"x\"."),
+        ("TransactionCreated", #"[{"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Refund","description":"d","balanceAfter":1,"createdAt":"2026-11-22T10:00:00Z"}]"#,
+         "TransactionCreated: transaction.type must be \"Credit\" or \"Debit\", got \"Refund\"."),
+    ])
+    func wrongPayloadsSayWhatIsWrong(_ target: String, _ json: String, _ expected: String) throws {
+        #expect(throws: PayloadError(message: expected)) { try HubEvent(target: target, arguments: self.args(target, json)) }
+    }
+}
+
+@Suite struct RelaySettingsTests {
+    @Test func environmentAloneIsEnough() async throws {
+        let s = try await RelaySettings.load(file: nil, environment: [
+            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5080/", "ALLOWANCE_RELAY_SERVER_TOKEN": "t0k",
+            "ALLOWANCE_RELAY_STORE_PATH": "/tmp/x.sqlite",
+        ])
+        #expect(s.hubURL.absoluteString == "http://127.0.0.1:5080/hubs/family")
+        #expect(try s.currentToken() == "t0k")
+        #expect(s.storePath == "/tmp/x.sqlite")
+        #expect("\(s.token!)" == "<redacted>", "a secret never prints itself")
+    }
+
+    @Test func environmentOverridesTheFile() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-settings-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "server:\n  url: http://file.example:1\n  hub_path: /hubs/other\nlog:\n  level: debug\n".write(to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_URL": "http://env.example:2"])
+        #expect(s.hubURL.absoluteString == "http://env.example:2/hubs/other")
+        #expect(s.logLevel == "debug")
+    }
+
+    @Test func tokenFileMustBePrivate() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-token-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "token").path
+        try "s3cret-value\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o644)
+        let s = try await RelaySettings.load(file: nil, environment: [
+            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN_FILE": file,
+        ])
+        #expect {
+            try s.currentToken()
+        } throws: { error in
+            let message = (error as? SettingsError)?.message ?? ""
+            return message.contains("chmod 600") && !message.contains("s3cret")
+        }
+        chmod(file, 0o600)
+        #expect(try s.currentToken() == "s3cret-value")
+    }
+
+    @Test(arguments: [
+        ([String: String](), "No server URL."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"], "server.url 'ftp://x' is not an http:// or https:// URL with a host."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "xml"], "log.format must be text or json, not 'xml'."),
+    ])
+    func badSettingsSayWhatToFix(_ env: [String: String], _ expectedPrefix: String) async {
+        do {
+            _ = try await RelaySettings.load(file: nil, environment: env)
+            Issue.record("accepted \(env)")
+        } catch {
+            #expect(error.message.hasPrefix(expectedPrefix), "\(error.message)")
+        }
+    }
+
+    @Test func missingConfigFileIsNamed() async {
+        do {
+            _ = try await RelaySettings.load(file: "/nonexistent/relay.yaml", environment: [:])
+            Issue.record("accepted a missing file")
+        } catch {
+            #expect(error.message.contains("/nonexistent/relay.yaml"))
+        }
+    }
+}

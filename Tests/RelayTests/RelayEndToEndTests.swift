@@ -1,0 +1,120 @@
+import Foundation
+import HubSimulator
+import Logging
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The built `allowance-relay` binary, next to this test bundle.
+private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    .appending(path: "allowance-relay").path
+
+/// The whole program, as a user runs it, against the real simulator.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct RelayEndToEndTests {
+    @Test func logsEachHubEventAndStopsCleanlyOnSIGTERM() async throws {
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_LOG_FORMAT": "json"])
+            #expect(await relay.waitFor("connected to the hub"))
+            var request = URLRequest(url: base.appending(path: "_sim/burst").appending(queryItems: [.init(name: "count", value: "3")]))
+            request.httpMethod = "POST"
+            _ = try await URLSession.shared.data(for: request)
+            #expect(await relay.waitFor(count: 3, of: "\"event\":\"TransactionCreated\""))
+            #expect(await relay.waitFor(count: 3, of: "\"event\":\"BalanceUpdated\""))
+            #expect(!relay.output.contains("e2e-token"), "the token never reaches the logs")
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(relay.output.contains("received SIGTERM"))
+        }
+    }
+
+    @Test func refusedTokenExits77WithAClearMessage() async throws {
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"])
+            #expect(relay.wait() == 77)
+            #expect(relay.output.contains("refused the access token"))
+            #expect(!relay.output.contains("wrong-token"))
+        }
+    }
+
+    @Test func invalidConfigurationExits78() throws {
+        let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
+        #expect(relay.wait() == 78)
+        #expect(relay.output.contains("configuration error: server.url 'not a url'"))
+    }
+}
+
+private func withSim(_ body: (URL) async throws -> Void) async throws {
+    var config = SimulatorConfiguration()
+    config.token = "e2e-token"
+    var logger = Logger(label: "sim")
+    logger.logLevel = .critical
+    let sim = HubSimulator(configuration: config, logger: logger)
+    let (stream, continuation) = AsyncStream<String>.makeStream()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await sim.run { continuation.yield($0) } }
+        var it = stream.makeAsyncIterator()
+        let base = URL(string: await it.next()!)!
+        defer { group.cancelAll() }
+        try await body(base)
+    }
+}
+
+/// `allowance-relay run` as a child process, its stdout and stderr collected.
+final class RelayProcess: Sendable {
+    private let process: Process
+    private let collected = OutputBuffer()
+
+    init(env: [String: String]) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: relayBinary)
+        process.arguments = ["run"]
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ALLOWANCE_RELAY_") }
+        environment.merge(env) { $1 }
+        process.environment = environment
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let collected = self.collected
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if !data.isEmpty { collected.append(String(decoding: data, as: UTF8.self)) }
+        }
+        try process.run()
+    }
+
+    var output: String { collected.text }
+
+    func waitFor(_ text: String, timeout: Duration = .seconds(15)) async -> Bool {
+        await waitFor(count: 1, of: text, timeout: timeout)
+    }
+
+    func waitFor(count: Int, of text: String, timeout: Duration = .seconds(15)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if output.components(separatedBy: text).count - 1 >= count { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("no \(count)× '\(text)' in:\n\(output)")
+        return false
+    }
+
+    func stop(signal: Int32) -> Int32 {
+        kill(process.processIdentifier, signal)
+        return wait()
+    }
+
+    func wait() -> Int32 {
+        process.waitUntilExit()
+        Thread.sleep(forTimeInterval: 0.1)  // let the last output arrive
+        return process.terminationStatus
+    }
+}
+
+final class OutputBuffer: Sendable {
+    private let storage = Mutex("")
+    func append(_ s: String) { storage.withLock { $0 += s } }
+    var text: String { storage.withLock { $0 } }
+}
