@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import WebSocketTransport
+
+/// wss:// against a real TLS server (Python websockets) with certificates made by openssl for the test.
+@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: TLSPeer.enabled, "needs .venv (make test) and openssl"))
+struct TLSTests {
+    @Test func untrustedCertificateIsRefusedByDefault() async throws {
+        try await TLSPeer.with(hostName: "localhost") { port, _ in
+            await #expect {
+                _ = try await WebSocket.connect(to: URL(string: "wss://localhost:\(port)/")!)
+            } throws: { error in
+                (error as? WebSocketError)?.kind == .tls
+            }
+        }
+    }
+
+    @Test func trustedThroughTheCAFileItConnects() async throws {
+        try await TLSPeer.with(hostName: "localhost") { port, certificate in
+            var options = WebSocketOptions()
+            options.caFile = certificate
+            let ws = try await WebSocket.connect(to: URL(string: "wss://localhost:\(port)/")!, options: options)
+            try ws.send(.text(Array("over TLS".utf8)))
+            var it = ws.messages.makeAsyncIterator()
+            #expect(try await it.next() == .text(Array("over TLS".utf8)))
+            await ws.close()
+        }
+    }
+
+    @Test func aCertificateForAnotherHostIsRefusedEvenWhenTrusted() async throws {
+        try await TLSPeer.with(hostName: "other.example") { port, certificate in
+            var options = WebSocketOptions()
+            options.caFile = certificate
+            await #expect {
+                _ = try await WebSocket.connect(to: URL(string: "wss://localhost:\(port)/")!, options: options)
+            } throws: { error in
+                (error as? WebSocketError)?.kind == .tls
+            }
+        }
+    }
+
+    @Test func theInsecureTestSwitchSkipsTheChecks() async throws {
+        try await TLSPeer.with(hostName: "other.example") { port, _ in
+            var options = WebSocketOptions()
+            options.allowInsecureTLS = true
+            let ws = try await WebSocket.connect(to: URL(string: "wss://localhost:\(port)/")!, options: options)
+            try ws.send(.binary([1, 2, 3]))
+            var it = ws.messages.makeAsyncIterator()
+            #expect(try await it.next() == .binary([1, 2, 3]))
+            await ws.close()
+        }
+    }
+}
+
+enum TLSPeer {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static var python: String? {
+        let path = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_PYTHON"] ?? root.appending(path: ".venv/bin/python").path
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+    static var enabled: Bool { python != nil || ProcessInfo.processInfo.environment["CI"] != nil }
+
+    /// A self-signed certificate for `hostName`, a TLS echo server using it; `body` gets its port and the cert path.
+    static func with(hostName: String, _ body: (Int, String) async throws -> Void) async throws {
+        let python = try #require(python, "no .venv with websockets (run make test)")
+        let dir = FileManager.default.temporaryDirectory.appending(path: "tls-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cert = dir.appending(path: "cert.pem").path
+        let key = dir.appending(path: "key.pem").path
+        try run("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+            "-subj", "/CN=\(hostName)", "-addext", "subjectAltName=DNS:\(hostName)",
+        ])
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: python)
+        server.arguments = [root.appending(path: "Tests/Interop/tls_echo_server.py").path, cert, key]
+        let out = Pipe()
+        server.standardOutput = out
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate() }
+        let line = try #require(firstLine(out.fileHandleForReading), "the TLS server did not start")
+        let port = try #require(Int(line.dropFirst("listening ".count)))
+        try await body(port, cert)
+    }
+
+    private static func run(_ tool: String, _ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        try #require(p.terminationStatus == 0, "\(tool) failed")
+    }
+
+    private static func firstLine(_ handle: FileHandle) -> String? {
+        var bytes: [UInt8] = []
+        while true {
+            let chunk = handle.readData(ofLength: 1)
+            if chunk.isEmpty { return nil }
+            if chunk.first == 0x0A { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk
+        }
+    }
+}
