@@ -3,92 +3,216 @@ import Logging
 import SignalRProtocol
 import Synchronization
 
-/// One client's hub connection as the simulator sees it.
+/// One client's logical hub connection. With stateful reconnect it outlives its socket: messages sent while
+/// no socket is attached are kept, and a new socket with the same id re-attaches and gets them replayed.
 final class HubClient: Sendable {
     let connectionId: String
     let token: String
-    /// Every frame to this client goes through this queue, so writes keep their order.
-    let outgoing: AsyncStream<[UInt8]>.Continuation
-    private let stats = Mutex(Stats())
+    let stateful: Bool
+    private let state = Mutex(State())
 
-    struct Stats {
+    struct State {
+        var sink: AsyncStream<[UInt8]>.Continuation?
+        var socketGeneration = 0
         var pingsReceived = 0
+        var messagesReceived = 0
         var lastReceive = ContinuousClock.now
         var lastSend = ContinuousClock.now
-        var messagesReceived = 0
+        // Stateful reconnect.
+        var nextSendId: Int64 = 1
+        var unacked: [(id: Int64, bytes: [UInt8])] = []
+        var lastReceived: Int64 = 0
+        var nextIncomingId: Int64 = 1
+        var awaitingSequence = false
+        var forgotten = false
     }
 
-    init(connectionId: String, token: String, outgoing: AsyncStream<[UInt8]>.Continuation) {
+    init(connectionId: String, token: String, stateful: Bool) {
         self.connectionId = connectionId
         self.token = token
-        self.outgoing = outgoing
+        self.stateful = stateful
     }
 
-    func send(_ message: HubMessage) { send(raw: JSONHubProtocol.encode(message)) }
-
-    func send(raw: [UInt8]) {
-        stats.withLock { $0.lastSend = .now }
-        outgoing.yield(raw)
-    }
-
-    func received(_ message: HubMessage?) {
-        stats.withLock { s in
+    /// Gives the client a socket; returns its generation, which `detach` must present.
+    func attach(_ sink: AsyncStream<[UInt8]>.Continuation) -> Int {
+        state.withLock { s in
+            s.sink = sink
+            s.socketGeneration += 1
             s.lastReceive = .now
-            s.messagesReceived += 1
-            if case .ping = message { s.pingsReceived += 1 }
+            return s.socketGeneration
         }
     }
 
-    var snapshot: Stats { stats.withLock { $0 } }
+    /// The socket of `generation` ended. Returns true when no newer socket took over.
+    func detach(generation: Int) -> Bool {
+        state.withLock { s in
+            guard s.socketGeneration == generation else { return false }
+            s.sink = nil
+            return true
+        }
+    }
+
+    var isAttached: Bool { state.withLock { $0.sink != nil } }
+    var isForgotten: Bool { state.withLock { $0.forgotten } }
+
+    /// Ends the current socket abruptly; with `forget`, the connection cannot be re-attached either.
+    func endSocket(forget: Bool = false) {
+        let sink = state.withLock { s -> AsyncStream<[UInt8]>.Continuation? in
+            if forget { s.forgotten = true }
+            defer { s.sink = nil }
+            return s.sink
+        }
+        sink?.finish()
+    }
+
+    func send(_ message: HubMessage) {
+        let bytes = JSONHubProtocol.encode(message)
+        state.withLock { s in
+            if stateful && message.isSequenced {
+                s.unacked.append((s.nextSendId, bytes))
+                s.nextSendId += 1
+            }
+            s.lastSend = .now
+            s.sink?.yield(bytes)
+        }
+    }
+
+    /// Bytes outside the hub protocol's bookkeeping (handshake answers, deliberately broken frames).
+    func send(raw: [UInt8]) {
+        state.withLock { s in
+            s.lastSend = .now
+            s.sink?.yield(raw)
+        }
+    }
+
+    /// Records a received message. Returns false when it must be dropped (a replayed duplicate, or a
+    /// tracked message before the client's Sequence after a re-attach).
+    func received(_ message: HubMessage?) -> Bool {
+        state.withLock { s in
+            s.lastReceive = .now
+            s.messagesReceived += 1
+            if case .ping = message { s.pingsReceived += 1 }
+            guard stateful, let message else { return true }
+            switch message {
+            case .ack(let id):
+                s.unacked.removeAll { $0.id <= id }
+                return false
+            case .sequence(let id):
+                s.nextIncomingId = id
+                s.awaitingSequence = false
+                return false
+            default:
+                guard message.isSequenced else { return true }
+                if s.awaitingSequence { return false }
+                let id = s.nextIncomingId
+                s.nextIncomingId += 1
+                guard id > s.lastReceived else { return false }
+                s.lastReceived = id
+                return true
+            }
+        }
+    }
+
+    /// After a re-attach: our Sequence, then everything the client has not acknowledged.
+    func resumeFrames() -> [[UInt8]] {
+        state.withLock { s in
+            s.awaitingSequence = true
+            let first = s.unacked.first?.id ?? s.nextSendId
+            return [JSONHubProtocol.encode(.sequence(sequenceId: first))] + s.unacked.map(\.bytes)
+        }
+    }
+
+    /// The Ack to send for what was received, if anything new was.
+    var ackId: Int64 { state.withLock { $0.lastReceived } }
+
+    struct Stats {
+        var pingsReceived: Int
+        var messagesReceived: Int
+        var lastReceive: ContinuousClock.Instant
+        var lastSend: ContinuousClock.Instant
+    }
+
+    var snapshot: Stats {
+        state.withLock { Stats(pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
+    }
 }
 
-/// The hub: negotiated connection tokens, connected clients, broadcasts, the hub methods clients may call.
+/// The hub: negotiated connection tokens, connected clients, broadcasts, client results.
 actor Hub {
-    private var negotiated: [String: String] = [:]  // connectionToken -> connectionId
+    private var negotiated: [String: (id: String, stateful: Bool)] = [:]  // connectionToken -> connection
     private var clients: [String: HubClient] = [:]  // connectionToken -> client
     private var pendingClientResults: [String: CheckedContinuation<HubMessage.Completion, Never>] = [:]
     private var nextInvocation = 1
     private(set) var totalConnections = 0
+    private(set) var negotiations = 0
     private(set) var canceledStreams = 0
-    private let logger: Logger
+    private(set) var reattachments = 0
     private var silencedUntil: [String: ContinuousClock.Instant] = [:]
+    private let logger: Logger
+    /// How long a stateful connection without a socket waits to be re-attached.
+    private let reattachWindow: Duration = .seconds(30)
 
     init(logger: Logger) { self.logger = logger }
 
     /// Version 1 hands out a secret connection token for `id=`; version 0 (clients that do not ask for 1)
     /// uses the connection id itself, as ASP.NET Core does.
-    func negotiate(version: Int) -> NegotiateResponse.Connection {
+    func negotiate(version: Int, stateful: Bool) -> NegotiateResponse.Connection {
+        negotiations += 1
         let id = UUID().uuidString
         let token = version >= 1 ? UUID().uuidString + UUID().uuidString : id
-        negotiated[token] = id
+        negotiated[token] = (id, stateful && version >= 1)
         return NegotiateResponse.Connection(
             connectionId: id, connectionToken: version >= 1 ? token : nil, negotiateVersion: min(version, 1),
-            availableTransports: [.init(transport: "WebSockets", transferFormats: ["Text", "Binary"])])
+            availableTransports: [.init(transport: "WebSockets", transferFormats: ["Text", "Binary"])],
+            useStatefulReconnect: stateful && version >= 1)
     }
 
-    /// Claims a negotiated token for a socket. Nil: unknown token (404 in ASP.NET Core) or already in use (409).
-    func attach(token: String?, outgoing: AsyncStream<[UInt8]>.Continuation) -> HubClient? {
-        let connectionToken = token ?? UUID().uuidString  // skip-negotiation clients come without an id
-        if token != nil {
-            guard let id = negotiated[connectionToken], clients[connectionToken] == nil else { return nil }
-            let client = HubClient(connectionId: id, token: connectionToken, outgoing: outgoing)
-            clients[connectionToken] = client
+    /// Claims a connection for a new socket: a fresh negotiated one, or a stateful one waiting to be re-attached.
+    /// Nil: unknown id (404 in ASP.NET Core) or one that has a socket already (409).
+    func attach(token: String?, sink: AsyncStream<[UInt8]>.Continuation) -> (client: HubClient, generation: Int, resumed: Bool)? {
+        guard let token else {
+            // Skip-negotiation clients come without an id.
+            let client = HubClient(connectionId: UUID().uuidString, token: UUID().uuidString, stateful: false)
+            clients[client.token] = client
             totalConnections += 1
-            return client
+            return (client, client.attach(sink), false)
         }
-        let client = HubClient(connectionId: connectionToken, token: connectionToken, outgoing: outgoing)
-        clients[connectionToken] = client
+        if let existing = clients[token] {
+            guard existing.stateful, !existing.isAttached, !existing.isForgotten else { return nil }
+            reattachments += 1
+            return (existing, existing.attach(sink), true)
+        }
+        guard let entry = negotiated[token] else { return nil }
+        let client = HubClient(connectionId: entry.id, token: token, stateful: entry.stateful)
+        clients[token] = client
         totalConnections += 1
-        return client
+        return (client, client.attach(sink), false)
     }
 
-    func detach(_ client: HubClient) {
-        clients[client.token] = nil
+    /// A socket ended. A stateful connection waits for a re-attach; any other one is gone.
+    func detach(_ client: HubClient, generation: Int) {
+        guard client.detach(generation: generation) else { return }  // a newer socket took over
+        guard client.stateful, !client.isForgotten else {
+            forget(client)
+            return
+        }
+        let window = reattachWindow
+        Task {
+            try? await Task.sleep(for: window)
+            self.expire(client)
+        }
+    }
+
+    private func expire(_ client: HubClient) {
+        if !client.isAttached { forget(client) }
+    }
+
+    private func forget(_ client: HubClient) {
+        if clients[client.token] === client { clients[client.token] = nil }
         negotiated[client.token] = nil
-        client.outgoing.finish()
     }
 
-    var connected: [HubClient] { Array(clients.values) }
+    var connected: [HubClient] { clients.values.filter(\.isAttached) }
 
     func streamCanceled() { canceledStreams += 1 }
 
@@ -100,31 +224,37 @@ actor Hub {
         silencedUntil[client.token].map { $0 > .now } ?? false
     }
 
+    /// To every connection, including stateful ones between sockets (they get it on re-attach).
     func broadcast(_ target: String, _ arguments: [JSONValue]) {
-        let frame = JSONHubProtocol.encode(.invocation(.init(target: target, arguments: arguments)))
-        for c in clients.values { c.send(raw: frame) }
+        let message = HubMessage.invocation(.init(target: target, arguments: arguments))
+        for c in clients.values { c.send(message) }
     }
 
     func broadcast(raw: [UInt8]) {
         for c in clients.values { c.send(raw: raw) }
     }
 
-    /// Ends every connection abruptly (no Close message), as a crashed server or a cut network would.
-    func dropAll() {
-        for c in clients.values { c.outgoing.finish() }
+    /// Ends every socket abruptly (no Close message), as a crashed server or a cut network would.
+    /// With `forget`, stateful connections cannot be re-attached either (as after a server restart).
+    func dropAll(forget: Bool = false) {
+        for c in clients.values { c.endSocket(forget: forget) }
+        if forget {
+            clients = [:]
+            negotiated = [:]
+        }
     }
 
     func closeAll(error: String?, allowReconnect: Bool) {
         for c in clients.values {
             c.send(.close(.init(error: error, allowReconnect: allowReconnect)))
-            c.outgoing.finish()
+            c.endSocket(forget: true)
         }
     }
 
-    /// Asks every client for a result (client results) and returns what each answered.
+    /// Asks every connected client for a result (client results) and returns what each answered.
     func invokeClients(_ target: String, _ arguments: [JSONValue]) async -> [HubMessage.Completion] {
         var answers: [HubMessage.Completion] = []
-        for c in clients.values {
+        for c in connected {
             let id = "s\(nextInvocation)"
             nextInvocation += 1
             let answer = await withCheckedContinuation { (cont: CheckedContinuation<HubMessage.Completion, Never>) in

@@ -18,12 +18,12 @@ extension HubSimulator {
         } onUpgrade: { inbound, outbound, context in
             let id = context.request.uri.queryParameters["id"].map(String.init)
             let (frames, continuation) = AsyncStream<[UInt8]>.makeStream()
-            guard let client = await self.hub.attach(token: id, outgoing: continuation) else {
+            guard let (client, generation, resumed) = await self.hub.attach(token: id, sink: continuation) else {
                 self.logger.warning("refused a socket for an unknown or already connected id")
                 try await outbound.close(.policyViolation, reason: "unknown or already connected id")
                 return
             }
-            self.logger.info("client connected", metadata: ["connectionId": "\(client.connectionId)"])
+            self.logger.info("client \(resumed ? "re-attached" : "connected")", metadata: ["connectionId": "\(client.connectionId)"])
             defer { self.logger.info("client disconnected", metadata: ["connectionId": "\(client.connectionId)"]) }
             let binary = self.configuration.binaryFrames
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -40,14 +40,14 @@ extension HubSimulator {
                 // Pings when idle; drops a client that stays silent past the timeout.
                 group.addTask { try await self.keepAlive(client) }
                 group.addTask {
-                    try await self.serve(client, inbound)
-                    client.outgoing.finish()
+                    try await self.serve(client, inbound, resumed: resumed)
+                    client.endSocket()
                 }
                 // The first task to end (writer finished, timeout, client gone) ends the connection.
                 try await group.next()
                 group.cancelAll()
             }
-            await self.hub.detach(client)
+            await self.hub.detach(client, generation: generation)
         }
         return router
     }
@@ -68,8 +68,9 @@ extension HubSimulator {
     }
 
     /// Reads the handshake, then hub messages, until the client goes away.
-    private func serve(_ client: HubClient, _ inbound: WebSocketInboundStream) async throws {
+    private func serve(_ client: HubClient, _ inbound: WebSocketInboundStream, resumed: Bool) async throws {
         var handshakeDone = false
+        var lastAck: Int64 = 0
         var buffer: [UInt8] = []
         var streams: [String: Task<Void, Never>] = [:]
         defer { streams.values.forEach { $0.cancel() } }
@@ -79,8 +80,8 @@ extension HubSimulator {
             case .text(let s): bytes = Array(s.utf8)
             case .binary(let b): bytes = Array(b.readableBytesView)
             }
-            client.received(nil)
             if !handshakeDone {
+                _ = client.received(nil)
                 buffer += bytes
                 let parsed: (request: Handshake.Request, rest: ArraySlice<UInt8>)?
                 do {
@@ -90,8 +91,9 @@ extension HubSimulator {
                     return
                 }
                 guard let (request, rest) = parsed else { continue }
-                // ASP.NET Core accepts any version up to its own (signalrcore, for one, sends 0).
-                guard request.protocolName == JSONHubProtocol.name, request.version <= 1 else {
+                // ASP.NET Core accepts any version up to its own (signalrcore, for one, sends 0);
+                // version 2 (Ack/Sequence) only for a connection that negotiated stateful reconnect.
+                guard request.protocolName == JSONHubProtocol.name, request.version <= (client.stateful ? 2 : 1) else {
                     logger.warning("refused handshake for version \(request.version) of '\(request.protocolName)'")
                     client.send(raw: Handshake.encode(Handshake.Response(
                         error: "The server does not support version \(request.version) of the '\(request.protocolName)' protocol.")))
@@ -99,6 +101,9 @@ extension HubSimulator {
                 }
                 handshakeDone = true
                 client.send(raw: Handshake.encode(Handshake.Response()))
+                if resumed {
+                    for frame in client.resumeFrames() { client.send(raw: frame) }
+                }
                 bytes = Array(rest)
                 if bytes.isEmpty { continue }
             }
@@ -112,8 +117,7 @@ extension HubSimulator {
                     client.send(.close(.init(error: "Connection closed with an error. \(error.message)")))
                     return
                 }
-                client.received(decoded)
-                guard let decoded else { continue }
+                guard client.received(decoded), let decoded else { continue }
                 switch decoded {
                 case .invocation(let inv):
                     await invokeHubMethod(inv, client: client)
@@ -128,6 +132,10 @@ extension HubSimulator {
                 case .ping, .streamItem, .ack, .sequence:
                     break
                 }
+            }
+            if client.stateful, client.ackId > lastAck {
+                lastAck = client.ackId
+                client.send(.ack(sequenceId: lastAck))
             }
         }
     }

@@ -222,7 +222,8 @@ public final class HubSimulator: Sendable {
             }
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
             let version = Int(request.uri.queryParameters["negotiateVersion"].map(String.init) ?? "") ?? 0
-            let c = await self.hub.negotiate(version: version)
+            let stateful = request.uri.queryParameters["useStatefulReconnect"] == "true"
+            let c = await self.hub.negotiate(version: version, stateful: stateful)
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
@@ -248,16 +249,17 @@ public final class HubSimulator: Sendable {
     }
 
     private func addFaultSwitches(_ sim: RouterGroup<BasicRequestContext>) {
-        sim.post("drop") { _, _ in
-            self.logger.notice("fault: dropping all hub connections")
-            await self.hub.dropAll()
+        sim.post("drop") { request, _ in
+            let forget = request.uri.queryParameters["forget"] == "true"
+            self.logger.notice("fault: dropping all hub sockets\(forget ? " and forgetting their connections" : "")")
+            await self.hub.dropAll(forget: forget)
             return self.json(200, ["dropped": true])
         }
         sim.post("refuse") { request, _ in
             let seconds = Double(request.uri.queryParameters["seconds"].map(String.init) ?? "") ?? 5
             self.logger.notice("fault: refusing hub connections for \(seconds) s")
             self.faults.withLock { $0.refuseUntil = .now + .seconds(seconds) }
-            await self.hub.dropAll()
+            await self.hub.dropAll(forget: true)
             return self.json(200, ["refusingSeconds": .number(String(seconds))])
         }
         sim.post("close") { request, _ in
@@ -322,6 +324,8 @@ public final class HubSimulator: Sendable {
                 ("totalConnections", .number(String(total))),
                 ("transactions", .number(String(await self.family.transactions.count))),
                 ("canceledStreams", .number(String(await self.hub.canceledStreams))),
+                ("negotiations", .number(String(await self.hub.negotiations))),
+                ("reattachments", .number(String(await self.hub.reattachments))),
                 ("clients", .array(clients.map { c in
                     let s = c.snapshot
                     return .object([

@@ -46,6 +46,11 @@ public actor HubConnection {
     private var cachedToken: String?
     private var stopRequested = false
     private var reconnectTask: Task<Void, Never>?
+    /// Stateful reconnect: sequencing and replay buffer, and where to re-attach, while it is in use.
+    private var stateful: StatefulReconnectBuffer?
+    private var reattachTarget: (url: URL, options: WebSocketOptions)?
+    private var ackTask: Task<Void, Never>?
+    private var sendSpaceWaiters: [CheckedContinuation<Void, Never>] = []
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let dispatcher: Task<Void, Never>
 
@@ -208,31 +213,49 @@ public actor HubConnection {
         if let t = negotiated.accessToken, !options.accessTokenInQuery {
             wsOptions.headers.append(("Authorization", "Bearer \(t)"))
         }
-        let socket: WebSocket
+        let socket = try await openSocket(negotiated.webSocketURL, wsOptions)
+        let leftover = try await handshake(socket, version: negotiated.statefulReconnect ? 2 : 1)
+        stateful = negotiated.statefulReconnect ? StatefulReconnectBuffer(capacity: options.statefulReconnectBufferSize) : nil
+        reattachTarget = negotiated.statefulReconnect ? (negotiated.webSocketURL, wsOptions) : nil
+        connectionId = negotiated.connectionId
+        try attach(socket, leftover: leftover)
+        logger.info(
+            "connected",
+            metadata: ["connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)", "stateful": "\(stateful != nil)"])
+    }
+
+    private func openSocket(_ url: URL, _ wsOptions: WebSocketOptions) async throws(HubConnectionError) -> WebSocket {
         do {
-            socket = try await WebSocket.connect(to: negotiated.webSocketURL, options: wsOptions, logger: logger)
+            return try await WebSocket.connect(to: url, options: wsOptions, logger: logger)
         } catch {
             if case .upgradeRejected(let status) = error.kind, status == 401 || status == 403 {
                 throw HubConnectionError(.unauthorized, error.message)
             }
             throw HubConnectionError(.transport(error.kind), error.message)
         }
-        let leftover = try await handshake(socket)
+    }
+
+    /// Makes `socket` the live link: sends `first` (a re-attach's Sequence and replay), handles what came
+    /// with the handshake answer, starts the loops.
+    private func attach(_ socket: WebSocket, leftover: [UInt8], first: [[UInt8]] = []) throws(HubConnectionError) {
+        do {
+            for bytes in first { try socket.send(.text(bytes)) }
+        } catch {
+            throw HubConnectionError(.transport(error.kind), error.message)
+        }
         linkGeneration += 1
         let generation = linkGeneration
         link = Link(socket: socket, generation: generation)
-        connectionId = negotiated.connectionId
         setState(.connected)
-        logger.info("connected", metadata: ["connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)"])
         if !leftover.isEmpty { process(frame: leftover, generation: generation) }
         link?.receiveTask = Task { [weak self] in await self?.receiveLoop(socket, generation: generation) }
         link?.keepAliveTask = Task { [weak self] in await self?.keepAliveLoop(generation: generation) }
     }
 
     /// Sends the handshake request and reads the answer; returns what followed it in the same frame.
-    private func handshake(_ socket: WebSocket) async throws(HubConnectionError) -> [UInt8] {
+    private func handshake(_ socket: WebSocket, version: Int) async throws(HubConnectionError) -> [UInt8] {
         do {
-            try socket.send(.text(Handshake.encode(Handshake.Request())))
+            try socket.send(.text(Handshake.encode(Handshake.Request(version: version))))
         } catch {
             throw HubConnectionError(.handshakeFailed, "Could not send the handshake: \(error.message)")
         }
@@ -332,6 +355,19 @@ public actor HubConnection {
 
     /// Returns false when the link must end (the server sent Close).
     private func handle(_ message: HubMessage) -> Bool {
+        if message.isSequenced, var buffer = stateful {
+            let verdict = buffer.received()
+            stateful = buffer
+            switch verdict {
+            case .duplicate:
+                logger.debug("dropped a replayed message already processed")
+                return true
+            case .ignoredUntilSequence:
+                return true
+            case .process:
+                scheduleAck()
+            }
+        }
         switch message {
         case .invocation(let inv):
             dispatch(inv)
@@ -362,8 +398,22 @@ public actor HubConnection {
             return false
         case .streamInvocation, .cancelInvocation:
             logger.warning("ignored a client-bound stream request: this client does not serve streams")
-        case .ack, .sequence:
-            logger.debug("ignored a stateful-reconnect message: stateful reconnect was not negotiated")
+        case .ack(let id):
+            stateful?.acknowledged(upTo: id)
+            let waiters = sendSpaceWaiters
+            sendSpaceWaiters = []
+            waiters.forEach { $0.resume() }
+        case .sequence(let id):
+            guard stateful != nil else {
+                logger.debug("ignored a Sequence message: stateful reconnect was not negotiated")
+                return true
+            }
+            do {
+                try stateful?.peerSequence(id)
+            } catch {
+                link?.endReason = error
+                return false
+            }
         }
         return true
     }
@@ -432,14 +482,15 @@ public actor HubConnection {
         current.keepAliveTask?.cancel()
         current.receiveTask?.cancel()
         link = nil
-        connectionId = nil
-        for (_, entry) in pending {
-            switch entry {
-            case .invocation(_, let c): c.resume(throwing: HubConnectionError.canceledByClose)
-            case .stream(_, let c): c.finish(throwing: HubConnectionError.canceledByClose)
-            }
+        // A lost socket under stateful reconnect: re-attach the same connection, keeping pending invocations.
+        if stateful != nil, !stopRequested, let error, error.isLinkLoss {
+            logger.warning("connection lost; re-attaching (stateful reconnect)", metadata: ["reason": "\(error.message)"])
+            setState(.reconnecting)
+            emit(.reconnecting(reason: error.message))
+            reconnectTask = Task { [weak self] in await self?.reattachLoop(reason: error.message) }
+            return
         }
-        pending = [:]
+        dropConnectionState()
         let canReconnect: Bool
         if case .closedByServer(let allow) = error?.kind { canReconnect = allow } else { canReconnect = true }
         if stopRequested || error == nil || !canReconnect || options.reconnectPolicy == nil {
@@ -453,6 +504,90 @@ public actor HubConnection {
         setState(.reconnecting)
         emit(.reconnecting(reason: reason))
         reconnectTask = Task { [weak self] in await self?.reconnectLoop(reason: reason) }
+    }
+
+    /// Forgets everything tied to the logical connection: pending invocations fail, sequencing ends.
+    private func dropConnectionState() {
+        connectionId = nil
+        for (_, entry) in pending {
+            switch entry {
+            case .invocation(_, let c): c.resume(throwing: HubConnectionError.canceledByClose)
+            case .stream(_, let c): c.finish(throwing: HubConnectionError.canceledByClose)
+            }
+        }
+        pending = [:]
+        stateful = nil
+        reattachTarget = nil
+        ackTask?.cancel()
+        ackTask = nil
+        let waiters = sendSpaceWaiters
+        sendSpaceWaiters = []
+        waiters.forEach { $0.resume() }
+    }
+
+    /// Tries to re-attach the same connection; when the server no longer knows it, falls back to a new one.
+    private func reattachLoop(reason: String) async {
+        let policy = options.reconnectPolicy ?? DefaultRetryPolicy()
+        let began = ContinuousClock.now
+        var attempt = 0
+        var lastReason = reason
+        while let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason)) {
+            try? await Task.sleep(for: delay)
+            if stopRequested || Task.isCancelled { break }
+            attempt += 1
+            do {
+                try await reattach()
+                logger.info("re-attached", metadata: ["attempt": "\(attempt)", "connectionId": "\(connectionId ?? "-")"])
+                emit(.reconnected(connectionId: connectionId))
+                return
+            } catch {
+                lastReason = error.message
+                if case .transport(.upgradeRejected) = error.kind { break }  // the server forgot the connection
+                if error.kind == .handshakeFailed || error.kind == .unauthorized { break }
+                logger.warning("re-attach attempt \(attempt) failed: \(error.message)")
+            }
+        }
+        logger.warning("re-attach failed; starting a new connection", metadata: ["reason": "\(lastReason)"])
+        dropConnectionState()
+        if stopRequested || options.reconnectPolicy == nil {
+            setState(.disconnected)
+            emit(.closed(error: stopRequested ? nil : lastReason))
+            return
+        }
+        await reconnectLoop(reason: lastReason)
+    }
+
+    /// Opens the same connection id again, then both sides say where they resume and replay.
+    private func reattach() async throws(HubConnectionError) {
+        guard let target = reattachTarget, stateful != nil else {
+            throw HubConnectionError(.invalidState, "Nothing to re-attach.")
+        }
+        let socket = try await openSocket(target.url, target.options)
+        let leftover = try await handshake(socket, version: 2)
+        let (sequenceId, replay) = stateful!.beginReattach()
+        try attach(socket, leftover: leftover, first: [JSONHubProtocol.encode(.sequence(sequenceId: sequenceId))] + replay)
+    }
+
+    /// Acks are coalesced: one about a second after the first unacknowledged receipt.
+    private func scheduleAck() {
+        guard ackTask == nil else { return }
+        ackTask = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(1))
+            await self?.sendAck()
+        }
+    }
+
+    private func sendAck() {
+        ackTask = nil
+        guard let id = stateful?.lastReceived, id > 0 else { return }
+        try? write(.ack(sequenceId: id))
+    }
+
+    /// With stateful reconnect, a full replay buffer makes senders wait for the peer's Acks.
+    private func waitForSendSpace() async {
+        while stateful?.isFull == true {
+            await withCheckedContinuation { sendSpaceWaiters.append($0) }
+        }
     }
 
     private func reconnectLoop(reason: String) async {
@@ -482,12 +617,18 @@ public actor HubConnection {
     // MARK: - Sending
 
     private func write(_ message: HubMessage) throws(HubConnectionError) {
+        let bytes = JSONHubProtocol.encode(message)
+        // Under stateful reconnect a tracked message is kept for replay, so it is not lost with the socket.
+        let kept = stateful != nil && message.isSequenced
+        if kept { stateful?.sent(bytes) }
         guard let link else {
+            if kept { return }
             throw HubConnectionError(.invalidState, "The connection is \(state.rawValue); nothing can be sent.")
         }
         do {
-            try link.socket.send(.text(JSONHubProtocol.encode(message)))
+            try link.socket.send(.text(bytes))
         } catch {
+            if kept { return }
             throw HubConnectionError(.transport(error.kind), error.message)
         }
         self.link?.lastSend = .now
@@ -500,6 +641,7 @@ public actor HubConnection {
 
     /// Calls a hub method and waits for its Completion. Returns the result, or nil for a void method.
     public func invoke(_ target: String, _ arguments: [JSONValue] = []) async throws -> JSONValue? {
+        await waitForSendSpace()
         let id = newInvocationId()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
@@ -522,7 +664,8 @@ public actor HubConnection {
     }
 
     /// Sends an invocation without waiting for (or getting) a Completion.
-    public func send(_ target: String, _ arguments: [JSONValue] = []) throws(HubConnectionError) {
+    public func send(_ target: String, _ arguments: [JSONValue] = []) async throws(HubConnectionError) {
+        await waitForSendSpace()
         try write(.invocation(.init(target: target, arguments: arguments)))
     }
 

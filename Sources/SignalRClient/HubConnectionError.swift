@@ -27,6 +27,14 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
 
     public var description: String { message }
 
+    /// The socket went away underneath (as opposed to the server closing the connection on purpose).
+    var isLinkLoss: Bool {
+        switch kind {
+        case .transport, .serverTimeout: return true
+        default: return false
+        }
+    }
+
     static let canceledByClose = HubConnectionError(
         .stopped, "Invocation canceled due to the underlying connection being closed.")
 }

@@ -21,6 +21,11 @@ public struct HubConnectionOptions: Sendable {
     public var reconnectPolicy: (any RetryPolicy)?
     /// Also retry the first `start()` with this policy (the official clients never do).
     public var startRetryPolicy: (any RetryPolicy)?
+    /// Ask for stateful reconnect (ASP.NET Core 8+): a short network blip re-attaches the same connection and
+    /// replays what the other side missed, instead of a new connection that loses messages.
+    public var useStatefulReconnect = false
+    /// Bytes of sent, unacknowledged messages kept for replay; further sends wait for Acks.
+    public var statefulReconnectBufferSize = 100_000
     /// Options of the WebSocket under the connection (TLS, CA file, message size limit).
     public var webSocket = WebSocketOptions()
 

@@ -11,6 +11,8 @@ struct NegotiatedTransport: Sendable {
     var webSocketURL: URL
     var connectionId: String?
     var accessToken: String?
+    /// Both sides agreed on stateful reconnect.
+    var statefulReconnect = false
 }
 
 /// `POST {hub}/negotiate?negotiateVersion=1`, following redirects (at most 100).
@@ -40,7 +42,8 @@ struct Negotiator: Sendable {
                 }
                 return NegotiatedTransport(
                     webSocketURL: Self.webSocketURL(url, id: c.socketId, token: options.accessTokenInQuery ? token : nil),
-                    connectionId: c.connectionId, accessToken: token)
+                    connectionId: c.connectionId, accessToken: token,
+                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect)
             case .redirect(let next, let newToken):
                 guard let nextURL = URL(string: next) else {
                     throw HubConnectionError(.negotiateFailed, "The server redirected negotiate to an invalid URL.")
@@ -56,7 +59,7 @@ struct Negotiator: Sendable {
     }
 
     private func post(_ url: URL, token: String?) async throws(HubConnectionError) -> NegotiateResponse {
-        let negotiateURL = Self.negotiateURL(url)
+        let negotiateURL = Self.negotiateURL(url, stateful: options.useStatefulReconnect)
         var request = URLRequest(url: negotiateURL, timeoutInterval: 30)
         request.httpMethod = "POST"
         request.setValue(options.userAgent, forHTTPHeaderField: "User-Agent")
@@ -90,13 +93,14 @@ struct Negotiator: Sendable {
     }
 
     /// `/negotiate` goes on the path; an existing query is kept; `negotiateVersion=1` is added.
-    static func negotiateURL(_ url: URL) -> URL {
+    static func negotiateURL(_ url: URL, stateful: Bool = false) -> URL {
         var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
         var path = c.percentEncodedPath
         if path.hasSuffix("/") { path.removeLast() }
         c.percentEncodedPath = path + "/negotiate"
         var items = c.queryItems ?? []
         items.append(URLQueryItem(name: "negotiateVersion", value: "1"))
+        if stateful { items.append(URLQueryItem(name: "useStatefulReconnect", value: "true")) }
         c.queryItems = items
         return c.url!
     }

@@ -17,8 +17,9 @@ struct HubSimCommand: AsyncParsableCommand {
                                   (newest first with limit/offset, or ?after=<sequence> for the catch-up form)
                                   POST /api/v1/transactions {"childId","amount","type":"Credit"|"Debit","description"}
                                   (honours Idempotency-Key)
-            Hub:                  /hubs/family (negotiate v1, JSON protocol): TransactionCreated, BalanceUpdated
-            Fault switches:       POST /_sim/drop | refuse?seconds=T | close?allowReconnect=true&error=E |
+            Hub:                  /hubs/family (negotiate v0/v1, JSON protocol, stateful reconnect):
+                                  TransactionCreated, BalanceUpdated
+            Fault switches:       POST /_sim/drop[?forget=true] | refuse?seconds=T | close?allowReconnect=true&error=E |
                                   malformed?kind=json|type|args|unknown|incomplete | burst?count=N |
                                   rest?mode=slow|fail&count=N | payload?mode=id|full | invoke?target=T
                                   GET /_sim/stats
