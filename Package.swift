@@ -89,7 +89,11 @@ let package = Package(
         ),
         .testTarget(
             name: "HubConnectionTests",
-            dependencies: ["SignalRClient", "HubSimulator", .product(name: "Hummingbird", package: "hummingbird")]
+            dependencies: [
+                "SignalRClient", "HubSimulator",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ]
         ),
         .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient"]),
     ],

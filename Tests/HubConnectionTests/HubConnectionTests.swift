@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import HubSimulator
 import NIOCore
 import SignalRClient
@@ -351,4 +352,54 @@ func freeLoopbackPort() throws -> Int {
     _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
     _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
     return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct HubConnectionStartOptionsTests {
+    @Test func skipNegotiationGoesStraightToTheSocket() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options { $0.skipNegotiation = true }, logger: quietLogger())
+            try await connection.start()
+            #expect(await connection.connectionId == nil, "no negotiate, no connection id")
+            #expect(try await connection.invoke("Echo", ["direct"]) == "direct")
+            #expect(try await call(base, "GET", "/_sim/stats")["negotiations"] == 0)
+            await connection.stop()
+        }
+    }
+
+    @Test func tokenInTheQueryStringWorks() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options { $0.accessTokenInQuery = true }, logger: quietLogger())
+            try await connection.start()
+            #expect(try await connection.invoke("Echo", ["query"]) == "query")
+            await connection.stop()
+        }
+    }
+
+    @Test func aServerThatNeverAnswersTheHandshakeTimesOut() async throws {
+        // A WebSocket server that accepts and then says nothing at all.
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.ws("hub") { _, _ in .upgrade() } onUpgrade: { inbound, _, _ in
+            for try await _ in inbound.messages(maxSize: 1 << 16) {}
+        }
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: Router(), server: .http1WebSocketUpgrade(webSocketRouter: router),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress!.port!) }, logger: quietLogger())
+        await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService() }
+            var it = stream.makeAsyncIterator()
+            let port = await it.next()!
+            defer { group.cancelAll() }
+            var o = HubConnectionOptions()
+            o.skipNegotiation = true
+            o.handshakeTimeout = .milliseconds(500)
+            let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hub")!, options: o, logger: quietLogger())
+            let started = ContinuousClock.now
+            await #expect(throws: HubConnectionError(.handshakeFailed, "The server did not answer the handshake within 0.5 seconds.")) {
+                try await connection.start()
+            }
+            #expect(ContinuousClock.now - started < .seconds(5))
+        }
+    }
 }

@@ -277,3 +277,30 @@ final class CannedHTTPListener: @unchecked Sendable {
 
     func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)); listener.stop() }
 }
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct WebSocketLifecycleTests {
+    private func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
+    private func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+
+    /// Every connection has its own service thread, context and socket: after close, none of them remain.
+    @Test func closeLeavesNoThreadOrSocketBehind() async throws {
+        try await withTestServer { port in
+            // Warm up once so lazily created runtime threads are not counted as ours.
+            let warm = try await WebSocket.connect(to: URL(string: "ws://127.0.0.1:\(port)/echo")!)
+            await warm.close()
+            try await Task.sleep(for: .milliseconds(200))
+            let threadsBefore = threads()
+            let fdsBefore = descriptors()
+            for _ in 0..<20 {
+                let ws = try await WebSocket.connect(to: URL(string: "ws://127.0.0.1:\(port)/echo")!)
+                try ws.send(.text(Array("x".utf8)))
+                var it = ws.messages.makeAsyncIterator()
+                _ = try await it.next()
+                await ws.close()
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(threads() <= threadsBefore + 1, "threads: \(threadsBefore) before, \(threads()) after 20 connections")
+            #expect(descriptors() <= fdsBefore + 2, "descriptors: \(fdsBefore) before, \(descriptors()) after 20 connections")
+        }
+    }
+}
