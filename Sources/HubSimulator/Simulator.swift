@@ -38,7 +38,7 @@ public final class HubSimulator: Sendable {
     let family: FamilyStore
     let hub: Hub
     let logger: Logger
-    let faults = Mutex(Faults())
+    private let faults = Mutex(Faults())
     private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
 
     struct Faults {

@@ -35,7 +35,8 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
         }
     }
 
-    static let canceledByClose = HubConnectionError(
+    /// The official clients' error for invocations pending when the connection drops.
+    public static let canceledByClose = HubConnectionError(
         .stopped, "Invocation canceled due to the underlying connection being closed.")
 }
 

@@ -175,7 +175,9 @@ import Testing
             let hanging = Task { try await connection.invoke("Hang") }
             try await Task.sleep(for: .milliseconds(200))
             try await call(base, "POST", "/_sim/drop")
-            await #expect(throws: HubConnectionError.canceledByCloseForTests) { try await hanging.value }
+            await #expect(throws: HubConnectionError(.stopped, "Invocation canceled due to the underlying connection being closed.")) {
+                try await hanging.value
+            }
             #expect(await waitForEvent(events) { if case .reconnected = $0 { true } else { false } } != nil)
             #expect(try await connection.invoke("Echo", ["after"]) == "after")
             await connection.stop()
@@ -304,11 +306,6 @@ import Testing
             }
         }
     }
-}
-
-extension HubConnectionError {
-    static let canceledByCloseForTests = HubConnectionError(
-        .stopped, "Invocation canceled due to the underlying connection being closed.")
 }
 
 /// A negotiate endpoint that redirects (Azure SignalR Service style) to `target`, or to itself forever when nil.

@@ -49,7 +49,9 @@ import Testing
             let hanging = Task { try await connection.invoke("Hang") }
             try await Task.sleep(for: .milliseconds(200))
             try await call(base, "POST", "/_sim/drop?forget=true")
-            await #expect(throws: HubConnectionError.canceledByCloseForTests) { try await hanging.value }
+            await #expect(throws: HubConnectionError(.stopped, "Invocation canceled due to the underlying connection being closed.")) {
+                try await hanging.value
+            }
             let back = await waitForEvent(events) { if case .reconnected = $0 { true } else { false } }
             guard case .reconnected(let newId) = back else {
                 Issue.record("no reconnect")
