@@ -141,7 +141,11 @@ final class LWSConnection: @unchecked Sendable {
             serviceLoopDone = true
         }
         let loopContext = UncheckedPointer(ctx)
+        let threadName = "lws-\(address.port)"
         let thread = Thread { [self] in
+            // "lws-<server port>", as `top -H` and gdb show it. Named from inside: Foundation's Thread.name
+            // does not reach the OS thread on Linux.
+            clws_name_this_thread(threadName)
             let ctx = loopContext.pointer
             while !serviceLoopDone && !shared.withLock({ $0.forceStop }) {
                 lws_service(ctx, 0)
@@ -154,7 +158,6 @@ final class LWSConnection: @unchecked Sendable {
             markStopped()
             retained.release()
         }
-        thread.name = "lws-service"
         thread.start()
         // lws bounds DNS and TCP but not the wait for the upgrade answer: enforce the whole deadline here.
         let deadline = options.connectTimeout

@@ -257,12 +257,15 @@ final class SilentListener: @unchecked Sendable {
 /// the token, the path or a second socket does).
 final class CannedHTTPListener: @unchecked Sendable {
     private let listener: SilentListener
+    private let exited = DispatchSemaphore(value: 0)
     var port: Int { listener.port }
 
     init(status: Int) throws {
         listener = try SilentListener()
         let fd = listener.fd
+        let exited = self.exited
         Thread {
+            defer { exited.signal() }
             while true {
                 let client = accept(fd, nil, nil)
                 if client < 0 { return }
@@ -275,22 +278,68 @@ final class CannedHTTPListener: @unchecked Sendable {
         }.start()
     }
 
-    func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)); listener.stop() }
+    /// Stops accepting, and closes the socket only once the accept thread is gone (or its descriptor
+    /// number, reused by the next listener, would still be served by this one).
+    func stop() {
+        shutdown(listener.fd, Int32(SHUT_RDWR))
+        exited.wait()
+        listener.stop()
+    }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct WebSocketLifecycleTests {
-    private func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
-    private func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+    /// /proc files say their size is 0, so Foundation's whole-file readers return nothing: read until EOF.
+    private func readProcFile(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Service threads of connections to `port` (named lws-<port>; other suites run in parallel).
+    private func serviceThreads(to port: Int) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { tid in
+            let name = readProcFile("/proc/self/task/\(tid)/comm")
+            return name.trimmingCharacters(in: .whitespacesAndNewlines) == "lws-\(port)"
+        }.count
+    }
+
+    /// Open descriptors of this process that are TCP sockets connected to `port` (our client ends).
+    private func clientSockets(to port: Int) -> Int {
+        let portHex = String(format: "%04X", port)
+        let table = readProcFile("/proc/net/tcp")
+        let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard f.count > 9, f[2].hasSuffix(":" + portHex) else { return nil }
+            return String(f[9])
+        })
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.filter { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
+                target.hasPrefix("socket:[")
+            else { return false }
+            return inodes.contains(String(target.dropFirst(8).dropLast()))
+        }.count
+    }
 
     /// Every connection has its own service thread, context and socket: after close, none of them remain.
     @Test func closeLeavesNoThreadOrSocketBehind() async throws {
         try await withTestServer { port in
-            // Warm up once so lazily created runtime threads are not counted as ours.
-            let warm = try await WebSocket.connect(to: URL(string: "ws://127.0.0.1:\(port)/echo")!)
-            await warm.close()
-            try await Task.sleep(for: .milliseconds(200))
-            let threadsBefore = threads()
-            let fdsBefore = descriptors()
+            var open: [WebSocket] = []
+            for _ in 0..<5 {
+                open.append(try await WebSocket.connect(to: URL(string: "ws://127.0.0.1:\(port)/echo")!))
+            }
+            #expect(serviceThreads(to: port) == 5, "the probe sees live service threads")
+            #expect(clientSockets(to: port) == 5, "the probe sees live client sockets")
+            for ws in open { await ws.close() }
             for _ in 0..<20 {
                 let ws = try await WebSocket.connect(to: URL(string: "ws://127.0.0.1:\(port)/echo")!)
                 try ws.send(.text(Array("x".utf8)))
@@ -298,9 +347,8 @@ final class CannedHTTPListener: @unchecked Sendable {
                 _ = try await it.next()
                 await ws.close()
             }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(threads() <= threadsBefore + 1, "threads: \(threadsBefore) before, \(threads()) after 20 connections")
-            #expect(descriptors() <= fdsBefore + 2, "descriptors: \(fdsBefore) before, \(descriptors()) after 20 connections")
+            #expect(serviceThreads(to: port) == 0, "service threads left after 25 connections")
+            #expect(clientSockets(to: port) == 0, "client sockets left after 25 connections")
         }
     }
 }
