@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
-//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> allowance-relay
+//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
 // (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
@@ -52,10 +53,19 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // The local SQLite cache: schema and migrations, hub events applied atomically, catch-up over REST.
+        .target(
+            name: "Store",
+            dependencies: [
+                "AllowanceAPI", "SignalRProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient",
+                "AllowanceAPI", "SignalRClient", "Store",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -96,6 +106,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient"]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,6 +8,14 @@ public struct Child: Sendable, Equatable {
     public var lastName: String
     public var weeklyAllowance: Decimal
     public var currentBalance: Decimal
+
+    public init(id: UUID, firstName: String, lastName: String, weeklyAllowance: Decimal, currentBalance: Decimal) {
+        self.id = id
+        self.firstName = firstName
+        self.lastName = lastName
+        self.weeklyAllowance = weeklyAllowance
+        self.currentBalance = currentBalance
+    }
 }
 
 public enum TransactionType: String, Sendable, Equatable {
@@ -25,6 +33,20 @@ public struct Transaction: Sendable, Equatable {
     public var balanceAfter: Decimal
     public var createdAt: Date
     public var createdByName: String
+
+    public init(
+        id: UUID, childId: UUID, amount: Decimal, type: TransactionType, description: String, balanceAfter: Decimal,
+        createdAt: Date, createdByName: String
+    ) {
+        self.id = id
+        self.childId = childId
+        self.amount = amount
+        self.type = type
+        self.description = description
+        self.balanceAfter = balanceAfter
+        self.createdAt = createdAt
+        self.createdByName = createdByName
+    }
 }
 
 /// What went wrong decoding a payload from the server, with the field that was wrong.

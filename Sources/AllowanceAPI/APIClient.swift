@@ -1,0 +1,100 @@
+import Foundation
+import SignalRProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The Allowance Tracker REST API (`/api/v1`), as far as the relay needs it.
+public struct APIClient: Sendable {
+    public let baseURL: URL
+    private let token: @Sendable () throws -> String?
+    private let session: URLSession
+
+    public init(baseURL: URL, token: @escaping @Sendable () throws -> String?, session: URLSession = .shared) {
+        self.baseURL = baseURL
+        self.token = token
+        self.session = session
+    }
+
+    public func children() async throws(APIError) -> [Child] {
+        let json = try await get("api/v1/children")
+        guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /api/v1/children did not return an array.") }
+        return try items.map { (item) throws(APIError) -> Child in
+            do throws(PayloadError) { return try Child(json: item) } catch { throw APIError(.invalidResponse, "GET /api/v1/children: \(error.message)") }
+        }
+    }
+
+    /// One page of a child's transactions, newest first.
+    public func transactions(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [Transaction] {
+        let path = "api/v1/children/\(child.uuidString.lowercased())/transactions"
+        let json = try await get(path, query: [("limit", String(limit)), ("offset", String(offset))])
+        guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /\(path) did not return an array.") }
+        return try items.map { (item) throws(APIError) -> Transaction in
+            do throws(PayloadError) { return try Transaction(json: item) } catch { throw APIError(.invalidResponse, "GET /\(path): \(error.message)") }
+        }
+    }
+
+    private func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
+        var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+        var request = URLRequest(url: components.url!, timeoutInterval: 30)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        do {
+            if let t = try token() { request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
+        } catch {
+            throw APIError(.unauthorized, "The token could not be read: \(error)")
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw APIError(.network, "GET /\(path) failed: \(error.localizedDescription)")
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 200 else {
+            let detail = (try? JSONValue(parsing: data))?["error"]?.stringValue.map { ": \($0)" } ?? ""
+            throw APIError(APIError.Kind(status: status), "GET /\(path) answered HTTP \(status)\(detail)", status: status)
+        }
+        do {
+            return try JSONValue(parsing: data)
+        } catch {
+            throw APIError(.invalidResponse, "GET /\(path) returned invalid JSON (\(error)).")
+        }
+    }
+}
+
+/// A failed API call, classified as seed 000 maps HTTP answers (retry only what a retry can fix).
+public struct APIError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case badRequest, unauthorized, forbidden, notFound, conflict, rateLimited, server, network, invalidResponse
+
+        init(status: Int) {
+            switch status {
+            case 400, 422: self = .badRequest
+            case 401: self = .unauthorized
+            case 403: self = .forbidden
+            case 404: self = .notFound
+            case 409: self = .conflict
+            case 408, 429: self = .rateLimited
+            default: self = status >= 500 ? .server : .invalidResponse
+            }
+        }
+
+        /// 408/429/5xx and network failures may succeed later; the rest will not without a change.
+        public var isRetryable: Bool { [.rateLimited, .server, .network].contains(self) }
+    }
+
+    public let kind: Kind
+    public let message: String
+    public let status: Int?
+
+    public init(_ kind: Kind, _ message: String, status: Int? = nil) {
+        self.kind = kind
+        self.message = message
+        self.status = status
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,189 @@
+import AllowanceAPI
+import Foundation
+import GRDB
+import SignalRProtocol
+
+/// What applying an event did.
+public enum ApplyResult: Sendable, Equatable {
+    /// Stored. `gap` names a child whose cache disagrees with the event: a catch-up for it is due.
+    case stored(gap: UUID?)
+    /// Seen before (same transaction id): nothing changed.
+    case duplicate
+    /// The event cannot be stored on its own (an id-only transaction, an unknown child): catch up first.
+    case needsCatchUp(reason: String)
+}
+
+extension Store {
+    /// Applies one hub event in one SQLite transaction: the inbox row and the cache change land together.
+    public func apply(_ event: HubEvent, at now: Date = Date()) throws(StoreError) -> ApplyResult {
+        try write { db -> ApplyResult in
+            switch event {
+            case .transactionCreated(let t):
+                guard try Self.childBalance(db, t.childId) != nil else {
+                    return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
+                }
+                guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
+                    return .duplicate
+                }
+                let previous = t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount
+                let cached = try Self.childBalance(db, t.childId)
+                try Self.insert(db, t, via: "hub", now: now)
+                try Self.setBalance(db, t.childId, t.balanceAfter, now: now)
+                return .stored(gap: cached == (try MinorUnits.from(previous)) ? nil : t.childId)
+            case .transactionCreatedId(let id):
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE id = ?", arguments: [id.lowercased]) == true {
+                    return .duplicate
+                }
+                return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
+            case .balanceUpdated(let child, let balance):
+                guard try Self.childBalance(db, child) != nil else {
+                    return .needsCatchUp(reason: "BalanceUpdated for child \(child), who is not in the cache yet")
+                }
+                // Not unique by content (the same balance can come twice): every one is kept, in order.
+                _ = try Self.recordInbox(db, key: "BalanceUpdated:\(UUID().uuidString)", event: event, caughtUp: false, now: now)
+                let latest = try Int64.fetchOne(
+                    db, sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? ORDER BY created_at DESC, stored_at DESC LIMIT 1",
+                    arguments: [child.lowercased])
+                let server = try MinorUnits.from(balance)
+                try Self.setBalance(db, child, balance, now: now)  // the server's balance wins: it is calculated there
+                return .stored(gap: latest == nil || latest == server ? nil : child)
+            }
+        }
+    }
+
+    /// Stores what a catch-up fetched: the children as the server sees them and their missing transactions
+    /// (oldest first), in one SQLite transaction with the catch-up cursor. Returns how many were new.
+    @discardableResult
+    public func storeCaughtUp(children: [Child], transactions: [Transaction], at now: Date = Date()) throws(StoreError) -> Int {
+        try write { db -> Int in
+            var inserted = 0
+            for c in children { try Self.upsert(db, c, now: now) }
+            for t in transactions {
+                guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
+                else { continue }
+                try Self.insert(db, t, via: "catch-up", now: now)
+                inserted += 1
+            }
+            // Balances last: the server's figure wins over any sum of what we hold.
+            for c in children { try Self.setBalance(db, c.id, c.currentBalance, now: now) }
+            try db.execute(
+                sql: "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                arguments: [ISO.string(now)])
+            return inserted
+        }
+    }
+
+    public func hasTransaction(_ id: UUID) throws(StoreError) -> Bool {
+        try read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE id = ?", arguments: [id.lowercased]) ?? false }
+    }
+
+    public func children() throws(StoreError) -> [Child] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM child ORDER BY first_name, id").map { row in
+                Child(
+                    id: UUID(uuidString: row["id"])!, firstName: row["first_name"], lastName: row["last_name"],
+                    weeklyAllowance: MinorUnits.decimal(row["weekly_allowance_minor"]),
+                    currentBalance: MinorUnits.decimal(row["balance_minor"]))
+            }
+        }
+    }
+
+    /// Transactions, newest first.
+    public func transactions(child: UUID? = nil, limit: Int = 100) throws(StoreError) -> [Transaction] {
+        try read { db in
+            let filter = child == nil ? "" : "WHERE child_id = :child"
+            return try Row.fetchAll(
+                db, sql: "SELECT * FROM txn \(filter) ORDER BY created_at DESC, stored_at DESC LIMIT :limit",
+                arguments: ["child": child?.lowercased, "limit": limit]
+            ).map { row in
+                Transaction(
+                    id: UUID(uuidString: row["id"])!, childId: UUID(uuidString: row["child_id"])!,
+                    amount: MinorUnits.decimal(row["amount_minor"]), type: TransactionType(rawValue: row["type"])!,
+                    description: row["description"], balanceAfter: MinorUnits.decimal(row["balance_after_minor"]),
+                    createdAt: ISODate.parse(row["created_at"]) ?? .distantPast, createdByName: row["created_by"])
+            }
+        }
+    }
+
+    /// Hub events and caught-up transactions recorded, oldest first: (kind, caught up?).
+    public func inbox() throws(StoreError) -> [(kind: String, caughtUp: Bool)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT kind, caught_up FROM inbox ORDER BY seq").map { ($0["kind"], $0["caught_up"]) }
+        }
+    }
+
+    // MARK: - Rows
+
+    /// Returns false when the key was recorded before (the event is a duplicate).
+    private static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
+        let kind = if case .balanceUpdated = event { "BalanceUpdated" } else { "TransactionCreated" }
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [key, kind, event.json.serialized, caughtUp, ISO.string(now)])
+        return db.changesCount == 1
+    }
+
+    private static func insert(_ db: Database, _ t: Transaction, via: String, now: Date) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                 origin, received_via, stored_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', ?, ?)
+                ON CONFLICT(id) DO UPDATE SET origin = 'server', balance_after_minor = excluded.balance_after_minor
+                """,
+            arguments: [
+                t.id.lowercased, t.childId.lowercased, try MinorUnits.from(t.amount), t.type.rawValue, t.description,
+                try MinorUnits.from(t.balanceAfter), ISO.string(t.createdAt), t.createdByName, via, ISO.string(now),
+            ])
+    }
+
+    private static func upsert(_ db: Database, _ c: Child, now: Date) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO child (id, first_name, last_name, weekly_allowance_minor, balance_minor, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET first_name = excluded.first_name, last_name = excluded.last_name,
+                    weekly_allowance_minor = excluded.weekly_allowance_minor
+                """,
+            arguments: [
+                c.id.lowercased, c.firstName, c.lastName, try MinorUnits.from(c.weeklyAllowance),
+                try MinorUnits.from(c.currentBalance), ISO.string(now),
+            ])
+    }
+
+    private static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [id.lowercased])
+    }
+
+    private static func setBalance(_ db: Database, _ id: UUID, _ balance: Decimal, now: Date) throws {
+        try db.execute(
+            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+            arguments: [try MinorUnits.from(balance), ISO.string(now), id.lowercased])
+    }
+}
+
+/// Money as integer minor units (cents). Exact both ways; more than two decimals is an error, never rounded.
+public enum MinorUnits {
+    public static func from(_ amount: Decimal) throws(PayloadError) -> Int64 {
+        var scaled = amount * 100
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &scaled, 0, .plain)
+        guard rounded == scaled, let value = Int64(exactly: NSDecimalNumber(decimal: rounded).int64Value),
+            Decimal(value) == rounded
+        else {
+            throw PayloadError(message: "The amount \(amount) has more than 2 decimal places or is out of range.")
+        }
+        return value
+    }
+
+    public static func decimal(_ minor: Int64) -> Decimal { Decimal(minor) / 100 }
+}
+
+enum ISO {
+    static func string(_ date: Date) -> String { Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date) }
+}
+
+extension UUID {
+    /// The form stored in the database (lower case, as the REST API prints ids).
+    var lowercased: String { uuidString.lowercased() }
+}

@@ -1,0 +1,51 @@
+import GRDB
+
+/// The versioned schema. Migrations are append-only: a released one is never edited, a change is a new one.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1: children, transactions, inbox, sync state") { db in
+            // Money is in minor units (cents): exact, and summable in SQL.
+            try db.execute(sql: """
+                CREATE TABLE child (
+                    id TEXT PRIMARY KEY,
+                    first_name TEXT NOT NULL,
+                    last_name TEXT NOT NULL,
+                    weekly_allowance_minor INTEGER NOT NULL,
+                    balance_minor INTEGER NOT NULL,
+                    updated_at TEXT NOT NULL
+                );
+                CREATE TABLE txn (
+                    id TEXT PRIMARY KEY,
+                    child_id TEXT NOT NULL,
+                    amount_minor INTEGER NOT NULL CHECK (amount_minor > 0),
+                    type TEXT NOT NULL CHECK (type IN ('Credit', 'Debit')),
+                    description TEXT NOT NULL,
+                    balance_after_minor INTEGER NOT NULL,
+                    created_at TEXT NOT NULL,
+                    created_by TEXT NOT NULL,
+                    -- server: the backend has it; local-pending: written offline, waiting in the outbox
+                    origin TEXT NOT NULL CHECK (origin IN ('server', 'local-pending')),
+                    -- hub: pushed live; catch-up: fetched over REST after a gap
+                    received_via TEXT NOT NULL CHECK (received_via IN ('hub', 'catch-up')),
+                    stored_at TEXT NOT NULL
+                );
+                CREATE INDEX txn_by_child ON txn (child_id, created_at);
+                -- Every hub event or caught-up transaction, once (dedup_key), in arrival order (seq).
+                CREATE TABLE inbox (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    dedup_key TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    caught_up INTEGER NOT NULL DEFAULT 0,
+                    received_at TEXT NOT NULL
+                );
+                CREATE TABLE sync_state (
+                    key TEXT PRIMARY KEY,
+                    value TEXT NOT NULL
+                );
+                """)
+        }
+        return m
+    }
+}

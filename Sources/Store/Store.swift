@@ -1,0 +1,119 @@
+import AllowanceAPI
+import Foundation
+import GRDB
+import Logging
+
+/// The relay's SQLite file: one writer connection (GRDB's DatabasePool), WAL, `synchronous=FULL` by default,
+/// a busy timeout so the CLI and the daemon can share the file, versioned migrations, an integrity check at open.
+public final class Store: Sendable {
+    public let path: String
+    let pool: DatabasePool
+
+    public enum Durability: String, Sendable {
+        /// A committed row survives power loss (the default).
+        case full = "FULL"
+        /// Faster; a power cut may lose the last transactions, never corrupt the file.
+        case normal = "NORMAL"
+    }
+
+    private init(path: String, pool: DatabasePool) {
+        self.path = path
+        self.pool = pool
+    }
+
+    /// Opens (creating if needed) and migrates the database at `path`.
+    public static func open(path: String, durability: Durability = .full) throws(StoreError) -> Store {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StoreError(path: path, "Cannot create the directory '\(directory)': \(error.localizedDescription). Check its permissions or set store.path.")
+            }
+        }
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        do {
+            let pool = try DatabasePool(path: path, configuration: config)
+            let check = try pool.read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
+            guard check == "ok" else {
+                throw StoreError(path: path, "The database failed its integrity check (\(check ?? "no answer")). \(StoreError.rebuildHint)")
+            }
+            try Schema.migrator.migrate(pool)
+            return Store(path: path, pool: pool)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw StoreError(path: path, error)
+        } catch {
+            throw StoreError(path: path, "Cannot open the database: \(error).")
+        }
+    }
+
+    /// Moves a broken database (and its WAL files) aside, returning where it went; the next open starts empty
+    /// and the next catch-up refills it from the server.
+    public static func moveAside(path: String, now: Date = Date()) throws(StoreError) -> String {
+        let stamp = Int(now.timeIntervalSince1970)
+        let target = "\(path).broken-\(stamp)"
+        do {
+            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+                try FileManager.default.moveItem(atPath: path + suffix, toPath: target + suffix)
+            }
+        } catch {
+            throw StoreError(path: path, "Cannot move the database aside: \(error.localizedDescription).")
+        }
+        return target
+    }
+
+    /// The schema versions applied, oldest first.
+    public func appliedMigrations() throws(StoreError) -> [String] {
+        try read { db in try Schema.migrator.appliedMigrations(db) }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try pool.write(body) } catch { throw StoreError(path: path, error) }
+    }
+}
+
+/// A store failure that names the file and says what to do.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public let path: String
+    public let message: String
+
+    static let rebuildHint = "Move it aside and rebuild from the server with: allowance-relay run --rebuild"
+
+    init(path: String, _ message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    init(path: String, _ error: any Error) {
+        self.path = path
+        guard let db = error as? DatabaseError else {
+            self.message = error is StoreError ? (error as! StoreError).message : "\(error)"
+            return
+        }
+        switch db.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            message = "The file is not a readable relay database (\(db.message ?? "corrupt")). \(Self.rebuildHint)"
+        case .SQLITE_FULL:
+            message = "The disk is full; nothing was written. Free some space: the relay retries."
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            message = "The database is locked by another process for more than 5 s. Is a second relay running on it?"
+        case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
+            message = "The database cannot be opened for writing (\(db.message ?? "permission denied")). Check the file's owner and permissions."
+        default:
+            message = "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown")."
+        }
+    }
+
+    public var description: String { "\(path): \(message)" }
+}
