@@ -24,7 +24,7 @@ build: deps
 
 # The relay against the bundled hub simulator: events flow for DEMO_SECONDS, then both stop.
 demo: build
-	@out=$$(mktemp); \
+	@rm -rf .build/demo; out=$$(mktemp); \
 	$(BIN)/allowance-hub-sim --token demo-token --rate 1 --burst 3 --log-level warning > $$out & sim=$$!; \
 	trap 'kill $$sim 2>/dev/null; rm -f $$out' EXIT INT TERM; \
 	for i in $$(seq 100); do grep -q '^listening ' $$out && break; sleep 0.1; done; \

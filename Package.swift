@@ -105,7 +105,7 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient"]),
+        .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient", "Store"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol"]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import SignalRClient
 import SignalRProtocol
+import Store
 
 /// `allowance-relay run`: connect, log every hub event, reconnect forever, stop cleanly on a signal.
 struct RunCommand: AsyncParsableCommand {
@@ -15,8 +16,12 @@ struct RunCommand: AsyncParsableCommand {
             A lost connection is retried forever (exponential back-off with jitter, at most 60 s apart);
             so is the first connect, so the relay may start before the backend.
 
+            Every event is stored in the local database (store.path) in the same SQLite transaction as its inbox
+            row; at each connect, and whenever an event shows a gap, missed transactions are fetched over REST.
+
             Exit codes: 0 stopped by a signal; 1 the connection ended for good (e.g. the server closed it
-            without allowing a reconnect); 77 the token was refused; 78 the configuration is invalid.
+            without allowing a reconnect); 74 the database cannot be opened (a corrupt one: use --rebuild);
+            77 the token was refused; 78 the configuration is invalid.
 
             Examples:
               allowance-relay run --config /etc/allowance-relay/relay.yaml
@@ -33,6 +38,9 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: "Override log.format: text (for people and journald) or json (one object per line).")
     var logFormat: String?
+
+    @Flag(help: "Move an unreadable database aside (kept as <path>.broken-<time>) and rebuild it from the server.")
+    var rebuild = false
 
     func run() async throws {
         var environment = ProcessInfo.processInfo.environment
@@ -53,7 +61,18 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error.message)")
             throw ExitCode(78)
         }
-        let code = await Relay(settings: settings, logger: logger).run()
+        let store: Store
+        do {
+            if rebuild, FileManager.default.fileExists(atPath: settings.storePath) {
+                let aside = try Store.moveAside(path: settings.storePath)
+                logger.notice("moved the old database aside to \(aside); rebuilding from the server")
+            }
+            store = try Store.open(path: settings.storePath)
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode(74)
+        }
+        let code = await Relay(settings: settings, store: store, logger: logger).run()
         if code != 0 { throw ExitCode(code) }
     }
 }
@@ -61,6 +80,7 @@ struct RunCommand: AsyncParsableCommand {
 /// Wires the hub connection to the event log and to process signals.
 struct Relay {
     let settings: RelaySettings
+    let store: Store
     let logger: Logger
 
     func run() async -> Int32 {
@@ -77,6 +97,8 @@ struct Relay {
         let connection = HubConnection(url: settings.hubURL, options: options, logger: Logger(label: "signalr"))
         let logger = self.logger
         let json = settings.logFormat == .json
+        let sync = SyncCoordinator(
+            store: store, api: APIClient(baseURL: settings.serverURL, token: { try settings.currentToken() }), logger: logger)
         for target in HubEvent.targets {
             await connection.on(target) { (args: HubArguments) in
                 do throws(PayloadError) {
@@ -86,6 +108,7 @@ struct Relay {
                     } else {
                         logger.info("\(event.summary)")
                     }
+                    await sync.handle(event)
                 } catch {
                     // A payload we cannot read is reported and skipped; the connection carries on.
                     logger.error("could not read a hub event: \(error.message)")
@@ -108,6 +131,8 @@ struct Relay {
                     switch event {
                     case .connected(let id), .reconnected(let id):
                         logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
+                        // A new connection lost whatever was sent while there was none: fetch it.
+                        await sync.requestCatchUp()
                     case .reconnecting(let reason):
                         logger.warning("connection lost, reconnecting: \(reason)")
                     case .closed(let error):

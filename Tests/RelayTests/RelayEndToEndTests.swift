@@ -1,6 +1,8 @@
+import AllowanceAPI
 import Foundation
 import HubSimulator
 import Logging
+import Store
 import Synchronization
 import Testing
 
@@ -39,11 +41,59 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
         }
     }
 
+    @Test func afterAKill9AndARestartEverythingMissedIsCaughtUp() async throws {
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-kill-\(UUID())/relay.sqlite").path
+            let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                       "ALLOWANCE_RELAY_STORE_PATH": storePath]
+            let first = try RelayProcess(env: env)
+            #expect(await first.waitFor("connected to the hub"))
+            try await simPost(base, "/_sim/burst?count=5")
+            #expect(await first.waitFor(count: 5, of: "TransactionCreated child="))
+            _ = first.stop(signal: SIGKILL)
+            try await simPost(base, "/_sim/burst?count=200")  // while the relay is down
+            let second = try RelayProcess(env: env)
+            #expect(await second.waitFor("transactions=200"), "the restart fetched exactly what it missed")
+            #expect(second.stop(signal: SIGTERM) == 0)
+
+            let store = try Store.open(path: storePath)
+            #expect(try store.transactions(limit: 1000).count == 205)
+            let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
+            for c in server {
+                #expect(try store.children().first { $0.id == c.id }?.currentBalance == c.currentBalance)
+            }
+        }
+    }
+
+    @Test func aCorruptDatabaseExits74NamingTheFixAndRebuildRecovers() async throws {
+        try await withSim { base in
+            let dir = FileManager.default.temporaryDirectory.appending(path: "relay-corrupt-\(UUID())")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let storePath = dir.appending(path: "relay.sqlite").path
+            try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: storePath))
+            let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                       "ALLOWANCE_RELAY_STORE_PATH": storePath]
+            let broken = try RelayProcess(env: env)
+            #expect(broken.wait() == 74)
+            #expect(broken.output.contains(storePath) && broken.output.contains("--rebuild"))
+            let rebuilt = try RelayProcess(env: env, arguments: ["run", "--rebuild"])
+            #expect(await rebuilt.waitFor("moved the old database aside"))
+            #expect(await rebuilt.waitFor("caught up"))
+            #expect(rebuilt.stop(signal: SIGTERM) == 0)
+        }
+    }
+
     @Test func invalidConfigurationExits78() throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(relay.wait() == 78)
         #expect(relay.output.contains("configuration error: server.url 'not a url'"))
     }
+}
+
+private func simPost(_ base: URL, _ path: String) async throws {
+    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+    request.httpMethod = "POST"
+    _ = try await URLSession.shared.data(for: request)
 }
 
 private func withSim(_ body: (URL) async throws -> Void) async throws {
@@ -67,11 +117,14 @@ final class RelayProcess: Sendable {
     private let process: Process
     private let collected = OutputBuffer()
 
-    init(env: [String: String]) throws {
+    init(env: [String: String], arguments: [String] = ["run"]) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: relayBinary)
-        process.arguments = ["run"]
+        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ALLOWANCE_RELAY_") }
+        // Never the user's real database: a fresh file unless the test names one.
+        environment["ALLOWANCE_RELAY_STORE_PATH"] =
+            FileManager.default.temporaryDirectory.appending(path: "relay-e2e-\(UUID())/relay.sqlite").path
         environment.merge(env) { $1 }
         process.environment = environment
         let pipe = Pipe()
