@@ -105,7 +105,8 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
         ),
-        .testTarget(name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient", "Store"]),
+        .testTarget(
+            name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient", "SignalRProtocol", "Store"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol"]),
     ],
     swiftLanguageModes: [.v6]

@@ -33,20 +33,7 @@ public struct RelaySettings: Sendable {
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
         async throws(SettingsError) -> RelaySettings
     {
-        var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay")
-        ]
-        if let file {
-            guard FileManager.default.isReadableFile(atPath: file) else {
-                throw SettingsError("Cannot read the config file '\(file)'. Check the path and its permissions.")
-            }
-            do {
-                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
-            } catch {
-                throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
-            }
-        }
-        let config = ConfigReader(providers: providers)
+        let config = try await reader(file: file, environment: environment)
 
         guard let urlText = config.string(forKey: "server.url"), !urlText.isEmpty else {
             throw SettingsError(
@@ -79,6 +66,32 @@ public struct RelaySettings: Sendable {
             storePath: config.string(forKey: "store.path") ?? defaultStorePath(environment),
             logLevel: level,
             logFormat: logFormat)
+    }
+
+    /// Where the database is, for the commands that only read the cache (no server settings needed).
+    public static func storePath(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        async throws(SettingsError) -> String
+    {
+        let config = try await reader(file: file, environment: environment)
+        return config.string(forKey: "store.path") ?? defaultStorePath(environment)
+    }
+
+    /// The file's keys with `ALLOWANCE_RELAY_*` environment variables on top.
+    private static func reader(file: String?, environment: [String: String]) async throws(SettingsError) -> ConfigReader {
+        var providers: [any ConfigProvider] = [
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay")
+        ]
+        if let file {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw SettingsError("Cannot read the config file '\(file)'. Check the path and its permissions.")
+            }
+            do {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
+            }
+        }
+        return ConfigReader(providers: providers)
     }
 
     /// `$STATE_DIRECTORY` (systemd), then `/var/lib/allowance-relay` for root, else the XDG state directory.

@@ -187,3 +187,37 @@ extension UUID {
     /// The form stored in the database (lower case, as the REST API prints ids).
     var lowercased: String { uuidString.lowercased() }
 }
+
+/// What `status` shows about the cache.
+public struct StoreSummary: Sendable {
+    public var path: String
+    public var fileBytes: Int64
+    public var migrations: [String]
+    public var children: Int
+    public var transactions: Int
+    public var inboxRows: Int
+    public var lastCatchUp: Date?
+    /// The last time anything came from the server (a hub event or a catch-up).
+    public var lastContact: Date?
+}
+
+extension Store {
+    public func summary() throws(StoreError) -> StoreSummary {
+        let bytes = ["", "-wal"].reduce(Int64(0)) { sum, suffix in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.int64Value
+            return sum + (size ?? 0)
+        }
+        return try read { db in
+            let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
+                .flatMap(ISODate.parse)
+            let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox").flatMap(ISODate.parse)
+            return StoreSummary(
+                path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
+                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child") ?? 0,
+                transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
+                inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+                lastCatchUp: lastCatchUp,
+                lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
+        }
+    }
+}

@@ -18,7 +18,7 @@ struct RelayCommand: AsyncParsableCommand {
             See config/reference.yaml for every key.
             """,
         version: version,
-        subcommands: [RunCommand.self],
+        subcommands: [RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import HubSimulator
 import Logging
+import SignalRProtocol
 import Store
 import Synchronization
 import Testing
@@ -83,6 +84,39 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
         }
     }
 
+    @Test func theCacheCommandsReadTheDatabaseWithoutTheServer() async throws {
+        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-cli-\(UUID())/relay.sqlite").path
+        var serverBalances: [String: JSONValue] = [:]
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=8")
+            #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            for c in try await APIClient(baseURL: base, token: { "e2e-token" }).children() {
+                serverBalances[c.id.uuidString.lowercased()] = .number("\(c.currentBalance)")
+            }
+        }
+        // The simulator is gone now: these read only the cache.
+        let env = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
+        let balances = try JSONValue(parsing: Array(try RelayProcess.output(["balances", "--json"], env: env).utf8))
+        #expect(balances.arrayValue?.count == 3)
+        for b in balances.arrayValue ?? [] {
+            #expect(b["balance"] == serverBalances[b["id"]?.stringValue ?? ""], "\(b)")
+        }
+        let status = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: env).utf8))
+        #expect(status["transactions"] == 8)
+        #expect(status["stale"] == false)
+        let all = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--json", "--limit", "100"], env: env).utf8))
+        let alice = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--child", "Alice", "--json"], env: env).utf8))
+        #expect(all.arrayValue?.count == 8)
+        #expect(alice.arrayValue?.allSatisfy { $0["childId"] == "11111111-1111-4111-8111-111111111111" } == true)
+        let missing = try RelayProcess(env: ["ALLOWANCE_RELAY_STORE_PATH": "/nonexistent/relay.sqlite"], arguments: ["status"])
+        #expect(missing.wait() == 1)
+        #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))
+    }
+
     @Test func invalidConfigurationExits78() throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(relay.wait() == 78)
@@ -152,6 +186,14 @@ final class RelayProcess: Sendable {
         }
         Issue.record("no \(count)× '\(text)' in:\n\(output)")
         return false
+    }
+
+    /// Runs a short command to completion and returns its output.
+    static func output(_ arguments: [String], env: [String: String]) throws -> String {
+        let p = try RelayProcess(env: env, arguments: arguments)
+        let status = p.wait()
+        try #require(status == 0, "allowance-relay \(arguments.joined(separator: " ")) exited \(status): \(p.output)")
+        return p.output
     }
 
     func stop(signal: Int32) -> Int32 {

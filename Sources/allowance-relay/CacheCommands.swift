@@ -1,0 +1,169 @@
+import AllowanceAPI
+import ArgumentParser
+import Foundation
+import SignalRProtocol
+import Store
+
+/// Options shared by the commands that read the local cache. They work offline and while `run` is running.
+struct CacheOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "YAML config file (only store.path is read).")
+    var config: String?
+
+    @Flag(help: "Print JSON instead of a table.")
+    var json = false
+
+    @Option(help: "Data older than this many hours is flagged stale.")
+    var maxAgeHours = 24.0
+
+    func openStore() async throws -> Store {
+        let path: String
+        do {
+            path = try await RelaySettings.storePath(file: config)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).")
+        }
+        do {
+            return try Store.open(path: path)
+        } catch {
+            throw CLIError(error.description)
+        }
+    }
+
+    func isStale(_ summary: StoreSummary) -> Bool {
+        guard let last = summary.lastContact else { return true }
+        return Date().timeIntervalSince(last) > maxAgeHours * 3600
+    }
+
+    func emit(_ value: JSONValue) {
+        print(value.serialized)
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "What the local cache holds and when it last heard from the server.",
+        discussion: "Example: allowance-relay status --json | jq .lastContact")
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        let s = try await options.openStore().summary()
+        let stale = options.isStale(s)
+        if options.json {
+            options.emit([
+                "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
+                "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
+                "transactions": .number(String(s.transactions)), "inboxRows": .number(String(s.inboxRows)),
+                "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
+                "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
+            ])
+            return
+        }
+        print(Table.render([
+            ["database", s.path],
+            ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
+            ["schema", s.migrations.last ?? "-"],
+            ["children", String(s.children)],
+            ["transactions", String(s.transactions)],
+            ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
+            ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
+        ]))
+    }
+}
+
+struct BalancesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "balances",
+        abstract: "Each child's balance as last heard from the server.",
+        discussion: "Example: allowance-relay balances --json")
+
+    @OptionGroup var options: CacheOptions
+
+    func run() async throws {
+        let store = try await options.openStore()
+        let stale = options.isStale(try store.summary())
+        let children = try store.children()
+        if options.json {
+            options.emit(.array(children.map { c in
+                [
+                    "id": .string(c.id.uuidString.lowercased()), "name": .string("\(c.firstName) \(c.lastName)"),
+                    "balance": .number("\(c.currentBalance)"), "stale": .bool(stale),
+                ]
+            }))
+            return
+        }
+        let rows = [["CHILD", "BALANCE"]] + children.map { ["\($0.firstName) \($0.lastName)", Money.plain($0.currentBalance)] }
+        print(Table.render(rows, rightAligned: [1]))
+        if stale { print("(stale: nothing from the server for over \(Int(options.maxAgeHours)) h)") }
+    }
+}
+
+struct TransactionsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transactions",
+        abstract: "Cached transactions, newest first.",
+        discussion: """
+            Examples:
+              allowance-relay transactions --child Alice --limit 5
+              allowance-relay transactions --json | jq '.[] | select(.type == "Debit")'
+            """)
+
+    @OptionGroup var options: CacheOptions
+
+    @Option(help: "A child's first name or id.") var child: String?
+    @Option(help: "How many (newest first).") var limit = 20
+
+    func validate() throws {
+        guard limit > 0 else { throw ValidationError("--limit must be positive.") }
+    }
+
+    func run() async throws {
+        let store = try await options.openStore()
+        let children = try store.children()
+        var childId: UUID?
+        if let child {
+            guard let match = children.first(where: {
+                $0.id.uuidString.lowercased() == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
+            }) else {
+                throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
+            }
+            childId = match.id
+        }
+        let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.firstName) })
+        let list = try store.transactions(child: childId, limit: limit)
+        if options.json {
+            options.emit(.array(list.map { HubEvent.transactionCreated($0).json }))
+            return
+        }
+        let rows = [["WHEN", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in
+            [iso(t.createdAt), names[t.childId] ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter), t.description]
+        }
+        print(Table.render(rows, rightAligned: [2, 3]))
+    }
+}
+
+/// A failure at run time (not a usage mistake): printed as "Error: ..." without the usage text, exit 1.
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+private func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
+
+/// Plain aligned columns for terminals.
+enum Table {
+    static func render(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+        guard let width = rows.map(\.count).max() else { return "" }
+        let widths = (0..<width).map { col in rows.map { col < $0.count ? $0[col].count : 0 }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { col, cell in
+                let pad = String(repeating: " ", count: widths[col] - cell.count)
+                return rightAligned.contains(col) ? pad + cell : cell + pad
+            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }.joined(separator: "\n")
+    }
+}
