@@ -178,7 +178,9 @@ actor Hub {
             return (client, client.attach(sink), false)
         }
         if let existing = clients[token] {
-            guard existing.stateful, !existing.isAttached, !existing.isForgotten else { return nil }
+            guard existing.stateful, !existing.isForgotten else { return nil }
+            // The client may notice a dead link before we do: as ASP.NET Core does, the new socket replaces the old.
+            existing.endSocket()
             reattachments += 1
             return (existing, existing.attach(sink), true)
         }
