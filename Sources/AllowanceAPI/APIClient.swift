@@ -35,10 +35,36 @@ public struct APIClient: Sendable {
         }
     }
 
+    /// Creates a transaction. The same `idempotencyKey` sent again gets the same transaction, applied once.
+    public func createTransaction(
+        child: UUID, amount: Decimal, type: TransactionType, description: String, idempotencyKey: String
+    ) async throws(APIError) -> Transaction {
+        let body: JSONValue = [
+            "childId": .string(child.uuidString.lowercased()), "amount": .number("\(amount)"),
+            "type": .string(type.rawValue), "description": .string(description),
+        ]
+        var request = URLRequest(url: baseURL.appending(path: "api/v1/transactions"), timeoutInterval: 30)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.serialized.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
+        let json = try await send(request, what: "POST /api/v1/transactions", expect: [200, 201])
+        do {
+            return try Transaction(json: json)
+        } catch {
+            throw APIError(.invalidResponse, "POST /api/v1/transactions: \(error)")
+        }
+    }
+
     private func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
         var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        var request = URLRequest(url: components.url!, timeoutInterval: 30)
+        let request = URLRequest(url: components.url!, timeoutInterval: 30)
+        return try await send(request, what: "GET /\(path)", expect: [200])
+    }
+
+    private func send(_ original: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
+        var request = original
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         do {
             if let t = try token() { request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
@@ -50,17 +76,19 @@ public struct APIClient: Sendable {
         do {
             (data, response) = try await session.data(for: request)
         } catch {
-            throw APIError(.network, "GET /\(path) failed: \(error.localizedDescription)")
+            throw APIError(.network, "\(what) failed: \(error.localizedDescription)")
         }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard status == 200 else {
+        let http = response as? HTTPURLResponse
+        let status = http?.statusCode ?? 0
+        guard expect.contains(status) else {
             let detail = (try? JSONValue(parsing: data))?["error"]?.stringValue.map { ": \($0)" } ?? ""
-            throw APIError(APIError.Kind(status: status), "GET /\(path) answered HTTP \(status)\(detail)", status: status)
+            let retryAfter = http?.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
+            throw APIError(APIError.Kind(status: status), "\(what) answered HTTP \(status)\(detail)", status: status, retryAfter: retryAfter)
         }
         do {
             return try JSONValue(parsing: data)
         } catch {
-            throw APIError(.invalidResponse, "GET /\(path) returned invalid JSON (\(error)).")
+            throw APIError(.invalidResponse, "\(what) returned invalid JSON (\(error)).")
         }
     }
 }
@@ -89,11 +117,14 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public let kind: Kind
     public let message: String
     public let status: Int?
+    /// Seconds the server asked us to wait (`Retry-After`), if it said.
+    public let retryAfter: Double?
 
-    public init(_ kind: Kind, _ message: String, status: Int? = nil) {
+    public init(_ kind: Kind, _ message: String, status: Int? = nil, retryAfter: Double? = nil) {
         self.kind = kind
         self.message = message
         self.status = status
+        self.retryAfter = retryAfter
     }
 
     public var description: String { message }

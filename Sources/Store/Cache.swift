@@ -196,6 +196,9 @@ public struct StoreSummary: Sendable {
     public var children: Int
     public var transactions: Int
     public var inboxRows: Int
+    /// Writes waiting to be sent (pending or in flight), and those the server refused.
+    public var outboxWaiting: Int
+    public var outboxRejected: Int
     public var lastCatchUp: Date?
     /// The last time anything came from the server (a hub event or a catch-up).
     public var lastContact: Date?
@@ -216,6 +219,8 @@ extension Store {
                 children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child") ?? 0,
                 transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+                outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,
+                outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state = 'rejected'") ?? 0,
                 lastCatchUp: lastCatchUp,
                 lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
         }

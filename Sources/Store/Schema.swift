@@ -26,8 +26,9 @@ enum Schema {
                     created_by TEXT NOT NULL,
                     -- server: the backend has it; local-pending: written offline, waiting in the outbox
                     origin TEXT NOT NULL CHECK (origin IN ('server', 'local-pending')),
-                    -- hub: pushed live; catch-up: fetched over REST after a gap
-                    received_via TEXT NOT NULL CHECK (received_via IN ('hub', 'catch-up')),
+                    -- hub: pushed live; catch-up: fetched over REST; local: written here, waiting in the outbox;
+                    -- outbox: the server's answer to a write sent from the outbox
+                    received_via TEXT NOT NULL CHECK (received_via IN ('hub', 'catch-up', 'local', 'outbox')),
                     stored_at TEXT NOT NULL
                 );
                 CREATE INDEX txn_by_child ON txn (child_id, created_at);
@@ -44,6 +45,28 @@ enum Schema {
                     key TEXT PRIMARY KEY,
                     value TEXT NOT NULL
                 );
+                """)
+        }
+        m.registerMigration("v2: outbox") { db in
+            // Writes made here, sent in order when the backend is reachable. The idempotency key makes a resend
+            // after a crash safe: the server applies it once.
+            try db.execute(sql: """
+                CREATE TABLE outbox (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    idempotency_key TEXT NOT NULL UNIQUE,
+                    local_txn_id TEXT NOT NULL,
+                    child_id TEXT NOT NULL,
+                    amount_minor INTEGER NOT NULL CHECK (amount_minor > 0),
+                    type TEXT NOT NULL CHECK (type IN ('Credit', 'Debit')),
+                    description TEXT NOT NULL,
+                    priority INTEGER NOT NULL DEFAULT 0,
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'in_flight', 'sent', 'rejected')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at TEXT NOT NULL,
+                    last_error TEXT,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX outbox_due ON outbox (state, priority DESC, seq);
                 """)
         }
         return m

@@ -58,6 +58,7 @@ struct StatusCommand: AsyncParsableCommand {
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
                 "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
                 "transactions": .number(String(s.transactions)), "inboxRows": .number(String(s.inboxRows)),
+                "outboxWaiting": .number(String(s.outboxWaiting)), "outboxRejected": .number(String(s.outboxRejected)),
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
             ])
@@ -69,6 +70,7 @@ struct StatusCommand: AsyncParsableCommand {
             ["schema", s.migrations.last ?? "-"],
             ["children", String(s.children)],
             ["transactions", String(s.transactions)],
+            ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
             ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
             ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
         ]))

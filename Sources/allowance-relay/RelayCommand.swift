@@ -18,7 +18,9 @@ struct RelayCommand: AsyncParsableCommand {
             See config/reference.yaml for every key.
             """,
         version: version,
-        subcommands: [RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self],
+        subcommands: [
+            RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
+        ],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -68,6 +68,8 @@ struct RunCommand: AsyncParsableCommand {
                 logger.notice("moved the old database aside to \(aside); rebuilding from the server")
             }
             store = try Store.open(path: settings.storePath)
+            let requeued = try store.requeueInFlight()
+            if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
         } catch {
             logger.critical("\(error)")
             throw ExitCode(74)
@@ -143,6 +145,10 @@ struct Relay {
                         return 0
                     }
                 }
+                return 0
+            }
+            group.addTask {
+                await sync.pollOutbox(every: .seconds(5))
                 return 0
             }
             group.addTask {

@@ -7,13 +7,16 @@ import Store
 /// (re)established or an event shows the cache missed something. Requests during a catch-up coalesce.
 actor SyncCoordinator {
     private let store: Store
+    private let api: APIClient
     private let catchUp: CatchUp
+    private var draining = false
     private let logger: Logger
     private var running = false
     private var again = false
 
     init(store: Store, api: APIClient, logger: Logger) {
         self.store = store
+        self.api = api
         self.catchUp = CatchUp(store: store, api: api, logger: logger)
         self.logger = logger
     }
@@ -54,6 +57,7 @@ actor SyncCoordinator {
             do {
                 _ = try await catchUp.run()
                 attempt = 0
+                await drainOutbox()
             } catch {
                 attempt += 1
                 let delay = min(60, 1 << min(attempt, 6))
@@ -63,5 +67,50 @@ actor SyncCoordinator {
             }
         } while again
         running = false
+    }
+
+    /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
+    /// Retry-After), or rejected for good (other 4xx), which undoes the local write.
+    func drainOutbox() async {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        do {
+            for entry in try store.dueOutbox() {
+                try store.markInFlight(entry.seq)
+                let answer: Result<Transaction, APIError>
+                do throws(APIError) {
+                    answer = .success(
+                        try await api.createTransaction(
+                            child: entry.childId, amount: entry.amount, type: entry.type, description: entry.description,
+                            idempotencyKey: entry.idempotencyKey))
+                } catch {
+                    answer = .failure(error)
+                }
+                switch answer {
+                case .success(let t):
+                    try store.outboxSent(entry.seq, server: t)
+                    logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.uuidString.lowercased())"])
+                case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
+                    let wait = error.retryAfter ?? min(300, pow(2, Double(entry.attempts + 1))) * Double.random(in: 0.8...1.2)
+                    try store.outboxRetry(entry.seq, error: error.message, retryAt: Date().addingTimeInterval(wait))
+                    logger.warning("outbox write \(entry.seq) not sent, retrying in \(Int(wait)) s: \(error.message)")
+                    return  // keep the order: later writes wait for this one
+                case .failure(let error):
+                    try store.outboxRejected(entry.seq, reason: error.message)
+                    logger.error("outbox write \(entry.seq) rejected by the server: \(error.message)")
+                }
+            }
+        } catch {
+            logger.error("outbox: \(error)")
+        }
+    }
+
+    /// Writes can be queued by another process (`allowance-relay transaction add`): look for due ones now and then.
+    func pollOutbox(every interval: Duration) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            await drainOutbox()
+        }
     }
 }

@@ -118,6 +118,37 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
         #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))
     }
 
+    @Test func writesMadeWithTheBackendDownAreSentOnceWhenItIsBack() async throws {
+        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-outbox-\(UUID())/relay.sqlite").path
+        // A first run fills the cache (children), then everything stops.
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor("caught up"))
+            #expect(relay.stop(signal: SIGTERM) == 0)
+        }
+        // No backend at all: two writes go to the outbox.
+        let cache = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
+        _ = try RelayProcess.output(["transaction", "add", "--child", "Alice", "--amount", "5.00", "--type", "credit", "--description", "Chores"], env: cache)
+        _ = try RelayProcess.output(["transaction", "add", "--child", "Bob", "--amount", "2.50", "--type", "debit", "--description", "Comic"], env: cache)
+        let queued = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+        #expect(queued["outboxWaiting"] == 2)
+        // A new backend (fresh simulator, same seeded family) and the relay: the outbox drains.
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor(count: 2, of: "outbox write sent"))
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
+            #expect(server.first { $0.firstName == "Alice" }?.currentBalance == Decimal(string: "30.50")!, "25.50 + 5.00, once")
+            #expect(server.first { $0.firstName == "Bob" }?.currentBalance == Decimal(string: "9.50")!, "12.00 - 2.50, once")
+        }
+        let after = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+        #expect(after["outboxWaiting"] == 0 && after["outboxRejected"] == 0)
+        let store = try Store.open(path: storePath)
+        #expect(try store.transactions().allSatisfy { $0.createdByName == "Parent" }, "the server's versions replaced the local ones")
+    }
+
     @Test func invalidConfigurationExits78() throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(relay.wait() == 78)

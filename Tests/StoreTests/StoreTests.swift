@@ -32,7 +32,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let path = temporaryStorePath()
         do {
             let store = try Store.open(path: path)
-            #expect(try store.appliedMigrations() == ["v1: children, transactions, inbox, sync state"])
+            #expect(try store.appliedMigrations() == ["v1: children, transactions, inbox, sync state", "v2: outbox"])
             try store.storeCaughtUp(children: [child("25.50")], transactions: [])
         }
         let again = try Store.open(path: path)

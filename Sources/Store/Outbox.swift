@@ -1,0 +1,151 @@
+import AllowanceAPI
+import Foundation
+import GRDB
+
+/// One write waiting to reach the server.
+public struct OutboxEntry: Sendable, Equatable {
+    public var seq: Int64
+    public var idempotencyKey: String
+    public var localTransactionId: UUID
+    public var childId: UUID
+    public var amount: Decimal
+    public var type: TransactionType
+    public var description: String
+    public var state: String
+    public var attempts: Int
+    public var lastError: String?
+}
+
+extension Store {
+    /// Most writes the outbox holds unsent (seed 001's queue limit).
+    public static let outboxLimit = 100
+
+    /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
+    /// in one SQLite transaction. Works with the backend down.
+    public func enqueueTransaction(
+        child: UUID, amount: Decimal, type: TransactionType, description: String, at now: Date = Date()
+    ) throws(StoreError) -> OutboxEntry {
+        try write { db -> OutboxEntry in
+            let waiting = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0
+            guard waiting < Self.outboxLimit else {
+                throw StoreError(path: path, "The outbox is full (\(Self.outboxLimit) writes waiting). Wait until the backend is reachable and the relay has sent them.")
+            }
+            guard let balance = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased]) else {
+                throw StoreError(path: path, "Child \(child) is not in the cache: run the relay once while the backend is reachable.")
+            }
+            let minor = try MinorUnits.from(amount)
+            guard minor > 0 else { throw StoreError(path: path, "The amount must be greater than 0.") }
+            let after = type == .credit ? balance + minor : balance - minor
+            guard after >= 0 else {
+                throw StoreError(path: path, "Insufficient funds: the balance is \(Money.plain(MinorUnits.decimal(balance))), the debit \(Money.plain(amount)).")
+            }
+            let localId = UUID()
+            let key = UUID().uuidString.lowercased()
+            let stamp = ISO.string(now)
+            try db.execute(
+                sql: """
+                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                     origin, received_via, stored_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 'allowance-relay', 'local-pending', 'local', ?)
+                    """,
+                arguments: [localId.lowercased, child.lowercased, minor, type.rawValue, description, after, stamp, stamp])
+            try db.execute(sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", arguments: [after, stamp, child.lowercased])
+            try db.execute(
+                sql: """
+                    INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state,
+                                        next_attempt_at, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                    """,
+                arguments: [key, localId.lowercased, child.lowercased, minor, type.rawValue, description, stamp, stamp])
+            return try Self.entry(db, seq: db.lastInsertedRowID)!
+        }
+    }
+
+    /// Writes due to be sent now, oldest first within priority.
+    public func dueOutbox(at now: Date = Date()) throws(StoreError) -> [OutboxEntry] {
+        try read { db in
+            try Int64.fetchAll(
+                db, sql: "SELECT seq FROM outbox WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY priority DESC, seq",
+                arguments: [ISO.string(now)]
+            ).compactMap { try Self.entry(db, seq: $0) }
+        }
+    }
+
+    public func outbox() throws(StoreError) -> [OutboxEntry] {
+        try read { db in try Int64.fetchAll(db, sql: "SELECT seq FROM outbox ORDER BY seq").compactMap { try Self.entry(db, seq: $0) } }
+    }
+
+    public func markInFlight(_ seq: Int64) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE outbox SET state = 'in_flight', attempts = attempts + 1 WHERE seq = ?", arguments: [seq])
+        }
+    }
+
+    /// After a crash nothing is really in flight: send those again (the idempotency key makes it safe).
+    @discardableResult
+    public func requeueInFlight() throws(StoreError) -> Int {
+        try write { db in
+            try db.execute(sql: "UPDATE outbox SET state = 'pending' WHERE state = 'in_flight'")
+            return db.changesCount
+        }
+    }
+
+    /// The server accepted the write: its transaction replaces the local one, in one SQLite transaction.
+    public func outboxSent(_ seq: Int64, server: Transaction, at now: Date = Date()) throws(StoreError) {
+        try write { db in
+            guard let e = try Self.entry(db, seq: seq) else { return }
+            let stamp = ISO.string(now)
+            try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
+            try db.execute(
+                sql: """
+                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                     origin, received_via, stored_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'outbox', ?)
+                    ON CONFLICT(id) DO NOTHING
+                    """,
+                arguments: [
+                    server.id.lowercased, server.childId.lowercased, try MinorUnits.from(server.amount), server.type.rawValue,
+                    server.description, try MinorUnits.from(server.balanceAfter), ISO.string(server.createdAt),
+                    server.createdByName, stamp,
+                ])
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
+                arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).json.serialized, stamp])
+            try db.execute(
+                sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+                arguments: [try MinorUnits.from(server.balanceAfter), stamp, server.childId.lowercased])
+            try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
+        }
+    }
+
+    /// A failure a retry may fix: back to pending, due again at `retryAt`.
+    public func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE outbox SET state = 'pending', last_error = ?, next_attempt_at = ? WHERE seq = ?",
+                arguments: [error, ISO.string(retryAt), seq])
+        }
+    }
+
+    /// The server refused the write for good: the local transaction and its effect on the balance are undone.
+    public func outboxRejected(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
+        try write { db in
+            guard let e = try Self.entry(db, seq: seq) else { return }
+            let minor = try MinorUnits.from(e.amount)
+            try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
+            try db.execute(
+                sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
+                arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
+            try db.execute(sql: "UPDATE outbox SET state = 'rejected', last_error = ? WHERE seq = ?", arguments: [reason, seq])
+        }
+    }
+
+    private static func entry(_ db: Database, seq: Int64) throws -> OutboxEntry? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE seq = ?", arguments: [seq]) else { return nil }
+        return OutboxEntry(
+            seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: UUID(uuidString: row["local_txn_id"])!,
+            childId: UUID(uuidString: row["child_id"])!, amount: MinorUnits.decimal(row["amount_minor"]),
+            type: TransactionType(rawValue: row["type"])!, description: row["description"], state: row["state"],
+            attempts: row["attempts"], lastError: row["last_error"])
+    }
+}

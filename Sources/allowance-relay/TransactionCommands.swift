@@ -1,0 +1,70 @@
+import AllowanceAPI
+import ArgumentParser
+import Foundation
+import SignalRProtocol
+import Store
+
+/// `allowance-relay transaction add`: a write that works with the backend down.
+struct TransactionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transaction",
+        abstract: "Record a transaction; it waits in the outbox until the backend is reachable.",
+        subcommands: [AddTransactionCommand.self])
+}
+
+struct AddTransactionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Add a credit or debit for a child (offline-safe).",
+        discussion: """
+            The cache records it at once (balance included) and the running relay sends it, in order, with an
+            Idempotency-Key, so a resend after a crash or a cut is applied by the server only once.
+
+            Examples:
+              allowance-relay transaction add --child Alice --amount 5.00 --type credit --description "Chores"
+              allowance-relay transaction add --child 11111111-1111-4111-8111-111111111111 --amount 2.50 --type debit --description "Comic" --json
+            """)
+
+    @OptionGroup var options: CacheOptions
+    @Option(help: "The child's first name or id.") var child: String
+    @Option(help: "The amount, e.g. 5.00 (at most two decimals).") var amount: String
+    @Option(help: "credit or debit.") var type: String
+    @Option(help: "What it was for.") var description: String
+
+    func validate() throws {
+        guard let d = Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX")), d > 0,
+            amount.allSatisfy({ "0123456789.".contains($0) })
+        else { throw ValidationError("--amount must be a positive number like 5.00, not '\(amount)'.") }
+        guard ["credit", "debit"].contains(type.lowercased()) else { throw ValidationError("--type must be credit or debit.") }
+        let trimmed = description.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.count <= 500 else { throw ValidationError("--description must be 1 to 500 characters.") }
+    }
+
+    func run() async throws {
+        let store = try await options.openStore()
+        let children = try store.children()
+        guard let match = children.first(where: {
+            $0.id.uuidString.lowercased() == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
+        }) else {
+            throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
+        }
+        let entry: OutboxEntry
+        do {
+            entry = try store.enqueueTransaction(
+                child: match.id, amount: Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!,
+                type: type.lowercased() == "credit" ? .credit : .debit, description: description.trimmingCharacters(in: .whitespaces))
+        } catch {
+            throw CLIError(error.message)
+        }
+        let balance = try store.children().first { $0.id == match.id }?.currentBalance ?? 0
+        if options.json {
+            options.emit([
+                "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
+                "childId": .string(match.id.uuidString.lowercased()), "localBalance": .number("\(balance)"), "state": "pending",
+            ])
+        } else {
+            print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName), local balance \(Money.plain(balance)).")
+            print("The running relay sends it when the backend is reachable (`allowance-relay status` shows what waits).")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import AllowanceAPI
+import Foundation
+import Store
+import Testing
+
+@Suite struct OutboxTests {
+    private func seeded() throws -> Store {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [])
+        return store
+    }
+
+    @Test func aWriteIsTheLocalTransactionTheBalanceAndTheOutboxRowTogether() throws {
+        let store = try seeded()
+        let e = try store.enqueueTransaction(child: alice, amount: Decimal(string: "4.50")!, type: .debit, description: "Kite")
+        #expect(e.state == "pending" && e.attempts == 0)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "21.00")!)
+        let local = try #require(try store.transactions().first)
+        #expect(local.id == e.localTransactionId && local.balanceAfter == Decimal(string: "21.00")!)
+        #expect(try store.dueOutbox().map(\.seq) == [e.seq])
+    }
+
+    @Test func sentReplacesTheLocalTransactionWithTheServers() throws {
+        let store = try seeded()
+        let e = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "Chores")
+        try store.markInFlight(e.seq)
+        let server = transaction(9, amount: "5", after: "30.50")
+        try store.outboxSent(e.seq, server: server)
+        #expect(try store.transactions().map(\.id) == [server.id])
+        #expect(try store.outbox().first?.state == "sent")
+        #expect(try store.dueOutbox().isEmpty)
+        #expect(try store.apply(.transactionCreated(server)) == .duplicate, "its hub echo is not stored twice")
+    }
+
+    @Test func rejectedUndoesTheLocalWrite() throws {
+        let store = try seeded()
+        let e = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "Chores")
+        try store.outboxRejected(e.seq, reason: "HTTP 400: no")
+        #expect(try store.transactions().isEmpty)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        #expect(try store.outbox().first?.lastError == "HTTP 400: no")
+    }
+
+    @Test func inFlightAfterACrashIsSentAgainAndRetriesWaitTheirTurn() throws {
+        let store = try seeded()
+        let e = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "a")
+        try store.markInFlight(e.seq)
+        #expect(try store.dueOutbox().isEmpty)
+        #expect(try store.requeueInFlight() == 1)
+        #expect(try store.dueOutbox().map(\.attempts) == [1], "the attempt is counted; the idempotency key is the same")
+        try store.outboxRetry(e.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(60))
+        #expect(try store.dueOutbox().isEmpty)
+        #expect(try store.dueOutbox(at: Date().addingTimeInterval(61)).count == 1)
+    }
+
+    @Test func clearErrorsForWhatCannotBeQueued() throws {
+        let store = try seeded()
+        #expect { try store.enqueueTransaction(child: alice, amount: 100, type: .debit, description: "too much") } throws: {
+            ($0 as? StoreError)?.message == "Insufficient funds: the balance is 25.50, the debit 100.00."
+        }
+        #expect { try store.enqueueTransaction(child: UUID(), amount: 1, type: .credit, description: "x") } throws: {
+            ($0 as? StoreError)?.message.contains("is not in the cache") == true
+        }
+        for i in 0..<Store.outboxLimit {
+            _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "\(i)")
+        }
+        #expect { try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "one more") } throws: {
+            ($0 as? StoreError)?.message.hasPrefix("The outbox is full (100 writes waiting).") == true
+        }
+    }
+}
