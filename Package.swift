@@ -107,7 +107,10 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient", "SignalRProtocol", "Store"]),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol"]),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

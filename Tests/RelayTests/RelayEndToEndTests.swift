@@ -52,14 +52,14 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
             try await simPost(base, "/_sim/burst?count=5")
             #expect(await first.waitFor(count: 5, of: "TransactionCreated child="))
             _ = first.stop(signal: SIGKILL)
-            try await simPost(base, "/_sim/burst?count=200")  // while the relay is down
+            try await simPost(base, "/_sim/burst?count=1000")  // while the relay is down
             let second = try RelayProcess(env: env)
-            // 200, or 201 if the kill landed between logging the 5th live event and storing it.
+            // 1,000, or 1,001 if the kill landed between logging the 5th live event and storing it.
             #expect(await second.waitFor("[Store] caught up"))
             #expect(second.stop(signal: SIGTERM) == 0)
 
             let store = try Store.open(path: storePath)
-            #expect(try store.transactions(limit: 1000).count == 205)
+            #expect(try store.transactions(limit: 5000).count == 1005)
             let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
             for c in server {
                 #expect(try store.children().first { $0.id == c.id }?.currentBalance == c.currentBalance)
@@ -147,6 +147,22 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
         #expect(after["outboxWaiting"] == 0 && after["outboxRejected"] == 0)
         let store = try Store.open(path: storePath)
         #expect(try store.transactions().allSatisfy { $0.createdByName == "Parent" }, "the server's versions replaced the local ones")
+    }
+
+    @Test func idOnlyTransactionCreatedIsResolvedOverREST() async throws {
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-idonly-\(UUID())/relay.sqlite").path
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/payload?mode=id")
+            try await simPost(base, "/_sim/burst?count=3")
+            #expect(await relay.waitFor(count: 3, of: "id only: details come from the REST API"))
+            #expect(await relay.waitFor(count: 2, of: "caught up"), "the id-only events triggered a catch-up")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(try Store.open(path: storePath).transactions().count == 3)
+        }
     }
 
     @Test func invalidConfigurationExits78() throws {

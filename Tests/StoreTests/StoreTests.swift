@@ -3,7 +3,8 @@ import Foundation
 import HubSimulator
 import Logging
 import SignalRProtocol
-import Store
+import GRDB
+@testable import Store
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -37,6 +38,23 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         }
         let again = try Store.open(path: path)
         #expect(try again.children().map(\.currentBalance) == [Decimal(string: "25.50")!])
+    }
+
+    @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
+        let path = temporaryStorePath()
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        do {
+            // What version 1 of the relay left behind.
+            let old = try DatabaseQueue(path: path)
+            try Schema.migrator.migrate(old, upTo: "v1: children, transactions, inbox, sync state")
+            try old.write { db in
+                try db.execute(sql: "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')")
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == ["v1: children, transactions, inbox, sync state", "v2: outbox"])
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "uses v2")
     }
 
     @Test func theSameTransactionTwiceIsOneRow() throws {
