@@ -18,6 +18,8 @@ public struct RelaySettings: Sendable {
     /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
     public var insecureTLS: Bool
     public var storePath: String
+    /// `full` (a committed row survives power loss) or `normal` (faster; the last writes may be lost in a power cut).
+    public var storeDurability: String
     public var logLevel: String
     public var logFormat: LogFormat
 
@@ -50,6 +52,10 @@ public struct RelaySettings: Sendable {
         guard let logFormat = LogFormat(rawValue: format) else {
             throw SettingsError("log.format must be text or json, not '\(format)'.")
         }
+        let durability = config.string(forKey: "store.durability", default: "full")
+        guard ["full", "normal"].contains(durability) else {
+            throw SettingsError("store.durability must be full or normal, not '\(durability)'.")
+        }
         let level = config.string(forKey: "log.level", default: "info")
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
             throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
@@ -64,6 +70,7 @@ public struct RelaySettings: Sendable {
             caFile: config.string(forKey: "server.ca_file"),
             insecureTLS: config.bool(forKey: "server.insecure_tls", default: false),
             storePath: config.string(forKey: "store.path") ?? defaultStorePath(environment),
+            storeDurability: durability,
             logLevel: level,
             logFormat: logFormat)
     }

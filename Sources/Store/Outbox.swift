@@ -149,3 +149,42 @@ extension Store {
             attempts: row["attempts"], lastError: row["last_error"])
     }
 }
+
+extension Store {
+    /// Makes a waiting or rejected write due now (a rejected one is queued again with its local effect restored).
+    public func retryOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
+        try write { db in
+            guard let e = try Self.entry(db, seq: seq) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
+            guard e.state == "pending" || e.state == "rejected" else {
+                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending or rejected ones can be retried.")
+            }
+            if e.state == "rejected" {
+                let minor = try MinorUnits.from(e.amount)
+                let stamp = ISO.string(now)
+                try db.execute(
+                    sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
+                    arguments: [e.type == .credit ? minor : -minor, stamp, e.childId.lowercased])
+                let after = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
+                try db.execute(
+                    sql: """
+                        INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                         origin, received_via, stored_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, 'allowance-relay', 'local-pending', 'local', ?)
+                        """,
+                    arguments: [e.localTransactionId.lowercased, e.childId.lowercased, minor, e.type.rawValue, e.description, after, stamp, stamp])
+            }
+            try db.execute(
+                sql: "UPDATE outbox SET state = 'pending', next_attempt_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])
+        }
+    }
+
+    /// Gives up a write that was not sent: the local transaction and its effect on the balance are undone.
+    public func dropOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
+        guard let e = try outbox().first(where: { $0.seq == seq }) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
+        guard e.state == "pending" || e.state == "rejected" else {
+            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending or rejected ones can be dropped.")
+        }
+        if e.state == "pending" { try outboxRejected(seq, reason: "dropped by the user", at: now) }
+        try write { db in try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
+    }
+}

@@ -20,6 +20,7 @@ struct RelayCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
+            OutboxCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

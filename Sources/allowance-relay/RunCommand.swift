@@ -67,7 +67,7 @@ struct RunCommand: AsyncParsableCommand {
                 let aside = try Store.moveAside(path: settings.storePath)
                 logger.notice("moved the old database aside to \(aside); rebuilding from the server")
             }
-            store = try Store.open(path: settings.storePath)
+            store = try Store.open(path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
             let requeued = try store.requeueInFlight()
             if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
         } catch {

@@ -68,3 +68,57 @@ struct AddTransactionCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// `allowance-relay outbox list|retry|drop`: the writes waiting for (or refused by) the backend.
+struct OutboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outbox",
+        abstract: "List, retry or drop writes waiting for the backend.",
+        subcommands: [List.self, Retry.self, Drop.self],
+        defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The outbox, oldest first (sent ones included).")
+        @OptionGroup var options: CacheOptions
+
+        func run() async throws {
+            let entries = try await options.openStore().outbox()
+            if options.json {
+                options.emit(.array(entries.map { e in
+                    [
+                        "seq": .number(String(e.seq)), "state": .string(e.state), "childId": .string(e.childId.uuidString.lowercased()),
+                        "type": .string(e.type.rawValue), "amount": .number("\(e.amount)"), "description": .string(e.description),
+                        "attempts": .number(String(e.attempts)), "lastError": e.lastError.map { .string($0) } ?? .null,
+                    ]
+                }))
+                return
+            }
+            let rows = [["#", "STATE", "AMOUNT", "DESCRIPTION", "ATTEMPTS", "LAST ERROR"]] + entries.map { e in
+                [String(e.seq), e.state, Money.signed(e.amount, e.type), e.description, String(e.attempts), e.lastError ?? ""]
+            }
+            print(Table.render(rows, rightAligned: [0, 2, 4]))
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Send a pending or rejected write at the next chance.")
+        @OptionGroup var options: CacheOptions
+        @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
+
+        func run() async throws {
+            do { try await options.openStore().retryOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
+            print("Outbox #\(seq) is due now; the running relay sends it within a few seconds.")
+        }
+    }
+
+    struct Drop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Give up a write that was not sent (its local effect is undone).")
+        @OptionGroup var options: CacheOptions
+        @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
+
+        func run() async throws {
+            do { try await options.openStore().dropOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
+            print("Outbox #\(seq) dropped.")
+        }
+    }
+}

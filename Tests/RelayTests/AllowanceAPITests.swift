@@ -94,6 +94,7 @@ import Testing
         ([String: String](), "No server URL."),
         (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"], "server.url 'ftp://x' is not an http:// or https:// URL with a host."),
         (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "xml"], "log.format must be text or json, not 'xml'."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_STORE_DURABILITY": "maybe"], "store.durability must be full or normal, not 'maybe'."),
     ])
     func badSettingsSayWhatToFix(_ env: [String: String], _ expectedPrefix: String) async {
         do {

@@ -69,3 +69,21 @@ import Testing
         }
     }
 }
+
+@Suite struct OutboxManagementTests {
+    @Test func aRejectedWriteCanBeRetriedAndAPendingOneDropped() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [])
+        let a = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "a")
+        try store.outboxRejected(a.seq, reason: "HTTP 400")
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        try store.retryOutbox(a.seq)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!, "retrying restores the local effect")
+        #expect(try store.dueOutbox().map(\.seq) == [a.seq])
+        try store.dropOutbox(a.seq)
+        #expect(try store.outbox().isEmpty)
+        #expect(try store.transactions().isEmpty)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        #expect(throws: StoreError.self) { try store.dropOutbox(a.seq) }
+    }
+}
