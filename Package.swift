@@ -88,6 +88,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The in-process simulator for the test targets that need a backend.
+        .target(
+            name: "SimulatorHarness",
+            dependencies: ["HubSimulator", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/SimulatorHarness"
+        ),
         .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
         .testTarget(
             name: "WebSocketTransportTests",
@@ -100,16 +106,20 @@ let package = Package(
         .testTarget(
             name: "HubConnectionTests",
             dependencies: [
-                "SignalRClient", "HubSimulator",
+                "SignalRClient", "HubSimulator", "SimulatorHarness",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
         ),
         .testTarget(
-            name: "RelayTests", dependencies: ["AllowanceAPI", "HubSimulator", "SignalRClient", "SignalRProtocol", "Store"]),
+            name: "RelayTests",
+            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "SimulatorHarness"]),
         .testTarget(
             name: "StoreTests",
-            dependencies: ["Store", "AllowanceAPI", "HubSimulator", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "Store", "AllowanceAPI", "SignalRProtocol", "SimulatorHarness",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

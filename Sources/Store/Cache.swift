@@ -123,17 +123,18 @@ extension Store {
         return db.changesCount == 1
     }
 
-    private static func insert(_ db: Database, _ t: Transaction, via: String, now: Date) throws {
+    /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.
+    static func insert(_ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date) throws {
         try db.execute(
             sql: """
                 INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
                                  origin, received_via, stored_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', ?, ?)
-                ON CONFLICT(id) DO UPDATE SET origin = 'server', balance_after_minor = excluded.balance_after_minor
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor
                 """,
             arguments: [
                 t.id.lowercased, t.childId.lowercased, try MinorUnits.from(t.amount), t.type.rawValue, t.description,
-                try MinorUnits.from(t.balanceAfter), ISO.string(t.createdAt), t.createdByName, via, ISO.string(now),
+                try MinorUnits.from(t.balanceAfter), ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
             ])
     }
 

@@ -42,13 +42,10 @@ extension Store {
             let localId = UUID()
             let key = UUID().uuidString.lowercased()
             let stamp = ISO.string(now)
-            try db.execute(
-                sql: """
-                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
-                                     origin, received_via, stored_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 'allowance-relay', 'local-pending', 'local', ?)
-                    """,
-                arguments: [localId.lowercased, child.lowercased, minor, type.rawValue, description, after, stamp, stamp])
+            let local = Transaction(
+                id: localId, childId: child, amount: amount, type: type, description: description,
+                balanceAfter: MinorUnits.decimal(after), createdAt: now, createdByName: "allowance-relay")
+            try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             try db.execute(sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", arguments: [after, stamp, child.lowercased])
             try db.execute(
                 sql: """
@@ -96,18 +93,7 @@ extension Store {
             guard let e = try Self.entry(db, seq: seq) else { return }
             let stamp = ISO.string(now)
             try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
-            try db.execute(
-                sql: """
-                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
-                                     origin, received_via, stored_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'outbox', ?)
-                    ON CONFLICT(id) DO NOTHING
-                    """,
-                arguments: [
-                    server.id.lowercased, server.childId.lowercased, try MinorUnits.from(server.amount), server.type.rawValue,
-                    server.description, try MinorUnits.from(server.balanceAfter), ISO.string(server.createdAt),
-                    server.createdByName, stamp,
-                ])
+            try Self.insert(db, server, via: "outbox", now: now)
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
                 arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).json.serialized, stamp])
@@ -165,13 +151,10 @@ extension Store {
                     sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                     arguments: [e.type == .credit ? minor : -minor, stamp, e.childId.lowercased])
                 let after = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
-                try db.execute(
-                    sql: """
-                        INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
-                                         origin, received_via, stored_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, 'allowance-relay', 'local-pending', 'local', ?)
-                        """,
-                    arguments: [e.localTransactionId.lowercased, e.childId.lowercased, minor, e.type.rawValue, e.description, after, stamp, stamp])
+                let local = Transaction(
+                    id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
+                    balanceAfter: MinorUnits.decimal(after), createdAt: now, createdByName: "allowance-relay")
+                try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             }
             try db.execute(
                 sql: "UPDATE outbox SET state = 'pending', next_attempt_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])

@@ -1,6 +1,7 @@
 import Foundation
 import HubSimulator
 import Logging
+import SimulatorHarness
 import SignalRClient
 import SignalRProtocol
 import Synchronization
@@ -12,25 +13,12 @@ import Testing
 
 let testToken = "test-token"
 
-/// Runs the real simulator in-process on 127.0.0.1 and a free port for the length of `body`.
+/// The simulator with this suite's token.
 func withSimulator(
     _ configure: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: (URL) async throws -> Void
 ) async throws {
-    var config = SimulatorConfiguration()
-    config.token = testToken
-    configure(&config)
-    var logger = Logger(label: "hub-sim")
-    logger.logLevel = .critical
-    let simulator = HubSimulator(configuration: config, logger: logger)
-    let (stream, continuation) = AsyncStream<String>.makeStream()
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await simulator.run { continuation.yield($0) } }
-        var it = stream.makeAsyncIterator()
-        let base = URL(string: await it.next()!)!
-        defer { group.cancelAll() }
-        try await body(base)
-    }
+    try await SimulatorHarness.withSimulator(token: testToken, configure, body)
 }
 
 func hubURL(_ base: URL) -> URL { base.appending(path: "hubs/family") }

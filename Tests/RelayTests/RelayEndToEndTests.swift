@@ -1,8 +1,7 @@
 import AllowanceAPI
 import Foundation
-import HubSimulator
-import Logging
 import SignalRProtocol
+import SimulatorHarness
 import Store
 import Synchronization
 import Testing
@@ -179,19 +178,7 @@ private func simPost(_ base: URL, _ path: String) async throws {
 }
 
 private func withSim(_ body: (URL) async throws -> Void) async throws {
-    var config = SimulatorConfiguration()
-    config.token = "e2e-token"
-    var logger = Logger(label: "sim")
-    logger.logLevel = .critical
-    let sim = HubSimulator(configuration: config, logger: logger)
-    let (stream, continuation) = AsyncStream<String>.makeStream()
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await sim.run { continuation.yield($0) } }
-        var it = stream.makeAsyncIterator()
-        let base = URL(string: await it.next()!)!
-        defer { group.cancelAll() }
-        try await body(base)
-    }
+    try await withSimulator(token: "e2e-token", { _ in }, body)
 }
 
 /// `allowance-relay run` as a child process, its stdout and stderr collected.

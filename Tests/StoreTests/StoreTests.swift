@@ -1,8 +1,7 @@
 import AllowanceAPI
 import Foundation
-import HubSimulator
-import Logging
 import SignalRProtocol
+import SimulatorHarness
 import GRDB
 @testable import Store
 import Testing
@@ -153,19 +152,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
 }
 
 func withSimulator(_ body: (URL) async throws -> Void) async throws {
-    var config = SimulatorConfiguration()
-    config.token = "store-token"
-    var logger = Logger(label: "sim")
-    logger.logLevel = .critical
-    let sim = HubSimulator(configuration: config, logger: logger)
-    let (stream, continuation) = AsyncStream<String>.makeStream()
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await sim.run { continuation.yield($0) } }
-        var it = stream.makeAsyncIterator()
-        let base = URL(string: await it.next()!)!
-        defer { group.cancelAll() }
-        try await body(base)
-    }
+    try await SimulatorHarness.withSimulator(token: "store-token", { _ in }, body)
 }
 
 func post(_ base: URL, _ path: String) async throws {
