@@ -28,7 +28,11 @@ struct InteropTests {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        defer { process.terminate() }
+        // SIGKILL: this test process ignores SIGTERM (swift-service-lifecycle does), and children inherit that.
+        defer {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
         let line = try #require(readLine(from: output.fileHandleForReading))
         let url = try #require(URL(string: String(line.dropFirst("listening ".count))))
 

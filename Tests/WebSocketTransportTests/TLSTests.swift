@@ -79,7 +79,11 @@ enum TLSPeer {
         server.standardOutput = out
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate() }
+        // SIGKILL: this test process ignores SIGTERM (swift-service-lifecycle does), and children inherit that.
+        defer {
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
         let line = try #require(firstLine(out.fileHandleForReading), "the TLS server did not start")
         let port = try #require(Int(line.dropFirst("listening ".count)))
         try await body(port, cert)
