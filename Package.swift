@@ -88,17 +88,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The in-process simulator for the test targets that need a backend.
+        // Shared by the test targets: the in-process simulator, and the Python peers from Tests/Interop.
         .target(
-            name: "SimulatorHarness",
+            name: "TestSupport",
             dependencies: ["HubSimulator", .product(name: "Logging", package: "swift-log")],
-            path: "Tests/SimulatorHarness"
+            path: "Tests/TestSupport"
         ),
         .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
         .testTarget(
             name: "WebSocketTransportTests",
             dependencies: [
-                "WebSocketTransport",
+                "WebSocketTransport", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
@@ -106,18 +106,18 @@ let package = Package(
         .testTarget(
             name: "HubConnectionTests",
             dependencies: [
-                "SignalRClient", "HubSimulator", "SimulatorHarness",
+                "SignalRClient", "HubSimulator", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ]
         ),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "SimulatorHarness"]),
+            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "TestSupport"]),
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "Store", "AllowanceAPI", "SignalRProtocol", "SimulatorHarness",
+                "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -1,7 +1,7 @@
 import Foundation
 import HubSimulator
 import Logging
-import SimulatorHarness
+import TestSupport
 import SignalRClient
 import SignalRProtocol
 import Synchronization
@@ -18,7 +18,7 @@ func withSimulator(
     _ configure: (inout SimulatorConfiguration) -> Void = { _ in },
     _ body: (URL) async throws -> Void
 ) async throws {
-    try await SimulatorHarness.withSimulator(token: testToken, configure, body)
+    try await TestSupport.withSimulator(token: testToken, configure, body)
 }
 
 func hubURL(_ base: URL) -> URL { base.appending(path: "hubs/family") }

@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import SignalRProtocol
-import SimulatorHarness
+import TestSupport
 import Store
 import Synchronization
 import Testing

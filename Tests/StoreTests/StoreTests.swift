@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import SignalRProtocol
-import SimulatorHarness
+import TestSupport
 import GRDB
 @testable import Store
 import Testing
@@ -152,7 +152,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
 }
 
 func withSimulator(_ body: (URL) async throws -> Void) async throws {
-    try await SimulatorHarness.withSimulator(token: "store-token", { _ in }, body)
+    try await TestSupport.withSimulator(token: "store-token", { _ in }, body)
 }
 
 func post(_ base: URL, _ path: String) async throws {

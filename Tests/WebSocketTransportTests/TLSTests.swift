@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import TestSupport
 import WebSocketTransport
 
 /// wss:// against a real TLS server (Python websockets) with certificates made by openssl for the test.
-@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: TLSPeer.enabled, "needs .venv (make test) and openssl"))
+@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: PythonPeer.available, "needs .venv (make test) and openssl"))
 struct TLSTests {
     @Test func untrustedCertificateIsRefusedByDefault() async throws {
         try await TLSPeer.with(hostName: "localhost") { port, _ in
@@ -53,16 +54,8 @@ struct TLSTests {
 }
 
 enum TLSPeer {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static var python: String? {
-        let path = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_PYTHON"] ?? root.appending(path: ".venv/bin/python").path
-        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
-    }
-    static var enabled: Bool { python != nil || ProcessInfo.processInfo.environment["CI"] != nil }
-
     /// A self-signed certificate for `hostName`, a TLS echo server using it; `body` gets its port and the cert path.
     static func with(hostName: String, _ body: (Int, String) async throws -> Void) async throws {
-        let python = try #require(python, "no .venv with websockets (run make test)")
         let dir = FileManager.default.temporaryDirectory.appending(path: "tls-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -72,20 +65,9 @@ enum TLSPeer {
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
             "-subj", "/CN=\(hostName)", "-addext", "subjectAltName=DNS:\(hostName)",
         ])
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: python)
-        server.arguments = [root.appending(path: "Tests/Interop/tls_echo_server.py").path, cert, key]
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        // SIGKILL: this test process ignores SIGTERM (swift-service-lifecycle does), and children inherit that.
-        defer {
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-        }
-        let line = try #require(firstLine(out.fileHandleForReading), "the TLS server did not start")
-        let port = try #require(Int(line.dropFirst("listening ".count)))
+        let server = try PythonPeer(script: "tls_echo_server.py", arguments: [cert, key])
+        defer { server.stop() }
+        let port = try #require(Int(server.address))
         try await body(port, cert)
     }
 
@@ -98,15 +80,5 @@ enum TLSPeer {
         try p.run()
         p.waitUntilExit()
         try #require(p.terminationStatus == 0, "\(tool) failed")
-    }
-
-    private static func firstLine(_ handle: FileHandle) -> String? {
-        var bytes: [UInt8] = []
-        while true {
-            let chunk = handle.readData(ofLength: 1)
-            if chunk.isEmpty { return nil }
-            if chunk.first == 0x0A { return String(decoding: bytes, as: UTF8.self) }
-            bytes += chunk
-        }
     }
 }

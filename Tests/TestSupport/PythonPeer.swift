@@ -1,0 +1,61 @@
+import Foundation
+
+/// A Python program from Tests/Interop run with the project's venv (`make test` creates .venv with the peers).
+public final class PythonPeer: Sendable {
+    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    public static var python: String? {
+        let path = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_PYTHON"] ?? root.appending(path: ".venv/bin/python").path
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+
+    /// Off only on a developer machine without the venv; in CI a missing peer is a failure.
+    public static var available: Bool { python != nil || ProcessInfo.processInfo.environment["CI"] != nil }
+
+    private let process: Process
+    /// What the peer printed on its first line after "listening ".
+    public let address: String
+
+    /// Starts `Tests/Interop/<script>` and waits (up to 20 s) for its `listening ...` line.
+    public init(script: String, arguments: [String] = []) throws {
+        guard let python = Self.python else { throw PeerError("no Python venv with the test peers: run `make test`") }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [Self.root.appending(path: "Tests/Interop/\(script)").path] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        guard let line = Self.firstLine(output.fileHandleForReading), line.hasPrefix("listening ") else {
+            Self.kill(process)
+            throw PeerError("\(script) did not start")
+        }
+        address = String(line.dropFirst("listening ".count))
+    }
+
+    /// SIGKILL: test processes ignore SIGTERM (swift-service-lifecycle does), and children inherit that.
+    public func stop() { Self.kill(process) }
+
+    private static func kill(_ p: Process) {
+        Foundation.kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    private static func firstLine(_ handle: FileHandle) -> String? {
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let chunk = handle.readData(ofLength: 1)
+            if chunk.isEmpty { return nil }
+            if chunk.first == 0x0A { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk
+        }
+        return nil
+    }
+
+    public struct PeerError: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
