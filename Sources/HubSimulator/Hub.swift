@@ -13,6 +13,8 @@ final class HubClient: Sendable {
 
     struct State {
         var sink: AsyncStream<[UInt8]>.Continuation?
+        /// Nothing but the handshake answer goes to a socket before its handshake is done.
+        var handshaken = false
         var socketGeneration = 0
         var pingsReceived = 0
         var messagesReceived = 0
@@ -37,6 +39,7 @@ final class HubClient: Sendable {
     func attach(_ sink: AsyncStream<[UInt8]>.Continuation) -> Int {
         state.withLock { s in
             s.sink = sink
+            s.handshaken = false
             s.socketGeneration += 1
             s.lastReceive = .now
             return s.socketGeneration
@@ -56,8 +59,10 @@ final class HubClient: Sendable {
     var isForgotten: Bool { state.withLock { $0.forgotten } }
 
     /// Ends the current socket abruptly; with `forget`, the connection cannot be re-attached either.
-    func endSocket(forget: Bool = false) {
+    /// With `generation`, only if that socket is still the current one (a re-attach may have replaced it).
+    func endSocket(forget: Bool = false, generation: Int? = nil) {
         let sink = state.withLock { s -> AsyncStream<[UInt8]>.Continuation? in
+            if let generation, generation != s.socketGeneration { return nil }
             if forget { s.forgotten = true }
             defer { s.sink = nil }
             return s.sink
@@ -73,16 +78,37 @@ final class HubClient: Sendable {
                 s.nextSendId += 1
             }
             s.lastSend = .now
-            s.sink?.yield(bytes)
+            if s.handshaken { s.sink?.yield(bytes) }
         }
     }
 
-    /// Bytes outside the hub protocol's bookkeeping (handshake answers, deliberately broken frames).
+    /// Bytes outside the hub protocol's bookkeeping (deliberately broken frames).
     func send(raw: [UInt8]) {
         state.withLock { s in
             s.lastSend = .now
-            s.sink?.yield(raw)
+            if s.handshaken { s.sink?.yield(raw) }
         }
+    }
+
+    /// Answers the handshake and opens the socket to hub messages, atomically, so that no broadcast can
+    /// slip in before the answer. After a re-attach, our Sequence and the replay follow the answer.
+    func completeHandshake(_ answer: [UInt8], resumed: Bool) {
+        state.withLock { s in
+            s.sink?.yield(answer)
+            if resumed {
+                s.awaitingSequence = true
+                let first = s.unacked.first?.id ?? s.nextSendId
+                s.sink?.yield(JSONHubProtocol.encode(.sequence(sequenceId: first)))
+                for (_, bytes) in s.unacked { s.sink?.yield(bytes) }
+            }
+            s.handshaken = true
+            s.lastSend = .now
+        }
+    }
+
+    /// Refuses a handshake (the socket then closes).
+    func refuseHandshake(_ answer: [UInt8]) {
+        state.withLock { s in _ = s.sink?.yield(answer) }
     }
 
     /// Records a received message. Returns false when it must be dropped (a replayed duplicate, or a
@@ -110,15 +136,6 @@ final class HubClient: Sendable {
                 s.lastReceived = id
                 return true
             }
-        }
-    }
-
-    /// After a re-attach: our Sequence, then everything the client has not acknowledged.
-    func resumeFrames() -> [[UInt8]] {
-        state.withLock { s in
-            s.awaitingSequence = true
-            let first = s.unacked.first?.id ?? s.nextSendId
-            return [JSONHubProtocol.encode(.sequence(sequenceId: first))] + s.unacked.map(\.bytes)
         }
     }
 

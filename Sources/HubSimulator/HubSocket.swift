@@ -41,7 +41,7 @@ extension HubSimulator {
                 group.addTask { try await self.keepAlive(client) }
                 group.addTask {
                     try await self.serve(client, inbound, resumed: resumed)
-                    client.endSocket()
+                    client.endSocket(generation: generation)
                 }
                 // The first task to end (writer finished, timeout, client gone) ends the connection.
                 try await group.next()
@@ -87,7 +87,7 @@ extension HubSimulator {
                 do {
                     parsed = try Handshake.decodeRequest(buffer)
                 } catch {
-                    client.send(raw: Handshake.encode(Handshake.Response(error: error.message)))
+                    client.refuseHandshake(Handshake.encode(Handshake.Response(error: error.message)))
                     return
                 }
                 guard let (request, rest) = parsed else { continue }
@@ -95,15 +95,12 @@ extension HubSimulator {
                 // version 2 (Ack/Sequence) only for a connection that negotiated stateful reconnect.
                 guard request.protocolName == JSONHubProtocol.name, request.version <= (client.stateful ? 2 : 1) else {
                     logger.warning("refused handshake for version \(request.version) of '\(request.protocolName)'")
-                    client.send(raw: Handshake.encode(Handshake.Response(
+                    client.refuseHandshake(Handshake.encode(Handshake.Response(
                         error: "The server does not support version \(request.version) of the '\(request.protocolName)' protocol.")))
                     return
                 }
                 handshakeDone = true
-                client.send(raw: Handshake.encode(Handshake.Response()))
-                if resumed {
-                    for frame in client.resumeFrames() { client.send(raw: frame) }
-                }
+                client.completeHandshake(Handshake.encode(Handshake.Response()), resumed: resumed)
                 bytes = Array(rest)
                 if bytes.isEmpty { continue }
             }

@@ -44,6 +44,9 @@ public enum Handshake {
         var response = Response()
         for (key, value) in object {
             switch key {
+            case "type":
+                // A hub message where the handshake answer belongs (the TypeScript client's check and text).
+                throw HubProtocolError("Expected a handshake response from the server.")
             case "error":
                 guard case .string(let s) = value else { throw .expected("error", "String") }
                 response.error = s

@@ -51,7 +51,9 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: CacheOptions
 
     func run() async throws {
-        let s = try await options.openStore().summary()
+        let store = try await options.openStore()
+        let s = try store.summary()
+        let sync = try store.syncStatus()
         let stale = options.isStale(s)
         if options.json {
             options.emit([
@@ -61,10 +63,12 @@ struct StatusCommand: AsyncParsableCommand {
                 "outboxWaiting": .number(String(s.outboxWaiting)), "outboxRejected": .number(String(s.outboxRejected)),
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
+                "sync": sync?.json ?? .null,
             ])
             return
         }
         print(Table.render([
+            ["sync", sync.map { "\($0.phase.rawValue) since \(iso($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(iso($0))" } ?? "") } ?? "never run"],
             ["database", s.path],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
             ["schema", s.migrations.last ?? "-"],

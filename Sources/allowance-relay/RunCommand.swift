@@ -137,6 +137,7 @@ struct Relay {
                         await sync.requestCatchUp()
                     case .reconnecting(let reason):
                         logger.warning("connection lost, reconnecting: \(reason)")
+                        await sync.linkLost(reason)
                     case .closed(let error):
                         if let error {
                             logger.critical("the hub connection ended: \(error)")

@@ -13,6 +13,7 @@ actor SyncCoordinator {
     private let logger: Logger
     private var running = false
     private var again = false
+    private var status: SyncStatus?
 
     init(store: Store, api: APIClient, logger: Logger) {
         self.store = store
@@ -41,6 +42,21 @@ actor SyncCoordinator {
         }
     }
 
+    /// The sync state machine: each change is logged and persisted for `status`.
+    private func transition(_ phase: SyncStatus.Phase, _ detail: String, nextRetry: Date? = nil) {
+        guard status?.phase != phase || status?.detail != detail else { return }
+        let from = status?.phase.rawValue ?? "start"
+        status = SyncStatus(phase: phase, detail: detail, nextRetry: nextRetry)
+        let line = "sync: \(from) -> \(phase.rawValue) (\(detail))"
+        if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
+        do { try store.setSyncStatus(status!) } catch { logger.error("could not record the sync state: \(error.message)") }
+    }
+
+    /// The hub link is down: the cache may be missing events until the next catch-up.
+    func linkLost(_ reason: String) {
+        transition(.offline, "hub connection lost: \(reason)")
+    }
+
     func requestCatchUp() {
         if running {
             again = true
@@ -54,14 +70,20 @@ actor SyncCoordinator {
         var attempt = 0
         repeat {
             again = false
+            transition(.syncing, "catching up")
             do {
                 _ = try await catchUp.run()
                 attempt = 0
-                await drainOutbox()
+                if await drainOutbox().ok { transition(.idle, "caught up") }
             } catch {
                 attempt += 1
                 let delay = min(60, 1 << min(attempt, 6))
-                logger.warning("catch-up failed (retrying in \(delay) s): \(error)")
+                let retry = Date().addingTimeInterval(Double(delay))
+                if let api = error as? APIError, api.kind.isRetryable {
+                    transition(.offline, "backend unreachable: \(api.message)", nextRetry: retry)
+                } else {
+                    transition(.error, "catch-up failed: \(error)", nextRetry: retry)
+                }
                 try? await Task.sleep(for: .seconds(delay))
                 again = true
             }
@@ -71,10 +93,12 @@ actor SyncCoordinator {
 
     /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
     /// Retry-After), or rejected for good (other 4xx), which undoes the local write.
-    func drainOutbox() async {
-        guard !draining else { return }
+    @discardableResult
+    func drainOutbox() async -> (ok: Bool, sent: Int) {
+        guard !draining else { return (false, 0) }
         draining = true
         defer { draining = false }
+        var sent = 0
         do {
             for entry in try store.dueOutbox() {
                 try store.markInFlight(entry.seq)
@@ -90,19 +114,24 @@ actor SyncCoordinator {
                 switch answer {
                 case .success(let t):
                     try store.outboxSent(entry.seq, server: t)
+                    sent += 1
                     logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.uuidString.lowercased())"])
                 case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
                     let wait = error.retryAfter ?? min(300, pow(2, Double(entry.attempts + 1))) * Double.random(in: 0.8...1.2)
-                    try store.outboxRetry(entry.seq, error: error.message, retryAt: Date().addingTimeInterval(wait))
-                    logger.warning("outbox write \(entry.seq) not sent, retrying in \(Int(wait)) s: \(error.message)")
-                    return  // keep the order: later writes wait for this one
+                    let retry = Date().addingTimeInterval(wait)
+                    try store.outboxRetry(entry.seq, error: error.message, retryAt: retry)
+                    let waiting = try store.summary().outboxWaiting
+                    transition(.offline, "\(waiting) write(s) waiting in the outbox: \(error.message)", nextRetry: retry)
+                    return (false, sent)  // keep the order: later writes wait for this one
                 case .failure(let error):
                     try store.outboxRejected(entry.seq, reason: error.message)
                     logger.error("outbox write \(entry.seq) rejected by the server: \(error.message)")
                 }
             }
+            return (true, sent)
         } catch {
             logger.error("outbox: \(error)")
+            return (false, sent)
         }
     }
 
@@ -110,7 +139,11 @@ actor SyncCoordinator {
     func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
-            await drainOutbox()
+            let result = await drainOutbox()
+            // The outbox was what kept us offline, and it has now gone through.
+            if result.ok, result.sent > 0, status?.phase == .offline, status?.detail.contains("outbox") == true {
+                transition(.idle, "outbox sent")
+            }
         }
     }
 }

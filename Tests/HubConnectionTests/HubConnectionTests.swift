@@ -6,6 +6,7 @@ import NIOCore
 import SignalRClient
 import SignalRProtocol
 import Testing
+import TestSupport
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct HubConnectionTests {
     @Test func receivesEventsInOrderFromTheFirstMessage() async throws {
@@ -273,7 +274,7 @@ import Testing
     }
 
     @Test func retriesTheFirstStartUntilTheServerIsUp() async throws {
-        let port = try freeLoopbackPort()
+        let port = try freeLoopbackPortOutsideEphemeralRange()
         var o = options()
         o.startRetryPolicy = ExponentialRetryPolicy(initial: .milliseconds(200), maximum: .milliseconds(400))
         let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
@@ -339,17 +340,6 @@ final class PortBox: @unchecked Sendable {
     var port = 0
 }
 
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-    return Int(UInt16(bigEndian: addr.sin_port))
-}
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct HubConnectionStartOptionsTests {
     @Test func skipNegotiationGoesStraightToTheSocket() async throws {

@@ -30,9 +30,10 @@ func options(token: String = testToken, _ edit: (inout HubConnectionOptions) -> 
     return o
 }
 
+/// Silent unless ALLOWANCE_TEST_LOG names a level (e.g. ALLOWANCE_TEST_LOG=debug swift test --filter X).
 func quietLogger() -> Logger {
     var l = Logger(label: "signalr-test")
-    l.logLevel = .critical
+    l.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return l
 }
 

@@ -58,7 +58,8 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
             #expect(second.stop(signal: SIGTERM) == 0)
 
             let store = try Store.open(path: storePath)
-            #expect(try store.transactions(limit: 5000).count == 1005)
+            let stored = try store.transactions(limit: 5000).count
+            #expect(stored == 1005, "stored \(stored); first run:\n\(first.output.suffix(3000))\nsecond run:\n\(second.output.suffix(3000))")
             let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
             for c in server {
                 #expect(try store.children().first { $0.id == c.id }?.currentBalance == c.currentBalance)
@@ -161,6 +162,24 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
             try await Task.sleep(for: .milliseconds(300))
             #expect(relay.stop(signal: SIGTERM) == 0)
             #expect(try Store.open(path: storePath).transactions().count == 3)
+        }
+    }
+
+    @Test func statusShowsTheSyncStateWhileTheRelayRuns() async throws {
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-state-\(UUID())/relay.sqlite").path
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor("sync: syncing -> idle (caught up)"))
+            let cache = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
+            let idle = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+            #expect(idle["sync"]?["phase"] == "idle")
+            try await simPost(base, "/_sim/refuse?seconds=30")  // drops the hub and refuses new connections
+            #expect(await relay.waitFor("sync: idle -> offline (hub connection lost"))
+            let offline = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+            #expect(offline["sync"]?["phase"] == "offline")
+            #expect(offline["sync"]?["detail"]?.stringValue?.hasPrefix("hub connection lost") == true)
+            #expect(relay.stop(signal: SIGTERM) == 0)
         }
     }
 

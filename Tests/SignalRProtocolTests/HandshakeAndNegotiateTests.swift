@@ -59,6 +59,8 @@ import Testing
         ("null\u{1e}", "Unexpected JSON Token Type 'Null'. Expected a JSON Object."),
         ("[]\u{1e}", "Unexpected JSON Token Type 'Array'. Expected a JSON Object."),
         ("{\"error\":null}\u{1e}", "Expected 'error' to be of type String."),
+        // From the TS client's HandshakeProtocol: a hub message is not a handshake answer.
+        ("{\"type\":1,\"target\":\"A\",\"arguments\":[]}\u{1e}", "Expected a handshake response from the server."),
     ])
     func rejectsInvalidResponses(_ payload: String, _ expected: String) {
         #expect(throws: HubProtocolError(expected)) { try Handshake.decodeResponse(Array(payload.utf8)) }

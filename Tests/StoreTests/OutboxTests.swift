@@ -87,3 +87,14 @@ import Testing
         #expect(throws: StoreError.self) { try store.dropOutbox(a.seq) }
     }
 }
+
+@Suite struct SyncStatusTests {
+    @Test func theStateRoundTripsThroughTheDatabase() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        #expect(try store.syncStatus() == nil)
+        let when = Date(timeIntervalSince1970: 1_795_341_600)
+        let s = SyncStatus(phase: .offline, detail: "backend unreachable: HTTP 503", since: when, nextRetry: when.addingTimeInterval(8))
+        try store.setSyncStatus(s)
+        #expect(try store.syncStatus() == s)
+    }
+}
