@@ -51,10 +51,13 @@ extension Store {
         }
     }
 
-    /// Stores what a catch-up fetched: the children as the server sees them and their missing transactions
-    /// (oldest first), in one SQLite transaction with the catch-up cursor. Returns how many were new.
+    /// Stores what a catch-up fetched: the children as the server sees them and their transactions (oldest
+    /// first; known ones are skipped), in one SQLite transaction with the new per-child cursors. Returns how many
+    /// were new.
     @discardableResult
-    public func storeCaughtUp(children: [Child], transactions: [Transaction], at now: Date = Date()) throws(StoreError) -> Int {
+    public func storeCaughtUp(
+        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], at now: Date = Date()
+    ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
             for c in children { try Self.upsert(db, c, now: now) }
@@ -66,6 +69,11 @@ extension Store {
             }
             // Balances last: the server's figure wins over any sum of what we hold.
             for c in children { try Self.setBalance(db, c.id, c.currentBalance, now: now) }
+            for (child, newest) in cursors {
+                try db.execute(
+                    sql: "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    arguments: ["cursor:\(child.lowercased)", newest.lowercased])
+            }
             try db.execute(
                 sql: "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [ISO.string(now)])
@@ -73,8 +81,12 @@ extension Store {
         }
     }
 
-    public func hasTransaction(_ id: UUID) throws(StoreError) -> Bool {
-        try read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE id = ?", arguments: [id.lowercased]) ?? false }
+    /// The newest transaction of the child's last completed catch-up.
+    public func catchUpCursor(child: UUID) throws(StoreError) -> UUID? {
+        try read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = ?", arguments: ["cursor:\(child.lowercased)"])
+                .flatMap(UUID.init(uuidString:))
+        }
     }
 
     public func children() throws(StoreError) -> [Child] {

@@ -3,8 +3,11 @@ import Foundation
 import Logging
 
 /// Fetches what the cache missed (after a restart or any reconnect: a new hub connection lost what was sent
-/// while down). Pages each child's transactions newest first until one the cache already holds; a
-/// transaction created meanwhile only shifts the pages, so it is seen twice (and deduplicated), never missed.
+/// while down). Pages each child's transactions newest first down to the child's cursor: the newest
+/// transaction of the last completed catch-up. Not down to any transaction the cache holds, since a live event
+/// may have been stored while an older one was skipped. A transaction created meanwhile only shifts the
+/// pages, so it is seen twice (and deduplicated), never missed. No cursor (or one the server no longer has):
+/// the whole history is read.
 public struct CatchUp: Sendable {
     public struct Report: Sendable, Equatable {
         public var children: Int
@@ -26,23 +29,26 @@ public struct CatchUp: Sendable {
 
     public func run() async throws -> Report {
         let children = try await api.children()
-        var missing: [Transaction] = []
+        var fetched: [Transaction] = []
+        var cursors: [UUID: UUID] = [:]
         for child in children {
+            let cursor = try store.catchUpCursor(child: child.id)
             var newestFirst: [Transaction] = []
             var offset = 0
             scan: while true {
                 let page = try await api.transactions(child: child.id, limit: pageSize, offset: offset)
                 for t in page {
-                    if try store.hasTransaction(t.id) { break scan }
+                    if t.id == cursor { break scan }
                     newestFirst.append(t)
                 }
                 if page.count < pageSize { break }
                 offset += pageSize
             }
-            missing += newestFirst.reversed()
+            if let newest = newestFirst.first { cursors[child.id] = newest.id }
+            fetched += newestFirst.reversed()
         }
-        let stored = try store.storeCaughtUp(children: children, transactions: missing)
-        let report = Report(children: children.count, fetched: missing.count, stored: stored)
+        let stored = try store.storeCaughtUp(children: children, transactions: fetched, cursors: cursors)
+        let report = Report(children: children.count, fetched: fetched.count, stored: stored)
         logger.info("caught up", metadata: ["children": "\(report.children)", "transactions": "\(report.stored)"])
         return report
     }

@@ -160,3 +160,29 @@ func post(_ base: URL, _ path: String) async throws {
     request.httpMethod = "POST"
     _ = try await URLSession.shared.data(for: request)
 }
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct CatchUpCursorTests {
+    /// A live event stored while an older one was skipped (it came before the children were known) must not
+    /// make the next catch-up stop early: catch-up stops at its own cursor, not at any known transaction.
+    @Test func aTransactionSkippedBeforeANewerOneWasStoredIsStillCaughtUp() async throws {
+        try await withSimulator { base in
+            let store = try Store.open(path: temporaryStorePath())
+            let api = APIClient(baseURL: base, token: { "store-token" })
+            try await post(base, "/_sim/burst?count=1")  // needed so that the first catch-up sets a cursor
+            #expect(try await CatchUp(store: store, api: api).run().stored == 1)
+            for d in ["older, skipped", "newer, stored live"] {
+                var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
+                request.httpMethod = "POST"
+                request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
+                request.httpBody = Data(#"{"childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit","description":"\#(d)"}"#.utf8)
+                _ = try await URLSession.shared.data(for: request)
+            }
+            let newest = try await api.transactions(child: alice, limit: 1, offset: 0)
+            #expect(try store.apply(.transactionCreated(newest[0])) != .duplicate)  // only the newer one arrives live
+            _ = try await CatchUp(store: store, api: api).run()
+            let descriptions = Set(try store.transactions(child: alice, limit: 10).map(\.description))
+            #expect(descriptions.contains("older, skipped"), "\(descriptions)")
+            #expect(try store.transactions(limit: 100).count == 3)
+        }
+    }
+}
