@@ -239,3 +239,23 @@ extension Store {
         }
     }
 }
+
+extension Store {
+    /// Retention: inbox rows (kept for deduplication) older than `inboxDays`, and, when `transactionDays` is set,
+    /// synced transactions older than that. Local writes still waiting are never pruned. Returns what was deleted.
+    @discardableResult
+    public func prune(inboxDays: Int = 7, transactionDays: Int? = nil, now: Date = Date()) throws(StoreError) -> (inbox: Int, transactions: Int) {
+        try write { db in
+            let inboxCutoff = ISO.string(now.addingTimeInterval(-Double(inboxDays) * 86400))
+            try db.execute(sql: "DELETE FROM inbox WHERE received_at < ?", arguments: [inboxCutoff])
+            let inbox = db.changesCount
+            var transactions = 0
+            if let transactionDays {
+                let cutoff = ISO.string(now.addingTimeInterval(-Double(transactionDays) * 86400))
+                try db.execute(sql: "DELETE FROM txn WHERE origin = 'server' AND created_at < ?", arguments: [cutoff])
+                transactions = db.changesCount
+            }
+            return (inbox, transactions)
+        }
+    }
+}

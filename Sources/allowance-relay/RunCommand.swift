@@ -68,6 +68,8 @@ struct RunCommand: AsyncParsableCommand {
                 logger.notice("moved the old database aside to \(aside); rebuilding from the server")
             }
             store = try Store.open(path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
+            let pruned = try store.prune()
+            if pruned.inbox > 0 { logger.info("pruned \(pruned.inbox) inbox row(s) older than 7 days") }
             let requeued = try store.requeueInFlight()
             if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
         } catch {

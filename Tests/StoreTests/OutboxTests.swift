@@ -98,3 +98,21 @@ import Testing
         #expect(try store.syncStatus() == s)
     }
 }
+
+@Suite struct RetentionTests {
+    @Test func oldInboxRowsArePrunedAndTransactionsOnlyWhenAsked() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("0")], transactions: [])
+        let long = Date(timeIntervalSince1970: 1_795_341_600)
+        _ = try store.apply(.transactionCreated(transaction(1, amount: "1", after: "1")), at: long)
+        _ = try store.apply(.transactionCreated(transaction(2, amount: "1", after: "2")), at: long.addingTimeInterval(8 * 86400))
+        _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "waiting", at: long)
+        let now = long.addingTimeInterval(9 * 86400)
+        #expect(try store.prune(now: now) == (inbox: 1, transactions: 0))
+        #expect(try store.inbox().count == 1)
+        #expect(try store.transactions().count == 3, "transactions are kept by default")
+        // created_at of transaction(n) is 2026-11-22 + n seconds: both are older than 1 day at `now`.
+        #expect(try store.prune(transactionDays: 1, now: now).transactions == 2)
+        #expect(try store.transactions().map(\.description) == ["waiting"], "a local write still waiting is never pruned")
+    }
+}
