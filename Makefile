@@ -12,11 +12,11 @@ all: build
 # System libraries from Debian (libwebsockets for the WebSocket transport, SQLite for the store).
 deps:
 	@if ! pkg-config --exists libwebsockets 2>/dev/null || ! pkg-config --exists sqlite3 2>/dev/null \
-	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
-	  echo "Installing libwebsockets-dev libsqlite3-dev pkg-config python3-venv (apt-get)"; \
+	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || ! command -v openssl >/dev/null; then \
+	  echo "Installing libwebsockets-dev libsqlite3-dev pkg-config python3-venv openssl (apt-get)"; \
 	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libwebsockets-dev libsqlite3-dev pkg-config python3-venv; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libwebsockets-dev libsqlite3-dev pkg-config python3-venv openssl; \
 	fi
 
 build: deps

@@ -31,7 +31,6 @@ final class LWSConnection: @unchecked Sendable {
     private let logger: Logger
 
     // Service thread only.
-    private var context: OpaquePointer?
     private var wsi: OpaquePointer?
     private var receiving: [UInt8] = []
     private var receivingBinary = false
@@ -111,7 +110,6 @@ final class LWSConnection: @unchecked Sendable {
             markStopped()
             return
         }
-        context = ctx
         onEstablished = done
         shared.withLock { $0.wakeTarget = UncheckedPointer(ctx) }
 
@@ -152,7 +150,6 @@ final class LWSConnection: @unchecked Sendable {
             }
             shared.withLock { $0.wakeTarget = nil }
             lws_context_destroy(ctx)
-            context = nil
             wsi = nil
             finishInbox()
             markStopped()
