@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
-//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> allowance-relay
+//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
 // (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
@@ -53,7 +53,7 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        // The local SQLite cache: schema and migrations, hub events applied atomically, catch-up over REST.
+        // The local SQLite cache: schema and migrations, hub events applied atomically, the outbox.
         .target(
             name: "Store",
             dependencies: [
@@ -62,10 +62,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
+        .target(
+            name: "Sync",
+            dependencies: ["AllowanceAPI", "Store", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "Store",
+                "AllowanceAPI", "SignalRClient", "Store", "Sync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -116,11 +121,9 @@ let package = Package(
             dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "TestSupport"]),
         .testTarget(
             name: "StoreTests",
-            dependencies: [
-                "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport",
-                .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,13 +8,18 @@ import SignalRProtocol
 /// The Allowance Tracker REST API (`/api/v1`), as far as the relay needs it.
 public struct APIClient: Sendable {
     public let baseURL: URL
-    private let token: @Sendable () throws -> String?
+    private let tokens: (any TokenSource)?
     private let session: URLSession
 
-    public init(baseURL: URL, token: @escaping @Sendable () throws -> String?, session: URLSession = .shared) {
+    public init(baseURL: URL, tokens: (any TokenSource)?, session: URLSession = .shared) {
         self.baseURL = baseURL
-        self.token = token
+        self.tokens = tokens
         self.session = session
+    }
+
+    /// A client with a fixed token (tests, scripts).
+    public init(baseURL: URL, token: String) {
+        self.init(baseURL: baseURL, tokens: StaticToken(Secret(token)))
     }
 
     public func children() async throws(APIError) -> [Child] {
@@ -63,13 +68,25 @@ public struct APIClient: Sendable {
         return try await send(request, what: "GET /\(path)", expect: [200])
     }
 
-    private func send(_ original: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
+    /// Sends with the current token; a 401 asks the token source for a fresh one once (seed 002).
+    private func send(_ request: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
+        do {
+            return try await sendOnce(request, what: what, expect: expect)
+        } catch where error.kind == .unauthorized && error.status == 401 && tokens != nil {
+            await tokens?.refused()
+            return try await sendOnce(request, what: what, expect: expect)
+        }
+    }
+
+    private func sendOnce(_ original: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
         var request = original
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         do {
-            if let t = try token() { request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
+            if let t = try await tokens?.token() { request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
+        } catch let error as APIError {
+            throw error
         } catch {
-            throw APIError(.unauthorized, "The token could not be read: \(error)")
+            throw APIError(.unauthorized, "No token: \(error)")
         }
         let data: Data
         let response: URLResponse

@@ -12,14 +12,20 @@ public struct RelaySettings: Sendable {
     /// The bearer token, from `server.token` / `ALLOWANCE_RELAY_SERVER_TOKEN`, or read from `tokenFile`.
     public var token: Secret?
     public var tokenFile: String?
+    /// Or a login: `server.email` with `server.password` / `server.password_file`.
+    public var email: String?
+    public var password: Secret?
+    public var passwordFile: String?
     public var accessTokenInQuery: Bool
     public var skipNegotiation: Bool
     public var caFile: String?
     /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
     public var insecureTLS: Bool
-    public var storePath: String
+    public var storePath: String { local.storePath }
     /// `full` (a committed row survives power loss) or `normal` (faster; the last writes may be lost in a power cut).
     public var storeDurability: String
+    /// Retention and outbox limits: also what the offline CLI commands read.
+    public var local: LocalSettings
     public var logLevel: String
     public var logFormat: LogFormat
 
@@ -48,6 +54,15 @@ public struct RelaySettings: Sendable {
         }
         let token = config.string(forKey: "server.token", isSecret: true).flatMap { $0.isEmpty ? nil : Secret($0) }
         let tokenFile = config.string(forKey: "server.token_file")
+        let email = config.string(forKey: "server.email").flatMap { $0.isEmpty ? nil : $0 }
+        let password = config.string(forKey: "server.password", isSecret: true).flatMap { $0.isEmpty ? nil : Secret($0) }
+        let passwordFile = config.string(forKey: "server.password_file")
+        if email != nil, token != nil || tokenFile != nil {
+            throw SettingsError("Both a token and server.email are set: keep one way to sign in (remove server.token* or server.email).")
+        }
+        if email != nil, password == nil, passwordFile == nil {
+            throw SettingsError("server.email is set without a password: set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD.")
+        }
         let format = config.string(forKey: "log.format", default: "text")
         guard let logFormat = LogFormat(rawValue: format) else {
             throw SettingsError("log.format must be text or json, not '\(format)'.")
@@ -65,22 +80,24 @@ public struct RelaySettings: Sendable {
             hubPath: config.string(forKey: "server.hub_path", default: "/hubs/family"),
             token: token,
             tokenFile: tokenFile,
+            email: email,
+            password: password,
+            passwordFile: passwordFile,
             accessTokenInQuery: config.bool(forKey: "server.access_token_in_query", default: false),
             skipNegotiation: config.bool(forKey: "server.skip_negotiation", default: false),
             caFile: config.string(forKey: "server.ca_file"),
             insecureTLS: config.bool(forKey: "server.insecure_tls", default: false),
-            storePath: config.string(forKey: "store.path") ?? defaultStorePath(environment),
             storeDurability: durability,
+            local: try LocalSettings(config, environment),
             logLevel: level,
             logFormat: logFormat)
     }
 
-    /// Where the database is, for the commands that only read the cache (no server settings needed).
-    public static func storePath(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
-        async throws(SettingsError) -> String
+    /// What the commands that work on the cache alone need (no server settings).
+    public static func local(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        async throws(SettingsError) -> LocalSettings
     {
-        let config = try await reader(file: file, environment: environment)
-        return config.string(forKey: "store.path") ?? defaultStorePath(environment)
+        try LocalSettings(try await reader(file: file, environment: environment), environment)
     }
 
     /// The file's keys with `ALLOWANCE_RELAY_*` environment variables on top.
@@ -109,12 +126,52 @@ public struct RelaySettings: Sendable {
         return state + "/allowance-relay/relay.sqlite"
     }
 
-    /// The token to send now: the configured one, or the token file read afresh (so a rotated token is
-    /// picked up at the next reconnect). Never logged.
-    public func currentToken() throws(SettingsError) -> String? {
-        if let token { return token.value }
-        guard let tokenFile else { return nil }
-        return try Secret.read(file: tokenFile).value
+    /// Where tokens come from: the configured token, the token file (read afresh before each connect, so a
+    /// rotated token is picked up), or a login with email and password. Nil: no authentication.
+    public func tokenSource() -> (any TokenSource)? {
+        if let token { return StaticToken(token) }
+        if let tokenFile { return TokenFile(path: tokenFile) }
+        if let email {
+            let password = self.password
+            let passwordFile = self.passwordFile
+            return LoginSession(baseURL: serverURL, email: email) { () throws(SettingsError) -> Secret in
+                if let password { return password }
+                return try Secret.read(file: passwordFile!, what: "password file")
+            }
+        }
+        return nil
+    }
+
+    /// Reads the secret files once, so a missing or readable-by-others file stops the start with a clear message.
+    public func checkSecretFiles() throws(SettingsError) {
+        if let tokenFile { _ = try Secret.read(file: tokenFile, what: "token file") }
+        if let passwordFile, password == nil { _ = try Secret.read(file: passwordFile, what: "password file") }
+    }
+}
+
+/// The database and its limits: read by `run` and by the commands that work offline on the cache.
+public struct LocalSettings: Sendable {
+    public var storePath: String
+    /// Synced transactions older than this many days are pruned at start (nil: kept forever).
+    public var keepTransactionsDays: Int?
+    /// Most writes waiting in the outbox (seed 001: 100).
+    public var outboxLimit: Int
+    /// A write still refused for a retryable reason after this many attempts, or older than `outboxMaxAgeDays`,
+    /// is given up (dead letter; its local effect undone).
+    public var outboxMaxAttempts: Int
+    public var outboxMaxAgeDays: Int
+
+    init(_ config: ConfigReader, _ environment: [String: String]) throws(SettingsError) {
+        func positive(_ key: String, _ fallback: Int?) throws(SettingsError) -> Int? {
+            guard let text = config.string(forKey: ConfigKey(key.split(separator: ".").map(String.init))) else { return fallback }
+            guard let n = Int(text), n > 0 else { throw SettingsError("\(key) must be a whole number above 0, not '\(text)'.") }
+            return n
+        }
+        storePath = config.string(forKey: "store.path") ?? RelaySettings.defaultStorePath(environment)
+        keepTransactionsDays = try positive("store.keep_transactions_days", nil)
+        outboxLimit = try positive("outbox.limit", 100)!
+        outboxMaxAttempts = try positive("outbox.max_attempts", 10)!
+        outboxMaxAgeDays = try positive("outbox.max_age_days", 7)!
     }
 }
 
@@ -126,20 +183,21 @@ public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConver
     public var debugDescription: String { "<redacted>" }
 
     /// Reads a secret file: trimmed, must not be empty; a file others can read is refused (chmod 600 it).
-    public static func read(file: String) throws(SettingsError) -> Secret {
+    /// `what` names the file in messages ("token file", "webhook secret file").
+    public static func read(file: String, what: String) throws(SettingsError) -> Secret {
         var info = stat()
         guard stat(file, &info) == 0 else {
-            throw SettingsError("Cannot read the token file '\(file)': \(String(cString: strerror(errno))).")
+            throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno))).")
         }
         if info.st_mode & 0o077 != 0 {
             throw SettingsError(
-                "The token file '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))). Run: chmod 600 '\(file)'")
+                "The \(what) '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))). Run: chmod 600 '\(file)'")
         }
         guard let data = FileManager.default.contents(atPath: file) else {
-            throw SettingsError("Cannot read the token file '\(file)'. Check its owner and permissions.")
+            throw SettingsError("Cannot read the \(what) '\(file)'. Check its owner and permissions.")
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !text.isEmpty else { throw SettingsError("The token file '\(file)' is empty.") }
+        guard !text.isEmpty else { throw SettingsError("The \(what) '\(file)' is empty.") }
         return Secret(text)
     }
 }

@@ -40,12 +40,14 @@ public final class HubSimulator: Sendable {
     let logger: Logger
     private let faults = Mutex(Faults())
     private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
+    private let logins = Atomic<Int>(0)
 
     struct Faults {
         var fullPayload = true
         var refuseUntil: ContinuousClock.Instant?
         var restMode = "ok"
         var restCount = 0
+        var slowDelay: Duration = .seconds(5)
     }
 
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
@@ -148,6 +150,7 @@ public final class HubSimulator: Sendable {
                 return self.problem(401, "Invalid email or password.")
             }
             let token = "sim-" + UUID().uuidString
+            self.logins.add(1, ordering: .relaxed)
             let lifetime = self.configuration.tokenLifetime
             self.tokens.withLock { $0[token] = .now + lifetime }
             let expires = Date().addingTimeInterval(Double(lifetime.components.seconds))
@@ -234,15 +237,21 @@ public final class HubSimulator: Sendable {
 
     /// Applies the REST fault switches; nil lets the request through.
     private func restGate(_ request: Request) async throws -> Response? {
-        let mode = faults.withLock { f -> String in
-            guard f.restCount > 0 else { return "ok" }
+        let (mode, delay) = faults.withLock { f -> (String, Duration) in
+            guard f.restCount > 0 else { return ("ok", .zero) }
             f.restCount -= 1
-            return f.restMode
+            return (f.restMode, f.slowDelay)
         }
         switch mode {
         case "fail": return problem(500, "Simulated server error.")
-        case "slow": try await Task.sleep(for: .seconds(5))
-        default: break
+        case "slow": try await Task.sleep(for: delay)
+        default:
+            // mode=409, mode=429 ...: answer with that status (429 and 503 ask to wait 1 s, as servers do).
+            if let code = Int(mode) {
+                var response = problem(code, "Simulated HTTP \(code).")
+                if code == 429 || code == 503 { response.headers[.retryAfter] = "1" }
+                return response
+            }
         }
         guard isValid(bearer(request)) else { return problem(401, "A valid bearer token is required.") }
         return nil
@@ -285,6 +294,14 @@ public final class HubSimulator: Sendable {
             await self.hub.broadcast(raw: kind == "incomplete" ? good + bad : bad + good)
             return self.json(200, ["sent": .string(kind)])
         }
+        sim.post("revoke") { _, _ in
+            let count = self.tokens.withLock { t in
+                defer { t.removeAll() }
+                return t.count
+            }
+            self.logger.notice("fault: revoking \(count) login token(s)")
+            return self.json(200, ["revoked": .number(String(count))])
+        }
         sim.post("burst") { request, _ in
             let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10
             await self.generate(count)
@@ -294,9 +311,11 @@ public final class HubSimulator: Sendable {
             let q = request.uri.queryParameters
             let mode = q["mode"].map(String.init) ?? "ok"
             let count = Int(q["count"].map(String.init) ?? "") ?? 1
+            let delay = Int(q["ms"].map(String.init) ?? "").map { Duration.milliseconds($0) } ?? .seconds(5)
             self.faults.withLock { f in
                 f.restMode = mode
                 f.restCount = count
+                f.slowDelay = delay
             }
             return self.json(200, ["mode": .string(mode), "count": .number(String(count))])
         }
@@ -325,6 +344,7 @@ public final class HubSimulator: Sendable {
                 ("transactions", .number(String(await self.family.transactions.count))),
                 ("canceledStreams", .number(String(await self.hub.canceledStreams))),
                 ("negotiations", .number(String(await self.hub.negotiations))),
+                ("logins", .number(String(self.logins.load(ordering: .relaxed)))),
                 ("reattachments", .number(String(await self.hub.reattachments))),
                 ("clients", .array(clients.map { c in
                     let s = c.snapshot

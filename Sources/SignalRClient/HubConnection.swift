@@ -206,6 +206,7 @@ public actor HubConnection {
             negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
         } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
             logger.info("token refused; asking the token source once more")
+            await options.accessTokenRefused?()
             negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
         }
         var wsOptions = options.webSocket

@@ -5,6 +5,9 @@ import WebSocketTransport
 public struct HubConnectionOptions: Sendable {
     /// Asked before every negotiate and every reconnect (tokens expire during long connections).
     public var accessTokenProvider: (@Sendable () async throws -> String?)?
+    /// Told when the server refused the provider's token (401/403 on negotiate), before the provider is asked
+    /// once more: a provider that caches tokens drops its cached one here.
+    public var accessTokenRefused: (@Sendable () async -> Void)?
     /// Send the token as the `access_token` query parameter (the browser form) instead of a bearer header.
     public var accessTokenInQuery = false
     /// Extra headers on negotiate and on the WebSocket upgrade.

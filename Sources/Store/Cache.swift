@@ -51,12 +51,13 @@ extension Store {
         }
     }
 
-    /// Stores what a catch-up fetched: the children as the server sees them and their transactions (oldest
-    /// first; known ones are skipped), in one SQLite transaction with the new per-child cursors. Returns how many
-    /// were new.
+    /// Stores what a catch-up fetched, in one SQLite transaction: the children as the server sees them and
+    /// their transactions (oldest first; known ones are skipped). A catch-up stores each page as it arrives
+    /// (`complete: false`), then finishes with `complete: true`: the server's balances, the new per-child cursors
+    /// and the time of the catch-up, together. Returns how many transactions were new.
     @discardableResult
     public func storeCaughtUp(
-        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], at now: Date = Date()
+        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], complete: Bool = true, at now: Date = Date()
     ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
@@ -67,6 +68,7 @@ extension Store {
                 try Self.insert(db, t, via: "catch-up", now: now)
                 inserted += 1
             }
+            guard complete else { return inserted }
             // Balances last: the server's figure wins over any sum of what we hold.
             for c in children { try Self.setBalance(db, c.id, c.currentBalance, now: now) }
             for (child, newest) in cursors {
@@ -209,7 +211,7 @@ public struct StoreSummary: Sendable {
     public var children: Int
     public var transactions: Int
     public var inboxRows: Int
-    /// Writes waiting to be sent (pending or in flight), and those the server refused.
+    /// Writes waiting to be sent (pending or in flight), and those given up (refused by the server, or dead).
     public var outboxWaiting: Int
     public var outboxRejected: Int
     public var lastCatchUp: Date?
@@ -233,7 +235,7 @@ extension Store {
                 transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
                 outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,
-                outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state = 'rejected'") ?? 0,
+                outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('rejected', 'dead')") ?? 0,
                 lastCatchUp: lastCatchUp,
                 lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
         }

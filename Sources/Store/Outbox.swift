@@ -14,21 +14,21 @@ public struct OutboxEntry: Sendable, Equatable {
     public var state: String
     public var attempts: Int
     public var lastError: String?
+    public var createdAt: Date
 }
 
 extension Store {
-    /// Most writes the outbox holds unsent (seed 001's queue limit).
-    public static let outboxLimit = 100
-
     /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
-    /// in one SQLite transaction. Works with the backend down.
+    /// in one SQLite transaction. Works with the backend down. At most `limit` writes wait (seed 001: 100).
     public func enqueueTransaction(
-        child: UUID, amount: Decimal, type: TransactionType, description: String, at now: Date = Date()
+        child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100, at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
         try write { db -> OutboxEntry in
             let waiting = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0
-            guard waiting < Self.outboxLimit else {
-                throw StoreError(path: path, "The outbox is full (\(Self.outboxLimit) writes waiting). Wait until the backend is reachable and the relay has sent them.")
+            guard waiting < limit else {
+                throw StoreError(
+                    path: path,
+                    "The outbox is full (\(limit) writes waiting). Wait until the backend is reachable and the relay has sent them, or raise outbox.limit.")
             }
             guard let balance = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased]) else {
                 throw StoreError(path: path, "Child \(child) is not in the cache: run the relay once while the backend is reachable.")
@@ -113,8 +113,18 @@ extension Store {
         }
     }
 
-    /// The server refused the write for good: the local transaction and its effect on the balance are undone.
+    /// The server refused the write for good (400/409/422...): the local transaction and its effect on the balance
+    /// are undone. The server's version of the data wins.
     public func outboxRejected(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
+        try giveUp(seq, state: "rejected", reason: reason, at: now)
+    }
+
+    /// Retried too often or for too long (dead letter): undone like a rejection, kept for `outbox list`.
+    public func outboxDead(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
+        try giveUp(seq, state: "dead", reason: reason, at: now)
+    }
+
+    private func giveUp(_ seq: Int64, state: String, reason: String, at now: Date) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let minor = try MinorUnits.from(e.amount)
@@ -122,7 +132,7 @@ extension Store {
             try db.execute(
                 sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                 arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
-            try db.execute(sql: "UPDATE outbox SET state = 'rejected', last_error = ? WHERE seq = ?", arguments: [reason, seq])
+            try db.execute(sql: "UPDATE outbox SET state = ?, last_error = ? WHERE seq = ?", arguments: [state, reason, seq])
         }
     }
 
@@ -132,19 +142,20 @@ extension Store {
             seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: UUID(uuidString: row["local_txn_id"])!,
             childId: UUID(uuidString: row["child_id"])!, amount: MinorUnits.decimal(row["amount_minor"]),
             type: TransactionType(rawValue: row["type"])!, description: row["description"], state: row["state"],
-            attempts: row["attempts"], lastError: row["last_error"])
+            attempts: row["attempts"], lastError: row["last_error"], createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
     }
 }
 
 extension Store {
-    /// Makes a waiting or rejected write due now (a rejected one is queued again with its local effect restored).
+    /// Makes a waiting, rejected or dead write due now (a given-up one is queued again with its local effect
+    /// restored, and a fresh count of attempts).
     public func retryOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
-            guard e.state == "pending" || e.state == "rejected" else {
-                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending or rejected ones can be retried.")
+            guard ["pending", "rejected", "dead"].contains(e.state) else {
+                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending, rejected or dead ones can be retried.")
             }
-            if e.state == "rejected" {
+            if e.state != "pending" {
                 let minor = try MinorUnits.from(e.amount)
                 let stamp = ISO.string(now)
                 try db.execute(
@@ -157,15 +168,16 @@ extension Store {
                 try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             }
             try db.execute(
-                sql: "UPDATE outbox SET state = 'pending', next_attempt_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])
+                sql: "UPDATE outbox SET state = 'pending', attempts = 0, created_at = ?, next_attempt_at = ? WHERE seq = ?",
+                arguments: [ISO.string(now), ISO.string(now), seq])
         }
     }
 
     /// Gives up a write that was not sent: the local transaction and its effect on the balance are undone.
     public func dropOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
         guard let e = try outbox().first(where: { $0.seq == seq }) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
-        guard e.state == "pending" || e.state == "rejected" else {
-            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending or rejected ones can be dropped.")
+        guard ["pending", "rejected", "dead"].contains(e.state) else {
+            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending, rejected or dead ones can be dropped.")
         }
         if e.state == "pending" { try outboxRejected(seq, reason: "dropped by the user", at: now) }
         try write { db in try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }

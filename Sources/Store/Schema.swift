@@ -69,6 +69,31 @@ enum Schema {
                 CREATE INDEX outbox_due ON outbox (state, priority DESC, seq);
                 """)
         }
+        m.registerMigration("v3: outbox dead letters") { db in
+            // SQLite cannot change a CHECK in place: the table is rebuilt with 'dead' allowed.
+            try db.execute(sql: """
+                CREATE TABLE outbox_v3 (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    idempotency_key TEXT NOT NULL UNIQUE,
+                    local_txn_id TEXT NOT NULL,
+                    child_id TEXT NOT NULL,
+                    amount_minor INTEGER NOT NULL CHECK (amount_minor > 0),
+                    type TEXT NOT NULL CHECK (type IN ('Credit', 'Debit')),
+                    description TEXT NOT NULL,
+                    priority INTEGER NOT NULL DEFAULT 0,
+                    -- rejected: the server refused it (4xx); dead: given up after too many attempts or too long
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'in_flight', 'sent', 'rejected', 'dead')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at TEXT NOT NULL,
+                    last_error TEXT,
+                    created_at TEXT NOT NULL
+                );
+                INSERT INTO outbox_v3 SELECT * FROM outbox;
+                DROP TABLE outbox;
+                ALTER TABLE outbox_v3 RENAME TO outbox;
+                CREATE INDEX outbox_due ON outbox (state, priority DESC, seq);
+                """)
+        }
         return m
     }
 }

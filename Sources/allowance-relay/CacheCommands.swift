@@ -6,7 +6,7 @@ import Store
 
 /// Options shared by the commands that read the local cache. They work offline and while `run` is running.
 struct CacheOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "YAML config file (only store.path is read).")
+    @Option(name: .shortAndLong, help: "YAML config file (only the store and outbox keys are read).")
     var config: String?
 
     @Flag(help: "Print JSON instead of a table.")
@@ -15,13 +15,16 @@ struct CacheOptions: ParsableArguments {
     @Option(help: "Data older than this many hours is flagged stale.")
     var maxAgeHours = 24.0
 
-    func openStore() async throws -> Store {
-        let path: String
+    func settings() async throws -> LocalSettings {
         do {
-            path = try await RelaySettings.storePath(file: config)
+            return try await RelaySettings.local(file: config)
         } catch {
             throw ValidationError(error.message)
         }
+    }
+
+    func openStore() async throws -> Store {
+        let path = try await settings().storePath
         guard FileManager.default.fileExists(atPath: path) else {
             throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).")
         }

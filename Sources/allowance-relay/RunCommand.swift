@@ -5,6 +5,7 @@ import Logging
 import SignalRClient
 import SignalRProtocol
 import Store
+import Sync
 
 /// `allowance-relay run`: connect, log every hub event, reconnect forever, stop cleanly on a signal.
 struct RunCommand: AsyncParsableCommand {
@@ -56,7 +57,7 @@ struct RunCommand: AsyncParsableCommand {
         LogSetup.bootstrap(level: Logger.Level(rawValue: settings.logLevel) ?? .info, format: settings.logFormat)
         let logger = Logger(label: "allowance-relay")
         do {
-            _ = try settings.currentToken()
+            try settings.checkSecretFiles()
         } catch {
             logger.critical("\(error.message)")
             throw ExitCode(78)
@@ -68,8 +69,11 @@ struct RunCommand: AsyncParsableCommand {
                 logger.notice("moved the old database aside to \(aside); rebuilding from the server")
             }
             store = try Store.open(path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
-            let pruned = try store.prune()
+            let pruned = try store.prune(transactionDays: settings.local.keepTransactionsDays)
             if pruned.inbox > 0 { logger.info("pruned \(pruned.inbox) inbox row(s) older than 7 days") }
+            if pruned.transactions > 0 {
+                logger.info("pruned \(pruned.transactions) transaction(s) older than \(settings.local.keepTransactionsDays ?? 0) days")
+            }
             let requeued = try store.requeueInFlight()
             if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
         } catch {
@@ -90,7 +94,11 @@ struct Relay {
     func run() async -> Int32 {
         var options = HubConnectionOptions()
         let settings = self.settings
-        options.accessTokenProvider = { try settings.currentToken() }
+        let tokens = settings.tokenSource()
+        if let tokens {
+            options.accessTokenProvider = { try await tokens.token() }
+            options.accessTokenRefused = { await tokens.refused() }
+        }
         options.accessTokenInQuery = settings.accessTokenInQuery
         options.skipNegotiation = settings.skipNegotiation
         options.userAgent = "allowance-relay/\(RelayCommand.version) (Linux)"
@@ -102,7 +110,9 @@ struct Relay {
         let logger = self.logger
         let json = settings.logFormat == .json
         let sync = SyncCoordinator(
-            store: store, api: APIClient(baseURL: settings.serverURL, token: { try settings.currentToken() }), logger: logger)
+            store: store, api: APIClient(baseURL: settings.serverURL, tokens: tokens),
+            limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
+            logger: logger)
         for target in HubEvent.targets {
             await connection.on(target) { (args: HubArguments) in
                 do throws(PayloadError) {

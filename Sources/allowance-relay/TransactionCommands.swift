@@ -41,6 +41,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let settings = try await options.settings()
         let store = try await options.openStore()
         let children = try store.children()
         guard let match = children.first(where: {
@@ -52,7 +53,8 @@ struct AddTransactionCommand: AsyncParsableCommand {
         do {
             entry = try store.enqueueTransaction(
                 child: match.id, amount: Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!,
-                type: type.lowercased() == "credit" ? .credit : .debit, description: description.trimmingCharacters(in: .whitespaces))
+                type: type.lowercased() == "credit" ? .credit : .debit, description: description.trimmingCharacters(in: .whitespaces),
+                limit: settings.outboxLimit)
         } catch {
             throw CLIError(error.message)
         }

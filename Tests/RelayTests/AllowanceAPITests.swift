@@ -54,7 +54,7 @@ import Testing
             "ALLOWANCE_RELAY_STORE_PATH": "/tmp/x.sqlite",
         ])
         #expect(s.hubURL.absoluteString == "http://127.0.0.1:5080/hubs/family")
-        #expect(try s.currentToken() == "t0k")
+        #expect(try await s.tokenSource()?.token() == "t0k")
         #expect(s.storePath == "/tmp/x.sqlite")
         #expect("\(s.token!)" == "<redacted>", "a secret never prints itself")
     }
@@ -70,6 +70,22 @@ import Testing
         #expect(s.logLevel == "debug")
     }
 
+    @Test func retentionAndOutboxLimitsComeFromTheFile() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-local-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "store:\n  path: /tmp/r.sqlite\n  keep_transactions_days: 30\noutbox:\n  limit: 5\n".write(to: file, atomically: true, encoding: .utf8)
+        let local = try await RelaySettings.local(file: file.path, environment: [:])
+        #expect(local.storePath == "/tmp/r.sqlite" && local.keepTransactionsDays == 30 && local.outboxLimit == 5)
+        #expect(local.outboxMaxAttempts == 10 && local.outboxMaxAgeDays == 7, "defaults")
+        await #expect {
+            try await RelaySettings.local(file: nil, environment: ["ALLOWANCE_RELAY_OUTBOX_LIMIT": "lots"])
+        } throws: {
+            ($0 as? SettingsError)?.message == "outbox.limit must be a whole number above 0, not 'lots'."
+        }
+    }
+
     @Test func tokenFileMustBePrivate() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-token-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -80,14 +96,14 @@ import Testing
         let s = try await RelaySettings.load(file: nil, environment: [
             "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN_FILE": file,
         ])
-        #expect {
-            try s.currentToken()
+        await #expect {
+            try await s.tokenSource()?.token()
         } throws: { error in
             let message = (error as? SettingsError)?.message ?? ""
             return message.contains("chmod 600") && !message.contains("s3cret")
         }
         chmod(file, 0o600)
-        #expect(try s.currentToken() == "s3cret-value")
+        #expect(try await s.tokenSource()?.token() == "s3cret-value")
     }
 
     @Test(arguments: [
@@ -95,6 +111,9 @@ import Testing
         (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"], "server.url 'ftp://x' is not an http:// or https:// URL with a host."),
         (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "xml"], "log.format must be text or json, not 'xml'."),
         (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_STORE_DURABILITY": "maybe"], "store.durability must be full or normal, not 'maybe'."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b"], "server.email is set without a password"),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
+         "Both a token and server.email are set"),
     ])
     func badSettingsSayWhatToFix(_ env: [String: String], _ expectedPrefix: String) async {
         do {

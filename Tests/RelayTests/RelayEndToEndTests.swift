@@ -41,6 +41,28 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
         }
     }
 
+    @Test func signsInWithEmailAndPasswordAndAgainWhenTheServerRevokesTheToken() async throws {
+        try await withSim { base in
+            let dir = FileManager.default.temporaryDirectory.appending(path: "relay-login-\(UUID())")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let passwordFile = dir.appending(path: "password").path
+            try "allowance\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            chmod(passwordFile, 0o600)
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString,
+                                               "ALLOWANCE_RELAY_SERVER_EMAIL": "parent@example.com",
+                                               "ALLOWANCE_RELAY_SERVER_PASSWORD_FILE": passwordFile])
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/revoke")
+            try await simPost(base, "/_sim/drop")
+            #expect(await relay.waitFor(count: 2, of: "connected to the hub"))
+            #expect(await relay.waitFor(count: 2, of: "caught up"))
+            let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
+            #expect(try JSONValue(parsing: Array(data))["logins"]?.intValue == 2, "one login at start, one after the revocation")
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(!relay.output.contains("sim-"), "login tokens never reach the logs")
+        }
+    }
+
     @Test func afterAKill9AndARestartEverythingMissedIsCaughtUp() async throws {
         try await withSim { base in
             let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-kill-\(UUID())/relay.sqlite").path
@@ -54,13 +76,13 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
             try await simPost(base, "/_sim/burst?count=1000")  // while the relay is down
             let second = try RelayProcess(env: env)
             // 1,000, or 1,001 if the kill landed between logging the 5th live event and storing it.
-            #expect(await second.waitFor("[Store] caught up"))
+            #expect(await second.waitFor("caught up"))
             #expect(second.stop(signal: SIGTERM) == 0)
 
             let store = try Store.open(path: storePath)
             let stored = try store.transactions(limit: 5000).count
             #expect(stored == 1005, "stored \(stored); first run:\n\(first.output.suffix(3000))\nsecond run:\n\(second.output.suffix(3000))")
-            let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
+            let server = try await APIClient(baseURL: base, token: "e2e-token").children()
             for c in server {
                 #expect(try store.children().first { $0.id == c.id }?.currentBalance == c.currentBalance)
             }
@@ -95,7 +117,7 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
             try await simPost(base, "/_sim/burst?count=8")
             #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
             #expect(relay.stop(signal: SIGTERM) == 0)
-            for c in try await APIClient(baseURL: base, token: { "e2e-token" }).children() {
+            for c in try await APIClient(baseURL: base, token: "e2e-token").children() {
                 serverBalances[c.id.uuidString.lowercased()] = .number("\(c.currentBalance)")
             }
         }
@@ -139,7 +161,7 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor(count: 2, of: "outbox write sent"))
             #expect(relay.stop(signal: SIGTERM) == 0)
-            let server = try await APIClient(baseURL: base, token: { "e2e-token" }).children()
+            let server = try await APIClient(baseURL: base, token: "e2e-token").children()
             #expect(server.first { $0.firstName == "Alice" }?.currentBalance == Decimal(string: "30.50")!, "25.50 + 5.00, once")
             #expect(server.first { $0.firstName == "Bob" }?.currentBalance == Decimal(string: "9.50")!, "12.00 - 2.50, once")
         }
@@ -190,13 +212,13 @@ private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletin
     }
 }
 
-private func simPost(_ base: URL, _ path: String) async throws {
+func simPost(_ base: URL, _ path: String) async throws {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.httpMethod = "POST"
     _ = try await URLSession.shared.data(for: request)
 }
 
-private func withSim(_ body: (URL) async throws -> Void) async throws {
+func withSim(_ body: (URL) async throws -> Void) async throws {
     try await withSimulator(token: "e2e-token", { _ in }, body)
 }
 

@@ -61,16 +61,32 @@ import Testing
         #expect { try store.enqueueTransaction(child: UUID(), amount: 1, type: .credit, description: "x") } throws: {
             ($0 as? StoreError)?.message.contains("is not in the cache") == true
         }
-        for i in 0..<Store.outboxLimit {
+        for i in 0..<100 {
             _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "\(i)")
         }
         #expect { try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "one more") } throws: {
             ($0 as? StoreError)?.message.hasPrefix("The outbox is full (100 writes waiting).") == true
         }
+        _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "under a raised limit", limit: 101)
     }
 }
 
 @Suite struct OutboxManagementTests {
+    @Test func aDeadWriteIsUndoneAndCanBeRetriedWithFreshAttempts() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [])
+        let a = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "a")
+        try store.markInFlight(a.seq)
+        try store.outboxDead(a.seq, reason: "gave up after 1 attempt(s): HTTP 503")
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!, "the local effect is undone")
+        #expect(try store.outbox().first?.state == "dead")
+        #expect(try store.summary().outboxRejected == 1)
+        try store.retryOutbox(a.seq)
+        let again = try #require(try store.outbox().first)
+        #expect(again.state == "pending" && again.attempts == 0)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!)
+    }
+
     @Test func aRejectedWriteCanBeRetriedAndAPendingOneDropped() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])

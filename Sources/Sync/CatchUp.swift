@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
+import Store
 
 /// Fetches what the cache missed (after a restart or any reconnect: a new hub connection lost what was sent
 /// while down). Pages each child's transactions newest first down to the child's cursor: the newest
@@ -8,6 +9,10 @@ import Logging
 /// may have been stored while an older one was skipped. A transaction created meanwhile only shifts the
 /// pages, so it is seen twice (and deduplicated), never missed. No cursor (or one the server no longer has):
 /// the whole history is read.
+///
+/// Each page is stored in its own SQLite transaction as it arrives (memory stays flat for long gaps; a crash
+/// keeps what was stored). The cursors move only when every child is done, so an interrupted catch-up is
+/// simply run again.
 public struct CatchUp: Sendable {
     public struct Report: Sendable, Equatable {
         public var children: Int
@@ -29,26 +34,32 @@ public struct CatchUp: Sendable {
 
     public func run() async throws -> Report {
         let children = try await api.children()
-        var fetched: [Transaction] = []
+        var report = Report(children: children.count, fetched: 0, stored: 0)
         var cursors: [UUID: UUID] = [:]
         for child in children {
             let cursor = try store.catchUpCursor(child: child.id)
-            var newestFirst: [Transaction] = []
             var offset = 0
             scan: while true {
                 let page = try await api.transactions(child: child.id, limit: pageSize, offset: offset)
+                var fresh: [Transaction] = []
+                var reachedCursor = false
                 for t in page {
-                    if t.id == cursor { break scan }
-                    newestFirst.append(t)
+                    if t.id == cursor {
+                        reachedCursor = true
+                        break
+                    }
+                    fresh.append(t)
                 }
-                if page.count < pageSize { break }
+                if cursors[child.id] == nil, let newest = fresh.first { cursors[child.id] = newest.id }
+                report.fetched += fresh.count
+                report.stored += try store.storeCaughtUp(children: children, transactions: fresh.reversed(), complete: false)
+                if reachedCursor || page.count < pageSize { break scan }
                 offset += pageSize
             }
-            if let newest = newestFirst.first { cursors[child.id] = newest.id }
-            fetched += newestFirst.reversed()
         }
-        let stored = try store.storeCaughtUp(children: children, transactions: fetched, cursors: cursors)
-        let report = Report(children: children.count, fetched: fetched.count, stored: stored)
+        // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
+        let latest = try await api.children()
+        try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors)
         logger.info("caught up", metadata: ["children": "\(report.children)", "transactions": "\(report.stored)"])
         return report
     }

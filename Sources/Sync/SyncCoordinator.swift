@@ -5,8 +5,19 @@ import Store
 
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was
 /// (re)established or an event shows the cache missed something. Requests during a catch-up coalesce.
-actor SyncCoordinator {
+public actor SyncCoordinator {
+    /// When the outbox gives up on a write that keeps failing for a retryable reason (dead letter).
+    public struct OutboxLimits: Sendable {
+        public var maxAttempts: Int
+        public var maxAge: TimeInterval
+        public init(maxAttempts: Int = 10, maxAge: TimeInterval = 7 * 86400) {
+            self.maxAttempts = maxAttempts
+            self.maxAge = maxAge
+        }
+    }
+
     private let store: Store
+    private let limits: OutboxLimits
     private let api: APIClient
     private let catchUp: CatchUp
     private var draining = false
@@ -15,14 +26,15 @@ actor SyncCoordinator {
     private var again = false
     private var status: SyncStatus?
 
-    init(store: Store, api: APIClient, logger: Logger) {
+    public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), logger: Logger) {
         self.store = store
+        self.limits = limits
         self.api = api
         self.catchUp = CatchUp(store: store, api: api, logger: logger)
         self.logger = logger
     }
 
-    func handle(_ event: HubEvent) {
+    public func handle(_ event: HubEvent) {
         do {
             switch try store.apply(event) {
             case .stored(gap: nil): break
@@ -53,11 +65,11 @@ actor SyncCoordinator {
     }
 
     /// The hub link is down: the cache may be missing events until the next catch-up.
-    func linkLost(_ reason: String) {
+    public func linkLost(_ reason: String) {
         transition(.offline, "hub connection lost: \(reason)")
     }
 
-    func requestCatchUp() {
+    public func requestCatchUp() {
         if running {
             again = true
             return
@@ -92,15 +104,23 @@ actor SyncCoordinator {
     }
 
     /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
-    /// Retry-After), or rejected for good (other 4xx), which undoes the local write.
+    /// Retry-After; a 401 after the token source had its one fresh try), or rejected for good (400/409/422 and
+    /// other 4xx: the server wins and the local write is undone). A write that failed `maxAttempts` times or is
+    /// older than `maxAge` is given up (dead letter) so it stops holding back the writes after it.
     @discardableResult
-    func drainOutbox() async -> (ok: Bool, sent: Int) {
+    public func drainOutbox() async -> (ok: Bool, sent: Int) {
         guard !draining else { return (false, 0) }
         draining = true
         defer { draining = false }
         var sent = 0
         do {
             for entry in try store.dueOutbox() {
+                if entry.attempts >= limits.maxAttempts || Date().timeIntervalSince(entry.createdAt) > limits.maxAge {
+                    let reason = "given up after \(entry.attempts) attempt(s): \(entry.lastError ?? "too old")"
+                    try store.outboxDead(entry.seq, reason: reason)
+                    logger.error("outbox write \(entry.seq) \(reason); its local effect is undone (`allowance-relay outbox retry \(entry.seq)` queues it again)")
+                    continue
+                }
                 try store.markInFlight(entry.seq)
                 let answer: Result<Transaction, APIError>
                 do throws(APIError) {
@@ -125,7 +145,8 @@ actor SyncCoordinator {
                     return (false, sent)  // keep the order: later writes wait for this one
                 case .failure(let error):
                     try store.outboxRejected(entry.seq, reason: error.message)
-                    logger.error("outbox write \(entry.seq) rejected by the server: \(error.message)")
+                    let what = error.kind == .conflict ? "conflicts with the server's data (the server wins)" : "was rejected by the server"
+                    logger.error("outbox write \(entry.seq) \(what): \(error.message); its local effect is undone")
                 }
             }
             return (true, sent)
@@ -136,7 +157,7 @@ actor SyncCoordinator {
     }
 
     /// Writes can be queued by another process (`allowance-relay transaction add`): look for due ones now and then.
-    func pollOutbox(every interval: Duration) async {
+    public func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             let result = await drainOutbox()

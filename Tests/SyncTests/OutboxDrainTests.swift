@@ -1,0 +1,90 @@
+import AllowanceAPI
+import Foundation
+import Logging
+import SignalRProtocol
+import Store
+import Sync
+import Testing
+
+/// The outbox drain against the real simulator: each class of answer leads to the documented outcome.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct OutboxDrainTests {
+    private let logger = Logger(label: "sync-test")
+
+    /// A store that knows the family (one catch-up), with the drain's coordinator.
+    private func setUp(_ base: URL, limits: SyncCoordinator.OutboxLimits = .init()) async throws -> (Store, SyncCoordinator, APIClient) {
+        let store = try Store.open(path: temporaryStorePath())
+        let api = APIClient(baseURL: base, token: "store-token")
+        _ = try await CatchUp(store: store, api: api).run()
+        return (store, SyncCoordinator(store: store, api: api, limits: limits, logger: logger), api)
+    }
+
+    private func serverBalance(_ api: APIClient) async throws -> Decimal? {
+        try await api.children().first { $0.id == alice }?.currentBalance
+    }
+
+    @Test func aServerErrorWaitsAndTheNextDrainSendsTheWriteOnce() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base)
+            let before = try #require(try await serverBalance(api))
+            let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "chores")
+            try await post(base, "/_sim/rest?mode=503&count=1")
+            let first = await sync.drainOutbox()
+            #expect(!first.ok && first.sent == 0)
+            let waiting = try #require(try store.outbox().first)
+            #expect(waiting.state == "pending" && waiting.attempts == 1 && waiting.lastError?.contains("503") == true)
+            #expect(try store.dueOutbox().isEmpty, "Retry-After: 1 puts the next attempt in the future")
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(await sync.drainOutbox().sent == 1)
+            #expect(try store.outbox().first { $0.seq == w.seq }?.state == "sent")
+            #expect(try await serverBalance(api) == before + 5, "applied once")
+        }
+    }
+
+    @Test func aConflictIsUndoneLocallyAndDoesNotBlockTheWritesBehindIt() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base)
+            let before = try #require(try await serverBalance(api))
+            let a = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "conflicting")
+            let b = try store.enqueueTransaction(child: alice, amount: 2, type: .debit, description: "fine")
+            try await post(base, "/_sim/rest?mode=409&count=1")
+            let result = await sync.drainOutbox()
+            #expect(result.ok && result.sent == 1)
+            let rows = try store.outbox()
+            #expect(rows.first { $0.seq == a.seq }?.state == "rejected")
+            #expect(rows.first { $0.seq == a.seq }?.lastError?.contains("409") == true)
+            #expect(rows.first { $0.seq == b.seq }?.state == "sent")
+            #expect(try await serverBalance(api) == before - 2)
+            #expect(try store.children().first { $0.id == alice }?.currentBalance == before - 2, "the server wins")
+            #expect(try store.transactions(child: alice).allSatisfy { $0.description != "conflicting" })
+        }
+    }
+
+    @Test func aWriteThatKeepsFailingIsGivenUpAfterMaxAttempts() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base, limits: .init(maxAttempts: 2))
+            let before = try #require(try await serverBalance(api))
+            let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "doomed")
+            try await post(base, "/_sim/rest?mode=fail&count=10")
+            for _ in 0..<3 {
+                _ = await sync.drainOutbox()
+                // Make the back-off elapse at once: the test is about the count of attempts, not the wait.
+                if try store.outbox().first?.state == "pending" { try store.outboxRetry(w.seq, error: "waited", retryAt: .distantPast) }
+            }
+            let dead = try #require(try store.outbox().first)
+            #expect(dead.state == "dead" && dead.attempts == 2)
+            #expect(dead.lastError?.hasPrefix("given up after 2 attempt(s)") == true)
+            #expect(try store.children().first { $0.id == alice }?.currentBalance == before, "the local effect is undone")
+        }
+    }
+
+    @Test func aWriteOlderThanMaxAgeIsGivenUpWithoutBeingSent() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base, limits: .init(maxAge: 60))
+            let before = try #require(try await serverBalance(api))
+            _ = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "stale", at: Date().addingTimeInterval(-120))
+            #expect(await sync.drainOutbox().sent == 0)
+            #expect(try store.outbox().first?.state == "dead")
+            #expect(try await serverBalance(api) == before, "never sent")
+        }
+    }
+}
