@@ -102,13 +102,14 @@ extension Store {
         }
     }
 
-    /// Transactions, newest first.
-    public func transactions(child: UUID? = nil, limit: Int = 100) throws(StoreError) -> [Transaction] {
+    /// Transactions, newest first; a child's only, and only those created at or after `since`, when given.
+    public func transactions(child: UUID? = nil, since: Date? = nil, limit: Int = 100) throws(StoreError) -> [Transaction] {
         try read { db in
-            let filter = child == nil ? "" : "WHERE child_id = :child"
+            let filter = [child == nil ? nil : "child_id = :child", since == nil ? nil : "created_at >= :since"].compactMap { $0 }
+            let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
             return try Row.fetchAll(
-                db, sql: "SELECT * FROM txn \(filter) ORDER BY created_at DESC, stored_at DESC LIMIT :limit",
-                arguments: ["child": child?.lowercased, "limit": limit]
+                db, sql: "SELECT * FROM txn \(clause) ORDER BY created_at DESC, stored_at DESC LIMIT :limit",
+                arguments: ["child": child?.lowercased, "since": since.map(ISO.string), "limit": limit]
             ).map { row in
                 Transaction(
                     id: UUID(uuidString: row["id"])!, childId: UUID(uuidString: row["child_id"])!,

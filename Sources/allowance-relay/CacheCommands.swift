@@ -118,6 +118,8 @@ struct TransactionsCommand: AsyncParsableCommand {
         discussion: """
             Examples:
               allowance-relay transactions --child Alice --limit 5
+              allowance-relay transactions --since 7d
+              allowance-relay transactions --since 2026-11-01 --limit 500
               allowance-relay transactions --json | jq '.[] | select(.type == "Debit")'
             """)
 
@@ -125,9 +127,26 @@ struct TransactionsCommand: AsyncParsableCommand {
 
     @Option(help: "A child's first name or id.") var child: String?
     @Option(help: "How many (newest first).") var limit = 20
+    @Option(help: "Only those created since: a date (2026-11-01), a time (2026-11-01T08:00:00Z) or an age (36h, 7d).")
+    var since: String?
 
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be positive.") }
+        if let since, Self.parseSince(since) == nil {
+            throw ValidationError("--since must be a date (2026-11-01), a time (2026-11-01T08:00:00Z) or an age (36h, 7d), not '\(since)'.")
+        }
+    }
+
+    static func parseSince(_ text: String, now: Date = Date()) -> Date? {
+        if let unit = text.last, let n = Double(text.dropLast()), n >= 0 {
+            switch unit {
+            case "m": return now.addingTimeInterval(-n * 60)
+            case "h": return now.addingTimeInterval(-n * 3600)
+            case "d": return now.addingTimeInterval(-n * 86400)
+            default: break
+            }
+        }
+        return ISODate.parse(text) ?? ISODate.parse(text + "T00:00:00Z")
     }
 
     func run() async throws {
@@ -143,7 +162,7 @@ struct TransactionsCommand: AsyncParsableCommand {
             childId = match.id
         }
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.firstName) })
-        let list = try store.transactions(child: childId, limit: limit)
+        let list = try store.transactions(child: childId, since: since.flatMap { Self.parseSince($0) }, limit: limit)
         if options.json {
             options.emit(.array(list.map { HubEvent.transactionCreated($0).json }))
             return
