@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
+//   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
 // (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
@@ -22,6 +23,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // libwebsockets, from Debian's libwebsockets-dev.
@@ -67,10 +71,22 @@ let package = Package(
             name: "Sync",
             dependencies: ["AllowanceAPI", "Store", .product(name: "Logging", package: "swift-log")]
         ),
+        // sd-bus from Debian's libsystemd-dev, for desktop notifications.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // The relay: rules -> templates -> sinks (desktop, webhooks), with workers over the durable delivery ledger.
+        .target(
+            name: "Relay",
+            dependencies: [
+                "AllowanceAPI", "Store", "CSystemd",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "Store", "Sync",
+                "AllowanceAPI", "SignalRClient", "Store", "Sync", "Relay",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -96,7 +112,10 @@ let package = Package(
         // Shared by the test targets: the in-process simulator, and the Python peers from Tests/Interop.
         .target(
             name: "TestSupport",
-            dependencies: ["HubSimulator", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "HubSimulator", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
@@ -123,6 +142,7 @@ let package = Package(
             name: "StoreTests",
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        .testTarget(name: "AlertTests", dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

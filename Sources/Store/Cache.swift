@@ -29,6 +29,11 @@ extension Store {
                 let cached = try Self.childBalance(db, t.childId)
                 try Self.insert(db, t, via: "hub", now: now)
                 try Self.setBalance(db, t.childId, t.balanceAfter, now: now)
+                try planDeliveries(
+                    db,
+                    RelayEvent(
+                        kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
+                        balance: t.balanceAfter, previousBalance: cached.map(MinorUnits.decimal)))
                 return .stored(gap: cached == (try MinorUnits.from(previous)) ? nil : t.childId)
             case .transactionCreatedId(let id):
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE id = ?", arguments: [id.lowercased]) == true {
@@ -45,7 +50,13 @@ extension Store {
                     db, sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? ORDER BY created_at DESC, stored_at DESC LIMIT 1",
                     arguments: [child.lowercased])
                 let server = try MinorUnits.from(balance)
+                let cached = try Self.childBalance(db, child)
                 try Self.setBalance(db, child, balance, now: now)  // the server's balance wins: it is calculated there
+                try planDeliveries(
+                    db,
+                    RelayEvent(
+                        kind: .balanceUpdated, at: now, childId: child, childName: try Self.childName(db, child), balance: balance,
+                        previousBalance: cached.map(MinorUnits.decimal)))
                 return .stored(gap: latest == nil || latest == server ? nil : child)
             }
         }
@@ -67,10 +78,25 @@ extension Store {
                 else { continue }
                 try Self.insert(db, t, via: "catch-up", now: now)
                 inserted += 1
+                try planDeliveries(
+                    db,
+                    RelayEvent(
+                        kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
+                        balance: t.balanceAfter, caughtUp: true))
             }
             guard complete else { return inserted }
             // Balances last: the server's figure wins over any sum of what we hold.
-            for c in children { try Self.setBalance(db, c.id, c.currentBalance, now: now) }
+            for c in children {
+                let cached = try Self.childBalance(db, c.id)
+                try Self.setBalance(db, c.id, c.currentBalance, now: now)
+                if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
+                    try planDeliveries(
+                        db,
+                        RelayEvent(
+                            kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
+                            previousBalance: MinorUnits.decimal(cached), caughtUp: true))
+                }
+            }
             for (child, newest) in cursors {
                 try db.execute(
                     sql: "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -167,7 +193,11 @@ extension Store {
             ])
     }
 
-    private static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
+    static func childName(_ db: Database, _ id: UUID) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT first_name FROM child WHERE id = ?", arguments: [id.lowercased])
+    }
+
+    static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
         try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [id.lowercased])
     }
 

@@ -97,10 +97,20 @@ extension Store {
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
                 arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).json.serialized, stamp])
+            let claimed = db.changesCount > 0
+            let before = try Self.childBalance(db, server.childId)
             try db.execute(
                 sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
                 arguments: [try MinorUnits.from(server.balanceAfter), stamp, server.childId.lowercased])
             try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
+            // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here.
+            if claimed {
+                try planDeliveries(
+                    db,
+                    RelayEvent(
+                        kind: .transactionCreated, at: now, childId: server.childId, childName: try Self.childName(db, server.childId),
+                        transaction: server, balance: server.balanceAfter, previousBalance: before.map(MinorUnits.decimal)))
+            }
         }
     }
 
@@ -133,6 +143,15 @@ extension Store {
                 sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                 arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
             try db.execute(sql: "UPDATE outbox SET state = ?, last_error = ? WHERE seq = ?", arguments: [state, reason, seq])
+            let local = Transaction(
+                id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
+                balanceAfter: MinorUnits.decimal(try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
+                createdByName: "allowance-relay")
+            try planDeliveries(
+                db,
+                RelayEvent(
+                    kind: state == "dead" ? .outboxDead : .outboxRejected, at: now, childId: e.childId,
+                    childName: try Self.childName(db, e.childId), transaction: local, detail: reason))
         }
     }
 

@@ -94,6 +94,41 @@ enum Schema {
                 CREATE INDEX outbox_due ON outbox (state, priority DESC, seq);
                 """)
         }
+        m.registerMigration("v4: delivery ledger") { db in
+            // One row per (alert, sink), written in the same SQLite transaction as the event that caused it.
+            // The id is stable across retries: the webhook-id, the Matrix txnId, the receiver's idempotency key.
+            try db.execute(sql: """
+                CREATE TABLE delivery (
+                    id TEXT PRIMARY KEY,
+                    sink TEXT NOT NULL,
+                    rule TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    child_id TEXT,
+                    urgency TEXT NOT NULL CHECK (urgency IN ('low', 'normal', 'critical')),
+                    -- the event as JSON; rendered with the sink's template when sent
+                    alert TEXT NOT NULL,
+                    -- may be folded with others of the same child into one digest
+                    digest INTEGER NOT NULL DEFAULT 0,
+                    dedup_key TEXT,
+                    -- merged: folded into the digest named by merged_into
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'in_flight', 'delivered', 'dead', 'merged')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at TEXT NOT NULL,
+                    last_error TEXT,
+                    merged_into TEXT,
+                    created_at TEXT NOT NULL,
+                    delivered_at TEXT
+                );
+                CREATE INDEX delivery_due ON delivery (sink, state, next_attempt_at);
+                CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at);
+                -- A sink the server told us is gone (410, Discord's unknown webhook): no sends until re-enabled.
+                CREATE TABLE sink_state (
+                    sink TEXT PRIMARY KEY,
+                    disabled_reason TEXT,
+                    disabled_at TEXT
+                );
+                """)
+        }
         return m
     }
 }

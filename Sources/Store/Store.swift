@@ -2,12 +2,15 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 
 /// The relay's SQLite file: one writer connection (GRDB's DatabasePool), WAL, `synchronous=FULL` by default,
 /// a busy timeout so the CLI and the daemon can share the file, versioned migrations, an integrity check at open.
 public final class Store: Sendable {
     public let path: String
     let pool: DatabasePool
+    /// The relay's hook into each write: set once the rules are loaded (and again on a reload).
+    let relay = Mutex<(planner: (any AlertPlanner)?, onPlanned: (@Sendable () -> Void)?)>((nil, nil))
 
     public enum Durability: String, Sendable {
         /// A committed row survives power loss (the default).

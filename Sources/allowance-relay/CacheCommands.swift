@@ -58,6 +58,8 @@ struct StatusCommand: AsyncParsableCommand {
         let s = try store.summary()
         let sync = try store.syncStatus()
         let stale = options.isStale(s)
+        let counts = try store.deliveryCounts()
+        let disabled = try store.disabledSinks()
         if options.json {
             options.emit([
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
@@ -67,10 +69,19 @@ struct StatusCommand: AsyncParsableCommand {
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
                 "sync": sync?.json ?? .null,
+                "deliveries": .object(counts.keys.sorted().map { sink in
+                    let c = counts[sink]!
+                    var members: [(key: String, value: JSONValue)] = ["pending", "in_flight", "delivered", "dead"].map {
+                        ($0, .number(String(c[$0] ?? 0)))
+                    }
+                    members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
+                    return (sink, .object(members))
+                }),
             ])
             return
         }
-        print(Table.render([
+        let sinks: [[String]] = counts.keys.sorted().map { sink in sinkLine(sink, counts[sink]!, disabled[sink]) }
+        let lines: [[String]] = [
             ["sync", sync.map { "\($0.phase.rawValue) since \(iso($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(iso($0))" } ?? "") } ?? "never run"],
             ["database", s.path],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
@@ -80,8 +91,15 @@ struct StatusCommand: AsyncParsableCommand {
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
             ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
             ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
-        ]))
+        ]
+        print(Table.render(lines + sinks))
     }
+}
+
+private func sinkLine(_ sink: String, _ c: [String: Int], _ disabled: String?) -> [String] {
+    let pending = c["pending", default: 0] + c["in_flight", default: 0]
+    let off = disabled.map { "; SWITCHED OFF: \($0)" } ?? ""
+    return ["sink \(sink)", "\(pending) pending, \(c["delivered", default: 0]) delivered, \(c["dead", default: 0]) dead\(off)"]
 }
 
 struct BalancesCommand: AsyncParsableCommand {

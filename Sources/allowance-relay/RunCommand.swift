@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import SignalRClient
 import SignalRProtocol
+import Relay
 import Store
 import Sync
 
@@ -54,6 +55,13 @@ struct RunCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("allowance-relay: configuration error: \(error.message)\n".utf8))
             throw ExitCode(78)
         }
+        let relayConfig: RelayConfig
+        do {
+            relayConfig = try RelayConfig.load(file: config, environment: environment)
+        } catch {
+            FileHandle.standardError.write(Data("allowance-relay: configuration error: \(error)\n".utf8))
+            throw ExitCode(78)
+        }
         LogSetup.bootstrap(level: Logger.Level(rawValue: settings.logLevel) ?? .info, format: settings.logFormat)
         let logger = Logger(label: "allowance-relay")
         do {
@@ -80,15 +88,23 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode(74)
         }
-        let code = await Relay(settings: settings, store: store, logger: logger).run()
+        let engine = RelayEngine(store: store, config: relayConfig, logger: logger)
+        do {
+            try engine.install()
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode(74)
+        }
+        let code = await Daemon(settings: settings, store: store, engine: engine, logger: logger).run()
         if code != 0 { throw ExitCode(code) }
     }
 }
 
-/// Wires the hub connection to the event log and to process signals.
-struct Relay {
+/// Wires the hub connection to the sync engine, the relay's workers and process signals.
+struct Daemon {
     let settings: RelaySettings
     let store: Store
+    let engine: RelayEngine
     let logger: Logger
 
     func run() async -> Int32 {
@@ -146,9 +162,11 @@ struct Relay {
                     case .connected(let id), .reconnected(let id):
                         logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
                         // A new connection lost whatever was sent while there was none: fetch it.
+                        engine.linkRestored()
                         await sync.requestCatchUp()
                     case .reconnecting(let reason):
                         logger.warning("connection lost, reconnecting: \(reason)")
+                        engine.linkLost(reason)
                         await sync.linkLost(reason)
                     case .closed(let error):
                         if let error {
@@ -162,6 +180,12 @@ struct Relay {
             }
             group.addTask {
                 await sync.pollOutbox(every: .seconds(5))
+                return 0
+            }
+            group.addTask {
+                await engine.run()
+                // No sinks: nothing to do here, but this must not end the daemon.
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
                 return 0
             }
             group.addTask {

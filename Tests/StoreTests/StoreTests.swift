@@ -9,7 +9,7 @@ func temporaryStorePath() -> String {
     FileManager.default.temporaryDirectory.appending(path: "store-\(UUID())").appending(path: "relay.sqlite").path
 }
 
-let allMigrations = ["v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters"]
+let allMigrations = ["v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger"]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
 

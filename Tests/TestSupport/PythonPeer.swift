@@ -34,6 +34,25 @@ public final class PythonPeer: Sendable {
         address = String(line.dropFirst("listening ".count))
     }
 
+    /// Runs a one-shot script from Tests/Interop with `input` on stdin; returns its exit status and stdout.
+    public static func run(script: String, input: String) throws -> (status: Int32, output: String) {
+        guard let python else { throw PeerError("no Python venv with the test peers: run `make test`") }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = [root.appending(path: "Tests/Interop/\(script)").path]
+        let stdin = Pipe()
+        let stdout = Pipe()
+        p.standardInput = stdin
+        p.standardOutput = stdout
+        p.standardError = stdout
+        try p.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
     /// SIGKILL: test processes ignore SIGTERM (swift-service-lifecycle does), and children inherit that.
     public func stop() { Self.kill(process) }
 

@@ -1,0 +1,356 @@
+import AllowanceAPI
+import Foundation
+import Store
+import Yams
+
+/// The relay's part of the config file: `relay`, `sinks`, `rules`, `templates`. Read with line numbers so each
+/// mistake is reported with file, line, key and a fix; the daemon refuses to start on any of them.
+public struct RelayConfig: Sendable {
+    public var formatting = Formatting()
+    /// In the file's order.
+    public var sinks: [SinkConfig] = []
+    public var rules: [Rule] = []
+    public var templates: [RelayEvent.Kind: Template] = [:]
+    public var titles: [RelayEvent.Kind: Template] = [:]
+    /// A hub connection down this long raises `connection.lost`.
+    public var connectionLostAfter: TimeInterval = 300
+
+    public init() {}
+
+    public var sinksByName: [String: SinkConfig] { Dictionary(uniqueKeysWithValues: sinks.map { ($0.name, $0) }) }
+
+    /// The text and title templates for an alert of `kind` at `sink`: the sink's, else the file's, else built in.
+    public func templates(for kind: RelayEvent.Kind, sink: SinkConfig) -> (title: Template, text: Template) {
+        let text = sink.templates[kind] ?? templates[kind] ?? (try! Template(DefaultTemplates.text[kind]!))
+        let title = sink.titles[kind] ?? titles[kind] ?? (try! Template(DefaultTemplates.title[kind]!))
+        return (title, text)
+    }
+
+    /// Without rules every sink gets the alerts people want by default.
+    static func defaultRules(_ sinks: [SinkConfig]) -> [Rule] {
+        [
+            Rule(
+                name: "default",
+                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled],
+                to: sinks.map(\.name))
+        ]
+    }
+
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError)
+        -> RelayConfig
+    {
+        guard let file else { return RelayConfig() }
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw ConfigError(file: file, line: 0, key: "", "cannot be read", fix: "check the path and its permissions")
+        }
+        return try parse(text, file: file, environment: environment)
+    }
+
+    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigError) -> RelayConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch {
+            throw ConfigError(file: file, line: 0, key: "", "is not valid YAML: \(error)", fix: "fix the YAML syntax")
+        }
+        var config = RelayConfig()
+        guard let root else { return config }
+        let top = Reader(node: root, key: "", file: file)
+        guard let map = root.mapping else { throw top.error("the file must be a mapping of sections", fix: "start with `server:`") }
+
+        if let relay = map["relay"].map({ top.child($0, "relay") }) {
+            try relay.allowOnly(["currency", "locale", "link", "connection_lost_minutes"])
+            if let c = try relay.string("currency") {
+                guard c.count == 3, c.allSatisfy(\.isLetter) else {
+                    throw relay.error("currency '\(c)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP", at: "currency")
+                }
+                config.formatting.currency = c.uppercased()
+            }
+            if let l = try relay.string("locale") { config.formatting.locale = l }
+            config.formatting.link = try relay.string("link")
+            if let m = try relay.int("connection_lost_minutes") { config.connectionLostAfter = Double(m) * 60 }
+        }
+
+        if let sinksNode = map["sinks"] {
+            let sinks = top.child(sinksNode, "sinks")
+            guard let entries = sinksNode.mapping else { throw sinks.error("must map sink names to sinks", fix: "see config/reference.yaml") }
+            for (k, v) in entries {
+                guard let name = k.string, !name.isEmpty else { throw sinks.error("a sink name must be text", fix: "e.g. family-chat:") }
+                config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", line: k.mark?.line), environment))
+            }
+        }
+        let sinkNames = Set(config.sinks.map(\.name))
+
+        if let tNode = map["templates"] {
+            let t = top.child(tNode, "templates")
+            (config.templates, config.titles) = try parseTemplates(t)
+        }
+
+        if let rulesNode = map["rules"] {
+            let rules = top.child(rulesNode, "rules")
+            guard let list = rulesNode.sequence else { throw rules.error("must be a list of rules", fix: "start each rule with `- name:`") }
+            for (i, r) in list.enumerated() {
+                config.rules.append(try parseRule(rules.child(r, "rules[\(i)]"), index: i, sinks: sinkNames))
+            }
+        } else {
+            config.rules = defaultRules(config.sinks)
+        }
+        return config
+    }
+
+    private static func parseSink(_ name: String, _ r: Reader, _ env: [String: String]) throws(ConfigError) -> SinkConfig {
+        // The compact form: `chat: discord://id/token`.
+        if let text = r.node.string {
+            guard let s = SinkConfig.compact(text, name: name) else {
+                throw r.error("is not a sink URL I know", fix: "use discord://, slack://, ntfy(s)://, tgram://, gotify(s)://, json(s)://, matrix(s)://, or a mapping with type:")
+            }
+            return s
+        }
+        try r.allowOnly([
+            "type", "url", "url_file", "token", "token_file", "secret", "secret_file", "room", "chat_id", "username",
+            "rate_limit", "quiet_hours", "templates", "timeout_seconds", "max_age_hours",
+        ])
+        let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
+        func secret(_ key: String) throws(ConfigError) -> Secret? {
+            if let v = env[envPrefix + key.uppercased()], !v.isEmpty { return Secret(v) }
+            if let v = try r.string(key) { return Secret(v) }
+            if let f = try r.string(key + "_file") {
+                do { return try Secret.read(file: f, what: "\(key) file of sink \(name)") } catch {
+                    throw r.error(error.message, fix: "make the file readable by the relay's user only (chmod 600)", at: key + "_file")
+                }
+            }
+            return nil
+        }
+        let urlSecret = try secret("url")
+        var sink: SinkConfig
+        if let typeText = try r.string("type") {
+            guard let kind = SinkConfig.Kind(rawValue: typeText) else {
+                throw r.error(
+                    "type '\(typeText)' is not a sink type", fix: "use one of " + SinkConfig.Kind.allCases.map(\.rawValue).joined(separator: ", "),
+                    at: "type")
+            }
+            sink = SinkConfig(name: name, kind: kind)
+            if let u = urlSecret?.value {
+                if let compact = SinkConfig.compact(u, name: name), compact.kind == kind {
+                    sink = compact
+                } else {
+                    guard let url = URL(string: u), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host() != nil
+                    else { throw r.error("url is not an http:// or https:// URL", fix: "e.g. https://hooks.example.org/allowance", at: "url") }
+                    sink.url = url
+                }
+            }
+        } else if let u = urlSecret?.value, let compact = SinkConfig.compact(u, name: name) {
+            sink = compact
+        } else {
+            throw r.error("has no type", fix: "add type: (\(SinkConfig.Kind.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        if let t = try secret("token") { sink.token = t }
+        if let s = try secret("secret") {
+            sink.secrets = s.value.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," }).map { Secret(String($0)) }
+            for one in sink.secrets where !one.value.hasPrefix("whsec_") || Data(base64Encoded: String(one.value.dropFirst(6))) == nil {
+                throw r.error("a webhook secret must be whsec_ followed by base64", fix: "generate one: echo whsec_$(head -c 32 /dev/urandom | base64)", at: "secret")
+            }
+        }
+        sink.room = try r.string("room") ?? sink.room
+        sink.chatId = try r.string("chat_id") ?? sink.chatId
+        sink.username = try r.string("username")
+        if let limit = try r.string("rate_limit") {
+            let parts = limit.split(separator: "/")
+            let per: [String: Double] = ["s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hour": 3600]
+            guard parts.count == 2, let n = Int(parts[0]), n > 0, let seconds = per[String(parts[1])] else {
+                throw r.error("rate_limit '\(limit)' is not COUNT/UNIT", fix: "e.g. 1/s, 30/min, 100/hour", at: "rate_limit")
+            }
+            sink.rateLimit = (n, seconds)
+        }
+        if let q = try r.string("quiet_hours") {
+            guard let quiet = QuietHours(q) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
+            sink.quietHours = quiet
+        }
+        if let t = r.node.mapping?["templates"] { (sink.templates, sink.titles) = try parseTemplates(r.child(t, r.key + ".templates")) }
+        if let t = try r.int("timeout_seconds") { sink.timeout = Double(t) }
+        if let h = try r.int("max_age_hours") { sink.maxAge = Double(h) * 3600 }
+
+        // What each type needs.
+        let needsURL: Set<SinkConfig.Kind> = [.webhook, .slack, .discord, .teams, .mattermost, .ntfy, .gotify, .matrix]
+        if needsURL.contains(sink.kind), sink.url == nil {
+            throw r.error("needs a url", fix: "set url: (or url_file:, or \(envPrefix)URL)")
+        }
+        if [.matrix, .telegram, .gotify].contains(sink.kind), sink.token == nil {
+            throw r.error("needs a token", fix: "set token_file: (mode 600) or \(envPrefix)TOKEN")
+        }
+        if sink.kind == .matrix, sink.room == nil { throw r.error("needs a room", fix: "e.g. room: \"!abc:example.org\"") }
+        if sink.kind == .telegram, sink.chatId == nil { throw r.error("needs a chat_id", fix: "e.g. chat_id: \"123456789\"") }
+        if sink.kind == .telegram, sink.url == nil { sink.url = URL(string: "https://api.telegram.org") }
+        return sink
+    }
+
+    private static func parseTemplates(_ r: Reader) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+        guard let entries = r.node.mapping else { throw r.error("must map alert kinds to templates", fix: "e.g. transaction.created: \"{child}: {amount}\"") }
+        var texts: [RelayEvent.Kind: Template] = [:]
+        var titles: [RelayEvent.Kind: Template] = [:]
+        for (k, v) in entries {
+            let key = k.string ?? ""
+            let isTitle = key.hasSuffix(".title")
+            let kindText = isTitle ? String(key.dropLast(6)) : key
+            let child = r.child(v, "\(r.key).\(key)", line: k.mark?.line)
+            guard let kind = RelayEvent.Kind(rawValue: kindText) else {
+                throw child.error(
+                    "'\(kindText)' is not an alert kind", fix: "use one of " + RelayEvent.Kind.allCases.map(\.rawValue).joined(separator: ", ")
+                        + " (add .title for the title)")
+            }
+            guard let source = v.string else { throw child.error("must be text", fix: "quote the template") }
+            do {
+                if isTitle { titles[kind] = try Template(source) } else { texts[kind] = try Template(source) }
+            } catch {
+                throw child.error("bad template: \(error.message)", fix: "see the placeholders in config/reference.yaml")
+            }
+        }
+        return (texts, titles)
+    }
+
+    private static func parseRule(_ r: Reader, index: Int, sinks: Set<String>) throws(ConfigError) -> Rule {
+        try r.allowOnly([
+            "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to", "urgency",
+            "quiet_hours", "dedup_minutes", "digest",
+        ])
+        let name = try r.string("name") ?? "rule \(index + 1)"
+        let eventTexts = try r.strings("event")
+        guard !eventTexts.isEmpty else {
+            throw r.error("has no event", fix: "e.g. event: transaction.created (or a list)")
+        }
+        var events = Set<RelayEvent.Kind>()
+        for e in eventTexts {
+            guard let kind = RelayEvent.Kind(rawValue: e), kind != .digest, kind != .test else {
+                throw r.error(
+                    "event '\(e)' is not an event kind",
+                    fix: "use " + RelayEvent.Kind.allCases.filter { $0 != .digest && $0 != .test }.map(\.rawValue).joined(separator: ", "), at: "event")
+            }
+            events.insert(kind)
+        }
+        let to = try r.strings("to")
+        guard !to.isEmpty else { throw r.error("has no `to`", fix: "name the sinks, e.g. to: [family-chat]") }
+        for s in to where !sinks.contains(s) {
+            throw r.error("sends to '\(s)', which is not a sink", fix: "define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
+        }
+        var rule = Rule(name: name, events: events, to: to)
+        rule.children = Set(try r.strings("child").map { $0.lowercased() })
+        if let t = try r.string("type") {
+            guard let type = TransactionType(rawValue: t.prefix(1).uppercased() + t.dropFirst().lowercased()) else {
+                throw r.error("type '\(t)' is neither credit nor debit", fix: "type: credit or type: debit", at: "type")
+            }
+            rule.type = type
+        }
+        rule.amountAtLeast = try r.money("amount_at_least")
+        rule.amountBelow = try r.money("amount_below")
+        rule.descriptionContains = try r.string("description_contains")
+        rule.below = try r.money("below")
+        if events.contains(.balanceLow), rule.below == nil {
+            throw r.error("watches balance.low without a threshold", fix: "add below: 5.00")
+        }
+        if let u = try r.string("urgency") {
+            guard let urgency = PlannedDelivery.Urgency(rawValue: u) else {
+                throw r.error("urgency '\(u)' is not low, normal or critical", fix: "urgency: critical bypasses quiet hours", at: "urgency")
+            }
+            rule.urgency = urgency
+        }
+        if let q = try r.string("quiet_hours") {
+            guard let quiet = QuietHours(q) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
+            rule.quietHours = quiet
+        }
+        if let m = try r.int("dedup_minutes") { rule.dedupWindow = Double(m) * 60 }
+        if let d = try r.bool("digest") { rule.digest = d }
+        return rule
+    }
+}
+
+/// A config mistake: where it is, what is wrong, how to fix it.
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    public let file: String
+    public let line: Int
+    public let key: String
+    public let message: String
+    public let fix: String
+
+    init(file: String, line: Int, key: String, _ message: String, fix: String) {
+        self.file = file
+        self.line = line
+        self.key = key
+        self.message = message
+        self.fix = fix
+    }
+
+    public var description: String {
+        "\(file)\(line > 0 ? ":\(line)" : ""): \(key.isEmpty ? "" : key + ": ")\(message). Fix: \(fix)."
+    }
+}
+
+/// A YAML node with the key path that leads to it, for typed reads and errors that point at the line.
+struct Reader {
+    let node: Node
+    let key: String
+    let file: String
+    /// The line of the key that names this node (a mapping's own mark is at its first entry).
+    var line: Int?
+
+    func child(_ node: Node, _ key: String, line: Int? = nil) -> Reader { Reader(node: node, key: key, file: file, line: line) }
+
+    func error(_ message: String, fix: String, at sub: String? = nil) -> ConfigError {
+        let at = sub.flatMap { node.mapping?[$0] }?.mark?.line ?? line ?? node.mark?.line ?? 0
+        return ConfigError(file: file, line: at, key: sub.map { "\(key).\($0)" } ?? key, message, fix: fix)
+    }
+
+    func allowOnly(_ keys: Set<String>) throws(ConfigError) {
+        guard let map = node.mapping else { throw error("must be a mapping", fix: "indent its keys under it") }
+        for (k, v) in map {
+            let name = k.string ?? ""
+            if !keys.contains(name) {
+                throw ConfigError(
+                    file: file, line: k.mark?.line ?? v.mark?.line ?? 0, key: "\(key).\(name)", "is not a known key",
+                    fix: "use one of " + keys.sorted().joined(separator: ", "))
+            }
+        }
+    }
+
+    func string(_ k: String) throws(ConfigError) -> String? {
+        guard let v = node.mapping?[k] else { return nil }
+        guard let s = v.scalar?.string else { throw error("must be a single value", fix: "write it on one line", at: k) }
+        return s
+    }
+
+    /// A value or a list of values.
+    func strings(_ k: String) throws(ConfigError) -> [String] {
+        guard let v = node.mapping?[k] else { return [] }
+        if let s = v.scalar?.string { return [s] }
+        guard let list = v.sequence else { throw error("must be a value or a list", fix: "e.g. [a, b]", at: k) }
+        var out: [String] = []
+        for item in list {
+            guard let s = item.scalar?.string else { throw error("must be a list of values", fix: "e.g. [a, b]", at: k) }
+            out.append(s)
+        }
+        return out
+    }
+
+    func int(_ k: String) throws(ConfigError) -> Int? {
+        guard let s = try string(k) else { return nil }
+        guard let n = Int(s), n > 0 else { throw error("'\(s)' is not a whole number above 0", fix: "e.g. 5", at: k) }
+        return n
+    }
+
+    func bool(_ k: String) throws(ConfigError) -> Bool? {
+        guard let s = try string(k) else { return nil }
+        switch s.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default: throw error("'\(s)' is not true or false", fix: "write true or false", at: k)
+        }
+    }
+
+    func money(_ k: String) throws(ConfigError) -> Decimal? {
+        guard let s = try string(k) else { return nil }
+        guard let d = Money.decimal(.number(s)), d >= 0 else { throw error("'\(s)' is not an amount", fix: "e.g. 5.00", at: k) }
+        return d
+    }
+}

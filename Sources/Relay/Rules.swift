@@ -1,0 +1,104 @@
+import AllowanceAPI
+import Foundation
+import Store
+
+/// One routing rule: which events (and which of their details) go to which sinks, and how.
+public struct Rule: Sendable {
+    public var name: String
+    public var events: Set<RelayEvent.Kind>
+    /// Children by first name or id (lower case); empty: every child.
+    public var children: Set<String> = []
+    public var type: TransactionType?
+    public var amountAtLeast: Decimal?
+    public var amountBelow: Decimal?
+    /// Case-insensitive text the description must contain.
+    public var descriptionContains: String?
+    /// For `balance.low`: the threshold (the alert fires when the balance drops below it).
+    public var below: Decimal?
+    public var to: [String]
+    public var urgency: PlannedDelivery.Urgency = .normal
+    /// Over the sinks' own quiet hours. Critical alerts are never held.
+    public var quietHours: QuietHours?
+    public var dedupWindow: TimeInterval?
+    /// Fold the transactions of a catch-up (or of quiet hours) into one message per child.
+    public var digest = true
+
+    public init(name: String, events: Set<RelayEvent.Kind>, to: [String]) {
+        self.name = name
+        self.events = events
+        self.to = to
+    }
+
+    func matchesDetails(_ e: RelayEvent) -> Bool {
+        if !children.isEmpty {
+            let names = [e.childName?.lowercased(), e.childId?.uuidString.lowercased()].compactMap { $0 }
+            guard names.contains(where: children.contains) else { return false }
+        }
+        if let type { guard e.transaction?.type == type else { return false } }
+        if let amountAtLeast { guard let a = e.transaction?.amount, a >= amountAtLeast else { return false } }
+        if let amountBelow { guard let a = e.transaction?.amount, a < amountBelow else { return false } }
+        if let descriptionContains {
+            guard e.transaction?.description.range(of: descriptionContains, options: .caseInsensitive) != nil else { return false }
+        }
+        return true
+    }
+
+    /// The kinds of alert this rule raises for `e`: its own kind, and `balance.low` when the balance crossed the
+    /// threshold (from at or above to below: once per drop, not at every later event).
+    func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
+        guard matchesDetails(e) else { return [] }
+        var kinds: [RelayEvent.Kind] = []
+        if events.contains(e.kind) { kinds.append(e.kind) }
+        if events.contains(.balanceLow), let below, let balance = e.balance, balance < below,
+            e.kind == .transactionCreated || e.kind == .balanceUpdated,
+            e.previousBalance.map({ $0 >= below }) ?? false
+        {
+            kinds.append(.balanceLow)
+        }
+        return kinds
+    }
+}
+
+/// The rules as an `AlertPlanner`: pure, quick, run inside the store's write transaction.
+public struct RulePlanner: AlertPlanner {
+    public let rules: [Rule]
+    public let sinks: [String: SinkConfig]
+    /// Caught-up transactions wait this long, so the pages of one catch-up gather into one digest.
+    public var digestGathering: TimeInterval = 3
+    let now: @Sendable () -> Date
+
+    public init(rules: [Rule], sinks: [String: SinkConfig], now: @escaping @Sendable () -> Date = { Date() }) {
+        self.rules = rules
+        self.sinks = sinks
+        self.now = now
+    }
+
+    public func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+        let now = now()
+        var planned: [PlannedDelivery] = []
+        var taken = Set<String>()  // kind|sink: the first rule that routes an alert to a sink decides how
+        for rule in rules {
+            for kind in rule.kinds(for: e) {
+                for sink in rule.to where sink != e.sink && sinks[sink] != nil {
+                    guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
+                    var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
+                    let foldable = kind == .transactionCreated && rule.digest
+                    if e.caughtUp && foldable {
+                        p.digest = true
+                        p.notBefore = now.addingTimeInterval(digestGathering)
+                    }
+                    if rule.urgency != .critical, let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now) {
+                        p.notBefore = quiet.end(after: now)
+                        p.digest = foldable
+                    }
+                    if let window = rule.dedupWindow {
+                        p.dedupKey = "\(rule.name)|\(kind.rawValue)|\(e.childId?.uuidString.lowercased() ?? "-")"
+                        p.dedupWindow = window
+                    }
+                    planned.append(p)
+                }
+            }
+        }
+        return planned
+    }
+}

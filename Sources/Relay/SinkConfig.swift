@@ -1,0 +1,159 @@
+import AllowanceAPI
+import Foundation
+import Store
+
+/// One destination, as the config file describes it.
+public struct SinkConfig: Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
+        case webhook, slack, discord, teams, mattermost, ntfy, gotify, matrix, telegram, desktop
+    }
+
+    public var name: String
+    public var kind: Kind
+    /// The endpoint (webhook, Slack, Discord, Teams, Mattermost, ntfy topic URL) or the server's base URL (Matrix,
+    /// Telegram, Gotify). Often a secret itself (Slack and Discord URLs carry their token): never logged.
+    public var url: URL?
+    /// Matrix access token, Telegram bot token, Gotify app token, ntfy access token.
+    public var token: Secret?
+    /// Standard Webhooks secrets (`whsec_...`): the first signs, all are sent during a rotation.
+    public var secrets: [Secret] = []
+    public var room: String?
+    public var chatId: String?
+    public var username: String?
+    /// At most `count` sends per `seconds`. Slack, Discord and Telegram ask for about one a second per channel.
+    public var rateLimit: (count: Int, seconds: Double)?
+    public var quietHours: QuietHours?
+    /// Per-kind templates for this sink (over the global ones, over the built-in ones).
+    public var templates: [RelayEvent.Kind: Template] = [:]
+    public var titles: [RelayEvent.Kind: Template] = [:]
+    public var timeout: Double = 15
+    /// A delivery still failing after this long is given up (dead letter).
+    public var maxAge: TimeInterval = 86400
+
+    public init(name: String, kind: Kind) {
+        self.name = name
+        self.kind = kind
+        if [.slack, .discord, .telegram].contains(kind) { rateLimit = (1, 1) }
+    }
+
+    /// The most characters a message may have at this destination.
+    public var maxLength: Int {
+        switch kind {
+        case .discord: 2000
+        case .telegram: 4096
+        case .ntfy: 4096
+        case .slack, .mattermost: 16000
+        case .teams: 20000
+        case .gotify, .matrix, .webhook, .desktop: 30000
+        }
+    }
+
+    /// Escapes a placeholder's value for the destination's markup.
+    public func escape(_ text: String, markup: Bool) -> String {
+        switch kind {
+        case .slack, .mattermost:
+            return text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;")
+        case .telegram, .matrix:
+            return Self.html(text)
+        case .desktop:
+            return markup ? Self.html(text) : text
+        case .discord, .teams, .ntfy, .gotify, .webhook:
+            return text
+        }
+    }
+
+    static func html(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    /// Reads the compact URL forms people know from Apprise: `discord://id/token`, `slack://T/B/X`,
+    /// `ntfy://host/topic`, `tgram://bottoken/chat_id`, `gotify://host/token`, `json://` / `jsons://host/path`
+    /// (a generic webhook over http / https), `matrixs://token@host/!room:server`. Nil: not a compact form.
+    public static func compact(_ text: String, name: String) -> SinkConfig? {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else { return nil }
+        let path = c.path.split(separator: "/").map(String.init)
+        switch scheme {
+        case "discord" where path.count == 1:
+            var s = SinkConfig(name: name, kind: .discord)
+            s.url = URL(string: "https://discord.com/api/webhooks/\(host)/\(path[0])")
+            return s
+        case "slack" where path.count == 2:
+            var s = SinkConfig(name: name, kind: .slack)
+            s.url = URL(string: "https://hooks.slack.com/services/\(host)/\(path[0])/\(path[1])")
+            return s
+        case "ntfy", "ntfys":
+            var s = SinkConfig(name: name, kind: .ntfy)
+            s.url = URL(string: "\(scheme == "ntfy" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(c.path)")
+            return s
+        case "tgram" where path.count == 1:
+            var s = SinkConfig(name: name, kind: .telegram)
+            s.url = URL(string: "https://api.telegram.org")
+            s.token = Secret(host)
+            s.chatId = path[0]
+            return s
+        case "gotify", "gotifys":
+            guard let token = path.last else { return nil }
+            var s = SinkConfig(name: name, kind: .gotify)
+            let prefix = path.dropLast().map { "/" + $0 }.joined()
+            s.url = URL(string: "\(scheme == "gotify" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(prefix)")
+            s.token = Secret(token)
+            return s
+        case "json", "jsons":
+            var s = SinkConfig(name: name, kind: .webhook)
+            s.url = URL(string: "\(scheme == "json" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(c.path)")
+            return s
+        case "matrix", "matrixs":
+            guard let user = c.user, let room = path.first else { return nil }
+            var s = SinkConfig(name: name, kind: .matrix)
+            s.url = URL(string: "\(scheme == "matrix" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")")
+            s.token = Secret(user)
+            s.room = room
+            return s
+        default:
+            return nil
+        }
+    }
+}
+
+/// A daily quiet period in local time, e.g. 22:00-07:00 (may cross midnight).
+public struct QuietHours: Sendable, Equatable {
+    public let start: Int  // minutes after midnight
+    public let end: Int
+    public let timeZone: TimeZone
+
+    public init?(_ text: String, timeZone: TimeZone = .current) {
+        let halves = text.split(separator: "-").map { $0.trimmingCharacters(in: .whitespaces) }
+        func minutes(_ s: String) -> Int? {
+            let hm = s.split(separator: ":")
+            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+            return h * 60 + m
+        }
+        guard halves.count == 2, let a = minutes(halves[0]), let b = minutes(halves[1]), a != b else { return nil }
+        start = a
+        end = b
+        self.timeZone = timeZone
+    }
+
+    private func minuteOfDay(_ date: Date) -> Int {
+        var cal = Calendar(identifier: .gregorian)
+        cal.timeZone = timeZone
+        let c = cal.dateComponents([.hour, .minute], from: date)
+        return (c.hour ?? 0) * 60 + (c.minute ?? 0)
+    }
+
+    public func contains(_ date: Date) -> Bool {
+        let m = minuteOfDay(date)
+        return start < end ? (m >= start && m < end) : (m >= start || m < end)
+    }
+
+    /// When the quiet period that `date` falls in ends.
+    public func end(after date: Date) -> Date {
+        let m = minuteOfDay(date)
+        var wait = end - m
+        if wait <= 0 { wait += 24 * 60 }
+        let seconds = Calendar(identifier: .gregorian).component(.second, from: date)
+        return date.addingTimeInterval(Double(wait * 60 - seconds))
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Store
+
+/// What a sink is asked to send: one rendered alert with its stable delivery id.
+public struct Message: Sendable {
+    /// The delivery id: the same on every retry (webhook-id, Matrix txnId, an idempotency key).
+    public var id: String
+    public var kind: RelayEvent.Kind
+    public var urgency: PlannedDelivery.Urgency
+    public var title: String
+    public var text: String
+    public var event: RelayEvent
+}
+
+/// How one attempt ended, and what the worker does next.
+public enum DeliveryOutcome: Sendable, Equatable {
+    case delivered
+    /// Worth another try later (408, 5xx, network, a redirect not followed); `after` is what the server asked for.
+    case retry(String, after: TimeInterval?)
+    /// 429: the whole sink waits `after` seconds (or a back-off when the server did not say).
+    case throttled(String, after: TimeInterval?)
+    /// 410, Discord's unknown webhook: the destination is gone; the sink is switched off.
+    case disable(String)
+    /// Another 4xx: this alert will never be accepted (dead letter with the reason).
+    case rejected(String)
+    /// The sink cannot work right now (no session bus, no notification server): it waits and tries again later.
+    case unavailable(String)
+}
+
+/// A destination. Implementations render nothing themselves: they put a `Message` on the wire and classify the answer.
+public protocol Sink: Sendable {
+    var config: SinkConfig { get }
+    /// Whether placeholder values must be escaped for markup (asked once per batch; desktop servers differ).
+    func supportsMarkup() async -> Bool
+    func send(_ message: Message) async -> DeliveryOutcome
+}
+
+extension Sink {
+    public func supportsMarkup() async -> Bool { true }
+}
+
+/// Builds the sink for a config.
+public func makeSink(_ config: SinkConfig) -> any Sink {
+    config.kind == .desktop ? DesktopSink(config: config) : HTTPSink(config: config)
+}

@@ -1,0 +1,142 @@
+import AllowanceAPI
+import Foundation
+import SignalRProtocol
+
+/// Something that happened which the relay's rules may turn into alerts. The store builds it inside the SQLite
+/// transaction that records the happening, and keeps it (as JSON) in each delivery row it plans.
+public struct RelayEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable {
+        case transactionCreated = "transaction.created"
+        case balanceUpdated = "balance.updated"
+        /// Derived by the planner: a balance went below a rule's threshold.
+        case balanceLow = "balance.low"
+        case outboxRejected = "outbox.rejected"
+        case outboxDead = "outbox.dead"
+        case connectionLost = "connection.lost"
+        case deliveryDisabled = "delivery.disabled"
+        /// Several transactions of one child folded into one message (after a catch-up or quiet hours).
+        case digest = "digest"
+        /// `allowance-relay notify test`.
+        case test = "test"
+    }
+
+    public var kind: Kind
+    public var at: Date
+    public var childId: UUID?
+    public var childName: String?
+    public var transaction: Transaction?
+    /// The balance after the event, and before it (as the cache had it).
+    public var balance: Decimal?
+    public var previousBalance: Decimal?
+    /// Fetched by a catch-up rather than pushed live.
+    public var caughtUp: Bool
+    /// Free text: why a write was refused, which sink was disabled, how long the hub has been away.
+    public var detail: String?
+    /// For a digest: how many transactions, and their signed sum.
+    public var count: Int?
+    public var total: Decimal?
+    /// For `delivery.disabled`: the sink that was disabled (it is not told about itself).
+    public var sink: String?
+
+    public init(
+        kind: Kind, at: Date, childId: UUID? = nil, childName: String? = nil, transaction: Transaction? = nil,
+        balance: Decimal? = nil, previousBalance: Decimal? = nil, caughtUp: Bool = false, detail: String? = nil,
+        count: Int? = nil, total: Decimal? = nil, sink: String? = nil
+    ) {
+        self.kind = kind
+        self.at = at
+        self.childId = childId
+        self.childName = childName
+        self.transaction = transaction
+        self.balance = balance
+        self.previousBalance = previousBalance
+        self.caughtUp = caughtUp
+        self.detail = detail
+        self.count = count
+        self.total = total
+        self.sink = sink
+    }
+
+    /// The documented `data` object of the generic webhook (version 1): stable keys, money as JSON numbers.
+    public var json: JSONValue {
+        var members: [(key: String, value: JSONValue)] = [("kind", .string(kind.rawValue)), ("at", .string(ISO.string(at)))]
+        if let childId { members.append(("childId", .string(childId.lowercased))) }
+        if let childName { members.append(("childName", .string(childName))) }
+        if let t = transaction {
+            members.append(
+                ("transaction",
+                 [
+                    "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
+                    "amount": .number("\(t.amount)"),
+                    "description": .string(t.description), "balanceAfter": .number("\(t.balanceAfter)"),
+                    "createdAt": .string(ISO.string(t.createdAt)), "createdByName": .string(t.createdByName),
+                 ]))
+        }
+        if let balance { members.append(("balance", .number("\(balance)"))) }
+        if let previousBalance { members.append(("previousBalance", .number("\(previousBalance)"))) }
+        members.append(("caughtUp", .bool(caughtUp)))
+        if let detail { members.append(("detail", .string(detail))) }
+        if let count { members.append(("count", .number(String(count)))) }
+        if let total { members.append(("total", .number("\(total)"))) }
+        if let sink { members.append(("sink", .string(sink))) }
+        return .object(members)
+    }
+
+    public init(json: JSONValue) throws(PayloadError) {
+        guard let k = json["kind"]?.stringValue.flatMap(Kind.init(rawValue:)) else {
+            throw PayloadError(message: "alert: unknown kind \(json["kind"]?.serialized ?? "null")")
+        }
+        kind = k
+        at = json["at"]?.stringValue.flatMap(ISODate.parse) ?? .distantPast
+        childId = json["childId"]?.stringValue.flatMap(UUID.init(uuidString:))
+        childName = json["childName"]?.stringValue
+        if let t = json["transaction"] { transaction = try Transaction(json: t) }
+        balance = json["balance"].flatMap(Money.decimal)
+        previousBalance = json["previousBalance"].flatMap(Money.decimal)
+        caughtUp = json["caughtUp"]?.boolValue ?? false
+        detail = json["detail"]?.stringValue
+        count = json["count"]?.intValue
+        total = json["total"].flatMap(Money.decimal)
+        sink = json["sink"]?.stringValue
+    }
+}
+
+/// Turns events into deliveries: the relay's rules. Called inside the store's write transaction, so it must be
+/// quick and must not touch the database; whatever it returns is written in that same transaction.
+public protocol AlertPlanner: Sendable {
+    func plan(_ event: RelayEvent) -> [PlannedDelivery]
+}
+
+/// One alert owed to one sink.
+public struct PlannedDelivery: Sendable, Equatable {
+    public enum Urgency: String, Sendable, CaseIterable {
+        case low, normal, critical
+    }
+
+    public var sink: String
+    public var rule: String
+    /// The kind the rule matched (may differ from the event's: `balance.low` is derived from a balance change).
+    public var kind: RelayEvent.Kind
+    public var urgency: Urgency
+    /// May be folded with others of the same child into one digest message.
+    public var digest: Bool
+    /// Not sent before this time (quiet hours; a short wait that lets a catch-up's pages gather into one digest).
+    public var notBefore: Date?
+    /// An equal key on the same sink within `dedupWindow` means: already said, skip.
+    public var dedupKey: String?
+    public var dedupWindow: TimeInterval?
+
+    public init(
+        sink: String, rule: String, kind: RelayEvent.Kind, urgency: Urgency, digest: Bool = false, notBefore: Date? = nil,
+        dedupKey: String? = nil, dedupWindow: TimeInterval? = nil
+    ) {
+        self.sink = sink
+        self.rule = rule
+        self.kind = kind
+        self.urgency = urgency
+        self.digest = digest
+        self.notBefore = notBefore
+        self.dedupKey = dedupKey
+        self.dedupWindow = dedupWindow
+    }
+}

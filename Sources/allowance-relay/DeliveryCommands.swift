@@ -1,0 +1,149 @@
+import AllowanceAPI
+import ArgumentParser
+import Foundation
+import Relay
+import SignalRProtocol
+import Store
+
+/// `allowance-relay deliveries list|retry|enable|purge`: the ledger of alerts owed to each sink.
+struct DeliveriesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deliveries",
+        abstract: "The alerts owed to each sink: pending, delivered, dead letters.",
+        discussion: """
+            Every alert is one row per sink, kept until it is delivered or given up. Works offline and while
+            `run` is running.
+
+            Examples:
+              allowance-relay deliveries list --state dead
+              allowance-relay deliveries list --sink family-chat --json | jq '.[].lastError'
+              allowance-relay deliveries retry --sink family-chat      # all dead letters of a sink
+              allowance-relay deliveries enable family-chat             # after a 410 switched it off
+              allowance-relay deliveries purge --older-than 30          # delivered rows older than 30 days
+            """,
+        subcommands: [List.self, Retry.self, Enable.self, Purge.self],
+        defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Deliveries, newest first.")
+        @OptionGroup var options: CacheOptions
+        @Option(help: "Only this sink's.") var sink: String?
+        @Option(help: "Only in this state: pending, in_flight, delivered, dead, merged.") var state: String?
+        @Option(help: "How many.") var limit = 50
+
+        func validate() throws {
+            if let state, !["pending", "in_flight", "delivered", "dead", "merged"].contains(state) {
+                throw ValidationError("--state must be pending, in_flight, delivered, dead or merged.")
+            }
+        }
+
+        func run() async throws {
+            let store = try await options.openStore()
+            let rows = try store.deliveries(sink: sink, state: state, limit: limit)
+            if options.json {
+                options.emit(.array(rows.map { d in
+                    [
+                        "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
+                        "state": .string(d.state), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
+                        "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
+                        "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null,
+                        "event": d.event.json,
+                    ]
+                }))
+                return
+            }
+            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "ID", "LAST ERROR"]] + rows.map { d in
+                [iso(d.createdAt), d.sink, d.kind.rawValue, d.state, String(d.attempts), d.id, String((d.lastError ?? "").prefix(60))]
+            }
+            print(Table.render(table, rightAligned: [4]))
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Queue dead letters again (one by id, or all of a sink's).")
+        @OptionGroup var options: CacheOptions
+        @Argument(help: "A delivery id (see `deliveries list`).") var id: String?
+        @Option(help: "All dead letters of this sink.") var sink: String?
+
+        func validate() throws {
+            guard (id == nil) != (sink == nil) else { throw ValidationError("Give a delivery id or --sink, not both or neither.") }
+        }
+
+        func run() async throws {
+            let count = try await options.openStore().retryDeliveries(id: id, sink: sink)
+            guard count > 0 else { throw CLIError("No dead delivery matches \(id ?? "sink \(sink!)").") }
+            print("\(count) delivery(ies) queued again; the running relay sends them now.")
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Switch a sink back on after the server said it was gone (410).")
+        @OptionGroup var options: CacheOptions
+        @Argument(help: "The sink's name.") var sink: String
+
+        func run() async throws {
+            let store = try await options.openStore()
+            guard try store.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
+            try store.enableSink(sink)
+            print("Sink \(sink) is on again; its waiting alerts go out within seconds (restart the relay if it is not running).")
+        }
+    }
+
+    struct Purge: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete finished deliveries older than N days.")
+        @OptionGroup var options: CacheOptions
+        @Option(help: "Age in days.") var olderThan = 30
+        @Flag(help: "Dead letters too.") var dead = false
+
+        func run() async throws {
+            let count = try await options.openStore().purgeDeliveries(
+                before: Date().addingTimeInterval(-Double(olderThan) * 86400), includingDead: dead)
+            print("\(count) delivery row(s) deleted.")
+        }
+    }
+}
+
+/// `allowance-relay notify test --sink NAME`: one test alert, straight to the sink, and what came of it.
+struct NotifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notify", abstract: "Try the sinks.", subcommands: [Test.self], defaultSubcommand: Test.self)
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send a test alert to a sink and say what happened.",
+            discussion: """
+                Sends directly (not through the ledger) and exits 0 when the destination accepted it.
+
+                Examples:
+                  allowance-relay notify test --config relay.yaml --sink family-chat
+                  allowance-relay notify test --config relay.yaml --sink desktop --json
+                """)
+
+        @Option(name: .shortAndLong, help: "YAML config file with the sinks.") var config: String
+        @Option(help: "The sink's name.") var sink: String
+        @Flag(help: "Print JSON instead of a sentence.") var json = false
+
+        func run() async throws {
+            let relay: RelayConfig
+            do { relay = try RelayConfig.load(file: config) } catch { throw CLIError("\(error)") }
+            guard let target = relay.sinksByName[sink] else {
+                throw ValidationError("No sink '\(sink)' in \(config). Known: \(relay.sinks.map(\.name).joined(separator: ", ")).")
+            }
+            let outcome = await relay.sendTest(to: target)
+            let ok = outcome == .delivered
+            let said: String =
+                switch outcome {
+                case .delivered: "delivered"
+                case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+                }
+            if json {
+                print((["sink": .string(sink), "type": .string(target.kind.rawValue), "delivered": .bool(ok), "result": .string(said)] as JSONValue).serialized)
+            } else {
+                print(ok ? "Sink \(sink) (\(target.kind.rawValue)) accepted the test alert." : "Sink \(sink) (\(target.kind.rawValue)) did not take the test alert: \(said)")
+            }
+            if !ok { throw ExitCode(1) }
+        }
+    }
+}
+
+private func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }

@@ -1,0 +1,145 @@
+import AllowanceAPI
+import Foundation
+import Relay
+import Store
+import Testing
+
+let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
+
+func transaction(_ amount: String, _ type: TransactionType = .debit, after: String, description: String = "Stickers") -> Transaction {
+    Transaction(
+        id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: type, description: description,
+        balanceAfter: Decimal(string: after)!, createdAt: Date(timeIntervalSince1970: 1_795_000_000), createdByName: "Pat")
+}
+
+func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) -> RelayEvent {
+    RelayEvent(
+        kind: .transactionCreated, at: Date(), childId: t.childId, childName: "Alice", transaction: t, balance: t.balanceAfter,
+        previousBalance: previous.flatMap { Decimal(string: $0) }, caughtUp: caughtUp)
+}
+
+@Suite struct TemplateTests {
+    @Test func unknownPlaceholdersAndStrayBracesAreErrorsAtLoad() throws {
+        #expect(throws: TemplateError.self) { try Template("{child} spent {amout}") }
+        #expect(throws: TemplateError.self) { try Template("{child") }
+        #expect(throws: TemplateError.self) { try Template("child}") }
+        #expect(try Template("{{literal}} {child}").render(["child": "Alice"]) == "{literal} Alice")
+    }
+
+    @Test func valuesAreEscapedForTheDestinationButTheTemplateIsNot() throws {
+        let t = try Template("*{child}*: {description}")
+        let values = ["child": "Alice", "description": "<b>Fish & Chips</b>"]
+        let slack = SinkConfig(name: "s", kind: .slack)
+        let telegram = SinkConfig(name: "t", kind: .telegram)
+        let desktop = SinkConfig(name: "d", kind: .desktop)
+        #expect(t.render(values) { slack.escape($0, markup: true) } == "*Alice*: &lt;b&gt;Fish &amp; Chips&lt;/b&gt;")
+        #expect(t.render(values) { telegram.escape($0, markup: true) } == "*Alice*: &lt;b&gt;Fish &amp; Chips&lt;/b&gt;")
+        #expect(t.render(values) { desktop.escape($0, markup: false) } == "*Alice*: <b>Fish & Chips</b>", "no markup: plain text")
+    }
+
+    @Test func moneyFollowsCurrencyAndLocale() {
+        let us = Formatting(currency: "USD", locale: "en_US")
+        #expect(us.signed(Decimal(string: "5")!, credit: true) == "+$5.00")
+        #expect(us.signed(Decimal(string: "19.99")!, credit: false) == "-$19.99")
+        let de = Formatting(currency: "EUR", locale: "de_DE")
+        #expect(de.money(Decimal(string: "1234.5")!).replacingOccurrences(of: "\u{00A0}", with: " ") == "1.234,50 €")
+    }
+
+    @Test func theDefaultTransactionTextSaysWhoWhatAndTheBalance() throws {
+        let config = RelayConfig()
+        let e = created(transaction("7.77", after: "13.16"))
+        let m = config.message(id: "x", kind: .transactionCreated, urgency: .normal, event: e, sink: SinkConfig(name: "s", kind: .slack), markup: true)
+        #expect(m.text == "Alice: -$7.77 for \"Stickers\" by Pat. Balance $13.16.")
+        #expect(m.title == "Alice -$7.77")
+    }
+}
+
+@Suite struct RelayConfigTests {
+    let file = "relay.yaml"
+
+    @Test func aFullConfigLoads() throws {
+        let yaml = """
+            server:
+              url: http://x
+            relay:
+              currency: EUR
+              locale: de_DE
+            sinks:
+              audit:
+                type: webhook
+                url: https://hooks.example.org/allowance
+                secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+              chat: discord://1234/abcd
+              phone: ntfys://ntfy.sh/family-money
+              popups:
+                type: desktop
+                quiet_hours: 22:00-07:00
+                templates:
+                  transaction.created: "{child} {amount}"
+            rules:
+              - name: big spending
+                event: transaction.created
+                type: debit
+                amount_at_least: 10
+                to: [chat, popups]
+                urgency: critical
+              - name: low
+                event: balance.low
+                child: Alice
+                below: 5.00
+                to: phone
+            """
+        let c = try RelayConfig.parse(yaml, file: file)
+        #expect(c.sinks.map(\.name) == ["audit", "chat", "phone", "popups"])
+        #expect(c.sinks[1].kind == .discord && c.sinks[1].url?.absoluteString == "https://discord.com/api/webhooks/1234/abcd")
+        #expect(c.sinks[2].kind == .ntfy && c.sinks[2].url?.absoluteString == "https://ntfy.sh/family-money")
+        #expect(c.sinks[1].rateLimit?.count == 1, "Discord's pace by default")
+        #expect(c.sinks[3].quietHours != nil && c.sinks[3].templates[.transactionCreated]?.source == "{child} {amount}")
+        #expect(c.rules.count == 2 && c.rules[0].urgency == .critical && c.rules[1].below == 5)
+        #expect(c.formatting.currency == "EUR")
+        #expect(!"\(c.sinks[0].secrets)".contains("MfKQ"), "secrets never print themselves")
+    }
+
+    @Test(arguments: [
+        ("sinks:\n  chat:\n    type: slack\n    urll: https://x\n", 4, "sinks.chat.urll: is not a known key"),
+        ("sinks:\n  chat:\n    type: skype\n", 3, "sinks.chat.type: type 'skype' is not a sink type"),
+        ("sinks:\n  chat:\n    type: slack\n", 2, "sinks.chat: needs a url"),
+        ("sinks:\n  chat: https://example.org\n", 2, "sinks.chat: is not a sink URL I know"),
+        ("sinks:\n  chat: discord://1/2\ntemplates:\n  transaction.created: \"{child} {amout}\"\n", 4,
+         "templates.transaction.created: bad template: unknown placeholder {amout}"),
+        ("sinks:\n  chat: discord://1/2\nrules:\n  - event: transaction.created\n    to: [chats]\n", 5,
+         "rules[0].to: sends to 'chats', which is not a sink"),
+        ("sinks:\n  chat: discord://1/2\nrules:\n  - event: balance.low\n    to: chat\n", 4, "rules[0]: watches balance.low without a threshold"),
+        ("sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret: hunter2\n", 5,
+         "sinks.hook.secret: a webhook secret must be whsec_ followed by base64"),
+        ("sinks:\n  chat:\n    type: slack\n    url: https://x.example\n    quiet_hours: 10pm-7am\n", 5, "sinks.chat.quiet_hours: quiet_hours '10pm-7am'"),
+    ])
+    func mistakesNameFileLineKeyAndFix(_ yaml: String, _ line: Int, _ expected: String) {
+        do {
+            _ = try RelayConfig.parse(yaml, file: file)
+            Issue.record("accepted:\n\(yaml)")
+        } catch {
+            #expect(error.line == line, "\(error)")
+            #expect(error.description.hasPrefix("relay.yaml:\(line): \(expected)"), "\(error)")
+            #expect(error.description.contains("Fix: "))
+            #expect(!error.description.contains("hunter2"), "a secret is never repeated back")
+        }
+    }
+
+    @Test func aSecretFileOthersCanReadIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-secret-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appending(path: "whsec").path
+        try "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret_file: \(path)\n"
+        #expect(throws: ConfigError.self) { try RelayConfig.parse(yaml, file: file) }
+        chmod(path, 0o600)
+        #expect(try RelayConfig.parse(yaml, file: file).sinks[0].secrets.count == 1)
+    }
+
+    @Test func withoutRulesEverySinkGetsTheUsualAlerts() throws {
+        let c = try RelayConfig.parse("sinks:\n  a: discord://1/2\n  b: slack://T/B/X\n", file: file)
+        #expect(c.rules.count == 1 && c.rules[0].to == ["a", "b"] && c.rules[0].events.contains(.transactionCreated))
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// A real HTTP receiver on 127.0.0.1 and a free port, standing in for Slack, Discord, a webhook endpoint...
+/// It records every request and answers as `respond` says (200 by default).
+public final class WebhookReceiver: Sendable {
+    public struct Received: Sendable {
+        public let method: String
+        public let path: String
+        public let query: String
+        public let headers: [String: String]
+        public let body: [UInt8]
+        public var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    public struct Answer: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var body: String
+        public init(_ status: Int = 200, headers: [String: String] = [:], body: String = "") {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+    }
+
+    private let log = Mutex<[Received]>([])
+    private let responder: Mutex<@Sendable (Received, Int) -> Answer>
+
+    /// `respond` gets each request and how many came before it.
+    public init(respond: @escaping @Sendable (Received, Int) -> Answer = { _, _ in Answer() }) {
+        responder = Mutex(respond)
+    }
+
+    public var received: [Received] { log.withLock { $0 } }
+
+    public func respond(_ r: @escaping @Sendable (Received, Int) -> Answer) { responder.withLock { $0 = r } }
+
+    /// Runs for the length of `body`, which gets the base URL (`http://127.0.0.1:PORT`).
+    public func run(_ body: (URL) async throws -> Void) async throws {
+        let router = Router()
+        router.add(middleware: Recorder(receiver: self))
+        var logger = Logger(label: "receiver")
+        logger.logLevel = .critical
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "receiver"),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService() }
+            var it = stream.makeAsyncIterator()
+            guard let port = await it.next() else { throw HarnessError("the receiver did not start") }
+            defer { group.cancelAll() }
+            try await body(URL(string: "http://127.0.0.1:\(port)")!)
+        }
+    }
+
+    fileprivate func handle(_ request: Request) async throws -> Response {
+        let bytes = try await request.body.collect(upTo: 10 << 20)
+        var headers: [String: String] = [:]
+        for h in request.headers { headers[h.name.canonicalName] = h.value }
+        let r = Received(
+            method: request.method.rawValue, path: request.uri.path, query: request.uri.query ?? "", headers: headers,
+            body: Array(bytes.readableBytesView))
+        let index = log.withLock { l in
+            l.append(r)
+            return l.count - 1
+        }
+        let answer = responder.withLock { $0 }(r, index)
+        var out = HTTPFields()
+        for (k, v) in answer.headers { if let name = HTTPField.Name(k) { out[name] = v } }
+        return Response(status: .init(code: answer.status), headers: out, body: .init(byteBuffer: ByteBuffer(string: answer.body)))
+    }
+}
+
+private struct Recorder: RouterMiddleware {
+    let receiver: WebhookReceiver
+    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+        try await receiver.handle(request)
+    }
+}
