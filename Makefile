@@ -5,18 +5,27 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test test-swift test-interop deps clean
+.PHONY: all build demo test deps test-deps clean
 
 all: build
 
-# System libraries from Debian (libwebsockets for the WebSocket transport, SQLite for the store).
+# System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups).
+BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev pkg-config
+# For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst).
+TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick
+APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
+
 deps:
-	@if ! pkg-config --exists libwebsockets 2>/dev/null || ! pkg-config --exists sqlite3 2>/dev/null \
-	    || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || ! command -v openssl >/dev/null; then \
-	  echo "Installing libwebsockets-dev libsqlite3-dev pkg-config python3-venv openssl (apt-get)"; \
-	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libwebsockets-dev libsqlite3-dev pkg-config python3-venv openssl; \
+	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd 2>/dev/null; then \
+	  echo "Installing $(BUILD_DEBS) (apt-get)"; $(APT) $(BUILD_DEBS); \
+	fi
+
+test-deps: deps
+	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import; do \
+	  command -v $$c >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ] || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
+	  echo "Installing $(TEST_DEBS) (apt-get)"; $(APT) $(TEST_DEBS); \
 	fi
 
 build: deps
@@ -39,7 +48,7 @@ $(VENV)/.installed: Tests/Interop/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Interop/requirements.txt
 	touch $@
 
-test: deps $(VENV)/.installed
+test: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(SWIFT) test

@@ -117,11 +117,18 @@ struct SinkWorker: Sendable {
         min(3600, pow(2, Double(min(attempts, 12)))) * Double.random(in: 0.8...1.2)
     }
 
-    /// Caught-up (or quiet-hours) transactions of one child become one digest message.
+    /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
+    /// the child's others due within the gathering time come along.
     private func fold(_ due: [Delivery]) throws -> [Delivery] {
-        let foldable = Dictionary(grouping: due.filter { $0.digest && $0.kind == .transactionCreated && $0.childId != nil }) { $0.childId! }
-        var out = due.filter { d in !(d.digest && d.kind == .transactionCreated && (foldable[d.childId ?? UUID()]?.count ?? 0) >= 2) }
-        for (child, parts) in foldable where parts.count >= 2 {
+        func foldable(_ d: Delivery) -> Bool { d.digest && d.kind == .transactionCreated && d.childId != nil }
+        var out = due.filter { !foldable($0) }
+        let children = Set(due.filter(foldable).compactMap(\.childId))
+        for child in children {
+            let parts = try store.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5))
+            guard parts.count >= 2 else {
+                out += parts
+                continue
+            }
             let sorted = parts.sorted { ($0.event.transaction?.createdAt ?? $0.createdAt) < ($1.event.transaction?.createdAt ?? $1.createdAt) }
             let total = sorted.reduce(Decimal(0)) { sum, d in
                 guard let t = d.event.transaction else { return sum }

@@ -77,11 +77,24 @@ extension Store {
         try read { db in
             try Row.fetchAll(
                 db,
-                sql: """
-                    SELECT * FROM delivery WHERE sink = ? AND state = 'pending' AND next_attempt_at <= ?
-                    ORDER BY created_at, rowid LIMIT ?
-                    """,
+                sql: "SELECT * FROM delivery WHERE sink = ? AND state = 'pending' AND next_attempt_at <= ? ORDER BY created_at, rowid LIMIT ?",
                 arguments: [sink, ISO.string(now), limit]
+            ).compactMap(Self.delivery)
+        }
+    }
+
+    /// A child's foldable deliveries of `sink` due by `dueBy`: once one is due, the rest of a catch-up's pages
+    /// (which waited only to gather) fold into the same digest.
+    public func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
+        try read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM delivery WHERE sink = ? AND child_id = ? AND state = 'pending' AND digest = 1
+                        AND kind = 'transaction.created' AND next_attempt_at <= ?
+                    ORDER BY created_at, rowid
+                    """,
+                arguments: [sink, child.lowercased, ISO.string(dueBy)]
             ).compactMap(Self.delivery)
         }
     }

@@ -12,6 +12,7 @@ public final class WebhookReceiver: Sendable {
         public let method: String
         public let path: String
         public let query: String
+        /// Names in lower case.
         public let headers: [String: String]
         public let body: [UInt8]
         public var text: String { String(decoding: body, as: UTF8.self) }
@@ -21,14 +22,17 @@ public final class WebhookReceiver: Sendable {
         public var status: Int
         public var headers: [String: String]
         public var body: String
-        public init(_ status: Int = 200, headers: [String: String] = [:], body: String = "") {
+        /// Answer this late (a slow destination).
+        public var delay: Duration
+        public init(_ status: Int = 200, headers: [String: String] = [:], body: String = "", delay: Duration = .zero) {
             self.status = status
             self.headers = headers
             self.body = body
+            self.delay = delay
         }
     }
 
-    private let log = Mutex<[Received]>([])
+    private let log = Mutex<[(Received, ContinuousClock.Instant)]>([])
     private let responder: Mutex<@Sendable (Received, Int) -> Answer>
 
     /// `respond` gets each request and how many came before it.
@@ -36,7 +40,9 @@ public final class WebhookReceiver: Sendable {
         responder = Mutex(respond)
     }
 
-    public var received: [Received] { log.withLock { $0 } }
+    public var received: [Received] { log.withLock { $0.map(\.0) } }
+    /// When each request arrived.
+    public var arrivals: [ContinuousClock.Instant] { log.withLock { $0.map(\.1) } }
 
     public func respond(_ r: @escaping @Sendable (Received, Int) -> Answer) { responder.withLock { $0 = r } }
 
@@ -62,15 +68,16 @@ public final class WebhookReceiver: Sendable {
     fileprivate func handle(_ request: Request) async throws -> Response {
         let bytes = try await request.body.collect(upTo: 10 << 20)
         var headers: [String: String] = [:]
-        for h in request.headers { headers[h.name.canonicalName] = h.value }
+        for h in request.headers { headers[h.name.canonicalName.lowercased()] = h.value }  // HTTP names are case-insensitive
         let r = Received(
             method: request.method.rawValue, path: request.uri.path, query: request.uri.query ?? "", headers: headers,
             body: Array(bytes.readableBytesView))
         let index = log.withLock { l in
-            l.append(r)
+            l.append((r, .now))
             return l.count - 1
         }
         let answer = responder.withLock { $0 }(r, index)
+        if answer.delay > .zero { try await Task.sleep(for: answer.delay) }
         var out = HTTPFields()
         for (k, v) in answer.headers { if let name = HTTPField.Name(k) { out[name] = v } }
         return Response(status: .init(code: answer.status), headers: out, body: .init(byteBuffer: ByteBuffer(string: answer.body)))

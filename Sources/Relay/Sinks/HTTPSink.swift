@@ -91,7 +91,7 @@ public struct HTTPSink: Sink {
             body = Array((["title": .string(m.title), "message": .string(text), "priority": .number(priority)] as JSONValue).serialized.utf8)
         case .matrix:
             method = "PUT"
-            let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
             url = URL(string: base.absoluteString.trimmingSuffix("/") + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
             headers["Authorization"] = "Bearer \(config.token?.value ?? "")"
             let payload: JSONValue = [
@@ -141,6 +141,9 @@ public struct HTTPSink: Sink {
             return .rejected("HTTP \(status)\(detail)")
         }
     }
+
+    /// RFC 3986 unreserved characters: a Matrix room id's `!` and `:` are encoded, as the spec's examples show.
+    static let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 
     static func retryAfter(_ headers: [AnyHashable: Any], _ json: JSONValue?) -> TimeInterval? {
         if let ms = json?["retry_after_ms"]?.intValue { return Double(ms) / 1000 }

@@ -10,6 +10,15 @@ public struct Message: Sendable {
     public var title: String
     public var text: String
     public var event: RelayEvent
+
+    public init(id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent) {
+        self.id = id
+        self.kind = kind
+        self.urgency = urgency
+        self.title = title
+        self.text = text
+        self.event = event
+    }
 }
 
 /// How one attempt ended, and what the worker does next.

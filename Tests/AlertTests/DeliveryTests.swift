@@ -1,0 +1,171 @@
+import AllowanceAPI
+import Foundation
+import Logging
+import Relay
+import SignalRProtocol
+import Store
+import TestSupport
+import Testing
+
+/// The ledger and the sink workers against real HTTP receivers: what arrives, how often, and when.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct DeliveryTests {
+    let logger: Logger = {
+        var l = Logger(label: "relay-test")
+        l.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return l
+    }()
+
+    func store() throws -> Store {
+        let s = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "alerts-\(UUID())/relay.sqlite").path)
+        try s.storeCaughtUp(
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+        return s
+    }
+
+    /// Runs the engine for `body` with the config (BASE_A, BASE_B: the receivers' URLs).
+    func withRelay(
+        _ yaml: String, _ a: WebhookReceiver, _ b: WebhookReceiver = WebhookReceiver(), _ body: (Store) async throws -> Void
+    ) async throws {
+        try await a.run { baseA in
+            try await b.run { baseB in
+                let text = yaml.replacingOccurrences(of: "BASE_A", with: baseA.absoluteString).replacingOccurrences(of: "BASE_B", with: baseB.absoluteString)
+                let config = try RelayConfig.parse(text, file: "t.yaml")
+                let store = try store()
+                let engine = RelayEngine(store: store, config: config, logger: logger)
+                try engine.install()
+                let task = Task { await engine.run() }
+                defer { task.cancel() }
+                try await body(store)
+            }
+        }
+    }
+
+    func live(_ store: Store, _ amount: String, after: String, _ description: String = "x") throws {
+        let t = Transaction(
+            id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: .debit, description: description,
+            balanceAfter: Decimal(string: after)!, createdAt: Date(), createdByName: "Pat")
+        #expect(try store.apply(.transactionCreated(t)) != .duplicate)
+    }
+
+    func eventually(_ what: String, timeout: Duration = .seconds(15), _ check: () throws -> Bool) async rethrows {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try check() { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("timed out waiting for: \(what)")
+    }
+
+    @Test func eachAlertArrivesOnceAtEachSinkWithAStableId() async throws {
+        let hook = WebhookReceiver()
+        let chat = WebhookReceiver()
+        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
+        try await withRelay(yaml, hook, chat) { store in
+            for i in 0..<5 { try live(store, "1.00", after: "\(49 - i)", "item \(i)") }
+            await eventually("5 at each") { hook.received.count == 5 && chat.received.count == 5 }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(hook.received.count == 5 && chat.received.count == 5, "nothing twice")
+            #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 5)
+            #expect(try store.deliveryCounts()["hook"]?["delivered"] == 5)
+            #expect(chat.received.map { try? JSONValue(parsing: $0.body)["text"]?.stringValue ?? "" }.first??.contains("item 0") == true, "in order")
+        }
+    }
+
+    @Test func aThrottleThenAnErrorAreWaitedOutAndTheAlertArrivesOnce() async throws {
+        let hook = WebhookReceiver { _, n in
+            switch n {
+            case 0: .init(429, headers: ["Retry-After": "1"])
+            case 1: .init(500)
+            default: .init(200)
+            }
+        }
+        try await withRelay("sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n", hook) { store in
+            try live(store, "1.00", after: "49")
+            await eventually("the third attempt") { hook.received.count >= 3 }
+            try await Task.sleep(for: .milliseconds(300))
+            let t = hook.arrivals
+            #expect(hook.received.count == 3, "delivered on the third attempt and not again")
+            #expect(t[1] - t[0] >= .milliseconds(950), "Retry-After: 1 honoured: \(t[1] - t[0])")
+            #expect(t[2] - t[1] >= .seconds(3), "exponential back-off after the 500 (about 4 s): \(t[2] - t[1])")
+            #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 1, "the same id on every attempt")
+            #expect(try store.deliveries(sink: "hook").first?.state == "delivered")
+        }
+    }
+
+    @Test func aGoneSinkIsSwitchedOffAndTheOtherSinksAreTold() async throws {
+        let gone = WebhookReceiver { _, _ in .init(410, body: "channel_is_archived") }
+        let other = WebhookReceiver()
+        let yaml = """
+            sinks:
+              old:
+                type: slack
+                url: BASE_A/slack
+              new:
+                type: webhook
+                url: BASE_B/hook
+            rules:
+              - event: [transaction.created, delivery.disabled]
+                to: [old, new]
+            """
+        try await withRelay(yaml, gone, other) { store in
+            try live(store, "1.00", after: "49")
+            await eventually("the disabled alert") { other.received.count == 2 }
+            let kinds = other.received.compactMap { try? JSONValue(parsing: $0.body)["type"]?.stringValue }
+            #expect(Set(kinds) == ["transaction.created", "delivery.disabled"])
+            #expect(try store.disabledSinks()["old"]?.contains("410") == true)
+            try live(store, "1.00", after: "48")
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(gone.received.count == 1, "no more sends to a switched-off sink")
+            #expect(try store.deliveries(sink: "old", state: "pending").count == 2, "its alerts wait until it is enabled")
+            #expect(try store.deliveries(sink: "old").allSatisfy { $0.kind != .deliveryDisabled }, "not told about itself")
+        }
+    }
+
+    @Test func aRefusedAlertBecomesADeadLetterAndDoesNotBlockTheNext() async throws {
+        let hook = WebhookReceiver { _, n in n == 0 ? .init(400, body: #"{"message":"bad payload"}"#) : .init(200) }
+        try await withRelay("sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n", hook) { store in
+            try live(store, "1.00", after: "49", "first")
+            try live(store, "1.00", after: "48", "second")
+            await eventually("both tried") { hook.received.count == 2 }
+            await eventually("the ledger settles") { (try? store.deliveries(sink: "hook", state: "delivered").count) == 1 }
+            let dead = try store.deliveries(sink: "hook", state: "dead")
+            #expect(dead.count == 1 && dead[0].lastError == "HTTP 400: bad payload")
+            #expect(try store.retryDeliveries(sink: "hook") == 1, "a dead letter can be queued again")
+        }
+    }
+
+    @Test func aSlowSinkDoesNotDelayTheOthers() async throws {
+        let slow = WebhookReceiver { _, _ in .init(200, delay: .seconds(3)) }
+        let fast = WebhookReceiver()
+        try await withRelay("sinks:\n  slow:\n    type: webhook\n    url: BASE_A/hook\n  fast:\n    type: webhook\n    url: BASE_B/hook\n", slow, fast) { store in
+            let start = ContinuousClock.now
+            for i in 0..<3 { try live(store, "1.00", after: "\(49 - i)") }
+            await eventually("the fast sink has all three", timeout: .seconds(2)) { fast.received.count == 3 }
+            #expect(ContinuousClock.now - start < .seconds(2))
+            #expect(slow.received.count <= 1, "the slow one is still on its first")
+        }
+    }
+
+    @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
+        let chat = WebhookReceiver()
+        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store in
+            // +2 then four times -2, from 50: 52, 50, 48, 46, 44.
+            let balances: [Decimal] = [52, 50, 48, 46, 44]
+            var fetched: [Transaction] = []
+            for (i, b) in balances.enumerated() {
+                fetched.append(
+                    Transaction(
+                        id: UUID(), childId: alice, amount: 2, type: i == 0 ? .credit : .debit, description: "t\(i)", balanceAfter: b,
+                        createdAt: Date().addingTimeInterval(Double(i)), createdByName: "Pat"))
+            }
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 44)], transactions: fetched)
+            await eventually("the digest") { chat.received.count >= 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(chat.received.count == 1)
+            let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
+            #expect(text == "While the relay was offline: 5 transactions for Alice, -$6.00, balance $44.00.", "\(text)")
+            #expect(try store.deliveries(state: "merged").count == 5)
+        }
+    }
+}

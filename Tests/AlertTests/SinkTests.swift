@@ -1,0 +1,160 @@
+import AllowanceAPI
+import Foundation
+import Relay
+import SignalRProtocol
+import Store
+import TestSupport
+import Testing
+
+@Suite struct StandardWebhooksTests {
+    @Test func theSpecsExampleVector() {
+        // From the Standard Webhooks spec; the PyPI reference library gives the same.
+        let sig = StandardWebhooks.signature(
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: Array(#"{"test": 2432232314}"#.utf8),
+            secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+        #expect(sig == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+    }
+
+    @Test func duringARotationEverySecretSigns() {
+        let sig = StandardWebhooks.signature(
+            id: "m", timestamp: 1, body: [], secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2Vjb25k"])
+        #expect(sig.split(separator: " ").count == 2 && sig.split(separator: " ").allSatisfy { $0.hasPrefix("v1,") })
+    }
+}
+
+@Suite struct AnswerClassificationTests {
+    @Test(arguments: [
+        (200, [String: String](), "", SinkConfig.Kind.webhook, DeliveryOutcome.delivered),
+        (204, [:], "", .discord, .delivered),
+        (429, ["Retry-After": "7"], "", .slack, .throttled("HTTP 429 (rate limited)", after: 7)),
+        (429, [:], #"{"retry_after": 1.5, "global": false}"#, .discord, .throttled("HTTP 429 (rate limited)", after: 1.5)),
+        (429, [:], #"{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":2500}"#, .matrix, .throttled("HTTP 429 (rate limited)", after: 2.5)),
+        (429, [:], #"{"ok":false,"parameters":{"retry_after":3}}"#, .telegram, .throttled("HTTP 429 (rate limited)", after: 3)),
+        (503, ["Retry-After": "4"], "", .webhook, .retry("HTTP 503", after: 4)),
+        (500, [:], "", .webhook, .retry("HTTP 500", after: nil)),
+        (408, [:], "", .webhook, .retry("HTTP 408", after: nil)),
+        (410, [:], "channel_is_archived", .slack, .disable("HTTP 410: the destination is gone")),
+        (404, [:], #"{"message": "Unknown Webhook", "code": 10015}"#, .discord, .disable("Discord says the webhook is unknown (deleted)")),
+        (404, [:], "", .webhook, .rejected("HTTP 404")),
+        (400, [:], #"{"message":"bad"}"#, .webhook, .rejected("HTTP 400")),
+    ])
+    func eachAnswerHasItsOutcome(
+        _ status: Int, _ headers: [String: String], _ body: String, _ kind: SinkConfig.Kind, _ expected: DeliveryOutcome
+    ) {
+        let outcome = HTTPSink.classify(status: status, headers: headers, body: Data(body.utf8), kind: kind)
+        switch (outcome, expected) {
+        case (.delivered, .delivered): break
+        case (.throttled(let a, let x), .throttled(let b, let y)), (.retry(let a, let x), .retry(let b, let y)):
+            #expect(a.hasPrefix(b) && x == y, "\(outcome)")
+        case (.disable(let a), .disable(let b)), (.rejected(let a), .rejected(let b)):
+            #expect(a.hasPrefix(b), "\(outcome)")
+        default:
+            Issue.record("\(status) \(kind): got \(outcome), expected \(expected)")
+        }
+    }
+}
+
+/// Each destination's request, as a real HTTP receiver sees it.
+@Suite(.serialized) struct DestinationRequestTests {
+    func message(_ text: String = "Alice: -$7.77 <b>", urgency: PlannedDelivery.Urgency = .normal) -> Message {
+        let e = created(transaction("7.77", after: "13.16"))
+        return Message(id: "dlv_fixed-id", kind: .transactionCreated, urgency: urgency, title: "Alice -$7.77", text: text, event: e)
+    }
+
+    func send(_ yaml: String, _ m: Message, answer: WebhookReceiver.Answer = .init()) async throws -> (DeliveryOutcome, WebhookReceiver.Received) {
+        let receiver = WebhookReceiver { _, _ in answer }
+        var result: (DeliveryOutcome, WebhookReceiver.Received)?
+        try await receiver.run { base in
+            let config = try RelayConfig.parse(yaml.replacingOccurrences(of: "BASE", with: base.absoluteString), file: "t.yaml")
+            let outcome = await makeSink(config.sinks[0]).send(m)
+            #expect(receiver.received.count == 1, "one request per message (and no redirect followed)")
+            result = (outcome, try #require(receiver.received.first))
+        }
+        return try #require(result)
+    }
+
+    @Test func genericWebhookIsSignedAndVerifiesWithTheReferenceLibrary() async throws {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        let (outcome, r) = try await send("sinks:\n  hook:\n    type: webhook\n    url: BASE/hooks/allowance\n    secret: \(secret)\n", message())
+        #expect(outcome == .delivered)
+        #expect(r.method == "POST" && r.path == "/hooks/allowance")
+        #expect(r.headers["webhook-id"] == "dlv_fixed-id")
+        let body = try JSONValue(parsing: r.body)
+        #expect(body["type"] == "transaction.created")
+        #expect(body["data"]?["transaction"]?["amount"] == .number("7.77"), "money as an exact JSON number")
+        #expect(body["data"]?["childName"] == "Alice" && body["timestamp"]?.stringValue != nil)
+        try #require(PythonPeer.available, "the Python venv with standardwebhooks (make test makes it)")
+        let line: JSONValue = [
+            "secret": .string(secret), "body": .string(r.text),
+            "headers": [
+                "webhook-id": .string(r.headers["webhook-id"] ?? ""), "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
+                "webhook-signature": .string(r.headers["webhook-signature"] ?? ""),
+            ],
+        ]
+        let tampered: JSONValue = [
+            "secret": .string(secret), "body": .string(r.text.replacingOccurrences(of: "7.77", with: "9.99")),
+            "headers": line["headers"]!,
+        ]
+        let good = try PythonPeer.run(script: "verify_standard_webhooks.py", input: line.serialized + "\n")
+        #expect(good.status == 0, "\(good.output)")
+        let bad = try PythonPeer.run(script: "verify_standard_webhooks.py", input: tampered.serialized + "\n")
+        #expect(bad.status == 1 && bad.output.hasPrefix("bad"), "a changed body fails verification: \(bad.output)")
+    }
+
+    @Test func slackGetsTextWithItsMarkupEscapedByTheTemplateLayer() async throws {
+        let (outcome, r) = try await send("sinks:\n  chat:\n    type: slack\n    url: BASE/services/T/B/X\n", message("Fish &amp; chips"))
+        #expect(outcome == .delivered && r.path == "/services/T/B/X")
+        #expect(try JSONValue(parsing: r.body) == ["text": "Fish &amp; chips"])
+    }
+
+    @Test func discordWaitsForTheAnswerSuppressesMentionsAndKeepsTo2000Characters() async throws {
+        let long = String(repeating: "x", count: 2500)
+        let (_, r) = try await send("sinks:\n  chat:\n    type: discord\n    url: BASE/api/webhooks/1/tok\n", message(long, urgency: .low))
+        #expect(r.query == "wait=true")
+        let body = try JSONValue(parsing: r.body)
+        #expect(body["allowed_mentions"] == ["parse": []])
+        #expect(body["content"]?.stringValue?.count == 2000)
+        #expect(body["flags"] == 4096, "low urgency is a silent message")
+    }
+
+    @Test func teamsGetsAnAdaptiveCard() async throws {
+        let (_, r) = try await send("sinks:\n  t:\n    type: teams\n    url: BASE/workflows/x\n", message())
+        let card = try JSONValue(parsing: r.body)["attachments"]?.arrayValue?.first
+        #expect(card?["contentType"] == "application/vnd.microsoft.card.adaptive")
+        #expect(card?["content"]?["type"] == "AdaptiveCard" && card?["content"]?["body"]?.arrayValue?.count == 2)
+    }
+
+    @Test func ntfyGetsTitlePriorityAndAPlainBody() async throws {
+        let (_, r) = try await send("sinks:\n  phone:\n    type: ntfy\n    url: BASE/family-money\n    token: tk_secret\n", message(urgency: .critical))
+        #expect(r.path == "/family-money" && r.text == "Alice: -$7.77 <b>")
+        #expect(r.headers["title"] == "Alice -$7.77" && r.headers["priority"] == "5" && r.headers["authorization"] == "Bearer tk_secret")
+    }
+
+    @Test func gotifyGetsItsKeyAndPriority() async throws {
+        let (_, r) = try await send("sinks:\n  g:\n    type: gotify\n    url: BASE\n    token: AbCd\n", message())
+        #expect(r.path == "/message" && r.headers["x-gotify-key"] == "AbCd")
+        #expect(try JSONValue(parsing: r.body)["priority"] == 5)
+    }
+
+    @Test func matrixPutsWithTheDeliveryIdAsTransactionId() async throws {
+        let (_, r) = try await send("sinks:\n  m:\n    type: matrix\n    url: BASE\n    token: syt_x\n    room: \"!abc:example.org\"\n", message())
+        #expect(r.method == "PUT")
+        #expect(r.path == "/_matrix/client/v3/rooms/%21abc%3Aexample.org/send/m.room.message/dlv_fixed-id")
+        #expect(r.headers["authorization"] == "Bearer syt_x")
+        #expect(try JSONValue(parsing: r.body)["msgtype"] == "m.text")
+    }
+
+    @Test func telegramSendsHTMLToTheChat() async throws {
+        let (_, r) = try await send("sinks:\n  tg:\n    type: telegram\n    url: BASE\n    token: \"123:abc\"\n    chat_id: \"42\"\n", message())
+        #expect(r.path == "/bot123:abc/sendMessage")
+        let body = try JSONValue(parsing: r.body)
+        #expect(body["chat_id"] == "42" && body["parse_mode"] == "HTML")
+    }
+
+    @Test func aRedirectIsReportedNotFollowed() async throws {
+        let (outcome, _) = try await send(
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE/old\n", message(), answer: .init(301, headers: ["Location": "/new"]))
+        guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(reason.contains("301") && reason.contains("not followed"))
+    }
+}
