@@ -1,6 +1,6 @@
 import Configuration
 import Foundation
-import SystemPackage
+import Yams
 
 /// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
 /// environment variables on top (e.g. `server.url` ← `ALLOWANCE_RELAY_SERVER_URL`).
@@ -106,16 +106,36 @@ public struct RelaySettings: Sendable {
             EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay")
         ]
         if let file {
-            guard FileManager.default.isReadableFile(atPath: file) else {
+            guard FileManager.default.isReadableFile(atPath: file), let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw SettingsError("Cannot read the config file '\(file)'. Check the path and its permissions.")
             }
-            do {
-                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
-            } catch {
-                throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
-            }
+            providers.append(InMemoryProvider(name: file, values: try scalars(yaml: text, file: file)))
         }
         return ConfigReader(providers: providers)
+    }
+
+    /// The file's single values by dotted key (`server.url`). Lists and the relay's sections (`sinks`, `rules`,
+    /// `templates`) are read by the relay's own parser, which reports their mistakes with line numbers.
+    static func scalars(yaml: String, file: String) throws(SettingsError) -> [AbsoluteConfigKey: ConfigValue] {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
+        }
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        func walk(_ node: Node, _ path: [String]) {
+            if let scalar = node.scalar {
+                values[AbsoluteConfigKey(path)] = ConfigValue(.string(scalar.string), isSecret: path.last?.hasSuffix("token") == true || path.last == "password")
+            } else if let map = node.mapping {
+                for (k, v) in map {
+                    guard let key = k.string, !(path.isEmpty && ["sinks", "rules", "templates"].contains(key)) else { continue }
+                    walk(v, path + [key])
+                }
+            }
+        }
+        if let root { walk(root, []) }
+        return values
     }
 
     /// `$STATE_DIRECTORY` (systemd), then `/var/lib/allowance-relay` for root, else the XDG state directory.

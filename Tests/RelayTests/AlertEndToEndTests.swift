@@ -1,0 +1,142 @@
+import AllowanceAPI
+import Foundation
+import SignalRProtocol
+import Store
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The family-server setup: the real binary, the simulator, and real HTTP receivers for a signed webhook and a
+/// chat tool. Each server transaction must reach each sink, and survive `kill -9`.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct AlertEndToEndTests {
+    static let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+    func writeConfig(hook: URL, chat: URL) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-alerts-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let secretFile = dir.appending(path: "whsec").path
+        try Self.secret.write(toFile: secretFile, atomically: true, encoding: .utf8)
+        chmod(secretFile, 0o600)
+        let yaml = """
+            sinks:
+              audit:
+                type: webhook
+                url: \(hook.absoluteString)/allowance
+                secret_file: \(secretFile)
+              family-chat:
+                type: slack
+                url: \(chat.absoluteString)/services/T/B/X
+                rate_limit: 200/s
+            rules:
+              - name: every transaction, one alert each
+                event: transaction.created
+                to: [audit, family-chat]
+                digest: false
+            """
+        let file = dir.appending(path: "relay.yaml").path
+        try yaml.write(toFile: file, atomically: true, encoding: .utf8)
+        return file
+    }
+
+    /// The transaction ids the webhook receiver acknowledged, with how many deliveries it saw in all.
+    func acknowledged(_ hook: WebhookReceiver) -> (ids: Set<String>, requests: Int, distinctDeliveries: Int) {
+        let bodies = hook.received.compactMap { try? JSONValue(parsing: $0.body) }
+        let ids = Set(bodies.compactMap { $0["data"]?["transaction"]?["id"]?.stringValue })
+        return (ids, hook.received.count, Set(hook.received.compactMap { $0.headers["webhook-id"] }).count)
+    }
+
+    func serverTransactionIds(_ base: URL) async throws -> Set<String> {
+        let api = APIClient(baseURL: base, token: "e2e-token")
+        var ids = Set<String>()
+        for c in try await api.children() {
+            for t in try await api.transactions(child: c.id, limit: 1000, offset: 0) { ids.insert(t.id.uuidString.lowercased()) }
+        }
+        return ids
+    }
+
+    func eventually(_ timeout: Duration = .seconds(30), _ check: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await check() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    @Test func eachTransactionReachesTheSignedWebhookAndTheChatOnce() async throws {
+        let hook = WebhookReceiver()
+        let chat = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await chat.run { chatURL in
+                try await withSim { base in
+                    let config = try writeConfig(hook: hookURL, chat: chatURL)
+                    let relay = try RelayProcess(
+                        env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"],
+                        arguments: ["run", "--config", config])
+                    #expect(await relay.waitFor("caught up"))
+                    try await simPost(base, "/_sim/burst?count=20")
+                    #expect(await eventually { hook.received.count >= 20 && chat.received.count >= 20 }, "\(relay.output.suffix(2000))")
+                    try await Task.sleep(for: .milliseconds(300))
+                    #expect(relay.stop(signal: SIGTERM) == 0)
+                    let server = try await serverTransactionIds(base)
+                    #expect(acknowledged(hook).ids == server && hook.received.count == 20 && chat.received.count == 20)
+                    #expect(!relay.output.contains("MfKQ9r8"), "the webhook secret never reaches the logs")
+                    // Every request verifies with the Standard Webhooks reference library.
+                    try #require(PythonPeer.available)
+                    let lines = hook.received.map { r -> String in
+                        let headers: JSONValue = [
+                            "webhook-id": .string(r.headers["webhook-id"] ?? ""), "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
+                            "webhook-signature": .string(r.headers["webhook-signature"] ?? ""),
+                        ]
+                        return (["secret": .string(Self.secret), "body": .string(r.text), "headers": headers] as JSONValue).serialized
+                    }
+                    let verified = try PythonPeer.run(script: "verify_standard_webhooks.py", input: lines.joined(separator: "\n") + "\n")
+                    #expect(verified.status == 0 && verified.output.split(separator: "\n").count == 20, "\(verified.output)")
+                }
+            }
+        }
+    }
+
+    @Test func killedDuringADeliveryBurstEveryAlertStillArrives() async throws {
+        var random = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999))
+        let hook = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(25)) }  // a receiver that takes its time
+        let chat = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await chat.run { chatURL in
+                try await withSim { base in
+                    let config = try writeConfig(hook: hookURL, chat: chatURL)
+                    let env = [
+                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                        "ALLOWANCE_RELAY_STORE_PATH": FileManager.default.temporaryDirectory.appending(path: "relay-alert-kill-\(UUID())/relay.sqlite").path,
+                    ]
+                    var kills = 0
+                    for round in 1...4 {
+                        let relay = try RelayProcess(env: env, arguments: ["run", "--config", config])
+                        #expect(await relay.waitFor("connected to the hub"))
+                        if round == 1 { try await simPost(base, "/_sim/burst?count=80") }
+                        let delay = Int(random.next() % 800) + 100
+                        try await Task.sleep(for: .milliseconds(delay))
+                        _ = relay.stop(signal: SIGKILL)
+                        kills += 1
+                        print("alert crash test: round \(round) killed after \(delay) ms; \(hook.received.count) webhook requests so far")
+                    }
+                    let last = try RelayProcess(env: env, arguments: ["run", "--config", config])
+                    let server = try await serverTransactionIds(base)
+                    let done = await eventually(.seconds(60)) { acknowledged(hook).ids == server && Set(chat.received.map(\.text)).count >= server.count }
+                    #expect(done, "acknowledged \(acknowledged(hook).ids.count) of \(server.count)")
+                    #expect(last.stop(signal: SIGTERM) == 0)
+                    let seen = acknowledged(hook)
+                    // A kill between the receiver's 2xx and our commit re-sends that one delivery, with the same
+                    // webhook-id: at most one per kill per sink. The receiver can drop it by its id.
+                    let duplicates = seen.requests - seen.distinctDeliveries
+                    print("alert crash test: \(server.count) transactions, \(seen.requests) webhook requests, \(duplicates) repeated ids after \(kills) kills")
+                    #expect(duplicates <= kills)
+                    #expect(seen.distinctDeliveries == server.count, "one delivery id per transaction")
+                }
+            }
+        }
+    }
+}
