@@ -64,8 +64,7 @@ struct SinkWorker: Sendable {
 
     /// One delivery. Returns when the whole sink should pause (the destination is down or throttling us).
     private func deliver(_ d: Delivery, markup: Bool, unavailable: inout String?) async throws -> Date? {
-        let now = Date()
-        if now.timeIntervalSince(d.createdAt) > sink.config.maxAge {
+        if Date().timeIntervalSince(d.createdAt) > sink.config.maxAge {
             try store.deliveryDead(d.id, reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
             return nil
@@ -73,6 +72,7 @@ struct SinkWorker: Sendable {
         await rateLimiter.wait()
         try store.deliveryInFlight(d.id)
         let outcome = await sink.send(render(d, markup: markup))
+        let now = Date()  // waits the server asks for count from its answer
         let attempts = d.attempts + 1
         switch outcome {
         case .delivered:
