@@ -48,7 +48,9 @@ public struct Rule: Sendable {
     func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
         guard matchesDetails(e) else { return [] }
         var kinds: [RelayEvent.Kind] = []
-        if events.contains(e.kind) { kinds.append(e.kind) }
+        // A BalanceUpdated that only confirms what a TransactionCreated already said is not news.
+        let unchanged = e.kind == .balanceUpdated && e.previousBalance == e.balance
+        if events.contains(e.kind), !unchanged { kinds.append(e.kind) }
         if events.contains(.balanceLow), let below, let balance = e.balance, balance < below,
             e.kind == .transactionCreated || e.kind == .balanceUpdated,
             e.previousBalance.map({ $0 >= below }) ?? false

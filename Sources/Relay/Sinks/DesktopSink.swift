@@ -32,7 +32,8 @@ public final class DesktopSink: Sink {
             m.urgency == .critical ? 0 : -1, &id, &err, err.count)
         guard r >= 0 else {
             let reason = String(cString: err)
-            return .unavailable("desktop: \(reason)" + (reason.contains("ServiceUnknown") ? " (no notification server in this session)" : ""))
+            let noServer = reason.contains("ServiceUnknown") || reason.contains("Error.Spawn")
+            return .unavailable("desktop: \(reason)" + (noServer ? " (no notification server in this session)" : ""))
         }
         if balancePopup, let child { popups.withLock { $0[child] = id } }
         return .delivered

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A private headless desktop for the popup tests: Xvfb, a session D-Bus, and optionally dunst.
+#   desktop-session.sh start DIR [--no-notifier]   prints DISPLAY=... and DBUS_SESSION_BUS_ADDRESS=... lines
+#   desktop-session.sh shot DIR                   screenshot of the screen into DIR/desktop.png
+#   desktop-session.sh stop DIR                   stops dunst, then the bus, then Xvfb
+set -euo pipefail
+cmd=$1 dir=$2
+mkdir -p "$dir"
+
+case "$cmd" in
+start)
+  for n in $(seq 90 140); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
+  display=":$n"
+  Xvfb "$display" -screen 0 1024x600x24 -nolisten tcp >"$dir/xvfb.log" 2>&1 </dev/null &
+  echo $! >"$dir/xvfb.pid"
+  for _ in $(seq 100); do DISPLAY=$display xdpyinfo >/dev/null 2>&1 && break; sleep 0.05; done
+  DISPLAY=$display xdpyinfo >/dev/null 2>&1 || { echo "Xvfb did not start: $(cat "$dir/xvfb.log")" >&2; exit 1; }
+  # Every background process gets its own output files: none may hold the caller's pipe open.
+  # Without a notifier the bus must not start one on demand either (dunst installs a D-Bus activation file).
+  bus_config=(--session)
+  if [ "${3:-}" = "--no-notifier" ]; then
+    cat >"$dir/bus.conf" <<'XML'
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>
+XML
+    bus_config=(--config-file="$dir/bus.conf")
+  fi
+  bus=$(dbus-daemon "${bus_config[@]}" --fork --print-address=1 --print-pid=3 3>"$dir/dbus.pid" 2>"$dir/dbus.log" </dev/null)
+  if [ "${3:-}" != "--no-notifier" ]; then
+    DISPLAY=$display DBUS_SESSION_BUS_ADDRESS=$bus dunst >"$dir/dunst.log" 2>&1 </dev/null &
+    echo $! >"$dir/dunst.pid"
+    for _ in $(seq 100); do
+      DBUS_SESSION_BUS_ADDRESS=$bus dbus-send --session --print-reply --dest=org.freedesktop.DBus / \
+        org.freedesktop.DBus.NameHasOwner string:org.freedesktop.Notifications 2>/dev/null | grep -q 'boolean true' && break
+      sleep 0.05
+    done
+  fi
+  echo "$display" >"$dir/display"
+  echo "DISPLAY=$display"
+  echo "DBUS_SESSION_BUS_ADDRESS=$bus"
+  ;;
+shot)
+  DISPLAY=$(cat "$dir/display") import -window root "$dir/desktop.png"
+  ;;
+stop)
+  for p in dunst dbus xvfb; do
+    [ -f "$dir/$p.pid" ] && kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+  done
+  ;;
+esac
