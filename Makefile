@@ -39,7 +39,8 @@ demo: build
 	for i in $$(seq 100); do grep -q '^listening ' $$out && break; sleep 0.1; done; \
 	url=$$(sed -n 's/^listening //p' $$out); \
 	echo "hub simulator at $$url; relay runs for $(DEMO_SECONDS) s (Ctrl-C stops it sooner)"; \
-	ALLOWANCE_RELAY_SERVER_URL=$$url timeout --preserve-status -s INT $(DEMO_SECONDS) \
+	ALLOWANCE_RELAY_SERVER_URL=$$url ALLOWANCE_RELAY_SINKS_DEMO_HOOK_URL=$$url/_sim/webhook \
+	  timeout --preserve-status -s INT $(DEMO_SECONDS) \
 	  $(BIN)/allowance-relay run --config config/demo.yaml
 
 # Python SignalR peers for the interop tests (pinned in Tests/Interop/requirements.txt).

@@ -204,7 +204,8 @@ public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConver
 
     /// Reads a secret file: trimmed, must not be empty; a file others can read is refused (chmod 600 it).
     /// `what` names the file in messages ("token file", "webhook secret file").
-    public static func read(file: String, what: String) throws(SettingsError) -> Secret {
+    public static func read(file given: String, what: String) throws(SettingsError) -> Secret {
+        let file = (given as NSString).expandingTildeInPath
         var info = stat()
         guard stat(file, &info) == 0 else {
             throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno))).")

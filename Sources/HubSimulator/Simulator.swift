@@ -41,6 +41,7 @@ public final class HubSimulator: Sendable {
     private let faults = Mutex(Faults())
     private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
     private let logins = Atomic<Int>(0)
+    private let webhooks = Atomic<Int>(0)
 
     struct Faults {
         var fullPayload = true
@@ -294,6 +295,14 @@ public final class HubSimulator: Sendable {
             await self.hub.broadcast(raw: kind == "incomplete" ? good + bad : bad + good)
             return self.json(200, ["sent": .string(kind)])
         }
+        // A webhook receiver for the demo: relay alerts can be pointed here and are logged.
+        sim.post("webhook") { request, context in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let n = self.webhooks.add(1, ordering: .relaxed).newValue
+            let type = (try? JSONValue(parsing: Array(body.readableBytesView)))?["type"]?.stringValue ?? "?"
+            self.logger.notice("webhook #\(n) received: \(type) (webhook-id \(request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? "-"))")
+            return self.json(200, ["received": .number(String(n))])
+        }
         sim.post("revoke") { _, _ in
             let count = self.tokens.withLock { t in
                 defer { t.removeAll() }
@@ -345,6 +354,7 @@ public final class HubSimulator: Sendable {
                 ("canceledStreams", .number(String(await self.hub.canceledStreams))),
                 ("negotiations", .number(String(await self.hub.negotiations))),
                 ("logins", .number(String(self.logins.load(ordering: .relaxed)))),
+                ("webhooksReceived", .number(String(self.webhooks.load(ordering: .relaxed)))),
                 ("reattachments", .number(String(await self.hub.reattachments))),
                 ("clients", .array(clients.map { c in
                     let s = c.snapshot

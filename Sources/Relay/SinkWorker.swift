@@ -81,7 +81,7 @@ struct SinkWorker: Sendable {
                 logger.notice("sink \(name) works again")
                 unavailable = nil
             }
-            logger.debug("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
+            logger.info("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
             return nil
         case .retry(let reason, let after):
             let retry = now.addingTimeInterval(after ?? backoff(attempts))

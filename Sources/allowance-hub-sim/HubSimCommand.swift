@@ -21,7 +21,7 @@ struct HubSimCommand: AsyncParsableCommand {
                                   TransactionCreated, BalanceUpdated
             Fault switches:       POST /_sim/drop[?forget=true] | refuse?seconds=T | close?allowReconnect=true&error=E |
                                   malformed?kind=json|type|args|unknown|incomplete | burst?count=N |
-                                  rest?mode=slow[&ms=M]|fail|<status>&count=N | payload?mode=id|full | invoke?target=T | revoke
+                                  rest?mode=slow[&ms=M]|fail|<status>&count=N | payload?mode=id|full | invoke?target=T | revoke | webhook (a receiver)
                                   GET /_sim/stats
 
             Examples:
