@@ -72,6 +72,16 @@ public struct SinkConfig: Sendable {
     /// `ntfy://host/topic`, `tgram://bottoken/chat_id`, `gotify://host/token`, `json://` / `jsons://host/path`
     /// (a generic webhook over http / https), `matrixs://token@host/!room:server`. Nil: not a compact form.
     public static func compact(_ text: String, name: String) -> SinkConfig? {
+        // A bot token has a colon in it, which URL parsing would take for a port.
+        if text.lowercased().hasPrefix("tgram://") {
+            let parts = text.dropFirst(8).split(separator: "/").map(String.init)
+            guard parts.count == 2 else { return nil }
+            var s = SinkConfig(name: name, kind: .telegram)
+            s.url = URL(string: "https://api.telegram.org")
+            s.token = Secret(parts[0])
+            s.chatId = parts[1]
+            return s
+        }
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else { return nil }
         let path = c.path.split(separator: "/").map(String.init)
         switch scheme {
@@ -86,12 +96,6 @@ public struct SinkConfig: Sendable {
         case "ntfy", "ntfys":
             var s = SinkConfig(name: name, kind: .ntfy)
             s.url = URL(string: "\(scheme == "ntfy" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(c.path)")
-            return s
-        case "tgram" where path.count == 1:
-            var s = SinkConfig(name: name, kind: .telegram)
-            s.url = URL(string: "https://api.telegram.org")
-            s.token = Secret(host)
-            s.chatId = path[0]
             return s
         case "gotify", "gotifys":
             guard let token = path.last else { return nil }

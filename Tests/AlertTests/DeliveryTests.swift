@@ -146,6 +146,36 @@ import Testing
         }
     }
 
+    @Test func aWriteTheServerRefusedIsAlertedFromTheSameTransaction() throws {
+        let store = try store()
+        let config = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
+        try RelayEngine(store: store, config: config, logger: logger).install()
+        let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "chores")
+        try store.outboxRejected(w.seq, reason: "HTTP 409: conflict")
+        let planned = try #require(try store.deliveries(sink: "chat").first)
+        #expect(planned.kind == .outboxRejected && planned.event.detail == "HTTP 409: conflict")
+        #expect(planned.event.transaction?.description == "chores")
+    }
+
+    @Test func aHubAwayForLongRaisesConnectionLostOnceAndNotWhenItCameBack() async throws {
+        let store = try store()
+        var config = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
+        config.connectionLostAfter = 0.3
+        let engine = RelayEngine(store: store, config: config, logger: logger)
+        try engine.install()
+        engine.linkLost("blip")
+        try await Task.sleep(for: .milliseconds(100))
+        engine.linkRestored()
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try store.deliveries(sink: "chat").isEmpty, "back within the time: nothing to say")
+        engine.linkLost("server down")
+        engine.linkLost("still down")
+        try await Task.sleep(for: .milliseconds(600))
+        let lost = try store.deliveries(sink: "chat")
+        #expect(lost.count == 1 && lost[0].kind == .connectionLost)
+        #expect(lost[0].event.detail?.contains("server down") == true)
+    }
+
     @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
         let chat = WebhookReceiver()
         try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store in

@@ -138,6 +138,24 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
         #expect(try RelayConfig.parse(yaml, file: file).sinks[0].secrets.count == 1)
     }
 
+    @Test func compactURLFormsBecomeSinks() throws {
+        let c = try RelayConfig.parse(
+            """
+            sinks:
+              a: tgram://123:abc/4567
+              b: gotifys://push.example.org/AbCdEf
+              c: jsons://hooks.example.org:8443/allowance
+              d: matrixs://syt_token@matrix.example.org/!room:example.org
+              e: slack://T1/B2/X3
+            """, file: file)
+        let s = c.sinksByName
+        #expect(s["a"]?.kind == .telegram && s["a"]?.token?.value == "123:abc" && s["a"]?.chatId == "4567")
+        #expect(s["b"]?.kind == .gotify && s["b"]?.url?.absoluteString == "https://push.example.org" && s["b"]?.token?.value == "AbCdEf")
+        #expect(s["c"]?.kind == .webhook && s["c"]?.url?.absoluteString == "https://hooks.example.org:8443/allowance")
+        #expect(s["d"]?.kind == .matrix && s["d"]?.room == "!room:example.org" && s["d"]?.token?.value == "syt_token")
+        #expect(s["e"]?.url?.absoluteString == "https://hooks.slack.com/services/T1/B2/X3")
+    }
+
     @Test func withoutRulesEverySinkGetsTheUsualAlerts() throws {
         let c = try RelayConfig.parse("sinks:\n  a: discord://1/2\n  b: slack://T/B/X\n", file: file)
         #expect(c.rules.count == 1 && c.rules[0].to == ["a", "b"] && c.rules[0].events.contains(.transactionCreated))
