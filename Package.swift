@@ -136,7 +136,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "Relay", "TestSupport"]),
+            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "Relay", "HubSimulator", "TestSupport"]),
         .testTarget(
             name: "StoreTests",
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]

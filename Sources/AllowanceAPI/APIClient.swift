@@ -61,6 +61,27 @@ public struct APIClient: Sendable {
         }
     }
 
+    /// Signs in (`POST /api/v1/auth/login`, seed 000): the session token and when it expires.
+    public func login(email: String, password: Secret) async throws(APIError) -> (token: Secret, expiresAt: Date) {
+        let what = "POST /api/v1/auth/login"
+        var request = URLRequest(url: baseURL.appending(path: "api/v1/auth/login"), timeoutInterval: 30)
+        request.httpMethod = "POST"
+        request.httpBody = Data((["email": .string(email), "password": .string(password.value)] as JSONValue).serialized.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let json: JSONValue
+        do {
+            json = try await sendOnce(request, what: what, expect: [200])
+        } catch where [400, 401, 403].contains(error.status ?? 0) {
+            throw APIError(
+                .unauthorized, "The server refused the login for \(email) (HTTP \(error.status!)). Check server.email and the password.",
+                status: error.status)
+        }
+        guard let token = json["token"]?.stringValue, !token.isEmpty, let expiry = json["expiresAt"]?.stringValue.flatMap(ISODate.parse) else {
+            throw APIError(.invalidResponse, "\(what) did not return a token and an expiresAt date.")
+        }
+        return (Secret(token), expiry)
+    }
+
     private func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
         var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }

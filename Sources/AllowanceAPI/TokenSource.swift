@@ -1,5 +1,4 @@
 import Foundation
-import SignalRProtocol
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -38,19 +37,17 @@ public struct TokenFile: TokenSource {
 public actor LoginSession: TokenSource {
     public static let refreshMargin: TimeInterval = 300
 
-    let baseURL: URL
+    let api: APIClient
     let email: String
     let password: @Sendable () throws -> Secret
-    let session: URLSession
     private var current: (token: Secret, expiresAt: Date)?
     private var pending: Task<(token: Secret, expiresAt: Date), any Error>?
 
     /// `password` is asked at each login (a password file is read then, not kept).
     public init(baseURL: URL, email: String, session: URLSession = .shared, password: @escaping @Sendable () throws -> Secret) {
-        self.baseURL = baseURL
+        self.api = APIClient(baseURL: baseURL, tokens: nil, session: session)
         self.email = email
         self.password = password
-        self.session = session
     }
 
     public func token() async throws -> String? {
@@ -72,33 +69,6 @@ public actor LoginSession: TokenSource {
     public var expiresAt: Date? { current?.expiresAt }
 
     private func login() async throws -> (token: Secret, expiresAt: Date) {
-        let what = "POST /api/v1/auth/login"
-        let body: JSONValue = ["email": .string(email), "password": .string(try password().value)]
-        var request = URLRequest(url: baseURL.appending(path: "api/v1/auth/login"), timeoutInterval: 30)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body.serialized.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch {
-            throw APIError(.network, "\(what) failed: \(error.localizedDescription)")
-        }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        switch status {
-        case 200: break
-        case 400, 401, 403:
-            throw APIError(.unauthorized, "The server refused the login for \(email) (HTTP \(status)). Check server.email and the password.", status: status)
-        default:
-            throw APIError(APIError.Kind(status: status), "\(what) answered HTTP \(status)", status: status)
-        }
-        guard let json = try? JSONValue(parsing: data), let token = json["token"]?.stringValue, !token.isEmpty,
-            let expiry = json["expiresAt"]?.stringValue.flatMap(ISODate.parse)
-        else {
-            throw APIError(.invalidResponse, "\(what) did not return a token and an expiresAt date.")
-        }
-        return (Secret(token), expiry)
+        try await api.login(email: email, password: try password())
     }
 }

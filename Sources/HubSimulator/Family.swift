@@ -104,12 +104,13 @@ actor FamilyStore {
     }
 }
 
-/// SplitMix64: small, fast, and the same sequence for the same seed on every machine.
-struct SeededRandom {
+/// SplitMix64: small, fast, and the same sequence for the same seed on every machine. Public for the tests'
+/// seeded fault schedules.
+public struct SeededRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -1,4 +1,5 @@
 import AllowanceAPI
+import HubSimulator
 import Foundation
 import SignalRProtocol
 import Store
@@ -101,7 +102,7 @@ import Testing
     }
 
     @Test func killedDuringADeliveryBurstEveryAlertStillArrives() async throws {
-        var random = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999))
+        var random = SeededRandom(seed: UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999))
         let hook = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(25)) }  // a receiver that takes its time
         let chat = WebhookReceiver()
         try await hook.run { hookURL in

@@ -1,4 +1,5 @@
 import AllowanceAPI
+import HubSimulator
 import Foundation
 import Store
 import Testing
@@ -13,7 +14,7 @@ import Testing
     private let seed = UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999)
 
     @Test func killedAtRandomDuringBurstsTheCacheEndsEqualToTheServer() async throws {
-        var random = SplitMix64(seed: seed)
+        var random = SeededRandom(seed: seed)
         try await withSim { base in
             let env = relayEnv(base)
             var bursts: [Task<Void, any Error>] = []
@@ -32,7 +33,7 @@ import Testing
     }
 
     @Test func killedAtRandomDuringAnOutboxDrainEachWriteReachesTheServerOnce() async throws {
-        var random = SplitMix64(seed: seed &+ 1)
+        var random = SeededRandom(seed: seed &+ 1)
         try await withSim { base in
             let env = relayEnv(base)
             let first = try RelayProcess(env: env)
@@ -97,18 +98,5 @@ import Testing
             }
         }
         return all
-    }
-}
-
-/// A small seeded generator, so a failing run can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
