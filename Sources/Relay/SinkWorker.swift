@@ -33,7 +33,7 @@ struct SinkWorker: Sendable {
             do {
                 if let reason = try store.disabledSinks()[name] {
                     logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
-                    await wakeup.wait(upTo: .seconds(300))
+                    await wakeup.wait(upTo: .seconds(60))
                     continue
                 }
                 let now = Date()
@@ -43,8 +43,9 @@ struct SinkWorker: Sendable {
                 }
                 let due = try store.dueDeliveries(sink: name, limit: 1000)
                 if due.isEmpty {
-                    let next = try store.nextDeliveryDue(sink: name).map { max(0.01, $0.timeIntervalSinceNow) } ?? 300
-                    await wakeup.wait(upTo: .seconds(min(next, 300)))
+                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
+                    let next = try store.nextDeliveryDue(sink: name).map { max(0.01, $0.timeIntervalSinceNow) } ?? 60
+                    await wakeup.wait(upTo: .seconds(min(next, 60)))
                     continue
                 }
                 let markup = await sink.supportsMarkup()

@@ -72,7 +72,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
         func run() async throws {
             let count = try await options.openStore().retryDeliveries(id: id, sink: sink)
             guard count > 0 else { throw CLIError("No dead delivery matches \(id ?? "sink \(sink!)").") }
-            print("\(count) delivery(ies) queued again; the running relay sends them now.")
+            print("\(count) delivery(ies) queued again; the running relay sends them within a minute.")
         }
     }
 
@@ -85,7 +85,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let store = try await options.openStore()
             guard try store.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
             try store.enableSink(sink)
-            print("Sink \(sink) is on again; its waiting alerts go out within seconds (restart the relay if it is not running).")
+            print("Sink \(sink) is on again; the running relay sends its waiting alerts within a minute.")
         }
     }
 
