@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "Store", "Sync", "Relay",
+                "AllowanceAPI", "SignalRClient", "Store", "Sync", "Relay", "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-daemon.h>
 
 #define CLSD_DEST "org.freedesktop.Notifications"
 #define CLSD_PATH "/org/freedesktop/Notifications"

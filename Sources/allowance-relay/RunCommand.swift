@@ -148,6 +148,9 @@ struct Daemon {
         let events = await connection.events()
         let signals = SignalWatcher([SIGINT, SIGTERM])
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
+        // Ready once the database is open and the workers run: the hub may be away for long, and the relay is
+        // doing its job meanwhile (outbox, deliveries, reconnecting).
+        Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
 
         return await withTaskGroup(of: Int32.self) { group in
             group.addTask {
@@ -161,11 +164,13 @@ struct Daemon {
                     switch event {
                     case .connected(let id), .reconnected(let id):
                         logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
+                        Systemd.status("connected to the hub")
                         // A new connection lost whatever was sent while there was none: fetch it.
                         engine.linkRestored()
                         await sync.requestCatchUp()
                     case .reconnecting(let reason):
                         logger.warning("connection lost, reconnecting: \(reason)")
+                        Systemd.status("reconnecting: \(reason)")
                         engine.linkLost(reason)
                         await sync.linkLost(reason)
                     case .closed(let error):
@@ -183,6 +188,11 @@ struct Daemon {
                 return 0
             }
             group.addTask {
+                await Systemd.watchdog()
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                return 0
+            }
+            group.addTask {
                 await engine.run()
                 // No sinks: nothing to do here, but this must not end the daemon.
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
@@ -191,6 +201,7 @@ struct Daemon {
             group.addTask {
                 guard let signal = await signals.next() else { return 0 }  // cancelled: the relay ended on its own
                 logger.notice("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"), closing the hub connection")
+                Systemd.stopping()
                 await connection.stop()
                 return 0
             }
