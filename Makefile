@@ -11,8 +11,9 @@ all: build
 
 # System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups).
 BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev pkg-config
-# For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst).
-TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick
+# For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
+# systemd-analyze (the deploy/ units).
+TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd
 APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
@@ -22,7 +23,7 @@ deps:
 	fi
 
 test-deps: deps
-	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import; do \
+	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze; do \
 	  command -v $$c >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ] || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
 	  echo "Installing $(TEST_DEBS) (apt-get)"; $(APT) $(TEST_DEBS); \

@@ -12,7 +12,7 @@ final class DesktopSession {
     static let script = PythonPeer.root.appending(path: "Tests/Desktop/desktop-session.sh").path
 
     init(notifier: Bool = true) throws {
-        let out = try Self.shell([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
+        let out = try runCommand([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
         for line in out.split(separator: "\n") {
             let kv = line.split(separator: "=", maxSplits: 1).map(String.init)
             if kv.count == 2 { env[kv[0]] = kv[1] }
@@ -22,7 +22,7 @@ final class DesktopSession {
 
     /// Keeps a screenshot for people to look at (.build/test-artifacts/NAME.png).
     func screenshot(_ name: String) {
-        _ = try? Self.shell([Self.script, "shot", dir])
+        _ = try? runCommand([Self.script, "shot", dir])
         let artifacts = PythonPeer.root.appending(path: ".build/test-artifacts")
         try? FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: artifacts.appending(path: "\(name).png"))
@@ -31,37 +31,15 @@ final class DesktopSession {
 
     /// The popups dunst showed: closes them all, then reads its history (summary, body, app name).
     func popups() throws -> [(summary: String, body: String, app: String)] {
-        _ = try Self.shell(["dunstctl", "close-all"], env: env)
+        _ = try runCommand(["dunstctl", "close-all"], env: env)
         Thread.sleep(forTimeInterval: 0.2)
-        let json = try JSONValue(parsing: Array(try Self.shell(["dunstctl", "history"], env: env).utf8))
+        let json = try JSONValue(parsing: Array(try runCommand(["dunstctl", "history"], env: env).utf8))
         return (json["data"]?.arrayValue?.first?.arrayValue ?? []).map { n in
             (n["summary"]?["data"]?.stringValue ?? "", n["body"]?["data"]?.stringValue ?? "", n["appname"]?["data"]?.stringValue ?? "")
         }
     }
 
-    func stop() { _ = try? Self.shell([Self.script, "stop", dir]) }
-
-    /// Runs a command to its end; its output goes through a file. (Not Foundation's Process: a script that leaves
-    /// daemons behind made its waitUntilExit hang here, with the script already a zombie.)
-    static func shell(_ args: [String], env: [String: String] = [:]) throws -> String {
-        let outPath = FileManager.default.temporaryDirectory.appending(path: "shell-\(UUID()).out").path
-        defer { unlink(outPath) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let environment = ProcessInfo.processInfo.environment.merging(env) { $1 }.map { "\($0.key)=\($0.value)" }
-        let argv = (["/usr/bin/env"] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid = pid_t()
-        guard posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, envp) == 0 else { throw HarnessError("cannot run \(args[0])") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        return (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    }
+    func stop() { _ = try? runCommand([Self.script, "stop", dir]) }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DesktopPopupTests {

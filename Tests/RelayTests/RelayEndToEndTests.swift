@@ -11,7 +11,7 @@ import Testing
 #endif
 
 /// The built `allowance-relay` binary, next to this test bundle.
-private let relayBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     .appending(path: "allowance-relay").path
 
 /// The whole program, as a user runs it, against the real simulator.
@@ -234,7 +234,7 @@ final class RelayProcess: Sendable {
 
     init(env: [String: String], arguments: [String] = ["run"]) throws {
         process = Process()
-        process.executableURL = URL(fileURLWithPath: relayBinary)
+        process.executableURL = URL(fileURLWithPath: relayBinaryPath)
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ALLOWANCE_RELAY_") }
         // Never the user's real database: a fresh file unless the test names one.

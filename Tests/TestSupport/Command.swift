@@ -1,0 +1,23 @@
+import Foundation
+
+/// Runs a command to its end; its output goes through a file. (Not Foundation's Process: a script that leaves
+/// daemons behind made its waitUntilExit hang here, with the script already a zombie.)
+public func runCommand(_ args: [String], env: [String: String] = [:]) throws -> String {
+    let outPath = FileManager.default.temporaryDirectory.appending(path: "shell-\(UUID()).out").path
+    defer { unlink(outPath) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    let environment = ProcessInfo.processInfo.environment.merging(env) { $1 }.map { "\($0.key)=\($0.value)" }
+    let argv = (["/usr/bin/env"] + args).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer { (argv + envp).forEach { free($0) } }
+    var pid = pid_t()
+    guard posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, envp) == 0 else { throw HarnessError("cannot run \(args[0])") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    return (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+}
