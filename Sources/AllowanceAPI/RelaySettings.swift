@@ -114,6 +114,19 @@ public struct RelaySettings: Sendable {
         return ConfigReader(providers: providers)
     }
 
+    /// Every key the file may have, by section (`sinks`, `rules` and `templates` are checked by the relay's parser).
+    static let knownKeys: [String: Set<String>] = [
+        "server": [
+            "url", "hub_path", "token", "token_file", "email", "password", "password_file", "access_token_in_query",
+            "skip_negotiation", "ca_file", "insecure_tls",
+        ],
+        "store": ["path", "durability", "keep_transactions_days"],
+        "outbox": ["limit", "max_attempts", "max_age_days"],
+        "log": ["level", "format"],
+        "relay": ["currency", "locale", "link", "connection_lost_minutes"],
+        "sinks": [], "rules": [], "templates": [],
+    ]
+
     /// The file's single values by dotted key (`server.url`). Lists and the relay's sections (`sinks`, `rules`,
     /// `templates`) are read by the relay's own parser, which reports their mistakes with line numbers.
     static func scalars(yaml: String, file: String) throws(SettingsError) -> [AbsoluteConfigKey: ConfigValue] {
@@ -124,17 +137,26 @@ public struct RelaySettings: Sendable {
             throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
         }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        var mistake: SettingsError?
         func walk(_ node: Node, _ path: [String]) {
             if let scalar = node.scalar {
                 values[AbsoluteConfigKey(path)] = ConfigValue(.string(scalar.string), isSecret: path.last?.hasSuffix("token") == true || path.last == "password")
             } else if let map = node.mapping {
                 for (k, v) in map {
                     guard let key = k.string, !(path.isEmpty && ["sinks", "rules", "templates"].contains(key)) else { continue }
+                    let dotted = (path + [key]).joined(separator: ".")
+                    let known = path.isEmpty ? Set(knownKeys.keys) : knownKeys[path[0]] ?? []
+                    if path.count <= 1, !known.contains(key), mistake == nil {
+                        mistake = SettingsError(
+                            "\(file):\(k.mark?.line ?? 0): \(dotted): is not a known key. Fix: use one of "
+                                + known.sorted().map { path.isEmpty ? $0 : "\(path[0]).\($0)" }.joined(separator: ", ") + ".")
+                    }
                     walk(v, path + [key])
                 }
             }
         }
         if let root { walk(root, []) }
+        if let mistake { throw mistake }
         return values
     }
 

@@ -210,6 +210,23 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         }
     }
 
+    @Test func configCheckNamesFileLineAndKeyAndRunRefusesTheSameFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-check-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let file = dir.appending(path: "relay.yaml").path
+        try "server:\n  url: http://127.0.0.1:1\n  tokn: abc\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let check = try RelayProcess(env: [:], arguments: ["config", "check", "--config", file])
+        #expect(check.wait() == 78)
+        #expect(check.output.contains("\(file):3: server.tokn: is not a known key. Fix: use one of"), "\(check.output)")
+        let run = try RelayProcess(env: [:], arguments: ["run", "--config", file])
+        #expect(run.wait() == 78)
+        #expect(run.output.contains("server.tokn: is not a known key"))
+        let demo = PythonPeer.root.appending(path: "config/demo.yaml").path
+        let good = try RelayProcess(env: [:], arguments: ["config", "check", "--config", demo, "--json"])
+        #expect(good.wait() == 0)
+        #expect(good.output.contains(#""ok":true"#), "\(good.output)")
+    }
+
     @Test func invalidConfigurationExits78() throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(relay.wait() == 78)
