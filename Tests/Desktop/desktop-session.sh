@@ -49,8 +49,14 @@ shot)
   DISPLAY=$(cat "$dir/display") import -window root "$dir/desktop.png"
   ;;
 stop)
+  # SIGKILL: a test process ignores SIGTERM (swift-service-lifecycle's habit), and its children inherit that.
   for p in dunst dbus xvfb; do
-    [ -f "$dir/$p.pid" ] && kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+    [ -f "$dir/$p.pid" ] && kill -KILL "$(cat "$dir/$p.pid")" 2>/dev/null || true
   done
+  if [ -f "$dir/display" ]; then
+    n=$(cut -c2- "$dir/display")
+    sleep 0.1
+    rm -f "/tmp/.X$n-lock" "/tmp/.X11-unix/X$n"
+  fi
   ;;
 esac
