@@ -84,6 +84,8 @@ public struct SinkConfig: Sendable {
         }
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else { return nil }
         let path = c.path.split(separator: "/").map(String.init)
+        // `ntfy://` is plain http, `ntfys://` https (likewise gotify, json, matrix).
+        let origin = "\(scheme.hasSuffix("s") ? "https" : "http")://\(host)\(c.port.map { ":\($0)" } ?? "")"
         switch scheme {
         case "discord" where path.count == 1:
             var s = SinkConfig(name: name, kind: .discord)
@@ -95,23 +97,23 @@ public struct SinkConfig: Sendable {
             return s
         case "ntfy", "ntfys":
             var s = SinkConfig(name: name, kind: .ntfy)
-            s.url = URL(string: "\(scheme == "ntfy" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(c.path)")
+            s.url = URL(string: origin + c.path)
             return s
         case "gotify", "gotifys":
             guard let token = path.last else { return nil }
             var s = SinkConfig(name: name, kind: .gotify)
             let prefix = path.dropLast().map { "/" + $0 }.joined()
-            s.url = URL(string: "\(scheme == "gotify" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(prefix)")
+            s.url = URL(string: origin + prefix)
             s.token = Secret(token)
             return s
         case "json", "jsons":
             var s = SinkConfig(name: name, kind: .webhook)
-            s.url = URL(string: "\(scheme == "json" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")\(c.path)")
+            s.url = URL(string: origin + c.path)
             return s
         case "matrix", "matrixs":
             guard let user = c.user, let room = path.first else { return nil }
             var s = SinkConfig(name: name, kind: .matrix)
-            s.url = URL(string: "\(scheme == "matrix" ? "http" : "https")://\(host)\(c.port.map { ":\($0)" } ?? "")")
+            s.url = URL(string: origin)
             s.token = Secret(user)
             s.room = room
             return s

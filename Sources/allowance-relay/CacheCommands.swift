@@ -198,7 +198,8 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-private func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
+/// Dates in the CLI's tables and JSON.
+func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 
 /// Plain aligned columns for terminals.
 enum Table {

@@ -145,5 +145,3 @@ struct NotifyCommand: AsyncParsableCommand {
         }
     }
 }
-
-private func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }

@@ -189,13 +189,12 @@ struct Daemon {
             }
             group.addTask {
                 await Systemd.watchdog()
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                await untilCancelled()
                 return 0
             }
             group.addTask {
                 await engine.run()
-                // No sinks: nothing to do here, but this must not end the daemon.
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                await untilCancelled()  // no sinks, or no watchdog: this part must not end the daemon
                 return 0
             }
             group.addTask {
@@ -211,6 +210,11 @@ struct Daemon {
             return code
         }
     }
+}
+
+/// Returns when the task is cancelled.
+private func untilCancelled() async {
+    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
 }
 
 /// Delivers process signals as async values (the default handlers are turned off for them).

@@ -33,6 +33,7 @@ public struct HTTPSink: Sink {
     /// The request for one message. Public for `notify test --dry-run` and the tests.
     public func request(for m: Message) -> URLRequest {
         let base = config.url ?? URL(string: "http://invalid")!
+        let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
         var url = base
         var method = "POST"
         var headers: [String: String] = ["Content-Type": "application/json", "User-Agent": "allowance-relay"]
@@ -92,7 +93,7 @@ public struct HTTPSink: Sink {
         case .matrix:
             method = "PUT"
             let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
-            url = URL(string: base.absoluteString.trimmingSuffix("/") + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
+            url = URL(string: root + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
             headers["Authorization"] = "Bearer \(config.token?.value ?? "")"
             let payload: JSONValue = [
                 "msgtype": "m.text", "body": .string(m.title + "\n" + text), "format": "org.matrix.custom.html",
@@ -100,7 +101,7 @@ public struct HTTPSink: Sink {
             ]
             body = Array(payload.serialized.utf8)
         case .telegram:
-            url = URL(string: base.absoluteString.trimmingSuffix("/") + "/bot\(config.token?.value ?? "")/sendMessage") ?? base
+            url = URL(string: root + "/bot\(config.token?.value ?? "")/sendMessage") ?? base
             let payload: JSONValue = [
                 "chat_id": .string(config.chatId ?? ""), "text": .string(text), "parse_mode": "HTML",
                 "disable_notification": .bool(m.urgency == .low),
@@ -168,8 +169,4 @@ public struct HTTPSink: Sink {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "\n", with: " ")
         return trimmed.isEmpty ? "" : ": " + String(trimmed.prefix(200))
     }
-}
-
-extension String {
-    fileprivate func trimmingSuffix(_ suffix: String) -> String { hasSuffix(suffix) ? String(dropLast(suffix.count)) : self }
 }
