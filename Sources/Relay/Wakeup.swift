@@ -18,8 +18,10 @@ final class Wakeup: Sendable {
     }
 
     func wait(upTo timeout: Duration) async {
+        // Only a timer that ran out signals: a cancelled one (the wait ended earlier) must not leave a pending
+        // signal behind, or every next wait would return at once and the worker would spin.
         let timer = Task {
-            try? await Task.sleep(for: timeout)
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
             self.signal()
         }
         await withTaskCancellationHandler {

@@ -1,0 +1,33 @@
+import Foundation
+import Testing
+
+@testable import Relay
+
+/// The workers' sleep: a wait that ended early by a signal must leave nothing behind, or the next wait returns at
+/// once and an idle worker spins (it did: a cancelled timer used to signal on its way out).
+@Suite struct WakeupTests {
+    @Test func aSignalEndsOneWaitOnly() async {
+        let wakeup = Wakeup()
+        wakeup.signal()
+        let first = ContinuousClock.now
+        await wakeup.wait(upTo: .seconds(30))  // the pending signal: returns at once
+        #expect(ContinuousClock.now - first < .seconds(20))
+        let start = ContinuousClock.now
+        await wakeup.wait(upTo: .milliseconds(300))
+        #expect(ContinuousClock.now - start >= .milliseconds(290), "the next wait slept its time")
+    }
+
+    @Test func aSignalDuringAWaitWakesIt() async {
+        let wakeup = Wakeup()
+        let start = ContinuousClock.now
+        Task {
+            try? await Task.sleep(for: .milliseconds(50))
+            wakeup.signal()
+        }
+        await wakeup.wait(upTo: .seconds(30))
+        #expect(ContinuousClock.now - start < .seconds(20))
+        let again = ContinuousClock.now
+        await wakeup.wait(upTo: .milliseconds(300))
+        #expect(ContinuousClock.now - again >= .milliseconds(290))
+    }
+}
