@@ -9,12 +9,18 @@ mkdir -p "$dir"
 
 case "$cmd" in
 start)
-  for n in $(seq 90 140); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
-  display=":$n"
-  Xvfb "$display" -screen 0 1024x600x24 -nolisten tcp >"$dir/xvfb.log" 2>&1 </dev/null &
+  # -displayfd: Xvfb picks a free display itself and writes its number once it accepts clients (no race
+  # between parallel sessions, no guessing how long it takes under load).
+  Xvfb -displayfd 3 -screen 0 1024x600x24 -nolisten tcp >"$dir/xvfb.log" 2>&1 3>"$dir/displayno" </dev/null &
   echo $! >"$dir/xvfb.pid"
-  for _ in $(seq 100); do DISPLAY=$display xdpyinfo >/dev/null 2>&1 && break; sleep 0.05; done
-  DISPLAY=$display xdpyinfo >/dev/null 2>&1 || { echo "Xvfb did not start: $(cat "$dir/xvfb.log")" >&2; exit 1; }
+  for _ in $(seq 400); do [ -s "$dir/displayno" ] && break; sleep 0.05; done
+  if ! [ -s "$dir/displayno" ]; then
+    kill -KILL "$(cat "$dir/xvfb.pid")" 2>/dev/null || true
+    echo "Xvfb did not start within 20 s: $(cat "$dir/xvfb.log")" >&2
+    exit 1
+  fi
+  display=":$(head -1 "$dir/displayno")"
+  echo "$display" >"$dir/display"
   # Every background process gets its own output files: none may hold the caller's pipe open.
   # Without a notifier the bus must not start one on demand either (dunst installs a D-Bus activation file).
   bus_config=(--session)
