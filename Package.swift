@@ -25,6 +25,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // libwebsockets, from Debian's libwebsockets-dev.
@@ -68,7 +71,9 @@ let package = Package(
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
         .target(
             name: "Sync",
-            dependencies: ["AllowanceAPI", "Store", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "AllowanceAPI", "Store", .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         // sd-bus from Debian's libsystemd-dev, for desktop notifications.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -80,14 +85,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // The daemon and the CLI: a ServiceGroup (hub, sync, relay, status endpoint), signals, systemd, commands.
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
                 "AllowanceAPI", "SignalRClient", "Store", "Sync", "Relay", "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack from the client's.

@@ -28,6 +28,8 @@ public struct RelaySettings: Sendable {
     public var local: LocalSettings
     public var logLevel: String
     public var logFormat: LogFormat
+    /// `status.listen`: where `/healthz` and `/metrics` are served (nil: not served).
+    public var statusListen: (host: String, port: Int)?
 
     public enum LogFormat: String, Sendable { case text, json }
 
@@ -71,6 +73,16 @@ public struct RelaySettings: Sendable {
         guard ["full", "normal"].contains(durability) else {
             throw SettingsError("store.durability must be full or normal, not '\(durability)'.")
         }
+        var statusListen: (String, Int)?
+        if let listen = config.string(forKey: "status.listen"), !listen.isEmpty {
+            // "9464" or "127.0.0.1:9464" (the host defaults to loopback: the endpoint has no authentication).
+            let parts = listen.split(separator: ":", omittingEmptySubsequences: false)
+            let host = parts.count == 2 ? String(parts[0]) : "127.0.0.1"
+            guard parts.count <= 2, let port = Int(parts.last!), (1...65535).contains(port), !host.isEmpty else {
+                throw SettingsError("status.listen must be PORT or HOST:PORT (e.g. 127.0.0.1:9464), not '\(listen)'.")
+            }
+            statusListen = (host, port)
+        }
         let level = config.string(forKey: "log.level", default: "info")
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
             throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
@@ -90,7 +102,19 @@ public struct RelaySettings: Sendable {
             storeDurability: durability,
             local: try LocalSettings(config, environment),
             logLevel: level,
-            logFormat: logFormat)
+            logFormat: logFormat,
+            statusListen: statusListen)
+    }
+
+    /// What a running hub connection and database were made from: when a reload changes these, only a restart
+    /// applies them.
+    public var connectionFingerprint: String {
+        [
+            hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "", email ?? "",
+            passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "", "\(accessTokenInQuery)",
+            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability,
+            statusListen.map { "\($0.host):\($0.port)" } ?? "",
+        ].joined(separator: "\u{1}")
     }
 
     /// What the commands that work on the cache alone need (no server settings).
@@ -123,6 +147,7 @@ public struct RelaySettings: Sendable {
         "store": ["path", "durability", "keep_transactions_days"],
         "outbox": ["limit", "max_attempts", "max_age_days"],
         "log": ["level", "format"],
+        "status": ["listen"],
         "relay": ["currency", "locale", "link", "connection_lost_minutes"],
         "sinks": [], "rules": [], "templates": [],
     ]

@@ -6,37 +6,116 @@ import Synchronization
 
 /// The relay: installs the rules into the store (so deliveries are planned in the same SQLite transaction as
 /// their event), runs a worker per sink, and raises `connection.lost` when the hub stays away too long.
+///
+/// `reload` swaps rules, templates and sinks while running: the old workers finish the send they are in, the
+/// new ones take over the ledger. `stop` is the graceful end: no new sends, the one in flight may finish, and
+/// whatever is still in flight when `run` returns (cancelled past the deadline) goes back to pending.
 public final class RelayEngine: Sendable {
-    public let config: RelayConfig
     let store: Store
-    let workers: [SinkWorker]
     let logger: Logger
+    private let state: Mutex<State>
+    /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
+    private let changed = Wakeup()
     private let lostTimer = Mutex<Task<Void, Never>?>(nil)
+
+    private struct State {
+        var current: Generation
+        var stopped = false
+    }
+
+    /// One config's workers, and the flag that ends them.
+    private struct Generation: Sendable {
+        let config: RelayConfig
+        let workers: [SinkWorker]
+        let stop: StopFlag
+    }
 
     public init(store: Store, config: RelayConfig, logger: Logger) {
         self.store = store
-        self.config = config
         self.logger = logger
-        workers = config.sinks.map { SinkWorker(sink: makeSink($0), store: store, config: config, wakeup: Wakeup(), logger: logger) }
+        state = Mutex(State(current: Self.generation(config, store: store, logger: logger)))
     }
+
+    private static func generation(_ config: RelayConfig, store: Store, logger: Logger) -> Generation {
+        let stop = StopFlag()
+        let workers = config.sinks.map {
+            SinkWorker(sink: makeSink($0), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+        }
+        return Generation(config: config, workers: workers, stop: stop)
+    }
+
+    public var config: RelayConfig { state.withLock { $0.current.config } }
 
     /// From now on every stored event plans its deliveries. Call before the first event can arrive.
     public func install() throws(StoreError) {
-        let wakeups = workers.map(\.wakeup)
-        store.setPlanner(RulePlanner(rules: config.rules, sinks: config.sinksByName)) {
-            for w in wakeups { w.signal() }
-        }
+        plan(with: state.withLock { $0.current })
         let requeued = try store.requeueInFlightDeliveries()
         if requeued > 0 { logger.notice("\(requeued) deliveries were in flight at the last stop: sending them again (same ids)") }
     }
 
-    /// Runs the sink workers until the task is cancelled.
-    public func run() async {
-        guard !workers.isEmpty else { return }
-        logger.info("relaying to \(workers.count) sink(s): \(workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }.joined(separator: ", "))")
-        await withDiscardingTaskGroup { group in
-            for w in workers { group.addTask { await w.run() } }
+    private func plan(with generation: Generation) {
+        let wakeups = generation.workers.map(\.wakeup)
+        store.setPlanner(RulePlanner(rules: generation.config.rules, sinks: generation.config.sinksByName)) {
+            for w in wakeups { w.signal() }
         }
+    }
+
+    /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
+    /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
+    public func reload(_ config: RelayConfig) -> ReloadSummary {
+        let new = Self.generation(config, store: store, logger: logger)
+        let old = state.withLock { s in
+            defer { s.current = new }
+            return s.current
+        }
+        plan(with: new)
+        old.stop.set()
+        for w in old.workers { w.wakeup.signal() }
+        changed.signal()
+        let before = Set(old.config.sinks.map(\.name))
+        let after = Set(config.sinks.map(\.name))
+        let pending = (try? store.deliveryCounts()) ?? [:]
+        let orphaned = before.subtracting(after).sorted().compactMap { name -> (String, Int)? in
+            let n = (pending[name]?["pending"] ?? 0) + (pending[name]?["in_flight"] ?? 0)
+            return n > 0 ? (name, n) : nil
+        }
+        return ReloadSummary(
+            added: after.subtracting(before).sorted(), removed: before.subtracting(after).sorted(),
+            kept: after.intersection(before).sorted(), rules: config.rules.count, orphaned: orphaned)
+    }
+
+    /// Runs the sink workers until `stop()` (or cancellation), then puts any delivery still in flight back to
+    /// pending, so that nothing is owed to a send that never finished.
+    public func run() async {
+        while let generation = state.withLock({ $0.stopped ? nil : $0.current }) {
+            if generation.workers.isEmpty {
+                await changed.wait(upTo: .seconds(3600))
+            } else {
+                let names = generation.workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }
+                logger.info("relaying to \(generation.workers.count) sink(s): \(names.joined(separator: ", "))")
+                await withDiscardingTaskGroup { group in
+                    for w in generation.workers { group.addTask { await w.run() } }
+                }
+            }
+            if Task.isCancelled { break }
+        }
+        do {
+            let requeued = try store.requeueInFlightDeliveries()
+            if requeued > 0 { logger.notice("\(requeued) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)") }
+        } catch {
+            logger.error("could not requeue the deliveries in flight (they will be at the next start): \(error)")
+        }
+    }
+
+    /// Graceful stop: each worker finishes the send it is in and takes no other.
+    public func stop() {
+        let current = state.withLock { s in
+            s.stopped = true
+            return s.current
+        }
+        current.stop.set()
+        for w in current.workers { w.wakeup.signal() }
+        changed.signal()
     }
 
     /// The hub link is down: if it stays down for `connectionLostAfter`, raise `connection.lost` once.
@@ -85,4 +164,31 @@ extension RelayConfig {
             id: id, kind: kind, urgency: urgency, title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) },
             event: event)
     }
+}
+
+/// What a reload changed, for the log line and `--json`.
+public struct ReloadSummary: Sendable {
+    public let added: [String]
+    public let removed: [String]
+    public let kept: [String]
+    public let rules: Int
+    /// Removed sinks that still have deliveries waiting: they stay in the ledger until the sink comes back.
+    public let orphaned: [(sink: String, pending: Int)]
+
+    public var description: String {
+        var parts = ["\(kept.count + added.count) sink(s), \(rules) rule(s)"]
+        if !added.isEmpty { parts.append("added \(added.joined(separator: ", "))") }
+        if !removed.isEmpty { parts.append("removed \(removed.joined(separator: ", "))") }
+        for (sink, n) in orphaned {
+            parts.append("\(n) delivery(ies) for the removed sink \(sink) wait until a sink of that name is configured again")
+        }
+        return parts.joined(separator: "; ")
+    }
+}
+
+/// Set once; read by workers between sends.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

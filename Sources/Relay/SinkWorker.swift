@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
+import Metrics
 import Store
 import Synchronization
 
@@ -12,24 +13,31 @@ struct SinkWorker: Sendable {
     let store: Store
     let config: RelayConfig
     let wakeup: Wakeup
+    /// Set for a graceful stop or a reload: the send in progress finishes, no other starts.
+    let stop: StopFlag
     let logger: Logger
     let rateLimiter: RateLimiter
+    let metrics: DeliveryMetrics
 
-    init(sink: any Sink, store: Store, config: RelayConfig, wakeup: Wakeup, logger: Logger) {
+    init(sink: any Sink, store: Store, config: RelayConfig, wakeup: Wakeup, stop: StopFlag, logger: Logger) {
         self.sink = sink
         self.store = store
         self.config = config
         self.wakeup = wakeup
+        self.stop = stop
         self.logger = logger
         self.rateLimiter = RateLimiter(sink.config.rateLimit)
+        self.metrics = DeliveryMetrics(sink: sink.config.name)
     }
+
+    private var ending: Bool { Task.isCancelled || stop.isSet }
 
     var name: String { sink.config.name }
 
     func run() async {
         var pausedUntil = Date.distantPast
         var unavailable: String?
-        while !Task.isCancelled {
+        while !ending {
             do {
                 if let reason = try store.disabledSinks()[name] {
                     logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
@@ -50,7 +58,7 @@ struct SinkWorker: Sendable {
                 }
                 let markup = await sink.supportsMarkup()
                 for delivery in try fold(due) {
-                    if Task.isCancelled { return }
+                    if ending { return }
                     if let pause = try await deliver(delivery, markup: markup, unavailable: &unavailable) {
                         pausedUntil = pause
                         break
@@ -71,13 +79,18 @@ struct SinkWorker: Sendable {
             return nil
         }
         await rateLimiter.wait()
+        if ending { return nil }
         try store.deliveryInFlight(d.id)
         let outcome = await sink.send(render(d, markup: markup))
+        // Cut short by the stop deadline: the row stays in flight and the engine puts it back to pending.
+        if Task.isCancelled { return nil }
         let now = Date()  // waits the server asks for count from its answer
         let attempts = d.attempts + 1
+        metrics.record(outcome)
         switch outcome {
         case .delivered:
             try store.deliveryDone(d.id)
+            metrics.latency.recordInterval(since: d.createdAt, now: now)
             if unavailable != nil {
                 logger.notice("sink \(name) works again")
                 unavailable = nil
@@ -148,6 +161,40 @@ struct SinkWorker: Sendable {
 
     func render(_ d: Delivery, markup: Bool) -> Message {
         config.message(id: d.id, kind: d.kind, urgency: d.urgency, event: d.event, sink: sink.config, markup: markup)
+    }
+}
+
+/// Deliveries by outcome and the time from planned to delivered, per sink (exported on /metrics).
+struct DeliveryMetrics: Sendable {
+    let outcomes: [String: Counter]
+    let latency: Metrics.Timer
+
+    static let outcomeNames = ["delivered", "retry", "throttled", "disabled", "rejected", "unavailable"]
+
+    init(sink: String) {
+        outcomes = Dictionary(uniqueKeysWithValues: Self.outcomeNames.map {
+            ($0, Counter(label: "allowance_relay_deliveries_total", dimensions: [("sink", sink), ("outcome", $0)]))
+        })
+        latency = Metrics.Timer(label: "allowance_relay_delivery_latency_seconds", dimensions: [("sink", sink)], preferredDisplayUnit: .seconds)
+    }
+
+    func record(_ outcome: DeliveryOutcome) {
+        let name =
+            switch outcome {
+            case .delivered: "delivered"
+            case .retry: "retry"
+            case .throttled: "throttled"
+            case .disable: "disabled"
+            case .rejected: "rejected"
+            case .unavailable: "unavailable"
+            }
+        outcomes[name]?.increment()
+    }
+}
+
+extension Metrics.Timer {
+    func recordInterval(since start: Date, now: Date) {
+        recordNanoseconds(Int64(max(0, now.timeIntervalSince(start)) * 1e9))
     }
 }
 

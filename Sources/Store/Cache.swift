@@ -246,6 +246,8 @@ public struct StoreSummary: Sendable {
     public var outboxWaiting: Int
     public var outboxRejected: Int
     public var lastCatchUp: Date?
+    /// The last event pushed by the hub (not caught up); nil once pruned, or never.
+    public var lastEvent: Date?
     /// The last time anything came from the server (a hub event or a catch-up).
     public var lastContact: Date?
 }
@@ -259,7 +261,8 @@ extension Store {
         return try read { db in
             let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
                 .flatMap(ISODate.parse)
-            let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox").flatMap(ISODate.parse)
+            let lastReceived = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox").flatMap(ISODate.parse)
+            let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox WHERE caught_up = 0").flatMap(ISODate.parse)
             return StoreSummary(
                 path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
                 children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child") ?? 0,
@@ -267,8 +270,8 @@ extension Store {
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
                 outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,
                 outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('rejected', 'dead')") ?? 0,
-                lastCatchUp: lastCatchUp,
-                lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
+                lastCatchUp: lastCatchUp, lastEvent: lastEvent,
+                lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
         }
     }
 }

@@ -77,6 +77,14 @@ public final class Store: Sendable {
         try read { db in try Schema.migrator.appliedMigrations(db) }
     }
 
+    /// At a clean stop: fold the write-ahead log into the database file and empty it, so the file alone is
+    /// complete (a copy or backup of just relay.sqlite has everything).
+    public func checkpoint() throws(StoreError) {
+        do { try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") } } catch {
+            throw StoreError(path: path, error)
+        }
+    }
+
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
     }

@@ -59,3 +59,57 @@ extension Store {
         }
     }
 }
+
+/// The running daemon's hub link, persisted on each change so that `status` (another process) can show it.
+public struct LinkStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        case connecting, connected, reconnecting, stopped
+    }
+
+    public var state: State
+    public var connectionId: String?
+    public var since: Date
+    public var detail: String
+    /// The daemon's process id: a `status` that finds it gone says "not running" whatever the row says.
+    public var pid: Int32
+
+    public init(state: State, connectionId: String? = nil, since: Date = Date(), detail: String = "", pid: Int32 = getpid()) {
+        self.state = state
+        self.connectionId = connectionId
+        self.since = since
+        self.detail = detail
+        self.pid = pid
+    }
+
+    public var json: JSONValue {
+        [
+            "state": .string(state.rawValue), "connectionId": connectionId.map { .string($0) } ?? .null,
+            "since": .string(ISO.string(since)), "detail": .string(detail), "pid": .number(String(pid)),
+        ]
+    }
+
+    init?(json: JSONValue) {
+        guard let s = json["state"]?.stringValue.flatMap(State.init(rawValue:)), let since = json["since"]?.stringValue.flatMap(ISODate.parse),
+            let pid = json["pid"]?.intValue.flatMap({ Int32(exactly: $0) })
+        else { return nil }
+        self.init(state: s, connectionId: json["connectionId"]?.stringValue, since: since, detail: json["detail"]?.stringValue ?? "", pid: pid)
+    }
+}
+
+extension Store {
+    public func setLinkStatus(_ status: LinkStatus) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "INSERT INTO sync_state (key, value) VALUES ('link', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                arguments: [status.json.serialized])
+        }
+    }
+
+    public func linkStatus() throws(StoreError) -> LinkStatus? {
+        try read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'link'")
+                .flatMap { try? JSONValue(parsing: Array($0.utf8)) }
+                .flatMap(LinkStatus.init(json:))
+        }
+    }
+}

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
+import Metrics
 import Store
 
 /// Fetches what the cache missed (after a restart or any reconnect: a new hub connection lost what was sent
@@ -60,6 +61,7 @@ public struct CatchUp: Sendable {
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let latest = try await api.children()
         try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors)
+        Counter(label: "allowance_relay_caught_up_transactions_total").increment(by: report.stored)
         logger.info("caught up", metadata: ["children": "\(report.children)", "transactions": "\(report.stored)"])
         return report
     }

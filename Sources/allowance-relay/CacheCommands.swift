@@ -57,6 +57,8 @@ struct StatusCommand: AsyncParsableCommand {
         let store = try await options.openStore()
         let s = try store.summary()
         let sync = try store.syncStatus()
+        let link = try store.linkStatus()
+        let running = link.map { $0.state != .stopped && processIsAlive($0.pid) } ?? false
         let stale = options.isStale(s)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
@@ -69,6 +71,11 @@ struct StatusCommand: AsyncParsableCommand {
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
                 "sync": sync?.json ?? .null,
+                "running": .bool(running),
+                "hub": link.map { l -> JSONValue in
+                    running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null]
+                } ?? .null,
+                "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
                 "deliveries": .object(counts.keys.sorted().map { sink in
                     let c = counts[sink]!
                     var members: [(key: String, value: JSONValue)] = ["pending", "in_flight", "delivered", "dead"].map {
@@ -81,7 +88,17 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         let sinks: [[String]] = counts.keys.sorted().map { sink in sinkLine(sink, counts[sink]!, disabled[sink]) }
+        let hub: String =
+            if let link, running {
+                "\(link.state.rawValue) since \(iso(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
+                    + (link.state == .connected ? "" : ": \(link.detail)") + " (pid \(link.pid))"
+            } else if let link {
+                "not running (last: \(link.state.rawValue) since \(iso(link.since)), \(link.detail))"
+            } else {
+                "never run"
+            }
         let lines: [[String]] = [
+            ["hub", hub],
             ["sync", sync.map { "\($0.phase.rawValue) since \(iso($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(iso($0))" } ?? "") } ?? "never run"],
             ["database", s.path],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
@@ -89,11 +106,17 @@ struct StatusCommand: AsyncParsableCommand {
             ["children", String(s.children)],
             ["transactions", String(s.transactions)],
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
+            ["last event", s.lastEvent.map(iso) ?? "none"],
             ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
             ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
         ]
         print(Table.render(lines + sinks))
     }
+}
+
+/// Whether the daemon that wrote the link row is still running (EPERM: alive, another user's).
+private func processIsAlive(_ pid: Int32) -> Bool {
+    kill(pid, 0) == 0 || errno == EPERM
 }
 
 private func sinkLine(_ sink: String, _ c: [String: Int], _ disabled: String?) -> [String] {

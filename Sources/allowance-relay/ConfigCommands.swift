@@ -17,39 +17,74 @@ struct ConfigCommand: AsyncParsableCommand {
                 files: each is reported with the file, the line, the key and a fix. Exit 0 when `run` would start,
                 78 when it would refuse.
 
+                --probe then tries what the file points at: the server (signs in and lists the children over REST)
+                and each sink (one test alert, as `notify test` sends). Exit 1 when any of them fails.
+
                 Examples:
                   allowance-relay config check --config /etc/allowance-relay/relay.yaml
                   ALLOWANCE_RELAY_SERVER_URL=https://x.example allowance-relay config check --config relay.yaml --json
+                  allowance-relay config check --config relay.yaml --probe
                 """)
 
         @Option(name: .shortAndLong, help: "YAML config file.") var config: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
+        @Flag(help: "Also try the server and send a test alert to each sink.") var probe = false
 
         func run() async throws {
             var problem: String?
             var summary = ""
+            var loaded: (RelaySettings, RelayConfig)?
             do {
-                let settings = try await RelaySettings.load(file: config)
-                try settings.checkSecretFiles()
-                do {
-                    let relay = try RelayConfig.load(file: config)
-                    summary = "server \(settings.serverURL.absoluteString), database \(settings.storePath), "
-                        + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
-                        + "\(relay.rules.count) rule(s)"
-                } catch {
-                    problem = "\(error)"
-                }
+                let (settings, relay) = try await ConfigProblem.load(file: config, environment: ProcessInfo.processInfo.environment)
+                loaded = (settings, relay)
+                summary = "server \(settings.serverURL.absoluteString), database \(settings.storePath), "
+                    + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
+                    + "\(relay.rules.count) rule(s)"
+                    + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")
             } catch {
                 problem = error.message
             }
+            var probes: [(what: String, ok: Bool, said: String)] = []
+            if probe, let (settings, relay) = loaded {
+                probes = await Self.probe(settings, relay)
+            }
             if json {
-                print((["ok": .bool(problem == nil), "error": problem.map { .string($0) } ?? .null, "summary": .string(summary)] as JSONValue).serialized)
+                print(
+                    ([
+                        "ok": .bool(problem == nil && probes.allSatisfy(\.ok)), "error": problem.map { .string($0) } ?? .null,
+                        "summary": .string(summary),
+                        "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
+                    ] as JSONValue).serialized)
             } else if let problem {
                 FileHandle.standardError.write(Data("allowance-relay: configuration error: \(problem)\n".utf8))
             } else {
                 print("Configuration OK: \(summary).")
+                for p in probes { print("  \(p.ok ? "ok  " : "FAIL") \(p.what): \(p.said)") }
             }
             if problem != nil { throw ExitCode(78) }
+            if !probes.allSatisfy(\.ok) { throw ExitCode(1) }
+        }
+
+        /// The server (sign in, list the children) and each sink (a test alert), one after the other.
+        static func probe(_ settings: RelaySettings, _ relay: RelayConfig) async -> [(what: String, ok: Bool, said: String)] {
+            var out: [(String, Bool, String)] = []
+            let api = APIClient(baseURL: settings.serverURL, tokens: settings.tokenSource())
+            do {
+                let children = try await api.children()
+                out.append(("server \(settings.serverURL.redactedForLogs)", true, "answered: \(children.count) child(ren)"))
+            } catch {
+                out.append(("server \(settings.serverURL.redactedForLogs)", false, error.message))
+            }
+            for sink in relay.sinks {
+                let outcome = await relay.sendTest(to: sink)
+                let said: String =
+                    switch outcome {
+                    case .delivered: "accepted a test alert"
+                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+                    }
+                out.append(("sink \(sink.name) (\(sink.kind.rawValue))", outcome == .delivered, said))
+            }
+            return out
         }
     }
 }

@@ -13,6 +13,15 @@ enum Systemd {
 
     static func status(_ text: String) { notify("STATUS=\(text)") }
 
+    /// Around a SIGHUP reload (what `Type=notify-reload` expects; harmless for `Type=notify`).
+    static func reloading() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        notify("RELOADING=1\nSTATUS=reloading the configuration\nMONOTONIC_USEC=\(UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000)")
+    }
+
+    static func reloaded() { notify("READY=1\nSTATUS=configuration reloaded") }
+
     static func stopping() { notify("STOPPING=1\nSTATUS=stopping") }
 
     /// Pings the watchdog until cancelled, if systemd asked for it.

@@ -14,13 +14,16 @@ grep -q "wrote an example config" "$tmp/first.log" || fail "no example config wr
 [ -x "$tmp/root/usr/local/bin/allowance-relay" ] || fail "binary not installed"
 [ "$(stat -c %a "$tmp/root/etc/allowance-relay/relay.yaml")" = 600 ] || fail "config not mode 600"
 [ "$(stat -c %a "$tmp/root/etc/allowance-relay")" = 700 ] || fail "config directory not mode 700"
+grep -q "deliveries" "$tmp/root/usr/local/share/bash-completion/completions/allowance-relay" || fail "no bash completion"
+[ -s "$tmp/root/usr/local/share/zsh/site-functions/_allowance-relay" ] || fail "no zsh completion"
 echo "# edited by the admin" >>"$tmp/root/etc/allowance-relay/relay.yaml"
 "$repo/deploy/install.sh" --root "$tmp/root" --binary "$binary" >"$tmp/second.log"
 grep -q "kept the existing" "$tmp/second.log" || fail "second install did not keep the config"
 grep -q "edited by the admin" "$tmp/root/etc/allowance-relay/relay.yaml" || fail "the admin's config was overwritten"
 
-HOME="$tmp/home" "$repo/deploy/install.sh" --user --root "$tmp/userroot" --binary "$binary" >/dev/null
+HOME="$tmp/home" XDG_DATA_HOME= "$repo/deploy/install.sh" --user --root "$tmp/userroot" --binary "$binary" >/dev/null
 [ -f "$tmp/userroot$tmp/home/.config/systemd/user/allowance-relay.service" ] || fail "user unit not installed"
+[ -s "$tmp/userroot$tmp/home/.local/share/bash-completion/completions/allowance-relay" ] || fail "no user bash completion"
 
 installed="$tmp/root/usr/local/bin/allowance-relay"
 sed "s|/usr/local/bin/allowance-relay|$installed|" "$tmp/root/etc/systemd/system/allowance-relay.service" >"$tmp/allowance-relay.service"

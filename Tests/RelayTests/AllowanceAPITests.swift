@@ -126,7 +126,7 @@ import Testing
         }
     }
 
-    @Test(arguments: ["demo.yaml", "family-server.yaml", "desktop.yaml", "reference.yaml"])
+    @Test(arguments: ["demo.yaml", "family-server.yaml", "desktop.yaml", "both.yaml", "reference.yaml"])
     func theExampleConfigsLoad(_ name: String) async throws {
         let file = PythonPeer.root.appending(path: "config/\(name)").path
         // The examples name secret files that exist only on a real server: the environment stands in for them.

@@ -23,11 +23,17 @@ final class HTTPClient: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         session = URLSession(configuration: config, delegate: self, delegateQueue: nil)
     }
 
+    /// Cancelling the calling task cancels the request (a stop must not wait for a slow destination).
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        try await withCheckedThrowingContinuation { continuation in
-            let task = session.dataTask(with: request)
-            tasks.withLock { $0[task.taskIdentifier] = (Data(), continuation) }
-            task.resume()
+        let task = session.dataTask(with: request)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                tasks.withLock { $0[task.taskIdentifier] = (Data(), continuation) }
+                task.resume()
+                if Task.isCancelled { task.cancel() }
+            }
+        } onCancel: {
+            task.cancel()
         }
     }
 

@@ -1,0 +1,246 @@
+import AllowanceAPI
+import Foundation
+import Logging
+import Relay
+import ServiceLifecycle
+import SignalRClient
+import Store
+import Sync
+import Synchronization
+import UnixSignals
+
+/// `run` as a ServiceGroup. Services start in this order and stop in the reverse one on SIGTERM/SIGINT:
+///   status endpoint, relay workers, outbox poller, watchdog, reloader, hub connection
+/// so the hub link closes first (no new events), then the outbox poller, then the workers finish the send each is
+/// in, and the status endpoint answers until the end. Past `gracePeriod` whatever is left is cancelled; deliveries
+/// cut short are put back to pending. Then the database is checkpointed.
+struct Daemon {
+    let settings: RelaySettings
+    let store: Store
+    let engine: RelayEngine
+    let metrics: RelayMetrics
+    let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
+    let logger: Logger
+
+    static let gracePeriod: Duration = .seconds(10)
+
+    func run() async -> Int32 {
+        let tokens = settings.tokenSource()  // one source for the hub and REST: one login, one renewal
+        let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
+        let link = LinkMonitor(store: store, logger: logger)
+        let sync = SyncCoordinator(
+            store: store, api: APIClient(baseURL: settings.serverURL, tokens: tokens),
+            limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
+            logger: logger)
+        let hub = HubService(
+            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link, metrics: metrics,
+            json: settings.logFormat == .json, logger: logger)
+        await hub.registerHandlers()
+
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        func add(_ service: some Service, _ name: String) {
+            services.append(
+                .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
+        }
+        if let listen = settings.statusListen {
+            add(StatusEndpoint(host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger).service, "status endpoint")
+        }
+        add(RelayService(engine: engine), "relay")
+        let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
+        add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
+        add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
+        add(untilShutdown { await reloader.run() }, "reloader")
+        add(hub, "hub")
+
+        var config = ServiceGroupConfiguration(services: services, logger: logger)
+        config.maximumGracefulShutdownDuration = Self.gracePeriod
+        // No maximumCancellationDuration: past it ServiceGroup stops the process with a fatal error; every service
+        // here ends promptly on cancellation (HTTP sends are cancelled, sd-bus calls have their own timeout).
+        config.maximumCancellationDuration = nil
+        let group = ServiceGroup(configuration: config)
+
+        logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
+        link.set(.connecting, detail: "starting")
+        // Ready once the database is open and the workers run: the hub may be away for long, and the relay is
+        // doing its job meanwhile (outbox, deliveries, reconnecting).
+        Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
+        // Our own signal handling rather than the group's, to say which signal arrived.
+        let signals = Task {
+            var stopping = false
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                logger.notice(stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
+                if !stopping { await group.triggerGracefulShutdown() }
+                stopping = true
+            }
+        }
+        defer { signals.cancel() }
+        var code: Int32 = 0
+        do {
+            try await group.run()
+        } catch let exit as DaemonExit {
+            logger.critical("\(exit.message)")
+            code = exit.code
+        } catch {
+            logger.critical("\(error)")
+            code = 1
+        }
+        link.set(.stopped, detail: code == 0 ? "stopped" : "ended with exit code \(code)")
+        do {
+            try store.checkpoint()
+        } catch {
+            logger.warning("could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
+        }
+        logger.notice("stopped", metadata: ["exitCode": "\(code)"])
+        return code
+    }
+
+    private func hubOptions(_ tokens: (any TokenSource)?) -> HubConnectionOptions {
+        var options = HubConnectionOptions()
+        if let tokens {
+            options.accessTokenProvider = { try await tokens.token() }
+            options.accessTokenRefused = { await tokens.refused() }
+        }
+        options.accessTokenInQuery = settings.accessTokenInQuery
+        options.skipNegotiation = settings.skipNegotiation
+        options.userAgent = "allowance-relay/\(RelayCommand.version) (Linux)"
+        options.reconnectPolicy = ExponentialRetryPolicy()
+        options.startRetryPolicy = ExponentialRetryPolicy()
+        options.webSocket.caFile = settings.caFile
+        options.webSocket.allowInsecureTLS = settings.insecureTLS
+        return options
+    }
+}
+
+/// Ends the daemon with an exit code (documented in `run --help`) and the reason.
+struct DaemonExit: Error {
+    let code: Int32
+    let message: String
+}
+
+/// The hub connection: events into the sync engine, link changes to the relay, the status endpoint and systemd.
+struct HubService: Service {
+    let connection: HubConnection
+    let events: AsyncStream<HubConnectionEvent>
+    let sync: SyncCoordinator
+    let engine: RelayEngine
+    let link: LinkMonitor
+    let metrics: RelayMetrics
+    let json: Bool
+    let logger: Logger
+
+    func registerHandlers() async {
+        let (sync, metrics, logger, json) = (sync, metrics, logger, json)
+        for target in HubEvent.targets {
+            await connection.on(target) { (args: HubArguments) in
+                metrics.hubEvent(target)
+                do throws(PayloadError) {
+                    let event = try HubEvent(target: target, arguments: args)
+                    if json {
+                        logger.info("hub event", metadata: ["event": .string(event.json.serialized)])
+                    } else {
+                        logger.info("\(event.summary)")
+                    }
+                    await sync.handle(event)
+                } catch {
+                    // A payload we cannot read is reported and skipped; the connection carries on.
+                    logger.error("could not read a hub event: \(error.message)")
+                }
+            }
+        }
+    }
+
+    func run() async throws {
+        let stopping = StopSignal()
+        try await withGracefulShutdownHandler {
+            do throws(HubConnectionError) {
+                try await connection.start()
+            } catch {
+                if stopping.isSet { return }
+                throw DaemonExit(code: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
+            }
+            for await event in events {
+                switch event {
+                case .connected(let id), .reconnected(let id):
+                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
+                    if case .reconnected = event { metrics.reconnects.increment() }
+                    link.set(.connected, connectionId: id, detail: "connected")
+                    Systemd.status("connected to the hub")
+                    // A new connection lost whatever was sent while there was none: fetch it.
+                    engine.linkRestored()
+                    await sync.requestCatchUp()
+                case .reconnecting(let reason):
+                    logger.warning("connection lost, reconnecting: \(reason)")
+                    link.set(.reconnecting, detail: reason)
+                    Systemd.status("reconnecting: \(reason)")
+                    engine.linkLost(reason)
+                    await sync.linkLost(reason)
+                case .closed(let error):
+                    if let error, !stopping.isSet { throw DaemonExit(code: 1, message: "the hub connection ended: \(error)") }
+                    return
+                }
+            }
+        } onGracefulShutdown: {
+            stopping.set()
+            logger.info("closing the hub connection, then finishing the deliveries in flight")
+            Systemd.stopping()
+            Task { await connection.stop() }
+        }
+    }
+}
+
+/// The relay's workers, stopped gracefully: the send in flight finishes, no other starts.
+struct RelayService: Service {
+    let engine: RelayEngine
+
+    func run() async {
+        await withGracefulShutdownHandler {
+            await engine.run()
+        } onGracefulShutdown: {
+            engine.stop()
+        }
+    }
+}
+
+/// SIGHUP: read the config file again and apply rules, templates and sinks without touching the hub connection.
+/// A broken file is refused with the same message `config check` gives, and the running config stays.
+struct Reloader {
+    let current: RelaySettings
+    let engine: RelayEngine
+    let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
+    let logger: Logger
+
+    func run() async {
+        for await _ in await UnixSignalsSequence(trapping: .sighup) {
+            Systemd.reloading()
+            defer { Systemd.reloaded() }
+            do throws(ConfigProblem) {
+                let (settings, relay) = try await reload()
+                let summary = engine.reload(relay)
+                logger.notice("reloaded the configuration: \(summary.description)")
+                if settings.connectionFingerprint != current.connectionFingerprint {
+                    logger.warning(
+                        "the server, store or status settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
+                }
+            } catch {
+                logger.error("reload refused, still running with the previous configuration: \(error.message)")
+            }
+        }
+    }
+}
+
+/// A service that simply stops (is cancelled) at the graceful shutdown.
+private func untilShutdown(_ body: @escaping @Sendable () async -> Void) -> ClosureService {
+    ClosureService { await cancelWhenGracefulShutdown(body) }
+}
+
+/// Returns when the task is cancelled.
+func untilCancelled() async {
+    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+}
+
+/// Set once, from a synchronous shutdown handler.
+final class StopSignal: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

@@ -1,0 +1,150 @@
+import AllowanceAPI
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import SignalRProtocol
+import Store
+import Synchronization
+
+/// The hub link as the daemon sees it: set by the hub service, read by /healthz and /metrics, and persisted on
+/// each change for `status` (another process).
+final class LinkMonitor: Sendable {
+    private let state = Mutex(LinkStatus(state: .connecting, detail: "starting"))
+    let store: Store
+    let logger: Logger
+
+    init(store: Store, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    var current: LinkStatus { state.withLock { $0 } }
+
+    func set(_ s: LinkStatus.State, connectionId: String? = nil, detail: String) {
+        let status = LinkStatus(state: s, connectionId: connectionId, detail: detail)
+        state.withLock { $0 = status }
+        do {
+            try store.setLinkStatus(status)
+        } catch {
+            logger.warning("could not record the hub link state for `status`: \(error)")
+        }
+    }
+}
+
+/// Metrics in Prometheus text format. The modules count with swift-metrics (deliveries, catch-up); the
+/// daemon counts hub events and reconnects, and reads the gauges from the database when scraped.
+final class RelayMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    let reconnects: Metrics.Counter
+    private let events: [String: Metrics.Counter]
+
+    /// Bootstraps swift-metrics onto this registry: call once, before any module makes a metric.
+    init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["allowance_relay_delivery_latency_seconds"] = [
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300),
+            .seconds(1800),
+        ]
+        MetricsSystem.bootstrap(factory)
+        reconnects = Metrics.Counter(label: "allowance_relay_hub_reconnects_total")
+        events = Dictionary(uniqueKeysWithValues: HubEvent.targets.map {
+            ($0, Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", $0)]))
+        })
+    }
+
+    func hubEvent(_ target: String) { events[target]?.increment() }
+
+    /// The text exposition, with the gauges read now.
+    func scrape(store: Store, link: LinkStatus) -> String {
+        registry.makeGauge(name: "allowance_relay_hub_connected").set(to: link.state == .connected ? 1 : 0)
+        if let summary = try? store.summary() {
+            registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(summary.outboxWaiting))
+            registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(summary.fileBytes))
+            if let last = summary.lastEvent {
+                registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(to: max(0, Date().timeIntervalSince(last)))
+            }
+        }
+        for (sink, counts) in (try? store.deliveryCounts()) ?? [:] {
+            for state in ["pending", "in_flight", "dead"] {
+                registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)]).set(to: Double(counts[state] ?? 0))
+            }
+        }
+        return registry.emitToString()
+    }
+}
+
+/// `status.listen`: GET /healthz (200, or 503 with the reasons) and GET /metrics, for monitoring on the host.
+struct StatusEndpoint {
+    let host: String
+    let port: Int
+    let store: Store
+    let link: LinkMonitor
+    let metrics: RelayMetrics
+    let logger: Logger
+
+    var service: some Service {
+        let router = Router()
+        let (store, link, metrics) = (store, link, metrics)
+        router.get("healthz") { _, _ -> Response in
+            let (healthy, body) = Self.health(store: store, link: link.current)
+            return Response(
+                status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: body.serialized + "\n")))
+        }
+        router.get("metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.scrape(store: store, link: link.current))))
+        }
+        // Hummingbird's own logging off: a bind error reaches us as an error, and its complaints when cancelled
+        // at the end of the grace period are noise.
+        var quiet = logger
+        quiet.logLevel = .critical
+        let app = Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "allowance-relay"),
+            onServerRunning: { [logger, host, port] _ in logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)") },
+            logger: quiet)
+        return EndpointService(app: app, listen: "\(host):\(port)")
+    }
+
+    /// Healthy when the hub link is up, the database answers, sync is not in error and no sink is switched off.
+    static func health(store: Store, link: LinkStatus) -> (Bool, JSONValue) {
+        var reasons: [String] = []
+        if link.state != .connected {
+            reasons.append("hub \(link.state.rawValue) since \(iso(link.since)): \(link.detail)")
+        }
+        do {
+            if let sync = try store.syncStatus(), sync.phase == .error { reasons.append("sync error: \(sync.detail)") }
+            for (sink, why) in try store.disabledSinks().sorted(by: { $0.key < $1.key }) {
+                reasons.append("sink \(sink) switched off: \(why)")
+            }
+        } catch {
+            reasons.append("database: \(error)")
+        }
+        return (
+            reasons.isEmpty,
+            [
+                "status": .string(reasons.isEmpty ? "ok" : "unhealthy"), "reasons": .array(reasons.map { .string($0) }),
+                "hub": .string(link.state.rawValue), "connectionId": link.connectionId.map { .string($0) } ?? .null,
+            ]
+        )
+    }
+}
+
+/// Runs the endpoint; a port that cannot be bound ends the daemon with a message naming `status.listen`.
+struct EndpointService<App: Service>: Service {
+    let app: App
+    let listen: String
+
+    func run() async throws {
+        do {
+            try await app.run()
+        } catch {
+            throw DaemonExit(code: 1, message: "status.listen \(listen): cannot serve /healthz and /metrics: \(error)")
+        }
+    }
+}
