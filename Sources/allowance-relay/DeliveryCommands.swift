@@ -25,7 +25,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Deliveries, newest first.")
+        static let configuration = CommandConfiguration(
+            abstract: "Deliveries, newest first.",
+            discussion: "Examples:\n  allowance-relay deliveries list --state dead\n  allowance-relay deliveries list --sink family-chat --json")
         @OptionGroup var options: CacheOptions
         @Option(help: "Only this sink's.") var sink: String?
         @Option(help: "Only in this state: pending, in_flight, delivered, dead, merged.") var state: String?
@@ -60,7 +62,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     struct Retry: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Queue dead letters again (one by id, or all of a sink's).")
+        static let configuration = CommandConfiguration(
+            abstract: "Queue dead letters again (one by id, or all of a sink's).",
+            discussion: "Examples:\n  allowance-relay deliveries retry dlv_83c1...\n  allowance-relay deliveries retry --sink family-chat")
         @OptionGroup var options: CacheOptions
         @Argument(help: "A delivery id (see `deliveries list`).") var id: String?
         @Option(help: "All dead letters of this sink.") var sink: String?
@@ -77,7 +81,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     struct Enable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Switch a sink back on after the server said it was gone (410).")
+        static let configuration = CommandConfiguration(
+            abstract: "Switch a sink back on after the server said it was gone (410).",
+            discussion: "Example (after fixing its URL and `systemctl reload allowance-relay`): allowance-relay deliveries enable family-chat")
         @OptionGroup var options: CacheOptions
         @Argument(help: "The sink's name.") var sink: String
 
@@ -90,7 +96,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
     }
 
     struct Purge: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete finished deliveries older than N days.")
+        static let configuration = CommandConfiguration(
+            abstract: "Delete finished deliveries older than N days.",
+            discussion: "Examples:\n  allowance-relay deliveries purge --older-than 30\n  allowance-relay deliveries purge --older-than 90 --dead")
         @OptionGroup var options: CacheOptions
         @Option(help: "Age in days.") var olderThan = 30
         @Flag(help: "Dead letters too.") var dead = false

@@ -80,7 +80,9 @@ struct OutboxCommand: AsyncParsableCommand {
         defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The outbox, oldest first (sent ones included).")
+        static let configuration = CommandConfiguration(
+            abstract: "The outbox, oldest first (sent ones included).",
+            discussion: "Examples:\n  allowance-relay outbox list\n  allowance-relay outbox list --json | jq '.[] | select(.state == \"dead\")'")
         @OptionGroup var options: CacheOptions
 
         func run() async throws {
@@ -103,7 +105,8 @@ struct OutboxCommand: AsyncParsableCommand {
     }
 
     struct Retry: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Send a pending or rejected write at the next chance.")
+        static let configuration = CommandConfiguration(
+            abstract: "Send a pending or rejected write at the next chance.", discussion: "Example: allowance-relay outbox retry 12")
         @OptionGroup var options: CacheOptions
         @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
 
@@ -114,7 +117,8 @@ struct OutboxCommand: AsyncParsableCommand {
     }
 
     struct Drop: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Give up a write that was not sent (its local effect is undone).")
+        static let configuration = CommandConfiguration(
+            abstract: "Give up a write that was not sent (its local effect is undone).", discussion: "Example: allowance-relay outbox drop 12")
         @OptionGroup var options: CacheOptions
         @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
 
