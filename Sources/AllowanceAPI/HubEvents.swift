@@ -20,7 +20,7 @@ public enum HubEvent: Sendable, Equatable {
             let first: JSONValue
             do { first = try arguments.value(at: 0) } catch { throw PayloadError(message: error.message) }
             if case .string(let s) = first {
-                guard let id = UUID(uuidString: s) else {
+                guard let id = FastParse.uuid(s) ?? UUID(uuidString: s) else {
                     throw PayloadError(message: "TransactionCreated: argument 0 is not a transaction id: \"\(s)\".")
                 }
                 self = .transactionCreatedId(id)
@@ -35,7 +35,7 @@ public enum HubEvent: Sendable, Equatable {
             guard arguments.count >= 2 else {
                 throw PayloadError(message: "BalanceUpdated: expected (childId, newBalance), got \(arguments.count) argument(s).")
             }
-            guard let s = arguments.values[0].stringValue, let id = UUID(uuidString: s) else {
+            guard let s = arguments.values[0].stringValue, let id = FastParse.uuid(s) ?? UUID(uuidString: s) else {
                 throw PayloadError(message: "BalanceUpdated: argument 0 (childId) is not a UUID string: \(arguments.values[0].serialized.prefix(40)).")
             }
             guard let balance = Money.decimal(arguments.values[1]) else {

@@ -95,6 +95,7 @@ public enum Money {
         case .string(let s): text = s
         default: return nil
         }
+        if let fast = FastParse.decimal(text) { return fast }
         guard text.allSatisfy({ "0123456789+-.eE".contains($0) }) else { return nil }
         return Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
     }
@@ -118,6 +119,7 @@ public enum Money {
 /// ISO-8601 with or without fractional seconds, with `Z` or an offset.
 public enum ISODate {
     public static func parse(_ text: String) -> Date? {
+        if let d = FastParse.date(text) { return d }
         if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
         if let d = try? Date.ISO8601FormatStyle().parse(text) { return d }
         // Servers that omit the zone (ASP.NET with DateTimeKind.Unspecified): read as UTC.
@@ -150,7 +152,7 @@ private struct Fields {
 
     func uuid(_ key: String) throws(PayloadError) -> UUID {
         let s = try string(key)
-        guard let u = UUID(uuidString: s) else { throw PayloadError(message: "\(what).\(key) is not a UUID: \"\(s)\".") }
+        guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw PayloadError(message: "\(what).\(key) is not a UUID: \"\(s)\".") }
         return u
     }
 

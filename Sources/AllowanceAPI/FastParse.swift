@@ -1,0 +1,131 @@
+import Foundation
+
+/// Parsers for the three value kinds every hub event carries (ids, money, dates), for the common exact form,
+/// byte by byte. Foundation's general parsers (sscanf for UUIDs, a locale for Decimal, ISO8601FormatStyle) were a
+/// quarter of the client's time per event (measured with perf in `make bench`); anything not in the common form
+/// falls back to them, so what is accepted does not change. Checked against Foundation in FastParseTests.
+enum FastParse {
+    /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, hex in either case.
+    static func uuid(_ text: String) -> UUID? {
+        var text = text
+        return text.withUTF8 { b -> UUID? in
+            guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(16)
+            var i = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
+                guard let hi = hex(b[i]), let lo = hex(b[i + 1]) else { return nil }
+                bytes.append(hi << 4 | lo)
+                i += 2
+            }
+            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        }
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        case 0x41...0x46: c - 0x41 + 10
+        default: nil
+        }
+    }
+
+    /// `-?digits(.digits)?` with at most 18 digits: exact as significand and exponent.
+    static func decimal(_ text: String) -> Decimal? {
+        var text = text
+        return text.withUTF8 { b -> Decimal? in
+            var i = 0
+            var negative = false
+            if i < b.count, b[i] == 0x2D { negative = true; i += 1 }
+            var significand: UInt64 = 0
+            var digits = 0
+            var fraction = 0
+            var seenDot = false
+            guard i < b.count else { return nil }
+            while i < b.count {
+                let c = b[i]
+                if c == 0x2E {
+                    guard !seenDot, digits > 0 else { return nil }
+                    seenDot = true
+                } else if c >= 0x30, c <= 0x39 {
+                    significand = significand * 10 + UInt64(c - 0x30)
+                    digits += 1
+                    if seenDot { fraction += 1 }
+                    guard digits <= 18 else { return nil }
+                } else {
+                    return nil
+                }
+                i += 1
+            }
+            guard digits > 0, !(seenDot && fraction == 0) else { return nil }
+            return Decimal(sign: negative && significand != 0 ? .minus : .plus, exponent: -fraction, significand: Decimal(significand))
+        }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; without a zone, nil (the caller decides).
+    static func date(_ text: String) -> Date? {
+        var text = text
+        return text.withUTF8 { b -> Date? in
+            func num(_ at: Int, _ n: Int) -> Int? {
+                guard at + n <= b.count else { return nil }
+                var v = 0
+                for k in at..<at + n {
+                    guard b[k] >= 0x30, b[k] <= 0x39 else { return nil }
+                    v = v * 10 + Int(b[k] - 0x30)
+                }
+                return v
+            }
+            guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54 || b[10] == 0x74, b[13] == 0x3A, b[16] == 0x3A,
+                let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2), let minute = num(14, 2),
+                let second = num(17, 2), (1...12).contains(month), day >= 1, day <= daysIn(month, year), hour < 24, minute < 60,
+                second < 60
+            else { return nil }
+            var i = 19
+            var fraction = 0.0
+            if b[i] == 0x2E {
+                i += 1
+                var scale = 0.1
+                let start = i
+                while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+                    fraction += Double(b[i] - 0x30) * scale
+                    scale /= 10
+                    i += 1
+                }
+                guard i > start else { return nil }
+            }
+            guard i < b.count else { return nil }
+            var offset = 0
+            if b[i] == 0x5A || b[i] == 0x7A {
+                guard i + 1 == b.count else { return nil }
+            } else if b[i] == 0x2B || b[i] == 0x2D {
+                guard i + 6 == b.count, b[i + 3] == 0x3A, let oh = num(i + 1, 2), let om = num(i + 4, 2), oh < 24, om < 60 else { return nil }
+                offset = (oh * 3600 + om * 60) * (b[i] == 0x2D ? -1 : 1)
+            } else {
+                return nil
+            }
+            let seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset
+            return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        }
+    }
+
+    private static func daysIn(_ month: Int, _ year: Int) -> Int {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    private static func daysFromCivil(_ y0: Int, _ m: Int, _ d: Int) -> Int {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146097 + doe - 719468
+    }
+}
