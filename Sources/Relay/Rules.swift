@@ -75,6 +75,13 @@ public struct RulePlanner: AlertPlanner {
         self.now = now
     }
 
+    /// A transaction or balance change can also raise balance.low.
+    public func mayPlan(for kind: RelayEvent.Kind) -> Bool {
+        rules.contains { r in
+            r.events.contains(kind) || (kind == .transactionCreated || kind == .balanceUpdated) && r.events.contains(.balanceLow)
+        }
+    }
+
     public func plan(_ e: RelayEvent) -> [PlannedDelivery] {
         let now = now()
         var planned: [PlannedDelivery] = []

@@ -38,6 +38,11 @@ extension Store {
         try write { db in try planDeliveries(db, event) }
     }
 
+    /// Whether events of `kind` can plan anything (a planner is installed and one of its rules may take them).
+    func plansAny(_ kind: RelayEvent.Kind) -> Bool {
+        relay.withLock { $0.planner?.mayPlan(for: kind) ?? false }
+    }
+
     /// Plans `event`'s deliveries inside the caller's SQLite transaction. Dedup: a delivery with the same key on the
     /// same sink inside its window is skipped.
     @discardableResult
@@ -47,13 +52,11 @@ extension Store {
         var inserted = 0
         for p in planner.plan(event) {
             if let key = p.dedupKey, let window = p.dedupWindow,
-                try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1",
-                    arguments: [p.sink, key, ISO.string(now.addingTimeInterval(-window))]) == true
+                try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"), arguments: [p.sink, key, ISO.string(now.addingTimeInterval(-window))]) == true
             {
                 continue
             }
-            try db.execute(
+            try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
                                           next_attempt_at, created_at)
@@ -66,7 +69,15 @@ extension Store {
                 ])
             inserted += 1
         }
-        if inserted > 0, let wake { db.afterNextTransaction { _ in wake() } }
+        if inserted > 0, let wake, wakeAtCommit.setIfClear() {
+            let flag = wakeAtCommit
+            db.afterNextTransaction { _ in
+                flag.clear()
+                wake()
+            } onRollback: { _ in
+                flag.clear()
+            }
+        }
         return inserted
     }
 

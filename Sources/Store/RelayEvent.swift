@@ -105,6 +105,12 @@ public struct RelayEvent: Sendable, Equatable {
 /// quick and must not touch the database; whatever it returns is written in that same transaction.
 public protocol AlertPlanner: Sendable {
     func plan(_ event: RelayEvent) -> [PlannedDelivery]
+    /// Whether an event of this kind can lead to any alert: when not, the store skips building it (a hot path).
+    func mayPlan(for kind: RelayEvent.Kind) -> Bool
+}
+
+extension AlertPlanner {
+    public func mayPlan(for kind: RelayEvent.Kind) -> Bool { true }
 }
 
 /// One alert owed to one sink.

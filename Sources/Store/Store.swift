@@ -11,6 +11,14 @@ public final class Store: Sendable {
     let pool: DatabasePool
     /// The relay's hook into each write: set once the rules are loaded (and again on a reload).
     let relay = Mutex<(planner: (any AlertPlanner)?, onPlanned: (@Sendable () -> Void)?)>((nil, nil))
+    /// Whether the current write transaction already asked to wake the workers at its commit (once per
+    /// transaction: GRDB checks every registered observer at each statement, so one per event made a burst
+    /// quadratic). Writes are serialized, so one flag is enough.
+    let wakeAtCommit = Flag()
+    /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
+    /// cheaper than a random UUID per event.
+    let session = UUID().uuidString.lowercased()
+    let sequence = Atomic<Int>(0)
 
     public enum Durability: String, Sendable {
         /// A committed row survives power loss (the default).
@@ -85,6 +93,13 @@ public final class Store: Sendable {
         }
     }
 
+    /// Rewrites the database file without its free pages (after a prune: SQLite does not shrink files by itself).
+    /// Needs a moment alone with the database: writers wait (busy timeout) until it is done.
+    public func vacuum() throws(StoreError) {
+        do { try pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") } } catch { throw StoreError(path: path, error) }
+        try checkpoint()
+    }
+
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
     }
@@ -127,4 +142,12 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(path): \(message)" }
+}
+
+/// A Bool shared with closures that outlive the call (a Mutex cannot be captured).
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    /// Sets it; true if it was not set before.
+    func setIfClear() -> Bool { value.withLock { v in defer { v = true }; return !v } }
+    func clear() { value.withLock { $0 = false } }
 }

@@ -35,23 +35,39 @@ public actor SyncCoordinator {
     }
 
     public func handle(_ event: HubEvent) {
+        handle([event])
+    }
+
+    /// Stores a burst of hub events in one SQLite transaction, and starts one catch-up if any of them shows the
+    /// cache missed something.
+    public func handle(_ events: [HubEvent]) {
+        var catchUpReason: String?
         do {
-            switch try store.apply(event) {
-            case .stored(gap: nil): break
-            case .stored(gap: let child?):
-                logger.notice("the cache missed something for child \(child.uuidString.lowercased()); catching up")
-                requestCatchUp()
-            case .duplicate:
-                logger.debug("already stored: \(event.summary)")
-            case .needsCatchUp(let reason):
-                logger.info("catching up: \(reason)")
-                requestCatchUp()
+            for (event, result) in zip(events, try store.apply(events)) {
+                switch result {
+                case .stored(gap: nil): break
+                case .stored(gap: let child?):
+                    catchUpReason = catchUpReason ?? "the cache missed something for child \(child.uuidString.lowercased())"
+                case .duplicate:
+                    logger.debug("already stored: \(event.summary)")
+                case .needsCatchUp(let reason):
+                    catchUpReason = catchUpReason ?? reason
+                }
             }
         } catch {
-            // Not stored: the next catch-up fetches it from the server again.
-            logger.error("could not store an event: \(error.message)")
+            // Not stored: the next catch-up fetches them from the server again.
+            logger.error("could not store \(events.count) event(s): \(error.message)")
+            catchUpReason = "events could not be stored"
+        }
+        if let catchUpReason {
+            logger.notice("\(catchUpReason); catching up")
             requestCatchUp()
         }
+    }
+
+    /// Stores what the hub handler queued, a burst at a time, until the queue is finished and empty.
+    public func store(from queue: EventQueue) async {
+        while let batch = await queue.next() { handle(batch) }
     }
 
     /// The sync state machine: each change is logged and persisted for `status`.

@@ -10,9 +10,9 @@ import Synchronization
 import UnixSignals
 
 /// `run` as a ServiceGroup. Services start in this order and stop in the reverse one on SIGTERM/SIGINT:
-///   status endpoint, relay workers, outbox poller, watchdog, reloader, hub connection
-/// so the hub link closes first (no new events), then the outbox poller, then the workers finish the send each is
-/// in, and the status endpoint answers until the end. Past `gracePeriod` whatever is left is cancelled; deliveries
+///   status endpoint, relay workers, event writer, outbox poller, watchdog, reloader, hub connection
+/// so the hub link closes first (no new events), then the outbox poller, then the events received are stored,
+/// then the workers finish the send each is in, and the status endpoint answers until the end. Past `gracePeriod` whatever is left is cancelled; deliveries
 /// cut short are put back to pending. Then the database is checkpointed.
 struct Daemon {
     let settings: RelaySettings
@@ -32,9 +32,10 @@ struct Daemon {
             store: store, api: APIClient(baseURL: settings.serverURL, tokens: tokens),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
+        let queue = EventQueue()
         let hub = HubService(
-            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link, metrics: metrics,
-            json: settings.logFormat == .json, logger: logger)
+            connection: connection, events: await connection.events(), queue: queue, sync: sync, engine: engine, link: link,
+            metrics: metrics, json: settings.logFormat == .json, logger: logger)
         await hub.registerHandlers()
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
@@ -46,6 +47,8 @@ struct Daemon {
             add(StatusEndpoint(host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger).service, "status endpoint")
         }
         add(RelayService(engine: engine), "relay")
+        // Stops after the hub: what the connection delivered is stored before the end.
+        add(EventWriter(queue: queue, sync: sync), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
@@ -121,6 +124,7 @@ struct DaemonExit: Error {
 struct HubService: Service {
     let connection: HubConnection
     let events: AsyncStream<HubConnectionEvent>
+    let queue: EventQueue
     let sync: SyncCoordinator
     let engine: RelayEngine
     let link: LinkMonitor
@@ -129,7 +133,7 @@ struct HubService: Service {
     let logger: Logger
 
     func registerHandlers() async {
-        let (sync, metrics, logger, json) = (sync, metrics, logger, json)
+        let (queue, metrics, logger, json) = (queue, metrics, logger, json)
         for target in HubEvent.targets {
             await connection.on(target) { (args: HubArguments) in
                 metrics.hubEvent(target)
@@ -140,7 +144,7 @@ struct HubService: Service {
                     } else {
                         logger.info("\(event.summary)")
                     }
-                    await sync.handle(event)
+                    await queue.append(event)  // stored by the EventWriter, a burst per SQLite transaction
                 } catch {
                     // A payload we cannot read is reported and skipped; the connection carries on.
                     logger.error("could not read a hub event: \(error.message)")
@@ -184,6 +188,20 @@ struct HubService: Service {
             logger.info("closing the hub connection, then finishing the deliveries in flight")
             Systemd.stopping()
             Task { await connection.stop() }
+        }
+    }
+}
+
+/// Stores the hub events the connection queued, a burst per SQLite transaction; at the stop, what is queued.
+struct EventWriter: Service {
+    let queue: EventQueue
+    let sync: SyncCoordinator
+
+    func run() async {
+        await withGracefulShutdownHandler {
+            await sync.store(from: queue)
+        } onGracefulShutdown: {
+            queue.finish()
         }
     }
 }

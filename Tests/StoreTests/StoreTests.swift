@@ -9,7 +9,10 @@ func temporaryStorePath() -> String {
     FileManager.default.temporaryDirectory.appending(path: "store-\(UUID())").appending(path: "relay.sqlite").path
 }
 
-let allMigrations = ["v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger"]
+let allMigrations = [
+    "v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger",
+    "v5: latest transaction per child by index",
+]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
 
