@@ -25,10 +25,8 @@ extension Store {
     /// The rules that turn events into deliveries (nil: the relay is off and nothing is planned), and what to call
     /// after a transaction that planned some has committed (wakes the sink workers).
     public func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable () -> Void)? = nil) {
-        relay.withLock {
-            $0.planner = planner
-            $0.onPlanned = onPlanned
-        }
+        let hooks = planner.map { PlannerHooks(planner: $0, onPlanned: onPlanned) }
+        relay.withLock { $0 = hooks }
     }
 
     /// Records an event that did not come from the hub (a connection lost for long, a sink disabled) and plans
@@ -40,14 +38,14 @@ extension Store {
 
     /// Whether events of `kind` can plan anything (a planner is installed and one of its rules may take them).
     func plansAny(_ kind: RelayEvent.Kind) -> Bool {
-        relay.withLock { $0.planner?.mayPlan(for: kind) ?? false }
+        relay.withLock { $0?.planner.mayPlan(for: kind) ?? false }
     }
 
     /// Plans `event`'s deliveries inside the caller's SQLite transaction. Dedup: a delivery with the same key on the
     /// same sink inside its window is skipped.
     @discardableResult
     func planDeliveries(_ db: Database, _ event: RelayEvent, now: Date = Date()) throws -> Int {
-        let (planner, wake) = relay.withLock { ($0.planner, $0.onPlanned) }
+        let planner = relay.withLock { $0?.planner }
         guard let planner else { return 0 }
         var inserted = 0
         for p in planner.plan(event) {
@@ -69,15 +67,7 @@ extension Store {
                 ])
             inserted += 1
         }
-        if inserted > 0, let wake, wakeAtCommit.setIfClear() {
-            let flag = wakeAtCommit
-            db.afterNextTransaction { _ in
-                flag.clear()
-                wake()
-            } onRollback: { _ in
-                flag.clear()
-            }
-        }
+        plannedInWrite.add(inserted, ordering: .relaxed)
         return inserted
     }
 

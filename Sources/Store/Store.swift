@@ -10,11 +10,14 @@ public final class Store: Sendable {
     public let path: String
     let pool: DatabasePool
     /// The relay's hook into each write: set once the rules are loaded (and again on a reload).
-    let relay = Mutex<(planner: (any AlertPlanner)?, onPlanned: (@Sendable () -> Void)?)>((nil, nil))
-    /// Whether the current write transaction already asked to wake the workers at its commit (once per
-    /// transaction: GRDB checks every registered observer at each statement, so one per event made a burst
-    /// quadratic). Writes are serialized, so one flag is enough.
-    let wakeAtCommit = Flag()
+    /// A class in the Mutex, not the closure itself: each `withLock` on a Mutex holding a function type wraps
+    /// the stored closure in two more reabstraction thunks (inout through a generic), and after about 90,000
+    /// events calling it overflowed the stack.
+    let relay = Mutex<PlannerHooks?>(nil)
+    /// Deliveries planned by the write in progress: after its commit the workers are woken once. (Not GRDB's
+    /// afterNextTransaction: one observer per event made a burst quadratic, and nested its callbacks until the
+    /// stack overflowed at about 90,000 events.) Writes are serialized, so one counter is enough.
+    let plannedInWrite = Atomic<Int>(0)
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
     let session = UUID().uuidString.lowercased()
@@ -104,8 +107,17 @@ public final class Store: Sendable {
         do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
     }
 
+    /// One SQLite transaction. When it planned deliveries and committed, the sink workers are woken.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try pool.write(body) } catch { throw StoreError(path: path, error) }
+        let result: T
+        do {
+            result = try pool.write(body)
+        } catch {
+            _ = plannedInWrite.exchange(0, ordering: .relaxed)  // rolled back: nothing was planned after all
+            throw StoreError(path: path, error)
+        }
+        if plannedInWrite.exchange(0, ordering: .relaxed) > 0, let wake = relay.withLock({ $0?.onPlanned }) { wake() }
+        return result
     }
 }
 
@@ -144,10 +156,13 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(path): \(message)" }
 }
 
-/// A Bool shared with closures that outlive the call (a Mutex cannot be captured).
-final class Flag: Sendable {
-    private let value = Mutex(false)
-    /// Sets it; true if it was not set before.
-    func setIfClear() -> Bool { value.withLock { v in defer { v = true }; return !v } }
-    func clear() { value.withLock { $0 = false } }
+/// The rules that plan deliveries and what to call once they are committed.
+final class PlannerHooks: Sendable {
+    let planner: any AlertPlanner
+    let onPlanned: (@Sendable () -> Void)?
+
+    init(planner: any AlertPlanner, onPlanned: (@Sendable () -> Void)?) {
+        self.planner = planner
+        self.onPlanned = onPlanned
+    }
 }

@@ -78,14 +78,16 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     private let state = Mutex(State())
     private let highWater: Int
     /// Asks the service thread to read the socket again (set once by the connection).
-    private let resumeHook = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Boxed: a closure stored directly in a Mutex gains two reabstraction thunks per `withLock` (see Store).
+    private let resumeHook = Mutex<HookBox?>(nil)
 
     init(highWater: Int) {
         self.highWater = Swift.max(2, highWater)
     }
 
     func onResume(_ hook: @escaping @Sendable () -> Void) {
-        resumeHook.withLock { $0 = hook }
+        let box = HookBox(hook)
+        resumeHook.withLock { $0 = box }
     }
 
     /// Service thread: a message arrived. Returns true when the socket should stop being read.
@@ -147,7 +149,7 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
                 s.waiter = continuation
                 return (nil, false)
             }
-            if wake { resumeHook.withLock { $0 }?() }
+            if wake { resumeHook.withLock { $0 }?.hook() }
             if let immediate { continuation.resume(returning: immediate) }
         }
         return try result.get()
@@ -162,4 +164,9 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(inbox: self) }
+}
+
+final class HookBox: Sendable {
+    let hook: @Sendable () -> Void
+    init(_ hook: @escaping @Sendable () -> Void) { self.hook = hook }
 }

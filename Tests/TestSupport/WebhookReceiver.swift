@@ -33,18 +33,27 @@ public final class WebhookReceiver: Sendable {
     }
 
     private let log = Mutex<[(Received, ContinuousClock.Instant)]>([])
-    private let responder: Mutex<@Sendable (Received, Int) -> Answer>
+    private let responder: Mutex<Responder>
 
     /// `respond` gets each request and how many came before it.
     public init(respond: @escaping @Sendable (Received, Int) -> Answer = { _, _ in Answer() }) {
-        responder = Mutex(respond)
+        responder = Mutex(Responder(respond))
     }
 
     public var received: [Received] { log.withLock { $0.map(\.0) } }
     /// When each request arrived.
     public var arrivals: [ContinuousClock.Instant] { log.withLock { $0.map(\.1) } }
 
-    public func respond(_ r: @escaping @Sendable (Received, Int) -> Answer) { responder.withLock { $0 = r } }
+    public func respond(_ r: @escaping @Sendable (Received, Int) -> Answer) {
+        let box = Responder(r)
+        responder.withLock { $0 = box }
+    }
+
+    /// Boxed: a closure stored directly in a Mutex gains reabstraction thunks at each `withLock`.
+    final class Responder: Sendable {
+        let answer: @Sendable (Received, Int) -> Answer
+        init(_ answer: @escaping @Sendable (Received, Int) -> Answer) { self.answer = answer }
+    }
 
     /// Runs for the length of `body`, which gets the base URL (`http://127.0.0.1:PORT`).
     public func run(_ body: (URL) async throws -> Void) async throws {
@@ -76,7 +85,7 @@ public final class WebhookReceiver: Sendable {
             l.append((r, .now))
             return l.count - 1
         }
-        let answer = responder.withLock { $0 }(r, index)
+        let answer = responder.withLock { $0 }.answer(r, index)
         if answer.delay > .zero { try await Task.sleep(for: answer.delay) }
         var out = HTTPFields()
         for (k, v) in answer.headers { if let name = HTTPField.Name(k) { out[name] = v } }
