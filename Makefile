@@ -5,7 +5,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test deps test-deps clean
+.PHONY: all build demo test deps test-deps bench bench-quick clean
 
 all: build
 
@@ -53,7 +53,19 @@ $(VENV)/.installed: Tests/Interop/requirements.txt
 test: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python -m pytest -q Tests/Interop
+	$(MAKE) --no-print-directory bench-quick
 	$(SWIFT) test
+
+# Benchmarks side by side with the Python peers and a raw libwebsockets floor (Benchmarks/README.md):
+# release binaries, about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.
+bench: test-deps $(VENV)/.installed
+	$(SWIFT) build -c release
+	$(VENV)/bin/python Benchmarks/bench.py --bin .build/release
+
+# The same harness with tiny counts on the debug binaries (seconds): checks it still works; figures meaningless.
+bench-quick: $(VENV)/.installed
+	@out=$$(mktemp -d); $(VENV)/bin/python Benchmarks/bench.py --quick --bin .build/debug --out $$out/BENCHMARKS.md \
+	  --json $$out/results.json && echo "bench-quick: the harness works ($$out)"
 
 clean:
 	rm -rf .build $(VENV)

@@ -120,6 +120,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // `make bench`: our SignalR client alone, decoding and counting (Benchmarks/README.md).
+        .executableTarget(
+            name: "allowance-bench-client",
+            dependencies: ["AllowanceAPI", "SignalRClient", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/Client"
+        ),
         // Shared by the test targets: the in-process simulator, and the Python peers from Tests/Interop.
         .target(
             name: "TestSupport",

@@ -42,6 +42,7 @@ public final class HubSimulator: Sendable {
     private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
     private let logins = Atomic<Int>(0)
     private let webhooks = Atomic<Int>(0)
+    let blast = BlastState()
 
     struct Faults {
         var fullPayload = true
@@ -233,6 +234,7 @@ public final class HubSimulator: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
         }
         addFaultSwitches(router.group("_sim"))
+        addBlastRoutes(router.group("_sim"))
         return router
     }
 

@@ -20,7 +20,7 @@ struct RelayCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
-            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, ConfigCommand.self,
+            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, ConfigCommand.self, StoreCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

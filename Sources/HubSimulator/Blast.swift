@@ -1,0 +1,95 @@
+import Foundation
+import Hummingbird
+import SignalRProtocol
+import Synchronization
+
+/// Load for the benchmarks (`make bench`): a stream of real transactions, encoded before the clock starts and
+/// then pushed as fast as the sockets take them; or paced at a rate, with each send time recorded.
+final class BlastState: Sendable {
+    struct State {
+        /// Encoded frames, each holding `batch` hub messages (TransactionCreated and BalanceUpdated per transaction).
+        var frames: [[UInt8]] = []
+        var events = 0
+        /// Transaction id -> when it was broadcast (seconds since 1970), for latency.
+        var sentAt: [String: Double] = [:]
+    }
+
+    let state = Mutex(State())
+}
+
+extension HubSimulator {
+    func addBlastRoutes(_ sim: RouterGroup<BasicRequestContext>) {
+        // Records `count` transactions in the family (the REST API lists them) and encodes their two hub events
+        // each into frames of `batch` messages. Nothing is sent: `go` sends. Without `go`, they are the
+        // transactions a relay that was down has missed.
+        sim.post("blast/prepare") { request, _ in
+            let q = request.uri.queryParameters
+            let count = Int(q["count"].map(String.init) ?? "") ?? 1000
+            let batch = max(1, Int(q["batch"].map(String.init) ?? "") ?? 20)
+            var frames: [[UInt8]] = []
+            var frame: [UInt8] = []
+            var inFrame = 0
+            for _ in 0..<count {
+                let a = await self.family.randomActivity()
+                guard let (t, _) = try? await self.family.addTransaction(
+                    childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
+                else { continue }
+                for message in Self.events(t) {
+                    frame += JSONHubProtocol.encode(message)
+                    inFrame += 1
+                    if inFrame == batch {
+                        frames.append(frame)
+                        frame = []
+                        inFrame = 0
+                    }
+                }
+            }
+            if !frame.isEmpty { frames.append(frame) }
+            let events = count * 2
+            self.blast.state.withLock {
+                $0.frames = frames
+                $0.events = events
+            }
+            return self.json(200, ["transactions": .number(String(count)), "events": .number(String(events)), "frames": .number(String(frames.count))])
+        }
+        // Hands every prepared frame to every connected socket's writer at once; the sockets drain at their pace.
+        sim.post("blast/go") { _, _ in
+            let (frames, events) = self.blast.state.withLock { ($0.frames, $0.events) }
+            for f in frames { await self.hub.broadcast(raw: f) }
+            return self.json(200, ["frames": .number(String(frames.count)), "events": .number(String(events))])
+        }
+        // `count` transactions at `rate` per second, each broadcast as it is created; send times kept for latency.
+        sim.post("paced") { request, _ in
+            let q = request.uri.queryParameters
+            let count = Int(q["count"].map(String.init) ?? "") ?? 100
+            let rate = max(1, Double(q["rate"].map(String.init) ?? "") ?? 100)
+            let interval = Duration.seconds(1 / rate)
+            var next = ContinuousClock.now
+            for _ in 0..<count {
+                try? await Task.sleep(until: next)
+                next += interval
+                let a = await self.family.randomActivity()
+                guard let (t, _) = try? await self.family.addTransaction(
+                    childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
+                else { continue }
+                for message in Self.events(t) {
+                    if case .invocation(let inv) = message { await self.hub.broadcast(inv.target, inv.arguments) }
+                }
+                let sent = Date().timeIntervalSince1970
+                self.blast.state.withLock { $0.sentAt[t.id.uuidString.lowercased()] = sent }
+            }
+            return self.json(200, ["sent": .number(String(count))])
+        }
+        sim.get("sent-times") { _, _ in
+            let times = self.blast.state.withLock { $0.sentAt }
+            return self.json(200, .object(times.map { ($0.key, .number(String($0.value))) }))
+        }
+    }
+
+    static func events(_ t: SimTransaction) -> [HubMessage] {
+        [
+            .invocation(.init(target: "TransactionCreated", arguments: [SimJSON.value(t)])),
+            .invocation(.init(target: "BalanceUpdated", arguments: [.string(t.childId.uuidString), .number("\(t.balanceAfter)")])),
+        ]
+    }
+}
