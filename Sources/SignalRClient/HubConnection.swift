@@ -52,6 +52,9 @@ public actor HubConnection {
     private var ackTask: Task<Void, Never>?
     private var sendSpaceWaiters: [CheckedContinuation<Void, Never>] = []
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
+    /// The handler jobs of the frame being processed, handed to the dispatcher together at its end: one hand-over
+    /// per frame rather than per message (a server batches messages into frames under load).
+    private var frameJobs: [@Sendable () async -> Void] = []
     private let dispatcher: Task<Void, Never>
 
     /// One open WebSocket with its handshake done.
@@ -328,6 +331,7 @@ public actor HubConnection {
     private func process(frame bytes: [UInt8], generation: Int) -> Bool {
         guard link == nil || link?.generation == generation else { return false }
         link?.lastReceive = .now
+        defer { flushFrameJobs() }
         let (pieces, incomplete) = TextMessageFormat.split(bytes)
         var protocolError: String?
         for piece in pieces {
@@ -429,7 +433,7 @@ public actor HubConnection {
             if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
             return
         }
-        jobs.yield { [weak self] in
+        frameJobs.append { [weak self] in
             var results: [JSONValue] = []
             var failure: String?
             for handler in list {
@@ -446,6 +450,20 @@ public actor HubConnection {
                     .result(r)
                 } else { .error("Client didn't provide a result.") }
             await self?.sendCompletion(id, outcome)
+        }
+    }
+
+    /// Hands the frame's handler jobs to the dispatcher, in order, as one job.
+    private func flushFrameJobs() {
+        guard !frameJobs.isEmpty else { return }
+        let batch = frameJobs
+        frameJobs = []
+        if batch.count == 1 {
+            jobs.yield(batch[0])
+        } else {
+            jobs.yield {
+                for job in batch { await job() }
+            }
         }
     }
 
