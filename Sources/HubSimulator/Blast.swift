@@ -72,11 +72,13 @@ extension HubSimulator {
                 guard let (t, _) = try? await self.family.addTransaction(
                     childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
                 else { continue }
+                // The send time is taken before the broadcast: a fast client may store the event before
+                // broadcast returns here.
+                let sent = Date().timeIntervalSince1970
+                self.blast.state.withLock { $0.sentAt[t.id.uuidString.lowercased()] = sent }
                 for message in Self.events(t) {
                     if case .invocation(let inv) = message { await self.hub.broadcast(inv.target, inv.arguments) }
                 }
-                let sent = Date().timeIntervalSince1970
-                self.blast.state.withLock { $0.sentAt[t.id.uuidString.lowercased()] = sent }
             }
             return self.json(200, ["sent": .number(String(count))])
         }
