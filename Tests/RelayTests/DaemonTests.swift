@@ -22,7 +22,7 @@ import Testing
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             config = dir.appending(path: "relay.yaml").path
             store = dir.appending(path: "relay.sqlite").path
-            port = try freeLoopbackPort()
+            port = try freeLoopbackPortOutsideEphemeralRange()
         }
 
         /// Writes the config: two webhook sinks, transactions routed to `to`.
@@ -274,20 +274,4 @@ func eventually(_ timeout: Duration = .seconds(30), _ check: () async throws -> 
         try? await Task.sleep(for: .milliseconds(50))
     }
     return false
-}
-
-/// A loopback TCP port nobody listens on now, outside the ephemeral range (so no outgoing connection takes it).
-func freeLoopbackPort() throws -> Int {
-    for _ in 0..<100 {
-        let port = Int.random(in: 20000..<32000)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        if ok == 0 { return port }
-    }
-    throw HarnessError("no free loopback port")
 }
