@@ -12,8 +12,8 @@ import UnixSignals
 /// `run` as a ServiceGroup. Services start in this order and stop in the reverse one on SIGTERM/SIGINT:
 ///   status endpoint, relay workers, event writer, outbox poller, watchdog, reloader, hub connection
 /// so the hub link closes first (no new events), then the outbox poller, then the events received are stored,
-/// then the workers finish the send each is in, and the status endpoint answers until the end. Past `gracePeriod` whatever is left is cancelled; deliveries
-/// cut short are put back to pending. Then the database is checkpointed.
+/// then the workers finish the send each is in, and the status endpoint answers until the end. Past `gracePeriod`
+/// whatever is left is cancelled; deliveries cut short are put back to pending. Then the database is checkpointed.
 struct Daemon {
     let settings: RelaySettings
     let store: Store
