@@ -62,15 +62,17 @@ struct Daemon {
         config.maximumCancellationDuration = nil
         let group = ServiceGroup(configuration: config)
 
+        // Our own signal handling rather than the group's, to say which signal arrived. Trapped before READY=1,
+        // so that no SIGTERM can meet the default action.
+        let trapped = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
         link.set(.connecting, detail: "starting")
         // Ready once the database is open and the workers run: the hub may be away for long, and the relay is
         // doing its job meanwhile (outbox, deliveries, reconnecting).
         Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
-        // Our own signal handling rather than the group's, to say which signal arrived.
         let signals = Task {
             var stopping = false
-            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+            for await signal in trapped {
                 logger.notice(stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
                 if !stopping { await group.triggerGracefulShutdown() }
                 stopping = true
