@@ -5,7 +5,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test deps test-deps bench bench-quick clean
+.PHONY: all build demo test deps test-deps bench bench-quick fuzz clean
 
 all: build
 
@@ -66,6 +66,11 @@ bench: test-deps $(VENV)/.installed
 bench-quick: $(VENV)/.installed
 	@out=$$(mktemp -d); $(VENV)/bin/python Benchmarks/bench.py --quick --bin .build/debug --out $$out/BENCHMARKS.md \
 	  --json $$out/results.json && echo "bench-quick: the harness works ($$out)"
+
+# libFuzzer with AddressSanitizer over the SignalR protocol code (Fuzz/run.sh): FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	Fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf .build $(VENV)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# libFuzzer over the SignalR protocol code (Sources/SignalRProtocol: pure, no I/O), with AddressSanitizer.
+#   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub negotiate handshake (default: all, 60 s each)
+# Each harness is compiled together with the module's sources (swiftc -sanitize=fuzzer,address) and started
+# from Fuzz/seeds/<target> (protocol vectors); what it finds new goes to .build/fuzz/<target>/corpus, and a
+# crash leaves crash-* there, with the input that caused it. Exit 1 when any target crashed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(hub negotiate handshake)
+failed=0
+for t in "${targets[@]}"; do
+  out="$repo/.build/fuzz/$t"
+  mkdir -p "$out/corpus"
+  swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name SignalRProtocol \
+    "$repo"/Sources/SignalRProtocol/*.swift "$here/harnesses/$t.swift" -o "$out/fuzz-$t" 2>&1 | grep -v "ld.gold: warning" || true
+  echo "fuzzing $t for $seconds s"
+  if ! (cd "$out" && ./"fuzz-$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 \
+        corpus "$here/seeds/$t" >"$out/log" 2>&1); then
+    echo "FAIL: $t crashed; the input is in $out (crash-*), the log in $out/log"
+    tail -30 "$out/log"
+    failed=1
+  else
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/log" | tr '\n' ' '
+    echo
+  fi
+done
+exit $failed
