@@ -56,7 +56,7 @@ public actor SyncCoordinator {
             }
         } catch {
             // Not stored: the next catch-up fetches them from the server again.
-            logger.error("could not store \(events.count) event(s): \(error.message)")
+            logger.error("could not store \(events.count) event(s): \(error)")
             catchUpReason = "events could not be stored"
         }
         if let catchUpReason {
@@ -77,7 +77,7 @@ public actor SyncCoordinator {
         status = SyncStatus(phase: phase, detail: detail, nextRetry: nextRetry)
         let line = "sync: \(from) -> \(phase.rawValue) (\(detail))"
         if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
-        do { try store.setSyncStatus(status!) } catch { logger.error("could not record the sync state: \(error.message)") }
+        do { try store.setSyncStatus(status!) } catch { logger.error("could not record the sync state: \(error)") }
     }
 
     /// The hub link is down: the cache may be missing events until the next catch-up.
