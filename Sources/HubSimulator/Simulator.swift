@@ -291,6 +291,16 @@ public final class HubSimulator: Sendable {
             case "args": bad = JSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
             case "unknown": bad = Array(#"{"type":99,"x":1}"#.utf8) + [0x1E]
             case "incomplete": bad = Array(#"{"type":6}"#.utf8)
+            // Hostile input (issue 7): each must cost one log line, not the process.
+            case "deep": bad = Array(#"{"type":1,"target":"Deep","arguments":["#.utf8) + Array(repeating: 0x5B, count: 100_000) + [0x1E]
+            case "utf8": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [0xC3, 0x28, 0xFF] + Array(#""]}"#.utf8) + [0x1E]
+            case "completion": bad = Array(#"{"type":3,"invocationId":"nobody-asked","result":1}"#.utf8) + [0x1E]
+            case "headers":
+                let headers = (0..<10_000).map { #""h\#($0)":"\#(String(repeating: "v", count: 20))""# }.joined(separator: ",")
+                bad = Array(#"{"type":1,"target":"Headers","arguments":[],"headers":{\#(headers)}}"#.utf8) + [0x1E]
+            case "flood":
+                // 10,000 messages in one frame, then the good one: all in order.
+                bad = (0..<10_000).flatMap { JSONHubProtocol.encode(.invocation(.init(target: "SimFlood", arguments: [.number(String($0))]))) }
             default: bad = Array(#"{"type":1,"target":"Broken","arguments":[}"#.utf8) + [0x1E]
             }
             self.logger.notice("fault: sending a malformed frame (\(kind))")

@@ -1,0 +1,67 @@
+import Foundation
+import HubSimulator
+import SignalRClient
+import SignalRProtocol
+import Synchronization
+import TestSupport
+import Testing
+
+/// Hostile frames from the server (the simulator's /_sim/malformed switches): each costs a log line and the
+/// right protocol action, never the process; a good message after it in the same frame still arrives.
+@Suite(.timeLimit(.minutes(1))) struct HostileInputTests {
+    /// Messages the client cannot read as JSON end the link (then it reconnects), as the official clients do.
+    /// Binary frames, so that invalid UTF-8 reaches the hub protocol as sent (a text frame must be valid UTF-8).
+    @Test(arguments: ["deep", "utf8"])
+    func unreadableJSONEndsTheLinkAfterTheRestOfTheFrame(_ kind: String) async throws {
+        try await withSimulator({ $0.binaryFrames = true }) { base in
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(50)) },
+                logger: quietLogger())
+            let notices = Collector<String>()
+            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            let events = await connection.events()
+            try await connection.start()
+            try await call(base, "POST", "/_sim/malformed?kind=\(kind)")
+            #expect(await notices.wait(for: 1) == ["after the bad one"])
+            let lost = await waitForEvent(events) { if case .reconnecting = $0 { true } else { false } }
+            #expect(lost != nil, "a protocol error ends the link")
+            #expect(await waitForEvent(events) { if case .reconnected = $0 { true } else { false } } != nil)
+            await connection.stop()
+        }
+    }
+
+    /// Readable but unexpected: ignored (with a warning), and the link stays.
+    @Test(arguments: ["completion", "headers"])
+    func unexpectedButReadableMessagesAreIgnored(_ kind: String) async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let notices = Collector<String>()
+            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("Headers") { (_: HubArguments) in }
+            try await connection.start()
+            try await call(base, "POST", "/_sim/malformed?kind=\(kind)")
+            #expect(await notices.wait(for: 1) == ["after the bad one"])
+            #expect(await connection.state == .connected)
+            await connection.stop()
+        }
+    }
+
+    @Test func tenThousandMessagesInOneFrameAllArriveInOrder() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let flood = Mutex<[Int]>([])
+            let notices = Collector<String>()
+            await connection.on("SimFlood") { (args: HubArguments) in
+                let n = try args.decode(0, as: Int.self)
+                flood.withLock { $0.append(n) }
+            }
+            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            try await connection.start()
+            try await call(base, "POST", "/_sim/malformed?kind=flood")
+            #expect(await notices.wait(for: 1) == ["after the bad one"])
+            #expect(flood.withLock { $0 } == Array(0..<10_000), "every one, in order, before the message after them")
+            #expect(await connection.state == .connected)
+            await connection.stop()
+        }
+    }
+}
