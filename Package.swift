@@ -81,7 +81,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Store", "CSystemd",
+                "AllowanceAPI", "Store", "CSystemd", "SignalRClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import Foundation
+import SignalRClient
 import SignalRProtocol
 
 #if canImport(FoundationNetworking)
@@ -112,7 +113,7 @@ public struct APIClient: Sendable {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: request)
+            (data, response) = try await withDeadline(request.deadline) { [session, request] in try await session.data(for: request) }
         } catch {
             throw APIError(.network, "\(what) failed: \(error.localizedDescription)")
         }

@@ -58,28 +58,10 @@ struct Negotiator: Sendable {
         throw HubConnectionError(.negotiateFailed, "Negotiate redirection limit exceeded.")
     }
 
-    private struct NegotiateTimeout: Error {}
-
-    /// URLSession on Linux does not end a request whose connection went silent within the request's timeout (seen:
-    /// 23 s and counting for a 2 s timeout), so the deadline is ours; cancelling the task cancels the request.
-    private static func withDeadline<T: Sendable>(
-        _ deadline: Duration, _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: deadline)
-                throw NegotiateTimeout()
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
-    }
-
     private func post(_ url: URL, token: String?) async throws(HubConnectionError) -> NegotiateResponse {
         let negotiateURL = Self.negotiateURL(url, stateful: options.useStatefulReconnect)
-        // Bounded like the handshake, and never on a pooled connection: after a network cut the kept-alive one is
-        // dead without knowing it, and a negotiate sent on it waited for the whole timeout (found with a
+        // Bounded like the handshake (withDeadline: URLSession alone does not end a silent request), and never on
+        // a pooled connection: after a network cut the kept-alive one is dead without knowing it (found with a
         // blackholing proxy, NetworkCutTests).
         let timeout = Double(options.handshakeTimeout.components.seconds) + Double(options.handshakeTimeout.components.attoseconds) / 1e18
         var request = URLRequest(url: negotiateURL, timeoutInterval: timeout)
@@ -93,8 +75,8 @@ struct Negotiator: Sendable {
         let response: URLResponse
         do {
             let sent = request
-            (data, response) = try await Self.withDeadline(options.handshakeTimeout) { [session] in try await session.data(for: sent) }
-        } catch is NegotiateTimeout {
+            (data, response) = try await withDeadline(options.handshakeTimeout) { [session] in try await session.data(for: sent) }
+        } catch is DeadlineExceeded {
             throw HubConnectionError(
                 .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) got no answer within \(options.handshakeTimeout).")
         } catch {

@@ -157,4 +157,19 @@ import Testing
         guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
         #expect(reason.contains("301") && reason.contains("not followed"))
     }
+
+    /// A destination that accepts the connection and never answers (TestSupport's proxy in blackhole mode): the
+    /// send ends at the sink's timeout_seconds as a retry. URLSession alone did not end it (it waited, busy, for
+    /// over a minute), which held the sink's worker for good.
+    @Test func aDestinationThatNeverAnswersIsARetryAtTheSinksTimeout() async throws {
+        let silent = try TCPProxy(to: 9)
+        defer { silent.close() }
+        silent.mode = .blackhole
+        let config = try RelayConfig.parse(
+            "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:\(silent.port)/hook\n    timeout_seconds: 1\n", file: "t.yaml")
+        let outcome = await makeSink(config.sinks[0]).send(message())
+        guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(reason.contains("no answer within 1.0 seconds"), "\(reason)")
+        #expect(silent.accepted == 1)
+    }
 }

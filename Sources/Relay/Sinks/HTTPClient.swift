@@ -1,4 +1,5 @@
 import Foundation
+import SignalRClient
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -23,8 +24,13 @@ final class HTTPClient: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         session = URLSession(configuration: config, delegate: self, delegateQueue: nil)
     }
 
-    /// Cancelling the calling task cancels the request (a stop must not wait for a slow destination).
+    /// Cancelling the calling task cancels the request (a stop must not wait for a slow destination), and so does
+    /// the request's timeout (`withDeadline`: URLSession alone does not end a silent request on Linux).
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        try await withDeadline(request.deadline) { try await self.start(request) }
+    }
+
+    private func start(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         let task = session.dataTask(with: request)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
