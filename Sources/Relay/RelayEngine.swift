@@ -186,9 +186,10 @@ public struct ReloadSummary: Sendable {
     }
 }
 
-/// Set once; read by workers between sends.
-final class StopFlag: Sendable {
+/// Set once, from anywhere (a synchronous shutdown handler too); read by workers between sends.
+public final class StopFlag: Sendable {
     private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
+    public init() {}
+    public func set() { value.store(true, ordering: .releasing) }
+    public var isSet: Bool { value.load(ordering: .acquiring) }
 }

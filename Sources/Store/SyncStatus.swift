@@ -44,18 +44,26 @@ public struct SyncStatus: Sendable, Equatable {
 
 extension Store {
     public func setSyncStatus(_ status: SyncStatus) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "INSERT INTO sync_state (key, value) VALUES ('status', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                arguments: [status.json.serialized])
-        }
+        try setState("status", status.json)
     }
 
     public func syncStatus() throws(StoreError) -> SyncStatus? {
+        try state("status").flatMap(SyncStatus.init(json:))
+    }
+
+    /// A JSON value under `key` in sync_state: what the daemon records for `status` (another process) to read.
+    func setState(_ key: String, _ value: JSONValue) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                arguments: [key, value.serialized])
+        }
+    }
+
+    func state(_ key: String) throws(StoreError) -> JSONValue? {
         try read { db in
-            try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'status'")
+            try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = ?", arguments: [key])
                 .flatMap { try? JSONValue(parsing: Array($0.utf8)) }
-                .flatMap(SyncStatus.init(json:))
         }
     }
 }
@@ -98,18 +106,10 @@ public struct LinkStatus: Sendable, Equatable {
 
 extension Store {
     public func setLinkStatus(_ status: LinkStatus) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "INSERT INTO sync_state (key, value) VALUES ('link', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                arguments: [status.json.serialized])
-        }
+        try setState("link", status.json)
     }
 
     public func linkStatus() throws(StoreError) -> LinkStatus? {
-        try read { db in
-            try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'link'")
-                .flatMap { try? JSONValue(parsing: Array($0.utf8)) }
-                .flatMap(LinkStatus.init(json:))
-        }
+        try state("link").flatMap(LinkStatus.init(json:))
     }
 }

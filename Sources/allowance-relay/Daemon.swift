@@ -156,7 +156,7 @@ struct HubService: Service {
     }
 
     func run() async throws {
-        let stopping = StopSignal()
+        let stopping = StopFlag()
         try await withGracefulShutdownHandler {
             do throws(HubConnectionError) {
                 try await connection.start()
@@ -256,11 +256,4 @@ private func untilShutdown(_ body: @escaping @Sendable () async -> Void) -> Clos
 /// Returns when the task is cancelled.
 func untilCancelled() async {
     while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-}
-
-/// Set once, from a synchronous shutdown handler.
-final class StopSignal: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
 }

@@ -198,28 +198,6 @@ import TestSupport
         }
     }
 
-    @Test func aBadMessageDoesNotCostTheRestOfItsFrame() async throws {
-        try await withSimulator { base in
-            let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(50)) },
-                logger: quietLogger())
-            let notices = Collector<String>()
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
-            let events = await connection.events()
-            try await connection.start()
-            try await call(base, "POST", "/_sim/malformed?kind=json")
-            #expect(await notices.wait(for: 1) == ["after the bad one"])
-            let reconnecting = await waitForEvent(events) { if case .reconnecting = $0 { true } else { false } }
-            guard case .reconnecting(let reason) = reconnecting else {
-                Issue.record("the link should end after a protocol error")
-                return
-            }
-            #expect(reason.contains("Error reading JSON."))
-            #expect(await waitForEvent(events) { if case .reconnected = $0 { true } else { false } } != nil)
-            await connection.stop()
-        }
-    }
-
     @Test func unknownMessageTypesAreIgnoredAndTheLinkStays() async throws {
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())

@@ -16,8 +16,13 @@ import Testing
         let config: String
         let store: String
         let port: Int
+        /// Where the sinks `a` and `b` send.
+        let a: URL
+        let b: URL
 
-        init() throws {
+        init(a: URL, b: URL) throws {
+            self.a = a
+            self.b = b
             dir = FileManager.default.temporaryDirectory.appending(path: "relay-daemon-\(UUID())")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             config = dir.appending(path: "relay.yaml").path
@@ -26,7 +31,7 @@ import Testing
         }
 
         /// Writes the config: two webhook sinks, transactions routed to `to`.
-        func write(a: URL, b: URL, to sink: String, extra: String = "") throws {
+        func write(to sink: String, extra: String = "") throws {
             let yaml = """
                 status:
                   listen: 127.0.0.1:\(port)
@@ -66,190 +71,166 @@ import Testing
         }
     }
 
-    @Test func sighupChangesRoutingWithoutAReconnectAndRefusesABrokenFile() async throws {
-        let a = WebhookReceiver()
-        let b = WebhookReceiver()
+    /// Two receivers and the simulator running, a config routing transactions to `a` written.
+    func withRelay(
+        a: WebhookReceiver = WebhookReceiver(), b: WebhookReceiver = WebhookReceiver(),
+        _ body: (Setup, URL, WebhookReceiver, WebhookReceiver) async throws -> Void
+    ) async throws {
         try await a.run { aURL in
             try await b.run { bURL in
                 try await withSim { base in
-                    let setup = try Setup()
-                    try setup.write(a: aURL, b: bURL, to: "a")
-                    let relay = try setup.start(base)
-                    #expect(await relay.waitFor("caught up"))
-                    let before = try await setup.health().json["connectionId"]?.stringValue
-                    #expect(before != nil)
-                    try await simPost(base, "/_sim/burst?count=3")
-                    #expect(await eventually { a.received.count == 3 })
-
-                    try setup.write(a: aURL, b: bURL, to: "b")
-                    kill(relay.pid, SIGHUP)
-                    #expect(await relay.waitFor("reloaded the configuration"))
-                    try await simPost(base, "/_sim/burst?count=3")
-                    #expect(await eventually { b.received.count == 3 })
-                    try await Task.sleep(for: .milliseconds(300))
-                    #expect(a.received.count == 3, "after the reload nothing more goes to a")
-
-                    // A broken file: refused with file, line and fix; the running config (to b) stays.
-                    try setup.write(a: aURL, b: bURL, to: "b", extra: "bogus: 1")
-                    kill(relay.pid, SIGHUP)
-                    #expect(await relay.waitFor("reload refused, still running with the previous configuration: \(setup.config):"))
-                    #expect(relay.output.contains("bogus: is not a known key. Fix:"))
-                    try await simPost(base, "/_sim/burst?count=2")
-                    #expect(await eventually { b.received.count == 5 })
-
-                    // One hub connection all along.
-                    #expect(try await setup.health().json["connectionId"]?.stringValue == before)
-                    #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1)
-                    #expect(relay.stop(signal: SIGTERM) == 0)
+                    let setup = try Setup(a: aURL, b: bURL)
+                    try setup.write(to: "a")
+                    try await body(setup, base, a, b)
                 }
             }
+        }
+    }
+
+    @Test func sighupChangesRoutingWithoutAReconnectAndRefusesABrokenFile() async throws {
+        try await withRelay { setup, base, a, b in
+        let relay = try setup.start(base)
+        #expect(await relay.waitFor("caught up"))
+        let before = try await setup.health().json["connectionId"]?.stringValue
+        #expect(before != nil)
+        try await simPost(base, "/_sim/burst?count=3")
+        #expect(await eventually { a.received.count == 3 })
+
+        try setup.write(to: "b")
+        kill(relay.pid, SIGHUP)
+        #expect(await relay.waitFor("reloaded the configuration"))
+        try await simPost(base, "/_sim/burst?count=3")
+        #expect(await eventually { b.received.count == 3 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(a.received.count == 3, "after the reload nothing more goes to a")
+
+        // A broken file: refused with file, line and fix; the running config (to b) stays.
+        try setup.write(to: "b", extra: "bogus: 1")
+        kill(relay.pid, SIGHUP)
+        #expect(await relay.waitFor("reload refused, still running with the previous configuration: \(setup.config):"))
+        #expect(relay.output.contains("bogus: is not a known key. Fix:"))
+        try await simPost(base, "/_sim/burst?count=2")
+        #expect(await eventually { b.received.count == 5 })
+
+        // One hub connection all along.
+        #expect(try await setup.health().json["connectionId"]?.stringValue == before)
+        #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1)
+        #expect(relay.stop(signal: SIGTERM) == 0)
         }
     }
 
     @Test func sigtermLetsTheSendInFlightFinishAndLeavesTheRestPending() async throws {
         // A receiver that takes 1.5 s per request: SIGTERM lands in the middle of a send.
-        let a = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(1500)) }
-        let b = WebhookReceiver()
-        try await a.run { aURL in
-            try await b.run { bURL in
-                try await withSim { base in
-                    let setup = try Setup()
-                    try setup.write(a: aURL, b: bURL, to: "a")
-                    let relay = try setup.start(base)
-                    #expect(await relay.waitFor("caught up"))
-                    try await simPost(base, "/_sim/burst?count=4")
-                    #expect(await eventually { a.arrivals.count >= 1 })  // the first request has arrived, not answered
-                    let stopped = ContinuousClock.now
-                    #expect(relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
-                    #expect(ContinuousClock.now - stopped < .seconds(8))
-                    #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
+        try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .milliseconds(1500)) }) { setup, base, a, b in
+        let relay = try setup.start(base)
+        #expect(await relay.waitFor("caught up"))
+        try await simPost(base, "/_sim/burst?count=4")
+        #expect(await eventually { a.arrivals.count >= 1 })  // the first request has arrived, not answered
+        let stopped = ContinuousClock.now
+        #expect(relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
+        #expect(ContinuousClock.now - stopped < .seconds(8))
+        #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
 
-                    let store = try Store.open(path: setup.store)
-                    let counts = try store.deliveryCounts()["a"] ?? [:]
-                    #expect(counts["in_flight", default: 0] == 0, "nothing left in flight: \(counts)")
-                    #expect(counts["delivered", default: 0] == a.received.count, "the send in flight finished and was recorded")
-                    #expect(counts["delivered", default: 0] + counts["pending", default: 0] == 4)
+        let store = try Store.open(path: setup.store)
+        let counts = try store.deliveryCounts()["a"] ?? [:]
+        #expect(counts["in_flight", default: 0] == 0, "nothing left in flight: \(counts)")
+        #expect(counts["delivered", default: 0] == a.received.count, "the send in flight finished and was recorded")
+        #expect(counts["delivered", default: 0] + counts["pending", default: 0] == 4)
 
-                    // The next start sends the rest; each delivery reaches the receiver once.
-                    a.respond { _, _ in .init(200) }
-                    let again = try setup.start(base)
-                    #expect(await eventually { a.received.count >= 4 })
-                    try await Task.sleep(for: .milliseconds(300))
-                    #expect(again.stop(signal: SIGTERM) == 0)
-                    #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
-                }
-            }
+        // The next start sends the rest; each delivery reaches the receiver once.
+        a.respond { _, _ in .init(200) }
+        let again = try setup.start(base)
+        #expect(await eventually { a.received.count >= 4 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(again.stop(signal: SIGTERM) == 0)
+        #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
         }
     }
 
     @Test func aSendLongerThanTheGracePeriodIsCutAndPendingAgain() async throws {
-        let a = WebhookReceiver { _, _ in .init(200, delay: .seconds(40)) }
-        let b = WebhookReceiver()
-        try await a.run { aURL in
-            try await b.run { bURL in
-                try await withSim { base in
-                    let setup = try Setup()
-                    try setup.write(a: aURL, b: bURL, to: "a")
-                    let relay = try setup.start(base)
-                    #expect(await relay.waitFor("caught up"))
-                    try await simPost(base, "/_sim/burst?count=1")
-                    #expect(await eventually { a.arrivals.count >= 1 })
-                    let stopped = ContinuousClock.now
-                    #expect(relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
-                    let took = ContinuousClock.now - stopped
-                    #expect(took >= .seconds(9) && took < .seconds(20), "the 10 s grace period, then the cut: \(took)")
-                    #expect(relay.output.contains("cut short by the stop: pending again"))
-                    let counts = try Store.open(path: setup.store).deliveryCounts()["a"] ?? [:]
-                    #expect(counts["pending", default: 0] == 1 && counts["in_flight", default: 0] == 0, "\(counts)")
-                }
-            }
+        try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .seconds(40)) }) { setup, base, a, b in
+        let relay = try setup.start(base)
+        #expect(await relay.waitFor("caught up"))
+        try await simPost(base, "/_sim/burst?count=1")
+        #expect(await eventually { a.arrivals.count >= 1 })
+        let stopped = ContinuousClock.now
+        #expect(relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
+        let took = ContinuousClock.now - stopped
+        #expect(took >= .seconds(9) && took < .seconds(20), "the 10 s grace period, then the cut: \(took)")
+        #expect(relay.output.contains("cut short by the stop: pending again"))
+        let counts = try Store.open(path: setup.store).deliveryCounts()["a"] ?? [:]
+        #expect(counts["pending", default: 0] == 1 && counts["in_flight", default: 0] == 0, "\(counts)")
         }
     }
 
     @Test func healthzMetricsAndStatusTellTheTruth() async throws {
-        let a = WebhookReceiver()
-        let b = WebhookReceiver()
-        try await a.run { aURL in
-            try await b.run { bURL in
-                try await withSim { base in
-                    let setup = try Setup()
-                    try setup.write(a: aURL, b: bURL, to: "a")
-                    let relay = try setup.start(base)
-                    #expect(await relay.waitFor("caught up"))
-                    let up = try await setup.health()
-                    #expect(up.status == 200 && up.json["status"]?.stringValue == "ok", "\(up.json.serialized)")
-                    let id = try #require(up.json["connectionId"]?.stringValue)
+        try await withRelay { setup, base, a, b in
+        let relay = try setup.start(base)
+        #expect(await relay.waitFor("caught up"))
+        let up = try await setup.health()
+        #expect(up.status == 200 && up.json["status"]?.stringValue == "ok", "\(up.json.serialized)")
+        let id = try #require(up.json["connectionId"]?.stringValue)
 
-                    try await simPost(base, "/_sim/burst?count=5")
-                    #expect(await eventually { a.received.count == 5 })
-                    try await Task.sleep(for: .milliseconds(200))
-                    let (status, text) = try await setup.get("/metrics")
-                    #expect(status == 200)
-                    try #require(PythonPeer.available)
-                    let parsed = try PythonPeer.run(script: "parse_prometheus.py", input: text)
-                    #expect(parsed.status == 0, "the reference parser refused /metrics: \(parsed.output)")
-                    let samples = Set(parsed.output.split(separator: "\n").map(String.init))
-                    #expect(samples.contains("allowance_relay_hub_events_total{type=TransactionCreated} 5"), "\(samples)")
-                    #expect(samples.contains("allowance_relay_deliveries_total{outcome=delivered,sink=a} 5"))
-                    #expect(samples.contains("allowance_relay_delivery_latency_seconds_count{sink=a} 5"))
-                    #expect(samples.contains("allowance_relay_hub_connected{} 1.0"))
-                    #expect(samples.contains("allowance_relay_outbox_depth{} 0.0"))
-                    #expect(samples.contains("allowance_relay_deliveries{sink=a,state=pending} 0.0"))
-                    #expect(samples.contains { $0.hasPrefix("allowance_relay_last_event_age_seconds{} ") })
+        try await simPost(base, "/_sim/burst?count=5")
+        #expect(await eventually { a.received.count == 5 })
+        try await Task.sleep(for: .milliseconds(200))
+        let (status, text) = try await setup.get("/metrics")
+        #expect(status == 200)
+        try #require(PythonPeer.available)
+        let parsed = try PythonPeer.run(script: "parse_prometheus.py", input: text)
+        #expect(parsed.status == 0, "the reference parser refused /metrics: \(parsed.output)")
+        let samples = Set(parsed.output.split(separator: "\n").map(String.init))
+        #expect(samples.contains("allowance_relay_hub_events_total{type=TransactionCreated} 5"), "\(samples)")
+        #expect(samples.contains("allowance_relay_deliveries_total{outcome=delivered,sink=a} 5"))
+        #expect(samples.contains("allowance_relay_delivery_latency_seconds_count{sink=a} 5"))
+        #expect(samples.contains("allowance_relay_hub_connected{} 1.0"))
+        #expect(samples.contains("allowance_relay_outbox_depth{} 0.0"))
+        #expect(samples.contains("allowance_relay_deliveries{sink=a,state=pending} 0.0"))
+        #expect(samples.contains { $0.hasPrefix("allowance_relay_last_event_age_seconds{} ") })
 
-                    let running = try RelayProcess.output(["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
-                    let json = try JSONValue(parsing: Array(running.utf8))
-                    #expect(json["running"]?.boolValue == true && json["hub"]?["connectionId"]?.stringValue == id, "\(running)")
-                    #expect(json["hub"]?["state"]?.stringValue == "connected" && json["lastEvent"]?.stringValue != nil)
+        let running = try RelayProcess.output(["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+        let json = try JSONValue(parsing: Array(running.utf8))
+        #expect(json["running"]?.boolValue == true && json["hub"]?["connectionId"]?.stringValue == id, "\(running)")
+        #expect(json["hub"]?["state"]?.stringValue == "connected" && json["lastEvent"]?.stringValue != nil)
 
-                    // The hub goes away: /healthz says so, with the reason.
-                    try await simPost(base, "/_sim/refuse?seconds=30")
-                    #expect(await eventually { (try? await setup.health().status) == 503 })
-                    let down = try await setup.health()
-                    #expect(down.json["reasons"]?.arrayValue?.first?.stringValue?.hasPrefix("hub reconnecting since") == true, "\(down.json.serialized)")
-                    let text2 = try await setup.get("/metrics").body
-                    #expect(text2.contains("allowance_relay_hub_connected 0.0"))
+        // The hub goes away: /healthz says so, with the reason.
+        try await simPost(base, "/_sim/refuse?seconds=30")
+        #expect(await eventually { (try? await setup.health().status) == 503 })
+        let down = try await setup.health()
+        #expect(down.json["reasons"]?.arrayValue?.first?.stringValue?.hasPrefix("hub reconnecting since") == true, "\(down.json.serialized)")
+        let text2 = try await setup.get("/metrics").body
+        #expect(text2.contains("allowance_relay_hub_connected 0.0"))
 
-                    #expect(relay.stop(signal: SIGTERM) == 0)
-                    let after = try RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
-                    #expect(after.contains("not running (last: stopped"), "\(after)")
-                }
-            }
+        #expect(relay.stop(signal: SIGTERM) == 0)
+        let after = try RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+        #expect(after.contains("not running (last: stopped"), "\(after)")
         }
     }
 
     @Test func configCheckProbeTriesTheServerAndEachSink() async throws {
-        let a = WebhookReceiver()
-        let b = WebhookReceiver { _, _ in .init(404, body: "no such hook") }
-        try await a.run { aURL in
-            try await b.run { bURL in
-                try await withSim { base in
-                    let setup = try Setup()
-                    try setup.write(a: aURL, b: bURL, to: "a")
-                    let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]
-                    let check = try RelayProcess(env: env, arguments: ["config", "check", "--config", setup.config, "--probe", "--json"])
-                    #expect(check.wait() == 1, "a sink refused the test alert: exit 1")
-                    let json = try JSONValue(parsing: Array(check.output.utf8))
-                    let probes = json["probes"]?.arrayValue ?? []
-                    #expect(probes.map { $0["ok"]?.boolValue } == [true, true, false], "\(check.output)")
-                    #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
-                    #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
-                    #expect(a.received.count == 1 && b.received.count == 1)
+        try await withRelay(b: WebhookReceiver { _, _ in .init(404, body: "no such hook") }) { setup, base, a, b in
+        let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]
+        let check = try RelayProcess(env: env, arguments: ["config", "check", "--config", setup.config, "--probe", "--json"])
+        #expect(check.wait() == 1, "a sink refused the test alert: exit 1")
+        let json = try JSONValue(parsing: Array(check.output.utf8))
+        let probes = json["probes"]?.arrayValue ?? []
+        #expect(probes.map { $0["ok"]?.boolValue } == [true, true, false], "\(check.output)")
+        #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
+        #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
+        #expect(a.received.count == 1 && b.received.count == 1)
 
-                    let refused = try RelayProcess(
-                        env: env.merging(["ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"]) { $1 },
-                        arguments: ["config", "check", "--config", setup.config, "--probe"])
-                    #expect(refused.wait() == 1)
-                    #expect(refused.output.contains("FAIL server"), "\(refused.output)")
-                    #expect(!refused.output.contains("wrong-token"), "the token never reaches the output")
-                }
-            }
+        let refused = try RelayProcess(
+            env: env.merging(["ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"]) { $1 },
+            arguments: ["config", "check", "--config", setup.config, "--probe"])
+        #expect(refused.wait() == 1)
+        #expect(refused.output.contains("FAIL server"), "\(refused.output)")
+        #expect(!refused.output.contains("wrong-token"), "the token never reaches the output")
         }
     }
 
     @Test func aPortInUseEndsTheStartWithAMessageNamingStatusListen() async throws {
         try await withSim { base in
-            let setup = try Setup()
+            let setup = try Setup(a: base, b: base)
             let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(holder) }
             var addr = sockaddr_in()
@@ -258,7 +239,7 @@ import Testing
             addr.sin_addr.s_addr = inet_addr("127.0.0.1")
             let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
             try #require(bound == 0 && listen(holder, 1) == 0)
-            try setup.write(a: base, b: base, to: "a")
+            try setup.write(to: "a")
             let relay = try setup.start(base)
             #expect(relay.wait() == 1)
             #expect(relay.output.contains("status.listen 127.0.0.1:\(setup.port): cannot serve"), "\(relay.output)")
