@@ -27,6 +27,9 @@ public struct SinkConfig: Sendable {
     public var templates: [RelayEvent.Kind: Template] = [:]
     public var titles: [RelayEvent.Kind: Template] = [:]
     public var timeout: Double = 15
+    /// The longest wait between two tries of a failing destination: once it is back, alerts flow again within
+    /// this long (the back-off doubles from 2 s up to it).
+    public var retryMax: TimeInterval = 600
     /// A delivery still failing after this long is given up (dead letter).
     public var maxAge: TimeInterval = 86400
 

@@ -126,9 +126,9 @@ struct SinkWorker: Sendable {
         }
     }
 
-    /// Exponential with jitter: about 2 s, 4 s, 8 s ... capped at an hour.
+    /// Exponential with jitter: about 2 s, 4 s, 8 s ... up to the sink's `retry_max_seconds` (10 minutes).
     private func backoff(_ attempts: Int) -> TimeInterval {
-        min(3600, pow(2, Double(min(attempts, 12)))) * Double.random(in: 0.8...1.2)
+        min(sink.config.retryMax, pow(2, Double(min(attempts, 20)))) * Double.random(in: 0.8...1.0)
     }
 
     /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
