@@ -56,6 +56,9 @@ public actor HubConnection {
     /// per frame rather than per message (a server batches messages into frames under load).
     private var frameJobs: [@Sendable () async -> Void] = []
     private let dispatcher: Task<Void, Never>
+    /// Unexpected messages are warned about once per kind, then logged at debug level: a chatty or hostile
+    /// server must not flood the journal (10,000 invocations nobody handles are one warning, not 10,000).
+    private var warnedAbout: Set<String> = []
 
     /// One open WebSocket with its handshake done.
     private struct Link {
@@ -337,7 +340,8 @@ public actor HubConnection {
         for piece in pieces {
             do {
                 guard let message = try JSONHubProtocol.decode(piece) else {
-                    logger.debug("ignored a message of an unknown type")
+                    // Ignored, as the protocol asks (a newer server), but said once: it may also be a broken one.
+                    warnOnce("unknownType", "ignored a message of a type this client does not know (a newer server?)")
                     continue
                 }
                 if !handle(message) { return false }
@@ -378,13 +382,13 @@ public actor HubConnection {
             dispatch(inv)
         case .streamItem(let item):
             guard case .stream(_, let c) = pending[item.invocationId] else {
-                logger.warning("dropped a StreamItem for unknown invocation '\(item.invocationId)'")
+                warnOnce("streamItem", "dropped a StreamItem for unknown invocation '\(item.invocationId)'")
                 return true
             }
             c.yield(item.item)
         case .completion(let completion):
             guard let entry = pending.removeValue(forKey: completion.invocationId) else {
-                logger.warning("dropped a Completion for unknown invocation '\(completion.invocationId)'")
+                warnOnce("completion", "dropped a Completion for unknown invocation '\(completion.invocationId)'")
                 return true
             }
             switch (entry, completion.outcome) {
@@ -423,13 +427,22 @@ public actor HubConnection {
         return true
     }
 
+    /// The first of each kind (of at most 32 kinds) is a warning; the rest are debug lines.
+    private func warnOnce(_ kind: String, _ message: @autoclosure () -> String) {
+        if warnedAbout.count < 32, warnedAbout.insert(kind).inserted {
+            logger.warning("\(message()) (more of these are logged at debug level)")
+        } else {
+            logger.debug("\(message())")
+        }
+    }
+
     /// Queues the handlers of one invocation on the dispatcher; answers client-result invocations.
     private func dispatch(_ inv: HubMessage.Invocation) {
         let list = handlers[inv.target.lowercased()] ?? []
         let args = HubArguments(target: inv.target, values: inv.arguments)
         let logger = self.logger
         if list.isEmpty {
-            logger.warning("no handler for '\(inv.target)'")
+            warnOnce("target:" + inv.target.lowercased(), "no handler for '\(inv.target)'")
             if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
             return
         }
