@@ -17,6 +17,7 @@ extension HubSimulator {
             return .upgrade()
         } onUpgrade: { inbound, outbound, context in
             let id = context.request.uri.queryParameters["id"].map(String.init)
+            let bearer = self.bearer(context.request)
             let (frames, continuation) = AsyncStream<[UInt8]>.makeStream()
             guard let (client, generation, resumed) = await self.hub.attach(token: id, sink: continuation) else {
                 self.logger.warning("refused a socket for an unknown or already connected id")
@@ -38,7 +39,7 @@ extension HubSimulator {
                     }
                 }
                 // Pings when idle; drops a client that stays silent past the timeout.
-                group.addTask { try await self.keepAlive(client) }
+                group.addTask { try await self.keepAlive(client, bearer: bearer) }
                 group.addTask {
                     try await self.serve(client, inbound, resumed: resumed)
                     client.endSocket(generation: generation)
@@ -52,13 +53,17 @@ extension HubSimulator {
         return router
     }
 
-    private func keepAlive(_ client: HubClient) async throws {
+    private func keepAlive(_ client: HubClient, bearer: String?) async throws {
         let interval = configuration.keepAliveInterval
         while !Task.isCancelled {
             try await Task.sleep(for: min(interval, .seconds(1)))
             let s = client.snapshot
             if ContinuousClock.now - s.lastReceive > configuration.clientTimeout {
                 logger.warning("client timed out", metadata: ["connectionId": "\(client.connectionId)"])
+                return
+            }
+            if mustCloseForExpiry(bearer) {
+                logger.notice("ending a connection: its access token expired", metadata: ["connectionId": "\(client.connectionId)"])
                 return
             }
             if ContinuousClock.now - s.lastSend >= interval, !(await hub.isSilenced(client)) {

@@ -50,6 +50,11 @@ public final class HubSimulator: Sendable {
         var restMode = "ok"
         var restCount = 0
         var slowDelay: Duration = .seconds(5)
+        /// Login tokens issued from now on live this long (nil: the configuration's `tokenLifetime`).
+        var tokenLifetime: Duration?
+        /// End a hub connection once the token it was opened with expires (ASP.NET Core's
+        /// `CloseOnAuthenticationExpiration`): the transport just ends, the client reconnects with a new token.
+        var closeOnTokenExpiry = false
     }
 
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
@@ -153,9 +158,9 @@ public final class HubSimulator: Sendable {
             }
             let token = "sim-" + UUID().uuidString
             self.logins.add(1, ordering: .relaxed)
-            let lifetime = self.configuration.tokenLifetime
+            let lifetime = self.faults.withLock { $0.tokenLifetime } ?? self.configuration.tokenLifetime
             self.tokens.withLock { $0[token] = .now + lifetime }
-            let expires = Date().addingTimeInterval(Double(lifetime.components.seconds))
+            let expires = Date().addingTimeInterval(Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18)
             return self.json(
                 200,
                 JSONValue.object([
@@ -294,6 +299,8 @@ public final class HubSimulator: Sendable {
             // Hostile input (issue 7): each must cost one log line, not the process.
             case "deep": bad = Array(#"{"type":1,"target":"Deep","arguments":["#.utf8) + Array(repeating: 0x5B, count: 100_000) + [0x1E]
             case "utf8": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [0xC3, 0x28, 0xFF] + Array(#""]}"#.utf8) + [0x1E]
+            // One 100 MB message: the client must refuse it at its size limit, not buffer it.
+            case "huge": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [UInt8](repeating: 0x61, count: 100 << 20) + Array(#""]}"#.utf8) + [0x1E]
             case "completion": bad = Array(#"{"type":3,"invocationId":"nobody-asked","result":1}"#.utf8) + [0x1E]
             case "headers":
                 let headers = (0..<10_000).map { #""h\#($0)":"\#(String(repeating: "v", count: 20))""# }.joined(separator: ",")
@@ -323,9 +330,28 @@ public final class HubSimulator: Sendable {
             self.logger.notice("fault: revoking \(count) login token(s)")
             return self.json(200, ["revoked": .number(String(count))])
         }
+        sim.post("tokens") { request, _ in
+            let q = request.uri.queryParameters
+            let seconds = Double(q["lifetime"].map(String.init) ?? "")
+            let close = q["closeOnExpiry"] == "true"
+            self.faults.withLock { f in
+                f.tokenLifetime = seconds.map { .milliseconds(Int($0 * 1000)) }
+                f.closeOnTokenExpiry = close
+            }
+            self.logger.notice("fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")")
+            return self.json(200, ["closeOnExpiry": .bool(close)])
+        }
         sim.post("burst") { request, _ in
             let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10
-            await self.generate(count)
+            // `ms`: one transaction every this many milliseconds (a burst that lasts, for faults to land in).
+            if let ms = Int(request.uri.queryParameters["ms"].map(String.init) ?? ""), ms > 0 {
+                for _ in 0..<count {
+                    await self.generate(1)
+                    try await Task.sleep(for: .milliseconds(ms))
+                }
+            } else {
+                await self.generate(count)
+            }
             return self.json(200, ["generated": .number(String(count))])
         }
         sim.post("rest") { request, _ in
@@ -381,6 +407,11 @@ public final class HubSimulator: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The connection opened with `token` must end now (the token expired and the switch says so).
+    func mustCloseForExpiry(_ token: String?) -> Bool {
+        faults.withLock { $0.closeOnTokenExpiry } && !isValid(token)
+    }
 
     /// The "refuse" fault switch is on.
     var isRefusing: Bool { faults.withLock { f in f.refuseUntil.map { $0 > .now } ?? false } }

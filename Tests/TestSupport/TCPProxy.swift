@@ -8,14 +8,17 @@ import Synchronization
 /// A TCP proxy on loopback between a client and a server, for network faults without a FIN: `blackhole` keeps
 /// every socket open but forwards nothing either way (a cable pulled, a NAT entry dropped), and new connections
 /// are accepted and then left hanging too. `pass` forwards again (for new connections; old ones stay dead, as
-/// after a real outage). Blocking sockets, a thread per direction: simple, and the test's own loop stays free.
+/// after a real outage). `delay` holds every chunk for a while before it goes on, in order (a slow or congested
+/// path; packet loss looks the same to TCP's user: late bytes). `resetAll()` ends every open connection with an
+/// RST (a NAT or firewall that dropped its state). Blocking sockets, a thread per direction: simple, and the
+/// test's own loop stays free.
 public final class TCPProxy: Sendable {
-    public enum Mode: Sendable { case pass, blackhole }
+    public enum Mode: Sendable, Equatable { case pass, blackhole, delay(Duration) }
 
     public let port: Int
     private let listener: Int32
     private let targetPort: Int
-    private let state = Mutex<(mode: Mode, sockets: [Int32], closed: Bool, accepted: Int)>((.pass, [], false, 0))
+    private let state = Mutex<(mode: Mode, sockets: [Int32], closed: Bool, accepted: Int, resetting: Set<Int32>)>((.pass, [], false, 0, []))
 
     public init(to targetPort: Int) throws {
         self.targetPort = targetPort
@@ -37,6 +40,20 @@ public final class TCPProxy: Sendable {
     public var mode: Mode {
         get { state.withLock { $0.mode } }
         set { state.withLock { $0.mode = newValue } }
+    }
+
+    /// Ends every open connection at once with an RST, both ways; new connections are accepted as the mode says.
+    public func resetAll() {
+        let sockets = state.withLock { s -> [Int32] in
+            defer { s.sockets = [] }
+            s.resetting.formUnion(s.sockets)
+            return s.sockets
+        }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)  // close() then sends RST instead of FIN
+        for fd in sockets {
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            shutdown(fd, Int32(SHUT_RD))  // wakes the pump reading it, which closes it (one owner per fd)
+        }
     }
 
     /// Connections accepted so far (the client's attempts, including the hanging ones).
@@ -90,7 +107,9 @@ public final class TCPProxy: Sendable {
         while true {
             let n = buffer.withUnsafeMutableBytes { read(from, $0.baseAddress, $0.count) }
             if n <= 0 { break }
-            if state.withLock({ $0.mode == .blackhole }) { continue }
+            let mode = state.withLock { $0.mode }
+            if mode == .blackhole { continue }
+            if case .delay(let d) = mode { Thread.sleep(forTimeInterval: Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) }
             var sent = 0
             while sent < n {
                 let w = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }
@@ -98,6 +117,11 @@ public final class TCPProxy: Sendable {
                 sent += w
             }
         }
-        if !state.withLock({ $0.mode == .blackhole }) { shutdown(to, Int32(SHUT_WR)) }
+        let reset = state.withLock { $0.resetting.remove(from) != nil }
+        if reset {
+            Glibc.close(from)  // linger 0: an RST to this side
+        } else if !state.withLock({ $0.mode == .blackhole }) {
+            shutdown(to, Int32(SHUT_WR))
+        }
     }
 }

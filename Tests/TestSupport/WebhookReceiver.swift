@@ -33,6 +33,8 @@ public final class WebhookReceiver: Sendable {
     }
 
     private let log = Mutex<[(Received, ContinuousClock.Instant)]>([])
+    /// The status of each answer actually sent, in the order they went out.
+    private let answered = Mutex<[(Received, Int)]>([])
     private let responder: Mutex<Responder>
 
     /// `respond` gets each request and how many came before it.
@@ -41,6 +43,9 @@ public final class WebhookReceiver: Sendable {
     }
 
     public var received: [Received] { log.withLock { $0.map(\.0) } }
+    /// The requests answered with a 2xx: what the sender was told was delivered.
+    public var acknowledged: [Received] { answered.withLock { $0.filter { (200..<300).contains($0.1) }.map(\.0) } }
+
     /// When each request arrived.
     public var arrivals: [ContinuousClock.Instant] { log.withLock { $0.map(\.1) } }
 
@@ -55,15 +60,15 @@ public final class WebhookReceiver: Sendable {
         init(_ answer: @escaping @Sendable (Received, Int) -> Answer) { self.answer = answer }
     }
 
-    /// Runs for the length of `body`, which gets the base URL (`http://127.0.0.1:PORT`).
-    public func run(_ body: (URL) async throws -> Void) async throws {
+    /// Runs for the length of `body`, which gets the base URL (`http://127.0.0.1:PORT`). `port` 0 picks a free one.
+    public func run(port: Int = 0, _ body: (URL) async throws -> Void) async throws {
         let router = Router()
         router.add(middleware: Recorder(receiver: self))
         var logger = Logger(label: "receiver")
         logger.logLevel = .critical
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "receiver"),
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "receiver"),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.runService() }
@@ -87,6 +92,7 @@ public final class WebhookReceiver: Sendable {
         }
         let answer = responder.withLock { $0 }.answer(r, index)
         if answer.delay > .zero { try await Task.sleep(for: answer.delay) }
+        answered.withLock { $0.append((r, answer.status)) }
         var out = HTTPFields()
         for (k, v) in answer.headers { if let name = HTTPField.Name(k) { out[name] = v } }
         return Response(status: .init(code: answer.status), headers: out, body: .init(byteBuffer: ByteBuffer(string: answer.body)))

@@ -1,0 +1,130 @@
+import AllowanceAPI
+import Foundation
+import SignalRProtocol
+import Store
+import TestSupport
+import Testing
+
+/// A fault scenario of issue 7: the relay binary between the simulator (or a proxy before it) and a webhook
+/// receiver, and the check every scenario ends with: every server transaction is in the cache with the server's
+/// balances; every alert owed since the start was acknowledged at least once; repeats counted (a receiver
+/// that dedups on `webhook-id` sees them as one).
+struct Scenario {
+    let base: URL
+    let env: [String: String]
+    let config: String
+    /// Server transactions from before the scenario: owed no alert (the relay's first catch-up folds history).
+    let before: Set<String>
+    var storePath: String { env["ALLOWANCE_RELAY_STORE_PATH"]! }
+
+    /// `server`: the URL the relay is given (a proxy), by default the simulator. `sinkOptions`: extra YAML for
+    /// the webhook sink (indented 4). `login`: sign in with the simulator's email and password instead of a
+    /// static token. `storeDirectory`: where the database lives (a small tmpfs, say).
+    init(
+        base: URL, server: URL? = nil, hook: URL, sinkOptions: String = "", login: Bool = false, storeDirectory: URL? = nil
+    ) async throws {
+        self.base = base
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-scenario-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let yaml = """
+            sinks:
+              audit:
+                type: webhook
+                url: \(hook.absoluteString)/allowance
+                secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+            \(sinkOptions)
+            rules:
+              - name: every transaction, one alert each
+                event: transaction.created
+                to: [audit]
+                digest: false
+            """
+        config = dir.appending(path: "relay.yaml").path
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        var env = [
+            "ALLOWANCE_RELAY_SERVER_URL": (server ?? base).absoluteString,
+            "ALLOWANCE_RELAY_STORE_PATH": (storeDirectory ?? dir).appending(path: "relay.sqlite").path,
+        ]
+        if login {
+            let passwordFile = dir.appending(path: "password").path
+            try "allowance\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            chmod(passwordFile, 0o600)
+            env["ALLOWANCE_RELAY_SERVER_EMAIL"] = "parent@example.com"
+            env["ALLOWANCE_RELAY_SERVER_PASSWORD_FILE"] = passwordFile
+        } else {
+            env["ALLOWANCE_RELAY_SERVER_TOKEN"] = "e2e-token"
+        }
+        self.env = env
+        before = Set(try await Self.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+    }
+
+    func start() throws -> RelayProcess { try RelayProcess(env: env, arguments: ["run", "--config", config]) }
+
+    struct Outcome {
+        var events = 0, alertsOwed = 0, lostEvents = 0, lostAlerts = 0, extraEvents = 0, wrongBalances = 0
+        var requests = 0, repeats = 0
+        var nothingLost: Bool { lostEvents == 0 && lostAlerts == 0 && extraEvents == 0 && wrongBalances == 0 }
+    }
+
+    /// Compares the server, the cache and the receiver now.
+    func outcome(_ hook: WebhookReceiver) async throws -> Outcome {
+        var o = Outcome()
+        let server = try await Self.serverTransactions(base)
+        let serverIds = Set(server.map { $0.id.uuidString.lowercased() })
+        let store = try Store.open(path: storePath)
+        let cached = try store.transactions(limit: 1_000_000).map { $0.id.uuidString.lowercased() }
+        o.events = serverIds.count
+        o.lostEvents = serverIds.subtracting(cached).count
+        o.extraEvents = cached.count - Set(cached).count + Set(cached).subtracting(serverIds).count
+        let balances = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.currentBalance) })
+        for c in try await APIClient(baseURL: base, token: "e2e-token").children() where balances[c.id] != c.currentBalance {
+            o.wrongBalances += 1
+        }
+        let acked = hook.acknowledged
+        let ackedIds = Set(acked.compactMap { try? JSONValue(parsing: $0.body)["data"]?["transaction"]?["id"]?.stringValue })
+        let owed = serverIds.subtracting(before)
+        o.alertsOwed = owed.count
+        o.lostAlerts = owed.subtracting(ackedIds).count
+        o.requests = hook.received.count
+        o.repeats = acked.count - Set(acked.compactMap { $0.headers["webhook-id"] }).count
+        return o
+    }
+
+    /// Waits until nothing is missing (or the time is up), then checks and records the figures.
+    @discardableResult
+    func expectNothingLost(
+        _ hook: WebhookReceiver, _ scenario: String, extra: [(String, Int)] = [], timeout: Duration = .seconds(60),
+        repeatsAllowed: Int = 0, relay: RelayProcess? = nil
+    ) async throws -> Outcome {
+        var o = Outcome()
+        let deadline = ContinuousClock.now + timeout
+        repeat {
+            o = try await outcome(hook)
+            if o.nothingLost { break }
+            try await Task.sleep(for: .milliseconds(250))
+        } while ContinuousClock.now < deadline
+        #expect(o.nothingLost, "\(scenario): \(o)\n\(relay?.output.suffix(3000) ?? "")")
+        #expect(o.repeats <= repeatsAllowed, "\(scenario): \(o.repeats) alerts acknowledged twice (allowed \(repeatsAllowed))")
+        let figures: [(String, Int)] = [
+            ("events", o.events), ("alerts", o.alertsOwed), ("lost_events", o.lostEvents), ("lost_alerts", o.lostAlerts),
+            ("wrong_balances", o.wrongBalances), ("requests", o.requests), ("repeats", o.repeats),
+        ]
+        ReliabilityFigures.record(scenario, figures + extra)
+        return o
+    }
+
+    static func serverTransactions(_ base: URL) async throws -> [Transaction] {
+        let api = APIClient(baseURL: base, token: "e2e-token")
+        var all: [Transaction] = []
+        for c in try await api.children() {
+            var offset = 0
+            while true {
+                let page = try await api.transactions(child: c.id, limit: 500, offset: offset)
+                all += page
+                if page.count < 500 { break }
+                offset += 500
+            }
+        }
+        return all
+    }
+}
