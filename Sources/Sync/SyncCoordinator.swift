@@ -25,6 +25,9 @@ public actor SyncCoordinator {
     private var running = false
     private var again = false
     private var status: SyncStatus?
+    /// Storing fails (a full disk, a lock): the first failure is logged, the same one again is counted until
+    /// storing works, so a burst against a full disk is two lines, not two per batch.
+    private var storeFailure: (message: String, since: Date, events: Int)?
 
     public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), logger: Logger) {
         self.store = store
@@ -54,9 +57,21 @@ public actor SyncCoordinator {
                     catchUpReason = catchUpReason ?? reason
                 }
             }
+            if let f = storeFailure {
+                logger.notice("storing works again: \(f.events) event(s) could not be stored since \(f.since); the catch-up fetches them")
+                storeFailure = nil
+            }
         } catch {
             // Not stored: the next catch-up fetches them from the server again.
-            logger.error("could not store \(events.count) event(s): \(error)")
+            let message = "\(error)"
+            if storeFailure?.message == message {
+                storeFailure?.events += events.count
+                logger.debug("could not store \(events.count) event(s): \(message)")
+                requestCatchUp()  // coalesces with the one asked for at the first failure
+                return
+            }
+            storeFailure = (message, Date(), events.count)
+            logger.error("could not store \(events.count) event(s): \(message)")
             catchUpReason = "events could not be stored"
         }
         if let catchUpReason {
