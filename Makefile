@@ -5,7 +5,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test deps test-deps bench bench-quick fuzz clean
+.PHONY: all build demo test deps test-deps bench bench-quick reliability fuzz clean
 
 all: build
 
@@ -66,6 +66,15 @@ bench: test-deps $(VENV)/.installed
 bench-quick: $(VENV)/.installed
 	@out=$$(mktemp -d); $(VENV)/bin/python Benchmarks/bench.py --quick --bin .build/debug --out $$out/BENCHMARKS.md \
 	  --json $$out/results.json && echo "bench-quick: the harness works ($$out)"
+
+# The fault scenarios of RELIABILITY.md (about 5 minutes; all are also part of `make test`), then their figures
+# into RELIABILITY.md. ALLOWANCE_TEST_SEED=N replays the random kill and outage moments of a run.
+RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests
+reliability: test-deps $(VENV)/.installed
+	$(SWIFT) build --build-tests
+	rm -f .build/test-artifacts/reliability.jsonl
+	$(SWIFT) test --skip-build --filter '$(RELIABILITY_SUITES)'
+	$(PYTHON) Tests/reliability_report.py .build/test-artifacts/reliability.jsonl RELIABILITY.md --check
 
 # libFuzzer with AddressSanitizer over the SignalR protocol code (Fuzz/run.sh): FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60

@@ -164,3 +164,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// `make fuzz` only (ALLOWANCE_FUZZ=1, its own build folder): the config parser under libFuzzer. No main of its
+// own: libFuzzer brings it (-parse-as-library), so it never builds without -sanitize=fuzzer.
+if Context.environment["ALLOWANCE_FUZZ"] != nil {
+    package.targets.append(
+        .executableTarget(
+            name: "fuzz-config", dependencies: ["Relay"], path: "Fuzz/harnesses/config",
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+    package.products.append(.executable(name: "fuzz-config", targets: ["fuzz-config"]))
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Turns the fault scenarios' figures (one JSON line per run, written by the tests through
+TestSupport/ReliabilityFigures.swift) into RELIABILITY.md's "figures of the last run" section.
+
+    Tests/reliability_report.py FIGURES.jsonl RELIABILITY.md [--check]
+
+--check: exit 1 if any run lost an event or an alert or had a wrong balance (the tests assert the same and
+more; this guards the report)."""
+import json
+import platform
+import subprocess
+import sys
+from collections import OrderedDict
+
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
+MAIN = ["kills", "events", "alerts", "lost_events", "lost_alerts", "wrong_balances", "repeats"]
+
+
+def main() -> int:
+    figures_path, doc_path = sys.argv[1], sys.argv[2]
+    runs = [json.loads(line) for line in open(figures_path) if line.strip()]
+    if not runs:
+        print(f"no figures in {figures_path}: run the scenarios first (make reliability)", file=sys.stderr)
+        return 1
+    by_scenario: "OrderedDict[str, list]" = OrderedDict()
+    for r in runs:
+        by_scenario.setdefault(r["scenario"], []).append(r)
+
+    def total(key, rs):
+        return sum(r.get(key, 0) for r in rs)
+
+    rows = []
+    for name, rs in by_scenario.items():
+        other = sorted({k for r in rs for k in r} - set(MAIN) - {"scenario", "at", "requests"})
+        notes = ", ".join(f"{k} {total(k, rs) if not k.endswith('_kb') else max(r.get(k, 0) for r in rs) // 1024}"
+                          f"{' MB' if k.endswith('_kb') else ''}" for k in other)
+        rows.append([name, str(len(rs))] + [str(total(k, rs)) if any(k in r for r in rs) else "" for k in MAIN] + [notes])
+    lost = sum(total(k, runs) for k in ["lost_events", "lost_alerts", "wrong_balances"])
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    first, last = min(r["at"] for r in runs), max(r["at"] for r in runs)
+    lines = [
+        BEGIN,
+        f"From `make reliability` at commit `{commit}`, {first} to {last}, on {platform.machine()} "
+        f"({subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores). "
+        f"Regenerated from `.build/test-artifacts/reliability.jsonl`; do not edit by hand.",
+        "",
+        f"**{len(by_scenario)} scenarios, {len(runs)} runs, {total('kills', runs)} kills survived, "
+        f"{total('events', runs)} events and {total('alerts', runs)} alerts checked, lost = {lost}, "
+        f"repeats = {total('repeats', runs)}** (each repeat is the alert in flight at a kill, sent again with the "
+        "same `webhook-id`: a receiver that dedups on it sees it once).",
+        "",
+        "| scenario | runs | kills | events | alerts | lost events | lost alerts | wrong balances | repeats | other figures |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ] + ["| " + " | ".join(r) + " |" for r in rows] + [END]
+    doc = open(doc_path).read()
+    if BEGIN not in doc or END not in doc:
+        print(f"{doc_path} has no {BEGIN} ... {END} section", file=sys.stderr)
+        return 1
+    head, rest = doc.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    open(doc_path, "w").write(head + "\n".join(lines) + tail)
+    print(f"{doc_path}: {len(by_scenario)} scenarios, {len(runs)} runs, lost = {lost}")
+    return 1 if "--check" in sys.argv and lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
