@@ -165,12 +165,13 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-// `make fuzz` only (ALLOWANCE_FUZZ=1, its own build folder): the config parser under libFuzzer. No main of its
-// own: libFuzzer brings it (-parse-as-library), so it never builds without -sanitize=fuzzer.
+// `make fuzz` only (ALLOWANCE_FUZZ=1, its own build folder): the config parser under libFuzzer
+// (-sanitize=fuzzer,address); its entry point hands over to libFuzzer's driver (Fuzz/harnesses/config).
 if Context.environment["ALLOWANCE_FUZZ"] != nil {
     package.targets.append(
         .executableTarget(
             name: "fuzz-config", dependencies: ["Relay"], path: "Fuzz/harnesses/config",
-            swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])],
+            linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))  // gold fails with an internal error on this link
     package.products.append(.executable(name: "fuzz-config", targets: ["fuzz-config"]))
 }

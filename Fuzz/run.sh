@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
 # libFuzzer over the SignalR protocol code (Sources/SignalRProtocol: pure, no I/O), with AddressSanitizer.
-#   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub negotiate handshake (default: all, 60 s each)
-# Each harness is compiled together with the module's sources (swiftc -sanitize=fuzzer,address) and started
-# from Fuzz/seeds/<target> (protocol vectors); what it finds new goes to .build/fuzz/<target>/corpus, and a
-# crash leaves crash-* there, with the input that caused it. Exit 1 when any target crashed.
+#   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub negotiate handshake config (default: all, 60 s each)
+# Each protocol harness is compiled together with the module's sources (swiftc -sanitize=fuzzer,address) and
+# started from Fuzz/seeds/<target> (protocol vectors). The config harness needs Yams and the Relay module, so
+# SwiftPM builds it (ALLOWANCE_FUZZ=1 adds its target; .build-fuzz, release, the first build takes minutes) and
+# it starts from the example files in config/. What a target finds new goes to .build/fuzz/<target>/corpus, and
+# a crash leaves crash-* there, with the input that caused it. Exit 1 when any target crashed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hub negotiate handshake)
+[ ${#targets[@]} -gt 0 ] || targets=(hub negotiate handshake config)
 failed=0
 for t in "${targets[@]}"; do
   out="$repo/.build/fuzz/$t"
   mkdir -p "$out/corpus"
-  swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name SignalRProtocol \
-    "$repo"/Sources/SignalRProtocol/*.swift "$here/harnesses/$t.swift" -o "$out/fuzz-$t" 2>&1 | grep -v "ld.gold: warning" || true
+  seeds="$here/seeds/$t"
+  if [ "$t" = config ]; then
+    (cd "$repo" && ALLOWANCE_FUZZ=1 swift build --scratch-path .build-fuzz -c release \
+      -Xswiftc -sanitize=fuzzer,address --product fuzz-config 2>&1 | grep -E "error|Compiling fuzz|Build complete" || true)
+    cp "$repo/.build-fuzz/release/fuzz-config" "$out/fuzz-config"
+    seeds="$repo/config"
+  else
+    swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name SignalRProtocol \
+      "$repo"/Sources/SignalRProtocol/*.swift "$here/harnesses/$t.swift" -o "$out/fuzz-$t" 2>&1 | grep -v "ld.gold: warning" || true
+  fi
   echo "fuzzing $t for $seconds s"
   if ! (cd "$out" && ./"fuzz-$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 \
-        corpus "$here/seeds/$t" >"$out/log" 2>&1); then
+        corpus "$seeds" >"$out/log" 2>&1); then
     echo "FAIL: $t crashed; the input is in $out (crash-*), the log in $out/log"
     tail -30 "$out/log"
     failed=1

@@ -226,8 +226,11 @@ import Testing
     @Test(.enabled(if: getuid() == 0)) func aFullDiskIsNamedAndNothingIsLostOnceThereIsSpace() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-diskfull-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        _ = try runCommand(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir.path])
+        let mounted = try runCommand(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir.path])
         defer { _ = try? runCommand(["umount", "-l", dir.path]) }
+        // Never fill the real disk: go on only on the 6 MB filesystem.
+        var fs = statvfs()
+        try #require(statvfs(dir.path, &fs) == 0 && Int(fs.f_blocks) * Int(fs.f_frsize) <= 8 << 20, "no tmpfs mounted: \(mounted)")
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in

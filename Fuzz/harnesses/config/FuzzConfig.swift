@@ -2,13 +2,27 @@
 // or a sanitizer report is a bug. The error's text is built too (it quotes the input).
 import Relay
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzConfig(_ data: UnsafeRawPointer, _ count: Int) -> CInt {
-    let text = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
+func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: data, count: count), as: UTF8.self)
     do {
         _ = try RelayConfig.parse(text, file: "fuzz.yaml")
     } catch {
         _ = "\(error)"
     }
     return 0
+}
+
+// SwiftPM links an executable's entry point as `<target>_main` (main is aliased to it), so this target starts
+// libFuzzer itself through its documented driver entry point instead of using libFuzzer's main.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+) -> CInt
+
+@_cdecl("fuzz_config_main")
+func fuzzConfigMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { fuzzConfig($0, $1) }
 }
