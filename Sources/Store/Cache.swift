@@ -74,9 +74,14 @@ extension Store {
     /// their transactions (oldest first; known ones are skipped). A catch-up stores each page as it arrives
     /// (`complete: false`), then finishes with `complete: true`: the server's balances, the new per-child cursors
     /// and the time of the catch-up, together. Returns how many transactions were new.
+    ///
+    /// `balancesAskedAt`: when the request for `children` went out. A child whose balance a live event set after
+    /// that keeps it: the event is at least as new as the answer (writing the answer over it left a stale
+    /// balance for good when no later event came; seen under a connection reset mid-burst).
     @discardableResult
     public func storeCaughtUp(
-        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], complete: Bool = true, at now: Date = Date()
+        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], complete: Bool = true,
+        balancesAskedAt: Date? = nil, at now: Date = Date()
     ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
@@ -95,6 +100,13 @@ extension Store {
             guard complete else { return inserted }
             // Balances last: the server's figure wins over any sum of what we hold.
             for c in children {
+                if let asked = balancesAskedAt,
+                    let updated = try String.fetchOne(
+                        try db.cachedStatement(sql: "SELECT updated_at FROM child WHERE id = ?"), arguments: [c.id.lowercased]),
+                    updated > ISO.string(asked)
+                {
+                    continue
+                }
                 let cached = try Self.childBalance(db, c.id)
                 try Self.setBalance(db, c.id, c.currentBalance, now: now)
                 if let cached, cached != (try MinorUnits.from(c.currentBalance)) {

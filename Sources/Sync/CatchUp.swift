@@ -59,8 +59,9 @@ public struct CatchUp: Sendable {
             }
         }
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
+        let asked = Date()
         let latest = try await api.children()
-        try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors)
+        try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked)
         Counter(label: "allowance_relay_caught_up_transactions_total").increment(by: report.stored)
         logger.info("caught up", metadata: ["children": "\(report.children)", "transactions": "\(report.stored)"])
         return report

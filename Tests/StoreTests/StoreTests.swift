@@ -120,6 +120,21 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.children().first?.currentBalance == Decimal(string: "41.00")!, "the server's balance wins")
     }
 
+    /// A catch-up asks for the balances; a live event sets Alice's balance before the answer is stored. The
+    /// answer is older than the event: it must not overwrite it (found by the connection-reset scenario).
+    @Test func aLiveBalanceNewerThanTheCatchUpsAnswerIsKept() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [], at: Date(timeIntervalSinceNow: -60))
+        let asked = Date()
+        Thread.sleep(forTimeInterval: 0.01)
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "30.50")!))
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [], balancesAskedAt: asked)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!, "the newer live balance stays")
+        // With no live event since it was asked for, the server's answer wins.
+        try store.storeCaughtUp(children: [child("31.00")], transactions: [], balancesAskedAt: Date())
+        #expect(try store.children().first?.currentBalance == Decimal(string: "31.00")!)
+    }
+
     @Test func eventsTheCacheCannotPlaceAskForACatchUp() throws {
         let store = try Store.open(path: temporaryStorePath())
         let idOnly = try store.apply(.transactionCreatedId(UUID()))
