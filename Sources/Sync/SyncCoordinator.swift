@@ -28,6 +28,7 @@ public actor SyncCoordinator {
     /// Storing fails (a full disk, a lock): the first failure is logged, the same one again is counted until
     /// storing works, so a burst against a full disk is two lines, not two per batch.
     private var storeFailure: (message: String, since: Date, events: Int)?
+    private var statusWriteFailing = false
 
     public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), logger: Logger) {
         self.store = store
@@ -92,7 +93,14 @@ public actor SyncCoordinator {
         status = SyncStatus(phase: phase, detail: detail, nextRetry: nextRetry)
         let line = "sync: \(from) -> \(phase.rawValue) (\(detail))"
         if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
-        do { try store.setSyncStatus(status!) } catch { logger.error("could not record the sync state: \(error)") }
+        do {
+            try store.setSyncStatus(status!)
+            statusWriteFailing = false
+        } catch {
+            // The cause (a full disk...) is already said by the line above or the store's own error.
+            if !statusWriteFailing { logger.error("could not record the sync state: \(error)") }
+            statusWriteFailing = true
+        }
     }
 
     /// The hub link is down: the cache may be missing events until the next catch-up.

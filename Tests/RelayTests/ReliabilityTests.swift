@@ -244,7 +244,7 @@ import Testing
                 #expect(relay.output.contains(s.storePath), "the message names the file")
                 try await Task.sleep(for: .seconds(3))  // full for a while: the relay keeps retrying, and says so
                 let said = relay.output.split(separator: "\n").filter { $0.contains("The disk is full") }
-                print("disk full: \(said.count) lines in 3 s; first: \(said.first ?? "-")")
+                print("disk full: \(said.count) lines in 3 s:\n\(said.joined(separator: "\n"))")
                 // One line for the events, then one per catch-up retry (1 s, 2 s, 4 s ... up to a minute apart).
                 #expect(said.count <= 5, "said, not flooded: \(said.count) lines")
                 #expect(kill(relay.pid, 0) == 0, "still running")
