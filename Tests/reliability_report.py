@@ -37,6 +37,9 @@ def main() -> int:
             continue
         # Other figures: the largest of the runs (a count per run, a memory peak...).
         other = sorted({k for r in rs for k in r} - set(MAIN) - {"scenario", "at", "requests"})
+        # Requests at the receiver beyond one per alert (retries answered 429/500...); repeats are counted apart.
+        if any(r.get("requests", 0) > r.get("alerts", 0) + r.get("repeats", 0) for r in rs):
+            other.append("requests")
         notes = ", ".join(f"{k.removesuffix('_kb')} {max(r.get(k, 0) for r in rs) / 1024:.0f} MB" if k.endswith("_kb")
                           else f"{k} {max(r.get(k, 0) for r in rs)}" for k in other)
         rows.append([name, str(len(rs))] + [str(total(k, rs)) if any(k in r for r in rs) else "" for k in MAIN] + [notes])
