@@ -61,7 +61,7 @@ import Testing
             }
             try await finalRunAndCompare(base, env, "kill -9 at random moments during an outbox drain of 60 writes", kills: round)
             #expect(try store.summary().outboxWaiting == 0)
-            let descriptions = try await serverTransactions(base).map(\.description).filter { $0.hasPrefix("crash-write-") }
+            let descriptions = try await Scenario.serverTransactions(base).map(\.description).filter { $0.hasPrefix("crash-write-") }
             #expect(descriptions.count == 60, "each write once: \(descriptions.count) on the server")
             #expect(Set(descriptions).count == 60)
         }
@@ -78,7 +78,7 @@ import Testing
         #expect(await relay.waitFor("sync: syncing -> idle", timeout: .seconds(60)), "seed \(seed)")
         #expect(relay.stop(signal: SIGTERM) == 0)
         let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
-        let server = try await serverTransactions(base)
+        let server = try await Scenario.serverTransactions(base)
         let cached = try store.transactions(limit: 100_000)
         #expect(Set(cached.map(\.id)) == Set(server.map(\.id)), "seed \(seed): cached \(cached.count), server \(server.count)")
         #expect(cached.count == server.count, "no duplicates")
@@ -93,20 +93,5 @@ import Testing
             ("kills", kills), ("events", server.count), ("lost_events", lost), ("wrong_balances", wrongBalances),
             ("extra_events", cached.count - server.count),
         ])
-    }
-
-    private func serverTransactions(_ base: URL) async throws -> [Transaction] {
-        let api = APIClient(baseURL: base, token: "e2e-token")
-        var all: [Transaction] = []
-        for c in try await api.children() {
-            var offset = 0
-            while true {
-                let page = try await api.transactions(child: c.id, limit: 500, offset: offset)
-                all += page
-                if page.count < 500 { break }
-                offset += 500
-            }
-        }
-        return all
     }
 }

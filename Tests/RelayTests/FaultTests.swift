@@ -28,19 +28,12 @@ import Testing
             #expect(await relay.waitFor("The database is locked by another process for more than 5 s", timeout: .seconds(20)))
             #expect(relay.output.contains(db), "the message names the file")
             // Once the lock is gone, the catch-up the failure asked for stores what the hub had sent.
-            let server = try await serverTransactionCount(base)
+            let server = try await Scenario.serverTransactions(base).count
             let stored = await eventually(.seconds(60)) {
                 (try? Store.open(path: db).summary().transactions) == server
             }
             #expect(stored, "\(relay.output.suffix(2000))")
             #expect(relay.stop(signal: SIGTERM) == 0, "still running, and stops cleanly")
         }
-    }
-
-    func serverTransactionCount(_ base: URL) async throws -> Int {
-        let api = APIClient(baseURL: base, token: "e2e-token")
-        var n = 0
-        for c in try await api.children() { n += try await api.transactions(child: c.id, limit: 1000, offset: 0).count }
-        return n
     }
 }

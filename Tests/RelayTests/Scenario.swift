@@ -113,6 +113,7 @@ struct Scenario {
         return o
     }
 
+    /// Every transaction the server holds: all pages of every child.
     static func serverTransactions(_ base: URL) async throws -> [Transaction] {
         let api = APIClient(baseURL: base, token: "e2e-token")
         var all: [Transaction] = []
