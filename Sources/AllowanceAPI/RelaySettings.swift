@@ -257,6 +257,13 @@ public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConver
         guard stat(file, &info) == 0 else {
             throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno))).")
         }
+        // A pipe or a device would block or never end; a secret is a line, not megabytes.
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw SettingsError("The \(what) '\(file)' is not a regular file. Point it at a file holding the secret on one line.")
+        }
+        guard info.st_size <= 65536 else {
+            throw SettingsError("The \(what) '\(file)' is \(info.st_size) bytes; a secret file holds one line (at most 64 KB). Is it the right file?")
+        }
         if info.st_mode & 0o077 != 0 {
             throw SettingsError(
                 "The \(what) '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))). Run: chmod 600 '\(file)'")

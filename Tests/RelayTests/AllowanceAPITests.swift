@@ -108,6 +108,25 @@ import Testing
         #expect(try await s.tokenSource()?.token() == "s3cret-value")
     }
 
+    /// A secret file is read with care: a FIFO would block the start for ever, a huge file would be read whole.
+    @Test func aSecretFileThatIsNotAPrivateLineIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-secret-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let fifo = dir.appending(path: "fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: SettingsError.self) { try Secret.read(file: fifo, what: "token file") }
+        let big = dir.appending(path: "big").path
+        try Data(count: 1 << 20).write(to: URL(fileURLWithPath: big))
+        chmod(big, 0o600)
+        do {
+            _ = try Secret.read(file: big, what: "token file")
+            Issue.record("a 1 MB secret file was accepted")
+        } catch {
+            #expect(error.message.contains("1048576 bytes"), "\(error)")
+        }
+    }
+
     @Test(arguments: [
         ([String: String](), "No server URL."),
         (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"], "server.url 'ftp://x' is not an http:// or https:// URL with a host."),
