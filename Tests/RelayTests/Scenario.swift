@@ -13,7 +13,7 @@ struct Scenario {
     let base: URL
     let env: [String: String]
     let config: String
-    /// Server transactions from before the scenario: owed no alert (the relay's first catch-up folds history).
+    /// Server transactions from before the scenario: no alert is owed for them (they predate the relay).
     let before: Set<String>
     var storePath: String { env["ALLOWANCE_RELAY_STORE_PATH"]! }
 
