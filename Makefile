@@ -92,7 +92,8 @@ sanitize: test-deps $(VENV)/.installed
 	  echo "sanitize: $$(cat $(SAN_DIR)/reports/* 2>/dev/null | grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR)') reports in $(SAN_DIR)/reports"; \
 	  exit $$status
 
-# libFuzzer with AddressSanitizer over the SignalR protocol code (Fuzz/run.sh): FUZZ_SECONDS per target.
+# libFuzzer with AddressSanitizer over the SignalR protocol code and the config parser (Fuzz/run.sh):
+# FUZZ_SECONDS per target; the config target is built once by SwiftPM into .build-fuzz (about 10 minutes).
 FUZZ_SECONDS ?= 60
 fuzz:
 	Fuzz/run.sh $(FUZZ_SECONDS)
