@@ -175,7 +175,7 @@ struct HubService: Service {
                     engine.linkRestored()
                     await sync.requestCatchUp()
                 case .reconnecting(let reason):
-                    logger.warning("connection lost, reconnecting: \(reason)")
+                    // Not logged here: the hub client's warning and the sync state's line already say it.
                     link.set(.reconnecting, detail: reason)
                     Systemd.status("reconnecting: \(reason)")
                     engine.linkLost(reason)

@@ -280,7 +280,8 @@ import Testing
                     let mem = memoryKB(relay.pid)
                     #expect(kill(relay.pid, 0) == 0, "\(kind): the relay is running")
                     #expect(!said.isEmpty, "\(kind): a log line says what was wrong: \(new.joined(separator: "\n"))")
-                    #expect(said.count <= 3, "\(kind): a few lines, not a flood: \(said.joined(separator: "\n"))")
+                    // What was wrong, and the link's end where the protocol ends it: never one line per message.
+                    #expect(said.count <= 2, "\(kind): a line or two, not a flood: \(said.joined(separator: "\n"))")
                     #expect(mem.peak < 200 << 10, "\(kind): peak memory \(mem.peak / 1024) MB")
                     print("hostile \(kind): \(said.first ?? "-") | rss \(mem.now / 1024) MB, peak \(mem.peak / 1024) MB")
                     ReliabilityFigures.record("hostile frame: \(kind)", [("rss_kb", mem.now), ("peak_kb", mem.peak), ("log_lines", said.count)])
