@@ -44,18 +44,12 @@ import Testing
 
     /// The transaction ids the webhook receiver acknowledged, with how many deliveries it saw in all.
     func acknowledged(_ hook: WebhookReceiver) -> (ids: Set<String>, requests: Int, distinctDeliveries: Int) {
-        let bodies = hook.received.compactMap { try? JSONValue(parsing: $0.body) }
-        let ids = Set(bodies.compactMap { $0["data"]?["transaction"]?["id"]?.stringValue })
+        let ids = Set(hook.received.compactMap(Scenario.transactionId))
         return (ids, hook.received.count, Set(hook.received.compactMap { $0.headers["webhook-id"] }).count)
     }
 
     func serverTransactionIds(_ base: URL) async throws -> Set<String> {
-        let api = APIClient(baseURL: base, token: "e2e-token")
-        var ids = Set<String>()
-        for c in try await api.children() {
-            for t in try await api.transactions(child: c.id, limit: 1000, offset: 0) { ids.insert(t.id.uuidString.lowercased()) }
-        }
-        return ids
+        Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
     }
 
     @Test func eachTransactionReachesTheSignedWebhookAndTheChatOnce() async throws {
@@ -93,7 +87,7 @@ import Testing
     }
 
     @Test func killedDuringADeliveryBurstEveryAlertStillArrives() async throws {
-        var random = SeededRandom(seed: UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999))
+        var random = SeededRandom(seed: testSeed)
         let hook = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(25)) }  // a receiver that takes its time
         let chat = WebhookReceiver()
         try await hook.run { hookURL in

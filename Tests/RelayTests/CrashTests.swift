@@ -12,7 +12,7 @@ import Testing
 /// `kill -9` at random moments, repeated: nothing the server holds is missing or doubled afterwards.
 /// The moments come from a seeded generator (ALLOWANCE_TEST_SEED to replay a failure; the seed is printed).
 @Suite(.serialized, .timeLimit(.minutes(3))) struct CrashTests {
-    private let seed = UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999)
+    private let seed = testSeed
 
     @Test func killedAtRandomDuringBurstsTheCacheEndsEqualToTheServer() async throws {
         var random = SeededRandom(seed: seed)

@@ -56,8 +56,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             try await simPost(base, "/_sim/drop")
             #expect(await relay.waitFor(count: 2, of: "connected to the hub"))
             #expect(await relay.waitFor(count: 2, of: "caught up"))
-            let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
-            #expect(try JSONValue(parsing: Array(data))["logins"]?.intValue == 2, "one login at start, one after the revocation")
+            #expect(try await simStats(base)["logins"]?.intValue == 2, "one login at start, one after the revocation")
             #expect(relay.stop(signal: SIGTERM) == 0)
             #expect(!relay.output.contains("sim-"), "login tokens never reach the logs")
         }
@@ -238,6 +237,12 @@ func simPost(_ base: URL, _ path: String) async throws {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.httpMethod = "POST"
     _ = try await URLSession.shared.data(for: request)
+}
+
+/// The simulator's counters (`GET /_sim/stats`): connections, logins, negotiations...
+func simStats(_ base: URL) async throws -> JSONValue {
+    let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
+    return try JSONValue(parsing: Array(data))
 }
 
 func withSim(_ body: (URL) async throws -> Void) async throws {

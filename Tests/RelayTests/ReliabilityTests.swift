@@ -15,7 +15,7 @@ import Testing
 /// `Scenario.expectNothingLost`: every server transaction cached with the server's balances, every owed alert
 /// acknowledged, repeats counted; the figures go to `make reliability`'s report.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct ReliabilityTests {
-    private let seed = UInt64(ProcessInfo.processInfo.environment["ALLOWANCE_TEST_SEED"] ?? "") ?? UInt64.random(in: 1...999_999)
+    private let seed = testSeed
 
     @Test func theHubDiesAndComesBackInTheMiddleOfBursts() async throws {
         var random = SeededRandom(seed: seed)
@@ -317,7 +317,3 @@ func fillDisk(_ path: String, leaving: Int) throws {
     guard fd >= 0, posix_fallocate(fd, 0, off_t(max(free - leaving, 0))) == 0 else { throw HarnessError("cannot fill \(path)") }
 }
 
-func simStats(_ base: URL) async throws -> JSONValue {
-    let (data, _) = try await URLSession.shared.data(from: URL(string: base.absoluteString + "/_sim/stats")!)
-    return try JSONValue(parsing: Array(data))
-}

@@ -81,7 +81,7 @@ struct Scenario {
             o.wrongBalances += 1
         }
         let acked = hook.acknowledged
-        let ackedIds = Set(acked.compactMap { try? JSONValue(parsing: $0.body)["data"]?["transaction"]?["id"]?.stringValue })
+        let ackedIds = Set(acked.compactMap(Self.transactionId))
         let owed = serverIds.subtracting(before)
         o.alertsOwed = owed.count
         o.lostAlerts = owed.subtracting(ackedIds).count
@@ -111,6 +111,11 @@ struct Scenario {
         ]
         ReliabilityFigures.record(scenario, figures + extra)
         return o
+    }
+
+    /// The transaction a signed webhook's alert is about (`data.transaction.id`), if any.
+    static func transactionId(of request: WebhookReceiver.Received) -> String? {
+        try? JSONValue(parsing: request.body)["data"]?["transaction"]?["id"]?.stringValue
     }
 
     /// Every transaction the server holds: all pages of every child.

@@ -15,8 +15,7 @@ import Testing
     }
 
     private func logins(_ base: URL) async throws -> Int {
-        let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
-        return try JSONValue(parsing: Array(data))["logins"]?.intValue ?? -1
+        try await simStats(base)["logins"]?.intValue ?? -1
     }
 
     @Test func oneLoginServesManyCallersUntilFiveMinutesBeforeExpiry() async throws {
