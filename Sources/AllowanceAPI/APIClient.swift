@@ -31,6 +31,17 @@ public struct APIClient: Sendable {
         }
     }
 
+    /// Who the token belongs to (`GET /api/v1/auth/me`): the identity a cache is bound to. A server without
+    /// that endpoint (404) is known by its URL alone.
+    public func identity() async throws(APIError) -> ServerIdentity {
+        do {
+            let me = try await get("api/v1/auth/me")
+            return ServerIdentity(url: baseURL, userId: me["userId"]?.stringValue, familyId: me["familyId"]?.stringValue)
+        } catch where error.status == 404 || error.status == 405 {
+            return ServerIdentity(url: baseURL)
+        }
+    }
+
     /// One page of a child's transactions, newest first.
     public func transactions(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [Transaction] {
         let path = "api/v1/children/\(child.uuidString.lowercased())/transactions"

@@ -66,14 +66,14 @@ public enum HubEvent: Sendable, Equatable {
             return [
                 "event": "TransactionCreated", "id": .string(t.id.uuidString.lowercased()),
                 "childId": .string(t.childId.uuidString.lowercased()), "type": .string(t.type.rawValue),
-                "amount": .number("\(t.amount)"), "balanceAfter": .number("\(t.balanceAfter)"),
+                "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter),
                 "description": .string(t.description), "createdByName": .string(t.createdByName),
                 "createdAt": .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(t.createdAt)),
             ]
         case .transactionCreatedId(let id):
             return ["event": "TransactionCreated", "id": .string(id.uuidString.lowercased())]
         case .balanceUpdated(let child, let balance):
-            return ["event": "BalanceUpdated", "childId": .string(child.uuidString.lowercased()), "balance": .number("\(balance)")]
+            return ["event": "BalanceUpdated", "childId": .string(child.uuidString.lowercased()), "balance": Money.json(balance)]
         }
     }
 }

@@ -105,6 +105,9 @@ public enum Money {
         (type == .credit ? "+" : "-") + plain(amount)
     }
 
+    /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float.
+    public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }
+
     public static func plain(_ amount: Decimal) -> String {
         var rounded = Decimal()
         var value = amount
@@ -166,5 +169,39 @@ private struct Fields {
         let s = try string(key)
         guard let d = ISODate.parse(s) else { throw PayloadError(message: "\(what).\(key) is not an ISO-8601 date: \"\(s)\".") }
         return d
+    }
+}
+
+/// Which server and account a cache was filled from: the server's URL (without credentials or query), and the
+/// user and family the token belongs to when the server says (`GET /api/v1/auth/me`).
+public struct ServerIdentity: Sendable, Equatable {
+    public var url: String
+    public var userId: String?
+    public var familyId: String?
+
+    public init(url: URL, userId: String? = nil, familyId: String? = nil) {
+        var c = URLComponents(url: url, resolvingAgainstBaseURL: false) ?? URLComponents()
+        (c.user, c.password, c.query, c.fragment) = (nil, nil, nil, nil)
+        var text = c.string ?? url.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        self.url = text
+        self.userId = userId
+        self.familyId = familyId
+    }
+
+    /// "user …, family …" when the server named either.
+    public var accountIds: String? {
+        guard userId != nil || familyId != nil else { return nil }
+        return "user \(userId ?? "-"), family \(familyId ?? "-")"
+    }
+
+    public var json: JSONValue {
+        ["url": .string(url), "userId": userId.map { .string($0) } ?? .null, "familyId": familyId.map { .string($0) } ?? .null]
+    }
+
+    public init(json: JSONValue) {
+        url = json["url"]?.stringValue ?? ""
+        userId = json["userId"]?.stringValue
+        familyId = json["familyId"]?.stringValue
     }
 }

@@ -227,6 +227,8 @@ public struct LocalSettings: Sendable {
     /// is given up (dead letter; its local effect undone).
     public var outboxMaxAttempts: Int
     public var outboxMaxAgeDays: Int
+    /// The family's currency (`relay.currency`), named next to every amount the CLI prints as JSON.
+    public var currency: String
 
     init(_ config: ConfigReader, _ environment: [String: String]) throws(SettingsError) {
         func positive(_ key: String, _ fallback: Int?) throws(SettingsError) -> Int? {
@@ -239,6 +241,7 @@ public struct LocalSettings: Sendable {
         outboxLimit = try positive("outbox.limit", 100)!
         outboxMaxAttempts = try positive("outbox.max_attempts", 10)!
         outboxMaxAgeDays = try positive("outbox.max_age_days", 7)!
+        currency = (config.string(forKey: "relay.currency") ?? "USD").uppercased()
     }
 }
 

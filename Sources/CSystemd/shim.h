@@ -80,3 +80,18 @@ static inline int clsd_notify(const char *app, uint32_t replaces, const char *ic
     sd_bus_unref(bus);
     return r;
 }
+
+/// org.freedesktop.Notifications.CloseNotification: takes the popup `id` off the screen. Returns 0, or < 0
+/// (err says why). An id the server no longer shows is not an error (the spec: it answers with an empty reply).
+static inline int clsd_close(uint32_t id, char *err, size_t errlen) {
+    sd_bus *bus = NULL;
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    int r = sd_bus_open_user(&bus);
+    if (r < 0) return clsd_fail(r, NULL, "cannot connect to the session bus", err, errlen);
+    r = sd_bus_call_method(bus, CLSD_DEST, CLSD_PATH, CLSD_DEST, "CloseNotification", &e, NULL, "u", id);
+    if (r < 0) r = clsd_fail(r, &e, "CloseNotification", err, errlen);
+    else r = 0;
+    sd_bus_error_free(&e);
+    sd_bus_unref(bus);
+    return r;
+}

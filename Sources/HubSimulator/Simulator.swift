@@ -173,7 +173,12 @@ public final class HubSimulator: Sendable {
         }
         api.get("auth/me") { request, _ in
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
-            return self.json(200, JSONValue.object([("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"), ("role", "Parent")]))
+            return self.json(
+                200,
+                JSONValue.object([
+                    ("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"), ("role", "Parent"),
+                    ("familyId", "00000000-0000-4000-8000-0000000000f0"),
+                ]))
         }
         api.get("children") { request, _ in
             if let r = try await self.restGate(request) { return r }

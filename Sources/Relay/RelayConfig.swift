@@ -31,7 +31,7 @@ public struct RelayConfig: Sendable {
         [
             Rule(
                 name: "default",
-                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled],
+                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled, .syncConflict],
                 to: sinks.map(\.name))
         ]
     }
@@ -224,10 +224,10 @@ public struct RelayConfig: Sendable {
         }
         var events = Set<RelayEvent.Kind>()
         for e in eventTexts {
-            guard let kind = RelayEvent.Kind(rawValue: e), kind != .digest, kind != .test else {
+            guard let kind = RelayEvent.Kind(rawValue: e), !RelayEvent.Kind.derivedOnly.contains(kind) else {
                 throw r.error(
                     "event '\(e)' is not an event kind",
-                    fix: "use " + RelayEvent.Kind.allCases.filter { $0 != .digest && $0 != .test }.map(\.rawValue).joined(separator: ", "), at: "event")
+                    fix: "use " + RelayEvent.Kind.allCases.filter { !RelayEvent.Kind.derivedOnly.contains($0) }.map(\.rawValue).joined(separator: ", "), at: "event")
             }
             events.insert(kind)
         }
@@ -351,7 +351,14 @@ struct Reader {
 
     func money(_ k: String) throws(ConfigError) -> Decimal? {
         guard let s = try string(k) else { return nil }
-        guard let d = Money.decimal(.number(s)), d >= 0 else { throw error("'\(s)' is not an amount", fix: "e.g. 5.00", at: k) }
+        // Plain decimals with at most two places, as `transaction add` takes them: no exponent, no third decimal.
+        let digits = s.split(separator: ".", omittingEmptySubsequences: false)
+        guard digits.count <= 2, digits.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+            let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX"))
+        else { throw error("'\(s)' is not an amount", fix: "write it like 5.00 (digits, at most two decimals)", at: k) }
+        guard digits.count < 2 || digits[1].count <= 2 else {
+            throw error("'\(s)' has more than two decimals", fix: "money is in cents: write e.g. \(digits[0]).\(digits[1].prefix(2))", at: k)
+        }
         return d
     }
 }

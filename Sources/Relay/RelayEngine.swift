@@ -39,7 +39,7 @@ public final class RelayEngine: Sendable {
     private static func generation(_ config: RelayConfig, store: Store, logger: Logger) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, store: store), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -162,7 +162,7 @@ extension RelayConfig {
         let values = formatting.values(event, kind: kind, sink: sink.name)
         return Message(
             id: id, kind: kind, urgency: urgency, title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) },
-            event: event)
+            event: event, currency: formatting.currency)
     }
 }
 

@@ -20,8 +20,9 @@ public struct Rule: Sendable {
     /// Over the sinks' own quiet hours. Critical alerts are never held.
     public var quietHours: QuietHours?
     public var dedupWindow: TimeInterval?
-    /// Fold the transactions of a catch-up (or of quiet hours) into one message per child.
-    public var digest = true
+    /// Fold the transactions of a catch-up (or of quiet hours) into one message per child. Unset: chat and popup
+    /// sinks fold (people read them), the generic webhook does not (a machine books each transaction).
+    public var digest: Bool?
 
     public init(name: String, events: Set<RelayEvent.Kind>, to: [String]) {
         self.name = name
@@ -43,19 +44,20 @@ public struct Rule: Sendable {
         return true
     }
 
-    /// The kinds of alert this rule raises for `e`: its own kind, and `balance.low` when the balance crossed the
-    /// threshold (from at or above to below: once per drop, not at every later event).
+    /// The kinds of alert this rule raises for `e`: its own kind; `balance.updated` once per change of a child's
+    /// balance, whatever brought it (a transaction, a BalanceUpdated that differs from the cache, a catch-up), so
+    /// the BalanceUpdated that only confirms a transaction's balance raises nothing; `balance.low` when the
+    /// balance crossed the threshold downwards (once per drop), and `balance.recovered` when it came back.
     func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
         guard matchesDetails(e) else { return [] }
         var kinds: [RelayEvent.Kind] = []
-        // A BalanceUpdated that only confirms what a TransactionCreated already said is not news.
-        let unchanged = e.kind == .balanceUpdated && e.previousBalance == e.balance
-        if events.contains(e.kind), !unchanged { kinds.append(e.kind) }
-        if events.contains(.balanceLow), let below, let balance = e.balance, balance < below,
-            e.kind == .transactionCreated || e.kind == .balanceUpdated,
-            e.previousBalance.map({ $0 >= below }) ?? false
-        {
-            kinds.append(.balanceLow)
+        let moves = e.kind == .transactionCreated || e.kind == .balanceUpdated
+        let changed = moves && e.balance != nil && e.previousBalance != nil && e.balance != e.previousBalance
+        if events.contains(e.kind), e.kind != .balanceUpdated || changed { kinds.append(e.kind) }
+        if e.kind == .transactionCreated, events.contains(.balanceUpdated), changed { kinds.append(.balanceUpdated) }
+        if events.contains(.balanceLow), let below, moves, let balance = e.balance, let previous = e.previousBalance {
+            if balance < below, previous >= below { kinds.append(.balanceLow) }
+            if balance >= below, previous < below { kinds.append(.balanceRecovered) }
         }
         return kinds
     }
@@ -75,10 +77,12 @@ public struct RulePlanner: AlertPlanner {
         self.now = now
     }
 
-    /// A transaction or balance change can also raise balance.low.
+    /// A transaction or balance change can also raise balance.low (and recovered); a transaction, balance.updated.
     public func mayPlan(for kind: RelayEvent.Kind) -> Bool {
-        rules.contains { r in
-            r.events.contains(kind) || (kind == .transactionCreated || kind == .balanceUpdated) && r.events.contains(.balanceLow)
+        let moves = kind == .transactionCreated || kind == .balanceUpdated
+        return rules.contains { r in
+            r.events.contains(kind) || moves && r.events.contains(.balanceLow)
+                || kind == .transactionCreated && r.events.contains(.balanceUpdated)
         }
     }
 
@@ -89,9 +93,11 @@ public struct RulePlanner: AlertPlanner {
         for rule in rules {
             for kind in rule.kinds(for: e) {
                 for sink in rule.to where sink != e.sink && sinks[sink] != nil {
+                    // Only a popup has something to take back when a low balance recovers.
+                    if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
-                    let foldable = kind == .transactionCreated && rule.digest
+                    let foldable = kind == .transactionCreated && (rule.digest ?? (sinks[sink]?.kind != .webhook))
                     if e.caughtUp && foldable {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)

@@ -152,7 +152,8 @@ struct SinkWorker: Sendable {
             let digest = RelayEvent(
                 kind: .digest, at: Date(), childId: child, childName: sorted.last?.event.childName,
                 balance: sorted.last?.event.transaction?.balanceAfter, caughtUp: caughtUp,
-                detail: caughtUp ? "While the relay was offline" : "During quiet hours", count: sorted.count, total: total)
+                detail: caughtUp ? "While the relay was offline" : "During quiet hours", count: sorted.count, total: total,
+                transactions: sorted.compactMap(\.event.transaction))
             out.append(try store.foldIntoDigest(sorted, digest: digest))
             logger.info("sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
         }

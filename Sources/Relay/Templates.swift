@@ -80,22 +80,26 @@ public enum DefaultTemplates {
         .transactionCreated: "{child}: {amount} for \"{description}\" by {who}. Balance {balance}.",
         .balanceUpdated: "{child}'s balance is now {balance} (was {previous_balance}).",
         .balanceLow: "{child}'s balance is low: {balance}.",
+        .balanceRecovered: "{child}'s balance is back to {balance}.",
         .digest: "{detail}: {count} transactions for {child}, {total}, balance {balance}.",
         .outboxRejected: "A {type} of {amount} for {child} (\"{description}\") was refused by the server and undone: {detail}",
         .outboxDead: "A {type} of {amount} for {child} (\"{description}\") could not be sent and was given up: {detail}",
         .connectionLost: "allowance-relay has lost the Allowance Tracker server: {detail}",
         .deliveryDisabled: "Alerts to {sink} are switched off: {detail}",
+        .syncConflict: "allowance-relay stopped syncing: {detail}",
         .test: "Test alert from allowance-relay: if you can read this, the sink {sink} works.",
     ]
     public static let title: [RelayEvent.Kind: String] = [
         .transactionCreated: "{child} {amount}",
         .balanceUpdated: "{child}: {balance}",
         .balanceLow: "Low balance: {child}",
+        .balanceRecovered: "Balance OK: {child}",
         .digest: "{child}: {count} transactions",
         .outboxRejected: "Write refused",
         .outboxDead: "Write given up",
         .connectionLost: "Allowance Tracker unreachable",
         .deliveryDisabled: "Alerts switched off",
+        .syncConflict: "Allowance data conflict",
         .test: "allowance-relay test",
     ]
 }

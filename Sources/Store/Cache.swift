@@ -20,7 +20,8 @@ extension Store {
     }
 
     /// Applies hub events in order, in one SQLite transaction: one commit (one fsync) for a burst. If any fails,
-    /// none is stored (the caller catches up, which fetches them again).
+    /// none is stored (the caller catches up, which fetches them again). One that contradicts the cache (another
+    /// server's data) fails the burst with a `StoreError` whose `isConflict` is set.
     public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
         try write { db in try events.map { try applyOne(db, $0, now: now) } }
     }
@@ -32,19 +33,24 @@ extension Store {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
             guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
+                if let contradiction = try Self.contradiction(db, t) { throw CacheConflict(message: contradiction) }
                 return .duplicate
             }
-            let previous = t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount
+            // The cached balance includes writes made here and not yet confirmed; the server's does not.
+            let pending = try Self.pendingEffect(db, t.childId)
+            let before = try MinorUnits.from(t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount)
+            // Our own write, echoed by the hub before its POST was answered: the server has it now.
+            let echoed = try Self.dropLocalEcho(db, of: t)
             try Self.insert(db, t, via: "hub", now: now)
-            try Self.setBalance(db, t.childId, t.balanceAfter, now: now)
+            try Self.setBalance(db, t.childId, minor: try MinorUnits.from(t.balanceAfter) + pending - echoed, now: now)
             if plansAny(.transactionCreated) {
                 try planDeliveries(
                     db,
                     RelayEvent(
                         kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
-                        balance: t.balanceAfter, previousBalance: MinorUnits.decimal(cached)))
+                        balance: t.balanceAfter, previousBalance: MinorUnits.decimal(before)))
             }
-            return .stored(gap: cached == (try MinorUnits.from(previous)) ? nil : t.childId)
+            return .stored(gap: cached - pending == before ? nil : t.childId)
         case .transactionCreatedId(let id):
             if try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased]) == true {
                 return .duplicate
@@ -56,17 +62,53 @@ extension Store {
             }
             // Not unique by content (the same balance can come twice): every one is kept, in order.
             _ = try Self.recordInbox(db, key: "BalanceUpdated:\(session)-\(sequence.add(1, ordering: .relaxed).newValue)", event: event, caughtUp: false, now: now)
-            let latest = try Int64.fetchOne(try db.cachedStatement(sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? ORDER BY created_at DESC, stored_at DESC LIMIT 1"), arguments: [child.lowercased])
+            let latest = try Int64.fetchOne(
+                try db.cachedStatement(
+                    sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"),
+                arguments: [child.lowercased])
             let server = try MinorUnits.from(balance)
-            try Self.setBalance(db, child, balance, now: now)  // the server's balance wins: it is calculated there
+            let pending = try Self.pendingEffect(db, child)
+            try Self.setBalance(db, child, minor: server + pending, now: now)  // the server's balance wins: it is calculated there
             if plansAny(.balanceUpdated) {
                 try planDeliveries(
                     db,
                     RelayEvent(
                         kind: .balanceUpdated, at: now, childId: child, childName: try Self.childName(db, child), balance: balance,
-                        previousBalance: MinorUnits.decimal(cached)))
+                        previousBalance: MinorUnits.decimal(cached - pending)))
             }
             return .stored(gap: latest == nil || latest == server ? nil : child)
+        }
+    }
+
+    /// Binds the cache to the server it is filled from, at the first catch-up; later, refuses another one (a
+    /// `StoreError` with `isConflict`). With the account's ids a new URL for the same family is taken (returned as
+    /// a note to log); without them the URL is the identity.
+    public func bindServer(_ server: ServerIdentity) throws(StoreError) -> String? {
+        try write { db -> String? in
+            let statement = "INSERT INTO sync_state (key, value) VALUES ('server', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            guard let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'server'"),
+                let json = try? JSONValue(parsing: Array(text.utf8))
+            else {
+                try db.execute(sql: statement, arguments: [server.json.serialized])
+                return nil
+            }
+            let known = ServerIdentity(json: json)
+            if let ids = known.accountIds, let now = server.accountIds {
+                guard ids == now else {
+                    throw CacheConflict(
+                        message: "The cache was filled for another account or family (\(ids)); the server at \(server.url) now says \(now). "
+                            + CacheConflict.fix)
+                }
+                guard known.url != server.url else { return nil }
+                try db.execute(sql: statement, arguments: [server.json.serialized])
+                return "the server moved from \(known.url) to \(server.url) (same family): the cache carries on"
+            }
+            guard known.url == server.url else {
+                throw CacheConflict(
+                    message: "The cache was filled from \(known.url); the configuration now points at \(server.url). " + CacheConflict.fix)
+            }
+            if server.accountIds != nil { try db.execute(sql: statement, arguments: [server.json.serialized]) }
+            return nil
         }
     }
 
@@ -88,7 +130,11 @@ extension Store {
             for c in children { try Self.upsert(db, c, now: now) }
             for t in transactions {
                 guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
-                else { continue }
+                else {
+                    if let contradiction = try Self.contradiction(db, t) { throw CacheConflict(message: contradiction) }
+                    continue
+                }
+                _ = try Self.dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
                 try Self.insert(db, t, via: "catch-up", now: now)
                 inserted += 1
                 try planDeliveries(
@@ -107,8 +153,9 @@ extension Store {
                 {
                     continue
                 }
-                let cached = try Self.childBalance(db, c.id)
-                try Self.setBalance(db, c.id, c.currentBalance, now: now)
+                let pending = try Self.pendingEffect(db, c.id)
+                let cached = try Self.childBalance(db, c.id).map { $0 - pending }
+                try Self.setBalance(db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, now: now)
                 if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
                     try planDeliveries(
                         db,
@@ -184,6 +231,29 @@ extension Store {
         return db.changesCount == 1
     }
 
+    /// Why `t` cannot be the transaction stored under its id (nil: it is the same one). A transaction never
+    /// changes on the server, so another child, amount, type or time means another server's data.
+    static func contradiction(_ db: Database, _ t: Transaction) throws -> String? {
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT child_id, amount_minor, type, created_at, description FROM txn WHERE id = ?"),
+                arguments: [t.id.lowercased])
+        else { return nil }  // pruned, or a local write's id: nothing to compare
+        let stored = (child: row["child_id"] as String, minor: row["amount_minor"] as Int64, type: row["type"] as String, at: row["created_at"] as String)
+        // Stored to the millisecond (truncated), so the same instant may differ below a millisecond.
+        let sameTime = ISODate.parse(stored.at).map { abs($0.timeIntervalSince(t.createdAt)) < 0.001 } ?? false
+        let minor = try MinorUnits.from(t.amount)
+        guard stored.child != t.childId.lowercased || stored.minor != minor || stored.type != t.type.rawValue || !sameTime else { return nil }
+        func name(_ id: String) throws -> String {
+            try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
+        }
+        let sign = { (type: String) in type == TransactionType.credit.rawValue ? "+" : "-" }
+        let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(MinorUnits.decimal(stored.minor))) at \(stored.at)"
+        let server = "\(try name(t.childId.lowercased)) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISO.string(t.createdAt))"
+        return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server now says \(server). "
+            + CacheConflict.fix
+    }
+
     /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.
     static func insert(_ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date) throws {
         try db.executeCached(
@@ -221,10 +291,42 @@ extension Store {
         try Int64.fetchOne(try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
     }
 
-    private static func setBalance(_ db: Database, _ id: UUID, _ balance: Decimal, now: Date) throws {
+    static func setBalance(_ db: Database, _ id: UUID, minor: Int64, now: Date) throws {
         try db.executeCached(
             sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-            arguments: [try MinorUnits.from(balance), ISO.string(now), id.lowercased])
+            arguments: [minor, ISO.string(now), id.lowercased])
+    }
+
+    /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
+    /// The cached balance is the server's plus this: what a parent would see if every write goes through.
+    static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
+        try Int64.fetchOne(
+            try db.cachedStatement(
+                sql: """
+                    SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0)
+                    FROM txn WHERE child_id = ? AND origin = 'local-pending'
+                    """),
+            arguments: [id.lowercased]) ?? 0
+    }
+
+    /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is
+    /// answered), removes the local stand-in and returns its effect on the balance; otherwise 0. Only the write
+    /// in flight can match: writes are sent one at a time, and a pending one has not reached the server.
+    static func dropLocalEcho(_ db: Database, of t: Transaction) throws -> Int64 {
+        let minor = try MinorUnits.from(t.amount)
+        guard
+            let local = try String.fetchOne(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT t.id FROM txn t JOIN outbox o ON o.local_txn_id = t.id
+                        WHERE o.state = 'in_flight' AND t.origin = 'local-pending' AND t.child_id = ? AND t.amount_minor = ?
+                            AND t.type = ? AND t.description = ?
+                        ORDER BY o.seq LIMIT 1
+                        """),
+                arguments: [t.childId.lowercased, minor, t.type.rawValue, t.description])
+        else { return 0 }
+        try db.executeCached(sql: "DELETE FROM txn WHERE id = ?", arguments: [local])
+        return t.type == .credit ? minor : -minor
     }
 }
 

@@ -58,13 +58,43 @@ extension Store {
         }
     }
 
-    /// Writes due to be sent now, oldest first within priority.
+    /// Writes due to be sent now, in the order they were made. A write waiting for a retry (or in flight) holds
+    /// back the later writes for the same child: the server must see them in order.
     public func dueOutbox(at now: Date = Date()) throws(StoreError) -> [OutboxEntry] {
         try read { db in
-            try Int64.fetchAll(
-                db, sql: "SELECT seq FROM outbox WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY priority DESC, seq",
-                arguments: [ISO.string(now)]
-            ).compactMap { try Self.entry(db, seq: $0) }
+            var held = Set<String>()
+            var due: [Int64] = []
+            let stamp = ISO.string(now)
+            for row in try Row.fetchAll(
+                db, sql: "SELECT seq, child_id, state, next_attempt_at FROM outbox WHERE state IN ('pending', 'in_flight') ORDER BY seq")
+            {
+                let child: String = row["child_id"]
+                guard !held.contains(child) else { continue }
+                if row["state"] == "in_flight" || (row["next_attempt_at"] as String) > stamp {
+                    held.insert(child)
+                } else {
+                    due.append(row["seq"])
+                }
+            }
+            return try due.compactMap { try Self.entry(db, seq: $0) }
+        }
+    }
+
+    /// The backend is back: writes waiting for a retry are due now rather than at the end of their back-off.
+    @discardableResult
+    public func outboxDueNow(at now: Date = Date()) throws(StoreError) -> Int {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE outbox SET next_attempt_at = ? WHERE state = 'pending' AND next_attempt_at > ?",
+                arguments: [ISO.string(now), ISO.string(now)])
+            return db.changesCount
+        }
+    }
+
+    /// When the earliest waiting write falls due (nil: none waiting).
+    public func nextOutboxAttempt() throws(StoreError) -> Date? {
+        try read { db in
+            try String.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending'").flatMap(ISODate.parse)
         }
     }
 
@@ -87,30 +117,30 @@ extension Store {
         }
     }
 
-    /// The server accepted the write: its transaction replaces the local one, in one SQLite transaction.
+    /// The server accepted the write: its transaction replaces the local one, in one SQLite transaction. When the
+    /// hub (or a catch-up) brought the server's copy first, that already did it: only the outbox row is closed.
     public func outboxSent(_ seq: Int64, server: Transaction, at now: Date = Date()) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let stamp = ISO.string(now)
             try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
-            try Self.insert(db, server, via: "outbox", now: now)
+            try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
                 arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).json.serialized, stamp])
-            let claimed = db.changesCount > 0
-            let before = try Self.childBalance(db, server.childId)
-            try db.execute(
-                sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-                arguments: [try MinorUnits.from(server.balanceAfter), stamp, server.childId.lowercased])
-            try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
-            // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here.
-            if claimed {
-                try planDeliveries(
-                    db,
-                    RelayEvent(
-                        kind: .transactionCreated, at: now, childId: server.childId, childName: try Self.childName(db, server.childId),
-                        transaction: server, balance: server.balanceAfter, previousBalance: before.map(MinorUnits.decimal)))
-            }
+            guard db.changesCount > 0 else { return }  // already stored from the hub: its balance is newer than ours
+            try Self.insert(db, server, via: "outbox", now: now)
+            // The server's balance after this write, plus the writes still waiting here.
+            let pending = try Self.pendingEffect(db, server.childId)
+            try Self.setBalance(db, server.childId, minor: try MinorUnits.from(server.balanceAfter) + pending, now: now)
+            // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here, with the
+            // balance before it as the server had it (the cache's already counted the write).
+            let before = server.type == .credit ? server.balanceAfter - server.amount : server.balanceAfter + server.amount
+            try planDeliveries(
+                db,
+                RelayEvent(
+                    kind: .transactionCreated, at: now, childId: server.childId, childName: try Self.childName(db, server.childId),
+                    transaction: server, balance: server.balanceAfter, previousBalance: before))
         }
     }
 
@@ -139,9 +169,12 @@ extension Store {
             guard let e = try Self.entry(db, seq: seq) else { return }
             let minor = try MinorUnits.from(e.amount)
             try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
-            try db.execute(
-                sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
-                arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
+            // No local row left: the hub already brought the server's copy of it, and the balance is the server's.
+            if db.changesCount > 0 {
+                try db.execute(
+                    sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
+                    arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
+            }
             try db.execute(sql: "UPDATE outbox SET state = ?, last_error = ? WHERE seq = ?", arguments: [state, reason, seq])
             let local = Transaction(
                 id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,

@@ -10,14 +10,22 @@ public struct RelayEvent: Sendable, Equatable {
         case balanceUpdated = "balance.updated"
         /// Derived by the planner: a balance went below a rule's threshold.
         case balanceLow = "balance.low"
+        /// Derived by the planner for popups only: a low balance is back at or above the threshold, so the
+        /// low-balance popup is closed. Not a kind rules name.
+        case balanceRecovered = "balance.recovered"
         case outboxRejected = "outbox.rejected"
         case outboxDead = "outbox.dead"
         case connectionLost = "connection.lost"
         case deliveryDisabled = "delivery.disabled"
+        /// The server's data contradicts the cache (another server, or a reset one): syncing stopped.
+        case syncConflict = "sync.conflict"
         /// Several transactions of one child folded into one message (after a catch-up or quiet hours).
         case digest = "digest"
         /// `allowance-relay notify test`.
         case test = "test"
+
+        /// Kinds the relay makes itself, which rules cannot name.
+        public static let derivedOnly: Set<Kind> = [.digest, .test, .balanceRecovered]
     }
 
     public var kind: Kind
@@ -37,11 +45,13 @@ public struct RelayEvent: Sendable, Equatable {
     public var total: Decimal?
     /// For `delivery.disabled`: the sink that was disabled (it is not told about itself).
     public var sink: String?
+    /// For a digest: every transaction it folds, oldest first, so that a machine receiver can book each one.
+    public var transactions: [Transaction]?
 
     public init(
         kind: Kind, at: Date, childId: UUID? = nil, childName: String? = nil, transaction: Transaction? = nil,
         balance: Decimal? = nil, previousBalance: Decimal? = nil, caughtUp: Bool = false, detail: String? = nil,
-        count: Int? = nil, total: Decimal? = nil, sink: String? = nil
+        count: Int? = nil, total: Decimal? = nil, sink: String? = nil, transactions: [Transaction]? = nil
     ) {
         self.kind = kind
         self.at = at
@@ -55,31 +65,37 @@ public struct RelayEvent: Sendable, Equatable {
         self.count = count
         self.total = total
         self.sink = sink
+        self.transactions = transactions
     }
 
-    /// The documented `data` object of the generic webhook (version 1): stable keys, money as JSON numbers.
-    public var json: JSONValue {
+    /// The documented `data` object of the generic webhook (`docs/webhook-data.schema.json`): stable keys, money as
+    /// exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The same
+    /// object, without the currency, is what the delivery ledger stores.
+    public func json(currency: String? = nil) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [("kind", .string(kind.rawValue)), ("at", .string(ISO.string(at)))]
+        if let currency { members.append(("currency", .string(currency))) }
         if let childId { members.append(("childId", .string(childId.lowercased))) }
         if let childName { members.append(("childName", .string(childName))) }
-        if let t = transaction {
-            members.append(
-                ("transaction",
-                 [
-                    "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
-                    "amount": .number("\(t.amount)"),
-                    "description": .string(t.description), "balanceAfter": .number("\(t.balanceAfter)"),
-                    "createdAt": .string(ISO.string(t.createdAt)), "createdByName": .string(t.createdByName),
-                 ]))
-        }
-        if let balance { members.append(("balance", .number("\(balance)"))) }
-        if let previousBalance { members.append(("previousBalance", .number("\(previousBalance)"))) }
+        if let t = transaction { members.append(("transaction", Self.json(t))) }
+        if let balance { members.append(("balance", Money.json(balance))) }
+        if let previousBalance { members.append(("previousBalance", Money.json(previousBalance))) }
         members.append(("caughtUp", .bool(caughtUp)))
         if let detail { members.append(("detail", .string(detail))) }
         if let count { members.append(("count", .number(String(count)))) }
-        if let total { members.append(("total", .number("\(total)"))) }
+        if let total { members.append(("total", Money.json(total))) }
+        if let transactions { members.append(("transactions", .array(transactions.map(Self.json)))) }
         if let sink { members.append(("sink", .string(sink))) }
         return .object(members)
+    }
+
+    public var json: JSONValue { json() }
+
+    static func json(_ t: Transaction) -> JSONValue {
+        [
+            "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
+            "amount": Money.json(t.amount), "description": .string(t.description), "balanceAfter": Money.json(t.balanceAfter),
+            "createdAt": .string(ISO.string(t.createdAt)), "createdByName": .string(t.createdByName),
+        ]
     }
 
     public init(json: JSONValue) throws(PayloadError) {
@@ -98,6 +114,9 @@ public struct RelayEvent: Sendable, Equatable {
         count = json["count"]?.intValue
         total = json["total"].flatMap(Money.decimal)
         sink = json["sink"]?.stringValue
+        if case .array(let items) = json["transactions"] {
+            transactions = try items.map { (item) throws(PayloadError) -> Transaction in try Transaction(json: item) }
+        }
     }
 }
 

@@ -139,6 +139,19 @@ enum Schema {
                 CREATE INDEX txn_by_child ON txn (child_id, created_at, stored_at);
                 """)
         }
+        m.registerMigration("v6: desktop popups by child") { db in
+            // The popup a child's balance (or low-balance) alert last showed, so the next one replaces it in place
+            // and a recovered balance closes it, also after a restart of the relay.
+            try db.execute(sql: """
+                CREATE TABLE popup (
+                    sink TEXT NOT NULL,
+                    child_id TEXT NOT NULL,
+                    role TEXT NOT NULL CHECK (role IN ('balance', 'low')),
+                    notification_id INTEGER NOT NULL,
+                    PRIMARY KEY (sink, child_id, role)
+                );
+                """)
+        }
         return m
     }
 }

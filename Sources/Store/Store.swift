@@ -125,6 +125,9 @@ public final class Store: Sendable {
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public let path: String
     public let message: String
+    /// What the server sent contradicts the cache (another server, or a reset one): nothing was stored, and
+    /// retrying will not help. The message has the evidence and the fix.
+    public var isConflict = false
 
     static let rebuildHint = "Move it aside and rebuild from the server with: allowance-relay run --rebuild"
 
@@ -135,8 +138,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     init(path: String, _ error: any Error) {
         self.path = path
+        if let conflict = error as? CacheConflict {
+            self.message = conflict.message
+            self.isConflict = true
+            return
+        }
         guard let db = error as? DatabaseError else {
             self.message = error is StoreError ? (error as! StoreError).message : "\(error)"
+            self.isConflict = (error as? StoreError)?.isConflict ?? false
             return
         }
         switch db.resultCode {
@@ -165,4 +174,12 @@ final class PlannerHooks: Sendable {
         self.planner = planner
         self.onPlanned = onPlanned
     }
+}
+
+/// The server's data contradicts what the cache holds: thrown inside a write, which then stores nothing.
+struct CacheConflict: Error {
+    let message: String
+
+    static let fix =
+        "Nothing was merged and the cached data is kept. If the backend was reset, restored or replaced, start the cache over from it: allowance-relay run --rebuild"
 }

@@ -34,6 +34,8 @@ public struct CatchUp: Sendable {
     }
 
     public func run() async throws -> Report {
+        // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
+        if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
         let children = try await api.children()
         var report = Report(children: children.count, fetched: 0, stored: 0)
         var cursors: [UUID: UUID] = [:]

@@ -29,6 +29,9 @@ public actor SyncCoordinator {
     /// storing works, so a burst against a full disk is two lines, not two per batch.
     private var storeFailure: (message: String, since: Date, events: Int)?
     private var statusWriteFailing = false
+    /// Set when the server's data contradicted the cache (another server, or one reset or restored): from then on
+    /// nothing is stored, caught up or sent, so that two servers' data are never mixed. `run --rebuild` starts over.
+    private var conflict: String?
 
     public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), logger: Logger) {
         self.store = store
@@ -45,6 +48,10 @@ public actor SyncCoordinator {
     /// Stores a burst of hub events in one SQLite transaction, and starts one catch-up if any of them shows the
     /// cache missed something.
     public func handle(_ events: [HubEvent]) {
+        guard conflict == nil else {
+            logger.debug("not stored, the cache conflicts with the server: \(events.count) event(s)")
+            return
+        }
         var catchUpReason: String?
         do {
             for (event, result) in zip(events, try store.apply(events)) {
@@ -62,6 +69,9 @@ public actor SyncCoordinator {
                 logger.notice("storing works again: \(f.events) event(s) could not be stored since \(f.since); the catch-up fetches them")
                 storeFailure = nil
             }
+        } catch where error.isConflict {
+            enterConflict(error.message)
+            return
         } catch {
             // Not stored: the next catch-up fetches them from the server again.
             let message = "\(error)"
@@ -86,13 +96,16 @@ public actor SyncCoordinator {
         while let batch = await queue.next() { handle(batch) }
     }
 
-    /// The sync state machine: each change is logged and persisted for `status`.
+    /// The sync state machine: each change is persisted for `status`, and logged when the phase or its detail
+    /// changed (a new retry time alone is recorded, not logged).
     private func transition(_ phase: SyncStatus.Phase, _ detail: String, nextRetry: Date? = nil) {
-        guard status?.phase != phase || status?.detail != detail else { return }
-        let from = status?.phase.rawValue ?? "start"
-        status = SyncStatus(phase: phase, detail: detail, nextRetry: nextRetry)
-        let line = "sync: \(from) -> \(phase.rawValue) (\(detail))"
-        if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
+        guard status?.phase != phase || status?.detail != detail || status?.nextRetry != nextRetry else { return }
+        let previous = status
+        status = SyncStatus(phase: phase, detail: detail, since: previous?.phase == phase ? previous!.since : Date(), nextRetry: nextRetry)
+        if previous?.phase != phase || previous?.detail != detail {
+            let line = previous?.phase == phase ? "sync: still \(phase.rawValue) (\(detail))" : "sync: \(previous?.phase.rawValue ?? "start") -> \(phase.rawValue) (\(detail))"
+            if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
+        }
         do {
             try store.setSyncStatus(status!)
             statusWriteFailing = false
@@ -108,7 +121,29 @@ public actor SyncCoordinator {
         transition(.offline, "hub connection lost: \(reason)")
     }
 
+    /// A new hub connection: the backend is back. Writes waiting for a retry go now (after the catch-up), not at
+    /// the end of a back-off that began while it was away.
+    public func linkRestored() {
+        do { try store.outboxDueNow() } catch { logger.error("outbox: \(error)") }
+        requestCatchUp()
+    }
+
+    /// Said once, with the evidence and the fix; the sinks that ask for `sync.conflict` are told. The hub link
+    /// stays up, so `status` and the metrics keep working.
+    private func enterConflict(_ message: String) {
+        guard conflict == nil else { return }
+        conflict = message
+        logger.error("\(message)")
+        transition(.error, "the server's data contradicts the cache; nothing is stored until `allowance-relay run --rebuild`")
+        do {
+            try store.raise(RelayEvent(kind: .syncConflict, at: Date(), detail: message))
+        } catch {
+            logger.error("could not record the sync.conflict alert: \(error)")
+        }
+    }
+
     public func requestCatchUp() {
+        guard conflict == nil else { return }
         if running {
             again = true
             return
@@ -125,7 +160,16 @@ public actor SyncCoordinator {
             do {
                 _ = try await catchUp.run()
                 attempt = 0
-                if await drainOutbox().ok { transition(.idle, "caught up") }
+                if await drainOutbox().ok {
+                    if let next = try? store.nextOutboxAttempt() {
+                        transition(.offline, "caught up; write(s) waiting in the outbox for their next attempt", nextRetry: next)
+                    } else {
+                        transition(.idle, "caught up")
+                    }
+                }
+            } catch let error as StoreError where error.isConflict {
+                enterConflict(error.message)
+                break
             } catch {
                 attempt += 1
                 let delay = min(60, 1 << min(attempt, 6))
@@ -148,7 +192,7 @@ public actor SyncCoordinator {
     /// older than `maxAge` is given up (dead letter) so it stops holding back the writes after it.
     @discardableResult
     public func drainOutbox() async -> (ok: Bool, sent: Int) {
-        guard !draining else { return (false, 0) }
+        guard !draining, conflict == nil else { return (false, 0) }
         draining = true
         defer { draining = false }
         var sent = 0
@@ -198,7 +242,9 @@ public actor SyncCoordinator {
     /// Writes can be queued by another process (`allowance-relay transaction add`): look for due ones now and then.
     public func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: interval)
+            // At most `interval`, less when a write waiting for a retry falls due sooner.
+            let next = (try? store.nextOutboxAttempt()).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
+            try? await Task.sleep(for: min(interval, next.map { .seconds($0) } ?? interval))
             let result = await drainOutbox()
             // The outbox was what kept us offline, and it has now gone through.
             if result.ok, result.sent > 0, status?.phase == .offline, status?.detail.contains("outbox") == true {

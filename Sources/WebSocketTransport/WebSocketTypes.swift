@@ -109,9 +109,9 @@ extension URL {
     /// The URL without its query string, which may hold tokens (`id=`, `access_token=`).
     public var redactedForLogs: String {
         guard var c = URLComponents(url: self, resolvingAgainstBaseURL: false) else { return "<url>" }
-        if c.query != nil { c.query = "…" }
-        c.user = nil
-        c.password = nil
-        return c.string ?? "<url>"
+        let hadQuery = c.query != nil
+        (c.query, c.fragment, c.user, c.password) = (nil, nil, nil, nil)
+        // The ellipsis after the URL is built: inside it, URLComponents would percent-encode it (%E2%80%A6).
+        return (c.string ?? "<url>") + (hadQuery ? "?…" : "")
     }
 }

@@ -138,10 +138,11 @@ struct BalancesCommand: AsyncParsableCommand {
         let stale = options.isStale(try store.summary())
         let children = try store.children()
         if options.json {
+            let currency = try await options.settings().currency
             options.emit(.array(children.map { c in
                 [
                     "id": .string(c.id.uuidString.lowercased()), "name": .string("\(c.firstName) \(c.lastName)"),
-                    "balance": .number("\(c.currentBalance)"), "stale": .bool(stale),
+                    "balance": Money.json(c.currentBalance), "currency": .string(currency), "stale": .bool(stale),
                 ]
             }))
             return
@@ -205,7 +206,15 @@ struct TransactionsCommand: AsyncParsableCommand {
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.firstName) })
         let list = try store.transactions(child: childId, since: since.flatMap { Self.parseSince($0) }, limit: limit)
         if options.json {
-            options.emit(.array(list.map { HubEvent.transactionCreated($0).json }))
+            let currency = try await options.settings().currency
+            options.emit(.array(list.map { t in
+                [
+                    "id": .string(t.id.uuidString.lowercased()), "childId": .string(t.childId.uuidString.lowercased()),
+                    "childName": names[t.childId].map { .string($0) } ?? .null, "type": .string(t.type.rawValue),
+                    "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter), "currency": .string(currency),
+                    "description": .string(t.description), "createdByName": .string(t.createdByName), "createdAt": .string(iso(t.createdAt)),
+                ]
+            }))
             return
         }
         let rows = [["WHEN", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in

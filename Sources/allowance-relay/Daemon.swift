@@ -173,7 +173,7 @@ struct HubService: Service {
                     Systemd.status("connected to the hub")
                     // A new connection lost whatever was sent while there was none: fetch it.
                     engine.linkRestored()
-                    await sync.requestCatchUp()
+                    await sync.linkRestored()
                 case .reconnecting(let reason):
                     // Not logged here: the hub client's warning and the sync state's line already say it.
                     link.set(.reconnecting, detail: reason)

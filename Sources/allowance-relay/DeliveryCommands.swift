@@ -43,13 +43,14 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let store = try await options.openStore()
             let rows = try store.deliveries(sink: sink, state: state, limit: limit)
             if options.json {
+                let currency = try await options.settings().currency
                 options.emit(.array(rows.map { d in
                     [
                         "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
                         "state": .string(d.state), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
                         "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
                         "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null,
-                        "event": d.event.json,
+                        "event": d.event.json(currency: currency),
                     ]
                 }))
                 return

@@ -62,7 +62,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
         if options.json {
             options.emit([
                 "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
-                "childId": .string(match.id.uuidString.lowercased()), "localBalance": .number("\(balance)"), "state": "pending",
+                "childId": .string(match.id.uuidString.lowercased()), "localBalance": Money.json(balance), "currency": .string(settings.currency), "state": "pending",
             ])
         } else {
             print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName), local balance \(Money.plain(balance)).")
@@ -86,12 +86,16 @@ struct OutboxCommand: AsyncParsableCommand {
         @OptionGroup var options: CacheOptions
 
         func run() async throws {
-            let entries = try await options.openStore().outbox()
+            let store = try await options.openStore()
+            let entries = try store.outbox()
             if options.json {
+                let currency = try await options.settings().currency
+                let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
                 options.emit(.array(entries.map { e in
                     [
                         "seq": .number(String(e.seq)), "state": .string(e.state), "childId": .string(e.childId.uuidString.lowercased()),
-                        "type": .string(e.type.rawValue), "amount": .number("\(e.amount)"), "description": .string(e.description),
+                        "childName": names[e.childId].map { .string($0) } ?? .null, "type": .string(e.type.rawValue),
+                        "amount": Money.json(e.amount), "currency": .string(currency), "description": .string(e.description),
                         "attempts": .number(String(e.attempts)), "lastError": e.lastError.map { .string($0) } ?? .null,
                     ]
                 }))

@@ -196,6 +196,27 @@ import Testing
             let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
             #expect(text == "While the relay was offline: 5 transactions for Alice, -$6.00, balance $44.00.", "\(text)")
             #expect(try store.deliveries(state: "merged").count == 5)
+            let digest = try #require(try store.deliveries(sink: "chat").first { $0.kind == .digest })
+            #expect(digest.event.transactions?.map(\.description) == ["t0", "t1", "t2", "t3", "t4"], "it carries what it folds, oldest first")
+        }
+    }
+
+    /// A machine behind the generic webhook books each transaction: a catch-up reaches it one by one, with ids.
+    @Test func aCatchUpReachesTheGenericWebhookOneTransactionAtATime() async throws {
+        let books = WebhookReceiver()
+        try await withRelay("sinks:\n  books:\n    type: webhook\n    url: BASE_A/books\n", books) { store in
+            let fetched = (0..<3).map { i in
+                Transaction(
+                    id: UUID(), childId: alice, amount: 1, type: .credit, description: "t\(i)", balanceAfter: Decimal(51 + i),
+                    createdAt: Date().addingTimeInterval(Double(i)), createdByName: "Pat")
+            }
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 53)], transactions: fetched)
+            await eventually("three webhooks") { books.received.count >= 3 }
+            try await Task.sleep(for: .milliseconds(300))
+            let ids = try books.received.map { try JSONValue(parsing: $0.body)["data"]?["transaction"]?["id"]?.stringValue }
+            #expect(Set(ids.compactMap { $0 }) == Set(fetched.map { $0.id.uuidString.lowercased() }), "\(ids)")
+            #expect(try store.deliveries(state: "merged").isEmpty)
         }
     }
 }

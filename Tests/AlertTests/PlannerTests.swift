@@ -39,6 +39,28 @@ import Testing
         #expect(p.plan(update).first?.urgency == .critical)
     }
 
+    /// balance.updated is one alert per change of a child's balance, whatever brought the change: the transaction
+    /// (which carries the new balance), or a BalanceUpdated that differs from the cache. The BalanceUpdated that
+    /// only confirms a transaction's balance is no change and raises nothing.
+    @Test func balanceUpdatedFiresOncePerChangeWhateverBroughtIt() throws {
+        let p = try planner("rules:\n  - event: balance.updated\n    to: chat\n")
+        #expect(p.mayPlan(for: .transactionCreated), "transactions are planned for balance.updated rules")
+        #expect(p.plan(created(transaction("3.00", after: "4.00"), previous: "7.00")).map(\.kind) == [.balanceUpdated])
+        let confirming = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 4, previousBalance: 4)
+        #expect(p.plan(confirming).isEmpty)
+        let news = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 9, previousBalance: 4)
+        #expect(p.plan(news).map(\.kind) == [.balanceUpdated])
+        #expect(p.plan(created(transaction("3.00", after: "4.00"), caughtUp: true)).isEmpty, "a catch-up says its balances once, at its end")
+    }
+
+    @Test func aRecoveredBalanceClosesTheLowBalancePopupAndTellsNoOneElse() throws {
+        let p = try planner("  popups: {type: desktop}\nrules:\n  - event: balance.low\n    below: 5.00\n    to: [phone, popups]\n")
+        let low = p.plan(created(transaction("3.00", after: "4.00"), previous: "7.00"))
+        #expect(Set(low.map(\.sink)) == ["phone", "popups"] && low.allSatisfy { $0.kind == .balanceLow })
+        let back = p.plan(created(transaction("3.00", .credit, after: "7.00"), previous: "4.00"))
+        #expect(back.map(\.sink) == ["popups"] && back.map(\.kind) == [.balanceRecovered])
+    }
+
     @Test func caughtUpTransactionsAreFoldableAndGatherBriefly() throws {
         let now = Date()
         let p = try planner("rules:\n  - event: transaction.created\n    to: [chat, phone]\n", at: now)
@@ -46,6 +68,19 @@ import Testing
         #expect(live.count == 2 && live.allSatisfy { !$0.digest && $0.notBefore == nil })
         let caught = p.plan(created(transaction("1", after: "5"), caughtUp: true))
         #expect(caught.allSatisfy { $0.digest && $0.notBefore == now.addingTimeInterval(3) })
+    }
+
+    /// A machine behind the generic webhook books each transaction: it gets them one by one unless a rule asks
+    /// for digests; chat sinks fold a catch-up for the people reading them.
+    @Test func theGenericWebhookGetsEachCaughtUpTransactionUnlessTheRuleAsksForDigests() throws {
+        let yaml = "  books: {type: webhook, url: 'http://127.0.0.1:9/h'}\nrules:\n  - event: transaction.created\n    to: [chat, books]\n"
+        let c = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n" + yaml, file: "relay.yaml")
+        let caught = RulePlanner(rules: c.rules, sinks: c.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
+        #expect(caught.first { $0.sink == "chat" }?.digest == true)
+        #expect(caught.first { $0.sink == "books" }?.digest == false)
+        let asked = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n" + yaml + "    digest: true\n", file: "relay.yaml")
+        let folded = RulePlanner(rules: asked.rules, sinks: asked.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
+        #expect(folded.allSatisfy { $0.digest }, "digest: true folds for the webhook too")
     }
 
     @Test func quietHoursHoldUntilTheyEndButCriticalAlertsBypass() throws {

@@ -81,7 +81,7 @@ import Testing
         #expect(r.headers["webhook-id"] == "dlv_fixed-id")
         let body = try JSONValue(parsing: r.body)
         #expect(body["type"] == "transaction.created")
-        #expect(body["data"]?["transaction"]?["amount"] == .number("7.77"), "money as an exact JSON number")
+        #expect(body["data"]?["transaction"]?["amount"] == .string("7.77"), "money as an exact decimal string")
         #expect(body["data"]?["childName"] == "Alice" && body["timestamp"]?.stringValue != nil)
         try #require(PythonPeer.available, "the Python venv with standardwebhooks (make test makes it)")
         let line: JSONValue = [
@@ -171,5 +171,52 @@ import Testing
         guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
         #expect(reason.contains("no answer within 1.0 seconds"), "\(reason)")
         #expect(silent.accepted == 1)
+    }
+}
+
+/// The generic webhook's body is what `docs/webhook.schema.json` documents, for every kind of alert, checked by the
+/// reference JSON Schema validator: money as exact strings with the currency, a digest with its transactions.
+@Suite struct WebhookSchemaTests {
+    @Test func everyKindOfAlertMatchesTheDocumentedSchema() throws {
+        let config = try RelayConfig.parse(
+            "relay:\n  currency: EUR\nsinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\n", file: "t.yaml")
+        let sink = try #require(makeSink(config.sinks[0]) as? HTTPSink)
+        let t1 = transaction("26.00", after: "4.50", description: "Lego set")
+        var t2 = transaction("0.05", .credit, after: "4.55")
+        t2.id = UUID()
+        let now = Date()
+        let events: [RelayEvent] = [
+            created(t1, previous: "30.50"),
+            RelayEvent(kind: .balanceUpdated, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: Decimal(string: "30.5")!),
+            RelayEvent(kind: .balanceLow, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: 30),
+            RelayEvent(kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, caughtUp: true,
+                detail: "While the relay was offline", count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
+            RelayEvent(kind: .outboxRejected, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "HTTP 400"),
+            RelayEvent(kind: .outboxDead, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "gave up"),
+            RelayEvent(kind: .connectionLost, at: now, detail: "no connection for 5 minutes"),
+            RelayEvent(kind: .deliveryDisabled, at: now, detail: "HTTP 410", sink: "chat"),
+            RelayEvent(kind: .test, at: now, sink: "hook"),
+        ]
+        var lines: [String] = []
+        for e in events {
+            let m = config.message(id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
+            lines.append(String(decoding: try #require(sink.request(for: m).httpBody), as: UTF8.self))
+        }
+        let digest = try JSONValue(parsing: Array(lines[3].utf8))["data"]
+        #expect(digest?["currency"] == "EUR" && digest?["total"] == "-25.95")
+        let folded = digest?["transactions"]?.arrayValue ?? []
+        #expect(folded.count == 2 && folded.last?["amount"] == "0.05", "the digest carries each transaction it folds")
+        let first = try JSONValue(parsing: Array(lines[0].utf8))
+        #expect(first["data"]?["previousBalance"] == "30.50")
+        try #require(PythonPeer.available, "the Python venv with jsonschema (make test makes it)")
+        let schema = PythonPeer.root.appending(path: "docs/webhook.schema.json").path
+        let result = try PythonPeer.run(script: "validate_json_schema.py", arguments: [schema], input: lines.joined(separator: "\n") + "\n")
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.split(separator: "\n").count == events.count)
+        // And the validator does reject what the relay used to send: an amount as a JSON number.
+        let old = lines[0].replacingOccurrences(of: #""amount":"26.00""#, with: #""amount":26"#)
+        #expect(old != lines[0])
+        let refused = try PythonPeer.run(script: "validate_json_schema.py", arguments: [schema], input: old + "\n")
+        #expect(refused.status == 1 && refused.output.contains("amount"), "\(refused.output)")
     }
 }

@@ -113,6 +113,12 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
         ("sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret: hunter2\n", 5,
          "sinks.hook.secret: a webhook secret must be whsec_ followed by base64"),
         ("sinks:\n  chat:\n    type: slack\n    url: https://x.example\n    quiet_hours: 10pm-7am\n", 5, "sinks.chat.quiet_hours: quiet_hours '10pm-7am'"),
+        // Amounts as `transaction add` takes them: at most two decimals, no exponent.
+        ("sinks:\n  chat: discord://1/2\nrules:\n  - event: balance.low\n    below: 5.001\n    to: chat\n", 5,
+         "rules[0].below: '5.001' has more than two decimals"),
+        ("sinks:\n  chat: discord://1/2\nrules:\n  - event: transaction.created\n    amount_at_least: 1e3\n    to: chat\n", 5,
+         "rules[0].amount_at_least: '1e3' is not an amount"),
+        ("sinks:\n  chat: discord://1/2\nrules:\n  - event: balance.recovered\n    to: chat\n", 4, "rules[0].event:"),
     ])
     func mistakesNameFileLineKeyAndFix(_ yaml: String, _ line: Int, _ expected: String) {
         do {

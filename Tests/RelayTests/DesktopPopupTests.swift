@@ -5,6 +5,10 @@ import Store
 import TestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// A private headless desktop (Xvfb, a session bus, dunst) from Tests/Desktop/desktop-session.sh.
 final class DesktopSession {
     let dir = FileManager.default.temporaryDirectory.appending(path: "desktop-\(UUID())").path
@@ -39,7 +43,22 @@ final class DesktopSession {
         }
     }
 
+    /// How many popups are on the screen now (without closing them).
+    func displayed() throws -> Int {
+        Int(try runCommand(["dunstctl", "count", "displayed"], env: env).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
     func stop() { _ = try? runCommand([Self.script, "stop", dir]) }
+}
+
+/// A transaction made on the simulator through its REST API (as the app would), for a known child.
+func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111111111", amount: String, type: String) async throws {
+    var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
+    request.httpMethod = "POST"
+    request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
+    request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"Test"}"#.utf8)
+    let (_, response) = try await URLSession.shared.data(for: request)
+    guard (response as? HTTPURLResponse)?.statusCode == 201 else { throw HarnessError("POST /api/v1/transactions: \(response)") }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DesktopPopupTests {
@@ -95,6 +114,73 @@ final class DesktopSession {
             #expect(balances.count == children, "one balance popup per child, updated in place: \(balances)")
             let balanceAlerts = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated && $0.state == "delivered" }.count
             #expect(balanceAlerts > children, "more balance alerts (\(balanceAlerts)) than children: some popups were replaced")
+        }
+    }
+
+    /// Full TransactionCreated (as ASP.NET backends send it): each transaction changes the balance, so
+    /// `balance.updated` fires once per transaction (the confirming BalanceUpdated adds nothing), and the child's one
+    /// balance popup is replaced in place, also by a relay started again.
+    @Test func theBalancePopupFollowsEachChangeInPlaceAcrossARestart() async throws {
+        let desktop = try DesktopSession()
+        defer { desktop.stop() }
+        let file = try config("rules:\n  - event: balance.updated\n    to: popups\n")
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+            let env = desktop.env.merging(
+                ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": storePath]
+            ) { $1 }
+            for round in 1...2 {
+                let relay = try RelayProcess(env: env, arguments: ["run", "--config", file])
+                #expect(await relay.waitFor("caught up"))
+                try await simTransaction(base, amount: "1.00", type: "Credit")
+                try await simTransaction(base, amount: "0.50", type: "Debit")
+                let store = try Store.open(path: storePath)
+                let deadline = ContinuousClock.now + .seconds(15)
+                while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < 2 * round {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
+                #expect(relay.stop(signal: SIGTERM) == 0)
+                let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
+                #expect(updates.count == 2 * round, "one per change of the balance: \(updates.map { $0.event.balance ?? 0 })")
+            }
+            desktop.screenshot("desktop-balance-in-place")
+            let shown = try desktop.popups().filter { $0.body.contains("balance is now") }
+            #expect(shown.count == 1, "Alice's one balance popup, replaced four times, across two runs: \(shown)")
+            #expect(shown.first?.body.contains("$26.50") == true, "the latest balance (25.50 + 1.00 - 0.50 + 1.00 - 0.50): \(shown)")
+        }
+    }
+
+    @Test func theLowBalancePopupClosesWhenTheBalanceRecovers() async throws {
+        let desktop = try DesktopSession()
+        defer { desktop.stop() }
+        let file = try config("rules:\n  - event: balance.low\n    below: 5.00\n    to: popups\n    urgency: critical\n")
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+            let relay = try RelayProcess(
+                env: desktop.env.merging(
+                    ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                     "ALLOWANCE_RELAY_STORE_PATH": storePath]) { $1 },
+                arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            let store = try Store.open(path: storePath)
+            func delivered(_ n: Int) async throws {
+                let deadline = ContinuousClock.now + .seconds(15)
+                while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < n {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            try await simTransaction(base, amount: "24.00", type: "Debit")  // 25.50 -> 1.50
+            try await delivered(1)
+            #expect(try desktop.displayed() == 1, "the critical low-balance popup is up")
+            desktop.screenshot("desktop-balance-low")
+            try await simTransaction(base, amount: "10.00", type: "Credit")  // 1.50 -> 11.50: no longer low
+            try await delivered(2)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try desktop.displayed() == 0, "closed when the balance recovered")
+            #expect(try store.popup(sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil)
+            #expect(try store.deliveries(sink: "popups").map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.balanceLow, .balanceRecovered])
+            #expect(relay.stop(signal: SIGTERM) == 0)
         }
     }
 

@@ -117,7 +117,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
             #expect(relay.stop(signal: SIGTERM) == 0)
             for c in try await APIClient(baseURL: base, token: "e2e-token").children() {
-                serverBalances[c.id.uuidString.lowercased()] = .number("\(c.currentBalance)")
+                serverBalances[c.id.uuidString.lowercased()] = .string(Money.plain(c.currentBalance))
             }
         }
         // The simulator is gone now: these read only the cache.
@@ -125,7 +125,8 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         let balances = try JSONValue(parsing: Array(try RelayProcess.output(["balances", "--json"], env: env).utf8))
         #expect(balances.arrayValue?.count == 3)
         for b in balances.arrayValue ?? [] {
-            #expect(b["balance"] == serverBalances[b["id"]?.stringValue ?? ""], "\(b)")
+            #expect(b["balance"] == serverBalances[b["id"]?.stringValue ?? ""], "money as an exact string: \(b)")
+            #expect(b["currency"] == "USD")
         }
         let status = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: env).utf8))
         #expect(status["transactions"] == 8)
@@ -138,7 +139,8 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         #expect(recent.arrayValue?.count == 8 && future.arrayValue?.count == 0)
         let badSince = try RelayProcess(env: env, arguments: ["transactions", "--since", "last week"])
         #expect(badSince.wait() != 0 && badSince.output.contains("--since must be a date"))
-        #expect(alice.arrayValue?.allSatisfy { $0["childId"] == "11111111-1111-4111-8111-111111111111" } == true)
+        #expect(alice.arrayValue?.allSatisfy { $0["childId"] == "11111111-1111-4111-8111-111111111111" && $0["childName"] == "Alice" } == true)
+        #expect(all.arrayValue?.allSatisfy { $0["amount"]?.stringValue?.contains(".") == true && $0["currency"] == "USD" } == true, "\(all)")
         let missing = try RelayProcess(env: ["ALLOWANCE_RELAY_STORE_PATH": "/nonexistent/relay.sqlite"], arguments: ["status"])
         #expect(missing.wait() == 1)
         #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))

@@ -40,6 +40,30 @@ import Testing
         }
     }
 
+    /// Two writes queued while the backend failed: the second waits for the first (the server sees them in the
+    /// order they were made), and a new hub connection sends both at once instead of at the end of the back-off.
+    @Test func writesReachTheServerInTheOrderTheyWereMade() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base)
+            let a = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "first")
+            let b = try store.enqueueTransaction(child: alice, amount: 2, type: .credit, description: "second")
+            try await post(base, "/_sim/rest?mode=503&count=1")
+            #expect(await sync.drainOutbox().sent == 0)
+            try store.outboxRetry(a.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(600))  // a long back-off
+            #expect(await sync.drainOutbox().sent == 0, "the second write waits for the first")
+            #expect(try store.outbox().first { $0.seq == b.seq }?.state == "pending")
+            await sync.linkRestored()
+            for _ in 0..<100 where try store.outbox().contains(where: { $0.state != "sent" }) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try store.outbox().map(\.state) == ["sent", "sent"], "sent as soon as the link is back")
+            let newestFirst = try await api.transactions(child: alice, limit: 2, offset: 0).map(\.description)
+            #expect(newestFirst == ["second", "first"])
+            let status = try #require(try store.syncStatus())
+            #expect(status.phase == .idle && status.nextRetry == nil, "\(status)")
+        }
+    }
+
     @Test func aConflictIsUndoneLocallyAndDoesNotBlockTheWritesBehindIt() async throws {
         try await withSimulator { base in
             let (store, sync, api) = try await setUp(base)

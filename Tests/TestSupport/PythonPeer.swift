@@ -35,11 +35,11 @@ public final class PythonPeer: Sendable {
     }
 
     /// Runs a one-shot script from Tests/Interop with `input` on stdin; returns its exit status and stdout.
-    public static func run(script: String, input: String) throws -> (status: Int32, output: String) {
+    public static func run(script: String, arguments: [String] = [], input: String) throws -> (status: Int32, output: String) {
         guard let python else { throw PeerError("no Python venv with the test peers: run `make test`") }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = [root.appending(path: "Tests/Interop/\(script)").path]
+        p.arguments = [root.appending(path: "Tests/Interop/\(script)").path] + arguments
         let stdin = Pipe()
         let stdout = Pipe()
         p.standardInput = stdin

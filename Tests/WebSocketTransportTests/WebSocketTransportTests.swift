@@ -352,3 +352,13 @@ final class CannedHTTPListener: @unchecked Sendable {
         }
     }
 }
+
+@Suite struct RedactionTests {
+    /// Logs show where the relay connects, never the query (tokens) or credentials, and read as typed: the
+    /// ellipsis was once percent-encoded into "%E2%80%A6".
+    @Test func aURLInTheLogsKeepsItsPlaceAndDropsQueryAndCredentials() {
+        let url = URL(string: "https://pat:hunter2@allowance.example.org:8443/hubs/family/negotiate?negotiateVersion=1&access_token=abc")!
+        #expect(url.redactedForLogs == "https://allowance.example.org:8443/hubs/family/negotiate?…")
+        #expect(URL(string: "wss://h.example/hubs/family")!.redactedForLogs == "wss://h.example/hubs/family")
+    }
+}

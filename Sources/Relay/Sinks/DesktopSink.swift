@@ -3,14 +3,19 @@ import Foundation
 import Store
 import Synchronization
 
-/// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus. A balance popup
-/// replaces the child's previous one (one `replaces_id` per child) instead of stacking up.
+/// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus. A child's balance
+/// popup replaces the child's previous one (`replaces_id`) instead of stacking up, and so does the low-balance
+/// popup, which is closed when the balance recovers. The ids are kept in the store, so this holds across a
+/// restart of the relay too.
 public final class DesktopSink: Sink {
     public let config: SinkConfig
-    private let popups = Mutex<[UUID: UInt32]>([:])
+    private let store: Store?
+    /// Without a store (`notify test`): remembered for this process only.
+    private let popups = Mutex<[String: UInt32]>([:])
 
-    init(config: SinkConfig) {
+    init(config: SinkConfig, store: Store? = nil) {
         self.config = config
+        self.store = store
     }
 
     public func supportsMarkup() async -> Bool {
@@ -19,9 +24,16 @@ public final class DesktopSink: Sink {
     }
 
     public func send(_ m: Message) async -> DeliveryOutcome {
-        let balancePopup = m.kind == .balanceUpdated || m.kind == .balanceLow
         let child = m.event.childId
-        let replaces = balancePopup ? child.flatMap { c in popups.withLock { $0[c] } } ?? 0 : 0
+        if m.kind == .balanceRecovered {
+            guard let child, let id = popup(child, .low) else { return .delivered }  // nothing on screen to close
+            var err = [CChar](repeating: 0, count: 512)
+            guard clsd_close(id, &err, err.count) >= 0 else { return Self.unavailable(String(cString: err)) }
+            remember(child, .low, nil)
+            return .delivered
+        }
+        let role: PopupRole? = m.kind == .balanceUpdated ? .balance : m.kind == .balanceLow ? .low : nil
+        let replaces = role.flatMap { r in child.flatMap { popup($0, r) } } ?? 0
         let urgency: UInt8 = ["low": 0, "normal": 1, "critical": 2][m.urgency.rawValue]!
         let category = m.kind == .transactionCreated || m.kind == .digest ? "transfer.complete" : "im.received"
         var id: UInt32 = 0
@@ -30,12 +42,24 @@ public final class DesktopSink: Sink {
         let r = clsd_notify(
             "allowance-relay", replaces, "dialog-information", m.title, m.text, urgency, category, "allowance-relay",
             m.urgency == .critical ? 0 : -1, &id, &err, err.count)
-        guard r >= 0 else {
-            let reason = String(cString: err)
-            let noServer = reason.contains("ServiceUnknown") || reason.contains("Error.Spawn")
-            return .unavailable("desktop: \(reason)" + (noServer ? " (no notification server in this session)" : ""))
-        }
-        if balancePopup, let child { popups.withLock { $0[child] = id } }
+        guard r >= 0 else { return Self.unavailable(String(cString: err)) }
+        if let role, let child { remember(child, role, id) }
         return .delivered
+    }
+
+    private static func unavailable(_ reason: String) -> DeliveryOutcome {
+        let noServer = reason.contains("ServiceUnknown") || reason.contains("Error.Spawn")
+        return .unavailable("desktop: \(reason)" + (noServer ? " (no notification server in this session)" : ""))
+    }
+
+    private func popup(_ child: UUID, _ role: PopupRole) -> UInt32? {
+        if let id = popups.withLock({ $0["\(child)|\(role)"] }) { return id }
+        return (try? store?.popup(sink: config.name, child: child, role: role)) ?? nil
+    }
+
+    /// A popup id that cannot be stored only costs a stacked popup later: not worth failing the delivery.
+    private func remember(_ child: UUID, _ role: PopupRole, _ id: UInt32?) {
+        popups.withLock { $0["\(child)|\(role)"] = id }
+        try? store?.setPopup(sink: config.name, child: child, role: role, id: id)
     }
 }

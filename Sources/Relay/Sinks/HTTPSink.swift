@@ -41,8 +41,12 @@ public struct HTTPSink: Sink {
         let text = String(m.text.prefix(config.maxLength))
         switch config.kind {
         case .webhook:
+            // A derived alert (balance.low from a transaction) says its own kind in `data` too, with what caused it.
+            var alert = m.event
+            alert.kind = m.kind
             let payload: JSONValue = [
-                "type": .string(m.kind.rawValue), "timestamp": .string(ISO8601DateFormatter().string(from: m.event.at)), "data": m.event.json,
+                "type": .string(m.kind.rawValue), "timestamp": .string(ISO8601DateFormatter().string(from: m.event.at)),
+                "data": alert.json(currency: m.currency),
             ]
             body = Array(payload.serialized.utf8)
             headers["webhook-id"] = m.id

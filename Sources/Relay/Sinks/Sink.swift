@@ -10,14 +10,20 @@ public struct Message: Sendable {
     public var title: String
     public var text: String
     public var event: RelayEvent
+    /// The family's currency (`relay.currency`): what the amounts in `event` are in.
+    public var currency: String?
 
-    public init(id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent) {
+    public init(
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent,
+        currency: String? = nil
+    ) {
         self.id = id
         self.kind = kind
         self.urgency = urgency
         self.title = title
         self.text = text
         self.event = event
+        self.currency = currency
     }
 }
 
@@ -48,7 +54,7 @@ extension Sink {
     public func supportsMarkup() async -> Bool { true }
 }
 
-/// Builds the sink for a config.
-public func makeSink(_ config: SinkConfig) -> any Sink {
-    config.kind == .desktop ? DesktopSink(config: config) : HTTPSink(config: config)
+/// Builds the sink for a config. `store`: where a desktop sink keeps its popups' ids (nil: in memory only).
+public func makeSink(_ config: SinkConfig, store: Store? = nil) -> any Sink {
+    config.kind == .desktop ? DesktopSink(config: config, store: store) : HTTPSink(config: config)
 }

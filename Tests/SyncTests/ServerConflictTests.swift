@@ -1,0 +1,68 @@
+import AllowanceAPI
+import Foundation
+import Logging
+import Store
+import Sync
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What a new user hit: the simulator restarted on the same port starts a fresh family from its seed and hands
+/// out the same transaction ids again, for other children and amounts. The relay must notice, not merge.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ServerConflictTests {
+    struct EverySyncConflict: AlertPlanner {
+        func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+            e.kind == .syncConflict ? [PlannedDelivery(sink: "family-chat", rule: "r", kind: e.kind, urgency: .critical)] : []
+        }
+    }
+
+    private func create(_ base: URL, child: String, amount: String, type: String, description: String) async throws {
+        var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
+        request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"\#(description)"}"#.utf8)
+        let (_, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+    }
+
+    @Test func aResetServerHandingOutTheSameIdsIsAConflictNotAMerge() async throws {
+        let port = try freeLoopbackPortOutsideEphemeralRange()
+        let store = try Store.open(path: temporaryStorePath())
+        store.setPlanner(EverySyncConflict())
+        let carol = "33333333-3333-4333-8333-333333333333"
+        try await TestSupport.withSimulator(token: "store-token", { $0.port = port }) { base in
+            try await create(base, child: alice.uuidString.lowercased(), amount: "1.50", type: "Debit", description: "Lego set")
+            _ = try await CatchUp(store: store, api: APIClient(baseURL: base, token: "store-token")).run()
+        }
+        let before = try store.transactions(limit: 100)
+        let balances = try store.children().map(\.currentBalance)
+        #expect(before.map(\.description) == ["Lego set"])
+        try await TestSupport.withSimulator(token: "store-token", { $0.port = port }) { base in
+            // The fresh family's first transaction gets the id Alice's Lego set had.
+            try await create(base, child: carol, amount: "4.25", type: "Credit", description: "Birthday gift")
+            let api = APIClient(baseURL: base, token: "store-token")
+            var logger = Logger(label: "sync-test")
+            logger.logLevel = .critical
+            let sync = SyncCoordinator(store: store, api: api, logger: logger)
+            await sync.requestCatchUp()
+            for _ in 0..<100 where try store.syncStatus()?.phase != .error { try await Task.sleep(for: .milliseconds(50)) }
+            let status = try #require(try store.syncStatus())
+            #expect(status.phase == .error && status.detail.contains("run --rebuild"), "\(status)")
+            #expect(try store.transactions(limit: 100) == before, "the old data is kept, nothing merged")
+            #expect(try store.children().map(\.currentBalance) == balances)
+            let alert = try #require(try store.deliveries(sink: "family-chat").first)
+            #expect(alert.kind == .syncConflict && alert.event.detail?.contains("is cached as Alice -1.50") == true)
+            #expect(alert.event.detail?.contains("the server now says Carol +4.25") == true, "\(alert.event.detail ?? "")")
+            // Live events from this server are not stored either, and no second alert is raised.
+            let live = try await api.transactions(child: UUID(uuidString: carol)!, limit: 1, offset: 0)
+            await sync.handle(live.map(HubEvent.transactionCreated))
+            await sync.requestCatchUp()
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try store.transactions(limit: 100) == before)
+            #expect(try store.deliveries(sink: "family-chat").count == 1)
+        }
+    }
+}
