@@ -42,13 +42,43 @@ public struct APIClient: Sendable {
         }
     }
 
-    /// One page of a child's transactions, newest first.
+    /// One page of a child's transactions, newest first; every item must be readable.
     public func transactions(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [Transaction] {
+        try await page(child: child, limit: limit, offset: offset).map { (item) throws(APIError) -> Transaction in
+            switch item {
+            case .transaction(let t): return t
+            case .unreadable(let row): throw APIError(.invalidResponse, "GET /api/v1/children/…/transactions: \(row.reason)")
+            }
+        }
+    }
+
+    /// One item of a page: a transaction, or a row that could not be read (kept aside by the catch-up, so one
+    /// bad row does not stop the others).
+    public enum PageItem: Sendable, Equatable {
+        case transaction(Transaction)
+        case unreadable(RejectedRow)
+
+        /// The id as the server sent it, lower case (nil: it had none).
+        public var id: String? {
+            switch self {
+            case .transaction(let t): t.id.uuidString.lowercased()
+            case .unreadable(let r): r.id.hasPrefix("unreadable:") ? nil : r.id.lowercased()
+            }
+        }
+    }
+
+    /// One page of a child's transactions, newest first, as the server sent them.
+    public func page(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [PageItem] {
         let path = "api/v1/children/\(child.uuidString.lowercased())/transactions"
         let json = try await get(path, query: [("limit", String(limit)), ("offset", String(offset))])
         guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /\(path) did not return an array.") }
-        return try items.map { (item) throws(APIError) -> Transaction in
-            do throws(PayloadError) { return try Transaction(json: item) } catch { throw APIError(.invalidResponse, "GET /\(path): \(error.message)") }
+        return items.enumerated().map { index, item in
+            do throws(PayloadError) {
+                return .transaction(try Transaction(json: item))
+            } catch {
+                let id = item["id"]?.stringValue ?? "unreadable:offset-\(offset + index)"
+                return .unreadable(RejectedRow(id: id, childId: child, reason: error.message, payload: item.serialized))
+            }
         }
     }
 

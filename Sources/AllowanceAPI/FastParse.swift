@@ -80,7 +80,7 @@ enum FastParse {
             }
             guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54 || b[10] == 0x74, b[13] == 0x3A, b[16] == 0x3A,
                 let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2), let minute = num(14, 2),
-                let second = num(17, 2), (1...12).contains(month), day >= 1, day <= daysIn(month, year), hour < 24, minute < 60,
+                let second = num(17, 2), year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month, year), hour < 24, minute < 60,
                 second < 60
             else { return nil }
             var i = 19
@@ -111,7 +111,7 @@ enum FastParse {
         }
     }
 
-    private static func daysIn(_ month: Int, _ year: Int) -> Int {
+    static func daysIn(_ month: Int, _ year: Int) -> Int {
         switch month {
         case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
         case 4, 6, 9, 11: 30

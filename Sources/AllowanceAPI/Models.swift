@@ -49,6 +49,39 @@ public struct Transaction: Sendable, Equatable {
     }
 }
 
+extension Transaction {
+    /// Why the relay cannot keep this transaction as the server sent it (nil: it can): an amount that is not
+    /// above zero or has more than two decimals, a balance with more than two decimals, a date before 2000 or
+    /// more than a day ahead. Such a row is quarantined, not stored: one bad row must not stop every sync.
+    public func problem(now: Date = Date()) -> String? {
+        if amount <= 0 { return "its amount \(amount) is not above 0" }
+        if Money.minorUnits(amount) == nil { return "its amount \(amount) has more than two decimals" }
+        if Money.minorUnits(balanceAfter) == nil { return "its balanceAfter \(balanceAfter) has more than two decimals" }
+        if createdAt < Self.earliest { return "its createdAt \(ISODate.string(createdAt)) is before 2000" }
+        if createdAt > now.addingTimeInterval(86400) { return "its createdAt \(ISODate.string(createdAt)) is in the future" }
+        return nil
+    }
+
+    static let earliest = Date(timeIntervalSince1970: 946_684_800)  // 2000-01-01
+}
+
+/// A transaction from the server the relay did not store, and why: kept aside (quarantined) and reported.
+public struct RejectedRow: Sendable, Equatable {
+    /// The transaction id as the server sent it (or a stand-in when it had none).
+    public var id: String
+    public var childId: UUID?
+    public var reason: String
+    /// The row as received, cut to 2 KB.
+    public var payload: String
+
+    public init(id: String, childId: UUID?, reason: String, payload: String) {
+        self.id = id
+        self.childId = childId
+        self.reason = reason
+        self.payload = String(payload.prefix(2048))
+    }
+}
+
 /// What went wrong decoding a payload from the server, with the field that was wrong.
 public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
@@ -105,6 +138,17 @@ public enum Money {
         (type == .credit ? "+" : "-") + plain(amount)
     }
 
+    /// The amount in cents when it has at most two decimals (nil: more, or out of range).
+    public static func minorUnits(_ amount: Decimal) -> Int64? {
+        var scaled = amount * 100
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &scaled, 0, .plain)
+        guard rounded == scaled, let value = Int64(exactly: NSDecimalNumber(decimal: rounded).int64Value), Decimal(value) == rounded else {
+            return nil
+        }
+        return value
+    }
+
     /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float.
     public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }
 
@@ -123,6 +167,8 @@ public enum Money {
 public enum ISODate {
     public static func parse(_ text: String) -> Date? {
         if let d = FastParse.date(text) { return d }
+        // Foundation's parser rolls an impossible day over (Feb 30 becomes Mar 2) and takes year 0000: refuse.
+        guard calendarDateIsValid(text) else { return nil }
         if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
         if let d = try? Date.ISO8601FormatStyle().parse(text) { return d }
         // Servers that omit the zone (ASP.NET with DateTimeKind.Unspecified): read as UTC.
@@ -130,6 +176,24 @@ public enum ISODate {
             return parse(text + "Z")
         }
         return nil
+    }
+
+    public static func string(_ date: Date) -> String { Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date) }
+
+    /// A leading YYYY-MM-DD names a real day of a year from 1 on.
+    static func calendarDateIsValid(_ text: String) -> Bool {
+        let head = Array(text.utf8.prefix(10))
+        guard head.count == 10, head[4] == 0x2D, head[7] == 0x2D else { return true }  // not this form: the parsers decide
+        func num(_ range: Range<Int>) -> Int? {
+            var v = 0
+            for i in range {
+                guard (0x30...0x39).contains(head[i]) else { return nil }
+                v = v * 10 + Int(head[i] - 0x30)
+            }
+            return v
+        }
+        guard let y = num(0..<4), let m = num(5..<7), let d = num(8..<10), y >= 1, (1...12).contains(m), d >= 1 else { return false }
+        return d <= FastParse.daysIn(m, y)
     }
 }
 

@@ -55,6 +55,13 @@ public final class HubSimulator: Sendable {
         /// End a hub connection once the token it was opened with expires (ASP.NET Core's
         /// `CloseOnAuthenticationExpiration`): the transport just ends, the client reconnects with a new token.
         var closeOnTokenExpiry = false
+        /// A server that returns at most this many transactions per page, whatever `limit` asked.
+        var pageCap: Int?
+        /// "ok"; "ignore-offset": every page is the first one; "endless": every page is new transactions.
+        var pageMode = "ok"
+        /// Rows no real server should send (an amount of 0, three decimals, a date in the future), per child, each
+        /// after the family's first `after` transactions: `POST /_sim/badrow`.
+        var badRows: [UUID: [(after: Int, row: JSONValue)]] = [:]
     }
 
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
@@ -207,8 +214,33 @@ public final class HubSimulator: Sendable {
                 let next = page.last?.sequence ?? cursor
                 return self.json(200, JSONValue.object([("items", SimJSON.value(page)), ("nextCursor", .string(String(next)))]))
             }
-            let offset = max(Int(q["offset"].map(String.init) ?? "") ?? 0, 0)
-            return self.json(200, SimJSON.value(Array(all.reversed().dropFirst(offset).prefix(limit))))
+            let (cap, mode, bad) = self.faults.withLock { ($0.pageCap, $0.pageMode, $0.badRows[id] ?? []) }  // bad: oldest first
+            let size = min(limit, cap ?? limit)
+            let offset = mode == "ignore-offset" ? 0 : max(Int(q["offset"].map(String.init) ?? "") ?? 0, 0)
+            if mode == "endless" {
+                let fresh: [JSONValue] = (0..<size).map { _ in
+                    JSONValue.object([
+                        ("id", .string(UUID().uuidString.lowercased())), ("childId", .string(id.uuidString.lowercased())),
+                        ("amount", .number("1")), ("type", "Credit"), ("description", "more"), ("balanceAfter", .number("1")),
+                        ("createdAt", .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date()))),
+                        ("createdByName", "Simulator"),
+                    ])
+                }
+                return self.json(200, .array(fresh))
+            }
+            // The bad rows in their place in time among the real ones.
+            var oldestFirst: [JSONValue] = []
+            var waiting = bad[...]
+            for t in all {
+                while let b = waiting.first, b.after < t.sequence {
+                    oldestFirst.append(b.row)
+                    waiting = waiting.dropFirst()
+                }
+                oldestFirst.append(SimJSON.value(t))
+            }
+            oldestFirst += waiting.map(\.row)
+            let newestFirst = Array(oldestFirst.reversed())
+            return self.json(200, .array(Array(newestFirst.dropFirst(offset).prefix(size))))
         }
         api.post("transactions") { request, context in
             if let r = try await self.restGate(request) { return r }
@@ -370,6 +402,33 @@ public final class HubSimulator: Sendable {
                 f.slowDelay = delay
             }
             return self.json(200, ["mode": .string(mode), "count": .number(String(count))])
+        }
+        // Paging as a careless server does it: ?cap=50 (pages never longer), &mode=ignore-offset|endless|ok.
+        sim.post("pages") { request, _ in
+            let q = request.uri.queryParameters
+            let cap = q["cap"].flatMap { Int(String($0)) }
+            let mode = q["mode"].map(String.init) ?? "ok"
+            self.faults.withLock {
+                $0.pageCap = cap
+                $0.pageMode = mode
+            }
+            return self.json(200, ["cap": cap.map { .number(String($0)) } ?? .null, "mode": .string(mode)])
+        }
+        // A row no real server should send, for a child: ?child=ID&amount=0&createdAt=2026-02-30T10:00:00Z
+        // (&balanceAfter=, &id=). REST only: the hub does not announce it.
+        sim.post("badrow") { request, _ in
+            let q = request.uri.queryParameters
+            guard let child = q["child"].flatMap({ UUID(uuidString: String($0)) }) else { return self.problem(400, "child=ID is required.") }
+            let row = JSONValue.object([
+                ("id", .string(q["id"].map(String.init) ?? UUID().uuidString.lowercased())), ("childId", .string(child.uuidString.lowercased())),
+                ("amount", .number(q["amount"].map(String.init) ?? "1")), ("type", "Debit"), ("description", "bad row"),
+                ("balanceAfter", .number(q["balanceAfter"].map(String.init) ?? "1")),
+                ("createdAt", .string(q["createdAt"].map(String.init) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date()))),
+                ("createdByName", "Simulator"),
+            ])
+            let after = await self.family.transactions.count
+            self.faults.withLock { $0.badRows[child, default: []].append((after, row)) }
+            return self.json(200, row)
         }
         sim.post("payload") { request, _ in
             let full = request.uri.queryParameters["mode"] != "id"

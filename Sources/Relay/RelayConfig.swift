@@ -31,7 +31,7 @@ public struct RelayConfig: Sendable {
         [
             Rule(
                 name: "default",
-                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled, .syncConflict],
+                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled, .syncConflict, .syncRejected],
                 to: sinks.map(\.name))
         ]
     }

@@ -87,6 +87,7 @@ public enum DefaultTemplates {
         .connectionLost: "allowance-relay has lost the Allowance Tracker server: {detail}",
         .deliveryDisabled: "Alerts to {sink} are switched off: {detail}",
         .syncConflict: "allowance-relay stopped syncing: {detail}",
+        .syncRejected: "allowance-relay set a transaction aside: {detail}",
         .test: "Test alert from allowance-relay: if you can read this, the sink {sink} works.",
     ]
     public static let title: [RelayEvent.Kind: String] = [
@@ -100,6 +101,7 @@ public enum DefaultTemplates {
         .connectionLost: "Allowance Tracker unreachable",
         .deliveryDisabled: "Alerts switched off",
         .syncConflict: "Allowance data conflict",
+        .syncRejected: "Transaction not stored",
         .test: "allowance-relay test",
     ]
 }

@@ -11,6 +11,9 @@ public enum ApplyResult: Sendable, Equatable {
     case duplicate
     /// The event cannot be stored on its own (an id-only transaction, an unknown child): catch up first.
     case needsCatchUp(reason: String)
+    /// A transaction the relay cannot keep (an amount of 0, three decimals, a date in the future): set aside
+    /// with the reason (`first`: for the first time) and reported; the events around it are stored.
+    case rejected(reason: String, first: Bool)
 }
 
 extension Store {
@@ -29,6 +32,10 @@ extension Store {
     private func applyOne(_ db: Database, _ event: HubEvent, now: Date) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
+            if let problem = t.problem(now: now) {
+                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.json.serialized)
+                return .rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now))
+            }
             guard let cached = try Self.childBalance(db, t.childId) else {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
@@ -122,13 +129,18 @@ extension Store {
     /// balance for good when no later event came; seen under a connection reset mid-burst).
     @discardableResult
     public func storeCaughtUp(
-        children: [Child], transactions: [Transaction], cursors: [UUID: UUID] = [:], complete: Bool = true,
-        balancesAskedAt: Date? = nil, at now: Date = Date()
+        children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
+        complete: Bool = true, balancesAskedAt: Date? = nil, at now: Date = Date()
     ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
             for c in children { try Self.upsert(db, c, now: now) }
+            for row in rejected { try setAside(db, row, now: now) }
             for t in transactions {
+                if let problem = t.problem(now: now) {
+                    try setAside(db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).json.serialized), now: now)
+                    continue
+                }
                 guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
                 else {
                     if let contradiction = try Self.contradiction(db, t) { throw CacheConflict(message: contradiction) }
@@ -173,6 +185,31 @@ extension Store {
                 sql: "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [ISO.string(now)])
             return inserted
+        }
+    }
+
+    /// Keeps a row from the server that cannot be stored, with the reason; the first time, a `sync.rejected` alert
+    /// names it. Returns whether it was new.
+    @discardableResult
+    func setAside(_ db: Database, _ row: RejectedRow, now: Date) throws -> Bool {
+        try db.executeCached(
+            sql: "INSERT OR IGNORE INTO rejected (id, child_id, reason, payload, first_seen_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [row.id, row.childId?.lowercased, row.reason, row.payload, ISO.string(now)])
+        guard db.changesCount == 1 else { return false }
+        try planDeliveries(
+            db,
+            RelayEvent(
+                kind: .syncRejected, at: now, childId: row.childId, childName: try row.childId.flatMap { try Self.childName(db, $0) },
+                detail: "the server's transaction \(row.id) was not stored: \(row.reason)"))
+        return true
+    }
+
+    /// Rows from the server set aside, newest first.
+    public func rejectedRows() throws(StoreError) -> [(id: String, childId: UUID?, reason: String, at: Date)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT id, child_id, reason, first_seen_at FROM rejected ORDER BY first_seen_at DESC, rowid DESC").map {
+                ($0["id"], ($0["child_id"] as String?).flatMap(UUID.init(uuidString:)), $0["reason"], ISODate.parse($0["first_seen_at"]) ?? .distantPast)
+            }
         }
     }
 

@@ -19,6 +19,8 @@ public struct RelayEvent: Sendable, Equatable {
         case deliveryDisabled = "delivery.disabled"
         /// The server's data contradicts the cache (another server, or a reset one): syncing stopped.
         case syncConflict = "sync.conflict"
+        /// A transaction from the server could not be stored (set aside with the reason); the rest syncs.
+        case syncRejected = "sync.rejected"
         /// Several transactions of one child folded into one message (after a catch-up or quiet hours).
         case digest = "digest"
         /// `allowance-relay notify test`.

@@ -152,6 +152,19 @@ enum Schema {
                 );
                 """)
         }
+        m.registerMigration("v7: rows from the server set aside") { db in
+            // A transaction the relay cannot keep (unreadable, an amount of 0, three decimals, a date in the
+            // future): kept here with the reason instead of stopping every sync. Shown by `status`.
+            try db.execute(sql: """
+                CREATE TABLE rejected (
+                    id TEXT PRIMARY KEY,
+                    child_id TEXT,
+                    reason TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    first_seen_at TEXT NOT NULL
+                );
+                """)
+        }
         return m
     }
 }

@@ -4,6 +4,10 @@ import GRDB
 import Logging
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The relay's SQLite file: one writer connection (GRDB's DatabasePool), WAL, `synchronous=FULL` by default,
 /// a busy timeout so the CLI and the daemon can share the file, versioned migrations, an integrity check at open.
 public final class Store: Sendable {
@@ -38,13 +42,16 @@ public final class Store: Sendable {
     /// Opens (creating if needed) and migrates the database at `path`.
     public static func open(path: String, durability: Durability = .full) throws(StoreError) -> Store {
         let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
+        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                // Family money data: the folder the relay makes is its own (0700), whatever the umask.
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 throw StoreError(path: path, "Cannot create the directory '\(directory)': \(error.localizedDescription). Check its permissions or set store.path.")
             }
         }
+        try ownerOnly(path)
         var config = Configuration()
         config.busyMode = .timeout(5)
         config.prepareDatabase { db in
@@ -65,6 +72,20 @@ public final class Store: Sendable {
             throw StoreError(path: path, error)
         } catch {
             throw StoreError(path: path, "Cannot open the database: \(error).")
+        }
+    }
+
+    /// The database is readable by its owner only (0600), whatever the umask: created so if missing, tightened if
+    /// an older version left it 0644. SQLite gives the WAL and SHM files the database's permissions.
+    private static func ownerOnly(_ path: String) throws(StoreError) {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 { Glibc.close(fd) }  // a failure to open is reported by SQLite below, with its own words
+        for suffix in ["", "-wal", "-shm"] {
+            var info = stat()
+            guard stat(path + suffix, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 else { continue }
+            guard chmod(path + suffix, 0o600) == 0 else {
+                throw StoreError(path: path, "Cannot make '\(path + suffix)' private (chmod 600): \(String(cString: strerror(errno))).")
+            }
         }
     }
 

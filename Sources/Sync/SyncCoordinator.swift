@@ -63,6 +63,8 @@ public actor SyncCoordinator {
                     logger.debug("already stored: \(event.summary)")
                 case .needsCatchUp(let reason):
                     catchUpReason = catchUpReason ?? reason
+                case .rejected(let reason, let first):
+                    if first { logger.warning("set aside, not stored (`allowance-relay status` lists it): \(reason)") }
                 }
             }
             if let f = storeFailure {

@@ -62,6 +62,7 @@ struct StatusCommand: AsyncParsableCommand {
         let stale = options.isStale(s)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
+        let rejected = try store.rejectedRows()
         if options.json {
             options.emit([
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
@@ -76,6 +77,12 @@ struct StatusCommand: AsyncParsableCommand {
                     running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null]
                 } ?? .null,
                 "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
+                "rejected": .array(rejected.map { r in
+                    [
+                        "id": .string(r.id), "childId": r.childId.map { .string($0.uuidString.lowercased()) } ?? .null,
+                        "reason": .string(r.reason), "at": .string(iso(r.at)),
+                    ]
+                }),
                 "deliveries": .object(counts.keys.sorted().map { sink in
                     let c = counts[sink]!
                     var members: [(key: String, value: JSONValue)] = ["pending", "in_flight", "delivered", "dead"].map {
@@ -110,7 +117,10 @@ struct StatusCommand: AsyncParsableCommand {
             ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
             ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
         ]
-        print(Table.render(lines + sinks))
+        // Rows from the server that were set aside: each with its reason, so the server's data can be fixed.
+        let aside: [[String]] = rejected.prefix(10).map { ["set aside", "transaction \($0.id): \($0.reason)"] }
+            + (rejected.count > 10 ? [["set aside", "… and \(rejected.count - 10) more (status --json lists all)"]] : [])
+        print(Table.render(lines + aside + sinks))
     }
 }
 

@@ -11,7 +11,7 @@ func temporaryStorePath() -> String {
 
 let allMigrations = [
     "v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger",
-    "v5: latest transaction per child by index", "v6: desktop popups by child",
+    "v5: latest transaction per child by index", "v6: desktop popups by child", "v7: rows from the server set aside",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -102,12 +102,16 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(stored.balanceAfter == Decimal(string: amount)!)
     }
 
+    /// Never rounded: set aside with the reason (one such row must not stop the others).
     @Test func moreThanTwoDecimalsIsRefusedNotRounded() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("0")], transactions: [])
-        #expect(throws: StoreError.self) { try store.apply(.transactionCreated(transaction(1, amount: "1.005", after: "1.005"))) }
+        #expect(
+            try store.apply(.transactionCreated(transaction(1, amount: "1.005", after: "1.005")))
+                == .rejected(reason: "transaction 00000000-0000-4000-8000-000000000001: its amount 1.005 has more than two decimals", first: true))
         #expect(try store.transactions().isEmpty, "nothing half-written")
         #expect(try store.inbox().isEmpty)
+        #expect(try store.rejectedRows().map(\.id) == ["00000000-0000-4000-8000-000000000001"])
     }
 
     @Test func aTransactionThatDoesNotFollowTheCachedBalanceIsAGap() throws {
@@ -161,5 +165,34 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let aside = try Store.moveAside(path: path)
         #expect(FileManager.default.fileExists(atPath: aside))
         #expect(try Store.open(path: path).children().isEmpty, "a fresh database after moving the broken one aside")
+    }
+}
+
+/// Family money data is the owner's alone, whatever the umask the relay was started with.
+@Suite(.serialized) struct FilePermissionTests {
+    private func mode(_ path: String) -> mode_t {
+        var info = stat()
+        return stat(path, &info) == 0 ? info.st_mode & 0o777 : 0
+    }
+
+    @Test func theFolderAndEveryDatabaseFileAreTheOwnersOnlyUnderAnOpenUmask() throws {
+        let old = umask(0o022)
+        defer { umask(old) }
+        let path = temporaryStorePath()
+        let store = try Store.open(path: path)
+        try store.storeCaughtUp(children: [child("1")], transactions: [])  // a write: the WAL and SHM files exist
+        #expect(mode((path as NSString).deletingLastPathComponent) == 0o700)
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(FileManager.default.fileExists(atPath: path + suffix), "\(suffix)")
+            #expect(mode(path + suffix) == 0o600, "relay.sqlite\(suffix) is \(String(mode(path + suffix), radix: 8))")
+        }
+    }
+
+    @Test func aDatabaseLeftReadableByAnOlderVersionIsMadePrivate() throws {
+        let path = temporaryStorePath()
+        _ = try Store.open(path: path)
+        chmod(path, 0o644)
+        _ = try Store.open(path: path)
+        #expect(mode(path) == 0o600)
     }
 }
