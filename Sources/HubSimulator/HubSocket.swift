@@ -106,6 +106,11 @@ extension HubSimulator {
                 }
                 handshakeDone = true
                 client.completeHandshake(Handshake.encode(Handshake.Response()), resumed: resumed)
+                switch flapMode {
+                case "close": client.send(.close(.init(error: "Flapping hub (simulated).", allowReconnect: true)))
+                case "malformed": client.send(raw: Array("{\"type\":1,\"target\":".utf8) + [0x1E])
+                default: break
+                }
                 bytes = Array(rest)
                 if bytes.isEmpty { continue }
             }

@@ -42,6 +42,8 @@ public final class HubSimulator: Sendable {
     private let tokens = Mutex<[String: ContinuousClock.Instant]>([:])
     private let logins = Atomic<Int>(0)
     private let webhooks = Atomic<Int>(0)
+    /// `GET /api/v1/children`: every catch-up starts with one.
+    private let childrenRequests = Atomic<Int>(0)
     let blast = BlastState()
 
     struct Faults {
@@ -62,6 +64,9 @@ public final class HubSimulator: Sendable {
         /// Rows no real server should send (an amount of 0, three decimals, a date in the future), per child, each
         /// after the family's first `after` transactions: `POST /_sim/badrow`.
         var badRows: [UUID: [(after: Int, row: JSONValue)]] = [:]
+        /// A hub that ends every connection right after its handshake: "close" (Close with allowReconnect) or
+        /// "malformed" (a frame that is not JSON). `POST /_sim/flap?mode=`.
+        var flap: String?
     }
 
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
@@ -188,6 +193,7 @@ public final class HubSimulator: Sendable {
                 ]))
         }
         api.get("children") { request, _ in
+            self.childrenRequests.add(1, ordering: .relaxed)
             if let r = try await self.restGate(request) { return r }
             return self.json(200, SimJSON.value(await self.family.children))
         }
@@ -430,6 +436,11 @@ public final class HubSimulator: Sendable {
             self.faults.withLock { $0.badRows[child, default: []].append((after, row)) }
             return self.json(200, row)
         }
+        sim.post("flap") { request, _ in
+            let mode = request.uri.queryParameters["mode"].map(String.init)
+            self.faults.withLock { $0.flap = mode == "off" ? nil : mode }
+            return self.json(200, ["flap": .string(mode ?? "off")])
+        }
         sim.post("payload") { request, _ in
             let full = request.uri.queryParameters["mode"] != "id"
             self.faults.withLock { $0.fullPayload = full }
@@ -456,6 +467,7 @@ public final class HubSimulator: Sendable {
                 ("canceledStreams", .number(String(await self.hub.canceledStreams))),
                 ("negotiations", .number(String(await self.hub.negotiations))),
                 ("logins", .number(String(self.logins.load(ordering: .relaxed)))),
+                ("childrenRequests", .number(String(self.childrenRequests.load(ordering: .relaxed)))),
                 ("webhooksReceived", .number(String(self.webhooks.load(ordering: .relaxed)))),
                 ("reattachments", .number(String(await self.hub.reattachments))),
                 ("clients", .array(clients.map { c in
@@ -478,6 +490,8 @@ public final class HubSimulator: Sendable {
     }
 
     /// The "refuse" fault switch is on.
+    var flapMode: String? { faults.withLock { $0.flap } }
+
     var isRefusing: Bool { faults.withLock { f in f.refuseUntil.map { $0 > .now } ?? false } }
 
     func jsonBody(_ request: Request, _ context: BasicRequestContext) async throws -> JSONValue {

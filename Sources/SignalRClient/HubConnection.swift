@@ -59,11 +59,17 @@ public actor HubConnection {
     /// Unexpected messages are warned about once per kind, then logged at debug level: a chatty or hostile
     /// server must not flood the journal (10,000 invocations nobody handles are one warning, not 10,000).
     private var warnedAbout: Set<String> = []
+    /// Links in a row that ended soon after they were made (`options.stableLinkAfter`): each reconnect then waits
+    /// longer (`options.shortLinkBackoff`), so a hub that accepts and drops at once is not stormed.
+    private var shortLinks = 0
+    /// From this many short links on, the cycle is said once and its lines go to debug level.
+    private static let shortLinksToWarn = 3
 
     /// One open WebSocket with its handshake done.
     private struct Link {
         let socket: WebSocket
         let generation: Int
+        let since = ContinuousClock.now
         var lastSend = ContinuousClock.now
         var lastReceive = ContinuousClock.now
         var receiveTask: Task<Void, Never>?
@@ -514,9 +520,10 @@ public actor HubConnection {
         current.keepAliveTask?.cancel()
         current.receiveTask?.cancel()
         link = nil
+        countShortLink(lived: .now - current.since, reason: error?.message ?? "closed")
         // A lost socket under stateful reconnect: re-attach the same connection, keeping pending invocations.
         if stateful != nil, !stopRequested, let error, error.isLinkLoss {
-            logger.warning("connection lost; re-attaching (stateful reconnect)", metadata: ["reason": "\(error.message)"])
+            logger.log(level: cycling ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)", metadata: ["reason": "\(error.message)"])
             setState(.reconnecting)
             emit(.reconnecting(reason: error.message))
             reconnectTask = Task { [weak self] in await self?.reattachLoop(reason: error.message) }
@@ -532,7 +539,7 @@ public actor HubConnection {
             return
         }
         let reason = error?.message ?? "connection lost"
-        logger.warning("connection lost; reconnecting", metadata: ["reason": "\(reason)"])
+        logger.log(level: cycling ? .debug : .warning, "connection lost; reconnecting", metadata: ["reason": "\(reason)"])
         setState(.reconnecting)
         emit(.reconnecting(reason: reason))
         reconnectTask = Task { [weak self] in await self?.reconnectLoop(reason: reason) }
@@ -557,6 +564,32 @@ public actor HubConnection {
         waiters.forEach { $0.resume() }
     }
 
+    /// Counts links that ended soon after they were made; a link that lasted resets the count.
+    private func countShortLink(lived: Duration, reason: String) {
+        guard !stopRequested else { return }
+        guard lived < options.stableLinkAfter else {
+            if cycling { logger.notice("the hub link held for \(lived.formatted(.units(allowed: [.seconds]))); reconnecting as usual again") }
+            shortLinks = 0
+            return
+        }
+        shortLinks += 1
+        if shortLinks == Self.shortLinksToWarn {
+            logger.warning(
+                "the hub keeps ending the link soon after it is made (\(shortLinks) times in a row, each within \(options.stableLinkAfter.formatted(.units(allowed: [.seconds]))); last: \(reason)); reconnecting with a growing pause, up to \(options.shortLinkBackoff.maximum.formatted(.units(allowed: [.seconds]))), until a link holds")
+        }
+    }
+
+    /// Whether the hub is ending links as fast as they are made (then each round is logged at debug level).
+    private var cycling: Bool { shortLinks >= Self.shortLinksToWarn }
+
+    /// The pause before a reconnect: the policy's, and after short links at least the growing short-link pause.
+    private func reconnectDelay(_ policy: Duration) -> Duration {
+        guard shortLinks > 0 else { return policy }
+        let (initial, maximum) = options.shortLinkBackoff
+        let floor = min(maximum, initial * Double(1 << min(shortLinks - 1, 20))) * Double.random(in: 0.8...1.2)
+        return max(policy, floor)
+    }
+
     /// Tries to re-attach the same connection; when the server no longer knows it, falls back to a new one.
     private func reattachLoop(reason: String) async {
         let policy = options.reconnectPolicy ?? DefaultRetryPolicy()
@@ -564,7 +597,7 @@ public actor HubConnection {
         var attempt = 0
         var lastReason = reason
         while let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason)) {
-            try? await Task.sleep(for: delay)
+            try? await Task.sleep(for: attempt == 0 ? reconnectDelay(delay) : delay)
             if stopRequested || Task.isCancelled { break }
             attempt += 1
             do {
@@ -629,12 +662,12 @@ public actor HubConnection {
         while let policy = options.reconnectPolicy,
             let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason))
         {
-            try? await Task.sleep(for: delay)
+            try? await Task.sleep(for: attempt == 0 ? reconnectDelay(delay) : delay)
             if stopRequested || Task.isCancelled { break }
             attempt += 1
             do {
                 try await connect()
-                logger.info("reconnected", metadata: ["attempt": "\(attempt)"])
+                logger.log(level: cycling ? .debug : .info, "reconnected", metadata: ["attempt": "\(attempt)"])
                 emit(.reconnected(connectionId: connectionId))
                 return
             } catch {

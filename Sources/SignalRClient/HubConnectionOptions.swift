@@ -24,6 +24,12 @@ public struct HubConnectionOptions: Sendable {
     public var reconnectPolicy: (any RetryPolicy)?
     /// Also retry the first `start()` with this policy (the official clients never do).
     public var startRetryPolicy: (any RetryPolicy)?
+    /// A link that ends sooner than this after it was made counts as short. After short links in a row (a hub
+    /// that accepts and then drops the client, or sends garbage), each reconnect waits at least
+    /// `shortLinkBackoff`, doubling per short link up to its maximum, whatever the policy says: such a hub is
+    /// not stormed. A link that lasts resets it.
+    public var stableLinkAfter: Duration = .seconds(30)
+    public var shortLinkBackoff: (initial: Duration, maximum: Duration) = (.milliseconds(500), .seconds(60))
     /// Ask for stateful reconnect (ASP.NET Core 8+): a short network blip re-attaches the same connection and
     /// replays what the other side missed, instead of a new connection that loses messages.
     public var useStatefulReconnect = false

@@ -25,7 +25,7 @@ public struct DefaultRetryPolicy: RetryPolicy {
 }
 
 /// For daemons: retry forever (or up to `maxAttempts`), exponential from `initial`, capped at `maximum`,
-/// with ±`jitter` so that many clients do not come back in step.
+/// with ±`jitter` so that many clients do not come back in step (the first retry within `initial * jitter`).
 public struct ExponentialRetryPolicy: RetryPolicy {
     public var initial: Duration
     public var maximum: Duration
@@ -41,7 +41,8 @@ public struct ExponentialRetryPolicy: RetryPolicy {
 
     public func nextRetryDelay(_ context: RetryContext) -> Duration? {
         if let maxAttempts, context.previousRetryCount >= maxAttempts { return nil }
-        if context.previousRetryCount == 0 { return .zero }
+        // At once, but not all clients of a restarted server in the same instant.
+        if context.previousRetryCount == 0 { return initial * Double.random(in: 0...jitter) }
         let base = initial * Double(1 << min(context.previousRetryCount - 1, 30))
         let capped = min(base, maximum)
         let factor = 1 + Double.random(in: -jitter...jitter)

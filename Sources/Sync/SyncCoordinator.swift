@@ -32,9 +32,14 @@ public actor SyncCoordinator {
     /// Set when the server's data contradicted the cache (another server, or one reset or restored): from then on
     /// nothing is stored, caught up or sent, so that two servers' data are never mixed. `run --rebuild` starts over.
     private var conflict: String?
+    /// Catch-ups start at least this far apart: a hub that drops and takes the link back again and again gets
+    /// one catch-up for a run of reconnects, not one each (requests meanwhile coalesce into the next).
+    private let catchUpSpacing: Duration
+    private var lastCatchUpStart: ContinuousClock.Instant?
 
-    public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), logger: Logger) {
+    public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), logger: Logger) {
         self.store = store
+        self.catchUpSpacing = catchUpSpacing
         self.limits = limits
         self.api = api
         self.catchUp = CatchUp(store: store, api: api, logger: logger)
@@ -157,6 +162,10 @@ public actor SyncCoordinator {
     private func catchUpLoop() async {
         var attempt = 0
         repeat {
+            if let last = lastCatchUpStart, ContinuousClock.now < last + catchUpSpacing {
+                try? await Task.sleep(until: last + catchUpSpacing)
+            }
+            lastCatchUpStart = .now
             again = false
             transition(.syncing, "catching up")
             do {

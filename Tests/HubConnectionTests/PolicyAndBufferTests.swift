@@ -18,7 +18,9 @@ import Testing
 
     @Test func exponentialPolicyGrowsIsCappedJittersAndCanStop() {
         let p = ExponentialRetryPolicy(initial: .seconds(1), maximum: .seconds(60), jitter: 0.2)
-        #expect(p.nextRetryDelay(ctx(0)) == .zero, "the first retry is immediate")
+        let firsts: [Duration] = (0..<50).map { _ in p.nextRetryDelay(ctx(0))! }
+        #expect(firsts.allSatisfy { $0 >= Duration.zero && $0 <= Duration.milliseconds(200) }, "the first retry is almost immediate")
+        #expect(Set(firsts).count > 1, "and jittered, so that the clients of a restarted server do not come back in step")
         for n in 1...12 {
             let base = min(Double(1 << (n - 1)), 60)
             let d = p.nextRetryDelay(ctx(n))!

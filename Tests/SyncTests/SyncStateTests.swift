@@ -3,33 +3,8 @@ import Foundation
 import Logging
 import Store
 import Sync
-import Synchronization
+import TestSupport
 import Testing
-
-/// The lines a log reader sees, collected.
-final class LogLines: Sendable {
-    private let lines = Mutex<[String]>([])
-    var all: [String] { lines.withLock { $0 } }
-
-    func logger() -> Logger {
-        var logger = Logger(label: "sync-test") { _ in Handler(sink: self) }
-        logger.logLevel = .info
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let sink: LogLines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .info
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            sink.lines.withLock { $0.append("\(level) \(message)") }
-        }
-    }
-}
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct SyncStateTests {
     /// A write that fails again and again: the state stays offline (said as such, not "offline -> offline"), and the

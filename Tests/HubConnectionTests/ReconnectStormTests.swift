@@ -1,0 +1,66 @@
+import Foundation
+import Logging
+import SignalRClient
+import TestSupport
+import Testing
+
+/// A hub that accepts the connection and ends it at once, again and again (a Close that allows reconnecting,
+/// a frame that is not JSON): the client waits longer after each such link instead of storming the server,
+/// says once what is happening, and is back to quick reconnects once a link holds.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ReconnectStormTests {
+    @Test(arguments: ["close", "malformed"])
+    func aHubThatDropsEveryLinkAtOnceGetsAFewAttemptsNotAStorm(_ mode: String) async throws {
+        try await withSimulator { base in
+            let log = LogLines()
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy() }, logger: log.logger(level: .debug))
+            try await connection.start()
+            try await call(base, "POST", "/_sim/flap?mode=\(mode)")
+            try await call(base, "POST", "/_sim/drop")
+            try await Task.sleep(for: .seconds(10))
+            let negotiations = try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue ?? 0
+            // Pauses of about 0.5, 1, 2, 4 s: 5 or 6 links in 10 s (without them: thousands).
+            #expect((3...8).contains(negotiations), "\(negotiations) negotiations in 10 s")
+            let said = log.all.filter { $0.hasPrefix("warning") && $0.contains("keeps ending the link soon after it is made") }
+            #expect(said.count == 1, "said once: \(log.all.filter { $0.hasPrefix("warning") })")
+            #expect(log.all.filter { $0.hasPrefix("warning connection lost") }.count <= 3, "then the cycle is logged at debug level")
+            await connection.stop()
+        }
+    }
+
+    @Test func aLinkThatHoldsBringsQuickReconnectsBack() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(
+                url: hubURL(base),
+                options: options {
+                    $0.reconnectPolicy = ExponentialRetryPolicy()
+                    $0.stableLinkAfter = .seconds(1)
+                }, logger: quietLogger())
+            try await connection.start()
+            try await call(base, "POST", "/_sim/flap?mode=close")
+            try await call(base, "POST", "/_sim/drop")
+            try await Task.sleep(for: .seconds(4))  // a few short links: the pause has grown to seconds
+            try await call(base, "POST", "/_sim/flap?mode=off")
+            // Wait for a link that holds past stableLinkAfter.
+            var heldSince: ContinuousClock.Instant?
+            let deadline = ContinuousClock.now + .seconds(15)
+            while ContinuousClock.now < deadline {
+                if await connection.state == .connected {
+                    heldSince = heldSince ?? .now
+                    if ContinuousClock.now - heldSince! > .milliseconds(1500) { break }
+                } else {
+                    heldSince = nil
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let events = await connection.events()
+            let before = try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue ?? 0
+            let dropped = ContinuousClock.now
+            try await call(base, "POST", "/_sim/drop")
+            _ = await waitForEvent(events, timeout: .seconds(10)) { if case .reconnected = $0 { true } else { false } }
+            #expect(ContinuousClock.now - dropped < .seconds(1), "back to an immediate reconnect")
+            #expect(try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue == before + 1)
+            await connection.stop()
+        }
+    }
+}
