@@ -51,7 +51,7 @@ public enum HubEvent: Sendable, Equatable {
     public var summary: String {
         switch self {
         case .transactionCreated(let t):
-            return "TransactionCreated child=\(t.childId.uuidString.lowercased()) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(t.description)\" by=\"\(t.createdByName)\" id=\(t.id.uuidString.lowercased())"
+            return "TransactionCreated child=\(t.childId.uuidString.lowercased()) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.uuidString.lowercased())"
         case .transactionCreatedId(let id):
             return "TransactionCreated id=\(id.uuidString.lowercased()) (id only: details come from the REST API)"
         case .balanceUpdated(let child, let balance):

@@ -100,10 +100,10 @@ extension Transaction {
             throw PayloadError(message: "transaction.type must be \"Credit\" or \"Debit\", got \"\(typeText)\".")
         }
         type = t
-        description = try f.string("description")
+        description = SafeText.stored(try f.string("description"), limit: SafeText.maxDescription)
         balanceAfter = try f.money("balanceAfter")
         createdAt = try f.date("createdAt")
-        createdByName = (try? f.string("createdByName")) ?? ""
+        createdByName = SafeText.stored((try? f.string("createdByName")) ?? "", limit: SafeText.maxName)
     }
 }
 
@@ -111,8 +111,8 @@ extension Child {
     public init(json: JSONValue) throws(PayloadError) {
         let f = Fields(json, what: "child")
         id = try f.uuid("id")
-        firstName = try f.string("firstName")
-        lastName = (try? f.string("lastName")) ?? ""
+        firstName = SafeText.stored(try f.string("firstName"), limit: SafeText.maxName)
+        lastName = SafeText.stored((try? f.string("lastName")) ?? "", limit: SafeText.maxName)
         weeklyAllowance = (try? f.money("weeklyAllowance")) ?? 0
         currentBalance = try f.money("currentBalance")
     }

@@ -159,7 +159,8 @@ extension RelayConfig {
         id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, event: RelayEvent, sink: SinkConfig, markup: Bool
     ) -> Message {
         let (title, text) = templates(for: kind, sink: sink)
-        let values = formatting.values(event, kind: kind, sink: sink.name)
+        // Text from the server is made printable (no control or bidi characters) before each destination's escaping.
+        let values = formatting.values(event, kind: kind, sink: sink.name).mapValues(SafeText.printable)
         return Message(
             id: id, kind: kind, urgency: urgency, title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) },
             event: event, currency: formatting.currency)

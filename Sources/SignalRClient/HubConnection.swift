@@ -62,8 +62,10 @@ public actor HubConnection {
     /// Links in a row that ended soon after they were made (`options.stableLinkAfter`): each reconnect then waits
     /// longer (`options.shortLinkBackoff`), so a hub that accepts and drops at once is not stormed.
     private var shortLinks = 0
-    /// From this many short links on, the cycle is said once and its lines go to debug level.
+    /// From this many short links on, the cycle is said once and its lines go to debug level, unless a link
+    /// ends for a new reason (that is news).
     private static let shortLinksToWarn = 3
+    private var lastLossReason: String?
 
     /// One open WebSocket with its handshake done.
     private struct Link {
@@ -523,7 +525,9 @@ public actor HubConnection {
         countShortLink(lived: .now - current.since, reason: error?.message ?? "closed")
         // A lost socket under stateful reconnect: re-attach the same connection, keeping pending invocations.
         if stateful != nil, !stopRequested, let error, error.isLinkLoss {
-            logger.log(level: cycling ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)", metadata: ["reason": "\(error.message)"])
+            logger.log(
+                level: quiet(error.message) ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)",
+                metadata: ["reason": "\(error.message)"])
             setState(.reconnecting)
             emit(.reconnecting(reason: error.message))
             reconnectTask = Task { [weak self] in await self?.reattachLoop(reason: error.message) }
@@ -539,7 +543,7 @@ public actor HubConnection {
             return
         }
         let reason = error?.message ?? "connection lost"
-        logger.log(level: cycling ? .debug : .warning, "connection lost; reconnecting", metadata: ["reason": "\(reason)"])
+        logger.log(level: quiet(reason) ? .debug : .warning, "connection lost; reconnecting", metadata: ["reason": "\(reason)"])
         setState(.reconnecting)
         emit(.reconnecting(reason: reason))
         reconnectTask = Task { [weak self] in await self?.reconnectLoop(reason: reason) }
@@ -581,6 +585,12 @@ public actor HubConnection {
 
     /// Whether the hub is ending links as fast as they are made (then each round is logged at debug level).
     private var cycling: Bool { shortLinks >= Self.shortLinksToWarn }
+
+    /// Whether a lost link is only the cycle going on (said already): the same reason again while cycling.
+    private func quiet(_ reason: String) -> Bool {
+        defer { lastLossReason = reason }
+        return cycling && reason == lastLossReason
+    }
 
     /// The pause before a reconnect: the policy's, and after short links at least the growing short-link pause.
     private func reconnectDelay(_ policy: Duration) -> Duration {

@@ -228,7 +228,8 @@ struct TransactionsCommand: AsyncParsableCommand {
             return
         }
         let rows = [["WHEN", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in
-            [iso(t.createdAt), names[t.childId] ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter), t.description]
+            [iso(t.createdAt), names[t.childId].map(SafeText.forLog) ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter),
+             SafeText.forLog(t.description)]
         }
         print(Table.render(rows, rightAligned: [2, 3]))
     }

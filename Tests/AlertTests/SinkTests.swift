@@ -220,3 +220,55 @@ import Testing
         #expect(refused.status == 1 && refused.output.contains("amount"), "\(refused.output)")
     }
 }
+
+/// Text from the server reaching people: it reads as typed, and never becomes markup, a link, a ping, a second
+/// log line or a reversed filename.
+@Suite struct ServerTextTests {
+    private func text(_ kind: String, description: String) throws -> String {
+        let config = try RelayConfig.parse("sinks:\n  s:\n    type: \(kind)\n    url: https://chat.example/hook\n    chat_id: '1'\n    token: t\n    room: '!r:x'\n", file: "t.yaml")
+        let e = created(transaction("1.50", after: "2.00", description: description))
+        return config.message(id: "d", kind: .transactionCreated, urgency: .normal, event: e, sink: config.sinks[0], markup: true).text
+    }
+
+    @Test(arguments: ["discord", "teams", "mattermost"])
+    func markdownLinksAndMentionsInADescriptionStayText(_ kind: String) throws {
+        let t = try text(kind, description: "[free money](http://evil.example/) @here *now*")
+        #expect(t.contains(#"\[free money\](http://evil.example/) @\#u{200B}here \*now\*"#), "\(t)")
+        #expect(t.contains("$1.50"), "amounts are untouched: \(t)")
+    }
+
+    @Test func controlAndBidiCharactersAreNotShownAsSuch() throws {
+        let t = try text("discord", description: "a\u{202E}gpj.exe\nforged line\u{1B}[2J")
+        #expect(!t.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x202E }, "\(t.debugDescription)")
+        #expect(t.contains("agpj.exe forged line"))
+    }
+
+    @Test func telegramTextIsNeverCutInsideAnEntity() throws {
+        let long = String(repeating: "&", count: 5000)
+        let t = try text("telegram", description: long)
+        let config = try RelayConfig.parse("sinks:\n  s: tgram://123:abc/42\n", file: "t.yaml")
+        let body = try #require((makeSink(config.sinks[0]) as? HTTPSink)?.request(
+            for: Message(id: "d", kind: .transactionCreated, urgency: .normal, title: "t", text: t, event: created(transaction("1", after: "1")))).httpBody)
+        let sent = try #require(try JSONValue(parsing: Array(body))["text"]?.stringValue)
+        #expect(sent.count <= 4096 && sent.hasSuffix("&amp;"), "ends on a whole entity: …\(sent.suffix(12))")
+    }
+
+    @Test func aServerValueIsStoredWithoutNULAndCutToItsDocumentedSize() throws {
+        let json = try JSONValue(parsing: Array(#"""
+            {"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit",
+             "description":"before\u0000after\#(String(repeating: "x", count: 10_000))","balanceAfter":1,"createdAt":"2026-11-22T10:00:00Z",
+             "createdByName":"Pat"}
+            """#.utf8))
+        let t = try Transaction(json: json)
+        #expect(t.description.hasPrefix("beforeafterxxx") && t.description.count == SafeText.maxDescription, "\(t.description.count)")
+        #expect(t.description.hasSuffix("…"))
+    }
+
+    @Test func aLogLineShowsWhatAValueHoldsOnOneLine() throws {
+        var t = transaction("1", after: "1", description: "Candy\nerror allowance-relay: forged\u{1B}[31m")
+        t.createdByName = "Pat\u{202E}"
+        let line = HubEvent.transactionCreated(t).summary
+        #expect(!line.contains("\n") && !line.contains("\u{1B}"))
+        #expect(line.contains(#"description="Candy\nerror allowance-relay: forged\u{1B}[31m" by="Pat\u{202E}""#), "\(line)")
+    }
+}

@@ -38,7 +38,7 @@ public struct HTTPSink: Sink {
         var method = "POST"
         var headers: [String: String] = ["Content-Type": "application/json", "User-Agent": "allowance-relay"]
         var body: [UInt8]
-        let text = String(m.text.prefix(config.maxLength))
+        let text = SinkConfig.cut(m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
         switch config.kind {
         case .webhook:
             // A derived alert (balance.low from a transaction) says its own kind in `data` too, with what caused it.
