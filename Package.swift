@@ -53,7 +53,7 @@ let package = Package(
         .target(
             name: "AllowanceAPI",
             dependencies: [
-                "SignalRClient",
+                "SignalRClient", "WebSocketTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),

@@ -1,6 +1,7 @@
 import Foundation
 import SignalRClient
 import SignalRProtocol
+import WebSocketTransport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -145,7 +146,12 @@ public struct APIClient: Sendable {
         var request = original
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         do {
-            if let t = try await tokens?.token() { request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
+            if let t = try await tokens?.token() {
+                guard HeaderValue.isSafe(t) else {
+                    throw APIError(.unauthorized, "The access token holds a line break or another control character: refused (check the token file).")
+                }
+                request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization")
+            }
         } catch let error as APIError {
             throw error
         } catch {

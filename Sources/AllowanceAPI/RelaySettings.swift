@@ -83,6 +83,16 @@ public struct RelaySettings: Sendable {
             }
             statusListen = (host, port)
         }
+        // Read as text and parsed here: the file gives every value as text, and a typed read of "true" from it
+        // quietly gave the default (the environment's worked), while `config check` said OK.
+        func flag(_ key: String) throws(SettingsError) -> Bool {
+            guard let text = config.string(forKey: ConfigKey(key.split(separator: ".").map(String.init))) else { return false }
+            switch text.lowercased() {
+            case "true", "yes", "on", "1": return true
+            case "false", "no", "off", "0", "": return false
+            default: throw SettingsError("\(key) must be true or false, not '\(text)'.")
+            }
+        }
         let level = config.string(forKey: "log.level", default: "info")
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
             throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
@@ -95,10 +105,10 @@ public struct RelaySettings: Sendable {
             email: email,
             password: password,
             passwordFile: passwordFile,
-            accessTokenInQuery: config.bool(forKey: "server.access_token_in_query", default: false),
-            skipNegotiation: config.bool(forKey: "server.skip_negotiation", default: false),
+            accessTokenInQuery: try flag("server.access_token_in_query"),
+            skipNegotiation: try flag("server.skip_negotiation"),
             caFile: config.string(forKey: "server.ca_file"),
-            insecureTLS: config.bool(forKey: "server.insecure_tls", default: false),
+            insecureTLS: try flag("server.insecure_tls"),
             storeDurability: durability,
             local: try LocalSettings(config, environment),
             logLevel: level,

@@ -119,12 +119,10 @@ public struct Formatting: Sendable {
         self.link = link
     }
 
+    /// Exact: Decimal's own format style (NumberFormatter goes through Double: 12,345,678,901,234,567.89 came
+    /// out as ...568.00).
     public func money(_ amount: Decimal) -> String {
-        let f = NumberFormatter()
-        f.numberStyle = .currency
-        f.locale = Locale(identifier: locale)
-        f.currencyCode = currency
-        return f.string(from: NSDecimalNumber(decimal: amount)) ?? "\(amount) \(currency)"
+        amount.formatted(.currency(code: currency).locale(Locale(identifier: locale)))
     }
 
     /// "+$5.00" for money in, "-$5.00" for money out.

@@ -209,6 +209,11 @@ public actor HubConnection {
         } catch {
             throw HubConnectionError(.unauthorized, "The access token provider failed: \(error)")
         }
+        if let token = cachedToken, !HeaderValue.isSafe(token) {
+            cachedToken = nil
+            throw HubConnectionError(
+                .unauthorized, "The access token holds a line break or another control character: refused (check the token file).")
+        }
         return cachedToken
     }
 

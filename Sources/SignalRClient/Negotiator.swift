@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SignalRProtocol
+import WebSocketTransport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -50,7 +51,12 @@ struct Negotiator: Sendable {
                 }
                 logger.debug("negotiate redirected", metadata: ["to": "\(nextURL.redactedForLogs)"])
                 url = nextURL
-                if let newToken { token = newToken }
+                if let newToken {
+                    guard HeaderValue.isSafe(newToken) else {
+                        throw HubConnectionError(.negotiateFailed, "The negotiate redirect's accessToken holds a control character: refused.")
+                    }
+                    token = newToken
+                }
             case .error(let message):
                 throw HubConnectionError(.negotiateFailed, "The server refused to negotiate: \(message)")
             }

@@ -165,6 +165,11 @@ enum Schema {
                 );
                 """)
         }
+        m.registerMigration("v8: local writes by child") { db in
+            // Each hub event asks what the child's writes still waiting here add to the balance: with this partial
+            // index (empty when nothing waits) that costs a look-up, not a scan of the child's transactions.
+            try db.execute(sql: "CREATE INDEX txn_local_pending ON txn (child_id) WHERE origin = 'local-pending'")
+        }
         return m
     }
 }

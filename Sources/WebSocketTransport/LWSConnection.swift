@@ -46,6 +46,7 @@ final class LWSConnection: @unchecked Sendable {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName = strdup("ws")!
     private let cHost: UnsafeMutablePointer<CChar>
+    private let cHostHeader: UnsafeMutablePointer<CChar>
     private let cPath: UnsafeMutablePointer<CChar>
     private let cCAFile: UnsafeMutablePointer<CChar>?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
@@ -56,6 +57,7 @@ final class LWSConnection: @unchecked Sendable {
         self.options = options
         self.logger = logger
         cHost = strdup(address.host)
+        cHostHeader = strdup(address.hostHeader)
         cPath = strdup(address.path)
         cCAFile = options.caFile.map { strdup($0) }
         protocols = .allocate(capacity: 2)
@@ -75,6 +77,7 @@ final class LWSConnection: @unchecked Sendable {
     deinit {
         free(protocolName)
         free(cHost)
+        free(cHostHeader)
         free(cPath)
         if let cCAFile { free(cCAFile) }
         protocols.deinitialize(count: 2)
@@ -118,8 +121,8 @@ final class LWSConnection: @unchecked Sendable {
         ci.address = UnsafePointer(cHost)
         ci.port = Int32(address.port)
         ci.path = UnsafePointer(cPath)
-        ci.host = UnsafePointer(cHost)
-        ci.origin = UnsafePointer(cHost)
+        ci.host = UnsafePointer(cHostHeader)
+        ci.origin = UnsafePointer(cHostHeader)  // lws writes "Origin: http(s)://" and this
         ci.ietf_version_or_minus_one = -1
         ci.local_protocol_name = UnsafePointer(protocolName)
         ci.retry_and_idle_policy = UnsafePointer(retryPolicy)

@@ -26,6 +26,10 @@ public final class WebSocket: Sendable {
         to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket")
     ) async throws(WebSocketError) -> WebSocket {
         let address = try WebSocketAddress(url)
+        // The header's name only: its value may be a secret.
+        if let bad = options.headers.first(where: { !HeaderValue.isSafe($0.value) || !HeaderValue.isSafe($0.name) }) {
+            throw WebSocketError(.setupFailed, "The request header '\(bad.name)' holds a line break or another control character: refused.")
+        }
         if address.secure && options.allowInsecureTLS {
             logger.warning(
                 "TLS certificate and host name checks are OFF for this connection (insecure option; tests only)",

@@ -88,6 +88,12 @@ struct WebSocketAddress: Sendable {
     /// Path and query, as sent in the request line.
     let path: String
 
+    /// The `Host` header: the port only when it is not the scheme's default (RFC 9110 7.2).
+    var hostHeader: String {
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        return port == (secure ? 443 : 80) ? bracketed : "\(bracketed):\(port)"
+    }
+
     init(_ url: URL) throws(WebSocketError) {
         guard let scheme = url.scheme?.lowercased(), scheme == "ws" || scheme == "wss" else {
             throw WebSocketError(.invalidURL, "'\(url.redactedForLogs)' is not a ws:// or wss:// URL.")
@@ -113,5 +119,13 @@ extension URL {
         (c.query, c.fragment, c.user, c.password) = (nil, nil, nil, nil)
         // The ellipsis after the URL is built: inside it, URLComponents would percent-encode it (%E2%80%A6).
         return (c.string ?? "<url>") + (hadQuery ? "?…" : "")
+    }
+}
+
+/// A header value that stays one header: no CR, LF or other control character (a token read from a file, or
+/// handed over by a server, could otherwise add headers of its own to a request).
+public enum HeaderValue {
+    public static func isSafe(_ value: String) -> Bool {
+        !value.unicodeScalars.contains { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }
     }
 }

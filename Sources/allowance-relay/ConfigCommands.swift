@@ -37,7 +37,7 @@ struct ConfigCommand: AsyncParsableCommand {
             do {
                 let (settings, relay) = try await ConfigProblem.load(file: config, environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
-                summary = "server \(settings.serverURL.absoluteString), database \(settings.storePath), "
+                summary = "server \(settings.serverURL.redactedForLogs), database \(settings.storePath), "
                     + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
                     + "\(relay.rules.count) rule(s)"
                     + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")

@@ -43,6 +43,8 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
         #expect(us.signed(Decimal(string: "19.99")!, credit: false) == "-$19.99")
         let de = Formatting(currency: "EUR", locale: "de_DE")
         #expect(de.money(Decimal(string: "1234.5")!).replacingOccurrences(of: "\u{00A0}", with: " ") == "1.234,50 €")
+        // Exact, never through Double (which gave $12,345,678,901,234,568.00).
+        #expect(us.money(Decimal(string: "12345678901234567.89")!) == "$12,345,678,901,234,567.89")
     }
 
     @Test func theDefaultTransactionTextSaysWhoWhatAndTheBalance() throws {

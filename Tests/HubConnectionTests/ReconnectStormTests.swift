@@ -64,3 +64,18 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct TokenShapeTests {
+    /// A token with a line break (a token file with two lines, a hostile negotiate redirect) is refused before
+    /// it reaches a request, where it would add headers of its own.
+    @Test func aTokenWithALineBreakIsRefused() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(token: "\(testToken)\r\nX-Injected: yes"), logger: quietLogger())
+            await #expect { try await connection.start() } throws: {
+                ($0 as? HubConnectionError)?.kind == .unauthorized
+                    && "\($0)".contains("The access token holds a line break or another control character: refused")
+                    && !"\($0)".contains(testToken)
+            }
+        }
+    }
+}

@@ -72,6 +72,25 @@ import Testing
         #expect(s.logLevel == "debug")
     }
 
+    /// Booleans written in the file count (they were ignored while `config check` said OK; the environment's
+    /// worked), and a value that is not a boolean is an error naming the key.
+    @Test func booleansInTheFileAreRead() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-bools-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "server:\n  url: https://h.example\n  skip_negotiation: true\n  insecure_tls: yes\n  access_token_in_query: on\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(file: file.path, environment: [:])
+        #expect(s.skipNegotiation && s.insecureTLS && s.accessTokenInQuery)
+        let env = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "false"])
+        #expect(!env.insecureTLS, "the environment still wins")
+        try "server:\n  url: https://h.example\n  insecure_tls: maybe\n".write(to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            ($0 as? SettingsError)?.message == "server.insecure_tls must be true or false, not 'maybe'."
+        }
+    }
+
     @Test func retentionAndOutboxLimitsComeFromTheFile() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-local-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -24,6 +24,9 @@ func withTestServer(_ body: (Int) async throws -> Void) async throws {
         let custom = h.first { $0.name.canonicalName == "x-custom" }?.value ?? "-"
         try await outbound.write(.text("\(auth)|\(agent)|\(custom)"))
     }
+    ws.ws("/host") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+        try await outbound.write(.text("\(context.request.head.authority ?? "-")|\(context.request.headers[.origin] ?? "-")"))
+    }
     ws.ws("/big") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
         let size = Int(context.request.uri.queryParameters["size"] ?? "0") ?? 0
         try await outbound.write(.binary(ByteBuffer(repeating: 0x41, count: size)))
@@ -95,6 +98,28 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
             let m = try await it.next()
             #expect(m == .text(Array("Bearer abc|relay-test/1|yes".utf8)))
             await ws.close()
+        }
+    }
+
+    /// Host and Origin name the port when it is not the default (a server behind a proxy routes on it).
+    @Test func hostAndOriginCarryTheNonDefaultPort() async throws {
+        try await withTestServer { port in
+            let ws = try await WebSocket.connect(to: url(port, "/host"))
+            var it = ws.messages.makeAsyncIterator()
+            let got = try await it.next()
+            #expect(got == .text(Array("127.0.0.1:\(port)|http://127.0.0.1:\(port)".utf8)), "\(String(describing: got))")
+            await ws.close()
+        }
+    }
+
+    /// A token with a line break (from a file, or from a server) must not add headers of its own.
+    @Test func aHeaderValueWithALineBreakIsRefusedBeforeAnythingIsSent() async throws {
+        try await withTestServer { port in
+            var options = WebSocketOptions()
+            options.headers = [("Authorization", "Bearer abc\r\nX-Injected: yes")]
+            await #expect { try await WebSocket.connect(to: url(port, "/headers"), options: options) } throws: {
+                "\($0)" == "The request header 'Authorization' holds a line break or another control character: refused."
+            }
         }
     }
 
