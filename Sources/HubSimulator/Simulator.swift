@@ -234,19 +234,22 @@ public final class HubSimulator: Sendable {
                 }
                 return self.json(200, .array(fresh))
             }
-            // The bad rows in their place in time among the real ones.
-            var oldestFirst: [JSONValue] = []
+            guard !bad.isEmpty else {
+                return self.json(200, SimJSON.value(Array(all.reversed().dropFirst(offset).prefix(size))))
+            }
+            // The bad rows in their place in time among the real ones; only the page is encoded.
+            var oldestFirst: [Either] = []
             var waiting = bad[...]
             for t in all {
                 while let b = waiting.first, b.after < t.sequence {
-                    oldestFirst.append(b.row)
+                    oldestFirst.append(.row(b.row))
                     waiting = waiting.dropFirst()
                 }
-                oldestFirst.append(SimJSON.value(t))
+                oldestFirst.append(.transaction(t))
             }
-            oldestFirst += waiting.map(\.row)
-            let newestFirst = Array(oldestFirst.reversed())
-            return self.json(200, .array(Array(newestFirst.dropFirst(offset).prefix(size))))
+            oldestFirst += waiting.map { .row($0.row) }
+            let page = oldestFirst.reversed().dropFirst(offset).prefix(size)
+            return self.json(200, .array(page.map { if case .row(let r) = $0 { r } else if case .transaction(let t) = $0 { SimJSON.value(t) } else { .null } }))
         }
         api.post("transactions") { request, context in
             if let r = try await self.restGate(request) { return r }
@@ -491,6 +494,12 @@ public final class HubSimulator: Sendable {
 
     /// The "refuse" fault switch is on.
     var flapMode: String? { faults.withLock { $0.flap } }
+
+    /// A page item: a real transaction or an injected bad row.
+    private enum Either {
+        case transaction(SimTransaction)
+        case row(JSONValue)
+    }
 
     var isRefusing: Bool { faults.withLock { f in f.refuseUntil.map { $0 > .now } ?? false } }
 
