@@ -8,13 +8,16 @@ public enum SafeText {
 
     /// As stored: without NUL, cut to `limit` characters.
     public static func stored(_ text: String, limit: Int) -> String {
-        let clean = text.contains("\0") ? text.replacingOccurrences(of: "\0", with: "") : text
+        // The usual case, on every event: a byte count and a byte scan, no walk over characters.
+        if text.utf8.count <= limit, !text.utf8.contains(0) { return text }
+        let clean = text.utf8.contains(0) ? text.replacingOccurrences(of: "\0", with: "") : text
         return clean.count > limit ? String(clean.prefix(limit - 1)) + "…" : clean
     }
 
     /// For a popup or a chat line: control characters become spaces, bidirectional overrides and isolates are
     /// dropped (they reverse what follows: "txt.exe" shown as "exe.txt").
     public static func printable(_ text: String) -> String {
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 >= 0x7F }) { return text }
         guard text.unicodeScalars.contains(where: { isControl($0) || isBidiControl($0) }) else { return text }
         var out = String.UnicodeScalarView()
         for s in text.unicodeScalars where !isBidiControl(s) { out.append(isControl(s) ? " " : s) }
@@ -24,6 +27,8 @@ public enum SafeText {
     /// For a log line or a terminal: control and bidirectional characters written as escapes (\n, \u{1B}), so
     /// one value is one line and shows what it really holds.
     public static func forLog(_ text: String) -> String {
+        // Printable ASCII without quote or backslash (nearly every value): as it is, from a byte scan.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 >= 0x7F || $0 == 0x22 || $0 == 0x5C }) { return text }
         guard text.unicodeScalars.contains(where: { isControl($0) || isBidiControl($0) || $0 == "\"" || $0 == "\\" }) else {
             return text
         }

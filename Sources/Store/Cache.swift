@@ -44,10 +44,10 @@ extension Store {
                 return .duplicate
             }
             // The cached balance includes writes made here and not yet confirmed; the server's does not.
-            let pending = try Self.pendingEffect(db, t.childId)
+            let (pending, waiting) = try Self.pendingWrites(db, t.childId)
             let before = try MinorUnits.from(t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
-            let echoed = try Self.dropLocalEcho(db, of: t)
+            let echoed = waiting == 0 ? 0 : try Self.dropLocalEcho(db, of: t)
             try Self.insert(db, t, via: "hub", now: now)
             try Self.setBalance(db, t.childId, minor: try MinorUnits.from(t.balanceAfter) + pending - echoed, now: now)
             if plansAny(.transactionCreated) {
@@ -337,13 +337,20 @@ extension Store {
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
     /// The cached balance is the server's plus this: what a parent would see if every write goes through.
     static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
-        try Int64.fetchOne(
+        try pendingWrites(db, id).effect
+    }
+
+    /// The effect of the child's writes still waiting here, and how many there are (one probe of an index that is
+    /// empty when nothing waits).
+    static func pendingWrites(_ db: Database, _ id: UUID) throws -> (effect: Int64, count: Int) {
+        let row = try Row.fetchOne(
             try db.cachedStatement(
                 sql: """
-                    SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0)
+                    SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
                     FROM txn WHERE child_id = ? AND origin = 'local-pending'
                     """),
-            arguments: [id.lowercased]) ?? 0
+            arguments: [id.lowercased])
+        return (row?[0] ?? 0, row?[1] ?? 0)
     }
 
     /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is

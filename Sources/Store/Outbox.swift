@@ -91,10 +91,13 @@ extension Store {
         }
     }
 
-    /// When the earliest waiting write falls due (nil: none waiting).
-    public func nextOutboxAttempt() throws(StoreError) -> Date? {
+    /// When the next retry of a waiting write is due (nil: none is waiting for a later time). Never a time already
+    /// past: a write held back behind another is due with it.
+    public func nextOutboxAttempt(after now: Date = Date()) throws(StoreError) -> Date? {
         try read { db in
-            try String.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending'").flatMap(ISODate.parse)
+            try String.fetchOne(
+                db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending' AND next_attempt_at > ?", arguments: [ISO.string(now)]
+            ).flatMap(ISODate.parse)
         }
     }
 

@@ -86,6 +86,8 @@ import Testing
         try store.markInFlight(first.seq)
         try store.outboxRetry(first.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(60))
         #expect(try store.dueOutbox().map(\.seq) == [other.seq], "#2 waits for #1; Bob's write is not held")
+        let next = try #require(try store.nextOutboxAttempt())
+        #expect(next > Date().addingTimeInterval(50), "the next retry is #1's, not the past time of #2 held behind it")
         #expect(try store.outboxDueNow() == 1)
         #expect(try store.dueOutbox().map(\.seq) == [first.seq, second.seq, other.seq])
     }
