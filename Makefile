@@ -69,7 +69,7 @@ bench-quick: $(VENV)/.installed
 
 # The fault scenarios of RELIABILITY.md (about 4 minutes; all are also part of `make test`), then their figures
 # into RELIABILITY.md. ALLOWANCE_TEST_SEED=N replays the random kill and outage moments of a run.
-RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests
+RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests|HostileBackendRelayTests|ReconnectStormTests|HostileBackendTests|ServerConflictTests
 reliability: test-deps $(VENV)/.installed
 	$(SWIFT) build --build-tests
 	rm -f .build/test-artifacts/reliability.jsonl
