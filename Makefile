@@ -67,7 +67,7 @@ bench-quick: $(VENV)/.installed
 	@out=$$(mktemp -d); $(VENV)/bin/python Benchmarks/bench.py --quick --bin .build/debug --out $$out/BENCHMARKS.md \
 	  --json $$out/results.json && echo "bench-quick: the harness works ($$out)"
 
-# The fault scenarios of RELIABILITY.md (about 4 minutes; all are also part of `make test`), then their figures
+# The fault scenarios of RELIABILITY.md (about 5 minutes; all are also part of `make test`), then their figures
 # into RELIABILITY.md. ALLOWANCE_TEST_SEED=N replays the random kill and outage moments of a run.
 RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests|HostileBackendRelayTests|ReconnectStormTests|HostileBackendTests|ServerConflictTests
 reliability: test-deps $(VENV)/.installed
