@@ -9,7 +9,10 @@ import Testing
 /// only the server timeout can notice, and the reconnect must wait until the path works again.
 @Suite(.timeLimit(.minutes(1))) struct NetworkCutTests {
     @Test func aCutWithoutFINIsFoundByTheServerTimeoutAndTheReconnectFollowsTheRepair() async throws {
-        try await withSimulator { base in
+        // The server pings well within the client's 2 s server timeout (as ASP.NET Core's 15 s within 30 s): only
+        // the cut may trip it. (With the simulator's default 15 s pings every link timed out after 2 s, and the
+        // reconnect after a short link now waits, so an invocation could meet a link going down.)
+        try await withSimulator({ $0.keepAliveInterval = .milliseconds(500) }) { base in
             let proxy = try TCPProxy(to: base.port!)
             defer { proxy.close() }
             let url = URL(string: "http://127.0.0.1:\(proxy.port)/hubs/family")!
