@@ -39,7 +39,7 @@ public final class RelayEngine: Sendable {
     private static func generation(_ config: RelayConfig, store: Store, logger: Logger) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, store: store), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, popups: store), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }

@@ -55,12 +55,10 @@ public struct SinkConfig: Sendable {
     public func escape(_ text: String, markup: Bool) -> String {
         switch kind {
         case .slack:
-            return text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-                .replacingOccurrences(of: ">", with: "&gt;")
+            return Self.slackEntities(text)
         case .mattermost:
             // Mattermost renders Markdown and pings on @here, @channel, @all and @name.
-            return Self.unmention(Self.markdown(text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-                .replacingOccurrences(of: ">", with: "&gt;")))
+            return Self.unmention(Self.markdown(Self.slackEntities(text)))
         case .discord, .teams:
             // Markdown: a description must not become a masked link or a heading. (Discord's pings are off by
             // allowed_mentions; the zero-width space keeps "@everyone" from even looking like one.)
@@ -100,6 +98,11 @@ public struct SinkConfig: Sendable {
             if let lt = cut.lastIndex(of: "<"), !cut[lt...].contains(">") { cut = String(cut[..<lt]) }
         }
         return cut
+    }
+
+    /// The three characters Slack's message format (and Mattermost's) takes as markup.
+    static func slackEntities(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
     }
 
     static func html(_ text: String) -> String {

@@ -377,12 +377,7 @@ extension Store {
 /// Money as integer minor units (cents). Exact both ways; more than two decimals is an error, never rounded.
 public enum MinorUnits {
     public static func from(_ amount: Decimal) throws(PayloadError) -> Int64 {
-        var scaled = amount * 100
-        var rounded = Decimal()
-        NSDecimalRound(&rounded, &scaled, 0, .plain)
-        guard rounded == scaled, let value = Int64(exactly: NSDecimalNumber(decimal: rounded).int64Value),
-            Decimal(value) == rounded
-        else {
+        guard let value = Money.minorUnits(amount) else {
             throw PayloadError(message: "The amount \(amount) has more than 2 decimal places or is out of range.")
         }
         return value
@@ -402,7 +397,7 @@ extension Database {
 }
 
 enum ISO {
-    static func string(_ date: Date) -> String { Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date) }
+    static func string(_ date: Date) -> String { ISODate.string(date) }
 }
 
 extension UUID {

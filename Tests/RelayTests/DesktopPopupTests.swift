@@ -51,6 +51,14 @@ final class DesktopSession {
     func stop() { _ = try? runCommand([Self.script, "stop", dir]) }
 }
 
+/// Waits (up to 15 s) until the popups sink has delivered `count` alerts.
+func waitForDelivered(_ count: Int, in store: Store) async throws {
+    let deadline = ContinuousClock.now + .seconds(15)
+    while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < count {
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
 /// A transaction made on the simulator through its REST API (as the app would), for a known child.
 func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111111111", amount: String, type: String) async throws {
     var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
@@ -100,10 +108,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             try await simPost(base, "/_sim/payload?mode=id")
             try await simPost(base, "/_sim/burst?count=4")
             let store = try Store.open(path: storePath)
-            let deadline = ContinuousClock.now + .seconds(15)
-            while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < 8 {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            try await waitForDelivered(8, in: store)
             desktop.screenshot("desktop-relay")
             #expect(relay.stop(signal: SIGTERM) == 0)
             let children = Set(try store.transactions().map(\.childId)).count
@@ -135,10 +140,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 try await simTransaction(base, amount: "1.00", type: "Credit")
                 try await simTransaction(base, amount: "0.50", type: "Debit")
                 let store = try Store.open(path: storePath)
-                let deadline = ContinuousClock.now + .seconds(15)
-                while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < 2 * round {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
+                try await waitForDelivered(2 * round, in: store)
                 try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
                 #expect(relay.stop(signal: SIGTERM) == 0)
                 let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
@@ -164,18 +166,12 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             let store = try Store.open(path: storePath)
-            func delivered(_ n: Int) async throws {
-                let deadline = ContinuousClock.now + .seconds(15)
-                while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < n {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-            }
             try await simTransaction(base, amount: "24.00", type: "Debit")  // 25.50 -> 1.50
-            try await delivered(1)
+            try await waitForDelivered(1, in: store)
             #expect(try desktop.displayed() == 1, "the critical low-balance popup is up")
             desktop.screenshot("desktop-balance-low")
             try await simTransaction(base, amount: "10.00", type: "Credit")  // 1.50 -> 11.50: no longer low
-            try await delivered(2)
+            try await waitForDelivered(2, in: store)
             try await Task.sleep(for: .milliseconds(300))
             #expect(try desktop.displayed() == 0, "closed when the balance recovered")
             #expect(try store.popup(sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil)

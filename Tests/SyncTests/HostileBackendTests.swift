@@ -14,12 +14,16 @@ import Testing
         }
     }
 
+    /// An empty cache and a client of the simulator at `base`.
+    private func fresh(_ base: URL) throws -> (Store, APIClient) {
+        (try Store.open(path: temporaryStorePath()), APIClient(baseURL: base, token: "store-token"))
+    }
+
     private let children = ["11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"]
 
     @Test func pagesShorterThanAskedAreNotTakenForTheEnd() async throws {
         try await withSimulator { base in
-            let store = try Store.open(path: temporaryStorePath())
-            let api = APIClient(baseURL: base, token: "store-token")
+            let (store, api) = try fresh(base)
             try await post(base, "/_sim/burst?count=120")
             try await post(base, "/_sim/pages?cap=50")
             let first = try await CatchUp(store: store, api: api, pageSize: 100).run()
@@ -34,8 +38,7 @@ import Testing
 
     @Test func aServerThatIgnoresOffsetIsStoppedWithAClearError() async throws {
         try await withSimulator { base in
-            let store = try Store.open(path: temporaryStorePath())
-            let api = APIClient(baseURL: base, token: "store-token")
+            let (store, api) = try fresh(base)
             try await post(base, "/_sim/burst?count=60")
             try await post(base, "/_sim/pages?cap=10&mode=ignore-offset")
             await #expect { try await CatchUp(store: store, api: api, pageSize: 10).run() } throws: {
@@ -50,9 +53,8 @@ import Testing
 
     @Test func badRowsAreSetAsideWithTheirReasonAndTheRestSyncs() async throws {
         try await withSimulator { base in
-            let store = try Store.open(path: temporaryStorePath())
+            let (store, api) = try fresh(base)
             store.setPlanner(EveryRejection())
-            let api = APIClient(baseURL: base, token: "store-token")
             try await post(base, "/_sim/burst?count=30")
             let bad = [
                 ("zero", "amount=0"), ("negative", "amount=-2"), ("decimals", "amount=1.255"),

@@ -5,17 +5,17 @@ import Synchronization
 
 /// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus. A child's balance
 /// popup replaces the child's previous one (`replaces_id`) instead of stacking up, and so does the low-balance
-/// popup, which is closed when the balance recovers. The ids are kept in the store, so this holds across a
+/// popup, which is closed when the balance recovers. The ids are kept in `ids` (the store), so this holds across a
 /// restart of the relay too.
 public final class DesktopSink: Sink {
     public let config: SinkConfig
-    private let store: Store?
-    /// Without a store (`notify test`): remembered for this process only.
+    private let ids: (any PopupIds)?
+    /// Also the only memory without `ids` (`notify test`): remembered for this process only.
     private let popups = Mutex<[String: UInt32]>([:])
 
-    init(config: SinkConfig, store: Store? = nil) {
+    init(config: SinkConfig, ids: (any PopupIds)? = nil) {
         self.config = config
-        self.store = store
+        self.ids = ids
     }
 
     public func supportsMarkup() async -> Bool {
@@ -54,12 +54,12 @@ public final class DesktopSink: Sink {
 
     private func popup(_ child: UUID, _ role: PopupRole) -> UInt32? {
         if let id = popups.withLock({ $0["\(child)|\(role)"] }) { return id }
-        return (try? store?.popup(sink: config.name, child: child, role: role)) ?? nil
+        return (try? ids?.popup(sink: config.name, child: child, role: role)) ?? nil
     }
 
     /// A popup id that cannot be stored only costs a stacked popup later: not worth failing the delivery.
     private func remember(_ child: UUID, _ role: PopupRole, _ id: UInt32?) {
         popups.withLock { $0["\(child)|\(role)"] = id }
-        try? store?.setPopup(sink: config.name, child: child, role: role, id: id)
+        try? ids?.setPopup(sink: config.name, child: child, role: role, id: id)
     }
 }

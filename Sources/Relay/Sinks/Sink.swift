@@ -54,7 +54,16 @@ extension Sink {
     public func supportsMarkup() async -> Bool { true }
 }
 
-/// Builds the sink for a config. `store`: where a desktop sink keeps its popups' ids (nil: in memory only).
-public func makeSink(_ config: SinkConfig, store: Store? = nil) -> any Sink {
-    config.kind == .desktop ? DesktopSink(config: config, store: store) : HTTPSink(config: config)
+/// Where a desktop sink keeps the ids of the popups standing for a child, so that they outlive the process.
+/// (The store is one; a sink knows only this.)
+public protocol PopupIds: Sendable {
+    func popup(sink: String, child: UUID, role: PopupRole) throws(StoreError) -> UInt32?
+    func setPopup(sink: String, child: UUID, role: PopupRole, id: UInt32?) throws(StoreError)
+}
+
+extension Store: PopupIds {}
+
+/// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only).
+public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil) -> any Sink {
+    config.kind == .desktop ? DesktopSink(config: config, ids: popups) : HTTPSink(config: config)
 }
