@@ -153,6 +153,13 @@ public enum Money {
     public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }
 
     public static func plain(_ amount: Decimal) -> String {
+        // Cents as an integer (every amount the relay keeps): a quarter of the time of Decimal's description,
+        // and this runs several times per stored event (inbox row, alert JSON).
+        if let minor = minorUnits(amount) {
+            let m = minor.magnitude
+            let cents = m % 100
+            return (minor < 0 ? "-" : "") + String(m / 100) + (cents < 10 ? ".0" : ".") + String(cents)
+        }
         var rounded = Decimal()
         var value = amount
         NSDecimalRound(&rounded, &value, 2, .bankers)
