@@ -19,10 +19,12 @@ import Testing
             try await call(base, "POST", "/_sim/drop")
             try await Task.sleep(for: .seconds(10))
             let negotiations = try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue ?? 0
-            // Pauses of about 0.5, 1, 2, 4 s: 5 or 6 links in 10 s (without them: thousands).
-            #expect((3...8).contains(negotiations), "\(negotiations) negotiations in 10 s")
+            // Pauses of about 0.5, 1, 2, 4 s: 5 or 6 links in 10 s (without them: thousands). On a machine busy with
+            // the whole suite fewer links fit (2 seen once), so only the storm's side is bounded tightly.
+            #expect((2...8).contains(negotiations), "\(negotiations) negotiations in 10 s")
             let said = log.all.filter { $0.hasPrefix("warning") && $0.contains("keeps ending the link soon after it is made") }
-            #expect(said.count == 1, "said once: \(log.all.filter { $0.hasPrefix("warning") })")
+            #expect(said.count <= 1, "said once at most: \(log.all.filter { $0.hasPrefix("warning") })")
+            #expect(negotiations < 4 || said.count == 1, "said once the third short link ended: \(said)")
             #expect(log.all.filter { $0.hasPrefix("warning connection lost") }.count <= 3, "then the cycle is logged at debug level")
             await connection.stop()
         }
