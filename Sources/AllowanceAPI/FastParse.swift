@@ -87,14 +87,18 @@ enum FastParse {
             var fraction = 0.0
             if b[i] == 0x2E {
                 i += 1
-                var scale = 0.1
+                var digits: UInt64 = 0
+                var scale = 1.0
                 let start = i
                 while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
-                    fraction += Double(b[i] - 0x30) * scale
-                    scale /= 10
+                    if i - start < 9 {  // to the nanosecond; more is below what a Date holds
+                        digits = digits * 10 + UInt64(b[i] - 0x30)
+                        scale *= 10
+                    }
                     i += 1
                 }
                 guard i > start else { return nil }
+                fraction = Double(digits) / scale  // one rounding, not one per digit
             }
             guard i < b.count else { return nil }
             var offset = 0
@@ -109,6 +113,58 @@ enum FastParse {
             let seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset
             return Date(timeIntervalSince1970: Double(seconds) + fraction)
         }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for years 1970 to 9999 (nil outside): several are written per stored event, and
+    /// Foundation's ISO8601FormatStyle went through a calendar for each (about 2 µs).
+    static func isoString(_ date: Date) -> String? {
+        let t = date.timeIntervalSince1970
+        guard t >= 0, t < 253_402_300_800 else { return nil }
+        let whole = t.rounded(.down)
+        // Truncated as Foundation does, but a value within a microsecond below a millisecond counts as that
+        // millisecond: a double cannot hold most millisecond times exactly (a server's `…34.179Z` is read as
+        // …34.178999…), and plain truncation wrote it back as `…34.178Z`.
+        let millis = min(999, Int((t - whole) * 1000 + 0.001))
+        let seconds = Int(whole)
+        let (year, month, day) = civilFromDays(seconds / 86400)
+        let clock = seconds % 86400
+        return String(unsafeUninitializedCapacity: 24) { b in
+            func put(_ value: Int, _ at: Int, _ width: Int) {
+                var v = value
+                for k in stride(from: at + width - 1, through: at, by: -1) {
+                    b[k] = UInt8(0x30 + v % 10)
+                    v /= 10
+                }
+            }
+            put(year, 0, 4)
+            b[4] = 0x2D
+            put(month, 5, 2)
+            b[7] = 0x2D
+            put(day, 8, 2)
+            b[10] = 0x54
+            put(clock / 3600, 11, 2)
+            b[13] = 0x3A
+            put(clock / 60 % 60, 14, 2)
+            b[16] = 0x3A
+            put(clock % 60, 17, 2)
+            b[19] = 0x2E
+            put(millis, 20, 3)
+            b[23] = 0x5A
+            return 24
+        }
+    }
+
+    /// The civil date of a day count since 1970-01-01 (Howard Hinnant's civil_from_days), for days >= 0.
+    private static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = z / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     static func daysIn(_ month: Int, _ year: Int) -> Int {

@@ -185,7 +185,10 @@ public enum ISODate {
         return nil
     }
 
-    public static func string(_ date: Date) -> String { Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date) }
+    /// `2026-11-23T08:00:00.123Z`: UTC, milliseconds (truncated, as Foundation's formatter does).
+    public static func string(_ date: Date) -> String {
+        FastParse.isoString(date) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    }
 
     /// A leading YYYY-MM-DD names a real day of a year from 1 on.
     static func calendarDateIsValid(_ text: String) -> Bool {

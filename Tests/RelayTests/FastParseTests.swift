@@ -52,4 +52,32 @@ import Testing
         }
         #expect(ISODate.parse("2026-01-01T00:00:00") == ISODate.parse("2026-01-01T00:00:00Z"), "no zone: read as UTC, as before")
     }
+
+    /// The stored form of every date: what Foundation's formatter writes, and a millisecond string read back comes
+    /// out unchanged (the cache compares them).
+    @Test func isoStringsAgreeWithFoundation() {
+        let foundation = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return seed >> 11
+        }
+        var samples: [TimeInterval] = [0, 0.001, 0.999, 1.0005, 59.9999, 86_399.999, 951_782_400, 1_709_164_800.1234567, 253_402_300_799.999]
+        for _ in 0..<20_000 { samples.append(Double(next() % 253_402_300_800_000) / 1000 + Double(next() % 1000) / 1e7) }
+        for t in samples {
+            let d = Date(timeIntervalSince1970: t)
+            let ours = FastParse.isoString(d)!
+            let theirs = foundation.format(d)
+            // Foundation truncates (after arithmetic relative to 2001, which loses a little): where we differ, ours is
+            // the millisecond a microsecond above, the one the time stands for (see isoString).
+            let (a, b) = (ISODate.parse(ours)!.timeIntervalSince1970, ISODate.parse(theirs)!.timeIntervalSince1970)
+            #expect(ours == theirs || (abs(a - b - 0.001) < 0.0001 && abs(a - t) < 0.000_002), "\(t): \(ours) against \(theirs)")
+        }
+        for _ in 0..<5000 {
+            let text = foundation.format(Date(timeIntervalSince1970: Double(next() % 4_102_444_800_000) / 1000))
+            #expect(ISODate.string(ISODate.parse(text)!) == text)
+        }
+        #expect(FastParse.isoString(Date(timeIntervalSince1970: -1)) == nil, "before 1970: Foundation's formatter")
+        #expect(ISODate.string(Date(timeIntervalSince1970: -1.5)) == "1969-12-31T23:59:58.500Z")
+    }
 }
