@@ -26,17 +26,22 @@ extension Store {
     /// none is stored (the caller catches up, which fetches them again). One that contradicts the cache (another
     /// server's data) fails the burst with a `StoreError` whose `isConflict` is set.
     public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
-        try write { db in try events.map { try applyOne(db, $0, now: now) } }
+        try write { db in
+            var children = BurstChildren()
+            let results = try events.map { try applyOne(db, $0, children: &children, now: now) }
+            try children.save(db, now: now)
+            return results
+        }
     }
 
-    private func applyOne(_ db: Database, _ event: HubEvent, now: Date) throws -> ApplyResult {
+    private func applyOne(_ db: Database, _ event: HubEvent, children: inout BurstChildren, now: Date) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
             if let problem = t.problem(now: now) {
                 let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.json.serialized)
                 return .rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now))
             }
-            guard let cached = try Self.childBalance(db, t.childId) else {
+            guard var child = try children.load(db, t.childId) else {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
             guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
@@ -44,46 +49,54 @@ extension Store {
                 return .duplicate
             }
             // The cached balance includes writes made here and not yet confirmed; the server's does not.
-            let (pending, waiting) = try Self.pendingWrites(db, t.childId)
             let before = try MinorUnits.from(t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount)
+            let gap = child.balance - child.pending != before
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
-            let echoed = waiting == 0 ? 0 : try Self.dropLocalEcho(db, of: t)
+            if child.waiting > 0 {
+                let echoed = try Self.dropLocalEcho(db, of: t)
+                if echoed != 0 {
+                    child.pending -= echoed
+                    child.waiting -= 1
+                }
+            }
             try Self.insert(db, t, via: "hub", now: now)
-            try Self.setBalance(db, t.childId, minor: try MinorUnits.from(t.balanceAfter) + pending - echoed, now: now)
+            child.balance = try MinorUnits.from(t.balanceAfter) + child.pending
+            children.update(t.childId, child)
             if plansAny(.transactionCreated) {
                 try planDeliveries(
                     db,
                     RelayEvent(
-                        kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
+                        kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
                         balance: t.balanceAfter, previousBalance: MinorUnits.decimal(before)))
             }
-            return .stored(gap: cached - pending == before ? nil : t.childId)
+            return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
             if try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased]) == true {
                 return .duplicate
             }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
-        case .balanceUpdated(let child, let balance):
-            guard let cached = try Self.childBalance(db, child) else {
-                return .needsCatchUp(reason: "BalanceUpdated for child \(child), who is not in the cache yet")
+        case .balanceUpdated(let childId, let balance):
+            guard var child = try children.load(db, childId) else {
+                return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             // Not unique by content (the same balance can come twice): every one is kept, in order.
             _ = try Self.recordInbox(db, key: "BalanceUpdated:\(session)-\(sequence.add(1, ordering: .relaxed).newValue)", event: event, caughtUp: false, now: now)
             let latest = try Int64.fetchOne(
                 try db.cachedStatement(
                     sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"),
-                arguments: [child.lowercased])
+                arguments: [childId.lowercased])
             let server = try MinorUnits.from(balance)
-            let pending = try Self.pendingEffect(db, child)
-            try Self.setBalance(db, child, minor: server + pending, now: now)  // the server's balance wins: it is calculated there
+            let previous = child.balance - child.pending
+            child.balance = server + child.pending  // the server's balance wins: it is calculated there
+            children.update(childId, child)
             if plansAny(.balanceUpdated) {
                 try planDeliveries(
                     db,
                     RelayEvent(
-                        kind: .balanceUpdated, at: now, childId: child, childName: try Self.childName(db, child), balance: balance,
-                        previousBalance: MinorUnits.decimal(cached - pending)))
+                        kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
+                        previousBalance: MinorUnits.decimal(previous)))
             }
-            return .stored(gap: latest == nil || latest == server ? nil : child)
+            return .stored(gap: latest == nil || latest == server ? nil : childId)
         }
     }
 
@@ -371,6 +384,44 @@ extension Store {
         else { return 0 }
         try db.executeCached(sql: "DELETE FROM txn WHERE id = ?", arguments: [local])
         return t.type == .credit ? minor : -minor
+    }
+}
+
+/// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
+/// balance written once at the end of the burst, not once per event.
+struct BurstChildren {
+    struct Child {
+        var balance: Int64
+        var name: String
+        /// The effect of the child's local writes not yet confirmed by the server, and how many there are.
+        var pending: Int64
+        var waiting: Int
+        var changed = false
+    }
+
+    private var known: [UUID: Child] = [:]
+
+    /// The child as the cache has it (nil: not in the cache).
+    mutating func load(_ db: Database, _ id: UUID) throws -> Child? {
+        if let child = known[id] { return child }
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
+        else { return nil }
+        let (pending, waiting) = try Store.pendingWrites(db, id)
+        let child = Child(balance: row[0], name: row[1], pending: pending, waiting: waiting)
+        known[id] = child
+        return child
+    }
+
+    mutating func update(_ id: UUID, _ child: Child) {
+        var child = child
+        child.changed = true
+        known[id] = child
+    }
+
+    func save(_ db: Database, now: Date) throws {
+        for (id, child) in known where child.changed { try Store.setBalance(db, id, minor: child.balance, now: now) }
     }
 }
 
