@@ -160,7 +160,7 @@ let package = Package(
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "AlertTests", dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
-        .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

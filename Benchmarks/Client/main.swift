@@ -1,5 +1,6 @@
-// Throughput client for `make bench`: our SignalR client alone. Each TransactionCreated and BalanceUpdated is
-// decoded into the domain's HubEvent by a registered handler, then counted; nothing is stored.
+// Throughput client for `make bench`: our SignalR client alone. TransactionCreated and BalanceUpdated are decoded
+// into the domain's HubEvent as the relay does it (one pass from the frame's bytes into a bounded buffer), then a
+// consumer counts them; nothing is stored.
 //
 //   allowance-bench-client BASE_URL TOKEN COUNT
 // Prints "connected", then {"events":N,"seconds":S} (first to last event), then stays connected until killed.
@@ -23,34 +24,22 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-final class Counter: Sendable {
-    private let state = Mutex<(n: Int, first: ContinuousClock.Instant?, failed: Int)>((0, nil, 0))
-    let target: Int
-    init(target: Int) { self.target = target }
-
-    func count(decoded: Bool) {
-        let done = state.withLock { s -> Duration? in
-            if s.first == nil { s.first = .now }
-            s.n += 1
-            if !decoded { s.failed += 1 }
-            return s.n == target ? ContinuousClock.now - s.first! : nil
-        }
-        if let done {
-            let seconds = Double(done.components.seconds) + Double(done.components.attoseconds) / 1e18
-            say(#"{"events":\#(target),"seconds":\#(seconds),"undecodable":\#(state.withLock { $0.failed })}"#)
-        }
-    }
-}
-
-let counter = Counter(target: target)
+let failed = Atomic<Int>(0)
 var options = HubConnectionOptions()
 options.accessTokenProvider = { token }
 let connection = HubConnection(url: base.appending(path: "hubs/family"), options: options, logger: logger)
-for name in HubEvent.targets {
-    await connection.on(name) { (args: HubArguments) in
-        let decoded = (try? HubEvent(target: name, arguments: args)) != nil
-        counter.count(decoded: decoded)
+let events = HubEventBuffer<HubEvent>(capacity: 10_000)
+await connection.on(HubEvent.decoder { _ in failed.add(1, ordering: .relaxed) }, into: events)
+let counter = Task {
+    var n = 0
+    var first: ContinuousClock.Instant?
+    while n + failed.load(ordering: .relaxed) < target, let batch = await events.next(limit: 10_000) {
+        if first == nil { first = .now }
+        n += batch.count
     }
+    let took = ContinuousClock.now - first!
+    let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+    say(#"{"events":\#(target),"seconds":\#(seconds),"undecodable":\#(failed.load(ordering: .relaxed))}"#)
 }
 do {
     try await connection.start()

@@ -47,6 +47,24 @@ public enum HubEvent: Sendable, Equatable {
         }
     }
 
+    /// How the hub connection decodes these events for a `HubEventBuffer`: in one pass from the frame's bytes when
+    /// they are in the common form, else from the parsed arguments with every check; a payload that cannot be read
+    /// goes to `onError` with what was wrong, and the connection carries on.
+    public static func decoder(onError: @escaping @Sendable (String) -> Void) -> HubEventDecoder<HubEvent> {
+        HubEventDecoder(
+            targets: targets, read: { target, reader in read(target: target, &reader) },
+            decode: { target, arguments in try HubEvent(target: target, arguments: arguments) },
+            onError: { _, error in onError((error as? PayloadError)?.message ?? "\(error)") })
+    }
+
+    /// The hub method that carries it.
+    public var target: String {
+        switch self {
+        case .transactionCreated, .transactionCreatedId: "TransactionCreated"
+        case .balanceUpdated: "BalanceUpdated"
+        }
+    }
+
     /// One human line for logs.
     public var summary: String {
         switch self {
@@ -75,5 +93,84 @@ public enum HubEvent: Sendable, Equatable {
         case .balanceUpdated(let child, let balance):
             return ["event": "BalanceUpdated", "childId": .string(child.uuidString.lowercased()), "balance": Money.json(balance)]
         }
+    }
+}
+
+extension HubEvent {
+    /// The arguments of `target` read straight from the frame's bytes, for the form servers send (the transaction
+    /// object with known field types, ids as strings, money as numbers or strings); nil for anything else, which
+    /// `init(target:arguments:)` then decodes from the parsed tree with its exact checks and error texts.
+    /// `HubEventFastDecodeTests` checks that both give the same event.
+    public static func read(target: String, _ r: inout JSONReader) -> HubEvent? {
+        guard r.enterArray(), r.nextElement() else { return nil }
+        let event: HubEvent
+        switch target {
+        case "TransactionCreated", "transactionCreated", "transactioncreated":
+            if r.peek() == UInt8(ascii: "\"") {
+                guard let s = r.string(), let id = FastParse.uuid(s) else { return nil }
+                event = .transactionCreatedId(id)
+            } else {
+                guard let t = Transaction.read(&r) else { return nil }
+                event = .transactionCreated(t)
+            }
+        case "BalanceUpdated", "balanceUpdated", "balanceupdated":
+            guard let s = r.string(), let child = FastParse.uuid(s), r.nextElement(), let balance = Money.read(&r) else { return nil }
+            event = .balanceUpdated(childId: child, balance: balance)
+        default:
+            return nil
+        }
+        guard !r.nextElement(), !r.failed else { return nil }  // exactly the arguments expected
+        return event
+    }
+}
+
+extension Transaction {
+    /// A transaction object in the common form (see `HubEvent.read`); nil for anything else.
+    static func read(_ r: inout JSONReader) -> Transaction? {
+        guard r.enterObject() else { return nil }
+        var id: UUID?, childId: UUID?, amount: Decimal?, balanceAfter: Decimal?, createdAt: Date?
+        var type: TransactionType?, description: String?, createdByName: String?
+        while let key = r.nextKey() {
+            switch key {
+            case "id":
+                guard id == nil, let s = r.string(), let v = FastParse.uuid(s) else { return nil }
+                id = v
+            case "childId":
+                guard childId == nil, let s = r.string(), let v = FastParse.uuid(s) else { return nil }
+                childId = v
+            case "amount":
+                guard amount == nil, let v = Money.read(&r) else { return nil }
+                amount = v
+            case "balanceAfter":
+                guard balanceAfter == nil, let v = Money.read(&r) else { return nil }
+                balanceAfter = v
+            case "type":
+                guard type == nil, let s = r.string(), let v = TransactionType(rawValue: s) else { return nil }
+                type = v
+            case "description":
+                guard description == nil, let s = r.string() else { return nil }
+                description = s
+            case "createdAt":
+                guard createdAt == nil, let s = r.string(), let v = FastParse.date(s) else { return nil }
+                createdAt = v
+            case "createdByName":
+                guard createdByName == nil, let s = r.string() else { return nil }
+                createdByName = s
+            default:
+                guard r.skipValue() else { return nil }
+            }
+        }
+        guard !r.failed, let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else { return nil }
+        return Transaction(
+            id: id, childId: childId, amount: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
+            balanceAfter: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
+    }
+}
+
+extension Money {
+    /// A number, or a string holding one, in the plain form `FastParse.decimal` reads; nil for anything else.
+    static func read(_ r: inout JSONReader) -> Decimal? {
+        let text = r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
+        return text.flatMap(FastParse.decimal)
     }
 }

@@ -35,6 +35,10 @@ public actor HubConnection {
     private let session: URLSession
 
     private var handlers: [String: [Handler]] = [:]
+    /// Targets whose invocations go, decoded in one pass, to a bounded buffer (`on(_:into:)`), by lower-cased name;
+    /// `routeByName` finds them by the name as the server spells it without lower-casing each time.
+    private var routes: [String: any EventRoute] = [:]
+    private var routeByName: [String: any EventRoute] = [:]
     public private(set) var state: HubConnectionState = .disconnected
     public private(set) var connectionId: String?
     private var link: Link?
@@ -74,6 +78,8 @@ public actor HubConnection {
         let since = ContinuousClock.now
         var lastSend = ContinuousClock.now
         var lastReceive = ContinuousClock.now
+        /// The receive loop waits for room in an event buffer: the server is sending, we are not reading.
+        var heldBack = false
         var receiveTask: Task<Void, Never>?
         var keepAliveTask: Task<Void, Never>?
         /// Set when the server's Close message or a protocol error explains the end of the link.
@@ -123,6 +129,26 @@ public actor HubConnection {
 
     public func off(_ target: String) {
         handlers[target.lowercased()] = nil
+        routes[target.lowercased()] = nil
+        routeByName = [:]
+    }
+
+    /// Decodes the invocations of `decoder.targets` into events and appends them to `buffer`, in order, a frame's
+    /// worth at a time. While the buffer is full the connection stops reading the socket, so the server is held
+    /// back by TCP instead of growing memory here; keep-alive pings still go out, and the server timeout does not
+    /// count the time held. Events go straight from the frame's bytes (no `JSONValue` tree) when
+    /// `decoder.read` knows their form. Handlers registered with `on` for these targets are not called.
+    public func on<Event: Sendable>(_ decoder: HubEventDecoder<Event>, into buffer: HubEventBuffer<Event>) {
+        let route = Route(decoder: decoder, buffer: buffer)
+        for target in decoder.targets { routes[target.lowercased()] = route }
+        routeByName = [:]
+    }
+
+    private func route(for target: String) -> (any EventRoute)? {
+        if let known = routeByName[target] { return known }
+        guard let found = routes[target.lowercased()] else { return nil }
+        if routeByName.count < 64 { routeByName[target] = found }  // a bounded memo: the server chooses the spelling
+        return found
     }
 
     /// A new subscription to state events; it ends when the connection is closed for good.
@@ -326,9 +352,12 @@ public actor HubConnection {
 
     private func receiveLoop(_ socket: WebSocket, generation: Int) async {
         var failure: HubConnectionError?
+        await flushRoutes(generation: generation)  // what came with the handshake answer
         do {
             for try await message in socket.messages {
-                guard process(frame: message.bytes, generation: generation) else { break }
+                let goOn = process(frame: message.bytes, generation: generation)
+                await flushRoutes(generation: generation)  // the frame's events are handed over, even before a Close
+                guard goOn else { break }
             }
         } catch {
             failure = HubConnectionError(.transport(error.kind), error.message)
@@ -351,6 +380,10 @@ public actor HubConnection {
         let (pieces, incomplete) = TextMessageFormat.split(bytes)
         var protocolError: String?
         for piece in pieces {
+            if !routes.isEmpty, let route = readRouted(piece) {
+                if acceptSequenced() { route.commit() }
+                continue
+            }
             do {
                 guard let message = try JSONHubProtocol.decode(piece) else {
                     // Ignored, as the protocol asks (a newer server), but said once: it may also be a broken one.
@@ -375,23 +408,61 @@ public actor HubConnection {
         return true
     }
 
-    /// Returns false when the link must end (the server sent Close).
-    private func handle(_ message: HubMessage) -> Bool {
-        if message.isSequenced, var buffer = stateful {
-            let verdict = buffer.received()
-            stateful = buffer
-            switch verdict {
-            case .duplicate:
-                logger.debug("dropped a replayed message already processed")
-                return true
-            case .ignoredUntilSequence:
-                return true
-            case .process:
-                scheduleAck()
+    /// An invocation of a routed target in the common form, read in one pass; the route holds its event until
+    /// `commit`. nil: anything else (decoded by `JSONHubProtocol.decode`).
+    private func readRouted(_ piece: ArraySlice<UInt8>) -> (any EventRoute)? {
+        piece.withUnsafeBufferPointer { bytes in
+            JSONHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
+                guard let route = route(for: target), route.read(target, &reader) else { return nil }
+                return route
             }
         }
+    }
+
+    /// Under stateful reconnect, counts a sequenced message in; false when it must be dropped (a replay of one
+    /// already processed, or one before the peer's Sequence).
+    private func acceptSequenced() -> Bool {
+        guard var buffer = stateful else { return true }
+        let verdict = buffer.received()
+        stateful = buffer
+        switch verdict {
+        case .duplicate:
+            logger.debug("dropped a replayed message already processed")
+            return false
+        case .ignoredUntilSequence:
+            return false
+        case .process:
+            scheduleAck()
+            return true
+        }
+    }
+
+    /// Hands the events the routes gathered from a frame to their buffers, waiting while a buffer is full (the
+    /// socket is not read meanwhile: back-pressure).
+    private func flushRoutes(generation: Int) async {
+        guard !routes.isEmpty else { return }
+        var seen: Set<ObjectIdentifier> = []
+        for route in routes.values where seen.insert(ObjectIdentifier(route)).inserted {
+            guard let handOver = route.takeStaged() else { continue }
+            if link?.generation == generation { link?.heldBack = true }
+            await handOver()
+            if link?.generation == generation {
+                link?.heldBack = false
+                link?.lastReceive = .now
+            }
+        }
+    }
+
+    /// Returns false when the link must end (the server sent Close).
+    private func handle(_ message: HubMessage) -> Bool {
+        if message.isSequenced, !acceptSequenced() { return true }
         switch message {
         case .invocation(let inv):
+            if let route = route(for: inv.target) {
+                route.decode(inv.target, HubArguments(target: inv.target, values: inv.arguments))
+                if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
+                return true
+            }
             dispatch(inv)
         case .streamItem(let item):
             guard case .stream(_, let c) = pending[item.invocationId] else {
@@ -503,7 +574,7 @@ public actor HubConnection {
         while !Task.isCancelled {
             guard let link, link.generation == generation else { return }
             let now = ContinuousClock.now
-            if now - link.lastReceive >= options.serverTimeout {
+            if !link.heldBack && now - link.lastReceive >= options.serverTimeout {
                 logger.warning("Server timeout elapsed without receiving a message from the server.")
                 self.link?.endReason = HubConnectionError(
                     .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
@@ -515,7 +586,7 @@ public actor HubConnection {
             }
             let lastSend = self.link?.lastSend ?? now
             let nextPing = lastSend + options.keepAliveInterval
-            let nextTimeout = link.lastReceive + options.serverTimeout
+            let nextTimeout = (link.heldBack ? now : link.lastReceive) + options.serverTimeout
             try? await Task.sleep(until: min(nextPing, nextTimeout), clock: .continuous)
         }
     }
@@ -772,5 +843,54 @@ public actor HubConnection {
 
     private func cancelInvocation(_ id: String) {
         if case .invocation(_, let c) = pending.removeValue(forKey: id) { c.resume(throwing: CancellationError()) }
+    }
+}
+
+/// A route from invocations to one event buffer (type-erased, for the connection's table).
+private protocol EventRoute: AnyObject {
+    /// Reads the arguments in one pass into a candidate event; false when not in the common form.
+    func read(_ target: String, _ reader: inout JSONReader) -> Bool
+    /// Keeps the candidate (its whole message was valid and is to be processed).
+    func commit()
+    /// Decodes from the parsed arguments; a refusal goes to the decoder's `onError`.
+    func decode(_ target: String, _ arguments: HubArguments)
+    /// The events kept since the last call, as one hand-over to the buffer.
+    func takeStaged() -> (@Sendable () async -> Void)?
+}
+
+private final class Route<Event: Sendable>: EventRoute {
+    let decoder: HubEventDecoder<Event>
+    let buffer: HubEventBuffer<Event>
+    private var candidate: Event?
+    private var staged: [Event] = []
+
+    init(decoder: HubEventDecoder<Event>, buffer: HubEventBuffer<Event>) {
+        self.decoder = decoder
+        self.buffer = buffer
+    }
+
+    func read(_ target: String, _ reader: inout JSONReader) -> Bool {
+        candidate = decoder.read(target, &reader)
+        return candidate != nil
+    }
+
+    func commit() {
+        if let candidate { staged.append(candidate) }
+        candidate = nil
+    }
+
+    func decode(_ target: String, _ arguments: HubArguments) {
+        do {
+            staged.append(try decoder.decode(target, arguments))
+        } catch {
+            decoder.onError(target, error)
+        }
+    }
+
+    func takeStaged() -> (@Sendable () async -> Void)? {
+        guard !staged.isEmpty else { return nil }
+        let (batch, buffer) = (staged, buffer)
+        staged = []
+        return { await buffer.append(contentsOf: batch) }
     }
 }

@@ -13,8 +13,8 @@ struct JSONParser {
     static let maxDepth = 64
 
     private let bytes: UnsafeBufferPointer<UInt8>
-    private(set) var index = 0
-    private var depth = 0
+    var index = 0
+    var depth = 0
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -151,7 +151,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func enter() throws(JSONSyntaxError) {
+    mutating func enter() throws(JSONSyntaxError) {
         depth += 1
         if depth > JSONParser.maxDepth { throw syntaxError("nesting deeper than \(JSONParser.maxDepth) levels") }
     }
@@ -165,7 +165,7 @@ struct JSONParser {
         index += count
     }
 
-    private mutating func parseNumber() throws(JSONSyntaxError) -> String {
+    mutating func parseNumber() throws(JSONSyntaxError) -> String {
         let start = index
         if peek() == UInt8(ascii: "-") { index += 1 }
         guard let first = peek(), first >= 0x30, first <= 0x39 else { throw syntaxError("invalid number") }

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
+import SignalRClient
 import Store
 
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was
@@ -98,9 +99,13 @@ public actor SyncCoordinator {
         }
     }
 
-    /// Stores what the hub handler queued, a burst at a time, until the queue is finished and empty.
-    public func store(from queue: EventQueue) async {
-        while let batch = await queue.next() { handle(batch) }
+    /// Stores what the hub connection decoded, a burst at a time, until the buffer is finished and empty;
+    /// `received` sees each burst first (logs, metrics).
+    public func store(from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in }) async {
+        while let batch = await events.next() {
+            received(batch)
+            handle(batch)
+        }
     }
 
     /// The sync state machine: each change is persisted for `status`, and logged when the phase or its detail

@@ -32,11 +32,13 @@ struct Daemon {
             store: store, api: APIClient(baseURL: settings.serverURL, tokens: tokens),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
-        let queue = EventQueue()
+        // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
+        let received = HubEventBuffer<HubEvent>(capacity: 10_000)
+        await connection.on(
+            HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") }, into: received)
         let hub = HubService(
-            connection: connection, events: await connection.events(), queue: queue, sync: sync, engine: engine, link: link,
-            metrics: metrics, json: settings.logFormat == .json, logger: logger)
-        await hub.registerHandlers()
+            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link, metrics: metrics,
+            logger: logger)
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         func add(_ service: some Service, _ name: String) {
@@ -48,7 +50,7 @@ struct Daemon {
         }
         add(RelayService(engine: engine), "relay")
         // Stops after the hub: what the connection delivered is stored before the end.
-        add(EventWriter(queue: queue, sync: sync), "store")
+        add(EventWriter(events: received, sync: sync, metrics: metrics, json: settings.logFormat == .json, logger: logger), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
@@ -126,34 +128,11 @@ struct DaemonExit: Error {
 struct HubService: Service {
     let connection: HubConnection
     let events: AsyncStream<HubConnectionEvent>
-    let queue: EventQueue
     let sync: SyncCoordinator
     let engine: RelayEngine
     let link: LinkMonitor
     let metrics: RelayMetrics
-    let json: Bool
     let logger: Logger
-
-    func registerHandlers() async {
-        let (queue, metrics, logger, json) = (queue, metrics, logger, json)
-        for target in HubEvent.targets {
-            await connection.on(target) { (args: HubArguments) in
-                metrics.hubEvent(target)
-                do throws(PayloadError) {
-                    let event = try HubEvent(target: target, arguments: args)
-                    if json {
-                        logger.info("hub event", metadata: ["event": .string(event.json.serialized)])
-                    } else {
-                        logger.info("\(event.summary)")
-                    }
-                    await queue.append(event)  // stored by the EventWriter, a burst per SQLite transaction
-                } catch {
-                    // A payload we cannot read is reported and skipped; the connection carries on.
-                    logger.error("could not read a hub event: \(error.message)")
-                }
-            }
-        }
-    }
 
     func run() async throws {
         let stopping = StopFlag()
@@ -194,16 +173,29 @@ struct HubService: Service {
     }
 }
 
-/// Stores the hub events the connection queued, a burst per SQLite transaction; at the stop, what is queued.
+/// Stores the hub events the connection decoded, a burst per SQLite transaction; at the stop, what is left.
 struct EventWriter: Service {
-    let queue: EventQueue
+    let events: HubEventBuffer<HubEvent>
     let sync: SyncCoordinator
+    let metrics: RelayMetrics
+    let json: Bool
+    let logger: Logger
 
     func run() async {
+        let (metrics, json, logger) = (metrics, json, logger)
         await withGracefulShutdownHandler {
-            await sync.store(from: queue)
+            await sync.store(from: events) { batch in
+                for event in batch {
+                    metrics.hubEvent(event.target)
+                    if json {
+                        logger.info("hub event", metadata: ["event": .string(event.json.serialized)])
+                    } else {
+                        logger.info("\(event.summary)")
+                    }
+                }
+            }
         } onGracefulShutdown: {
-            queue.finish()
+            events.finish()
         }
     }
 }

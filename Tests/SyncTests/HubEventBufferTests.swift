@@ -1,11 +1,11 @@
 import AllowanceAPI
 import Foundation
-import Sync
+import SignalRClient
 import Synchronization
 import Testing
 
 /// The queue between the hub handler and the store: order kept, bursts taken at once, bounded, drained at the end.
-@Suite struct EventQueueTests {
+@Suite struct HubEventBufferTests {
     func event(_ i: Int) -> HubEvent { .balanceUpdated(childId: UUID(), balance: Decimal(i)) }
 
     func balance(_ e: HubEvent) -> Decimal? {
@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func aBurstIsTakenAtOnceInOrder() async {
-        let queue = EventQueue()
+        let queue = HubEventBuffer<HubEvent>()
         for i in 0..<5 { await queue.append(event(i)) }
         let batch = await queue.next(limit: 1000)
         #expect(batch?.compactMap(balance) == [0, 1, 2, 3, 4])
@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func finishDrainsWhatIsLeftThenEnds() async {
-        let queue = EventQueue()
+        let queue = HubEventBuffer<HubEvent>()
         await queue.append(event(1))
         queue.finish()
         #expect(await queue.next()?.count == 1)
@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func aFullQueueHoldsTheProducerUntilTheWriterTakes() async throws {
-        let queue = EventQueue(capacity: 3)
+        let queue = HubEventBuffer<HubEvent>(capacity: 3)
         let appended = Atomic<Int>(0)
         let producer = Task {
             for i in 0..<5 {
@@ -49,7 +49,7 @@ import Testing
     }
 
     @Test func aWaitingWriterWakesOnTheFirstEvent() async throws {
-        let queue = EventQueue()
+        let queue = HubEventBuffer<HubEvent>()
         let writer = Task { await queue.next() }
         try await Task.sleep(for: .milliseconds(50))
         await queue.append(event(9))

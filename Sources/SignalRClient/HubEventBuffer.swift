@@ -1,0 +1,122 @@
+import SignalRProtocol
+import Synchronization
+
+/// The bounded hand-off between a connection and the one consumer of its decoded events (a store writer).
+///
+/// The connection appends each frame's events and, while the buffer holds `capacity` or more, waits: it stops
+/// reading the WebSocket, libwebsockets stops reading the socket, and TCP holds the server back. So memory stays
+/// bounded whatever the server sends, and nothing is dropped. The consumer takes everything waiting at once (a
+/// burst), so a slow consumer catches up in large batches.
+public final class HubEventBuffer<Event: Sendable>: Sendable {
+    private struct State {
+        var events: [Event] = []
+        var head = 0
+        var consumer: CheckedContinuation<Void, Never>?
+        var producer: CheckedContinuation<Void, Never>?
+        var finished = false
+        var count: Int { events.count - head }
+    }
+
+    private let state = Mutex(State())
+    public let capacity: Int
+
+    public init(capacity: Int = 10_000) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// How many events wait for the consumer.
+    public var count: Int { state.withLock { $0.count } }
+
+    /// Appends in order, after waiting while the buffer is full (one producer). After `finish`, appends are kept
+    /// without waiting, for the consumer to drain.
+    public func append(contentsOf batch: [Event]) async {
+        guard !batch.isEmpty else { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let full = state.withLock { s -> Bool in
+                guard s.count >= capacity, !s.finished else { return false }
+                s.producer = c
+                return true
+            }
+            if !full { c.resume() }
+        }
+        let consumer = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.events.append(contentsOf: batch)
+            defer { s.consumer = nil }
+            return s.consumer
+        }
+        consumer?.resume()
+    }
+
+    public func append(_ event: Event) async { await append(contentsOf: [event]) }
+
+    /// No more events will come: `next` returns what is left, then nil; a waiting producer goes on.
+    public func finish() {
+        let (consumer, producer) = state.withLock { s -> (CheckedContinuation<Void, Never>?, CheckedContinuation<Void, Never>?) in
+            s.finished = true
+            defer {
+                s.consumer = nil
+                s.producer = nil
+            }
+            return (s.consumer, s.producer)
+        }
+        consumer?.resume()
+        producer?.resume()
+    }
+
+    /// Up to `limit` waiting events, oldest first, once there is at least one; nil once finished and empty.
+    public func next(limit: Int = 1000) async -> [Event]? {
+        while true {
+            let (taken, producer) = state.withLock { s -> ([Event]??, CheckedContinuation<Void, Never>?) in
+                guard s.count > 0 else { return (s.finished ? .some(nil) : nil, nil) }
+                let end = min(s.events.count, s.head + limit)
+                let batch = Array(s.events[s.head..<end])
+                s.head = end
+                if s.head == s.events.count {
+                    s.events.removeAll(keepingCapacity: s.events.capacity <= 4 * capacity)
+                    s.head = 0
+                } else if s.head > capacity {
+                    s.events.removeFirst(s.head)
+                    s.head = 0
+                }
+                // The producer goes on once there is room again.
+                guard s.count < capacity, let p = s.producer else { return (.some(batch), nil) }
+                s.producer = nil
+                return (.some(batch), p)
+            }
+            producer?.resume()
+            if let taken { return taken }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.count > 0 || s.finished { return true }
+                    s.consumer = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        }
+    }
+}
+
+/// How a connection turns the invocations of some targets into `Event`s for a `HubEventBuffer`.
+public struct HubEventDecoder<Event: Sendable>: Sendable {
+    /// The targets (case-insensitive).
+    public var targets: [String]
+    /// From the arguments' JSON bytes, in one pass (`reader` is at the arguments array): the common form. nil leaves
+    /// the message to `decode`.
+    public var read: @Sendable (_ target: String, _ reader: inout JSONReader) -> Event?
+    /// From the parsed arguments, with every check and the exact error (which goes to `onError`; the message is
+    /// skipped and the connection carries on).
+    public var decode: @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event
+    public var onError: @Sendable (_ target: String, _ error: any Error) -> Void
+
+    public init(
+        targets: [String], read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
+        decode: @escaping @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event,
+        onError: @escaping @Sendable (_ target: String, _ error: any Error) -> Void
+    ) {
+        self.targets = targets
+        self.read = read
+        self.decode = decode
+        self.onError = onError
+    }
+}

@@ -1,0 +1,174 @@
+/// A pull reader over JSON bytes, for decoding a known shape straight into a type without building a `JSONValue`
+/// tree. As strict as the tree parser (the same string, number and nesting rules, no stray or trailing commas),
+/// but it never throws: anything it does not expect makes a read return nil (or false) and sets `failed`, and the
+/// caller then hands the whole message to the tree path, which accepts or refuses it with the exact error text.
+///
+/// Valid only inside the closure that lends it the bytes (`JSONReader.read`).
+public struct JSONReader {
+    private var parser: JSONParser
+    private enum Token { case open, value, comma, colon }
+    private var last = Token.open
+    public private(set) var failed = false
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { parser = JSONParser(bytes) }
+
+    /// Lends a reader over `bytes` to `body`.
+    public static func read<T>(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (inout JSONReader) -> T) -> T {
+        var reader = JSONReader(bytes)
+        return body(&reader)
+    }
+
+    /// Where the reader is, in bytes from the start.
+    public var offset: Int { parser.index }
+
+    private mutating func fail() -> Bool {
+        failed = true
+        return false
+    }
+
+    private mutating func consume(_ byte: UInt8) -> Bool {
+        parser.skipWhitespace()
+        guard !failed, parser.peek() == byte else { return fail() }
+        parser.index += 1
+        return true
+    }
+
+    /// Reads `{`.
+    public mutating func enterObject() -> Bool {
+        guard consume(UInt8(ascii: "{")), (try? parser.enter()) != nil else { return fail() }
+        last = .open
+        return true
+    }
+
+    /// Reads `[`.
+    public mutating func enterArray() -> Bool {
+        guard consume(UInt8(ascii: "[")), (try? parser.enter()) != nil else { return fail() }
+        last = .open
+        return true
+    }
+
+    /// The next member's name with its `:` read; nil at the object's end (`}` read) or when `failed`.
+    public mutating func nextKey() -> String? {
+        guard !failed else { return nil }
+        parser.skipWhitespace()
+        if parser.peek() == UInt8(ascii: "}") {
+            guard last == .open || last == .value else {
+                _ = fail()
+                return nil
+            }
+            parser.index += 1
+            parser.depth -= 1
+            last = .value
+            return nil
+        }
+        if last == .value {
+            guard consume(UInt8(ascii: ",")) else { return nil }
+            last = .comma
+            parser.skipWhitespace()
+        }
+        guard last == .open || last == .comma, parser.peek() == UInt8(ascii: "\""), let key = try? parser.parseString(),
+            consume(UInt8(ascii: ":"))
+        else {
+            _ = fail()
+            return nil
+        }
+        last = .colon
+        return key
+    }
+
+    /// Whether another element follows (then read it); false at the array's end (`]` read) or when `failed`.
+    public mutating func nextElement() -> Bool {
+        guard !failed else { return false }
+        parser.skipWhitespace()
+        if parser.peek() == UInt8(ascii: "]") {
+            guard last == .open || last == .value else { return fail() }
+            parser.index += 1
+            parser.depth -= 1
+            last = .value
+            return false
+        }
+        if last == .value {
+            guard consume(UInt8(ascii: ",")) else { return false }
+            last = .comma
+        }
+        guard last == .open || last == .comma else { return fail() }
+        return true
+    }
+
+    /// A string value (escapes decoded, UTF-8 validated); nil for anything else.
+    public mutating func string() -> String? {
+        parser.skipWhitespace()
+        guard !failed, parser.peek() == UInt8(ascii: "\""), let s = try? parser.parseString() else {
+            _ = fail()
+            return nil
+        }
+        last = .value
+        return s
+    }
+
+    /// A number value as written; nil for anything else.
+    public mutating func number() -> String? {
+        parser.skipWhitespace()
+        guard !failed, let c = parser.peek(), c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39), let n = try? parser.parseNumber() else {
+            _ = fail()
+            return nil
+        }
+        last = .value
+        return n
+    }
+
+    /// What the next value is, without reading it.
+    public mutating func peek() -> UInt8? {
+        parser.skipWhitespace()
+        return failed ? nil : parser.peek()
+    }
+
+    /// Reads and drops any value (strictly, as the tree parser would).
+    public mutating func skipValue() -> Bool {
+        guard !failed, (try? parser.parseValue()) != nil else { return fail() }
+        last = .value
+        return true
+    }
+
+    /// Whether only whitespace is left.
+    public mutating func atEnd() -> Bool {
+        parser.skipWhitespace()
+        return !failed && parser.isAtEnd
+    }
+}
+
+extension JSONHubProtocol {
+    /// One pass over a plain invocation (type 1, without invocation id, stream ids or headers) whose target comes
+    /// before its arguments, as servers write it: `arguments` reads the arguments array of that target into a
+    /// value. nil when the message is anything else or in another form, or `arguments` gives nil: then `decode`
+    /// is the way (the same message decoded there gives the same result or the exact error).
+    public static func decodeInvocation<T>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ arguments: (_ target: String, _ reader: inout JSONReader) -> T?
+    ) -> T? {
+        JSONReader.read(bytes) { r -> T? in
+            guard r.enterObject() else { return nil }
+            var type: String?
+            var target: String?
+            var result: T?
+            while let key = r.nextKey() {
+                switch key {
+                case "type":
+                    guard type == nil, let t = r.number() else { return nil }
+                    type = t
+                case "target":
+                    guard target == nil, let t = r.string() else { return nil }
+                    target = t
+                case "arguments":
+                    guard result == nil, let target, let value = arguments(target, &r), !r.failed else { return nil }
+                    result = value
+                case "invocationId", "streamIds", "headers":
+                    return nil
+                default:
+                    guard r.skipValue() else { return nil }
+                }
+            }
+            guard !r.failed, r.atEnd(), type == "1" else { return nil }
+            return result
+        }
+    }
+}
