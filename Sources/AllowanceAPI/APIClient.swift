@@ -62,7 +62,7 @@ public struct APIClient: Sendable {
         /// The id as the server sent it, lower case (nil: it had none).
         public var id: String? {
             switch self {
-            case .transaction(let t): t.id.uuidString.lowercased()
+            case .transaction(let t): t.id.lowercased
             case .unreadable(let r): r.id.hasPrefix("unreadable:") ? nil : r.id.lowercased()
             }
         }
@@ -70,7 +70,7 @@ public struct APIClient: Sendable {
 
     /// One page of a child's transactions, newest first, as the server sent them.
     public func page(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [PageItem] {
-        let path = "api/v1/children/\(child.uuidString.lowercased())/transactions"
+        let path = "api/v1/children/\(child.lowercased)/transactions"
         let json = try await get(path, query: [("limit", String(limit)), ("offset", String(offset))])
         guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /\(path) did not return an array.") }
         return items.enumerated().map { index, item in
@@ -88,7 +88,7 @@ public struct APIClient: Sendable {
         child: UUID, amount: Decimal, type: TransactionType, description: String, idempotencyKey: String
     ) async throws(APIError) -> Transaction {
         let body: JSONValue = [
-            "childId": .string(child.uuidString.lowercased()), "amount": .number("\(amount)"),
+            "childId": .string(child.lowercased), "amount": .number("\(amount)"),
             "type": .string(type.rawValue), "description": .string(description),
         ]
         var request = URLRequest(url: baseURL.appending(path: "api/v1/transactions"), timeoutInterval: 30)

@@ -24,6 +24,39 @@ enum FastParse {
         }
     }
 
+    /// `uuid` in lower case, as the database and the REST API write ids. Foundation's `uuidString` goes through
+    /// sprintf, and ids are written several times per stored event.
+    static func lowercased(_ uuid: UUID) -> String {
+        withUnsafeBytes(of: uuid.uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { out in
+                let digits: StaticString = "0123456789abcdef"
+                var o = 0
+                for (i, byte) in bytes.enumerated() {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[o] = 0x2D
+                        o += 1
+                    }
+                    out[o] = digits.utf8Start[Int(byte >> 4)]
+                    out[o + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    o += 2
+                }
+                return 36
+            }
+        }
+    }
+
+    /// A new random (version 4) UUID from the system generator (getrandom). Foundation's `UUID()` opens and reads
+    /// /dev/urandom for each one: a thousand file opens a second when every event plans a delivery.
+    static func randomUUID() -> UUID {
+        var g = SystemRandomNumberGenerator()
+        var halves = (g.next() as UInt64, g.next() as UInt64)
+        return withUnsafeMutableBytes(of: &halves) { b in
+            b[6] = b[6] & 0x0F | 0x40  // version 4
+            b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
+            return UUID(uuid: b.load(as: uuid_t.self))
+        }
+    }
+
     private static func hex(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c - 0x30
@@ -184,4 +217,12 @@ enum FastParse {
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         return era * 146097 + doe - 719468
     }
+}
+
+extension UUID {
+    /// Lower case, as stored and as the REST API writes ids (without Foundation's sprintf).
+    public var lowercased: String { FastParse.lowercased(self) }
+
+    /// A new random UUID without a file open per call (see `FastParse.randomUUID`).
+    public static func random() -> UUID { FastParse.randomUUID() }
 }

@@ -69,11 +69,11 @@ public enum HubEvent: Sendable, Equatable {
     public var summary: String {
         switch self {
         case .transactionCreated(let t):
-            return "TransactionCreated child=\(t.childId.uuidString.lowercased()) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.uuidString.lowercased())"
+            return "TransactionCreated child=\(t.childId.lowercased) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.lowercased)"
         case .transactionCreatedId(let id):
-            return "TransactionCreated id=\(id.uuidString.lowercased()) (id only: details come from the REST API)"
+            return "TransactionCreated id=\(id.lowercased) (id only: details come from the REST API)"
         case .balanceUpdated(let child, let balance):
-            return "BalanceUpdated child=\(child.uuidString.lowercased()) balance=\(Money.plain(balance))"
+            return "BalanceUpdated child=\(child.lowercased) balance=\(Money.plain(balance))"
         }
     }
 
@@ -82,16 +82,16 @@ public enum HubEvent: Sendable, Equatable {
         switch self {
         case .transactionCreated(let t):
             return [
-                "event": "TransactionCreated", "id": .string(t.id.uuidString.lowercased()),
-                "childId": .string(t.childId.uuidString.lowercased()), "type": .string(t.type.rawValue),
+                "event": "TransactionCreated", "id": .string(t.id.lowercased),
+                "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
                 "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter),
                 "description": .string(t.description), "createdByName": .string(t.createdByName),
                 "createdAt": .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(t.createdAt)),
             ]
         case .transactionCreatedId(let id):
-            return ["event": "TransactionCreated", "id": .string(id.uuidString.lowercased())]
+            return ["event": "TransactionCreated", "id": .string(id.lowercased)]
         case .balanceUpdated(let child, let balance):
-            return ["event": "BalanceUpdated", "childId": .string(child.uuidString.lowercased()), "balance": Money.json(balance)]
+            return ["event": "BalanceUpdated", "childId": .string(child.lowercased), "balance": Money.json(balance)]
         }
     }
 }

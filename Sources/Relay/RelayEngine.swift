@@ -150,7 +150,7 @@ extension RelayConfig {
     public func sendTest(to sink: SinkConfig) async -> DeliveryOutcome {
         let s = makeSink(sink)
         let event = RelayEvent(kind: .test, at: Date(), sink: sink.name)
-        let id = "test_" + UUID().uuidString.lowercased()
+        let id = "test_" + UUID.random().lowercased
         return await s.send(message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
     }
 

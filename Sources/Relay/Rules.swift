@@ -32,7 +32,7 @@ public struct Rule: Sendable {
 
     func matchesDetails(_ e: RelayEvent) -> Bool {
         if !children.isEmpty {
-            let names = [e.childName?.lowercased(), e.childId?.uuidString.lowercased()].compactMap { $0 }
+            let names = [e.childName?.lowercased(), e.childId?.lowercased].compactMap { $0 }
             guard names.contains(where: children.contains) else { return false }
         }
         if let type { guard e.transaction?.type == type else { return false } }
@@ -107,7 +107,7 @@ public struct RulePlanner: AlertPlanner {
                         p.digest = foldable
                     }
                     if let window = rule.dedupWindow {
-                        p.dedupKey = "\(rule.name)|\(kind.rawValue)|\(e.childId?.uuidString.lowercased() ?? "-")"
+                        p.dedupKey = "\(rule.name)|\(kind.rawValue)|\(e.childId?.lowercased ?? "-")"
                         p.dedupWindow = window
                     }
                     planned.append(p)

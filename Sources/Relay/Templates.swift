@@ -155,7 +155,7 @@ public struct Formatting: Sendable {
         if let total = e.total { v["total"] = signed(total, credit: total >= 0) }
         if let d = e.detail { v["detail"] = d }
         if let s = e.sink { v["sink"] = s }
-        if let link, let child = e.childId { v["link"] = link.replacingOccurrences(of: "{child_id}", with: child.uuidString.lowercased()) }
+        if let link, let child = e.childId { v["link"] = link.replacingOccurrences(of: "{child_id}", with: child.lowercased) }
         return v
     }
 }

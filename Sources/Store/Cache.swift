@@ -451,10 +451,6 @@ enum ISO {
     static func string(_ date: Date) -> String { ISODate.string(date) }
 }
 
-extension UUID {
-    /// The form stored in the database (lower case, as the REST API prints ids).
-    var lowercased: String { uuidString.lowercased() }
-}
 
 /// What `status` shows about the cache.
 public struct StoreSummary: Sendable {

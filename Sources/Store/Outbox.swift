@@ -40,7 +40,7 @@ extension Store {
                 throw StoreError(path: path, "Insufficient funds: the balance is \(Money.plain(MinorUnits.decimal(balance))), the debit \(Money.plain(amount)).")
             }
             let localId = UUID()
-            let key = UUID().uuidString.lowercased()
+            let key = UUID.random().lowercased
             let stamp = ISO.string(now)
             let local = Transaction(
                 id: localId, childId: child, amount: amount, type: type, description: description,

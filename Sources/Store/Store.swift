@@ -24,7 +24,7 @@ public final class Store: Sendable {
     let plannedInWrite = Atomic<Int>(0)
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
-    let session = UUID().uuidString.lowercased()
+    let session = UUID.random().lowercased
     let sequence = Atomic<Int>(0)
 
     public enum Durability: String, Sendable {

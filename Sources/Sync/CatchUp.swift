@@ -52,8 +52,8 @@ public struct CatchUp: Sendable {
         let rejectedBefore = try store.rejectedRows().count
         var cursors: [UUID: UUID] = [:]
         for child in children {
-            let cursor = try store.catchUpCursor(child: child.id)?.uuidString.lowercased()
-            let what = "GET /api/v1/children/\(child.id.uuidString.lowercased())/transactions"
+            let cursor = try store.catchUpCursor(child: child.id)?.lowercased
+            let what = "GET /api/v1/children/\(child.id.lowercased)/transactions"
             var offset = 0
             var seen = Set<String>()
             var repeatedPages = 0

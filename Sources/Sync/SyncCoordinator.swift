@@ -64,7 +64,7 @@ public actor SyncCoordinator {
                 switch result {
                 case .stored(gap: nil): break
                 case .stored(gap: let child?):
-                    catchUpReason = catchUpReason ?? "the cache missed something for child \(child.uuidString.lowercased())"
+                    catchUpReason = catchUpReason ?? "the cache missed something for child \(child.lowercased)"
                 case .duplicate:
                     logger.debug("already stored: \(event.summary)")
                 case .needsCatchUp(let reason):
@@ -234,7 +234,7 @@ public actor SyncCoordinator {
                 case .success(let t):
                     try store.outboxSent(entry.seq, server: t)
                     sent += 1
-                    logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.uuidString.lowercased())"])
+                    logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.lowercased)"])
                 case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
                     let wait = error.retryAfter ?? min(300, pow(2, Double(entry.attempts + 1))) * Double.random(in: 0.8...1.2)
                     let retry = Date().addingTimeInterval(wait)

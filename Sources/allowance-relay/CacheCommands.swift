@@ -79,7 +79,7 @@ struct StatusCommand: AsyncParsableCommand {
                 "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
                 "rejected": .array(rejected.map { r in
                     [
-                        "id": .string(r.id), "childId": r.childId.map { .string($0.uuidString.lowercased()) } ?? .null,
+                        "id": .string(r.id), "childId": r.childId.map { .string($0.lowercased) } ?? .null,
                         "reason": .string(r.reason), "at": .string(iso(r.at)),
                     ]
                 }),
@@ -151,7 +151,7 @@ struct BalancesCommand: AsyncParsableCommand {
             let currency = try await options.settings().currency
             options.emit(.array(children.map { c in
                 [
-                    "id": .string(c.id.uuidString.lowercased()), "name": .string("\(c.firstName) \(c.lastName)"),
+                    "id": .string(c.id.lowercased), "name": .string("\(c.firstName) \(c.lastName)"),
                     "balance": Money.json(c.currentBalance), "currency": .string(currency), "stale": .bool(stale),
                 ]
             }))
@@ -207,7 +207,7 @@ struct TransactionsCommand: AsyncParsableCommand {
         var childId: UUID?
         if let child {
             guard let match = children.first(where: {
-                $0.id.uuidString.lowercased() == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
+                $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
             }) else {
                 throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
             }
@@ -219,7 +219,7 @@ struct TransactionsCommand: AsyncParsableCommand {
             let currency = try await options.settings().currency
             options.emit(.array(list.map { t in
                 [
-                    "id": .string(t.id.uuidString.lowercased()), "childId": .string(t.childId.uuidString.lowercased()),
+                    "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased),
                     "childName": names[t.childId].map { .string($0) } ?? .null, "type": .string(t.type.rawValue),
                     "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter), "currency": .string(currency),
                     "description": .string(t.description), "createdByName": .string(t.createdByName), "createdAt": .string(iso(t.createdAt)),

@@ -45,7 +45,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
         let store = try await options.openStore()
         let children = try store.children()
         guard let match = children.first(where: {
-            $0.id.uuidString.lowercased() == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
+            $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
         }) else {
             throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
         }
@@ -62,7 +62,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
         if options.json {
             options.emit([
                 "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
-                "childId": .string(match.id.uuidString.lowercased()), "localBalance": Money.json(balance), "currency": .string(settings.currency), "state": "pending",
+                "childId": .string(match.id.lowercased), "localBalance": Money.json(balance), "currency": .string(settings.currency), "state": "pending",
             ])
         } else {
             print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName), local balance \(Money.plain(balance)).")
@@ -93,7 +93,7 @@ struct OutboxCommand: AsyncParsableCommand {
                 let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
                 options.emit(.array(entries.map { e in
                     [
-                        "seq": .number(String(e.seq)), "state": .string(e.state), "childId": .string(e.childId.uuidString.lowercased()),
+                        "seq": .number(String(e.seq)), "state": .string(e.state), "childId": .string(e.childId.lowercased),
                         "childName": names[e.childId].map { .string($0) } ?? .null, "type": .string(e.type.rawValue),
                         "amount": Money.json(e.amount), "currency": .string(currency), "description": .string(e.description),
                         "attempts": .number(String(e.attempts)), "lastError": e.lastError.map { .string($0) } ?? .null,

@@ -80,4 +80,22 @@ import Testing
         #expect(FastParse.isoString(Date(timeIntervalSince1970: -1)) == nil, "before 1970: Foundation's formatter")
         #expect(ISODate.string(Date(timeIntervalSince1970: -1.5)) == "1969-12-31T23:59:58.500Z")
     }
+
+    @Test func uuidsAreWrittenInLowerCaseAsFoundationDoes() {
+        for _ in 0..<2000 {
+            let u = UUID()
+            #expect(u.lowercased == u.uuidString.lowercased())
+        }
+    }
+
+    @Test func randomUUIDsAreVersion4AndDistinct() {
+        let ids = (0..<10_000).map { _ in UUID.random() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(500) {
+            let text = id.lowercased
+            #expect(text[text.index(text.startIndex, offsetBy: 14)] == "4", "\(text)")
+            #expect("89ab".contains(text[text.index(text.startIndex, offsetBy: 19)]), "\(text)")
+            #expect(UUID(uuidString: text) == id)
+        }
+    }
 }
