@@ -98,6 +98,38 @@ enum FastParse {
         }
     }
 
+    /// `-?digits(.d|.dd)?` as cents (at most 15 integer digits); nil for anything else.
+    static func cents(_ text: String) -> Int64? {
+        var text = text
+        return text.withUTF8 { b -> Int64? in
+            var i = 0
+            let negative = b.first == 0x2D
+            if negative { i = 1 }
+            var value: Int64 = 0
+            var digits = 0
+            while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+                value = value * 10 + Int64(b[i] - 0x30)
+                digits += 1
+                i += 1
+                guard digits <= 15 else { return nil }
+            }
+            guard digits > 0 else { return nil }
+            var decimals = 0
+            if i < b.count, b[i] == 0x2E {
+                i += 1
+                while i < b.count, b[i] >= 0x30, b[i] <= 0x39, decimals < 2 {
+                    value = value * 10 + Int64(b[i] - 0x30)
+                    decimals += 1
+                    i += 1
+                }
+                guard decimals > 0 else { return nil }
+            }
+            guard i == b.count else { return nil }
+            for _ in decimals..<2 { value *= 10 }
+            return negative ? -value : value
+        }
+    }
+
     /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; without a zone, nil (the caller decides).
     static func date(_ text: String) -> Date? {
         var text = text

@@ -77,22 +77,37 @@ public enum HubEvent: Sendable, Equatable {
         }
     }
 
-    /// One JSON object for `--log-format json` and scripts.
-    public var json: JSONValue {
+    /// One JSON object for `--log-format json`, scripts and the inbox.
+    public var json: JSONValue { try! JSONValue(parsing: jsonText.utf8) }  // the writer's own output always parses
+
+    /// The same as text, written directly (it is stored with every event).
+    public var jsonText: String {
+        var w = JSONWriter()
+        w.beginObject()
         switch self {
         case .transactionCreated(let t):
-            return [
-                "event": "TransactionCreated", "id": .string(t.id.lowercased),
-                "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
-                "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter),
-                "description": .string(t.description), "createdByName": .string(t.createdByName),
-                "createdAt": .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(t.createdAt)),
-            ]
+            w.member("event", "TransactionCreated")
+            w.member("id", t.id.lowercased)
+            w.member("childId", t.childId.lowercased)
+            w.member("type", t.type.rawValue)
+            w.key("amount")
+            Money.write(t.amount, cents: t.amountCents, into: &w)
+            w.key("balanceAfter")
+            Money.write(t.balanceAfter, cents: t.balanceAfterCents, into: &w)
+            w.member("description", t.description)
+            w.member("createdByName", t.createdByName)
+            w.member("createdAt", ISODate.string(t.createdAt))
         case .transactionCreatedId(let id):
-            return ["event": "TransactionCreated", "id": .string(id.lowercased)]
+            w.member("event", "TransactionCreated")
+            w.member("id", id.lowercased)
         case .balanceUpdated(let child, let balance):
-            return ["event": "BalanceUpdated", "childId": .string(child.lowercased), "balance": Money.json(balance)]
+            w.member("event", "BalanceUpdated")
+            w.member("childId", child.lowercased)
+            w.key("balance")
+            Money.write(balance, into: &w)
         }
+        w.endObject()
+        return w.text
     }
 }
 
@@ -128,7 +143,7 @@ extension Transaction {
     /// A transaction object in the common form (see `HubEvent.read`); nil for anything else.
     static func read(_ r: inout JSONReader) -> Transaction? {
         guard r.enterObject() else { return nil }
-        var id: UUID?, childId: UUID?, amount: Decimal?, balanceAfter: Decimal?, createdAt: Date?
+        var id: UUID?, childId: UUID?, amount: Int64?, balanceAfter: Int64?, createdAt: Date?
         var type: TransactionType?, description: String?, createdByName: String?
         while let key = r.nextKey() {
             switch key {
@@ -139,10 +154,10 @@ extension Transaction {
                 guard childId == nil, let s = r.string(), let v = FastParse.uuid(s) else { return nil }
                 childId = v
             case "amount":
-                guard amount == nil, let v = Money.read(&r) else { return nil }
+                guard amount == nil, let v = Money.readCents(&r) else { return nil }
                 amount = v
             case "balanceAfter":
-                guard balanceAfter == nil, let v = Money.read(&r) else { return nil }
+                guard balanceAfter == nil, let v = Money.readCents(&r) else { return nil }
                 balanceAfter = v
             case "type":
                 guard type == nil, let s = r.string(), let v = TransactionType(rawValue: s) else { return nil }
@@ -162,8 +177,8 @@ extension Transaction {
         }
         guard !r.failed, let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else { return nil }
         return Transaction(
-            id: id, childId: childId, amount: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
-            balanceAfter: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
+            id: id, childId: childId, cents: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
+            balanceAfterCents: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
     }
 }
 
@@ -172,5 +187,11 @@ extension Money {
     static func read(_ r: inout JSONReader) -> Decimal? {
         let text = r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
         return text.flatMap(FastParse.decimal)
+    }
+
+    /// The same with at most two decimals, as cents; nil for anything else (more decimals are the tree path's to judge).
+    static func readCents(_ r: inout JSONReader) -> Int64? {
+        let text = r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
+        return text.flatMap(FastParse.cents)
     }
 }

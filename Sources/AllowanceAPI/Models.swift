@@ -27,12 +27,16 @@ public enum TransactionType: String, Sendable, Equatable {
 public struct Transaction: Sendable, Equatable {
     public var id: UUID
     public var childId: UUID
-    public var amount: Decimal
+    public var amount: Decimal { didSet { amountCents = Money.minorUnits(amount) } }
     public var type: TransactionType
     public var description: String
-    public var balanceAfter: Decimal
+    public var balanceAfter: Decimal { didSet { balanceAfterCents = Money.minorUnits(balanceAfter) } }
     public var createdAt: Date
     public var createdByName: String
+    /// The amounts in cents, worked out once (nil: more than two decimals): storing and alerting need them several
+    /// times per event, and each conversion from Decimal is a Decimal multiplication.
+    public private(set) var amountCents: Int64?
+    public private(set) var balanceAfterCents: Int64?
 
     public init(
         id: UUID, childId: UUID, amount: Decimal, type: TransactionType, description: String, balanceAfter: Decimal,
@@ -46,6 +50,25 @@ public struct Transaction: Sendable, Equatable {
         self.balanceAfter = balanceAfter
         self.createdAt = createdAt
         self.createdByName = createdByName
+        amountCents = Money.minorUnits(amount)
+        balanceAfterCents = Money.minorUnits(balanceAfter)
+    }
+
+    /// From amounts already known in cents (the hub reader has them exactly).
+    init(
+        id: UUID, childId: UUID, cents amount: Int64, type: TransactionType, description: String, balanceAfterCents: Int64,
+        createdAt: Date, createdByName: String
+    ) {
+        self.id = id
+        self.childId = childId
+        self.amount = Money.decimal(cents: amount)
+        self.type = type
+        self.description = description
+        self.balanceAfter = Money.decimal(cents: balanceAfterCents)
+        self.createdAt = createdAt
+        self.createdByName = createdByName
+        amountCents = amount
+        self.balanceAfterCents = balanceAfterCents
     }
 }
 
@@ -55,8 +78,8 @@ extension Transaction {
     /// more than a day ahead. Such a row is quarantined, not stored: one bad row must not stop every sync.
     public func problem(now: Date = Date()) -> String? {
         if amount <= 0 { return "its amount \(amount) is not above 0" }
-        if Money.minorUnits(amount) == nil { return "its amount \(amount) has more than two decimals" }
-        if Money.minorUnits(balanceAfter) == nil { return "its balanceAfter \(balanceAfter) has more than two decimals" }
+        if amountCents == nil { return "its amount \(amount) has more than two decimals" }
+        if balanceAfterCents == nil { return "its balanceAfter \(balanceAfter) has more than two decimals" }
         if createdAt < Self.earliest { return "its createdAt \(ISODate.string(createdAt)) is before 2000" }
         if createdAt > now.addingTimeInterval(86400) { return "its createdAt \(ISODate.string(createdAt)) is in the future" }
         return nil
@@ -92,18 +115,20 @@ public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible 
 extension Transaction {
     public init(json: JSONValue) throws(PayloadError) {
         let f = Fields(json, what: "transaction")
-        id = try f.uuid("id")
-        childId = try f.uuid("childId")
-        amount = try f.money("amount")
+        let id = try f.uuid("id")
+        let childId = try f.uuid("childId")
+        let amount = try f.money("amount")
         let typeText = try f.string("type")
-        guard let t = TransactionType(rawValue: typeText) else {
+        guard let type = TransactionType(rawValue: typeText) else {
             throw PayloadError(message: "transaction.type must be \"Credit\" or \"Debit\", got \"\(typeText)\".")
         }
-        type = t
-        description = SafeText.stored(try f.string("description"), limit: SafeText.maxDescription)
-        balanceAfter = try f.money("balanceAfter")
-        createdAt = try f.date("createdAt")
-        createdByName = SafeText.stored((try? f.string("createdByName")) ?? "", limit: SafeText.maxName)
+        let description = SafeText.stored(try f.string("description"), limit: SafeText.maxDescription)
+        let balanceAfter = try f.money("balanceAfter")
+        let createdAt = try f.date("createdAt")
+        // Through the one initializer that works out the cents.
+        self.init(
+            id: id, childId: childId, amount: amount, type: type, description: description, balanceAfter: balanceAfter,
+            createdAt: createdAt, createdByName: SafeText.stored((try? f.string("createdByName")) ?? "", limit: SafeText.maxName))
     }
 }
 
@@ -152,14 +177,26 @@ public enum Money {
     /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float.
     public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }
 
+    public static func decimal(cents: Int64) -> Decimal {
+        Decimal(sign: cents < 0 ? .minus : .plus, exponent: -2, significand: Decimal(cents.magnitude))
+    }
+
+    /// Money as the JSON the relay writes (see `json`), straight into a writer.
+    public static func write(_ amount: Decimal, cents: Int64? = nil, into w: inout JSONWriter) {
+        w.string(cents.map { plain(cents: $0) } ?? plain(amount))
+    }
+
+    /// "26.00" from cents.
+    public static func plain(cents minor: Int64) -> String {
+        let m = minor.magnitude
+        let c = m % 100
+        return (minor < 0 ? "-" : "") + String(m / 100) + (c < 10 ? ".0" : ".") + String(c)
+    }
+
     public static func plain(_ amount: Decimal) -> String {
         // Cents as an integer (every amount the relay keeps): a quarter of the time of Decimal's description,
         // and this runs several times per stored event (inbox row, alert JSON).
-        if let minor = minorUnits(amount) {
-            let m = minor.magnitude
-            let cents = m % 100
-            return (minor < 0 ? "-" : "") + String(m / 100) + (cents < 10 ? ".0" : ".") + String(cents)
-        }
+        if let minor = minorUnits(amount) { return plain(cents: minor) }
         var rounded = Decimal()
         var value = amount
         NSDecimalRound(&rounded, &value, 2, .bankers)

@@ -38,7 +38,7 @@ extension Store {
         switch event {
         case .transactionCreated(let t):
             if let problem = t.problem(now: now) {
-                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.json.serialized)
+                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
                 return .rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now))
             }
             guard var child = try children.load(db, t.childId) else {
@@ -49,7 +49,8 @@ extension Store {
                 return .duplicate
             }
             // The cached balance includes writes made here and not yet confirmed; the server's does not.
-            let before = try MinorUnits.from(t.type == .credit ? t.balanceAfter - t.amount : t.balanceAfter + t.amount)
+            let cents = try t.cents()
+            let before = cents.balanceBefore
             let gap = child.balance - child.pending != before
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             if child.waiting > 0 {
@@ -60,7 +61,7 @@ extension Store {
                 }
             }
             try Self.insert(db, t, via: "hub", now: now)
-            child.balance = try MinorUnits.from(t.balanceAfter) + child.pending
+            child.balance = cents.balanceAfter + child.pending
             children.update(t.childId, child)
             if plansAny(.transactionCreated) {
                 try planDeliveries(
@@ -151,7 +152,7 @@ extension Store {
             for row in rejected { try setAside(db, row, now: now) }
             for t in transactions {
                 if let problem = t.problem(now: now) {
-                    try setAside(db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).json.serialized), now: now)
+                    try setAside(db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText), now: now)
                     continue
                 }
                 guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
@@ -277,7 +278,7 @@ extension Store {
         let kind = if case .balanceUpdated = event { "BalanceUpdated" } else { "TransactionCreated" }
         try db.executeCached(
             sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [key, kind, event.json.serialized, caughtUp, ISO.string(now)])
+            arguments: [key, kind, event.jsonText, caughtUp, ISO.string(now)])
         return db.changesCount == 1
     }
 
@@ -314,8 +315,8 @@ extension Store {
                 ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor
                 """,
             arguments: [
-                t.id.lowercased, t.childId.lowercased, try MinorUnits.from(t.amount), t.type.rawValue, t.description,
-                try MinorUnits.from(t.balanceAfter), ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
+                t.id.lowercased, t.childId.lowercased, try t.cents().amount, t.type.rawValue, t.description,
+                try t.cents().balanceAfter, ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
             ])
     }
 
@@ -387,6 +388,16 @@ extension Store {
     }
 }
 
+extension Transaction {
+    /// The amounts in cents, or the error for one with more than two decimals.
+    func cents() throws(PayloadError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
+        guard let amountCents, let balanceAfterCents else {
+            throw PayloadError(message: "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
+        }
+        return (amountCents, balanceAfterCents, type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents)
+    }
+}
+
 /// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
 /// balance written once at the end of the burst, not once per event.
 struct BurstChildren {
@@ -434,9 +445,7 @@ public enum MinorUnits {
         return value
     }
 
-    public static func decimal(_ minor: Int64) -> Decimal {
-        Decimal(sign: minor < 0 ? .minus : .plus, exponent: -2, significand: Decimal(minor.magnitude))
-    }
+    public static func decimal(_ minor: Int64) -> Decimal { Money.decimal(cents: minor) }
 }
 
 extension Database {

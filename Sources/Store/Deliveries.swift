@@ -62,7 +62,7 @@ extension Store {
                     """,
                 arguments: [
                     "dlv_" + UUID.random().lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
-                    p.urgency.rawValue, event.json.serialized, p.digest, p.dedupKey, ISO.string(p.notBefore ?? now),
+                    p.urgency.rawValue, event.jsonText(), p.digest, p.dedupKey, ISO.string(p.notBefore ?? now),
                     ISO.string(now),
                 ])
             inserted += 1
@@ -160,7 +160,7 @@ extension Store {
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at)
                     VALUES (?, ?, ?, 'digest', ?, ?, ?, 0, 'pending', ?, ?)
                     """,
-                arguments: [id, first.sink, first.rule, event.childId?.lowercased, urgency, event.json.serialized, ISO.string(now), ISO.string(now)])
+                arguments: [id, first.sink, first.rule, event.childId?.lowercased, urgency, event.jsonText(), ISO.string(now), ISO.string(now)])
             for p in parts {
                 try db.execute(sql: "UPDATE delivery SET state = 'merged', merged_into = ? WHERE id = ? AND state = 'pending'", arguments: [id, p.id])
             }

@@ -130,7 +130,7 @@ extension Store {
             try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
-                arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).json.serialized, stamp])
+                arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp])
             guard db.changesCount > 0 else { return }  // already stored from the hub: its balance is newer than ours
             try Self.insert(db, server, via: "outbox", now: now)
             // The server's balance after this write, plus the writes still waiting here.

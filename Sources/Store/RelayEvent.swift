@@ -74,30 +74,67 @@ public struct RelayEvent: Sendable, Equatable {
     /// exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The same
     /// object, without the currency, is what the delivery ledger stores.
     public func json(currency: String? = nil) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [("kind", .string(kind.rawValue)), ("at", .string(ISO.string(at)))]
-        if let currency { members.append(("currency", .string(currency))) }
-        if let childId { members.append(("childId", .string(childId.lowercased))) }
-        if let childName { members.append(("childName", .string(childName))) }
-        if let t = transaction { members.append(("transaction", Self.json(t))) }
-        if let balance { members.append(("balance", Money.json(balance))) }
-        if let previousBalance { members.append(("previousBalance", Money.json(previousBalance))) }
-        members.append(("caughtUp", .bool(caughtUp)))
-        if let detail { members.append(("detail", .string(detail))) }
-        if let count { members.append(("count", .number(String(count)))) }
-        if let total { members.append(("total", Money.json(total))) }
-        if let transactions { members.append(("transactions", .array(transactions.map(Self.json)))) }
-        if let sink { members.append(("sink", .string(sink))) }
-        return .object(members)
+        try! JSONValue(parsing: jsonText(currency: currency).utf8)  // the writer's own output always parses
     }
 
     public var json: JSONValue { json() }
 
-    static func json(_ t: Transaction) -> JSONValue {
-        [
-            "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased), "type": .string(t.type.rawValue),
-            "amount": Money.json(t.amount), "description": .string(t.description), "balanceAfter": Money.json(t.balanceAfter),
-            "createdAt": .string(ISO.string(t.createdAt)), "createdByName": .string(t.createdByName),
-        ]
+    /// The same object as text, written directly: every planned delivery stores it.
+    public func jsonText(currency: String? = nil) -> String {
+        var w = JSONWriter()
+        w.beginObject()
+        w.member("kind", kind.rawValue)
+        w.member("at", ISO.string(at))
+        if let currency { w.member("currency", currency) }
+        if let childId { w.member("childId", childId.lowercased) }
+        if let childName { w.member("childName", childName) }
+        if let t = transaction {
+            w.key("transaction")
+            Self.write(t, into: &w)
+        }
+        if let balance {
+            w.key("balance")
+            Money.write(balance, into: &w)
+        }
+        if let previousBalance {
+            w.key("previousBalance")
+            Money.write(previousBalance, into: &w)
+        }
+        w.key("caughtUp")
+        w.bool(caughtUp)
+        if let detail { w.member("detail", detail) }
+        if let count {
+            w.key("count")
+            w.number(String(count))
+        }
+        if let total {
+            w.key("total")
+            Money.write(total, into: &w)
+        }
+        if let transactions {
+            w.key("transactions")
+            w.beginArray()
+            for t in transactions { Self.write(t, into: &w) }
+            w.endArray()
+        }
+        if let sink { w.member("sink", sink) }
+        w.endObject()
+        return w.text
+    }
+
+    static func write(_ t: Transaction, into w: inout JSONWriter) {
+        w.beginObject()
+        w.member("id", t.id.lowercased)
+        w.member("childId", t.childId.lowercased)
+        w.member("type", t.type.rawValue)
+        w.key("amount")
+        Money.write(t.amount, cents: t.amountCents, into: &w)
+        w.member("description", t.description)
+        w.key("balanceAfter")
+        Money.write(t.balanceAfter, cents: t.balanceAfterCents, into: &w)
+        w.member("createdAt", ISO.string(t.createdAt))
+        w.member("createdByName", t.createdByName)
+        w.endObject()
     }
 
     public init(json: JSONValue) throws(PayloadError) {

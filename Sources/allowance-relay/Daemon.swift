@@ -188,7 +188,7 @@ struct EventWriter: Service {
                 for event in batch {
                     metrics.hubEvent(event.target)
                     if json {
-                        logger.info("hub event", metadata: ["event": .string(event.json.serialized)])
+                        logger.info("hub event", metadata: ["event": .string(event.jsonText)])
                     } else {
                         logger.info("\(event.summary)")
                     }
