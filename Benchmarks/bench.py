@@ -97,6 +97,25 @@ class Proc:
                 pass
         return s
 
+    def rss_by_mapping(self):
+        """Resident KiB per mapped file (libraries, ICU data, the binary) and per kind of anonymous memory, from
+        /proc/PID/smaps: where the resident pages go."""
+        totals, current = {}, None
+        with open(f"/proc/{self.p.pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                    path = head[5] if len(head) >= 6 else ""
+                    if path.startswith("/"):
+                        current = Path(path).name
+                    elif path.startswith("[") and path != "[heap]":
+                        current = path
+                    else:
+                        current = "heap and anonymous (malloc, Swift objects, thread stacks)"
+                elif head[0] == "Rss:":
+                    totals[current] = totals.get(current, 0) + int(head[1])
+        return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
     @staticmethod
     def wakeups(start, end):
         """Context switches between two readings: threads alive at both count their delta, new ones all of theirs
@@ -414,6 +433,8 @@ rules:
                 rows[name] = {"seconds": seconds, "cpu_s_per_hour": (end["cpu"] - start[name]["cpu"]) * scale,
                               "wakeups_per_hour": Proc.wakeups(start[name], end) * scale,
                               "rss_mib": end["VmRSS"]}
+                if p is relay:
+                    rows[name]["rss_kib_by_mapping"] = p.rss_by_mapping()
                 self.log(f"  {name}: {rows[name]['cpu_s_per_hour']:.2f} CPU s/h, {rows[name]['wakeups_per_hour']:.0f} wakeups/h, "
                          f"RSS {end['VmRSS']:.1f} MiB")
         finally:
@@ -570,6 +591,13 @@ def report(r):
     ]
     for name, row in idle.items():
         lines.append(f"| {name} | {row['rss_mib']:.1f} | {row['cpu_s_per_hour']:.2f} | {row['wakeups_per_hour']:,.0f} |")
+    relay_idle = idle.get("allowance-relay run", {}).get("rss_kib_by_mapping")
+    if relay_idle:
+        total = sum(relay_idle.values())
+        lines += ["", f"Where the idle relay's {total / 1024:.1f} MiB of resident pages go (`/proc/PID/smaps`, the ten largest):",
+                  "", "| mapping | resident KiB | share |", "|---|---:|---:|"]
+        for name, kib in list(relay_idle.items())[:10]:
+            lines.append(f"| {name} | {kib:,} | {kib / total:.0%} |")
     rec = r["recovery"]
     lines += ["", "## 5. Recovery", "", "| what | seconds |", "|---|---:|",
               f"| hub killed, back after 2 s: connected again after it accepted | {rec['reconnect_after_hub_restart_s']:.3f} |"]

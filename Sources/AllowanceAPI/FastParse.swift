@@ -8,20 +8,25 @@ enum FastParse {
     /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, hex in either case.
     static func uuid(_ text: String) -> UUID? {
         var text = text
-        return text.withUTF8 { b -> UUID? in
-            guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(16)
+        return text.withUTF8 { uuid(bytes: $0) }
+    }
+
+    static func uuid(bytes b: UnsafeBufferPointer<UInt8>) -> UUID? {
+        guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let ok = withUnsafeMutableBytes(of: &value) { out -> Bool in
             var i = 0
+            var o = 0
             while i < 36 {
                 if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
-                guard let hi = hex(b[i]), let lo = hex(b[i + 1]) else { return nil }
-                bytes.append(hi << 4 | lo)
+                guard let hi = hex(b[i]), let lo = hex(b[i + 1]) else { return false }
+                out[o] = hi << 4 | lo
+                o += 1
                 i += 2
             }
-            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            return true
         }
+        return ok ? UUID(uuid: value) : nil
     }
 
     /// `uuid` in lower case, as the database and the REST API write ids. Foundation's `uuidString` goes through
@@ -133,7 +138,11 @@ enum FastParse {
     /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; without a zone, nil (the caller decides).
     static func date(_ text: String) -> Date? {
         var text = text
-        return text.withUTF8 { b -> Date? in
+        return text.withUTF8 { date(bytes: $0) }
+    }
+
+    static func date(bytes b: UnsafeBufferPointer<UInt8>) -> Date? {
+        do {
             func num(_ at: Int, _ n: Int) -> Int? {
                 guard at + n <= b.count else { return nil }
                 var v = 0

@@ -122,14 +122,14 @@ extension HubEvent {
         switch target {
         case "TransactionCreated", "transactionCreated", "transactioncreated":
             if r.peek() == UInt8(ascii: "\"") {
-                guard let s = r.string(), let id = FastParse.uuid(s) else { return nil }
+                guard let id = r.asciiString(FastParse.uuid(bytes:)) else { return nil }
                 event = .transactionCreatedId(id)
             } else {
                 guard let t = Transaction.read(&r) else { return nil }
                 event = .transactionCreated(t)
             }
         case "BalanceUpdated", "balanceUpdated", "balanceupdated":
-            guard let s = r.string(), let child = FastParse.uuid(s), r.nextElement(), let balance = Money.read(&r) else { return nil }
+            guard let child = r.asciiString(FastParse.uuid(bytes:)), r.nextElement(), let balance = Money.read(&r) else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)
         default:
             return nil
@@ -148,10 +148,10 @@ extension Transaction {
         while let key = r.nextKey() {
             switch key {
             case "id":
-                guard id == nil, let s = r.string(), let v = FastParse.uuid(s) else { return nil }
+                guard id == nil, let v = r.asciiString(FastParse.uuid(bytes:)) else { return nil }
                 id = v
             case "childId":
-                guard childId == nil, let s = r.string(), let v = FastParse.uuid(s) else { return nil }
+                guard childId == nil, let v = r.asciiString(FastParse.uuid(bytes:)) else { return nil }
                 childId = v
             case "amount":
                 guard amount == nil, let v = Money.readCents(&r) else { return nil }
@@ -166,7 +166,7 @@ extension Transaction {
                 guard description == nil, let s = r.string() else { return nil }
                 description = s
             case "createdAt":
-                guard createdAt == nil, let s = r.string(), let v = FastParse.date(s) else { return nil }
+                guard createdAt == nil, let v = r.asciiString(FastParse.date(bytes:)) else { return nil }
                 createdAt = v
             case "createdByName":
                 guard createdByName == nil, let s = r.string() else { return nil }

@@ -39,6 +39,11 @@ public actor HubConnection {
     /// `routeByName` finds them by the name as the server spells it without lower-casing each time.
     private var routes: [String: any EventRoute] = [:]
     private var routeByName: [String: any EventRoute] = [:]
+    /// Each route once (a route serves several targets).
+    private var routeList: [any EventRoute] = []
+    /// Events decoded and not yet handed to their buffers.
+    private var stagedEvents = 0
+    static let handOverEvery = 256
     public private(set) var state: HubConnectionState = .disconnected
     public private(set) var connectionId: String?
     private var link: Link?
@@ -131,10 +136,11 @@ public actor HubConnection {
         handlers[target.lowercased()] = nil
         routes[target.lowercased()] = nil
         routeByName = [:]
+        routeList.removeAll { route in !routes.values.contains { $0 === route } }
     }
 
-    /// Decodes the invocations of `decoder.targets` into events and appends them to `buffer`, in order, a frame's
-    /// worth at a time. While the buffer is full the connection stops reading the socket, so the server is held
+    /// Decodes the invocations of `decoder.targets` into events and appends them to `buffer`, in order, the frames
+    /// read together at a time (at most about 256 events). While the buffer is full the connection stops reading the socket, so the server is held
     /// back by TCP instead of growing memory here; keep-alive pings still go out, and the server timeout does not
     /// count the time held. Events go straight from the frame's bytes (no `JSONValue` tree) when
     /// `decoder.read` knows their form. Handlers registered with `on` for these targets are not called.
@@ -142,6 +148,8 @@ public actor HubConnection {
         let route = Route(decoder: decoder, buffer: buffer)
         for target in decoder.targets { routes[target.lowercased()] = route }
         routeByName = [:]
+        routeList.removeAll { route in !routes.values.contains { $0 === route } }
+        routeList.append(route)
     }
 
     private func route(for target: String) -> (any EventRoute)? {
@@ -354,10 +362,16 @@ public actor HubConnection {
         var failure: HubConnectionError?
         await flushRoutes(generation: generation)  // what came with the handshake answer
         do {
-            for try await message in socket.messages {
-                let goOn = process(frame: message.bytes, generation: generation)
-                await flushRoutes(generation: generation)  // the frame's events are handed over, even before a Close
-                guard goOn else { break }
+            // The frames waiting are taken together, and their events handed over together: one wake-up of each
+            // side per batch, not per frame, when the server sends faster than one frame at a time is read.
+            // A long backlog is handed over every `handOverEvery` events, so a buffer is passed by at most that.
+            reading: while let frames = try await socket.messages.nextBatch() {
+                for frame in frames {
+                    let goOn = process(frame: frame.bytes, generation: generation)
+                    if !goOn || stagedEvents >= Self.handOverEvery { await flushRoutes(generation: generation) }
+                    if !goOn { break reading }  // what came before the end was handed over
+                }
+                await flushRoutes(generation: generation)
             }
         } catch {
             failure = HubConnectionError(.transport(error.kind), error.message)
@@ -381,7 +395,10 @@ public actor HubConnection {
         var protocolError: String?
         for piece in pieces {
             if !routes.isEmpty, let route = readRouted(piece) {
-                if acceptSequenced() { route.commit() }
+                if acceptSequenced() {
+                    route.commit()
+                    stagedEvents += 1
+                }
                 continue
             }
             do {
@@ -441,8 +458,8 @@ public actor HubConnection {
     /// socket is not read meanwhile: back-pressure).
     private func flushRoutes(generation: Int) async {
         guard !routes.isEmpty else { return }
-        var seen: Set<ObjectIdentifier> = []
-        for route in routes.values where seen.insert(ObjectIdentifier(route)).inserted {
+        stagedEvents = 0
+        for route in routeList {
             guard let handOver = route.takeStaged() else { continue }
             if link?.generation == generation { link?.heldBack = true }
             await handOver()
@@ -460,6 +477,7 @@ public actor HubConnection {
         case .invocation(let inv):
             if let route = route(for: inv.target) {
                 route.decode(inv.target, HubArguments(target: inv.target, values: inv.arguments))
+                stagedEvents += 1
                 if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
                 return true
             }

@@ -3,7 +3,8 @@ import Synchronization
 
 /// The bounded hand-off between a connection and the one consumer of its decoded events (a store writer).
 ///
-/// The connection appends each frame's events and, while the buffer holds `capacity` or more, waits: it stops
+/// The connection appends the events of the frames it read (up to 256 at a time, whole frames) and, while the
+/// buffer holds `capacity` or more, waits: it stops
 /// reading the WebSocket, libwebsockets stops reading the socket, and TCP holds the server back. So memory stays
 /// bounded whatever the server sends, and nothing is dropped. The consumer takes everything waiting at once (a
 /// burst), so a slow consumer catches up in large batches.
@@ -31,20 +32,25 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
     /// without waiting, for the consumer to drain.
     public func append(contentsOf batch: [Event]) async {
         guard !batch.isEmpty else { return }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let full = state.withLock { s -> Bool in
-                guard s.count >= capacity, !s.finished else { return false }
-                s.producer = c
-                return true
+        // The usual case takes the lock once and suspends nothing.
+        while true {
+            let (appended, consumer) = state.withLock { s -> (Bool, CheckedContinuation<Void, Never>?) in
+                guard s.count < capacity || s.finished else { return (false, nil) }
+                s.events.append(contentsOf: batch)
+                defer { s.consumer = nil }
+                return (true, s.consumer)
             }
-            if !full { c.resume() }
+            consumer?.resume()
+            if appended { return }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let full = state.withLock { s -> Bool in
+                    guard s.count >= capacity, !s.finished else { return false }
+                    s.producer = c
+                    return true
+                }
+                if !full { c.resume() }
+            }
         }
-        let consumer = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            s.events.append(contentsOf: batch)
-            defer { s.consumer = nil }
-            return s.consumer
-        }
-        consumer?.resume()
     }
 
     public func append(_ event: Event) async { await append(contentsOf: [event]) }

@@ -192,6 +192,22 @@ struct JSONParser {
         while let d = peek(), d >= 0x30, d <= 0x39 { index += 1 }
     }
 
+    /// At an opening quote: the bytes up to the closing one when they are printable ASCII without escapes (the
+    /// reader then stands after the string); nil otherwise, the reader unmoved.
+    mutating func plainASCIIString() -> UnsafeBufferPointer<UInt8>? {
+        var i = index + 1
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == UInt8(ascii: "\"") {
+                defer { index = i + 1 }
+                return UnsafeBufferPointer(rebasing: bytes[(index + 1)..<i])
+            }
+            if c < 0x20 || c >= 0x80 || c == UInt8(ascii: "\\") { return nil }
+            i += 1
+        }
+        return nil
+    }
+
     mutating func parseString() throws(JSONSyntaxError) -> String {
         index += 1  // opening quote
         let start = index
@@ -201,6 +217,8 @@ struct JSONParser {
             if c == UInt8(ascii: "\"") {
                 let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                // ASCII needs no validation (String(validating:) is generic over the encoding: a metadata look-up per call).
+                if !raw.contains(where: { $0 >= 0x80 }) { return String(decoding: raw, as: UTF8.self) }
                 guard let s = String(validating: raw, as: UTF8.self) else { throw syntaxError("invalid UTF-8 in string") }
                 return s
             }

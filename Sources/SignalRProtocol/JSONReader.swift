@@ -106,6 +106,18 @@ public struct JSONReader {
         return s
     }
 
+    /// A string of plain ASCII (no escapes), lent as its bytes to `body` without making a String (ids, dates);
+    /// nil, and `failed`, for anything else or when `body` gives nil.
+    public mutating func asciiString<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+        parser.skipWhitespace()
+        guard !failed, parser.peek() == UInt8(ascii: "\""), let raw = parser.plainASCIIString(), let value = body(raw) else {
+            _ = fail()
+            return nil
+        }
+        last = .value
+        return value
+    }
+
     /// A number value as written; nil for anything else.
     public mutating func number() -> String? {
         parser.skipWhitespace()

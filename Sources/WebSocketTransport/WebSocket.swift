@@ -127,6 +127,22 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         }
     }
 
+    /// Every message waiting (at least one, waiting for it if need be); nil after a clean close. A reader that
+    /// falls behind takes the backlog in one wake-up instead of one per message.
+    public func nextBatch() async throws(WebSocketError) -> [WebSocketMessage]? {
+        let (taken, wake) = state.withLock { s -> ([WebSocketMessage], Bool) in
+            guard s.count > 0 else { return ([], false) }
+            let batch = Array(s.queue[s.head...])
+            s.queue.removeAll(keepingCapacity: s.queue.capacity <= 4 * highWater)
+            s.head = 0
+            defer { s.paused = false }
+            return (batch, s.paused)
+        }
+        if wake { resumeHook.withLock { $0 }?.hook() }
+        if !taken.isEmpty { return taken }
+        return try await next().map { [$0] }
+    }
+
     func next() async throws(WebSocketError) -> WebSocketMessage? {
         let result: Result<WebSocketMessage?, WebSocketError> = await withCheckedContinuation { continuation in
             let (immediate, wake): (Result<WebSocketMessage?, WebSocketError>?, Bool) = state.withLock { s in

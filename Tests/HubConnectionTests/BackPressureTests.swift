@@ -69,7 +69,8 @@ import Testing
             _ = try await go.value
             #expect(received == expected, "nothing lost")
             #expect(rejected.values.isEmpty)
-            #expect(mostWaiting <= capacity + frame, "at most one frame past the bound, never the blast: \(mostWaiting)")
+            // The connection hands over a backlog every 256 events (and a frame is not split): never the blast.
+            #expect(mostWaiting <= capacity + 256 + frame, "\(mostWaiting) waiting at most")
             let stats = try await call(base, "GET", "/_sim/stats")
             #expect(stats["totalConnections"]?.intValue == 1, "the hub kept the link through the stall: our pings went out")
             let pings = stats["clients"]?.arrayValue?.first?["pingsReceived"]?.intValue ?? 0
