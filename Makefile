@@ -50,11 +50,16 @@ $(VENV)/.installed: Tests/Interop/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Interop/requirements.txt
 	touch $@
 
+# Suites that load the machine on purpose (a 100,000-event blast) run alone after the others, so that they do not
+# slow down the timing-sensitive suites that run beside each other.
+ALONE_SUITES := BackPressureTests
+
 test: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(MAKE) --no-print-directory bench-quick
-	$(SWIFT) test
+	$(SWIFT) test --skip '$(ALONE_SUITES)'
+	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'
 
 # Benchmarks side by side with the Python peers and a raw libwebsockets floor (Benchmarks/README.md):
 # release binaries, about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.
@@ -88,7 +93,7 @@ sanitize: test-deps $(VENV)/.installed
 	rm -rf $(SAN_DIR)/reports && mkdir -p $(SAN_DIR)/reports
 	ASAN_OPTIONS=log_path=$(CURDIR)/$(SAN_DIR)/reports/asan LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/Sanitizers/lsan.supp \
 	TSAN_OPTIONS=exitcode=0:log_path=$(CURDIR)/$(SAN_DIR)/reports/tsan \
-	  $(SWIFT) test --skip-build --scratch-path $(SAN_DIR) --sanitize=$(SANITIZER); status=$$?; \
+	  $(SWIFT) test --skip-build --scratch-path $(SAN_DIR) --sanitize=$(SANITIZER) --skip '$(ALONE_SUITES)'; status=$$?; \
 	  echo "sanitize: $$(cat $(SAN_DIR)/reports/* 2>/dev/null | grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR)') reports in $(SAN_DIR)/reports"; \
 	  exit $$status
 

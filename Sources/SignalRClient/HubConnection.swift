@@ -44,7 +44,9 @@ public actor HubConnection {
     /// Events decoded and not yet handed to their buffers.
     private var stagedEvents = 0
     static let handOverEvery = 256
-    public private(set) var state: HubConnectionState = .disconnected
+    /// Where the connection is in its life; every decision about it is the state machine's.
+    private var machine: ConnectionStateMachine
+    public var state: HubConnectionState { machine.phase }
     public private(set) var connectionId: String?
     private var link: Link?
     private var linkGeneration = 0
@@ -53,7 +55,7 @@ public actor HubConnection {
     private var subscribers: [Int: AsyncStream<HubConnectionEvent>.Continuation] = [:]
     private var nextSubscriber = 0
     private var cachedToken: String?
-    private var stopRequested = false
+    /// The retry loop after a lost link (the first start runs it in `start()` itself).
     private var reconnectTask: Task<Void, Never>?
     /// Stateful reconnect: sequencing and replay buffer, and where to re-attach, while it is in use.
     private var stateful: StatefulReconnectBuffer?
@@ -68,13 +70,6 @@ public actor HubConnection {
     /// Unexpected messages are warned about once per kind, then logged at debug level: a chatty or hostile
     /// server must not flood the journal (10,000 invocations nobody handles are one warning, not 10,000).
     private var warnedAbout: Set<String> = []
-    /// Links in a row that ended soon after they were made (`options.stableLinkAfter`): each reconnect then waits
-    /// longer (`options.shortLinkBackoff`), so a hub that accepts and drops at once is not stormed.
-    private var shortLinks = 0
-    /// From this many short links on, the cycle is said once and its lines go to debug level, unless a link
-    /// ends for a new reason (that is news).
-    private static let shortLinksToWarn = 3
-    private var lastLossReason: String?
 
     /// One open WebSocket with its handshake done.
     private struct Link {
@@ -100,6 +95,10 @@ public actor HubConnection {
         self.url = url
         self.options = options
         self.logger = logger
+        machine = ConnectionStateMachine(
+            policies: .init(
+                start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,
+                shortLinkBackoff: options.shortLinkBackoff))
         let config = URLSessionConfiguration.ephemeral
         config.timeoutIntervalForRequest = 30
         self.session = URLSession(configuration: config)
@@ -181,58 +180,70 @@ public actor HubConnection {
 
     /// Connects: negotiate, WebSocket, handshake. With `startRetryPolicy`, failed attempts are retried.
     public func start() async throws(HubConnectionError) {
-        guard state == .disconnected else {
+        guard machine.state == .disconnected else {
             throw HubConnectionError(.invalidState, "Cannot start a connection that is \(state.rawValue).")
         }
-        stopRequested = false
-        setState(.connecting)
-        let began = ContinuousClock.now
-        var attempt = 0
-        while true {
-            do {
-                try await connect()
-                emit(.connected(connectionId: connectionId))
-                return
-            } catch {
-                let context = RetryContext(previousRetryCount: attempt, elapsed: .now - began, reason: error.message)
-                guard !stopRequested, error.kind != .unauthorized,
-                    let delay = options.startRetryPolicy?.nextRetryDelay(context)
-                else {
-                    setState(.disconnected)
-                    throw error
-                }
-                attempt += 1
-                logger.warning("start failed; retrying", metadata: ["error": "\(error.message)", "in": "\(delay)"])
-                try? await Task.sleep(for: delay)
-                if stopRequested {
-                    setState(.disconnected)
-                    throw HubConnectionError(.stopped, "The connection was stopped while starting.")
-                }
-            }
-        }
+        try await drive(machine.start(at: .now), fromStart: true)
     }
 
     /// Closes the connection for good: pending invocations fail, a reconnect in progress stops.
     public func stop() async {
-        stopRequested = true
         reconnectTask?.cancel()
-        guard let link else {
-            if state != .disconnected {
-                setState(.disconnected)
-                emit(.closed(error: nil))
-            }
-            return
-        }
-        setState(.disconnecting)
+        // A start in progress learns of the stop from the machine and throws there, not here.
+        _ = try? perform(machine.stop().filter { if case .failStart = $0 { false } else { true } })
+        guard let link else { return }
         // A graceful end: tell the hub, then close the WebSocket.
         try? link.socket.send(.text(JSONHubProtocol.encode(.close(.init()))))
         await link.socket.close(code: 1000, reason: "")
         await linkEnded(generation: link.generation, error: nil)
     }
 
-    private func setState(_ new: HubConnectionState) {
-        if state != new { logger.debug("state \(state.rawValue) -> \(new.rawValue)") }
-        state = new
+    /// The one retry loop, for the first start, reconnects and re-attaches: carries out the machine's actions, makes
+    /// the attempt it asks for after its pause, and feeds the outcome back, until no attempt is asked for.
+    private func drive(_ first: [ConnectionStateMachine.Action], fromStart: Bool) async throws(HubConnectionError) {
+        var actions = first
+        while let (mode, pause) = try perform(actions) {
+            if pause > .zero { try? await Task.sleep(for: pause) }
+            guard machine.isAttempting, fromStart || !Task.isCancelled else {
+                if fromStart { throw HubConnectionError(.stopped, "The connection was stopped while starting.") }
+                return
+            }
+            do {
+                switch mode {
+                case .newConnection: try await connect()
+                case .reattach: try await reattach()
+                }
+                actions = machine.attemptSucceeded(at: .now)
+            } catch {
+                actions = machine.attemptFailed(error, at: .now)
+                continue
+            }
+            guard machine.phase == .connected else {  // stopped while the attempt was under way
+                if let link {
+                    await link.socket.close(code: 1000, reason: "")
+                    await linkEnded(generation: link.generation, error: nil)
+                }
+                dropConnectionState()
+                if fromStart { throw HubConnectionError(.stopped, "The connection was stopped while starting.") }
+                return
+            }
+        }
+    }
+
+    /// Carries out everything but an attempt, which it returns (mode and pause). A failed start throws.
+    private func perform(_ actions: [ConnectionStateMachine.Action]) throws(HubConnectionError) -> (ConnectionStateMachine.Mode, Duration)? {
+        var next: (ConnectionStateMachine.Mode, Duration)?
+        for action in actions {
+            switch action {
+            case .attempt(let mode, let pause): next = (mode, pause)
+            case .announceConnected(let again): emit(again ? .reconnected(connectionId: connectionId) : .connected(connectionId: connectionId))
+            case .announce(let event): emit(event)
+            case .forgetConnection: dropConnectionState()
+            case .failStart(let error): throw error
+            case .log(let level, let text, let reason): logger.log(level: level, "\(text)", metadata: reason.map { ["reason": "\($0)"] })
+            }
+        }
+        return next
     }
 
     private func token(fresh: Bool) async throws(HubConnectionError) -> String? {
@@ -300,7 +311,6 @@ public actor HubConnection {
         linkGeneration += 1
         let generation = linkGeneration
         link = Link(socket: socket, generation: generation)
-        setState(.connected)
         if !leftover.isEmpty { process(frame: leftover, generation: generation) }
         link?.receiveTask = Task { [weak self] in await self?.receiveLoop(socket, generation: generation) }
         link?.keepAliveTask = Task { [weak self] in await self?.keepAliveLoop(generation: generation) }
@@ -377,7 +387,7 @@ public actor HubConnection {
             failure = HubConnectionError(.transport(error.kind), error.message)
         }
         let end = link?.generation == generation ? link?.endReason : nil
-        if failure == nil && end == nil && !stopRequested {
+        if failure == nil && end == nil && machine.state != .disconnecting {
             let info = socket.closeInfo.map { " (\($0))" } ?? ""
             failure = HubConnectionError(.transport(.connectionLost), "The server closed the WebSocket\(info).")
         }
@@ -616,31 +626,9 @@ public actor HubConnection {
         current.keepAliveTask?.cancel()
         current.receiveTask?.cancel()
         link = nil
-        countShortLink(lived: .now - current.since, reason: error?.message ?? "closed")
-        // A lost socket under stateful reconnect: re-attach the same connection, keeping pending invocations.
-        if stateful != nil, !stopRequested, let error, error.isLinkLoss {
-            logger.log(
-                level: quiet(error.message) ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)",
-                metadata: ["reason": "\(error.message)"])
-            setState(.reconnecting)
-            emit(.reconnecting(reason: error.message))
-            reconnectTask = Task { [weak self] in await self?.reattachLoop(reason: error.message) }
-            return
-        }
-        dropConnectionState()
-        let canReconnect: Bool
-        if case .closedByServer(let allow) = error?.kind { canReconnect = allow } else { canReconnect = true }
-        if stopRequested || error == nil || !canReconnect || options.reconnectPolicy == nil {
-            setState(.disconnected)
-            if let error { logger.error("connection closed: \(error.message)") }
-            emit(.closed(error: stopRequested ? nil : error?.message))
-            return
-        }
-        let reason = error?.message ?? "connection lost"
-        logger.log(level: quiet(reason) ? .debug : .warning, "connection lost; reconnecting", metadata: ["reason": "\(reason)"])
-        setState(.reconnecting)
-        emit(.reconnecting(reason: reason))
-        reconnectTask = Task { [weak self] in await self?.reconnectLoop(reason: reason) }
+        // What is to be said is said now (subscribers hear of the loss before any retry); the retries run apart.
+        guard let (mode, pause) = (try? perform(machine.linkEnded(error, stateful: stateful != nil, at: .now))) ?? nil else { return }
+        reconnectTask = Task { [weak self] in try? await self?.drive([.attempt(mode, after: pause)], fromStart: false) }
     }
 
     /// Forgets everything tied to the logical connection: pending invocations fail, sequencing ends.
@@ -660,70 +648,6 @@ public actor HubConnection {
         let waiters = sendSpaceWaiters
         sendSpaceWaiters = []
         waiters.forEach { $0.resume() }
-    }
-
-    /// Counts links that ended soon after they were made; a link that lasted resets the count.
-    private func countShortLink(lived: Duration, reason: String) {
-        guard !stopRequested else { return }
-        guard lived < options.stableLinkAfter else {
-            if cycling { logger.notice("the hub link held for \(lived.formatted(.units(allowed: [.seconds]))); reconnecting as usual again") }
-            shortLinks = 0
-            return
-        }
-        shortLinks += 1
-        if shortLinks == Self.shortLinksToWarn {
-            logger.warning(
-                "the hub keeps ending the link soon after it is made (\(shortLinks) times in a row, each within \(options.stableLinkAfter.formatted(.units(allowed: [.seconds]))); last: \(reason)); reconnecting with a growing pause, up to \(options.shortLinkBackoff.maximum.formatted(.units(allowed: [.seconds]))), until a link holds")
-        }
-    }
-
-    /// Whether the hub is ending links as fast as they are made (then each round is logged at debug level).
-    private var cycling: Bool { shortLinks >= Self.shortLinksToWarn }
-
-    /// Whether a lost link is only the cycle going on (said already): the same reason again while cycling.
-    private func quiet(_ reason: String) -> Bool {
-        defer { lastLossReason = reason }
-        return cycling && reason == lastLossReason
-    }
-
-    /// The pause before a reconnect: the policy's, and after short links at least the growing short-link pause.
-    private func reconnectDelay(_ policy: Duration) -> Duration {
-        guard shortLinks > 0 else { return policy }
-        let (initial, maximum) = options.shortLinkBackoff
-        let floor = min(maximum, initial * Double(1 << min(shortLinks - 1, 20))) * Double.random(in: 0.8...1.2)
-        return max(policy, floor)
-    }
-
-    /// Tries to re-attach the same connection; when the server no longer knows it, falls back to a new one.
-    private func reattachLoop(reason: String) async {
-        let policy = options.reconnectPolicy ?? DefaultRetryPolicy()
-        let began = ContinuousClock.now
-        var attempt = 0
-        var lastReason = reason
-        while let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason)) {
-            try? await Task.sleep(for: attempt == 0 ? reconnectDelay(delay) : delay)
-            if stopRequested || Task.isCancelled { break }
-            attempt += 1
-            do {
-                try await reattach()
-                logger.info("re-attached", metadata: ["attempt": "\(attempt)", "connectionId": "\(connectionId ?? "-")"])
-                emit(.reconnected(connectionId: connectionId))
-                return
-            } catch {
-                lastReason = error.message
-                if case .transport(.upgradeRejected) = error.kind { break }  // the server forgot the connection
-                if error.kind == .handshakeFailed || error.kind == .unauthorized { break }
-                logger.warning("re-attach attempt \(attempt) failed: \(error.message)")
-            }
-        }
-        logger.warning("re-attach failed; starting a new connection", metadata: ["reason": "\(lastReason)"])
-        dropConnectionState()
-        if stopRequested || options.reconnectPolicy == nil {
-            setState(.disconnected)
-            emit(.closed(error: stopRequested ? nil : lastReason))
-            return
-        }
-        await reconnectLoop(reason: lastReason)
     }
 
     /// Opens the same connection id again, then both sides say where they resume and replay.
@@ -757,30 +681,6 @@ public actor HubConnection {
         while stateful?.isFull == true {
             await withCheckedContinuation { sendSpaceWaiters.append($0) }
         }
-    }
-
-    private func reconnectLoop(reason: String) async {
-        let began = ContinuousClock.now
-        var attempt = 0
-        var lastReason = reason
-        while let policy = options.reconnectPolicy,
-            let delay = policy.nextRetryDelay(.init(previousRetryCount: attempt, elapsed: .now - began, reason: lastReason))
-        {
-            try? await Task.sleep(for: attempt == 0 ? reconnectDelay(delay) : delay)
-            if stopRequested || Task.isCancelled { break }
-            attempt += 1
-            do {
-                try await connect()
-                logger.log(level: cycling ? .debug : .info, "reconnected", metadata: ["attempt": "\(attempt)"])
-                emit(.reconnected(connectionId: connectionId))
-                return
-            } catch {
-                lastReason = error.message
-                logger.warning("reconnect attempt \(attempt) failed: \(error.message)")
-            }
-        }
-        setState(.disconnected)
-        emit(.closed(error: stopRequested ? nil : "Reconnect gave up after \(attempt) attempt(s): \(lastReason)"))
     }
 
     // MARK: - Sending

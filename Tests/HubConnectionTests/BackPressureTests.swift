@@ -19,8 +19,8 @@ import Testing
         let capacity = 500
         let frame = 20  // messages per frame in this blast
         try await withSimulator({
-            // The hub drops a client it has not heard from for 2 s: only the client's pings can keep it.
-            $0.clientTimeout = .seconds(2)
+            // The hub drops a client it has not heard from for 3 s: only the client's pings can keep it.
+            $0.clientTimeout = .seconds(3)
             $0.keepAliveInterval = .milliseconds(500)
         }) { base in
             let connection = HubConnection(
@@ -52,8 +52,8 @@ import Testing
             // The simulator answers `go` once its socket writer took every frame: not before we read them.
             let go = Task { try await call(base, "POST", "/_sim/blast/go") }
 
-            // The consumer takes nothing for 3 s, then drains slowly (200 events every 2 ms at most).
-            try await Task.sleep(for: .seconds(3))
+            // The consumer takes nothing for 4 s, then drains slowly (200 events every 2 ms at most).
+            try await Task.sleep(for: .seconds(4))
             var received = 0
             var mostWaiting = 0
             var lastProgress = ContinuousClock.now
