@@ -61,7 +61,7 @@ extension Store {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
                     """,
                 arguments: [
-                    "dlv_" + UUID.random().lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
+                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
                     p.urgency.rawValue, event.jsonText(), p.digest, p.dedupKey, ISO.string(p.notBefore ?? now),
                     ISO.string(now),
                 ])
@@ -152,7 +152,7 @@ extension Store {
     public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, at now: Date = Date()) throws(StoreError) -> Delivery {
         precondition(!parts.isEmpty)
         return try write { db in
-            let id = "dlv_" + UUID.random().lowercased
+            let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
             let first = parts[0]
             let urgency = parts.contains { $0.urgency == .critical } ? "critical" : first.urgency.rawValue
             try db.execute(

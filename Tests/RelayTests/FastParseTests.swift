@@ -98,4 +98,13 @@ import Testing
             #expect(UUID(uuidString: text) == id)
         }
     }
+
+    @Test func timeOrderedUUIDsSortByTimeAndAreVersion7() {
+        let t = Date(timeIntervalSince1970: 1_763_866_291.5)
+        let ids = (0..<1000).map { UUID.timeOrdered(at: t.addingTimeInterval(Double($0) / 100)) }.map(\.lowercased)
+        #expect(ids == ids.sorted(), "a later millisecond sorts later")
+        #expect(Set(ids).count == ids.count)
+        #expect(ids[0].hasPrefix("019aae9f-ad2c-7"), "\(ids[0]): the millisecond time, big-endian")
+        #expect(ids.allSatisfy { $0[$0.index($0.startIndex, offsetBy: 14)] == "7" })
+    }
 }
