@@ -184,14 +184,13 @@ extension Transaction {
 
 extension Money {
     /// A number, or a string holding one, in the plain form `FastParse.decimal` reads; nil for anything else.
-    static func read(_ r: inout JSONReader) -> Decimal? {
-        let text = r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
-        return text.flatMap(FastParse.decimal)
-    }
+    static func read(_ r: inout JSONReader) -> Decimal? { text(&r).flatMap(FastParse.decimal) }
 
     /// The same with at most two decimals, as cents; nil for anything else (more decimals are the tree path's to judge).
-    static func readCents(_ r: inout JSONReader) -> Int64? {
-        let text = r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
-        return text.flatMap(FastParse.cents)
+    static func readCents(_ r: inout JSONReader) -> Int64? { text(&r).flatMap(FastParse.cents) }
+
+    /// Money as the server writes it: a JSON number, or a string holding one.
+    private static func text(_ r: inout JSONReader) -> String? {
+        r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
     }
 }

@@ -97,36 +97,32 @@ public struct JSONReader {
 
     /// A string value (escapes decoded, UTF-8 validated); nil for anything else.
     public mutating func string() -> String? {
-        parser.skipWhitespace()
-        guard !failed, parser.peek() == UInt8(ascii: "\""), let s = try? parser.parseString() else {
-            _ = fail()
-            return nil
-        }
-        last = .value
-        return s
+        value { p in p.peek() == UInt8(ascii: "\"") ? try? p.parseString() : nil }
     }
 
     /// A string of plain ASCII (no escapes), lent as its bytes to `body` without making a String (ids, dates);
     /// nil, and `failed`, for anything else or when `body` gives nil.
     public mutating func asciiString<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
-        parser.skipWhitespace()
-        guard !failed, parser.peek() == UInt8(ascii: "\""), let raw = parser.plainASCIIString(), let value = body(raw) else {
-            _ = fail()
-            return nil
-        }
-        last = .value
-        return value
+        value { p in p.peek() == UInt8(ascii: "\"") ? p.plainASCIIString().flatMap(body) : nil }
     }
 
     /// A number value as written; nil for anything else.
     public mutating func number() -> String? {
+        value { p in
+            guard let c = p.peek(), c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39) else { return nil }
+            return try? p.parseNumber()
+        }
+    }
+
+    /// Reads one value with `read` (after whitespace); nil from it marks the reader failed.
+    private mutating func value<T>(_ read: (inout JSONParser) -> T?) -> T? {
         parser.skipWhitespace()
-        guard !failed, let c = parser.peek(), c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39), let n = try? parser.parseNumber() else {
+        guard !failed, let v = read(&parser) else {
             _ = fail()
             return nil
         }
         last = .value
-        return n
+        return v
     }
 
     /// What the next value is, without reading it.

@@ -68,7 +68,7 @@ extension Store {
                     db,
                     RelayEvent(
                         kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                        balance: t.balanceAfter, previousBalance: MinorUnits.decimal(before)))
+                        balance: t.balanceAfter, previousBalance: Money.decimal(cents: before)))
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
@@ -95,7 +95,7 @@ extension Store {
                     db,
                     RelayEvent(
                         kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                        previousBalance: MinorUnits.decimal(previous)))
+                        previousBalance: Money.decimal(cents: previous)))
             }
             return .stored(gap: latest == nil || latest == server ? nil : childId)
         }
@@ -187,7 +187,7 @@ extension Store {
                         db,
                         RelayEvent(
                             kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
-                            previousBalance: MinorUnits.decimal(cached), caughtUp: true))
+                            previousBalance: Money.decimal(cents: cached), caughtUp: true))
                 }
             }
             for (child, newest) in cursors {
@@ -240,8 +240,8 @@ extension Store {
             try Row.fetchAll(db, sql: "SELECT * FROM child ORDER BY first_name, id").map { row in
                 Child(
                     id: UUID(uuidString: row["id"])!, firstName: row["first_name"], lastName: row["last_name"],
-                    weeklyAllowance: MinorUnits.decimal(row["weekly_allowance_minor"]),
-                    currentBalance: MinorUnits.decimal(row["balance_minor"]))
+                    weeklyAllowance: Money.decimal(cents: row["weekly_allowance_minor"]),
+                    currentBalance: Money.decimal(cents: row["balance_minor"]))
             }
         }
     }
@@ -257,8 +257,8 @@ extension Store {
             ).map { row in
                 Transaction(
                     id: UUID(uuidString: row["id"])!, childId: UUID(uuidString: row["child_id"])!,
-                    amount: MinorUnits.decimal(row["amount_minor"]), type: TransactionType(rawValue: row["type"])!,
-                    description: row["description"], balanceAfter: MinorUnits.decimal(row["balance_after_minor"]),
+                    amount: Money.decimal(cents: row["amount_minor"]), type: TransactionType(rawValue: row["type"])!,
+                    description: row["description"], balanceAfter: Money.decimal(cents: row["balance_after_minor"]),
                     createdAt: ISODate.parse(row["created_at"]) ?? .distantPast, createdByName: row["created_by"])
             }
         }
@@ -299,7 +299,7 @@ extension Store {
             try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
         }
         let sign = { (type: String) in type == TransactionType.credit.rawValue ? "+" : "-" }
-        let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(MinorUnits.decimal(stored.minor))) at \(stored.at)"
+        let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(Money.decimal(cents: stored.minor))) at \(stored.at)"
         let server = "\(try name(t.childId.lowercased)) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISO.string(t.createdAt))"
         return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server now says \(server). "
             + CacheConflict.fix
@@ -444,8 +444,6 @@ public enum MinorUnits {
         }
         return value
     }
-
-    public static func decimal(_ minor: Int64) -> Decimal { Money.decimal(cents: minor) }
 }
 
 extension Database {

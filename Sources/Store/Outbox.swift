@@ -37,14 +37,14 @@ extension Store {
             guard minor > 0 else { throw StoreError(path: path, "The amount must be greater than 0.") }
             let after = type == .credit ? balance + minor : balance - minor
             guard after >= 0 else {
-                throw StoreError(path: path, "Insufficient funds: the balance is \(Money.plain(MinorUnits.decimal(balance))), the debit \(Money.plain(amount)).")
+                throw StoreError(path: path, "Insufficient funds: the balance is \(Money.plain(Money.decimal(cents: balance))), the debit \(Money.plain(amount)).")
             }
             let localId = UUID()
             let key = UUID.random().lowercased
             let stamp = ISO.string(now)
             let local = Transaction(
                 id: localId, childId: child, amount: amount, type: type, description: description,
-                balanceAfter: MinorUnits.decimal(after), createdAt: now, createdByName: "allowance-relay")
+                balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
             try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             try db.execute(sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", arguments: [after, stamp, child.lowercased])
             try db.execute(
@@ -181,7 +181,7 @@ extension Store {
             try db.execute(sql: "UPDATE outbox SET state = ?, last_error = ? WHERE seq = ?", arguments: [state, reason, seq])
             let local = Transaction(
                 id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
-                balanceAfter: MinorUnits.decimal(try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
+                balanceAfter: Money.decimal(cents: try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
                 createdByName: "allowance-relay")
             try planDeliveries(
                 db,
@@ -195,7 +195,7 @@ extension Store {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE seq = ?", arguments: [seq]) else { return nil }
         return OutboxEntry(
             seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: UUID(uuidString: row["local_txn_id"])!,
-            childId: UUID(uuidString: row["child_id"])!, amount: MinorUnits.decimal(row["amount_minor"]),
+            childId: UUID(uuidString: row["child_id"])!, amount: Money.decimal(cents: row["amount_minor"]),
             type: TransactionType(rawValue: row["type"])!, description: row["description"], state: row["state"],
             attempts: row["attempts"], lastError: row["last_error"], createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
     }
@@ -219,7 +219,7 @@ extension Store {
                 let after = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
                 let local = Transaction(
                     id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
-                    balanceAfter: MinorUnits.decimal(after), createdAt: now, createdByName: "allowance-relay")
+                    balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
                 try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             }
             try db.execute(
