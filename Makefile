@@ -9,8 +9,9 @@ BIN         := .build/debug
 
 all: build
 
-# System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups).
-BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev pkg-config
+# System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups),
+# libcurl (the HTTP client).
+BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
 # systemd-analyze (the deploy/ units).
 TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd
@@ -18,7 +19,7 @@ APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq &
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
 deps:
-	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd 2>/dev/null; then \
+	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl 2>/dev/null; then \
 	  echo "Installing $(BUILD_DEBS) (apt-get)"; $(APT) $(BUILD_DEBS); \
 	fi
 

@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
+//   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks) -> SignalRClient
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
@@ -36,6 +37,10 @@ let package = Package(
             pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]
         ),
+        // libcurl, from Debian's libcurl4-openssl-dev.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // The one HTTP client (libcurl's multi interface on one thread): negotiate, the REST API, every webhook.
+        .target(name: "HTTPTransport", dependencies: ["CCurl"]),
         // One lws context on one service thread; knows nothing of SignalR.
         .target(
             name: "WebSocketTransport",
@@ -47,13 +52,13 @@ let package = Package(
         // No allowance words here: it is a library others could use.
         .target(
             name: "SignalRClient",
-            dependencies: ["SignalRProtocol", "WebSocketTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
         ),
         // The Allowance Tracker domain: models, money, hub event decoding, settings.
         .target(
             name: "AllowanceAPI",
             dependencies: [
-                "SignalRClient", "WebSocketTransport",
+                "SignalRClient", "WebSocketTransport", "HTTPTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
@@ -81,7 +86,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Store", "CSystemd", "SignalRClient",
+                "AllowanceAPI", "Store", "CSystemd", "SignalRClient", "HTTPTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -92,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "Store", "Sync", "Relay", "CSystemd",
+                "AllowanceAPI", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -154,12 +159,14 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "Store", "Relay", "HubSimulator", "TestSupport"]),
+            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "HubSimulator", "TestSupport"]),
         .testTarget(
             name: "StoreTests",
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "AlertTests", dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport"]),
+        .testTarget(
+            name: "AlertTests",
+            dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

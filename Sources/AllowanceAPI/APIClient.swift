@@ -1,22 +1,31 @@
 import Foundation
+import HTTPTransport
 import SignalRClient
 import SignalRProtocol
 import WebSocketTransport
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// The Allowance Tracker REST API (`/api/v1`), as far as the relay needs it.
 public struct APIClient: Sendable {
     public let baseURL: URL
     private let tokens: (any TokenSource)?
-    private let session: URLSession
+    private let http: HTTPClient
+    /// Whom the server's TLS certificate must come from (`server.ca_file`, `insecure_tls`), as for the hub.
+    private let trust: HTTPRequest.Trust
+    /// The longest answer read (`server.max_response_bytes`): a page of transactions is some kilobytes; a broken or
+    /// hostile server must not make the relay hold gigabytes.
+    private let maxResponseBytes: Int
 
-    public init(baseURL: URL, tokens: (any TokenSource)?, session: URLSession = .shared) {
+    public static let defaultMaxResponseBytes = 8 << 20
+
+    public init(
+        baseURL: URL, tokens: (any TokenSource)?, http: HTTPClient = .shared, trust: HTTPRequest.Trust = .system,
+        maxResponseBytes: Int = APIClient.defaultMaxResponseBytes
+    ) {
         self.baseURL = baseURL
         self.tokens = tokens
-        self.session = session
+        self.http = http
+        self.trust = trust
+        self.maxResponseBytes = maxResponseBytes
     }
 
     /// A client with a fixed token (tests, scripts).
@@ -91,11 +100,9 @@ public struct APIClient: Sendable {
             "childId": .string(child.lowercased), "amount": .number("\(amount)"),
             "type": .string(type.rawValue), "description": .string(description),
         ]
-        var request = URLRequest(url: baseURL.appending(path: "api/v1/transactions"), timeoutInterval: 30)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body.serialized.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
+        var request = HTTPRequest(.post, baseURL.appending(path: "api/v1/transactions"), body: Array(body.serialized.utf8))
+        request[header: "Content-Type"] = "application/json"
+        request[header: "Idempotency-Key"] = idempotencyKey
         let json = try await send(request, what: "POST /api/v1/transactions", expect: [200, 201])
         do {
             return try Transaction(json: json)
@@ -107,10 +114,10 @@ public struct APIClient: Sendable {
     /// Signs in (`POST /api/v1/auth/login`, seed 000): the session token and when it expires.
     public func login(email: String, password: Secret) async throws(APIError) -> (token: Secret, expiresAt: Date) {
         let what = "POST /api/v1/auth/login"
-        var request = URLRequest(url: baseURL.appending(path: "api/v1/auth/login"), timeoutInterval: 30)
-        request.httpMethod = "POST"
-        request.httpBody = Data((["email": .string(email), "password": .string(password.value)] as JSONValue).serialized.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        var request = HTTPRequest(
+            .post, baseURL.appending(path: "api/v1/auth/login"),
+            body: Array((["email": .string(email), "password": .string(password.value)] as JSONValue).serialized.utf8))
+        request[header: "Content-Type"] = "application/json"
         let json: JSONValue
         do {
             json = try await sendOnce(request, what: what, expect: [200])
@@ -128,12 +135,11 @@ public struct APIClient: Sendable {
     private func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
         var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        let request = URLRequest(url: components.url!, timeoutInterval: 30)
-        return try await send(request, what: "GET /\(path)", expect: [200])
+        return try await send(HTTPRequest(.get, components.url!), what: "GET /\(path)", expect: [200])
     }
 
     /// Sends with the current token; a 401 asks the token source for a fresh one once (seed 002).
-    private func send(_ request: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
+    private func send(_ request: HTTPRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
         do {
             return try await sendOnce(request, what: what, expect: expect)
         } catch where error.kind == .unauthorized && error.status == 401 && tokens != nil {
@@ -142,37 +148,46 @@ public struct APIClient: Sendable {
         }
     }
 
-    private func sendOnce(_ original: URLRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
+    private func sendOnce(_ original: HTTPRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
         var request = original
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.trust = trust
+        request.maxResponseBytes = maxResponseBytes
+        request[header: "Accept"] = "application/json"
         do {
             if let t = try await tokens?.token() {
                 guard HeaderValue.isSafe(t) else {
                     throw APIError(.unauthorized, "The access token holds a line break or another control character: refused (check the token file).")
                 }
-                request.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization")
+                request[header: "Authorization"] = "Bearer \(t)"
             }
         } catch let error as APIError {
             throw error
         } catch {
             throw APIError(.unauthorized, "No token: \(error)")
         }
-        let data: Data
-        let response: URLResponse
+        let response: HTTPResponse
         do {
-            (data, response) = try await withDeadline(request.deadline) { [session, request] in try await session.data(for: request) }
+            response = try await http.send(request)
+        } catch where error.kind == .tooLarge {
+            throw APIError(.invalidResponse, "\(what): \(error.message) (server.max_response_bytes raises the limit).")
         } catch {
-            throw APIError(.network, "\(what) failed: \(error.localizedDescription)")
+            throw APIError(.network, "\(what) failed: \(error.message)")
         }
-        let http = response as? HTTPURLResponse
-        let status = http?.statusCode ?? 0
+        let status = response.status
+        if (300..<400).contains(status) {
+            // Not followed: the token goes to the configured server only, and a moved API is a config change.
+            let to = response.header("Location").flatMap { URL(string: $0, relativeTo: request.url)?.absoluteURL.originForLogs }
+            throw APIError(
+                .invalidResponse,
+                "\(what) was redirected (HTTP \(status)\(to.map { " to " + $0 } ?? "")); not followed, so that the token goes only to the configured server. Set server.url to the API's real address.",
+                status: status)
+        }
         guard expect.contains(status) else {
-            let detail = (try? JSONValue(parsing: data))?["error"]?.stringValue.map { ": \($0)" } ?? ""
-            let retryAfter = http?.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
-            throw APIError(APIError.Kind(status: status), "\(what) answered HTTP \(status)\(detail)", status: status, retryAfter: retryAfter)
+            let detail = (try? JSONValue(parsing: response.body))?["error"]?.stringValue.map { ": \(SafeText.printable($0).prefix(200))" } ?? ""
+            throw APIError(APIError.Kind(status: status), "\(what) answered HTTP \(status)\(detail)", status: status, retryAfter: response.retryAfter)
         }
         do {
-            return try JSONValue(parsing: data)
+            return try JSONValue(parsing: response.body)
         } catch {
             throw APIError(.invalidResponse, "\(what) returned invalid JSON (\(error)).")
         }

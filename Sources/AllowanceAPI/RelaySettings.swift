@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import HTTPTransport
 import Yams
 
 /// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
@@ -21,6 +22,8 @@ public struct RelaySettings: Sendable {
     public var caFile: String?
     /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
     public var insecureTLS: Bool
+    /// The longest REST answer read (`server.max_response_bytes`, default 8 MiB): a page is some kilobytes.
+    public var maxResponseBytes = APIClient.defaultMaxResponseBytes
     public var storePath: String { local.storePath }
     /// `full` (a committed row survives power loss) or `normal` (faster; the last writes may be lost in a power cut).
     public var storeDurability: String
@@ -97,6 +100,13 @@ public struct RelaySettings: Sendable {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
             throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
         }
+        var maxResponseBytes = APIClient.defaultMaxResponseBytes
+        if let text = config.string(forKey: "server.max_response_bytes") {
+            guard let n = Int(text), n >= 65536 else {
+                throw SettingsError("server.max_response_bytes must be a number of bytes, at least 65536; not '\(text)'.")
+            }
+            maxResponseBytes = n
+        }
         return RelaySettings(
             serverURL: url,
             hubPath: config.string(forKey: "server.hub_path", default: "/hubs/family"),
@@ -109,6 +119,7 @@ public struct RelaySettings: Sendable {
             skipNegotiation: try flag("server.skip_negotiation"),
             caFile: config.string(forKey: "server.ca_file"),
             insecureTLS: try flag("server.insecure_tls"),
+            maxResponseBytes: maxResponseBytes,
             storeDurability: durability,
             local: try LocalSettings(config, environment),
             logLevel: level,
@@ -152,7 +163,7 @@ public struct RelaySettings: Sendable {
     static let knownKeys: [String: Set<String>] = [
         "server": [
             "url", "hub_path", "token", "token_file", "email", "password", "password_file", "access_token_in_query",
-            "skip_negotiation", "ca_file", "insecure_tls",
+            "skip_negotiation", "ca_file", "insecure_tls", "max_response_bytes",
         ],
         "store": ["path", "durability", "keep_transactions_days"],
         "outbox": ["limit", "max_attempts", "max_age_days"],
@@ -205,18 +216,26 @@ public struct RelaySettings: Sendable {
 
     /// Where tokens come from: the configured token, the token file (read afresh before each connect, so a
     /// rotated token is picked up), or a login with email and password. Nil: no authentication.
-    public func tokenSource() -> (any TokenSource)? {
+    public func tokenSource(http: HTTPClient = .shared) -> (any TokenSource)? {
         if let token { return StaticToken(token) }
         if let tokenFile { return TokenFile(path: tokenFile) }
         if let email {
             let password = self.password
             let passwordFile = self.passwordFile
-            return LoginSession(baseURL: serverURL, email: email) { () throws(SettingsError) -> Secret in
+            return LoginSession(baseURL: serverURL, email: email, http: http, trust: serverTrust) { () throws(SettingsError) -> Secret in
                 if let password { return password }
                 return try Secret.read(file: passwordFile!, what: "password file")
             }
         }
         return nil
+    }
+
+    /// Whom the server's certificate must come from, for the hub, negotiate and REST alike.
+    public var serverTrust: HTTPRequest.Trust { HTTPRequest.Trust(caFile: caFile, insecure: insecureTLS) }
+
+    /// The REST client for this server (its trust, the token source given).
+    public func apiClient(tokens: (any TokenSource)?, http: HTTPClient = .shared) -> APIClient {
+        APIClient(baseURL: serverURL, tokens: tokens, http: http, trust: serverTrust, maxResponseBytes: maxResponseBytes)
     }
 
     /// Reads the secret files once, so a missing or readable-by-others file stops the start with a clear message.

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
+import HTTPTransport
 
 /// Where bearer tokens come from. Asked before every hub connect and every REST call, so a rotated token file
 /// or a renewed login is picked up without a restart. Tokens never print themselves.
@@ -44,8 +41,11 @@ public actor LoginSession: TokenSource {
     private var pending: Task<(token: Secret, expiresAt: Date), any Error>?
 
     /// `password` is asked at each login (a password file is read then, not kept).
-    public init(baseURL: URL, email: String, session: URLSession = .shared, password: @escaping @Sendable () throws -> Secret) {
-        self.api = APIClient(baseURL: baseURL, tokens: nil, session: session)
+    public init(
+        baseURL: URL, email: String, http: HTTPClient = .shared, trust: HTTPRequest.Trust = .system,
+        password: @escaping @Sendable () throws -> Secret
+    ) {
+        self.api = APIClient(baseURL: baseURL, tokens: nil, http: http, trust: trust)
         self.email = email
         self.password = password
     }

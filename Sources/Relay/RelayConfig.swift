@@ -111,7 +111,7 @@ public struct RelayConfig: Sendable {
         }
         try r.allowOnly([
             "type", "url", "url_file", "token", "token_file", "secret", "secret_file", "room", "chat_id", "username",
-            "rate_limit", "quiet_hours", "templates", "timeout_seconds", "retry_max_seconds", "max_age_hours",
+            "rate_limit", "quiet_hours", "templates", "timeout_seconds", "retry_max_seconds", "max_age_hours", "concurrency",
         ])
         let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
         func secret(_ key: String) throws(ConfigError) -> Secret? {
@@ -173,6 +173,10 @@ public struct RelayConfig: Sendable {
         if let t = try r.int("timeout_seconds") { sink.timeout = Double(t) }
         if let h = try r.int("max_age_hours") { sink.maxAge = Double(h) * 3600 }
         if let m = try r.int("retry_max_seconds") { sink.retryMax = Double(max(m, 1)) }
+        if let c = try r.int("concurrency") {
+            guard (1...64).contains(c) else { throw r.error("concurrency \(c) is out of range", fix: "1 to 64 sends at a time", at: "concurrency") }
+            sink.concurrency = c
+        }
 
         // What each type needs.
         let needsURL: Set<SinkConfig.Kind> = [.webhook, .slack, .discord, .teams, .mattermost, .ntfy, .gotify, .matrix]

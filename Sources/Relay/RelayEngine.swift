@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import HTTPTransport
 import Logging
 import Store
 import Synchronization
@@ -7,11 +8,12 @@ import Synchronization
 /// The relay: installs the rules into the store (so deliveries are planned in the same SQLite transaction as
 /// their event), runs a worker per sink, and raises `connection.lost` when the hub stays away too long.
 ///
-/// `reload` swaps rules, templates and sinks while running: the old workers finish the send they are in, the
-/// new ones take over the ledger. `stop` is the graceful end: no new sends, the one in flight may finish, and
-/// whatever is still in flight when `run` returns (cancelled past the deadline) goes back to pending.
+/// `reload` swaps rules, templates and sinks while running: the old workers finish the sends they are in, the
+/// new ones take over the ledger. `stop` is the graceful end: no new sends, the ones under way may finish; one
+/// cancelled past the deadline leaves its delivery pending (nothing is written before a send).
 public final class RelayEngine: Sendable {
     let store: Store
+    let http: HTTPClient
     let logger: Logger
     private let state: Mutex<State>
     /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
@@ -30,16 +32,17 @@ public final class RelayEngine: Sendable {
         let stop: StopFlag
     }
 
-    public init(store: Store, config: RelayConfig, logger: Logger) {
+    public init(store: Store, config: RelayConfig, http: HTTPClient = .shared, logger: Logger) {
         self.store = store
+        self.http = http
         self.logger = logger
-        state = Mutex(State(current: Self.generation(config, store: store, logger: logger)))
+        state = Mutex(State(current: Self.generation(config, store: store, http: http, logger: logger)))
     }
 
-    private static func generation(_ config: RelayConfig, store: Store, logger: Logger) -> Generation {
+    private static func generation(_ config: RelayConfig, store: Store, http: HTTPClient, logger: Logger) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, popups: store), store: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, popups: store, http: http), ledger: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -49,21 +52,23 @@ public final class RelayEngine: Sendable {
     /// From now on every stored event plans its deliveries. Call before the first event can arrive.
     public func install() throws(StoreError) {
         plan(with: state.withLock { $0.current })
+        // Only versions before 0.2 wrote in_flight; their rows go again with the same ids.
         let requeued = try store.requeueInFlightDeliveries()
         if requeued > 0 { logger.notice("\(requeued) deliveries were in flight at the last stop: sending them again (same ids)") }
     }
 
     private func plan(with generation: Generation) {
-        let wakeups = generation.workers.map(\.wakeup)
-        store.setPlanner(RulePlanner(rules: generation.config.rules, sinks: generation.config.sinksByName)) {
-            for w in wakeups { w.signal() }
+        let wakeups = Dictionary(generation.workers.map { ($0.name, $0.wakeup) }, uniquingKeysWith: { a, _ in a })
+        let config = generation.config
+        store.setPlanner(RulePlanner(rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency)) { sinks in
+            for sink in sinks { wakeups[sink]?.signal() }
         }
     }
 
     /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
     /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
     public func reload(_ config: RelayConfig) -> ReloadSummary {
-        let new = Self.generation(config, store: store, logger: logger)
+        let new = Self.generation(config, store: store, http: http, logger: logger)
         let old = state.withLock { s in
             defer { s.current = new }
             return s.current
@@ -84,8 +89,8 @@ public final class RelayEngine: Sendable {
             kept: after.intersection(before).sorted(), rules: config.rules.count, orphaned: orphaned)
     }
 
-    /// Runs the sink workers until `stop()` (or cancellation), then puts any delivery still in flight back to
-    /// pending, so that nothing is owed to a send that never finished.
+    /// Runs the sink workers until `stop()` (or cancellation). A send cut short leaves its delivery pending in the
+    /// ledger (nothing is written before a send), so nothing is owed to a send that never finished.
     public func run() async {
         while let generation = state.withLock({ $0.stopped ? nil : $0.current }) {
             if generation.workers.isEmpty {
@@ -98,12 +103,6 @@ public final class RelayEngine: Sendable {
                 }
             }
             if Task.isCancelled { break }
-        }
-        do {
-            let requeued = try store.requeueInFlightDeliveries()
-            if requeued > 0 { logger.notice("\(requeued) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)") }
-        } catch {
-            logger.error("could not requeue the deliveries in flight (they will be at the next start): \(error)")
         }
     }
 
@@ -147,23 +146,27 @@ public final class RelayEngine: Sendable {
 
 extension RelayConfig {
     /// One test alert sent straight to `sink` (not through the ledger), for `notify test`.
-    public func sendTest(to sink: SinkConfig) async -> DeliveryOutcome {
-        let s = makeSink(sink)
+    public func sendTest(to sink: SinkConfig, http: HTTPClient = .shared) async -> DeliveryOutcome {
+        let s = makeSink(sink, http: http)
         let event = RelayEvent(kind: .test, at: Date(), sink: sink.name)
         let id = "test_" + UUID.random().lowercased
         return await s.send(message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
     }
 
     /// An alert rendered for `sink`: the title as written, the text with each value escaped for the destination.
+    /// `alert`: the stored alert, when there is one (else it is written from `event`).
     public func message(
-        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, event: RelayEvent, sink: SinkConfig, markup: Bool
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, event: RelayEvent, alert: String? = nil, sink: SinkConfig,
+        markup: Bool
     ) -> Message {
         let (title, text) = templates(for: kind, sink: sink)
         // Text from the server is made printable (no control or bidi characters) before each destination's escaping.
         let values = formatting.values(event, kind: kind, sink: sink.name).mapValues(SafeText.printable)
-        return Message(
-            id: id, kind: kind, urgency: urgency, title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) },
-            event: event, currency: formatting.currency)
+        let rendered = (title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) })
+        guard let alert else {
+            return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event, currency: formatting.currency)
+        }
+        return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert)
     }
 }
 

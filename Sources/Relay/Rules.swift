@@ -69,11 +69,13 @@ public struct RulePlanner: AlertPlanner {
     public let sinks: [String: SinkConfig]
     /// Caught-up transactions wait this long, so the pages of one catch-up gather into one digest.
     public var digestGathering: TimeInterval = 3
+    public let currency: String?
     let now: @Sendable () -> Date
 
-    public init(rules: [Rule], sinks: [String: SinkConfig], now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.rules = rules
         self.sinks = sinks
+        self.currency = currency
         self.now = now
     }
 

@@ -32,6 +32,13 @@ public struct SinkConfig: Sendable {
     public var retryMax: TimeInterval = 600
     /// A delivery still failing after this long is given up (dead letter).
     public var maxAge: TimeInterval = 86400
+    /// Sends under way at once, on kept-alive connections. A chat sink sends one alert per child at a time, so
+    /// that a chat shows a child's alerts in the order they happened; the generic webhook does not wait (its
+    /// receiver orders by `data.at`).
+    public var concurrency = 4
+
+    /// Whether alerts about one child must arrive in order (a chat shows them as they arrive).
+    public var ordersByChild: Bool { kind != .webhook }
 
     public init(name: String, kind: Kind) {
         self.name = name

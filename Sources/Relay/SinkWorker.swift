@@ -2,26 +2,35 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Metrics
+import SignalRClient
 import Store
 import Synchronization
 
-/// Sends one sink's deliveries from the ledger, oldest first. One worker per sink, so a slow or dead sink never
-/// delays the others. Every outcome is written back before the next send: a crash at any point leaves each
-/// delivery pending (sent again with the same id) or finished, never lost.
+/// Sends one sink's deliveries from the ledger, oldest first, up to `concurrency` at a time on kept-alive
+/// connections. One worker per sink, so a slow or dead sink never delays the others.
+///
+/// Nothing is written before a send: a crash during it leaves the row pending, and the resend carries the same
+/// id (receivers dedup on it). Outcomes are written in batches (group commit): while one batch commits, the next
+/// gathers, so a busy sink pays one fsync for many alerts and an idle one waits for none. A slot is free again
+/// only once its outcome is written, so a kill -9 sends at most `concurrency` alerts of a sink a second time.
+/// After a failure the sink sends one probe at a time until one goes through: a destination that is down or
+/// throttling is not met with `concurrency` requests per round. A chat sink sends one alert per child at a time,
+/// in order; a retry or a throttle pauses the whole sink, so nothing overtakes an alert that waits.
 struct SinkWorker: Sendable {
     let sink: any Sink
-    let store: Store
+    /// The delivery queue (the store's ledger; another backend could stand in).
+    let ledger: any DeliveryLedger
     let config: RelayConfig
     let wakeup: Wakeup
-    /// Set for a graceful stop or a reload: the send in progress finishes, no other starts.
+    /// Set for a graceful stop or a reload: the sends in progress finish, no other starts.
     let stop: StopFlag
     let logger: Logger
     let rateLimiter: RateLimiter
     let metrics: DeliveryMetrics
 
-    init(sink: any Sink, store: Store, config: RelayConfig, wakeup: Wakeup, stop: StopFlag, logger: Logger) {
+    init(sink: any Sink, ledger: any DeliveryLedger, config: RelayConfig, wakeup: Wakeup, stop: StopFlag, logger: Logger) {
         self.sink = sink
-        self.store = store
+        self.ledger = ledger
         self.config = config
         self.wakeup = wakeup
         self.stop = stop
@@ -35,101 +44,182 @@ struct SinkWorker: Sendable {
     var name: String { sink.config.name }
 
     func run() async {
-        var pausedUntil = Date.distantPast
-        var unavailable: String?
+        let sends = SendsInProgress()
+        let committed = Wakeup()
+        sends.onFinish = { committed.signal() }
+        await withDiscardingTaskGroup { group in
+            group.addTask { await commitOutcomes(sends, wake: committed) }
+            await dispatch(sends, group: &group)
+            // No new sends: the ones under way finish (or are cancelled past the stop's deadline, leaving their rows
+            // pending), then the committer writes what is left and ends.
+            sends.close()
+            committed.signal()
+        }
+        if sends.abandoned > 0 {
+            logger.notice("sink \(name): \(sends.abandoned) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)")
+        }
+    }
+
+    /// Takes due deliveries and starts their sends while there is room. Due rows are read in batches into `queue`
+    /// (only this worker changes a pending row of this sink, so the batch stays true until sent); a pause drops it.
+    private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
+        var queue: [Delivery] = []
         while !ending {
             do {
-                if let reason = try store.disabledSinks()[name] {
-                    logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
-                    await wakeup.wait(upTo: .seconds(60))
-                    continue
-                }
                 let now = Date()
-                if pausedUntil > now {
-                    await wakeup.wait(upTo: .seconds(pausedUntil.timeIntervalSince(now)))
+                if let pause = sends.pausedUntil, pause > now {
+                    queue = []
+                    await wakeup.wait(upTo: .seconds(pause.timeIntervalSince(now)))
                     continue
                 }
-                let due = try store.dueDeliveries(sink: name, limit: 1000)
-                if due.isEmpty {
-                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
-                    let next = try store.nextDeliveryDue(sink: name).map { max(0.01, $0.timeIntervalSinceNow) } ?? 60
-                    await wakeup.wait(upTo: .seconds(min(next, 60)))
+                // A failing destination gets one probe at a time, not `concurrency` requests per round.
+                let room = (sends.probing ? 1 : sink.config.concurrency) - sends.count
+                guard room > 0 else {
+                    await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                     continue
+                }
+                let taken = sends.taken
+                if queue.isEmpty {
+                    if let reason = try ledger.disabledSinks()[name] {
+                        logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
+                        await wakeup.wait(upTo: .seconds(60))
+                        continue
+                    }
+                    queue = try fold(ledger.dueDeliveries(sink: name, at: Date(), limit: 256, excluding: taken.ids))
+                }
+                let ready = startable(queue, busyChildren: taken.children, room: room)
+                if ready.isEmpty {
+                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
+                    let next = sends.count > 0 || !queue.isEmpty ? nil : try ledger.nextDeliveryDue(sink: name, excluding: taken.ids)
+                    await wakeup.wait(upTo: .seconds(min(next.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60)))
+                    continue
+                }
+                if ready.count == queue.count {
+                    queue = []
+                } else if sink.config.ordersByChild {
+                    let started = Set(ready.map(\.id))
+                    queue.removeAll { started.contains($0.id) }
+                } else {
+                    queue.removeFirst(ready.count)  // the oldest, in order
                 }
                 let markup = await sink.supportsMarkup()
-                for delivery in try fold(due) {
-                    if ending { return }
-                    if let pause = try await deliver(delivery, markup: markup, unavailable: &unavailable) {
-                        pausedUntil = pause
+                for d in ready {
+                    await rateLimiter.wait()
+                    if ending || sends.isPaused {
+                        queue = []
                         break
+                    }
+                    sends.start(d, child: childKey(d))
+                    group.addTask {
+                        if let result = await deliver(d, markup: markup, sends: sends) {
+                            sends.finish(d.id, result)
+                        } else {
+                            sends.abandon(d.id)  // cut short by the stop: the row stays pending
+                        }
                     }
                 }
             } catch {
                 logger.error("sink \(name): \(error)")
+                queue = []
                 await wakeup.wait(upTo: .seconds(5))
             }
         }
     }
 
-    /// One delivery. Returns when the whole sink should pause (the destination is down or throttling us).
-    private func deliver(_ d: Delivery, markup: Bool, unavailable: inout String?) async throws -> Date? {
-        if Date().timeIntervalSince(d.createdAt) > sink.config.maxAge {
-            try store.deliveryDead(d.id, reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
-            logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
-            return nil
-        }
-        await rateLimiter.wait()
-        if ending { return nil }
-        try store.deliveryInFlight(d.id)
-        let outcome = await sink.send(render(d, markup: markup))
-        // Cut short by the stop deadline: the row stays in flight and the engine puts it back to pending.
-        if Task.isCancelled { return nil }
-        let now = Date()  // waits the server asks for count from its answer
-        let attempts = d.attempts + 1
-        metrics.record(outcome)
-        switch outcome {
-        case .delivered:
-            try store.deliveryDone(d.id)
-            metrics.latency.recordInterval(since: d.createdAt, now: now)
-            if unavailable != nil {
-                logger.notice("sink \(name) works again")
-                unavailable = nil
+    /// Writes the outcomes that have come in, all at once, until the worker ends and nothing is under way.
+    private func commitOutcomes(_ sends: SendsInProgress, wake: Wakeup) async {
+        while true {
+            let (batch, done, gather) = sends.takeFinished(gatheringFor: .milliseconds(2))
+            if let gather {
+                await wake.wait(upTo: gather, evenIfCancelled: true)
+                continue
             }
-            logger.info("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
-            return nil
-        case .retry(let reason, let after):
-            let retry = now.addingTimeInterval(after ?? backoff(attempts))
-            try store.deliveryRetry(d.id, error: reason, at: retry)
-            logger.warning("sink \(name): \(reason); retrying at \(ISO8601DateFormatter().string(from: retry))")
-            return retry
-        case .throttled(let reason, let after):
-            let retry = now.addingTimeInterval(after ?? backoff(attempts))
-            try store.deliveryRetry(d.id, error: reason, at: retry)
-            logger.warning("sink \(name): \(reason); the sink waits until \(ISO8601DateFormatter().string(from: retry))")
-            return retry
-        case .disable(let reason):
-            try store.deliveryRetry(d.id, error: reason, at: now)
-            try store.disableSink(name, reason: reason)
-            try store.raise(RelayEvent(kind: .deliveryDisabled, at: now, detail: reason, sink: name))
-            logger.error("sink \(name) switched off: \(reason). Fix its config, then: allowance-relay deliveries enable \(name)")
-            return now
-        case .rejected(let reason):
-            try store.deliveryDead(d.id, reason: reason)
-            logger.error("sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)")
-            return nil
-        case .unavailable(let reason):
-            let retry = now.addingTimeInterval(60)
-            try store.deliveryRetry(d.id, error: reason, at: retry)
-            if unavailable == nil { logger.error("sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute") }
-            unavailable = reason
-            return retry
+            if !batch.isEmpty {
+                do {
+                    try ledger.record(batch.map { ($0.id, $0.result) })
+                } catch {
+                    // Not written: the rows stay pending and go again (same ids) at the next start.
+                    logger.error("sink \(name): could not record \(batch.count) outcome(s): \(error)")
+                }
+                sends.release(batch.map(\.id))
+                wakeup.signal()  // room for more sends, and the released rows' retries
+            }
+            if done { return }
+            // Past the stop's deadline too: the sends being cut short still report, and their outcomes are written.
+            if batch.isEmpty { await wake.wait(upTo: .seconds(60), evenIfCancelled: true) }
         }
     }
 
-    /// Exponential with jitter: about 2 s, 4 s, 8 s ... up to the sink's `retry_max_seconds` (10 minutes).
-    private func backoff(_ attempts: Int) -> TimeInterval {
-        min(sink.config.retryMax, pow(2, Double(min(attempts, 20)))) * Double.random(in: 0.8...1.0)
+    /// Of the due deliveries, those that may start now (at most `room`): the oldest for the generic webhook; for a
+    /// chat, the oldest of each child with nothing under way (a child's next alert waits for the one before).
+    private func startable(_ due: [Delivery], busyChildren: Set<String>, room: Int) -> [Delivery] {
+        guard sink.config.ordersByChild else { return Array(due.prefix(room)) }
+        var seen = busyChildren
+        var out: [Delivery] = []
+        for d in due where out.count < room && seen.insert(childKey(d)).inserted { out.append(d) }
+        return out
     }
+
+    private func childKey(_ d: Delivery) -> String { d.childId?.lowercased ?? "-" }
+
+    /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending).
+    private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> DeliveryResult? {
+        let started = Date()
+        if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
+            logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
+            return .dead(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
+        }
+        let message: Message
+        do {
+            message = try render(d, markup: markup)
+        } catch {
+            logger.error("sink \(name): \(d.kind.rawValue) \(d.id) cannot be read: \(error) (dead letter)")
+            return .dead(reason: "unreadable alert: \(error)")
+        }
+        let outcome = await sink.send(message)
+        if Task.isCancelled { return nil }
+        let now = Date()  // waits the server asks for count from its answer
+        metrics.record(outcome)
+        switch outcome {
+        case .delivered:
+            metrics.latency.recordInterval(since: d.createdAt, now: now)
+            if sends.working() { logger.notice("sink \(name) works again") }
+            logger.info("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
+            return .delivered(at: now)
+        case .retry(let reason, let after):
+            let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
+            sends.pause(until: retry)
+            logger.warning("sink \(name): \(reason); retrying at \(ISO8601DateFormatter().string(from: retry))")
+            return .retry(error: reason, at: retry)
+        case .throttled(let reason, let after):
+            let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
+            sends.pause(until: retry)
+            logger.warning("sink \(name): \(reason); the sink waits until \(ISO8601DateFormatter().string(from: retry))")
+            return .retry(error: reason, at: retry)
+        case .disable(let reason):
+            do {
+                try ledger.disableSink(name, reason: reason, at: now)
+                try ledger.raise(RelayEvent(kind: .deliveryDisabled, at: now, detail: reason, sink: name))
+            } catch {
+                logger.error("sink \(name): could not record that it is switched off: \(error)")
+            }
+            logger.error("sink \(name) switched off: \(reason). Fix its config, then: allowance-relay deliveries enable \(name)")
+            return .retry(error: reason, at: now)
+        case .rejected(let reason):
+            logger.error("sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)")
+            return .dead(reason: reason)
+        case .unavailable(let reason):
+            let retry = now.addingTimeInterval(60)
+            sends.pause(until: retry)
+            if sends.unavailable(reason) {
+                logger.error("sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute")
+            }
+            return .retry(error: reason, at: retry)
+        }
+    }
+
+    /// About 2 s, 4 s, 8 s ... up to the sink's `retry_max_seconds` (10 minutes).
+    private var backoff: Backoff { Backoff(initial: .seconds(2), maximum: .seconds(sink.config.retryMax)) }
 
     /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
     /// the child's others due within the gathering time come along.
@@ -138,14 +228,16 @@ struct SinkWorker: Sendable {
         var out = due.filter { !foldable($0) }
         let children = Set(due.filter(foldable).compactMap(\.childId))
         for child in children {
-            let parts = try store.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5))
+            let parts = try ledger.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5)).compactMap { d in
+                (try? d.event).map { (delivery: d, event: $0) }
+            }
             guard parts.count >= 2 else {
-                out += parts
+                out += parts.map(\.delivery)
                 continue
             }
-            let sorted = parts.sorted { ($0.event.transaction?.createdAt ?? $0.createdAt) < ($1.event.transaction?.createdAt ?? $1.createdAt) }
-            let total = sorted.reduce(Decimal(0)) { sum, d in
-                guard let t = d.event.transaction else { return sum }
+            let sorted = parts.sorted { ($0.event.transaction?.createdAt ?? $0.delivery.createdAt) < ($1.event.transaction?.createdAt ?? $1.delivery.createdAt) }
+            let total = sorted.reduce(Decimal(0)) { sum, p in
+                guard let t = p.event.transaction else { return sum }
                 return t.type == .credit ? sum + t.amount : sum - t.amount
             }
             let caughtUp = sorted.contains { $0.event.caughtUp }
@@ -154,14 +246,141 @@ struct SinkWorker: Sendable {
                 balance: sorted.last?.event.transaction?.balanceAfter, caughtUp: caughtUp,
                 detail: caughtUp ? "While the relay was offline" : "During quiet hours", count: sorted.count, total: total,
                 transactions: sorted.compactMap(\.event.transaction))
-            out.append(try store.foldIntoDigest(sorted, digest: digest))
+            out.append(try ledger.foldIntoDigest(sorted.map(\.delivery), digest: digest, currency: config.formatting.currency, at: Date()))
             logger.info("sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
         }
         return out.sorted { $0.createdAt < $1.createdAt }
     }
 
-    func render(_ d: Delivery, markup: Bool) -> Message {
-        config.message(id: d.id, kind: d.kind, urgency: d.urgency, event: d.event, sink: sink.config, markup: markup)
+    /// The generic webhook forwards the stored alert; the other sinks fill their templates from it.
+    func render(_ d: Delivery, markup: Bool) throws(PayloadError) -> Message {
+        if sink.config.kind == .webhook {
+            return Message(id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert)
+        }
+        return config.message(id: d.id, kind: d.kind, urgency: d.urgency, event: try d.event, alert: d.alert, sink: sink.config, markup: markup)
+    }
+}
+
+/// A worker's sends under way and their outcomes not yet written. Shared by the dispatcher, the send tasks and the
+/// committer, each holding the lock for a moment only.
+final class SendsInProgress: Sendable {
+    struct Finished {
+        let id: String
+        let result: DeliveryResult
+    }
+
+    private struct State {
+        /// Taken and not yet written: the ledger still says pending, so they must not be taken again.
+        var ids: Set<String> = []
+        /// Children with an alert under way (chat sinks keep each child's order).
+        var children: [String: String] = [:]
+        var running = 0
+        var finished: [Finished] = []
+        var firstFinished = ContinuousClock.now
+        var pausedUntil: Date?
+        /// The last send failed (retry, throttle, unavailable): one send at a time until one goes through.
+        var probing = false
+        var unavailable: String?
+        var closed = false
+        var abandoned = 0
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    /// Sends under way plus outcomes not yet written: what a kill -9 would send again. At most `concurrency`.
+    var count: Int { state.withLock { $0.ids.count } }
+    /// Sends cut short by a stop, left pending.
+    var abandoned: Int { state.withLock { $0.abandoned } }
+    var taken: (ids: Set<String>, children: Set<String>) { state.withLock { ($0.ids, Set($0.children.values)) } }
+    var pausedUntil: Date? { state.withLock { $0.pausedUntil } }
+    var isPaused: Bool { state.withLock { s in s.pausedUntil.map { $0 > Date() } ?? false } }
+    var probing: Bool { state.withLock { $0.probing } }
+
+    var onFinish: (@Sendable () -> Void)? {
+        get { state.withLock { $0.onFinish } }
+        set { state.withLock { $0.onFinish = newValue } }
+    }
+
+    func start(_ d: Delivery, child: String) {
+        state.withLock { s in
+            s.ids.insert(d.id)
+            s.children[d.id] = child
+            s.running += 1
+        }
+    }
+
+    func finish(_ id: String, _ result: DeliveryResult) {
+        let wake = state.withLock { s in
+            s.running -= 1
+            if s.finished.isEmpty { s.firstFinished = .now }
+            s.finished.append(Finished(id: id, result: result))
+            return s.onFinish
+        }
+        wake?()
+    }
+
+    /// A send that ended without an outcome: its row is free at once (still pending in the ledger).
+    func abandon(_ id: String) {
+        let wake = state.withLock { s in
+            s.running -= 1
+            s.abandoned += 1
+            s.ids.remove(id)
+            s.children[id] = nil
+            return s.onFinish
+        }
+        wake?()
+    }
+
+    /// The outcomes to write, whether this is the last batch (closed, nothing under way), and, while sends that
+    /// will finish soon are still under way, how much longer to gather (up to `window`): one commit for the
+    /// sends that went out together rather than one each.
+    func takeFinished(gatheringFor window: Duration) -> (batch: [Finished], done: Bool, gather: Duration?) {
+        state.withLock { s in
+            let done = s.closed && s.running == 0
+            guard !s.finished.isEmpty else { return ([], done, nil) }
+            let waited = ContinuousClock.now - s.firstFinished
+            if s.running > 0 && !s.closed && waited < window && s.finished.count < 64 {
+                return ([], false, window - waited)
+            }
+            defer { s.finished = [] }
+            return (s.finished, done, nil)
+        }
+    }
+
+    /// Written: these rows may be taken again (a retry, once due).
+    func release(_ ids: [String]) {
+        state.withLock { s in
+            for id in ids {
+                s.ids.remove(id)
+                s.children[id] = nil
+            }
+        }
+    }
+
+    func close() { state.withLock { $0.closed = true } }
+
+    func pause(until date: Date) {
+        state.withLock { s in
+            s.pausedUntil = max(s.pausedUntil ?? date, date)
+            s.probing = true
+        }
+    }
+
+    /// Records that the sink is unavailable; true the first time (said once, not at every retry).
+    func unavailable(_ reason: String) -> Bool {
+        state.withLock { s in
+            defer { s.unavailable = reason }
+            return s.unavailable == nil
+        }
+    }
+
+    /// A send went through: true when the sink had been unavailable (worth saying it works again).
+    func working() -> Bool {
+        state.withLock { s in
+            defer { (s.unavailable, s.probing) = (nil, false) }
+            return s.unavailable != nil
+        }
     }
 }
 

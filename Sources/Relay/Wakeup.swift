@@ -17,7 +17,8 @@ final class Wakeup: Sendable {
         waiter?.resume()
     }
 
-    func wait(upTo timeout: Duration) async {
+    /// `evenIfCancelled`: a cancelled task still waits (for a signal or the timeout) rather than returning at once.
+    func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async {
         // Only a timer that ran out signals: a cancelled one (the wait ended earlier) must not leave a pending
         // signal behind, or every next wait would return at once and the worker would spin.
         let timer = Task {
@@ -27,7 +28,7 @@ final class Wakeup: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.pending || Task.isCancelled {
+                    if s.pending || (Task.isCancelled && !evenIfCancelled) {
                         s.pending = false
                         return true
                     }
@@ -37,7 +38,7 @@ final class Wakeup: Sendable {
                 if now { c.resume() }
             }
         } onCancel: {
-            self.signal()
+            if !evenIfCancelled { self.signal() }
         }
         timer.cancel()
     }

@@ -41,7 +41,8 @@ struct ConnectionStateMachine {
         /// A link that lived less than this is a short link: the next reconnect waits longer.
         var stableLinkAfter: Duration
         var shortLinkBackoff: (initial: Duration, maximum: Duration)
-        var random: () -> Double = { Double.random(in: 0.8...1.2) }
+        /// A value in 0...1 for the jitter (fixed in tests).
+        var random: () -> Double = { Double.random(in: 0...1) }
     }
 
     private(set) var state = State.disconnected
@@ -226,6 +227,6 @@ struct ConnectionStateMachine {
     private func shortLinkPause(_ policy: Duration) -> Duration {
         guard shortLinks > 0 else { return policy }
         let (initial, maximum) = policies.shortLinkBackoff
-        return max(policy, min(maximum, initial * Double(1 << min(shortLinks - 1, 20))) * policies.random())
+        return max(policy, Backoff(initial: initial, maximum: maximum).delay(retry: shortLinks, random: policies.random))
     }
 }

@@ -1,11 +1,8 @@
 import Foundation
+import HTTPTransport
 import Logging
 import SignalRProtocol
 import WebSocketTransport
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 public enum HubConnectionState: String, Sendable {
     case disconnected, connecting, connected, reconnecting, disconnecting
@@ -32,7 +29,6 @@ public actor HubConnection {
     public nonisolated let url: URL
     private let options: HubConnectionOptions
     private let logger: Logger
-    private let session: URLSession
 
     private var handlers: [String: [Handler]] = [:]
     /// Targets whose invocations go, decoded in one pass, to a bounded buffer (`on(_:into:)`), by lower-cased name;
@@ -99,9 +95,6 @@ public actor HubConnection {
             policies: .init(
                 start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,
                 shortLinkBackoff: options.shortLinkBackoff))
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = 30
-        self.session = URLSession(configuration: config)
         let (stream, continuation) = AsyncStream<@Sendable () async -> Void>.makeStream()
         self.jobs = continuation
         // Handlers run here, one after another, never on the receive loop.
@@ -264,7 +257,7 @@ public actor HubConnection {
 
     /// One whole connection attempt. The token source is asked each time; a 401 gets one fresh token.
     private func connect() async throws(HubConnectionError) {
-        let negotiator = Negotiator(options: options, session: session, logger: logger)
+        let negotiator = Negotiator(options: options, logger: logger)
         var negotiated: NegotiatedTransport
         do {
             negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))

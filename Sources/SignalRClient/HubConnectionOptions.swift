@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 import WebSocketTransport
 
 /// Everything a `HubConnection` can be told. Defaults are the official clients' defaults.
@@ -35,8 +36,14 @@ public struct HubConnectionOptions: Sendable {
     public var useStatefulReconnect = false
     /// Bytes of sent, unacknowledged messages kept for replay; further sends wait for Acks.
     public var statefulReconnectBufferSize = 100_000
-    /// Options of the WebSocket under the connection (TLS, CA file, message size limit).
+    /// Options of the WebSocket under the connection (TLS, CA file, message size limit); negotiate trusts the
+    /// same authorities.
     public var webSocket = WebSocketOptions()
+    /// Negotiate goes through it (one client per process keeps one pool of connections).
+    public var httpClient: HTTPClient = .shared
+    /// The longest negotiate answer read (a few hundred bytes in practice; a hostile server must not make the
+    /// client hold megabytes).
+    public var maxNegotiateBytes = 64 * 1024
 
     public init() {}
 }

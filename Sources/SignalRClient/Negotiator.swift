@@ -1,11 +1,8 @@
 import Foundation
+import HTTPTransport
 import Logging
 import SignalRProtocol
 import WebSocketTransport
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// The result of negotiating: where to open the WebSocket, and with which token.
 struct NegotiatedTransport: Sendable {
@@ -16,12 +13,12 @@ struct NegotiatedTransport: Sendable {
     var statefulReconnect = false
 }
 
-/// `POST {hub}/negotiate?negotiateVersion=1`, following redirects (at most 100).
+/// `POST {hub}/negotiate?negotiateVersion=1`, following the protocol's own redirects (a `url` in the answer, at
+/// most 100); an HTTP redirect is not followed (the token must not go wherever a 3xx points).
 struct Negotiator: Sendable {
     static let maxRedirects = 100
 
     let options: HubConnectionOptions
-    let session: URLSession
     let logger: Logger
 
     func negotiate(hubURL: URL, accessToken: String?) async throws(HubConnectionError) -> NegotiatedTransport {
@@ -66,32 +63,28 @@ struct Negotiator: Sendable {
 
     private func post(_ url: URL, token: String?) async throws(HubConnectionError) -> NegotiateResponse {
         let negotiateURL = Self.negotiateURL(url, stateful: options.useStatefulReconnect)
-        // Bounded like the handshake (withDeadline: URLSession alone does not end a silent request), and never on
-        // a pooled connection: after a network cut the kept-alive one is dead without knowing it (found with a
-        // blackholing proxy, NetworkCutTests).
-        let timeout = Double(options.handshakeTimeout.components.seconds) + Double(options.handshakeTimeout.components.attoseconds) / 1e18
-        var request = URLRequest(url: negotiateURL, timeoutInterval: timeout)
-        request.httpMethod = "POST"
-        request.setValue("close", forHTTPHeaderField: "Connection")
-        request.setValue(options.userAgent, forHTTPHeaderField: "User-Agent")
-        request.setValue("0", forHTTPHeaderField: "Content-Length")
-        for (name, value) in options.headers { request.setValue(value, forHTTPHeaderField: name) }
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let data: Data
-        let response: URLResponse
+        // Bounded like the handshake, and never on a pooled connection: after a network cut the kept-alive one is
+        // dead without knowing it (found with a blackholing proxy, NetworkCutTests).
+        var request = HTTPRequest(.post, negotiateURL, timeout: options.handshakeTimeout, maxResponseBytes: options.maxNegotiateBytes)
+        request.freshConnection = true
+        request.trust = options.webSocket.trust
+        for (name, value) in options.headers { request[header: name] = value }
+        request[header: "User-Agent"] = options.userAgent
+        if let token { request[header: "Authorization"] = "Bearer \(token)" }
+        let response: HTTPResponse
         do {
-            let sent = request
-            (data, response) = try await withDeadline(options.handshakeTimeout) { [session] in try await session.data(for: sent) }
-        } catch is DeadlineExceeded {
-            throw HubConnectionError(
-                .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) got no answer within \(options.handshakeTimeout).")
+            response = try await options.httpClient.send(request)
         } catch {
-            throw HubConnectionError(
-                .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.localizedDescription)")
+            throw HubConnectionError(.negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
         }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let status = response.status
         switch status {
         case 200: break
+        case 300..<400:
+            let to = response.header("Location").flatMap { URL(string: $0, relativeTo: negotiateURL)?.absoluteURL.originForLogs }
+            throw HubConnectionError(
+                .negotiateFailed,
+                "Negotiate at \(negotiateURL.redactedForLogs) was redirected (HTTP \(status)\(to.map { " to " + $0 } ?? "")); not followed, so that the token goes only to the configured server. Set the server URL to the hub's real address.")
         case 401, 403:
             throw HubConnectionError(
                 .unauthorized,
@@ -101,7 +94,7 @@ struct Negotiator: Sendable {
                 .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) answered HTTP \(status); expected 200.")
         }
         do {
-            return try NegotiateResponse.decode(data)
+            return try NegotiateResponse.decode(response.body)
         } catch {
             throw HubConnectionError(.negotiateFailed, "The negotiate answer is not valid: \(error.message)")
         }
@@ -136,4 +129,9 @@ struct Negotiator: Sendable {
         c.percentEncodedQuery = c.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
         return c.url!
     }
+}
+
+extension WebSocketOptions {
+    /// The same authorities for negotiate as for the WebSocket.
+    var trust: HTTPRequest.Trust { HTTPRequest.Trust(caFile: caFile, insecure: allowInsecureTLS) }
 }

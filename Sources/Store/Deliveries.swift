@@ -5,26 +5,57 @@ import SignalRProtocol
 
 /// One alert owed to one sink, as the ledger holds it.
 public struct Delivery: Sendable, Equatable {
+    /// Where a delivery is in its life, stored as its raw value.
+    public enum State: String, Sendable, CaseIterable, DatabaseValueConvertible {
+        case pending
+        case delivered
+        /// Given up, with the reason in `lastError`; `deliveries retry` queues it again.
+        case dead
+        /// Folded into a digest delivery (`merged_into`).
+        case merged
+        /// Written by versions before 0.2 while a send was under way; read as pending.
+        case inFlight = "in_flight"
+    }
+
     public var id: String
     public var sink: String
     public var rule: String
     public var kind: RelayEvent.Kind
     public var childId: UUID?
     public var urgency: PlannedDelivery.Urgency
-    public var event: RelayEvent
+    /// The alert as stored when it was planned: its JSON, final (the delivery's kind, the currency). The generic
+    /// webhook sends it as it is; other sinks decode it (`event`) to fill their templates.
+    public var alert: String
     public var digest: Bool
-    public var state: String
+    public var state: State
     public var attempts: Int
     public var nextAttemptAt: Date
     public var lastError: String?
     public var createdAt: Date
     public var deliveredAt: Date?
+
+    /// The alert decoded (for templates, digests and the CLI).
+    public var event: RelayEvent {
+        get throws(PayloadError) {
+            let json: JSONValue
+            do { json = try JSONValue(parsing: alert.utf8) } catch { throw PayloadError(message: "alert: \(error)") }
+            return try RelayEvent(json: json)
+        }
+    }
+}
+
+/// How one send ended, as the ledger records it.
+public enum DeliveryResult: Sendable, Equatable {
+    case delivered(at: Date)
+    /// Pending again, due at `at`.
+    case retry(error: String, at: Date)
+    case dead(reason: String)
 }
 
 extension Store {
     /// The rules that turn events into deliveries (nil: the relay is off and nothing is planned), and what to call
-    /// after a transaction that planned some has committed (wakes the sink workers).
-    public func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable () -> Void)? = nil) {
+    /// after a transaction that planned some has committed, with the sinks that got work (wakes their workers).
+    public func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable (Set<String>) -> Void)? = nil) {
         let hooks = planner.map { PlannerHooks(planner: $0, onPlanned: onPlanned) }
         relay.withLock { $0 = hooks }
     }
@@ -48,6 +79,7 @@ extension Store {
         let planner = relay.withLock { $0?.planner }
         guard let planner else { return 0 }
         var inserted = 0
+        var alerts: [RelayEvent.Kind: String] = [:]
         for p in planner.plan(event) {
             if let key = p.dedupKey, let window = p.dedupWindow,
                 try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"), arguments: [p.sink, key, ISO.string(now.addingTimeInterval(-window))]) == true
@@ -62,26 +94,53 @@ extension Store {
                     """,
                 arguments: [
                     "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
-                    p.urgency.rawValue, event.jsonText(), p.digest, p.dedupKey, ISO.string(p.notBefore ?? now),
+                    p.urgency.rawValue, alert(of: event, as: p.kind, planner: planner, memo: &alerts), p.digest, p.dedupKey,
+                    ISO.string(p.notBefore ?? now),
                     ISO.string(now),
                 ])
             inserted += 1
+            plannedSinks.withLock { _ = $0.insert(p.sink) }
         }
-        plannedInWrite.add(inserted, ordering: .relaxed)
         return inserted
+    }
+
+    /// The alert a delivery of `kind` stores: the event as that kind (a derived `balance.low` says so in its data
+    /// too), with the family's currency; written once per kind, however many sinks take it.
+    private func alert(of event: RelayEvent, as kind: RelayEvent.Kind, planner: any AlertPlanner, memo: inout [RelayEvent.Kind: String]) -> String {
+        if let text = memo[kind] { return text }
+        var e = event
+        e.kind = kind
+        let text = e.jsonText(currency: planner.currency)
+        memo[kind] = text
+        return text
     }
 
     // MARK: - Workers
 
-    /// Deliveries of `sink` due now, oldest first.
-    public func dueDeliveries(sink: String, at now: Date = Date(), limit: Int = 100) throws(StoreError) -> [Delivery] {
-        try read { db in
+    /// Deliveries of `sink` due now, oldest first, leaving out `excluding` (the worker's own, being sent). Nothing is
+    /// written for a claim: a crash during the send leaves the row pending, and it goes again with the same id.
+    /// A row that cannot be read (an unknown kind or urgency) becomes a dead letter with the reason, here.
+    public func dueDeliveries(sink: String, at now: Date = Date(), limit: Int = 100, excluding: Set<String> = []) throws(StoreError) -> [Delivery] {
+        var unreadable: [(id: String, reason: String)] = []
+        let due = try read { db in
             try Row.fetchAll(
-                db,
-                sql: "SELECT * FROM delivery WHERE sink = ? AND state = 'pending' AND next_attempt_at <= ? ORDER BY created_at, rowid LIMIT ?",
-                arguments: [sink, ISO.string(now), limit]
-            ).compactMap(Self.delivery)
+                try db.cachedStatement(
+                    sql: "SELECT * FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') AND next_attempt_at <= ? ORDER BY created_at, rowid LIMIT ?"),
+                arguments: [sink, ISO.string(now), limit + excluding.count]
+            ).compactMap { row -> Delivery? in
+                guard !excluding.contains(row["id"]) else { return nil }
+                switch Self.delivery(row) {
+                case .success(let d): return d
+                case .failure(let problem):
+                    unreadable.append((row["id"], problem.message))
+                    return nil
+                }
+            }
         }
+        if !unreadable.isEmpty {
+            try record(unreadable.map { ($0.id, .dead(reason: "unreadable in the ledger: \($0.reason)")) })
+        }
+        return Array(due.prefix(limit))
     }
 
     /// A child's foldable deliveries of `sink` due by `dueBy`: once one is due, the rest of a catch-up's pages
@@ -91,54 +150,51 @@ extension Store {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM delivery WHERE sink = ? AND child_id = ? AND state = 'pending' AND digest = 1
+                    SELECT * FROM delivery WHERE sink = ? AND child_id = ? AND state IN ('pending', 'in_flight') AND digest = 1
                         AND kind = 'transaction.created' AND next_attempt_at <= ?
                     ORDER BY created_at, rowid
                     """,
                 arguments: [sink, child.lowercased, ISO.string(dueBy)]
-            ).compactMap(Self.delivery)
+            ).compactMap { try? Self.delivery($0).get() }
         }
     }
 
-    /// When the next pending delivery of `sink` falls due (nil: none pending).
-    public func nextDeliveryDue(sink: String) throws(StoreError) -> Date? {
+    /// When the next pending delivery of `sink` not in `excluding` falls due (nil: none pending).
+    public func nextDeliveryDue(sink: String, excluding: Set<String> = []) throws(StoreError) -> Date? {
         try read { db in
-            try String.fetchOne(
-                db, sql: "SELECT MIN(next_attempt_at) FROM delivery WHERE sink = ? AND state = 'pending'", arguments: [sink]
-            ).flatMap(ISODate.parse)
+            try Row.fetchAll(
+                try db.cachedStatement(
+                    sql: "SELECT id, next_attempt_at FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') ORDER BY next_attempt_at LIMIT ?"),
+                arguments: [sink, excluding.count + 1]
+            ).first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
         }
     }
 
-    public func deliveryInFlight(_ id: String) throws(StoreError) {
-        try write { db in
-            try db.execute(sql: "UPDATE delivery SET state = 'in_flight', attempts = attempts + 1 WHERE id = ?", arguments: [id])
+    /// The outcomes of several sends, in one SQLite transaction that does not wait for the disk: a power cut may
+    /// forget that some went out, and they go again with the same ids (as after any crash between a send and its
+    /// record); a kill -9 forgets nothing.
+    public func record(_ results: [(id: String, result: DeliveryResult)]) throws(StoreError) {
+        guard !results.isEmpty else { return }
+        try writeWithoutSync { db in
+            for (id, result) in results {
+                switch result {
+                case .delivered(let at):
+                    try db.executeCached(
+                        sql: "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
+                        arguments: [ISO.string(at), id])
+                case .retry(let error, let at):
+                    try db.executeCached(
+                        sql: "UPDATE delivery SET state = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ? WHERE id = ?",
+                        arguments: [error, ISO.string(at), id])
+                case .dead(let reason):
+                    try db.executeCached(
+                        sql: "UPDATE delivery SET state = 'dead', attempts = attempts + 1, last_error = ? WHERE id = ?", arguments: [reason, id])
+                }
+            }
         }
     }
 
-    public func deliveryDone(_ id: String, at now: Date = Date()) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE delivery SET state = 'delivered', delivered_at = ?, last_error = NULL WHERE id = ?",
-                arguments: [ISO.string(now), id])
-        }
-    }
-
-    public func deliveryRetry(_ id: String, error: String, at retryAt: Date) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE delivery SET state = 'pending', last_error = ?, next_attempt_at = ? WHERE id = ?",
-                arguments: [error, ISO.string(retryAt), id])
-        }
-    }
-
-    /// Given up (dead letter), with the reason; `deliveries retry` can queue it again.
-    public func deliveryDead(_ id: String, reason: String) throws(StoreError) {
-        try write { db in
-            try db.execute(sql: "UPDATE delivery SET state = 'dead', last_error = ? WHERE id = ?", arguments: [reason, id])
-        }
-    }
-
-    /// After a crash nothing is really in flight: those go out again with the same id (receivers dedup on it).
+    /// Rows an older version left `in_flight` at a crash: pending again (they go out with the same id).
     @discardableResult
     public func requeueInFlightDeliveries() throws(StoreError) -> Int {
         try write { db in
@@ -149,7 +205,7 @@ extension Store {
 
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts
     /// become `merged` and point at it. The digest has its own stable id from then on.
-    public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, at now: Date = Date()) throws(StoreError) -> Delivery {
+    public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date = Date()) throws(StoreError) -> Delivery {
         precondition(!parts.isEmpty)
         return try write { db in
             let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
@@ -160,11 +216,14 @@ extension Store {
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at)
                     VALUES (?, ?, ?, 'digest', ?, ?, ?, 0, 'pending', ?, ?)
                     """,
-                arguments: [id, first.sink, first.rule, event.childId?.lowercased, urgency, event.jsonText(), ISO.string(now), ISO.string(now)])
+                arguments: [
+                    id, first.sink, first.rule, event.childId?.lowercased, urgency, event.jsonText(currency: currency), ISO.string(now), ISO.string(now),
+                ])
             for p in parts {
-                try db.execute(sql: "UPDATE delivery SET state = 'merged', merged_into = ? WHERE id = ? AND state = 'pending'", arguments: [id, p.id])
+                try db.execute(
+                    sql: "UPDATE delivery SET state = 'merged', merged_into = ? WHERE id = ? AND state IN ('pending', 'in_flight')", arguments: [id, p.id])
             }
-            return try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]).flatMap(Self.delivery)!
+            return try Self.delivery(try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id])!).get()
         }
     }
 
@@ -194,21 +253,22 @@ extension Store {
     public func disabledSinks() throws(StoreError) -> [String: String] {
         try read { db in
             Dictionary(
-                uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT sink, disabled_reason FROM sink_state WHERE disabled_reason IS NOT NULL")
+                uniqueKeysWithValues: try Row.fetchAll(
+                    try db.cachedStatement(sql: "SELECT sink, disabled_reason FROM sink_state WHERE disabled_reason IS NOT NULL"))
                     .map { ($0["sink"] as String, $0["disabled_reason"] as String) })
         }
     }
 
     // MARK: - The CLI's view
 
-    public func deliveries(sink: String? = nil, state: String? = nil, limit: Int = 100) throws(StoreError) -> [Delivery] {
+    public func deliveries(sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100) throws(StoreError) -> [Delivery] {
         try read { db in
             let filter = [sink == nil ? nil : "sink = :sink", state == nil ? nil : "state = :state"].compactMap { $0 }
             let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
             return try Row.fetchAll(
                 db, sql: "SELECT * FROM delivery \(clause) ORDER BY created_at DESC, rowid DESC LIMIT :limit",
                 arguments: ["sink": sink, "state": state, "limit": limit]
-            ).compactMap(Self.delivery)
+            ).compactMap { try? Self.delivery($0).get() }
         }
     }
 
@@ -247,15 +307,45 @@ extension Store {
         }
     }
 
-    static func delivery(_ row: Row) -> Delivery? {
-        guard let json = try? JSONValue(parsing: Array((row["alert"] as String).utf8)), let event = try? RelayEvent(json: json),
-            let kind = RelayEvent.Kind(rawValue: row["kind"]), let urgency = PlannedDelivery.Urgency(rawValue: row["urgency"])
-        else { return nil }
-        return Delivery(
-            id: row["id"], sink: row["sink"], rule: row["rule"], kind: kind, childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)),
-            urgency: urgency, event: event, digest: row["digest"], state: row["state"], attempts: row["attempts"],
-            nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
-            createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,
-            deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse))
+    /// A row as a record; an unknown kind or urgency (a row from a newer version, a damaged file) is the failure's
+    /// reason. The alert is not decoded here: the generic webhook never needs it decoded.
+    static func delivery(_ row: Row) -> Result<Delivery, PayloadError> {
+        func unknown(_ column: String) -> Result<Delivery, PayloadError> {
+            .failure(PayloadError(message: "unknown \(column) '\(row[column] as String? ?? "")'"))
+        }
+        guard let kind = RelayEvent.Kind(rawValue: row["kind"]) else { return unknown("kind") }
+        guard let urgency = PlannedDelivery.Urgency(rawValue: row["urgency"]) else { return unknown("urgency") }
+        guard let state = Delivery.State(rawValue: row["state"]) else { return unknown("state") }
+        return .success(
+            Delivery(
+                id: row["id"], sink: row["sink"], rule: row["rule"], kind: kind,
+                childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)), urgency: urgency, alert: row["alert"],
+                digest: row["digest"], state: state, attempts: row["attempts"],
+                nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
+                createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,
+                deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse)))
     }
 }
+
+/// What a sink worker needs of the delivery ledger, and nothing more: the queue behind one interface, so that
+/// another backend (a server database shared by several relays) could take the SQLite file's place without
+/// touching the sinks. `Store` is the one implementation today.
+public protocol DeliveryLedger: Sendable {
+    /// Due deliveries of `sink`, oldest first, leaving out `excluding`; nothing is written for taking them.
+    func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]
+    /// When the next delivery of `sink` not in `excluding` falls due (nil: none pending).
+    func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
+    /// The outcomes of several sends, together.
+    func record(_ results: [(id: String, result: DeliveryResult)]) throws(StoreError)
+    /// A child's deliveries of `sink` that may fold into one digest, due by `dueBy`.
+    func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery]
+    /// Replaces `parts` by one digest delivery (its own id from then on).
+    func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery
+    /// Sinks switched off (by a 410 or the like) and why.
+    func disabledSinks() throws(StoreError) -> [String: String]
+    func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
+    /// An event of the relay's own (a sink switched off), planned like any other.
+    @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int
+}
+
+extension Store: DeliveryLedger {}

@@ -4,6 +4,18 @@ import GRDB
 
 /// One write waiting to reach the server.
 public struct OutboxEntry: Sendable, Equatable {
+    /// Where a write is in its life, stored as its raw value.
+    public enum State: String, Sendable, CaseIterable, DatabaseValueConvertible {
+        case pending
+        case inFlight = "in_flight"
+        /// The server took it; its transaction replaced the local one.
+        case sent
+        /// The server refused it for good (400/409/422...): undone here.
+        case rejected
+        /// Retried too often or for too long: undone here, kept for `outbox list`.
+        case dead
+    }
+
     public var seq: Int64
     public var idempotencyKey: String
     public var localTransactionId: UUID
@@ -11,7 +23,7 @@ public struct OutboxEntry: Sendable, Equatable {
     public var amount: Decimal
     public var type: TransactionType
     public var description: String
-    public var state: String
+    public var state: State
     public var attempts: Int
     public var lastError: String?
     public var createdAt: Date
@@ -70,7 +82,7 @@ extension Store {
             {
                 let child: String = row["child_id"]
                 guard !held.contains(child) else { continue }
-                if row["state"] == "in_flight" || (row["next_attempt_at"] as String) > stamp {
+                if row["state"] == OutboxEntry.State.inFlight || (row["next_attempt_at"] as String) > stamp {
                     held.insert(child)
                 } else {
                     due.append(row["seq"])
@@ -159,15 +171,15 @@ extension Store {
     /// The server refused the write for good (400/409/422...): the local transaction and its effect on the balance
     /// are undone. The server's version of the data wins.
     public func outboxRejected(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
-        try giveUp(seq, state: "rejected", reason: reason, at: now)
+        try giveUp(seq, state: .rejected, reason: reason, at: now)
     }
 
     /// Retried too often or for too long (dead letter): undone like a rejection, kept for `outbox list`.
     public func outboxDead(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
-        try giveUp(seq, state: "dead", reason: reason, at: now)
+        try giveUp(seq, state: .dead, reason: reason, at: now)
     }
 
-    private func giveUp(_ seq: Int64, state: String, reason: String, at now: Date) throws(StoreError) {
+    private func giveUp(_ seq: Int64, state: OutboxEntry.State, reason: String, at now: Date) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let minor = try MinorUnits.from(e.amount)
@@ -186,7 +198,7 @@ extension Store {
             try planDeliveries(
                 db,
                 RelayEvent(
-                    kind: state == "dead" ? .outboxDead : .outboxRejected, at: now, childId: e.childId,
+                    kind: state == .dead ? .outboxDead : .outboxRejected, at: now, childId: e.childId,
                     childName: try Self.childName(db, e.childId), transaction: local, detail: reason))
         }
     }
@@ -207,10 +219,10 @@ extension Store {
     public func retryOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
-            guard ["pending", "rejected", "dead"].contains(e.state) else {
-                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending, rejected or dead ones can be retried.")
+            guard [.pending, .rejected, .dead].contains(e.state) else {
+                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
             }
-            if e.state != "pending" {
+            if e.state != .pending {
                 let minor = try MinorUnits.from(e.amount)
                 let stamp = ISO.string(now)
                 try db.execute(
@@ -231,10 +243,10 @@ extension Store {
     /// Gives up a write that was not sent: the local transaction and its effect on the balance are undone.
     public func dropOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
         guard let e = try outbox().first(where: { $0.seq == seq }) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
-        guard ["pending", "rejected", "dead"].contains(e.state) else {
-            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state); only pending, rejected or dead ones can be dropped.")
+        guard [.pending, .rejected, .dead].contains(e.state) else {
+            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be dropped.")
         }
-        if e.state == "pending" { try outboxRejected(seq, reason: "dropped by the user", at: now) }
+        if e.state == .pending { try outboxRejected(seq, reason: "dropped by the user", at: now) }
         try write { db in try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
     }
 }

@@ -73,6 +73,21 @@ public struct RelayEvent: Sendable, Equatable {
     /// The documented `data` object of the generic webhook (`docs/webhook-data.schema.json`): stable keys, money as
     /// exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The same
     /// object, without the currency, is what the delivery ledger stores.
+    /// The `at` of a stored alert, as written (the writer puts it second), without decoding the rest.
+    public static func time(inAlert alert: String) -> String? {
+        var text = alert
+        return text.withUTF8 { bytes in
+            JSONReader.read(bytes) { r -> String? in
+                guard r.enterObject() else { return nil }
+                while let key = r.nextKey() {
+                    if key == "at" { return r.string() }
+                    guard r.skipValue() else { return nil }
+                }
+                return nil
+            }
+        }
+    }
+
     public func json(currency: String? = nil) -> JSONValue {
         try! JSONValue(parsing: jsonText(currency: currency).utf8)  // the writer's own output always parses
     }
@@ -165,10 +180,13 @@ public protocol AlertPlanner: Sendable {
     func plan(_ event: RelayEvent) -> [PlannedDelivery]
     /// Whether an event of this kind can lead to any alert: when not, the store skips building it (a hot path).
     func mayPlan(for kind: RelayEvent.Kind) -> Bool
+    /// The family's currency, written into every stored alert (nil: none said).
+    var currency: String? { get }
 }
 
 extension AlertPlanner {
     public func mayPlan(for kind: RelayEvent.Kind) -> Bool { true }
+    public var currency: String? { nil }
 }
 
 /// One alert owed to one sink.

@@ -20,8 +20,8 @@ public final class Store: Sendable {
     let relay = Mutex<PlannerHooks?>(nil)
     /// Deliveries planned by the write in progress: after its commit the workers are woken once. (Not GRDB's
     /// afterNextTransaction: one observer per event made a burst quadratic, and nested its callbacks until the
-    /// stack overflowed at about 90,000 events.) Writes are serialized, so one counter is enough.
-    let plannedInWrite = Atomic<Int>(0)
+    /// stack overflowed at about 90,000 events.) Only the sinks that got work are woken.
+    let plannedSinks = Mutex<Set<String>>([])
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
     let session = UUID.random().lowercased
@@ -34,9 +34,13 @@ public final class Store: Sendable {
         case normal = "NORMAL"
     }
 
-    private init(path: String, pool: DatabasePool) {
+    /// What a commit waits for (store.durability).
+    let durability: Durability
+
+    private init(path: String, pool: DatabasePool, durability: Durability) {
         self.path = path
         self.pool = pool
+        self.durability = durability
     }
 
     /// Opens (creating if needed) and migrates the database at `path`.
@@ -65,7 +69,7 @@ public final class Store: Sendable {
                 throw StoreError(path: path, "The database failed its integrity check (\(check ?? "no answer")). \(StoreError.rebuildHint)")
             }
             try Schema.migrator.migrate(pool)
-            return Store(path: path, pool: pool)
+            return Store(path: path, pool: pool, durability: durability)
         } catch let error as StoreError {
             throw error
         } catch let error as DatabaseError {
@@ -128,16 +132,40 @@ public final class Store: Sendable {
         do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
     }
 
+    /// One SQLite transaction whose commit does not wait for the disk (synchronous=NORMAL for it, whatever
+    /// store.durability says): for what a power cut may forget at no cost. The OS has the write, so a kill -9
+    /// loses nothing; the next durable commit makes it durable too (the WAL is written in order).
+    func writeWithoutSync<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.writeWithoutTransaction { db in
+                if durability != .normal { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                defer { if durability != .normal { try? db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)") } }
+                var result: T?
+                try db.inTransaction {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        } catch {
+            throw StoreError(path: path, error)
+        }
+    }
+
     /// One SQLite transaction. When it planned deliveries and committed, the sink workers are woken.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         let result: T
         do {
             result = try pool.write(body)
         } catch {
-            _ = plannedInWrite.exchange(0, ordering: .relaxed)  // rolled back: nothing was planned after all
+            plannedSinks.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
             throw StoreError(path: path, error)
         }
-        if plannedInWrite.exchange(0, ordering: .relaxed) > 0, let wake = relay.withLock({ $0?.onPlanned }) { wake() }
+        let planned = plannedSinks.withLock { sinks in
+            defer { sinks.removeAll() }
+            return sinks
+        }
+        if !planned.isEmpty, let wake = relay.withLock({ $0?.onPlanned }) { wake(planned) }
         return result
     }
 }
@@ -189,9 +217,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// The rules that plan deliveries and what to call once they are committed.
 final class PlannerHooks: Sendable {
     let planner: any AlertPlanner
-    let onPlanned: (@Sendable () -> Void)?
+    let onPlanned: (@Sendable (Set<String>) -> Void)?
 
-    init(planner: any AlertPlanner, onPlanned: (@Sendable () -> Void)?) {
+    init(planner: any AlertPlanner, onPlanned: (@Sendable (Set<String>) -> Void)?) {
         self.planner = planner
         self.onPlanned = onPlanned
     }

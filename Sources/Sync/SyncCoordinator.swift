@@ -7,6 +7,9 @@ import Store
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was
 /// (re)established or an event shows the cache missed something. Requests during a catch-up coalesce.
 public actor SyncCoordinator {
+    /// A write that failed for a retryable reason goes again after about 2 s, 4 s, 8 s ... up to 5 minutes.
+    static let backoff = Backoff(initial: .seconds(2), maximum: .seconds(300))
+
     /// When the outbox gives up on a write that keeps failing for a retryable reason (dead letter).
     public struct OutboxLimits: Sendable {
         public var maxAttempts: Int
@@ -236,7 +239,7 @@ public actor SyncCoordinator {
                     sent += 1
                     logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.lowercased)"])
                 case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
-                    let wait = error.retryAfter ?? min(300, pow(2, Double(entry.attempts + 1))) * Double.random(in: 0.8...1.2)
+                    let wait = Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter)
                     let retry = Date().addingTimeInterval(wait)
                     try store.outboxRetry(entry.seq, error: error.message, retryAt: retry)
                     let waiting = try store.summary().outboxWaiting

@@ -122,6 +122,13 @@ extension URL {
     }
 }
 
+extension URL {
+    /// scheme://host[:port]: where a redirect pointed, with nothing that could carry a secret.
+    public var originForLogs: String {
+        "\(scheme ?? "http")://\(host ?? "?")" + (port.map { ":\($0)" } ?? "")
+    }
+}
+
 /// A header value that stays one header: no CR, LF or other control character (a token read from a file, or
 /// handed over by a server, could otherwise add headers of its own to a request).
 public enum HeaderValue {

@@ -68,7 +68,7 @@ struct ConfigCommand: AsyncParsableCommand {
         /// The server (sign in, list the children) and each sink (a test alert), one after the other.
         static func probe(_ settings: RelaySettings, _ relay: RelayConfig) async -> [(what: String, ok: Bool, said: String)] {
             var out: [(String, Bool, String)] = []
-            let api = APIClient(baseURL: settings.serverURL, tokens: settings.tokenSource())
+            let api = settings.apiClient(tokens: settings.tokenSource(http: RelayCommand.http), http: RelayCommand.http)
             do {
                 let children = try await api.children()
                 out.append(("server \(settings.serverURL.redactedForLogs)", true, "answered: \(children.count) child(ren)"))
@@ -76,7 +76,7 @@ struct ConfigCommand: AsyncParsableCommand {
                 out.append(("server \(settings.serverURL.redactedForLogs)", false, error.message))
             }
             for sink in relay.sinks {
-                let outcome = await relay.sendTest(to: sink)
+                let outcome = await relay.sendTest(to: sink, http: RelayCommand.http)
                 let said: String =
                     switch outcome {
                     case .delivered: "accepted a test alert"

@@ -25,11 +25,11 @@ struct Daemon {
     static let gracePeriod: Duration = .seconds(10)
 
     func run() async -> Int32 {
-        let tokens = settings.tokenSource()  // one source for the hub and REST: one login, one renewal
+        let tokens = settings.tokenSource(http: RelayCommand.http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
-            store: store, api: APIClient(baseURL: settings.serverURL, tokens: tokens),
+            store: store, api: settings.apiClient(tokens: tokens, http: RelayCommand.http),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
@@ -109,7 +109,8 @@ struct Daemon {
         }
         options.accessTokenInQuery = settings.accessTokenInQuery
         options.skipNegotiation = settings.skipNegotiation
-        options.userAgent = "allowance-relay/\(RelayCommand.version) (Linux)"
+        options.userAgent = RelayCommand.http.userAgent
+        options.httpClient = RelayCommand.http
         options.reconnectPolicy = ExponentialRetryPolicy()
         options.startRetryPolicy = ExponentialRetryPolicy()
         options.webSocket.caFile = settings.caFile

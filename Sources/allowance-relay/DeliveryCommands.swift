@@ -30,33 +30,28 @@ struct DeliveriesCommand: AsyncParsableCommand {
             discussion: "Examples:\n  allowance-relay deliveries list --state dead\n  allowance-relay deliveries list --sink family-chat --json")
         @OptionGroup var options: CacheOptions
         @Option(help: "Only this sink's.") var sink: String?
-        @Option(help: "Only in this state: pending, in_flight, delivered, dead, merged.") var state: String?
+        @Option(help: "Only in this state: pending, delivered, dead, merged.") var state: Delivery.State?
         @Option(help: "How many.") var limit = 50
-
-        func validate() throws {
-            if let state, !["pending", "in_flight", "delivered", "dead", "merged"].contains(state) {
-                throw ValidationError("--state must be pending, in_flight, delivered, dead or merged.")
-            }
-        }
 
         func run() async throws {
             let store = try await options.openStore()
             let rows = try store.deliveries(sink: sink, state: state, limit: limit)
             if options.json {
-                let currency = try await options.settings().currency
-                options.emit(.array(rows.map { d in
-                    [
+                options.emit(.array(rows.map { (d: Delivery) -> JSONValue in
+                    // The alert as stored (it names its currency), or its text when it cannot be read.
+                    let alert: JSONValue = (try? JSONValue(parsing: d.alert.utf8)) ?? .string(d.alert)
+                    return [
                         "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
-                        "state": .string(d.state), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
+                        "state": .string(d.state.rawValue), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
                         "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
                         "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null,
-                        "event": d.event.json(currency: currency),
+                        "event": alert,
                     ]
                 }))
                 return
             }
-            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "ID", "LAST ERROR"]] + rows.map { d in
-                [iso(d.createdAt), d.sink, d.kind.rawValue, d.state, String(d.attempts), d.id, String((d.lastError ?? "").prefix(60))]
+            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
+                [iso(d.createdAt), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts), d.id, String((d.lastError ?? "").prefix(60))]
             }
             print(Table.render(table, rightAligned: [4]))
         }
@@ -138,7 +133,7 @@ struct NotifyCommand: AsyncParsableCommand {
             guard let target = relay.sinksByName[sink] else {
                 throw ValidationError("No sink '\(sink)' in \(config). Known: \(relay.sinks.map(\.name).joined(separator: ", ")).")
             }
-            let outcome = await relay.sendTest(to: target)
+            let outcome = await relay.sendTest(to: target, http: RelayCommand.http)
             let ok = outcome == .delivered
             let said: String =
                 switch outcome {
@@ -154,3 +149,5 @@ struct NotifyCommand: AsyncParsableCommand {
         }
     }
 }
+
+extension Delivery.State: ExpressibleByArgument {}

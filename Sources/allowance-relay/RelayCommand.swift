@@ -1,9 +1,12 @@
 import ArgumentParser
 import Foundation
+import HTTPTransport
 
 @main
 struct RelayCommand: AsyncParsableCommand {
     static let version = "0.1.0"
+    /// The process's one HTTP client (negotiate, REST, every sink): one thread, one pool of connections.
+    static let http = HTTPClient(userAgent: "allowance-relay/\(version) (Linux)")
 
     static let configuration = CommandConfiguration(
         commandName: "allowance-relay",

@@ -87,7 +87,7 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode(74)
         }
-        let engine = RelayEngine(store: store, config: relayConfig, logger: logger)
+        let engine = RelayEngine(store: store, config: relayConfig, http: RelayCommand.http, logger: logger)
         do {
             try engine.install()
         } catch {

@@ -93,7 +93,7 @@ struct OutboxCommand: AsyncParsableCommand {
                 let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
                 options.emit(.array(entries.map { e in
                     [
-                        "seq": .number(String(e.seq)), "state": .string(e.state), "childId": .string(e.childId.lowercased),
+                        "seq": .number(String(e.seq)), "state": .string(e.state.rawValue), "childId": .string(e.childId.lowercased),
                         "childName": names[e.childId].map { .string($0) } ?? .null, "type": .string(e.type.rawValue),
                         "amount": Money.json(e.amount), "currency": .string(currency), "description": .string(e.description),
                         "attempts": .number(String(e.attempts)), "lastError": e.lastError.map { .string($0) } ?? .null,
@@ -102,7 +102,7 @@ struct OutboxCommand: AsyncParsableCommand {
                 return
             }
             let rows = [["#", "STATE", "AMOUNT", "DESCRIPTION", "ATTEMPTS", "LAST ERROR"]] + entries.map { e in
-                [String(e.seq), e.state, Money.signed(e.amount, e.type), e.description, String(e.attempts), e.lastError ?? ""]
+                [String(e.seq), e.state.rawValue, Money.signed(e.amount, e.type), e.description, String(e.attempts), e.lastError ?? ""]
             }
             print(Table.render(rows, rightAligned: [0, 2, 4]))
         }

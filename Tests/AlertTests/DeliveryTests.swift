@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import GRDB
 import Logging
 import Relay
 import SignalRProtocol
@@ -71,6 +72,39 @@ import Testing
         }
     }
 
+    /// The generic webhook's `data` is the stored alert byte for byte (no parse and re-render on the way), and a
+    /// row that cannot be read (a kind from a newer version, an alert that is not JSON) becomes a dead letter with
+    /// the reason, while the alerts after it go out.
+    @Test func theWebhookForwardsTheStoredAlertAndAnUnreadableRowIsADeadLetter() async throws {
+        let hook = WebhookReceiver()
+        let chat = WebhookReceiver()
+        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
+        try await withRelay(yaml, hook, chat) { store in
+            try live(store, "1.00", after: "49", "forwarded")
+            // Recorded, not only received: the damage below must not race the outcomes' commit.
+            try await eventually("one recorded at each") {
+                let counts = try store.deliveryCounts()
+                return counts["hook"]?["delivered"] == 1 && counts["chat"]?["delivered"] == 1
+            }
+            let stored = try #require(try store.deliveries(sink: "hook").first?.alert)
+            #expect(hook.received[0].text.hasSuffix(#","data":"# + stored + "}"), "\(hook.received[0].text)")
+            #expect(stored.contains(#""currency":"USD""#) && stored.contains(#""kind":"transaction.created""#))
+
+            let db = try DatabaseQueue(path: store.path)
+            try await db.write { db in
+                try db.execute(sql: "UPDATE delivery SET state = 'pending', kind = 'from.the.future' WHERE sink = 'hook'")
+                try db.execute(sql: "UPDATE delivery SET state = 'pending', alert = '{not json' WHERE sink = 'chat'")
+            }
+            try live(store, "1.00", after: "48", "after the damage")  // wakes both workers
+            try await eventually("the damaged rows given up, the new alerts sent") {
+                let counts = try store.deliveryCounts()
+                return counts["hook"]?["dead"] == 1 && counts["chat"]?["dead"] == 1 && hook.received.count == 2 && chat.received.count == 2
+            }
+            let reasons = try await db.read { db in try String.fetchAll(db, sql: "SELECT last_error FROM delivery WHERE state = 'dead' ORDER BY sink") }
+            #expect(reasons.count == 2 && reasons[0].contains("unreadable alert") && reasons[1].contains("unknown kind 'from.the.future'"), "\(reasons)")
+        }
+    }
+
     @Test func aThrottleThenAnErrorAreWaitedOutAndTheAlertArrivesOnce() async throws {
         let hook = WebhookReceiver { _, n in
             switch n {
@@ -88,7 +122,7 @@ import Testing
             #expect(t[1] - t[0] >= .milliseconds(950), "Retry-After: 1 honoured: \(t[1] - t[0])")
             #expect(t[2] - t[1] >= .seconds(3), "exponential back-off after the 500 (about 4 s): \(t[2] - t[1])")
             #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 1, "the same id on every attempt")
-            #expect(try store.deliveries(sink: "hook").first?.state == "delivered")
+            #expect(try store.deliveries(sink: "hook").first?.state == .delivered)
         }
     }
 
@@ -116,7 +150,7 @@ import Testing
             try live(store, "1.00", after: "48")
             try await Task.sleep(for: .milliseconds(500))
             #expect(gone.received.count == 1, "no more sends to a switched-off sink")
-            #expect(try store.deliveries(sink: "old", state: "pending").count == 2, "its alerts wait until it is enabled")
+            #expect(try store.deliveries(sink: "old", state: .pending).count == 2, "its alerts wait until it is enabled")
             #expect(try store.deliveries(sink: "old").allSatisfy { $0.kind != .deliveryDisabled }, "not told about itself")
         }
     }
@@ -127,8 +161,8 @@ import Testing
             try live(store, "1.00", after: "49", "first")
             try live(store, "1.00", after: "48", "second")
             await eventually("both tried") { hook.received.count == 2 }
-            await eventually("the ledger settles") { (try? store.deliveries(sink: "hook", state: "delivered").count) == 1 }
-            let dead = try store.deliveries(sink: "hook", state: "dead")
+            await eventually("the ledger settles") { (try? store.deliveries(sink: "hook", state: .delivered).count) == 1 }
+            let dead = try store.deliveries(sink: "hook", state: .dead)
             #expect(dead.count == 1 && dead[0].lastError == "HTTP 400: bad payload")
             #expect(try store.retryDeliveries(sink: "hook") == 1, "a dead letter can be queued again")
         }
@@ -137,12 +171,43 @@ import Testing
     @Test func aSlowSinkDoesNotDelayTheOthers() async throws {
         let slow = WebhookReceiver { _, _ in .init(200, delay: .seconds(3)) }
         let fast = WebhookReceiver()
-        try await withRelay("sinks:\n  slow:\n    type: webhook\n    url: BASE_A/hook\n  fast:\n    type: webhook\n    url: BASE_B/hook\n", slow, fast) { store in
+        let yaml = "sinks:\n  slow:\n    type: webhook\n    url: BASE_A/hook\n    concurrency: 1\n  fast:\n    type: webhook\n    url: BASE_B/hook\n"
+        try await withRelay(yaml, slow, fast) { store in
             let start = ContinuousClock.now
             for i in 0..<3 { try live(store, "1.00", after: "\(49 - i)") }
             await eventually("the fast sink has all three", timeout: .seconds(2)) { fast.received.count == 3 }
             #expect(ContinuousClock.now - start < .seconds(2))
             #expect(slow.received.count <= 1, "the slow one is still on its first")
+        }
+    }
+
+    /// A slow destination gets `concurrency` sends at once (on as many kept-alive connections); a chat gets one
+    /// child's alerts one after the other, in the order they happened, whatever its concurrency.
+    @Test func aSinkSendsUpToItsConcurrencyAtOnceAndAChatKeepsEachChildsOrder() async throws {
+        let hook = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(800)) }
+        let chat = WebhookReceiver { _, _ in .init(200, delay: .milliseconds(300)) }
+        let yaml = """
+            sinks:
+              hook:
+                type: webhook
+                url: BASE_A/hook
+                concurrency: 3
+              chat:
+                type: slack
+                url: BASE_B/slack
+                rate_limit: 100/s
+            """
+        try await withRelay(yaml, hook, chat) { store in
+            for i in 0..<6 { try live(store, "1.00", after: "\(49 - i)", "item \(i)") }
+            await eventually("all six at each", timeout: .seconds(10)) { hook.received.count == 6 && chat.received.count == 6 }
+            // Three at once; the fourth only once a slot is free again (an answer takes 800 ms).
+            let at = hook.arrivals.sorted()
+            #expect(at[2] - at[0] < .milliseconds(600) && at[3] - at[0] >= .milliseconds(750), "arrivals: \(at.map { $0 - at[0] })")
+            let texts = chat.received.map { (try? JSONValue(parsing: $0.body)["text"]?.stringValue) ?? "" }
+            #expect(texts.enumerated().allSatisfy { $1.contains("item \($0)") }, "in order: \(texts)")
+            let gaps = zip(chat.arrivals.dropFirst(), chat.arrivals).map { $0 - $1 }
+            #expect(gaps.allSatisfy { $0 >= .milliseconds(250) }, "each after the answer to the one before: \(gaps)")
+            await eventually("all recorded") { (try? store.deliveryCounts())?["hook"]?["delivered"] == 6 && (try? store.deliveryCounts())?["chat"]?["delivered"] == 6 }
         }
     }
 
@@ -153,8 +218,8 @@ import Testing
         let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "chores")
         try store.outboxRejected(w.seq, reason: "HTTP 409: conflict")
         let planned = try #require(try store.deliveries(sink: "chat").first)
-        #expect(planned.kind == .outboxRejected && planned.event.detail == "HTTP 409: conflict")
-        #expect(planned.event.transaction?.description == "chores")
+        #expect(try planned.kind == .outboxRejected && planned.event.detail == "HTTP 409: conflict")
+        #expect(try planned.event.transaction?.description == "chores")
     }
 
     @Test func aHubAwayForLongRaisesConnectionLostOnceAndNotWhenItCameBack() async throws {
@@ -173,7 +238,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(600))
         let lost = try store.deliveries(sink: "chat")
         #expect(lost.count == 1 && lost[0].kind == .connectionLost)
-        #expect(lost[0].event.detail?.contains("server down") == true)
+        #expect(try lost[0].event.detail?.contains("server down") == true)
     }
 
     @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
@@ -195,9 +260,9 @@ import Testing
             #expect(chat.received.count == 1)
             let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
             #expect(text == "While the relay was offline: 5 transactions for Alice, -$6.00, balance $44.00.", "\(text)")
-            #expect(try store.deliveries(state: "merged").count == 5)
+            #expect(try store.deliveries(state: .merged).count == 5)
             let digest = try #require(try store.deliveries(sink: "chat").first { $0.kind == .digest })
-            #expect(digest.event.transactions?.map(\.description) == ["t0", "t1", "t2", "t3", "t4"], "it carries what it folds, oldest first")
+            #expect(try digest.event.transactions?.map(\.description) == ["t0", "t1", "t2", "t3", "t4"], "it carries what it folds, oldest first")
         }
     }
 
@@ -216,7 +281,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             let ids = try books.received.map { try JSONValue(parsing: $0.body)["data"]?["transaction"]?["id"]?.stringValue }
             #expect(Set(ids.compactMap { $0 }) == Set(fetched.map { $0.id.uuidString.lowercased() }), "\(ids)")
-            #expect(try store.deliveries(state: "merged").isEmpty)
+            #expect(try store.deliveries(state: .merged).isEmpty)
         }
     }
 }

@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import HTTPTransport
 import Relay
 import SignalRProtocol
 import Store
@@ -23,6 +24,22 @@ import Testing
 }
 
 @Suite struct AnswerClassificationTests {
+    /// Retry-After as an HTTP date (RFC 9110) is a wait from now; one in the past is no wait.
+    @Test func retryAfterAsAnHTTPDateIsAWaitFromNow() {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        for (offset, expected) in [(30.0, 30.0), (-30, 0)] {
+            let header = f.string(from: Date().addingTimeInterval(offset))
+            guard case .throttled(_, let after?) = HTTPSink.classify(HTTPResponse(status: 429, headers: [("Retry-After", header)]), kind: .slack) else {
+                Issue.record("no wait read from \(header)")
+                continue
+            }
+            #expect(abs(after - expected) < 2, "\(header): \(after) s")
+        }
+    }
+
     @Test(arguments: [
         (200, [String: String](), "", SinkConfig.Kind.webhook, DeliveryOutcome.delivered),
         (204, [:], "", .discord, .delivered),
@@ -41,7 +58,7 @@ import Testing
     func eachAnswerHasItsOutcome(
         _ status: Int, _ headers: [String: String], _ body: String, _ kind: SinkConfig.Kind, _ expected: DeliveryOutcome
     ) {
-        let outcome = HTTPSink.classify(status: status, headers: headers, body: Data(body.utf8), kind: kind)
+        let outcome = HTTPSink.classify(HTTPResponse(status: status, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8)), kind: kind)
         switch (outcome, expected) {
         case (.delivered, .delivered): break
         case (.throttled(let a, let x), .throttled(let b, let y)), (.retry(let a, let x), .retry(let b, let y)):
@@ -159,18 +176,22 @@ import Testing
     }
 
     /// A destination that accepts the connection and never answers (TestSupport's proxy in blackhole mode): the
-    /// send ends at the sink's timeout_seconds as a retry. URLSession alone did not end it (it waited, busy, for
-    /// over a minute), which held the sink's worker for good.
+    /// send ends at the sink's timeout_seconds as a retry, and the wait costs the HTTP client's thread nothing.
+    /// URLSession alone did not end it (it waited, busy, for over a minute), which held the sink's worker for good.
     @Test func aDestinationThatNeverAnswersIsARetryAtTheSinksTimeout() async throws {
         let silent = try TCPProxy(to: 9)
         defer { silent.close() }
         silent.mode = .blackhole
         let config = try RelayConfig.parse(
             "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:\(silent.port)/hook\n    timeout_seconds: 1\n", file: "t.yaml")
+        let cpuBefore = threadCPUSeconds(named: "http")
         let outcome = await makeSink(config.sinks[0]).send(message())
+        let waited = threadCPUSeconds(named: "http") - cpuBefore
         guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
-        #expect(reason.contains("no answer within 1.0 seconds"), "\(reason)")
+        #expect(reason.contains("no answer from 127.0.0.1 within 1.0 seconds"), "\(reason)")
         #expect(silent.accepted == 1)
+        // A second of waiting; the busy wait this replaced spent all of it (other suites' requests add a little).
+        #expect(waited < 0.25, "the HTTP thread spent \(waited) s of CPU waiting 1 s for a silent peer")
     }
 }
 
@@ -200,7 +221,7 @@ import Testing
         var lines: [String] = []
         for e in events {
             let m = config.message(id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
-            lines.append(String(decoding: try #require(sink.request(for: m).httpBody), as: UTF8.self))
+            lines.append(String(decoding: sink.request(for: m).body, as: UTF8.self))
         }
         let digest = try JSONValue(parsing: Array(lines[3].utf8))["data"]
         #expect(digest?["currency"] == "EUR" && digest?["total"] == "-25.95")
@@ -248,7 +269,7 @@ import Testing
         let t = try text("telegram", description: long)
         let config = try RelayConfig.parse("sinks:\n  s: tgram://123:abc/42\n", file: "t.yaml")
         let body = try #require((makeSink(config.sinks[0]) as? HTTPSink)?.request(
-            for: Message(id: "d", kind: .transactionCreated, urgency: .normal, title: "t", text: t, event: created(transaction("1", after: "1")))).httpBody)
+            for: Message(id: "d", kind: .transactionCreated, urgency: .normal, title: "t", text: t, event: created(transaction("1", after: "1")))).body)
         let sent = try #require(try JSONValue(parsing: Array(body))["text"]?.stringValue)
         #expect(sent.count <= 4096 && sent.hasSuffix("&amp;"), "ends on a whole entity: …\(sent.suffix(12))")
     }
@@ -270,5 +291,20 @@ import Testing
         let line = HubEvent.transactionCreated(t).summary
         #expect(!line.contains("\n") && !line.contains("\u{1B}"))
         #expect(line.contains(#"description="Candy\nerror allowance-relay: forged\u{1B}[31m" by="Pat\u{202E}""#), "\(line)")
+    }
+}
+
+/// CPU seconds (user + system) spent so far by this process's threads of that name (/proc/self/task/*/stat).
+func threadCPUSeconds(named name: String) -> Double {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    return tasks.reduce(0) { sum, tid in
+        guard (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name,
+            let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return sum }
+        // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return sum + ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / ticks
     }
 }

@@ -11,7 +11,7 @@ import Testing
         Machine(
             policies: .init(
                 start: start, reconnect: reconnect, stableLinkAfter: .seconds(30), shortLinkBackoff: (.milliseconds(500), .seconds(60)),
-                random: { 1 }))
+                random: { 0.5 }))  // no jitter
     }
 
     func connected(_ m: inout Machine, at: ContinuousClock.Instant? = nil) {

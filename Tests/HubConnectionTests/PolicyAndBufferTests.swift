@@ -29,6 +29,17 @@ import Testing
         }
         #expect(ExponentialRetryPolicy(maxAttempts: 3).nextRetryDelay(ctx(3)) == nil)
     }
+
+    /// The one back-off of the sinks and the outbox: 2 s, 4 s, 8 s ... capped, the jitter at its two ends, and a
+    /// server's Retry-After taking precedence.
+    @Test func backoffDoublesToItsCapWithJitterAndGivesWayToTheServer() {
+        let b = Backoff(initial: .seconds(2), maximum: .seconds(600))
+        #expect((1...11).map { b.delay(retry: $0, random: { 0.5 }) } == [2, 4, 8, 16, 32, 64, 128, 256, 512, 600, 600].map { .seconds($0) })
+        func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+        #expect(abs(seconds(b.delay(retry: 3, random: { 0 })) - 6.4) < 1e-6 && abs(seconds(b.delay(retry: 3, random: { 1 })) - 9.6) < 1e-6)
+        #expect(b.delay(retry: 0, random: { 0.5 }) == .seconds(2), "a retry number below 1 is the first retry")
+        #expect(b.seconds(retry: 5, serverAsked: 1800) == 1800 && b.seconds(retry: 5, serverAsked: -3) == 0)
+    }
 }
 
 @Suite struct StatefulReconnectBufferTests {

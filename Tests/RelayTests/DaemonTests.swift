@@ -39,6 +39,7 @@ import Testing
                   a:
                     type: webhook
                     url: \(a.absoluteString)/a
+                    concurrency: 1
                   b:
                     type: webhook
                     url: \(b.absoluteString)/b
@@ -120,7 +121,8 @@ import Testing
     }
 
     @Test func sigtermLetsTheSendInFlightFinishAndLeavesTheRestPending() async throws {
-        // A receiver that takes 1.5 s per request: SIGTERM lands in the middle of a send.
+        // A receiver that takes 1.5 s per request: SIGTERM lands in the middle of a send. Sink a sends one at a
+        // time (`concurrency: 1` in the setup), so that the rest are still waiting when the stop comes.
         try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .milliseconds(1500)) }) { setup, base, a, b in
         let relay = try setup.start(base)
         #expect(await relay.waitFor("caught up"))
@@ -140,6 +142,7 @@ import Testing
         // The next start sends the rest; each delivery reaches the receiver once.
         a.respond { _, _ in .init(200) }
         let again = try setup.start(base)
+        #expect(await again.waitFor("connected to the hub"))  // up before it is stopped
         #expect(await eventually { a.received.count >= 4 })
         try await Task.sleep(for: .milliseconds(300))
         #expect(again.stop(signal: SIGTERM) == 0)

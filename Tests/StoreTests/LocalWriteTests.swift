@@ -33,8 +33,8 @@ import Testing
         try store.markInFlight(e.seq)
         try store.outboxSent(e.seq, server: server(amount: "5", after: "30.50"))
         let alert = try #require(try store.deliveries(sink: "s").first { $0.kind == .transactionCreated })
-        #expect(alert.event.balance == Decimal(string: "30.50")!)
-        #expect(alert.event.previousBalance == Decimal(string: "25.50")!, "not the optimistic 30.50")
+        #expect(try alert.event.balance == Decimal(string: "30.50")!)
+        #expect(try alert.event.previousBalance == Decimal(string: "25.50")!, "not the optimistic 30.50")
         #expect(try balance(store) == Decimal(string: "30.50")!)
     }
 
@@ -47,11 +47,11 @@ import Testing
         #expect(try balance(store) == Decimal(string: "30.50")!)
         #expect(try store.transactions().map(\.id) == [copy.id], "the local stand-in is gone")
         let alert = try #require(try store.deliveries(sink: "s").first { $0.kind == .transactionCreated })
-        #expect(alert.event.previousBalance == Decimal(string: "25.50")!)
+        #expect(try alert.event.previousBalance == Decimal(string: "25.50")!)
         try store.outboxSent(e.seq, server: copy)
         #expect(try balance(store) == Decimal(string: "30.50")!)
         #expect(try store.deliveries(sink: "s").filter { $0.kind == .transactionCreated }.count == 1, "one alert for one write")
-        #expect(try store.outbox().first?.state == "sent")
+        #expect(try store.outbox().first?.state == .sent)
     }
 
     @Test func anotherTransactionWhileAWriteWaitsKeepsTheWriteInTheBalance() throws {

@@ -13,7 +13,7 @@ import Testing
     @Test func aWriteIsTheLocalTransactionTheBalanceAndTheOutboxRowTogether() throws {
         let store = try seeded()
         let e = try store.enqueueTransaction(child: alice, amount: Decimal(string: "4.50")!, type: .debit, description: "Kite")
-        #expect(e.state == "pending" && e.attempts == 0)
+        #expect(e.state == .pending && e.attempts == 0)
         #expect(try store.children().first?.currentBalance == Decimal(string: "21.00")!)
         let local = try #require(try store.transactions().first)
         #expect(local.id == e.localTransactionId && local.balanceAfter == Decimal(string: "21.00")!)
@@ -27,7 +27,7 @@ import Testing
         let server = transaction(9, amount: "5", after: "30.50")
         try store.outboxSent(e.seq, server: server)
         #expect(try store.transactions().map(\.id) == [server.id])
-        #expect(try store.outbox().first?.state == "sent")
+        #expect(try store.outbox().first?.state == .sent)
         #expect(try store.dueOutbox().isEmpty)
         #expect(try store.apply(.transactionCreated(server)) == .duplicate, "its hub echo is not stored twice")
     }
@@ -79,11 +79,11 @@ import Testing
         try store.markInFlight(a.seq)
         try store.outboxDead(a.seq, reason: "gave up after 1 attempt(s): HTTP 503")
         #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!, "the local effect is undone")
-        #expect(try store.outbox().first?.state == "dead")
+        #expect(try store.outbox().first?.state == .dead)
         #expect(try store.summary().outboxRejected == 1)
         try store.retryOutbox(a.seq)
         let again = try #require(try store.outbox().first)
-        #expect(again.state == "pending" && again.attempts == 0)
+        #expect(again.state == .pending && again.attempts == 0)
         #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!)
     }
 

@@ -15,7 +15,7 @@ import Testing
     @Test func manyReadsOfTheHooksLeaveTheWakeCallbackCallable() throws {
         let store = try Store.open(path: temporaryStorePath())
         let woken = Atomic<Int>(0)
-        store.setPlanner(EverythingToOneSink()) { woken.add(1, ordering: .relaxed) }
+        store.setPlanner(EverythingToOneSink()) { _ in woken.add(1, ordering: .relaxed) }
         for _ in 0..<1_000_000 { #expect(store.plansAny(.transactionCreated)) }
         try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "test"))
         #expect(woken.load(ordering: .relaxed) == 1, "woken once, after the commit")
@@ -24,7 +24,7 @@ import Testing
     @Test func aRolledBackWriteWakesNobody() throws {
         let store = try Store.open(path: temporaryStorePath())
         let woken = Atomic<Int>(0)
-        store.setPlanner(EverythingToOneSink()) { woken.add(1, ordering: .relaxed) }
+        store.setPlanner(EverythingToOneSink()) { _ in woken.add(1, ordering: .relaxed) }
         struct Boom: Error {}
         #expect(throws: StoreError.self) {
             try store.write { db in

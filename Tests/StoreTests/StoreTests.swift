@@ -76,9 +76,9 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
         let row = try #require(try store.outbox().first)
-        #expect(row.description == "queued by v2" && row.attempts == 3 && row.state == "pending")
+        #expect(row.description == "queued by v2" && row.attempts == 3 && row.state == .pending)
         try store.outboxDead(row.seq, reason: "v3 allows dead letters")
-        #expect(try store.outbox().first?.state == "dead")
+        #expect(try store.outbox().first?.state == .dead)
     }
 
     @Test func theSameTransactionTwiceIsOneRow() throws {

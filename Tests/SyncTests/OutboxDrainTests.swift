@@ -31,11 +31,11 @@ import Testing
             let first = await sync.drainOutbox()
             #expect(!first.ok && first.sent == 0)
             let waiting = try #require(try store.outbox().first)
-            #expect(waiting.state == "pending" && waiting.attempts == 1 && waiting.lastError?.contains("503") == true)
+            #expect(waiting.state == .pending && waiting.attempts == 1 && waiting.lastError?.contains("503") == true)
             #expect(try store.dueOutbox().isEmpty, "Retry-After: 1 puts the next attempt in the future")
             try await Task.sleep(for: .milliseconds(1100))
             #expect(await sync.drainOutbox().sent == 1)
-            #expect(try store.outbox().first { $0.seq == w.seq }?.state == "sent")
+            #expect(try store.outbox().first { $0.seq == w.seq }?.state == .sent)
             #expect(try await serverBalance(api) == before + 5, "applied once")
         }
     }
@@ -51,12 +51,12 @@ import Testing
             #expect(await sync.drainOutbox().sent == 0)
             try store.outboxRetry(a.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(600))  // a long back-off
             #expect(await sync.drainOutbox().sent == 0, "the second write waits for the first")
-            #expect(try store.outbox().first { $0.seq == b.seq }?.state == "pending")
+            #expect(try store.outbox().first { $0.seq == b.seq }?.state == .pending)
             await sync.linkRestored()
-            for _ in 0..<100 where try store.outbox().contains(where: { $0.state != "sent" }) {
+            for _ in 0..<100 where try store.outbox().contains(where: { $0.state != .sent }) {
                 try await Task.sleep(for: .milliseconds(50))
             }
-            #expect(try store.outbox().map(\.state) == ["sent", "sent"], "sent as soon as the link is back")
+            #expect(try store.outbox().map(\.state) == [.sent, .sent], "sent as soon as the link is back")
             let newestFirst = try await api.transactions(child: alice, limit: 2, offset: 0).map(\.description)
             #expect(newestFirst == ["second", "first"])
             let status = try #require(try store.syncStatus())
@@ -74,9 +74,9 @@ import Testing
             let result = await sync.drainOutbox()
             #expect(result.ok && result.sent == 1)
             let rows = try store.outbox()
-            #expect(rows.first { $0.seq == a.seq }?.state == "rejected")
+            #expect(rows.first { $0.seq == a.seq }?.state == .rejected)
             #expect(rows.first { $0.seq == a.seq }?.lastError?.contains("409") == true)
-            #expect(rows.first { $0.seq == b.seq }?.state == "sent")
+            #expect(rows.first { $0.seq == b.seq }?.state == .sent)
             #expect(try await serverBalance(api) == before - 2)
             #expect(try store.children().first { $0.id == alice }?.currentBalance == before - 2, "the server wins")
             #expect(try store.transactions(child: alice).allSatisfy { $0.description != "conflicting" })
@@ -92,10 +92,10 @@ import Testing
             for _ in 0..<3 {
                 _ = await sync.drainOutbox()
                 // Make the back-off elapse at once: the test is about the count of attempts, not the wait.
-                if try store.outbox().first?.state == "pending" { try store.outboxRetry(w.seq, error: "waited", retryAt: .distantPast) }
+                if try store.outbox().first?.state == .pending { try store.outboxRetry(w.seq, error: "waited", retryAt: .distantPast) }
             }
             let dead = try #require(try store.outbox().first)
-            #expect(dead.state == "dead" && dead.attempts == 2)
+            #expect(dead.state == .dead && dead.attempts == 2)
             #expect(dead.lastError?.hasPrefix("given up after 2 attempt(s)") == true)
             #expect(try store.children().first { $0.id == alice }?.currentBalance == before, "the local effect is undone")
         }
@@ -107,7 +107,7 @@ import Testing
             let before = try #require(try await serverBalance(api))
             _ = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "stale", at: Date().addingTimeInterval(-120))
             #expect(await sync.drainOutbox().sent == 0)
-            #expect(try store.outbox().first?.state == "dead")
+            #expect(try store.outbox().first?.state == .dead)
             #expect(try await serverBalance(api) == before, "never sent")
         }
     }

@@ -24,7 +24,7 @@ public final class DesktopSink: Sink {
     }
 
     public func send(_ m: Message) async -> DeliveryOutcome {
-        let child = m.event.childId
+        let child = m.childId
         if m.kind == .balanceRecovered {
             guard let child, let id = popup(child, .low) else { return .delivered }  // nothing on screen to close
             var err = [CChar](repeating: 0, count: 512)

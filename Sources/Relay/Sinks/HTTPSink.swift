@@ -1,11 +1,8 @@
 import AllowanceAPI
 import Foundation
+import HTTPTransport
 import SignalRProtocol
 import Store
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// Every HTTP destination: the generic signed webhook and the chat and push services. Each kind differs only in
 /// the request it builds; the answer is classified the same way for all.
@@ -21,34 +18,28 @@ public struct HTTPSink: Sink {
     }
 
     public func send(_ message: Message) async -> DeliveryOutcome {
-        let request = self.request(for: message)
         do {
-            let (body, response) = try await client.send(request)
-            return Self.classify(status: response.statusCode, headers: response.allHeaderFields, body: body, kind: config.kind)
+            let response = try await client.send(request(for: message))
+            return Self.classify(response, kind: config.kind)
         } catch {
-            return .retry("\(config.name): \((error as NSError).localizedDescription)", after: nil)
+            return .retry("\(config.name): \(error.message)", after: nil)
         }
     }
 
     /// The request for one message. Public for `notify test --dry-run` and the tests.
-    public func request(for m: Message) -> URLRequest {
+    public func request(for m: Message) -> HTTPRequest {
         let base = config.url ?? URL(string: "http://invalid")!
         let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
         var url = base
-        var method = "POST"
-        var headers: [String: String] = ["Content-Type": "application/json", "User-Agent": "allowance-relay"]
+        var method = HTTPRequest.Method.post
+        var headers: [String: String] = ["Content-Type": "application/json"]
         var body: [UInt8]
         let text = SinkConfig.cut(m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
         switch config.kind {
         case .webhook:
-            // A derived alert (balance.low from a transaction) says its own kind in `data` too, with what caused it.
-            var alert = m.event
-            alert.kind = m.kind
-            let payload: JSONValue = [
-                "type": .string(m.kind.rawValue), "timestamp": .string(ISO8601DateFormatter().string(from: m.event.at)),
-                "data": alert.json(currency: m.currency),
-            ]
-            body = Array(payload.serialized.utf8)
+            // `data` is the stored alert byte for byte (it already says the delivery's kind and the currency).
+            body = Array(#"{"type":""#.utf8) + Array(m.kind.rawValue.utf8) + Array(#"","timestamp":""#.utf8) + Array(m.at.utf8)
+                + Array(#"","data":"#.utf8) + Array(m.alert.utf8) + [UInt8(ascii: "}")]
             headers["webhook-id"] = m.id
             let timestamp = Int(now().timeIntervalSince1970)
             headers["webhook-timestamp"] = String(timestamp)
@@ -95,7 +86,7 @@ public struct HTTPSink: Sink {
             let priority = ["low": "2", "normal": "5", "critical": "8"][m.urgency.rawValue]!
             body = Array((["title": .string(m.title), "message": .string(text), "priority": .number(priority)] as JSONValue).serialized.utf8)
         case .matrix:
-            method = "PUT"
+            method = .put
             let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
             url = URL(string: root + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
             headers["Authorization"] = "Bearer \(config.token?.value ?? "")"
@@ -114,10 +105,9 @@ public struct HTTPSink: Sink {
         case .desktop:
             body = []
         }
-        var request = URLRequest(url: url, timeoutInterval: config.timeout)
-        request.httpMethod = method
-        for (k, v) in headers { request.setValue(v, forHTTPHeaderField: k) }
-        request.httpBody = Data(body)
+        // Answers are read for their status and a hint: 64 KiB is plenty, and a destination cannot make us hold more.
+        var request = HTTPRequest(method, url, body: body, timeout: .milliseconds(Int64(config.timeout * 1000)), maxResponseBytes: 64 * 1024)
+        for (k, v) in headers.sorted(by: { $0.key < $1.key }) { request[header: k] = v }
         return request
     }
 
@@ -125,22 +115,22 @@ public struct HTTPSink: Sink {
     /// Discord's unknown webhook disable the sink; any other 4xx is a dead letter. Waits the server asks for come
     /// from `Retry-After` (seconds or an HTTP date), `retry_after` (Discord: seconds; Telegram:
     /// `parameters.retry_after`) or `retry_after_ms` (Matrix).
-    public static func classify(status: Int, headers: [AnyHashable: Any], body: Data, kind: SinkConfig.Kind) -> DeliveryOutcome {
-        let json = try? JSONValue(parsing: Array(body))
-        let detail = Self.detail(json, body)
+    public static func classify(_ answer: HTTPResponse, kind: SinkConfig.Kind) -> DeliveryOutcome {
+        let status = answer.status
+        if (200..<300).contains(status) { return .delivered }  // the body is not read: nothing in it changes that
+        let json = try? JSONValue(parsing: answer.body)
+        let detail = Self.detail(json, answer.body)
         switch status {
-        case 200..<300:
-            return .delivered
         case 429:
-            return .throttled("HTTP 429 (rate limited)\(detail)", after: retryAfter(headers, json))
+            return .throttled("HTTP 429 (rate limited)\(detail)", after: retryAfter(answer, json))
         case 410:
             return .disable("HTTP 410: the destination is gone\(detail)")
         case 404 where kind == .discord && json?["code"]?.intValue == 10015:
             return .disable("Discord says the webhook is unknown (deleted)\(detail)")
         case 408, 500..<600:
-            return .retry("HTTP \(status)\(detail)", after: retryAfter(headers, json))
+            return .retry("HTTP \(status)\(detail)", after: retryAfter(answer, json))
         case 300..<400:
-            let location = header("Location", headers).map { " to \($0)" } ?? ""
+            let location = answer.header("Location").map { " to \($0)" } ?? ""
             return .retry("HTTP \(status): redirect\(location) not followed; fix the sink's url", after: nil)
         default:
             return .rejected("HTTP \(status)\(detail)")
@@ -150,24 +140,16 @@ public struct HTTPSink: Sink {
     /// RFC 3986 unreserved characters: a Matrix room id's `!` and `:` are encoded, as the spec's examples show.
     static let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 
-    static func retryAfter(_ headers: [AnyHashable: Any], _ json: JSONValue?) -> TimeInterval? {
+    /// The services' own fields first (Discord, Telegram, Matrix put the wait in the body), then `Retry-After`.
+    static func retryAfter(_ answer: HTTPResponse, _ json: JSONValue?) -> TimeInterval? {
         if let ms = json?["retry_after_ms"]?.intValue { return Double(ms) / 1000 }
         if case .number(let n)? = json?["retry_after"], let s = Double(n) { return s }
         if let s = json?["parameters"]?["retry_after"]?.intValue { return Double(s) }
-        guard let value = header("Retry-After", headers) else { return nil }
-        if let s = Double(value) { return max(0, s) }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return f.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
-    }
-
-    static func header(_ name: String, _ headers: [AnyHashable: Any]) -> String? {
-        headers.first { ($0.key as? String)?.caseInsensitiveCompare(name) == .orderedSame }?.value as? String
+        return answer.retryAfter
     }
 
     /// A short hint from the answer's body (never the request: it may carry secrets).
-    static func detail(_ json: JSONValue?, _ body: Data) -> String {
+    static func detail(_ json: JSONValue?, _ body: [UInt8]) -> String {
         let text = json?["message"]?.stringValue ?? json?["error"]?.stringValue ?? json?["description"]?.stringValue
             ?? String(decoding: body.prefix(200), as: UTF8.self)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "\n", with: " ")

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 import Store
 
 /// What a sink is asked to send: one rendered alert with its stable delivery id.
@@ -9,21 +10,36 @@ public struct Message: Sendable {
     public var urgency: PlannedDelivery.Urgency
     public var title: String
     public var text: String
-    public var event: RelayEvent
-    /// The family's currency (`relay.currency`): what the amounts in `event` are in.
-    public var currency: String?
+    /// The child the alert is about (a desktop popup stands per child).
+    public var childId: UUID?
+    /// The alert's JSON as the ledger stores it: the generic webhook's `data`, sent as it is.
+    public var alert: String
+    /// The alert's time as written in it: the generic webhook's `timestamp`.
+    public var at: String
 
+    /// A message with its alert as stored (the worker's, from the ledger).
     public init(
-        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent,
-        currency: String? = nil
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String = "", text: String = "", childId: UUID?,
+        alert: String
     ) {
         self.id = id
         self.kind = kind
         self.urgency = urgency
         self.title = title
         self.text = text
-        self.event = event
-        self.currency = currency
+        self.childId = childId
+        self.alert = alert
+        self.at = RelayEvent.time(inAlert: alert) ?? ""
+    }
+
+    /// A message about `event`, its alert written as the ledger would store it (tests, `notify test`).
+    public init(
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent,
+        currency: String? = nil
+    ) {
+        var alert = event
+        alert.kind = kind
+        self.init(id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId, alert: alert.jsonText(currency: currency))
     }
 }
 
@@ -64,6 +80,6 @@ public protocol PopupIds: Sendable {
 extension Store: PopupIds {}
 
 /// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only).
-public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil) -> any Sink {
-    config.kind == .desktop ? DesktopSink(config: config, ids: popups) : HTTPSink(config: config)
+public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared) -> any Sink {
+    config.kind == .desktop ? DesktopSink(config: config, ids: popups) : HTTPSink(config: config, client: http)
 }

@@ -1,0 +1,279 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// The relay's one HTTP client, on libcurl's multi interface: one service thread that sleeps in `curl_multi_poll`
+/// (a silent or slow peer costs nothing while waited for), kept-alive connections shared by every request to the
+/// same host, TLS checks on, proxies from the environment (`https_proxy`, `http_proxy`, `no_proxy`, as curl reads
+/// them), redirects never followed (the caller decides: a token must not follow one to another host).
+///
+/// Chosen over AsyncHTTPClient by measurement (BENCHMARKS.md, "The HTTP client").
+public final class HTTPClient: Sendable {
+    /// The process's client: one thread and one pool of connections for every part that speaks HTTP.
+    public static let shared = HTTPClient()
+
+    /// Sent when a request sets none.
+    public let userAgent: String
+    private let engine: CurlEngine
+
+    public init(userAgent: String = "allowance-relay (Linux)") {
+        self.userAgent = userAgent
+        engine = CurlEngine()
+    }
+
+    deinit { engine.stop() }
+
+    /// Sends `request` and returns the answer whatever its status. Cancelling the calling task ends the request.
+    public func send(_ request: HTTPRequest) async throws(HTTPError) -> HTTPResponse {
+        var request = request
+        if request[header: "User-Agent"] == nil { request[header: "User-Agent"] = userAgent }
+        // A value with CR or LF (a token from a file, from a server) would add headers of its own.
+        for (name, value) in request.headers where !(Self.isSafe(name) && Self.isSafe(value)) {
+            throw HTTPError(.invalidRequest, "the \(name.filter(\.isLetter)) header holds a line break or another control character: not sent")
+        }
+        let transfer = Transfer(request)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
+                transfer.continuation = continuation
+                engine.submit(transfer)
+            }
+        } onCancel: {
+            engine.cancel(transfer)
+        }
+        return try result.get()
+    }
+
+    private static func isSafe(_ text: String) -> Bool {
+        !text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
+    }
+}
+
+/// One request in libcurl's hands. Touched by the service thread only once submitted (the cancel flag excepted).
+final class Transfer: @unchecked Sendable {
+    let request: HTTPRequest
+    var continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>?
+    let cancelled = Atomic<Bool>(false)
+    var handle: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    var status = 0
+    var headers: [(name: String, value: String)] = []
+    var body: [UInt8] = []
+    var tooLarge = false
+
+    init(_ request: HTTPRequest) {
+        self.request = request
+        errorBuffer.initialize(to: 0)
+    }
+
+    deinit {
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    func finish(_ result: Result<HTTPResponse, HTTPError>) {
+        continuation?.resume(returning: result)
+        continuation = nil
+    }
+}
+
+/// The multi handle and the thread that drives it.
+final class CurlEngine: @unchecked Sendable {
+    // @unchecked: `multi`, `active` and `idle` are the service thread's alone; the rest is behind `inbox`.
+    private let multi: UnsafeMutableRawPointer
+    private let inbox = Mutex<Inbox>(Inbox())
+    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var idle: [UnsafeMutableRawPointer] = []
+
+    private struct Inbox {
+        var submitted: [Transfer] = []
+        var cancelled: [Transfer] = []
+        var stopping = false
+    }
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+
+    init() {
+        _ = Self.globalInit
+        multi = curl_multi_init()
+        let thread = Thread { [self] in serve() }
+        thread.name = "http"
+        thread.start()
+    }
+
+    func submit(_ transfer: Transfer) {
+        // One wake-up for requests submitted together: the thread takes every waiting one when it wakes.
+        let first = inbox.withLock { i in
+            i.submitted.append(transfer)
+            return i.submitted.count == 1
+        }
+        if first { curl_multi_wakeup(multi) }
+    }
+
+    func cancel(_ transfer: Transfer) {
+        // The flag covers a transfer not yet taken by the thread; the list one already running.
+        transfer.cancelled.store(true, ordering: .relaxed)
+        inbox.withLock { $0.cancelled.append(transfer) }
+        curl_multi_wakeup(multi)
+    }
+
+    func stop() {
+        inbox.withLock { $0.stopping = true }
+        curl_multi_wakeup(multi)
+    }
+
+    private func serve() {
+        while true {
+            let (submitted, cancelled, stopping) = inbox.withLock { i in
+                defer { (i.submitted, i.cancelled) = ([], []) }
+                return (i.submitted, i.cancelled, i.stopping)
+            }
+            if stopping {
+                for t in submitted { t.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
+                for handle in Array(active.keys) { end(handle, .failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
+                for handle in idle { curl_easy_cleanup(handle) }
+                curl_multi_cleanup(multi)
+                return
+            }
+            for t in submitted { start(t) }
+            for t in cancelled {
+                if let handle = t.handle, active[handle] === t { end(handle, .failure(HTTPError(.cancelled, "cancelled"))) }
+            }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard ccurl_msg_is_done(message) != 0 else { continue }
+                let handle = ccurl_msg_handle(message)!
+                end(handle, outcome(handle, ccurl_msg_result(message)))
+            }
+            // Sleeps until a socket is ready, curl's next timer, or a wake-up from submit/cancel/stop.
+            curl_multi_poll(multi, nil, 0, active.isEmpty ? 3_600_000 : 1000, nil)
+        }
+    }
+
+    private func start(_ t: Transfer) {
+        if t.cancelled.load(ordering: .relaxed) {
+            t.finish(.failure(HTTPError(.cancelled, "cancelled")))
+            return
+        }
+        guard let handle = idle.popLast() ?? curl_easy_init() else {
+            t.finish(.failure(HTTPError(.failed, "libcurl could not make a handle (out of memory?)")))
+            return
+        }
+        let r = t.request
+        let context = Unmanaged.passUnretained(t).toOpaque()
+        ccurl_set_string(handle, CURLOPT_URL, r.url.absoluteString)
+        ccurl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+        ccurl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        let ms = max(1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
+        ccurl_set_long(handle, CURLOPT_TIMEOUT_MS, ms)
+        ccurl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(ms, 10_000))
+        ccurl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(r.maxResponseBytes))
+        ccurl_set_pointer(handle, CURLOPT_ERRORBUFFER, t.errorBuffer)
+        ccurl_set_callback(handle, CURLOPT_WRITEFUNCTION, onBody)
+        ccurl_set_pointer(handle, CURLOPT_WRITEDATA, context)
+        ccurl_set_callback(handle, CURLOPT_HEADERFUNCTION, onHeader)
+        ccurl_set_pointer(handle, CURLOPT_HEADERDATA, context)
+        switch r.method {
+        case .get:
+            ccurl_set_long(handle, CURLOPT_HTTPGET, 1)
+        case .post, .put:
+            if r.method == .put { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, "PUT") }
+            ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
+            _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
+        }
+        // "Expect:" off: curl would otherwise wait for a 100 Continue before sending a body over 1 KiB.
+        var list: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Expect:")
+        for (name, value) in r.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        t.headerList = list
+        ccurl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
+        switch r.trust {
+        case .system: break
+        case .caFile(let path): ccurl_set_string(handle, CURLOPT_CAINFO, path)
+        case .insecure:
+            ccurl_set_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
+            ccurl_set_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        if r.freshConnection {
+            ccurl_set_long(handle, CURLOPT_FRESH_CONNECT, 1)
+            ccurl_set_long(handle, CURLOPT_FORBID_REUSE, 1)
+        }
+        t.handle = handle
+        active[handle] = t
+        curl_multi_add_handle(multi, handle)
+    }
+
+    private func outcome(_ handle: UnsafeMutableRawPointer, _ code: CURLcode) -> Result<HTTPResponse, HTTPError> {
+        guard let t = active[handle] else { return .failure(HTTPError(.failed, "unknown transfer")) }
+        let host = t.request.url.host ?? "the server"
+        if t.tooLarge || code == CURLE_FILESIZE_EXCEEDED {
+            return .failure(HTTPError(.tooLarge, "the answer from \(host) is longer than \(t.request.maxResponseBytes) bytes: cut off"))
+        }
+        guard code == CURLE_OK else {
+            let detail = String(cString: t.errorBuffer)
+            let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            let kind: HTTPError.Kind =
+                switch code {
+                case CURLE_OPERATION_TIMEDOUT: .timedOut
+                case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT: .connect
+                case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM: .tls
+                default: .failed
+                }
+            let what = kind == .timedOut ? "no answer from \(host) within \(t.request.timeout)" : "\(host): \(reason)"
+            return .failure(HTTPError(kind, what))
+        }
+        var status = 0
+        ccurl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: t.headers, body: t.body))
+    }
+
+    /// Hands the transfer's result over and keeps the handle for the next request (its connection stays in the
+    /// multi handle's pool either way).
+    private func end(_ handle: UnsafeMutableRawPointer, _ result: Result<HTTPResponse, HTTPError>) {
+        guard let t = active.removeValue(forKey: handle) else { return }
+        curl_multi_remove_handle(multi, handle)
+        curl_easy_reset(handle)
+        if idle.count < 32 { idle.append(handle) } else { curl_easy_cleanup(handle) }
+        t.handle = nil
+        t.finish(result)
+    }
+}
+
+/// Body bytes as they come; returning less than given makes curl end the transfer (too long).
+private func onBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    let n = size * count
+    guard t.body.count + n <= t.request.maxResponseBytes else {
+        t.tooLarge = true
+        return 0
+    }
+    if let data { t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n)) }
+    return n
+}
+
+/// One header line at a time; a status line starts a new answer (after a 100 Continue), so what came before goes.
+private func onHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    let n = size * count
+    guard let data else { return n }
+    let line = UnsafeRawBufferPointer(start: data, count: n)
+    if line.starts(with: "HTTP/".utf8) {
+        t.headers.removeAll()
+    } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+        let name = String(decoding: line[..<colon], as: UTF8.self)
+        // The value without the spaces around it and the line's CRLF.
+        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        var rest = line[(colon + 1)...]
+        while let first = rest.first, isSpace(first) { rest = rest.dropFirst() }
+        while let last = rest.last, isSpace(last) { rest = rest.dropLast() }
+        let value = String(decoding: rest, as: UTF8.self)
+        // Headers count toward the limit too: a peer must not send endless ones either.
+        guard t.headers.count < 200 else {
+            t.tooLarge = true
+            return 0
+        }
+        t.headers.append((name, value))
+    }
+    return n
+}

@@ -1,0 +1,134 @@
+import Foundation
+import Synchronization
+
+/// One HTTP request, as every part of the relay sends it: negotiate, the REST API and every webhook.
+public struct HTTPRequest: Sendable {
+    public enum Method: String, Sendable {
+        case get = "GET"
+        case post = "POST"
+        case put = "PUT"
+    }
+
+    /// Whom the TLS peer must prove to be.
+    public enum Trust: Sendable, Equatable {
+        /// The system's certificate authorities (the default).
+        case system
+        /// The authorities in this PEM file (a private CA), instead of the system's.
+        case caFile(String)
+        /// No check at all: tests and a user's explicit `insecure_tls` only.
+        case insecure
+
+        /// From a configuration's two settings: no check wins, then a CA file, else the system's.
+        public init(caFile: String?, insecure: Bool) {
+            self = insecure ? .insecure : caFile.map { .caFile($0) } ?? .system
+        }
+    }
+
+    public var method: Method
+    public var url: URL
+    public private(set) var headers: [(name: String, value: String)] = []
+    public var body: [UInt8]
+    /// The whole exchange (connect, send, answer) ends by then.
+    public var timeout: Duration
+    /// A longer answer is cut off and the request fails (`HTTPError.Kind.tooLarge`): a hostile or broken peer
+    /// must not make the relay hold its whole body.
+    public var maxResponseBytes: Int
+    public var trust: Trust
+    /// A new connection, closed afterwards: for a request that must not land on a kept-alive connection that a
+    /// network cut killed without anyone knowing (negotiate after a reconnect).
+    public var freshConnection = false
+
+    public static let defaultMaxResponseBytes = 1 << 20
+
+    public init(
+        _ method: Method, _ url: URL, body: [UInt8] = [], timeout: Duration = .seconds(30),
+        maxResponseBytes: Int = HTTPRequest.defaultMaxResponseBytes, trust: Trust = .system
+    ) {
+        self.method = method
+        self.url = url
+        self.body = body
+        self.timeout = timeout
+        self.maxResponseBytes = maxResponseBytes
+        self.trust = trust
+    }
+
+    /// Sets a header, replacing one of the same name (names compare case-insensitively); nil removes it.
+    public subscript(header name: String) -> String? {
+        get { headers.first { HeaderName.equal($0.name, name) }?.value }
+        set {
+            headers.removeAll { HeaderName.equal($0.name, name) }
+            if let newValue { headers.append((name, newValue)) }
+        }
+    }
+}
+
+/// The final answer (an interim `100 Continue` is not one).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first header of that name (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { HeaderName.equal($0.name, name) }?.value
+    }
+
+    /// Seconds the server asked to wait (`Retry-After`: seconds or an HTTP date, RFC 9110), never negative.
+    public var retryAfter: Double? {
+        guard let value = header("Retry-After")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = Double(value) { return max(0, seconds) }
+        return Self.httpDate.withLock { $0.date(from: value) }.map { max(0, $0.timeIntervalSinceNow) }
+    }
+
+    private static let httpDate = Mutex<DateFormatter>({
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return f
+    }())
+}
+
+/// Why a request got no answer. The message names the host at most: never a URL's path or query, which may hold
+/// a token (Telegram's bot token is in the path).
+public struct HTTPError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case timedOut
+        /// The answer was longer than `maxResponseBytes`.
+        case tooLarge
+        /// The host could not be resolved or reached.
+        case connect
+        /// The TLS handshake or the certificate check failed.
+        case tls
+        case cancelled
+        /// The request itself cannot be sent as it is (a header with a line break).
+        case invalidRequest
+        /// Anything else the transfer met (a reset connection, a malformed answer).
+        case failed
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Header names compare ASCII case-insensitively (RFC 9110), without Foundation's locale-aware comparison.
+enum HeaderName {
+    static func equal(_ a: String, _ b: String) -> Bool {
+        a.utf8.elementsEqual(b.utf8) { lower($0) == lower($1) }
+    }
+
+    private static func lower(_ c: UInt8) -> UInt8 { (0x41...0x5A).contains(c) ? c | 0x20 : c }
+}
