@@ -9,6 +9,7 @@ reader, a webhook receiver), measures, stops them, and writes BENCHMARKS.md plus
 --quick runs every step with tiny counts (seconds, for CI: the harness still works); its figures mean nothing.
 """
 import argparse
+import contextlib
 import datetime
 import http.server
 import json
@@ -169,35 +170,36 @@ class Sim:
 # --- the receiver for latency -----------------------------------------------------------------------------------
 
 class Receiver:
-    """A webhook receiver on loopback that notes when each alert arrived (time.time()) and for which transaction."""
+    """A webhook receiver on loopback that notes when each alert arrived (time.time()) and for which transaction.
+    peers/fast_receiver.py on its own asyncio loop in a thread: http.server tops out near 2,000 requests/s here,
+    which would measure the receiver, not the relay."""
 
     def __init__(self):
-        arrivals = self.arrivals = {}
+        sys.path.insert(0, str(ROOT / "Benchmarks/peers"))
+        import asyncio
+        from fast_receiver import FastReceiver
+        self.receiver = FastReceiver()
+        self.arrivals = self.receiver.arrivals
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def serve():
+            asyncio.set_event_loop(self.loop)
+            self.port = self.loop.run_until_complete(self.receiver.serve())
+            ready.set()
+            self.loop.run_forever()
 
-            def do_POST(self):
-                now = time.time()
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                try:
-                    tx = json.loads(body)["data"]["transaction"]["id"]
-                    arrivals.setdefault(tx, now)
-                except (KeyError, ValueError, TypeError):
-                    pass
-                self.send_response(204)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+        threading.Thread(target=serve, daemon=True).start()
+        ready.wait(10)
+        self.url = f"http://127.0.0.1:{self.port}/hook"
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def count(self):
+        return self.receiver.count
 
     def close(self):
-        self.server.shutdown()
+        self.loop.call_soon_threadsafe(self.receiver.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def percentile(values, p):
@@ -271,6 +273,21 @@ rules:
             env["ALLOWANCE_RELAY_LOG_LEVEL"] = log_level
         relay = Proc(name, [str(self.bin / "allowance-relay"), "run", "--config", str(cfg)], env=env, workdir=self.work)
         return relay, db
+
+    @contextlib.contextmanager
+    def relay_to_receiver(self, sim, name, settle=True):
+        """A relay with one webhook sink pointing at a fresh Receiver, connected and caught up (and, with `settle`,
+        left a moment to go quiet); both stopped afterwards."""
+        receiver = Receiver()
+        relay, db = self.start_relay(sim, name, receiver.url)
+        try:
+            wait_until(lambda: self.ready(db), 60, "the relay to connect and catch up")
+            if settle:
+                time.sleep(1 if self.quick else 3)
+            yield relay, db, receiver
+        finally:
+            relay.stop()
+            receiver.close()
 
     @staticmethod
     def db_count(db, sql):
@@ -377,11 +394,8 @@ rules:
 
     # 2: latency --------------------------------------------------------------------------------------------------
     def latency(self, sim):
-        receiver = Receiver()
-        relay, db = self.start_relay(sim, "latency", receiver.url)
         rows = {}
-        try:
-            wait_until(lambda: self.ready(db), 60, "the relay to connect and catch up")
+        with self.relay_to_receiver(sim, "latency", settle=False) as (relay, db, receiver):
             # Hub events per second; each transaction is two events (TransactionCreated and BalanceUpdated).
             for rate, count in ((100, 50), (1000, 200)) if self.quick else ((100, 1000), (1000, 5000)):
                 self.log(f"latency: {count} transactions at {rate} hub events/s")
@@ -402,10 +416,58 @@ rules:
                 self.log(f"  hub->commit p50 {row['commit_ms']['p50']:.2f} p99 {row['commit_ms']['p99']:.2f} ms; "
                          f"hub->webhook p50 {row['webhook_ms']['p50']:.2f} p99 {row['webhook_ms']['p99']:.2f} "
                          f"max {row['webhook_ms']['max']:.2f} ms")
-        finally:
-            relay.stop()
-            receiver.close()
         self.results["latency"] = rows
+
+    # 5: webhooks: one sink, a receiver that answers at once ------------------------------------------------------
+    def webhooks(self, sim):
+        """A blast of transactions, one transaction.created alert each, to one webhook sink on loopback."""
+        n = 500 if self.quick else 20_000
+        with self.relay_to_receiver(sim, "webhooks") as (relay, db, receiver):
+            idle = relay.status()
+            known = set(receiver.arrivals)
+            sim.post(f"/_sim/blast/prepare?count={n}&batch=20")
+            t0 = time.time()
+            sim.post("/_sim/blast/go")
+            wait_until(lambda: len(receiver.arrivals) - len(known) >= n, 600, "every webhook", every=0.05)
+            s = relay.status()
+            times = sorted(t for k, t in list(receiver.arrivals.items()) if k not in known)
+            row = {"transactions": n, "webhooks": len(times), "requests": receiver.count,
+                   "seconds_blast_to_last": times[-1] - t0, "seconds_first_to_last": times[-1] - times[0],
+                   "webhooks_per_s": n / (times[-1] - t0), "webhooks_per_s_sustained": n / max(1e-9, times[-1] - times[0]),
+                   "cpu_s": s["cpu"] - idle["cpu"], "rss_peak_mib": s["VmHWM"]}
+            self.log(f"webhooks: {n} in {row['seconds_blast_to_last']:.2f} s from the blast: {row['webhooks_per_s']:.0f}/s "
+                     f"({row['webhooks_per_s_sustained']:.0f}/s first to last), {row['cpu_s']:.1f} CPU s")
+        self.results["webhooks"] = row
+
+    # 7: soak: a steady family's load for a long time ------------------------------------------------------------
+    def soak(self, sim):
+        """20 transactions a second with one webhook sink, for 15 minutes: CPU per transaction, and whether the
+        resident memory levels off after the first minute."""
+        seconds, rate = (20, 20) if self.quick else (900, 20)
+        with self.relay_to_receiver(sim, "soak") as (relay, db, receiver):
+            known = len(receiver.arrivals)
+            self.log(f"soak: {rate} transactions/s for {seconds} s, one webhook sink")
+            pacer = threading.Thread(target=lambda: call("POST", sim.url + f"/_sim/paced?count={rate * seconds}&rate={rate}",
+                                                           timeout=seconds + 120), daemon=True)
+            start = relay.status()
+            t0 = time.monotonic()
+            pacer.start()
+            samples = []
+            while pacer.is_alive():
+                time.sleep(1 if self.quick else 10)
+                st = relay.status()
+                samples.append({"t": time.monotonic() - t0, "rss_mib": st["VmRSS"], "cpu_s": st["cpu"] - start["cpu"],
+                                "webhooks": len(receiver.arrivals) - known})
+            wait_until(lambda: len(receiver.arrivals) - known >= rate * seconds, 60, "every webhook of the soak")
+            end = relay.status()
+            minute = next((x for x in samples if x["t"] >= 60), samples[0])
+            row = {"seconds": seconds, "rate": rate, "transactions": rate * seconds,
+                   "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / (rate * seconds),
+                   "rss_start_mib": start["VmRSS"], "rss_after_1_min_mib": minute["rss_mib"], "rss_end_mib": end["VmRSS"],
+                   "rss_growth_after_1_min_mib": end["VmRSS"] - minute["rss_mib"], "samples": samples}
+            self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU per transaction; RSS {row['rss_after_1_min_mib']:.1f} MiB "
+                     f"after 1 min, {row['rss_end_mib']:.1f} MiB at the end")
+        self.results["soak"] = row
 
     # 4: idle cost, every client connected at once -----------------------------------------------------------------
     def idle(self, sim):
@@ -610,6 +672,25 @@ def report(r):
               f"{st['bytes'] / 1e6:.1f} MB, so {st['bytes_per_100k_events'] / 1e6:.1f} MB per 100,000 events; "
               f"{st['bytes_after_prune'] / 1e6:.1f} MB after `allowance-relay store prune --inbox-days 0 --deliveries-days 0` "
               f"(inbox and delivered rows deleted, transactions kept, file vacuumed).", ""]
+    wh = r.get("webhooks")
+    if wh:
+        lines += ["", "## 7. Webhooks: one sink, a receiver on loopback that answers at once", "",
+                  f"{wh['transactions']:,} transactions blasted through the hub (20 per frame), one `transaction.created` "
+                  "alert each to one webhook sink (default concurrency 4); the receiver is `Benchmarks/peers/fast_receiver.py`.",
+                  "", "| figure | value |", "|---|---:|",
+                  f"| webhooks per second, blast to last arrival | {wh['webhooks_per_s']:,.0f} |",
+                  f"| webhooks per second, first to last arrival | {wh['webhooks_per_s_sustained']:,.0f} |",
+                  f"| relay CPU seconds (storing {2 * wh['transactions']:,} events too) | {wh['cpu_s']:.2f} |",
+                  f"| requests the receiver saw (repeats would show here) | {wh['requests']:,} |",
+                  f"| relay peak RSS, MiB | {wh['rss_peak_mib']:.1f} |"]
+    so = r.get("soak")
+    if so:
+        lines += ["", f"## 8. Soak: {so['rate']} transactions a second for {so['seconds'] // 60} minutes, one webhook sink", "",
+                  "| figure | value |", "|---|---:|",
+                  f"| relay CPU per transaction, end to end (hub, store, rules, webhook) | {so['cpu_ms_per_transaction']:.3f} ms |",
+                  f"| resident memory at the start / after 1 minute / at the end | {so['rss_start_mib']:.1f} / "
+                  f"{so['rss_after_1_min_mib']:.1f} / {so['rss_end_mib']:.1f} MiB |",
+                  f"| growth after the first minute | {so['rss_growth_after_1_min_mib']:+.2f} MiB |", ""]
     return "\n".join(lines)
 
 
@@ -621,7 +702,7 @@ def main():
     ap.add_argument("--json", default=str(ROOT / "Benchmarks/results.json"))
     ap.add_argument("--notes", default=str(ROOT / "Benchmarks/notes.md"),
                     help="hand-written analysis appended to the report (what limits each figure, before/after)")
-    ap.add_argument("--parts", default="throughput,latency,idle,recovery", help="a subset, for working on one figure")
+    ap.add_argument("--parts", default="throughput,latency,webhooks,idle,recovery,soak", help="a subset, for working on one figure")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from --json and --notes, measure nothing")
     args = ap.parse_args()
     if args.report_only:
