@@ -55,7 +55,7 @@ def main() -> int:
         "",
         f"**{len(rows)} scenarios, {len(checked)} runs, {total('kills', runs)} kills survived, "
         f"{total('events', runs)} events and {total('alerts', runs)} alerts checked, lost = {lost}, "
-        f"repeats = {total('repeats', runs)}** (each repeat is the alert in flight at a kill, sent again with the "
+        f"repeats = {total('repeats', runs)}** (each repeat is an alert whose outcome was not yet written at a kill (at most a sink's concurrency per kill), sent again with the "
         "same `webhook-id`: a receiver that dedups on it sees it once).",
         "",
         "| scenario | runs | kills | events | alerts | lost events | lost alerts | wrong balances | repeats | other figures (largest run) |",
