@@ -67,6 +67,9 @@ public final class HubSimulator: Sendable {
         /// A hub that ends every connection right after its handshake: "close" (Close with allowReconnect) or
         /// "malformed" (a frame that is not JSON). `POST /_sim/flap?mode=`.
         var flap: String?
+        /// The configured bearer token is no longer accepted (`POST /_sim/revoke?static=true`): a token rotated on
+        /// the server.
+        var staticTokenRevoked = false
     }
 
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
@@ -104,7 +107,7 @@ public final class HubSimulator: Sendable {
 
     func isValid(_ token: String?) -> Bool {
         guard let token, !token.isEmpty else { return false }
-        if token == configuration.token { return true }
+        if token == configuration.token { return !faults.withLock { $0.staticTokenRevoked } }
         return tokens.withLock { t in
             guard let expiry = t[token] else { return false }
             return expiry > .now
@@ -368,12 +371,14 @@ public final class HubSimulator: Sendable {
             self.logger.notice("webhook #\(n) received: \(type) (webhook-id \(request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? "-"))")
             return self.json(200, ["received": .number(String(n))])
         }
-        sim.post("revoke") { _, _ in
+        sim.post("revoke") { request, _ in
             let count = self.tokens.withLock { t in
                 defer { t.removeAll() }
                 return t.count
             }
-            self.logger.notice("fault: revoking \(count) login token(s)")
+            let withStatic = request.uri.queryParameters["static"] == "true"
+            if withStatic { self.faults.withLock { $0.staticTokenRevoked = true } }
+            self.logger.notice("fault: revoking \(count) login token(s)\(withStatic ? " and the configured token" : "")")
             return self.json(200, ["revoked": .number(String(count))])
         }
         sim.post("tokens") { request, _ in

@@ -18,7 +18,7 @@ struct ConnectionStateMachine {
         case disconnected
         case starting(attempt: Int, began: ContinuousClock.Instant)
         case connected(since: ContinuousClock.Instant)
-        case reconnecting(Mode, attempt: Int, began: ContinuousClock.Instant, reason: String)
+        case reconnecting(Mode, attempt: Int, began: ContinuousClock.Instant, reason: HubConnectionError)
         case disconnecting
     }
 
@@ -108,15 +108,21 @@ struct ConnectionStateMachine {
             return [.log(.warning, "start failed; retrying in \(delay)", reason: error.message), .attempt(.newConnection, after: delay)]
         case .reconnecting(.reattach, let attempt, let began, _):
             // The server no longer knows the connection (or refuses it): a new one, at once.
-            if case .transport(.upgradeRejected) = error.kind { return fallBackToNewConnection(error.message, at: now) }
-            if error.kind == .handshakeFailed || error.kind == .unauthorized { return fallBackToNewConnection(error.message, at: now) }
+            if case .transport(.upgradeRejected) = error.kind { return fallBackToNewConnection(error, at: now) }
+            if error.kind == .handshakeFailed || error.kind == .unauthorized { return fallBackToNewConnection(error, at: now) }
             let policy = policies.reconnect ?? DefaultRetryPolicy()
             let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message)
-            guard let delay = policy.nextRetryDelay(context) else { return fallBackToNewConnection(error.message, at: now) }
-            state = .reconnecting(.reattach, attempt: attempt + 1, began: began, reason: error.message)
+            guard let delay = policy.nextRetryDelay(context) else { return fallBackToNewConnection(error, at: now) }
+            state = .reconnecting(.reattach, attempt: attempt + 1, began: began, reason: error)
             return [.log(.warning, "re-attach attempt \(attempt) failed: \(error.message)"), .attempt(.reattach, after: delay)]
         case .reconnecting(.newConnection, let attempt, let began, _):
-            state = .reconnecting(.newConnection, attempt: attempt, began: began, reason: error.message)
+            // A token refused at a reconnect (the token source had its fresh try) ends the connection as it ends a
+            // start: the same token will not help, and a daemon should say so rather than knock forever.
+            if error.kind == .unauthorized {
+                state = .disconnected
+                return [.log(.error, "the hub refused the token at a reconnect: \(error.message)"), .announce(.closed(error: error))]
+            }
+            state = .reconnecting(.newConnection, attempt: attempt, began: began, reason: error)
             return [.log(.warning, "reconnect attempt \(attempt) failed: \(error.message)")] + nextReconnect(at: now)
         default:
             return []
@@ -135,7 +141,7 @@ struct ConnectionStateMachine {
         var actions = countShortLink(lived: now - since, reason: error?.message ?? "closed")
         if stateful, let error, error.isLinkLoss {
             actions.append(.log(quiet(error.message) ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)", reason: error.message))
-            state = .reconnecting(.reattach, attempt: 1, began: now, reason: error.message)
+            state = .reconnecting(.reattach, attempt: 1, began: now, reason: error)
             let first = (policies.reconnect ?? DefaultRetryPolicy()).nextRetryDelay(.init(previousRetryCount: 0, elapsed: .zero, reason: error.message)) ?? .zero
             return actions + [.announce(.reconnecting(reason: error.message)), .attempt(.reattach, after: shortLinkPause(first))]
         }
@@ -145,10 +151,10 @@ struct ConnectionStateMachine {
         guard let error, canReconnect, policies.reconnect != nil else {
             state = .disconnected
             if let error { actions.append(.log(.error, "connection closed: \(error.message)")) }
-            return actions + [.announce(.closed(error: error?.message))]
+            return actions + [.announce(.closed(error: error))]
         }
         actions.append(.log(quiet(error.message) ? .debug : .warning, "connection lost; reconnecting", reason: error.message))
-        state = .reconnecting(.newConnection, attempt: 0, began: now, reason: error.message)
+        state = .reconnecting(.newConnection, attempt: 0, began: now, reason: error)
         return actions + [.announce(.reconnecting(reason: error.message))] + nextReconnect(at: now)
     }
 
@@ -171,8 +177,8 @@ struct ConnectionStateMachine {
 
     // MARK: - Decisions
 
-    private mutating func fallBackToNewConnection(_ reason: String, at now: ContinuousClock.Instant) -> [Action] {
-        var actions: [Action] = [.log(.warning, "re-attach failed; starting a new connection", reason: reason), .forgetConnection]
+    private mutating func fallBackToNewConnection(_ reason: HubConnectionError, at now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = [.log(.warning, "re-attach failed; starting a new connection", reason: reason.message), .forgetConnection]
         guard policies.reconnect != nil else {
             state = .disconnected
             return actions + [.announce(.closed(error: reason))]
@@ -185,10 +191,10 @@ struct ConnectionStateMachine {
     /// The next attempt of a reconnect, or the end when the policy gives up.
     private mutating func nextReconnect(at now: ContinuousClock.Instant) -> [Action] {
         guard case .reconnecting(.newConnection, let attempt, let began, let reason) = state else { return [] }
-        let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: reason)
+        let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: reason.message)
         guard let policy = policies.reconnect, let delay = policy.nextRetryDelay(context) else {
             state = .disconnected
-            return [.announce(.closed(error: "Reconnect gave up after \(attempt) attempt(s): \(reason)"))]
+            return [.announce(.closed(error: HubConnectionError(reason.kind, "Reconnect gave up after \(attempt) attempt(s): \(reason.message)")))]
         }
         state = .reconnecting(.newConnection, attempt: attempt + 1, began: began, reason: reason)
         return [.attempt(.newConnection, after: attempt == 0 ? shortLinkPause(delay) : delay)]

@@ -15,8 +15,8 @@ public enum HubConnectionEvent: Sendable, Equatable {
     case reconnecting(reason: String)
     /// A new connection is up (new negotiate, new connection id): messages sent meanwhile were lost.
     case reconnected(connectionId: String?)
-    /// Final. `error` is nil after `stop()`.
-    case closed(error: String?)
+    /// Final. `error` is nil after `stop()`; its kind says why (`.unauthorized`: the token was refused).
+    case closed(error: HubConnectionError?)
 }
 
 /// A client connection to a SignalR hub over WebSockets with the JSON protocol.

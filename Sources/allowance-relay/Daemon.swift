@@ -161,7 +161,9 @@ struct HubService: Service {
                     engine.linkLost(reason)
                     await sync.linkLost(reason)
                 case .closed(let error):
-                    if let error, !stopping.isSet { throw DaemonExit(code: 1, message: "the hub connection ended: \(error)") }
+                    if let error, !stopping.isSet {
+                        throw DaemonExit(code: error.kind == .unauthorized ? 77 : 1, message: "the hub connection ended: \(error.message)")
+                    }
                     return
                 }
             }

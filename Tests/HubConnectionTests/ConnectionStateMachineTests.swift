@@ -57,13 +57,35 @@ import Testing
         #expect(refused.attemptFailed(unauthorized, at: t0) == [.failStart(unauthorized)], "the same token will not help")
     }
 
+    /// A refused token ends the connection at a reconnect as it ends a start (issue 14, item 11): the daemon exits
+    /// 77 either way instead of knocking forever with a token the hub refuses. A re-attach refused goes to a new
+    /// connection first (its token is fetched fresh).
+    @Test func aTokenRefusedAtAReconnectEndsTheConnectionAsAtStart() {
+        let unauthorized = HubConnectionError(.unauthorized, "The hub refused the token (HTTP 401).")
+        var m = machine(reconnect: DefaultRetryPolicy(delays: [.zero, .seconds(2), .seconds(10)]))
+        connected(&m)
+        _ = m.linkEnded(lost, stateful: false, at: t0 + .seconds(60))
+        let refused = m.attemptFailed(unauthorized, at: t0 + .seconds(61))
+        #expect(announcements(refused) == [.closed(error: unauthorized)])
+        #expect(attempts(refused).isEmpty, "no further attempt with a token the hub refuses")
+        #expect(m.phase == .disconnected)
+
+        var stateful = machine()
+        connected(&stateful)
+        _ = stateful.linkEnded(lost, stateful: true, at: t0 + .seconds(60))
+        let reattachRefused = stateful.attemptFailed(unauthorized, at: t0 + .seconds(61))
+        #expect(attempts(reattachRefused) == [.attempt(.newConnection, after: .zero)], "a new connection, with a fresh token")
+        #expect(announcements(stateful.attemptFailed(unauthorized, at: t0 + .seconds(62))) == [.closed(error: unauthorized)])
+        #expect(stateful.phase == .disconnected)
+    }
+
     @Test func aCloseWithoutAllowReconnectEndsTheConnection() {
         var m = machine()
         connected(&m)
         let close = HubConnectionError(.closedByServer(allowReconnect: false), "Server returned an error on close: bye")
         let actions = m.linkEnded(close, stateful: false, at: t0 + .seconds(60))
         #expect(actions.contains(.forgetConnection))
-        #expect(announcements(actions) == [.closed(error: "Server returned an error on close: bye")])
+        #expect(announcements(actions) == [.closed(error: close)])
         #expect(attempts(actions).isEmpty)
         #expect(m.phase == .disconnected)
     }
@@ -78,7 +100,7 @@ import Testing
             #expect(m.phase == .reconnecting)
             #expect(attempts(m.attemptFailed(lost, at: t0 + .seconds(61))) == [.attempt(.newConnection, after: .seconds(2))])
             let gaveUp = m.attemptFailed(lost, at: t0 + .seconds(63))
-            #expect(announcements(gaveUp) == [.closed(error: "Reconnect gave up after 2 attempt(s): \(lost.message)")])
+            #expect(announcements(gaveUp) == [.closed(error: HubConnectionError(lost.kind, "Reconnect gave up after 2 attempt(s): \(lost.message)"))])
             #expect(m.phase == .disconnected)
         }
     }

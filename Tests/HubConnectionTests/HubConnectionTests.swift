@@ -140,7 +140,7 @@ import TestSupport
             try await connection.start()
             _ = try await connection.invoke("Silence", [5000])
             let closed = await waitForEvent(events) { if case .closed = $0 { true } else { false } }
-            #expect(closed == .closed(error: "Server timeout elapsed without receiving a message from the server."))
+            #expect(closed == .closed(error: HubConnectionError(.serverTimeout, "Server timeout elapsed without receiving a message from the server.")))
         }
     }
 
@@ -193,7 +193,7 @@ import TestSupport
             try await connection.start()
             try await call(base, "POST", "/_sim/close?error=boom")
             let closed = await waitForEvent(events) { if case .closed = $0 { true } else { false } }
-            #expect(closed == .closed(error: "Server returned an error on close: boom"))
+            #expect(closed == .closed(error: HubConnectionError(.closedByServer(allowReconnect: false), "Server returned an error on close: boom")))
             #expect(await connection.state == .disconnected)
         }
     }

@@ -99,7 +99,7 @@ import Testing
                 Issue.record("expected a final close, got \(String(describing: closed))")
                 return
             }
-            #expect(error.hasPrefix("Reconnect gave up after 2 attempt(s)"))
+            #expect(error.message.hasPrefix("Reconnect gave up after 2 attempt(s)"))
             #expect(await connection.state == .disconnected)
         }
     }

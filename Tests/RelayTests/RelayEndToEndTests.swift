@@ -41,6 +41,20 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         }
     }
 
+    /// The same token refused at a reconnect ends the daemon as it does at start (exit 77, which the units do not
+    /// restart), rather than knocking on the hub forever with it.
+    @Test func aTokenRefusedAtAReconnectExits77AsAtStart() async throws {
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"])
+            #expect(await relay.waitFor("connected to the hub"))
+            try await simPost(base, "/_sim/revoke?static=true")
+            try await simPost(base, "/_sim/drop")
+            #expect(relay.wait() == 77)
+            #expect(relay.output.contains("refused the token at a reconnect"))
+            #expect(!relay.output.contains("e2e-token"))
+        }
+    }
+
     @Test func signsInWithEmailAndPasswordAndAgainWhenTheServerRevokesTheToken() async throws {
         try await withSim { base in
             let dir = FileManager.default.temporaryDirectory.appending(path: "relay-login-\(UUID())")
