@@ -163,18 +163,18 @@ struct SinkWorker: Sendable {
     private func childKey(_ d: Delivery) -> String { d.childId?.lowercased ?? "-" }
 
     /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending).
-    private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> DeliveryResult? {
+    private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> JobOutcome? {
         let started = Date()
         if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
-            return .dead(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
+            return .gaveUp(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
         }
         let message: Message
         do {
             message = try render(d, markup: markup)
         } catch {
             logger.error("sink \(name): \(d.kind.rawValue) \(d.id) cannot be read: \(error) (dead letter)")
-            return .dead(reason: "unreadable alert: \(error)")
+            return .gaveUp(reason: "unreadable alert: \(error)")
         }
         let outcome = await sink.send(message)
         if Task.isCancelled { return nil }
@@ -185,7 +185,7 @@ struct SinkWorker: Sendable {
             metrics.latency.recordInterval(since: d.createdAt, now: now)
             if sends.working() { logger.notice("sink \(name) works again") }
             logger.info("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
-            return .delivered(at: now)
+            return .done(at: now)
         case .retry(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
             sends.pause(until: retry)
@@ -207,7 +207,7 @@ struct SinkWorker: Sendable {
             return .retry(error: reason, at: now)
         case .rejected(let reason):
             logger.error("sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)")
-            return .dead(reason: reason)
+            return .gaveUp(reason: reason)
         case .unavailable(let reason):
             let retry = now.addingTimeInterval(60)
             sends.pause(until: retry)
@@ -266,7 +266,7 @@ struct SinkWorker: Sendable {
 final class SendsInProgress: Sendable {
     struct Finished {
         let id: String
-        let result: DeliveryResult
+        let result: JobOutcome
     }
 
     private struct State {
@@ -310,7 +310,7 @@ final class SendsInProgress: Sendable {
         }
     }
 
-    func finish(_ id: String, _ result: DeliveryResult) {
+    func finish(_ id: String, _ result: JobOutcome) {
         let wake = state.withLock { s in
             s.running -= 1
             if s.finished.isEmpty { s.firstFinished = .now }

@@ -44,14 +44,6 @@ public struct Delivery: Sendable, Equatable {
     }
 }
 
-/// How one send ended, as the ledger records it.
-public enum DeliveryResult: Sendable, Equatable {
-    case delivered(at: Date)
-    /// Pending again, due at `at`.
-    case retry(error: String, at: Date)
-    case dead(reason: String)
-}
-
 extension Store {
     /// The rules that turn events into deliveries (nil: the relay is off and nothing is planned), and what to call
     /// after a transaction that planned some has committed, with the sinks that got work (wakes their workers).
@@ -138,7 +130,7 @@ extension Store {
             }
         }
         if !unreadable.isEmpty {
-            try record(unreadable.map { ($0.id, .dead(reason: "unreadable in the ledger: \($0.reason)")) })
+            try record(unreadable.map { ($0.id, .gaveUp(reason: "unreadable in the ledger: \($0.reason)")) })
         }
         return Array(due.prefix(limit))
     }
@@ -173,34 +165,17 @@ extension Store {
     /// The outcomes of several sends, in one SQLite transaction that does not wait for the disk: a power cut may
     /// forget that some went out, and they go again with the same ids (as after any crash between a send and its
     /// record); a kill -9 forgets nothing.
-    public func record(_ results: [(id: String, result: DeliveryResult)]) throws(StoreError) {
+    public func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
         guard !results.isEmpty else { return }
         try writeWithoutSync { db in
-            for (id, result) in results {
-                switch result {
-                case .delivered(let at):
-                    try db.executeCached(
-                        sql: "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
-                        arguments: [ISO.string(at), id])
-                case .retry(let error, let at):
-                    try db.executeCached(
-                        sql: "UPDATE delivery SET state = 'pending', attempts = attempts + 1, last_error = ?, next_attempt_at = ? WHERE id = ?",
-                        arguments: [error, ISO.string(at), id])
-                case .dead(let reason):
-                    try db.executeCached(
-                        sql: "UPDATE delivery SET state = 'dead', attempts = attempts + 1, last_error = ? WHERE id = ?", arguments: [reason, id])
-                }
-            }
+            for (id, result) in results { try WorkQueue.delivery.record(db, id, result) }
         }
     }
 
     /// Rows an older version left `in_flight` at a crash: pending again (they go out with the same id).
     @discardableResult
     public func requeueInFlightDeliveries() throws(StoreError) -> Int {
-        try write { db in
-            try db.execute(sql: "UPDATE delivery SET state = 'pending' WHERE state = 'in_flight'")
-            return db.changesCount
-        }
+        try write { db in try WorkQueue.delivery.requeueInFlight(db) }
     }
 
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts
@@ -244,8 +219,7 @@ extension Store {
     public func enableSink(_ sink: String, at now: Date = Date()) throws(StoreError) {
         try write { db in
             try db.execute(sql: "DELETE FROM sink_state WHERE sink = ?", arguments: [sink])
-            try db.execute(
-                sql: "UPDATE delivery SET next_attempt_at = ? WHERE sink = ? AND state = 'pending'", arguments: [ISO.string(now), sink])
+            _ = try WorkQueue.delivery.dueNow(db, filter: "sink = ?", [sink], at: now)
         }
     }
 
@@ -287,13 +261,7 @@ extension Store {
     @discardableResult
     public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int {
         try write { db in
-            try db.execute(
-                sql: """
-                    UPDATE delivery SET state = 'pending', attempts = 0, next_attempt_at = :now
-                    WHERE state = 'dead' AND (:id IS NULL OR id = :id) AND (:sink IS NULL OR sink = :sink)
-                    """,
-                arguments: ["now": ISO.string(now), "id": id, "sink": sink])
-            return db.changesCount
+            try WorkQueue.delivery.requeue(db, states: ["dead"], filter: "(? IS NULL OR id = ?) AND (? IS NULL OR sink = ?)", [id, id, sink, sink], at: now)
         }
     }
 
@@ -336,7 +304,7 @@ public protocol DeliveryLedger: Sendable {
     /// When the next delivery of `sink` not in `excluding` falls due (nil: none pending).
     func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
     /// The outcomes of several sends, together.
-    func record(_ results: [(id: String, result: DeliveryResult)]) throws(StoreError)
+    func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError)
     /// A child's deliveries of `sink` that may fold into one digest, due by `dueBy`.
     func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery]
     /// Replaces `parts` by one digest delivery (its own id from then on).

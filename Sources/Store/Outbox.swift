@@ -95,12 +95,7 @@ extension Store {
     /// The backend is back: writes waiting for a retry are due now rather than at the end of their back-off.
     @discardableResult
     public func outboxDueNow(at now: Date = Date()) throws(StoreError) -> Int {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE outbox SET next_attempt_at = ? WHERE state = 'pending' AND next_attempt_at > ?",
-                arguments: [ISO.string(now), ISO.string(now)])
-            return db.changesCount
-        }
+        try write { db in try WorkQueue.outbox.dueNow(db, at: now) }
     }
 
     /// When the next retry of a waiting write is due (nil: none is waiting for a later time). Never a time already
@@ -117,19 +112,16 @@ extension Store {
         try read { db in try Int64.fetchAll(db, sql: "SELECT seq FROM outbox ORDER BY seq").compactMap { try Self.entry(db, seq: $0) } }
     }
 
+    /// A write is being sent: a hub echo of it may come before the answer (`dropLocalEcho` matches in-flight writes
+    /// only, so that someone else's identical write on the server is never taken for ours).
     public func markInFlight(_ seq: Int64) throws(StoreError) {
-        try write { db in
-            try db.execute(sql: "UPDATE outbox SET state = 'in_flight', attempts = attempts + 1 WHERE seq = ?", arguments: [seq])
-        }
+        try write { db in try WorkQueue.outbox.markInFlight(db, seq) }
     }
 
     /// After a crash nothing is really in flight: send those again (the idempotency key makes it safe).
     @discardableResult
     public func requeueInFlight() throws(StoreError) -> Int {
-        try write { db in
-            try db.execute(sql: "UPDATE outbox SET state = 'pending' WHERE state = 'in_flight'")
-            return db.changesCount
-        }
+        try write { db in try WorkQueue.outbox.requeueInFlight(db) }
     }
 
     /// The server accepted the write: its transaction replaces the local one, in one SQLite transaction. When the
@@ -139,7 +131,7 @@ extension Store {
             guard let e = try Self.entry(db, seq: seq) else { return }
             let stamp = ISO.string(now)
             try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
-            try db.execute(sql: "UPDATE outbox SET state = 'sent', last_error = NULL WHERE seq = ?", arguments: [seq])
+            try WorkQueue.outbox.record(db, seq, .done(at: now))
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
                 arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp])
@@ -161,25 +153,21 @@ extension Store {
 
     /// A failure a retry may fix: back to pending, due again at `retryAt`.
     public func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE outbox SET state = 'pending', last_error = ?, next_attempt_at = ? WHERE seq = ?",
-                arguments: [error, ISO.string(retryAt), seq])
-        }
+        try write { db in try WorkQueue.outbox.record(db, seq, .retry(error: error, at: retryAt)) }
     }
 
     /// The server refused the write for good (400/409/422...): the local transaction and its effect on the balance
     /// are undone. The server's version of the data wins.
     public func outboxRejected(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
-        try giveUp(seq, state: .rejected, reason: reason, at: now)
+        try giveUp(seq, state: .rejected, reason: reason, attempted: true, at: now)
     }
 
     /// Retried too often or for too long (dead letter): undone like a rejection, kept for `outbox list`.
     public func outboxDead(_ seq: Int64, reason: String, at now: Date = Date()) throws(StoreError) {
-        try giveUp(seq, state: .dead, reason: reason, at: now)
+        try giveUp(seq, state: .dead, reason: reason, attempted: false, at: now)
     }
 
-    private func giveUp(_ seq: Int64, state: OutboxEntry.State, reason: String, at now: Date) throws(StoreError) {
+    private func giveUp(_ seq: Int64, state: OutboxEntry.State, reason: String, attempted: Bool, at now: Date) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let minor = try MinorUnits.from(e.amount)
@@ -190,7 +178,7 @@ extension Store {
                     sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                     arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
             }
-            try db.execute(sql: "UPDATE outbox SET state = ?, last_error = ? WHERE seq = ?", arguments: [state, reason, seq])
+            try WorkQueue.outbox.record(db, seq, .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state.rawValue)
             let local = Transaction(
                 id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
                 balanceAfter: Money.decimal(cents: try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
@@ -246,7 +234,7 @@ extension Store {
         guard [.pending, .rejected, .dead].contains(e.state) else {
             throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be dropped.")
         }
-        if e.state == .pending { try outboxRejected(seq, reason: "dropped by the user", at: now) }
+        if e.state == .pending { try giveUp(seq, state: .rejected, reason: "dropped by the user", attempted: false, at: now) }
         try write { db in try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
     }
 }

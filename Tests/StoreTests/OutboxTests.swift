@@ -27,7 +27,7 @@ import Testing
         let server = transaction(9, amount: "5", after: "30.50")
         try store.outboxSent(e.seq, server: server)
         #expect(try store.transactions().map(\.id) == [server.id])
-        #expect(try store.outbox().first?.state == .sent)
+        #expect(try store.outbox().first?.state == .sent && store.outbox().first?.attempts == 1)
         #expect(try store.dueOutbox().isEmpty)
         #expect(try store.apply(.transactionCreated(server)) == .duplicate, "its hub echo is not stored twice")
     }
@@ -47,8 +47,9 @@ import Testing
         try store.markInFlight(e.seq)
         #expect(try store.dueOutbox().isEmpty)
         #expect(try store.requeueInFlight() == 1)
-        #expect(try store.dueOutbox().map(\.attempts) == [1], "the attempt is counted; the idempotency key is the same")
+        #expect(try store.dueOutbox().map(\.attempts) == [0], "an attempt counts with its outcome, and none was recorded")
         try store.outboxRetry(e.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(60))
+        #expect(try store.outbox().first?.attempts == 1)
         #expect(try store.dueOutbox().isEmpty)
         #expect(try store.dueOutbox(at: Date().addingTimeInterval(61)).count == 1)
     }
