@@ -1,7 +1,5 @@
-import Configuration
 import Foundation
 import HTTPTransport
-import Yams
 
 /// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
 /// environment variables on top (e.g. `server.url` ← `ALLOWANCE_RELAY_SERVER_URL`).
@@ -34,7 +32,7 @@ public struct RelaySettings: Sendable {
     /// `status.listen`: where `/healthz` and `/metrics` are served (nil: not served).
     public var statusListen: (host: String, port: Int)?
 
-    public enum LogFormat: String, Sendable { case text, json }
+    public enum LogFormat: String, Sendable, CaseIterable { case text, json }
 
     public var hubURL: URL {
         var path = hubPath
@@ -44,87 +42,94 @@ public struct RelaySettings: Sendable {
 
     /// Loads settings: `file` (if given; it must exist), then the environment on top.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
-        async throws(SettingsError) -> RelaySettings
+        async throws(ConfigErrors) -> RelaySettings
     {
-        let config = try await reader(file: file, environment: environment)
+        try await load(file == nil ? nil : try ConfigFile.read(file!), environment: environment)
+    }
 
-        guard let urlText = config.string(forKey: "server.url"), !urlText.isEmpty else {
-            throw SettingsError(
-                "No server URL. Set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000).")
+    /// The settings from the parsed file with the environment on top; every mistake at once.
+    public static func load(_ file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        async throws(ConfigErrors) -> RelaySettings
+    {
+        let values = ConfigValues(file, environment)
+        var problems = values.unknownKeys()
+
+        var url = URL(string: "http://127.0.0.1")!
+        if let urlText = values.string("server.url"), !urlText.isEmpty {
+            if let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host() != nil {
+                url = parsed
+            } else {
+                // Never a password written in the URL back (user:secret@host).
+                let shown = urlText.contains("@") ? (URL(string: urlText)?.redactedForLogs ?? "the URL") : urlText
+                let bare = !urlText.contains("://") && !urlText.contains(" ") && !urlText.contains("@")
+                problems.append(
+                    values.error(
+                        "server.url", "'\(shown)' is not an http:// or https:// URL with a host",
+                        fix: bare ? "write the scheme too: http://\(urlText)" : "e.g. https://allowance.example.org"))
+            }
+        } else {
+            problems.append(
+                ConfigError(
+                    file: file?.path ?? "configuration", key: "server.url", "is not set",
+                    fix: "set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)"))
         }
-        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-            url.host() != nil
-        else {
-            throw SettingsError("server.url '\(urlText)' is not an http:// or https:// URL with a host.")
-        }
-        let token = config.string(forKey: "server.token", isSecret: true).flatMap { $0.isEmpty ? nil : Secret($0) }
-        let tokenFile = config.string(forKey: "server.token_file")
-        let email = config.string(forKey: "server.email").flatMap { $0.isEmpty ? nil : $0 }
-        let password = config.string(forKey: "server.password", isSecret: true).flatMap { $0.isEmpty ? nil : Secret($0) }
-        let passwordFile = config.string(forKey: "server.password_file")
+        let token = values.string("server.token").flatMap { $0.isEmpty ? nil : Secret($0) }
+        let tokenFile = values.string("server.token_file")
+        let email = values.string("server.email").flatMap { $0.isEmpty ? nil : $0 }
+        let password = values.string("server.password").flatMap { $0.isEmpty ? nil : Secret($0) }
+        let passwordFile = values.string("server.password_file")
         if email != nil, token != nil || tokenFile != nil {
-            throw SettingsError("Both a token and server.email are set: keep one way to sign in (remove server.token* or server.email).")
+            problems.append(
+                values.error("server.email", "is set together with a token", fix: "keep one way to sign in: remove server.token* or server.email"))
         }
         if email != nil, password == nil, passwordFile == nil {
-            throw SettingsError("server.email is set without a password: set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD.")
+            problems.append(
+                values.error(
+                    "server.email", "is set without a password", fix: "set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD"))
         }
-        let format = config.string(forKey: "log.format", default: "text")
-        guard let logFormat = LogFormat(rawValue: format) else {
-            throw SettingsError("log.format must be text or json, not '\(format)'.")
-        }
-        let durability = config.string(forKey: "store.durability", default: "full")
-        guard ["full", "normal"].contains(durability) else {
-            throw SettingsError("store.durability must be full or normal, not '\(durability)'.")
-        }
+        let logFormat = values.choice("log.format", LogFormat.self, default: .text, into: &problems)
+        let durability = values.oneOf("store.durability", ["full", "normal"], default: "full", into: &problems)
+        let level = values.oneOf("log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], default: "info", into: &problems)
         var statusListen: (String, Int)?
-        if let listen = config.string(forKey: "status.listen"), !listen.isEmpty {
+        if let listen = values.string("status.listen"), !listen.isEmpty {
             // "9464" or "127.0.0.1:9464" (the host defaults to loopback: the endpoint has no authentication).
             let parts = listen.split(separator: ":", omittingEmptySubsequences: false)
             let host = parts.count == 2 ? String(parts[0]) : "127.0.0.1"
-            guard parts.count <= 2, let port = Int(parts.last!), (1...65535).contains(port), !host.isEmpty else {
-                throw SettingsError("status.listen must be PORT or HOST:PORT (e.g. 127.0.0.1:9464), not '\(listen)'.")
+            if parts.count <= 2, let port = Int(parts.last!), (1...65535).contains(port), !host.isEmpty {
+                statusListen = (host, port)
+            } else {
+                problems.append(values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
-            statusListen = (host, port)
-        }
-        // Read as text and parsed here: the file gives every value as text, and a typed read of "true" from it
-        // quietly gave the default (the environment's worked), while `config check` said OK.
-        func flag(_ key: String) throws(SettingsError) -> Bool {
-            guard let text = config.string(forKey: ConfigKey(key.split(separator: ".").map(String.init))) else { return false }
-            switch text.lowercased() {
-            case "true", "yes", "on", "1": return true
-            case "false", "no", "off", "0", "": return false
-            default: throw SettingsError("\(key) must be true or false, not '\(text)'.")
-            }
-        }
-        let level = config.string(forKey: "log.level", default: "info")
-        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
-            throw SettingsError("log.level must be one of trace, debug, info, notice, warning, error, critical; not '\(level)'.")
         }
         var maxResponseBytes = APIClient.defaultMaxResponseBytes
-        if let text = config.string(forKey: "server.max_response_bytes") {
-            guard let n = Int(text), n >= 65536 else {
-                throw SettingsError("server.max_response_bytes must be a number of bytes, at least 65536; not '\(text)'.")
+        if let text = values.string("server.max_response_bytes") {
+            if let n = Int(text), n >= 65536 {
+                maxResponseBytes = n
+            } else {
+                problems.append(values.error("server.max_response_bytes", "'\(text)' is not a number of bytes of at least 65536", fix: "e.g. 8388608 (8 MiB)"))
             }
-            maxResponseBytes = n
         }
-        return RelaySettings(
+        let local = LocalSettings(values, environment, into: &problems)
+        let settings = RelaySettings(
             serverURL: url,
-            hubPath: config.string(forKey: "server.hub_path", default: "/hubs/family"),
+            hubPath: values.string("server.hub_path") ?? "/hubs/family",
             token: token,
             tokenFile: tokenFile,
             email: email,
             password: password,
             passwordFile: passwordFile,
-            accessTokenInQuery: try flag("server.access_token_in_query"),
-            skipNegotiation: try flag("server.skip_negotiation"),
-            caFile: config.string(forKey: "server.ca_file"),
-            insecureTLS: try flag("server.insecure_tls"),
+            accessTokenInQuery: values.flag("server.access_token_in_query", into: &problems),
+            skipNegotiation: values.flag("server.skip_negotiation", into: &problems),
+            caFile: values.string("server.ca_file"),
+            insecureTLS: values.flag("server.insecure_tls", into: &problems),
             maxResponseBytes: maxResponseBytes,
             storeDurability: durability,
-            local: try LocalSettings(config, environment),
+            local: local,
             logLevel: level,
             logFormat: logFormat,
             statusListen: statusListen)
+        guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
+        return settings
     }
 
     /// What a running hub connection and database were made from: when a reload changes these, only a restart
@@ -140,70 +145,13 @@ public struct RelaySettings: Sendable {
 
     /// What the commands that work on the cache alone need (no server settings).
     public static func local(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
-        async throws(SettingsError) -> LocalSettings
+        async throws(ConfigErrors) -> LocalSettings
     {
-        try LocalSettings(try await reader(file: file, environment: environment), environment)
-    }
-
-    /// The file's keys with `ALLOWANCE_RELAY_*` environment variables on top.
-    private static func reader(file: String?, environment: [String: String]) async throws(SettingsError) -> ConfigReader {
-        var providers: [any ConfigProvider] = [
-            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay")
-        ]
-        if let file {
-            guard FileManager.default.isReadableFile(atPath: file), let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw SettingsError("Cannot read the config file '\(file)'. Check the path and its permissions.")
-            }
-            providers.append(InMemoryProvider(name: file, values: try scalars(yaml: text, file: file)))
-        }
-        return ConfigReader(providers: providers)
-    }
-
-    /// Every key the file may have, by section (`sinks`, `rules` and `templates` are checked by the relay's parser).
-    static let knownKeys: [String: Set<String>] = [
-        "server": [
-            "url", "hub_path", "token", "token_file", "email", "password", "password_file", "access_token_in_query",
-            "skip_negotiation", "ca_file", "insecure_tls", "max_response_bytes",
-        ],
-        "store": ["path", "durability", "keep_transactions_days"],
-        "outbox": ["limit", "max_attempts", "max_age_days"],
-        "log": ["level", "format"],
-        "status": ["listen"],
-        "relay": ["currency", "locale", "link", "connection_lost_minutes"],
-        "sinks": [], "rules": [], "templates": [],
-    ]
-
-    /// The file's single values by dotted key (`server.url`). Lists and the relay's sections (`sinks`, `rules`,
-    /// `templates`) are read by the relay's own parser, which reports their mistakes with line numbers.
-    static func scalars(yaml: String, file: String) throws(SettingsError) -> [AbsoluteConfigKey: ConfigValue] {
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: yaml)
-        } catch {
-            throw SettingsError("The config file '\(file)' is not valid YAML: \(error)")
-        }
-        var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        var mistake: SettingsError?
-        func walk(_ node: Node, _ path: [String]) {
-            if let scalar = node.scalar {
-                values[AbsoluteConfigKey(path)] = ConfigValue(.string(scalar.string), isSecret: path.last?.hasSuffix("token") == true || path.last == "password")
-            } else if let map = node.mapping {
-                for (k, v) in map {
-                    guard let key = k.string, !(path.isEmpty && ["sinks", "rules", "templates"].contains(key)) else { continue }
-                    let dotted = (path + [key]).joined(separator: ".")
-                    let known = path.isEmpty ? Set(knownKeys.keys) : knownKeys[path[0]] ?? []
-                    if path.count <= 1, !known.contains(key), mistake == nil {
-                        mistake = SettingsError(
-                            "\(file):\(k.mark?.line ?? 0): \(dotted): is not a known key. Fix: use one of "
-                                + known.sorted().map { path.isEmpty ? $0 : "\(path[0]).\($0)" }.joined(separator: ", ") + ".")
-                    }
-                    walk(v, path + [key])
-                }
-            }
-        }
-        if let root { walk(root, []) }
-        if let mistake { throw mistake }
-        return values
+        let values = ConfigValues(file == nil ? nil : try ConfigFile.read(file!), environment)
+        var problems: [ConfigError] = []
+        let local = LocalSettings(values, environment, into: &problems)
+        guard problems.isEmpty else { throw ConfigErrors(problems) }
+        return local
     }
 
     /// `$STATE_DIRECTORY` (systemd), then `/var/lib/allowance-relay` for root, else the XDG state directory.
@@ -259,18 +207,13 @@ public struct LocalSettings: Sendable {
     /// The family's currency (`relay.currency`), named next to every amount the CLI prints as JSON.
     public var currency: String
 
-    init(_ config: ConfigReader, _ environment: [String: String]) throws(SettingsError) {
-        func positive(_ key: String, _ fallback: Int?) throws(SettingsError) -> Int? {
-            guard let text = config.string(forKey: ConfigKey(key.split(separator: ".").map(String.init))) else { return fallback }
-            guard let n = Int(text), n > 0 else { throw SettingsError("\(key) must be a whole number above 0, not '\(text)'.") }
-            return n
-        }
-        storePath = config.string(forKey: "store.path") ?? RelaySettings.defaultStorePath(environment)
-        keepTransactionsDays = try positive("store.keep_transactions_days", nil)
-        outboxLimit = try positive("outbox.limit", 100)!
-        outboxMaxAttempts = try positive("outbox.max_attempts", 10)!
-        outboxMaxAgeDays = try positive("outbox.max_age_days", 7)!
-        currency = (config.string(forKey: "relay.currency") ?? "USD").uppercased()
+    init(_ values: ConfigValues, _ environment: [String: String], into problems: inout [ConfigError]) {
+        storePath = values.string("store.path") ?? RelaySettings.defaultStorePath(environment)
+        keepTransactionsDays = values.positive("store.keep_transactions_days", into: &problems)
+        outboxLimit = values.positive("outbox.limit", into: &problems) ?? 100
+        outboxMaxAttempts = values.positive("outbox.max_attempts", into: &problems) ?? 10
+        outboxMaxAgeDays = values.positive("outbox.max_age_days", into: &problems) ?? 7
+        currency = (values.string("relay.currency") ?? "USD").uppercased()
     }
 }
 
@@ -287,31 +230,47 @@ public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConver
         let file = (given as NSString).expandingTildeInPath
         var info = stat()
         guard stat(file, &info) == 0 else {
-            throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno))).")
+            throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno)))", fix: "check the path")
         }
         // A pipe or a device would block or never end; a secret is a line, not megabytes.
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw SettingsError("The \(what) '\(file)' is not a regular file. Point it at a file holding the secret on one line.")
+            throw SettingsError("The \(what) '\(file)' is not a regular file", fix: "point it at a file holding the secret on one line")
         }
         guard info.st_size <= 65536 else {
-            throw SettingsError("The \(what) '\(file)' is \(info.st_size) bytes; a secret file holds one line (at most 64 KB). Is it the right file?")
+            throw SettingsError("The \(what) '\(file)' is \(info.st_size) bytes; a secret file holds one line (at most 64 KB)", fix: "check that it is the right file")
         }
         if info.st_mode & 0o077 != 0 {
             throw SettingsError(
-                "The \(what) '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))). Run: chmod 600 '\(file)'")
+                "The \(what) '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8)))", fix: "chmod 600 '\(file)'")
         }
         guard let data = FileManager.default.contents(atPath: file) else {
-            throw SettingsError("Cannot read the \(what) '\(file)'. Check its owner and permissions.")
+            throw SettingsError("Cannot read the \(what) '\(file)'", fix: "check its owner and permissions")
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !text.isEmpty else { throw SettingsError("The \(what) '\(file)' is empty.") }
+        guard !text.isEmpty else { throw SettingsError("The \(what) '\(file)' is empty", fix: "write the secret into it, on one line") }
         return Secret(text)
     }
 }
 
 public struct SettingsError: Error, Sendable, CustomStringConvertible {
+    /// The whole sentence, for logs: what is wrong, then the fix.
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// What is wrong, and how to fix it, apart (a config check places them in its own format).
+    public let problem: String
+    public let fix: String?
+
+    public init(_ message: String) {
+        self.message = message
+        problem = message.hasSuffix(".") ? String(message.dropLast()) : message
+        fix = nil
+    }
+
+    public init(_ problem: String, fix: String) {
+        self.problem = problem
+        self.fix = fix
+        message = "\(problem). Fix: \(fix)."
+    }
+
     public var description: String { message }
 }
 

@@ -36,68 +36,81 @@ public struct RelayConfig: Sendable {
         ]
     }
 
-    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError)
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors)
         -> RelayConfig
     {
         guard let file else { return RelayConfig() }
-        let text: String
-        do {
-            text = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            throw ConfigError(file: file, line: 0, key: "", "cannot be read", fix: "check the path and its permissions")
-        }
-        return try parse(text, file: file, environment: environment)
+        return try parse(try ConfigFile.read(file), environment: environment)
     }
 
-    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigError) -> RelayConfig {
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: text)
-        } catch {
-            throw ConfigError(file: file, line: 0, key: "", "is not valid YAML: \(error)", fix: "fix the YAML syntax")
-        }
-        var config = RelayConfig()
-        guard let root else { return config }
-        let top = Reader(node: root, key: "", file: file)
-        guard let map = root.mapping else { throw top.error("the file must be a mapping of sections", fix: "start with `server:`") }
+    /// The relay's part of `text` (tests, the fuzzer): parsed as `load` parses a file.
+    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> RelayConfig {
+        try parse(try ConfigFile.parse(text, path: file), environment: environment)
+    }
 
-        if let relay = map["relay"].map({ top.child($0, "relay") }) {
-            try relay.allowOnly(["currency", "locale", "link", "connection_lost_minutes"])
-            if let c = try relay.string("currency") {
-                guard c.count == 3, c.allSatisfy(\.isLetter) else {
-                    throw relay.error("currency '\(c)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP", at: "currency")
-                }
-                config.formatting.currency = c.uppercased()
-            }
-            if let l = try relay.string("locale") { config.formatting.locale = l }
-            config.formatting.link = try relay.string("link")
-            if let m = try relay.int("connection_lost_minutes") { config.connectionLostAfter = Double(m) * 60 }
+    /// The relay's part of the parsed file. Each sink, template and rule is read on its own, so that every mistake
+    /// in the file is reported at once.
+    public static func parse(_ file: ConfigFile, environment: [String: String] = [:]) throws(ConfigErrors) -> RelayConfig {
+        var config = RelayConfig()
+        var problems: [ConfigError] = []
+        func collect(_ body: () throws(ConfigError) -> Void) {
+            do { try body() } catch { problems.append(error) }
         }
+        guard let root = file.root, let map = root.mapping else {
+            if file.root != nil {
+                throw ConfigErrors([ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")])
+            }
+            return config
+        }
+        let top = Reader(node: root, key: "", file: file.path)
+
+        // Single values, from the environment too (ALLOWANCE_RELAY_RELAY_CURRENCY ...); unknown keys are the
+        // schema's to report (ConfigValues.unknownKeys).
+        let values = ConfigValues(file, environment)
+        if let c = values.string("relay.currency") {
+            if c.count == 3, c.allSatisfy(\.isLetter) {
+                config.formatting.currency = c.uppercased()
+            } else {
+                problems.append(values.error("relay.currency", "'\(c)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP"))
+            }
+        }
+        if let l = values.string("relay.locale") { config.formatting.locale = l }
+        config.formatting.link = values.string("relay.link")
+        if let m = values.positive("relay.connection_lost_minutes", into: &problems) { config.connectionLostAfter = Double(m) * 60 }
 
         if let sinksNode = map["sinks"] {
-            let sinks = top.child(sinksNode, "sinks")
-            guard let entries = sinksNode.mapping else { throw sinks.error("must map sink names to sinks", fix: "see config/reference.yaml") }
-            for (k, v) in entries {
-                guard let name = k.string, !name.isEmpty else { throw sinks.error("a sink name must be text", fix: "e.g. family-chat:") }
-                config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", line: k.mark?.line), environment))
+            let sinks = top.child(sinksNode, "sinks", at: map.keys.first { $0.string == "sinks" }?.mark)
+            if let entries = sinksNode.mapping {
+                for (k, v) in entries {
+                    collect { () throws(ConfigError) in
+                        guard let name = k.string, !name.isEmpty else { throw sinks.error("a sink name must be text", fix: "e.g. family-chat:") }
+                        config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", at: k.mark), environment))
+                    }
+                }
+            } else if sinksNode.scalar?.string.isEmpty != true {
+                problems.append(sinks.error("must map sink names to sinks", fix: "see config/reference.yaml"))
             }
         }
         let sinkNames = Set(config.sinks.map(\.name))
 
         if let tNode = map["templates"] {
-            let t = top.child(tNode, "templates")
-            (config.templates, config.titles) = try parseTemplates(t)
+            let t = top.child(tNode, "templates", at: map.keys.first { $0.string == "templates" }?.mark)
+            (config.templates, config.titles) = parseTemplates(t, into: &problems)
         }
 
         if let rulesNode = map["rules"] {
-            let rules = top.child(rulesNode, "rules")
-            guard let list = rulesNode.sequence else { throw rules.error("must be a list of rules", fix: "start each rule with `- name:`") }
-            for (i, r) in list.enumerated() {
-                config.rules.append(try parseRule(rules.child(r, "rules[\(i)]"), index: i, sinks: sinkNames))
+            let rules = top.child(rulesNode, "rules", at: map.keys.first { $0.string == "rules" }?.mark)
+            if let list = rulesNode.sequence {
+                for (i, r) in list.enumerated() {
+                    collect { () throws(ConfigError) in config.rules.append(try parseRule(rules.child(r, "rules[\(i)]", at: r.mark), index: i, sinks: sinkNames)) }
+                }
+            } else {
+                problems.append(rules.error("must be a list of rules", fix: "start each rule with `- event:`"))
             }
         } else {
             config.rules = defaultRules(config.sinks)
         }
+        guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
         return config
     }
 
@@ -105,7 +118,7 @@ public struct RelayConfig: Sendable {
         // The compact form: `chat: discord://id/token`.
         if let text = r.node.string {
             guard let s = SinkConfig.compact(text, name: name) else {
-                throw r.error("is not a sink URL I know", fix: "use discord://, slack://, ntfy(s)://, tgram://, gotify(s)://, json(s)://, matrix(s)://, or a mapping with type:")
+                throw r.error("is not a sink URL I know", fix: "use discord://, slack://, ntfy(s)://, tgram://, gotify(s)://, json(s)://, matrix(s)://, or a mapping with type:", value: true)
             }
             return s
         }
@@ -119,7 +132,7 @@ public struct RelayConfig: Sendable {
             if let v = try r.string(key) { return Secret(v) }
             if let f = try r.string(key + "_file") {
                 do { return try Secret.read(file: f, what: "\(key) file of sink \(name)") } catch {
-                    throw r.error(error.message, fix: "make the file readable by the relay's user only (chmod 600)", at: key + "_file")
+                    throw r.error(error.problem, fix: error.fix ?? "check the file", at: key + "_file")
                 }
             }
             return nil
@@ -128,9 +141,7 @@ public struct RelayConfig: Sendable {
         var sink: SinkConfig
         if let typeText = try r.string("type") {
             guard let kind = SinkConfig.Kind(rawValue: typeText) else {
-                throw r.error(
-                    "type '\(typeText)' is not a sink type", fix: "use one of " + SinkConfig.Kind.allCases.map(\.rawValue).joined(separator: ", "),
-                    at: "type")
+                throw r.error("type '\(typeText)' is not a sink type", fix: Suggest.fix(for: typeText, in: SinkConfig.Kind.allCases.map(\.rawValue)), at: "type")
             }
             sink = SinkConfig(name: name, kind: kind)
             if let u = urlSecret?.value {
@@ -192,6 +203,15 @@ public struct RelayConfig: Sendable {
         return sink
     }
 
+    private static func parseTemplates(_ r: Reader, into problems: inout [ConfigError]) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+        do {
+            return try parseTemplates(r)
+        } catch {
+            problems.append(error)
+            return ([:], [:])
+        }
+    }
+
     private static func parseTemplates(_ r: Reader) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
         guard let entries = r.node.mapping else { throw r.error("must map alert kinds to templates", fix: "e.g. transaction.created: \"{child}: {amount}\"") }
         var texts: [RelayEvent.Kind: Template] = [:]
@@ -200,11 +220,9 @@ public struct RelayConfig: Sendable {
             let key = k.string ?? ""
             let isTitle = key.hasSuffix(".title")
             let kindText = isTitle ? String(key.dropLast(6)) : key
-            let child = r.child(v, "\(r.key).\(key)", line: k.mark?.line)
+            let child = r.child(v, "\(r.key).\(key)", at: k.mark)
             guard let kind = RelayEvent.Kind(rawValue: kindText) else {
-                throw child.error(
-                    "'\(kindText)' is not an alert kind", fix: "use one of " + RelayEvent.Kind.allCases.map(\.rawValue).joined(separator: ", ")
-                        + " (add .title for the title)")
+                throw child.error("'\(kindText)' is not an alert kind", fix: Suggest.fix(for: kindText, in: RelayEvent.Kind.allCases.map(\.rawValue)) + " (add .title for the title)")
             }
             guard let source = v.string else { throw child.error("must be text", fix: "quote the template") }
             do {
@@ -231,14 +249,15 @@ public struct RelayConfig: Sendable {
             guard let kind = RelayEvent.Kind(rawValue: e), !RelayEvent.Kind.derivedOnly.contains(kind) else {
                 throw r.error(
                     "event '\(e)' is not an event kind",
-                    fix: "use " + RelayEvent.Kind.allCases.filter { !RelayEvent.Kind.derivedOnly.contains($0) }.map(\.rawValue).joined(separator: ", "), at: "event")
+                    fix: Suggest.fix(for: e, in: RelayEvent.Kind.allCases.filter { !RelayEvent.Kind.derivedOnly.contains($0) }.map(\.rawValue)), at: "event")
             }
             events.insert(kind)
         }
         let to = try r.strings("to")
         guard !to.isEmpty else { throw r.error("has no `to`", fix: "name the sinks, e.g. to: [family-chat]") }
         for s in to where !sinks.contains(s) {
-            throw r.error("sends to '\(s)', which is not a sink", fix: "define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
+            let near = Suggest.closest(to: s, in: sinks).map { "did you mean \($0)? Or " } ?? ""
+            throw r.error("sends to '\(s)', which is not a sink", fix: "\(near)define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
         }
         var rule = Rule(name: name, events: events, to: to)
         rule.children = Set(try r.strings("child").map { $0.lowercased() })
@@ -271,40 +290,22 @@ public struct RelayConfig: Sendable {
     }
 }
 
-/// A config mistake: where it is, what is wrong, how to fix it.
-public struct ConfigError: Error, Sendable, CustomStringConvertible {
-    public let file: String
-    public let line: Int
-    public let key: String
-    public let message: String
-    public let fix: String
-
-    init(file: String, line: Int, key: String, _ message: String, fix: String) {
-        self.file = file
-        self.line = line
-        self.key = key
-        self.message = message
-        self.fix = fix
-    }
-
-    public var description: String {
-        "\(file)\(line > 0 ? ":\(line)" : ""): \(key.isEmpty ? "" : key + ": ")\(message). Fix: \(fix)."
-    }
-}
-
 /// A YAML node with the key path that leads to it, for typed reads and errors that point at the line.
 struct Reader {
     let node: Node
     let key: String
     let file: String
-    /// The line of the key that names this node (a mapping's own mark is at its first entry).
-    var line: Int?
+    /// Where the key that names this node is written (a mapping's own mark is at its first entry).
+    var at: Mark?
 
-    func child(_ node: Node, _ key: String, line: Int? = nil) -> Reader { Reader(node: node, key: key, file: file, line: line) }
+    func child(_ node: Node, _ key: String, at mark: Mark? = nil) -> Reader { Reader(node: node, key: key, file: file, at: mark) }
 
-    func error(_ message: String, fix: String, at sub: String? = nil) -> ConfigError {
-        let at = sub.flatMap { node.mapping?[$0] }?.mark?.line ?? line ?? node.mark?.line ?? 0
-        return ConfigError(file: file, line: at, key: sub.map { "\(key).\($0)" } ?? key, message, fix: fix)
+    /// A mistake at this node, or at its key `sub` (at the value's place with `value`: a compact sink's URL).
+    func error(_ message: String, fix: String, at sub: String? = nil, value: Bool = false) -> ConfigError {
+        let map = node.mapping
+        let place = sub.flatMap { s in map?.first { $0.key.string == s }?.value.mark ?? map?.keys.first { $0.string == s }?.mark }
+            ?? (value ? node.mark : nil) ?? at ?? node.mark
+        return ConfigError(file: file, line: place?.line ?? 0, column: place?.column ?? 0, key: sub.map { "\(key).\($0)" } ?? key, message, fix: fix)
     }
 
     func allowOnly(_ keys: Set<String>) throws(ConfigError) {
@@ -312,9 +313,10 @@ struct Reader {
         for (k, v) in map {
             let name = k.string ?? ""
             if !keys.contains(name) {
+                let mark = k.mark ?? v.mark
                 throw ConfigError(
-                    file: file, line: k.mark?.line ?? v.mark?.line ?? 0, key: "\(key).\(name)", "is not a known key",
-                    fix: "use one of " + keys.sorted().joined(separator: ", "))
+                    file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, key: "\(key).\(name)", "is not a known key",
+                    fix: Suggest.fix(for: name, in: keys))
             }
         }
     }

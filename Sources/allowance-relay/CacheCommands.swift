@@ -12,36 +12,41 @@ struct CacheOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
-    @Option(help: "Data older than this many hours is flagged stale.")
-    var maxAgeHours = 24.0
-
     func settings() async throws -> LocalSettings {
         do {
             return try await RelaySettings.local(file: config)
         } catch {
-            throw ValidationError(error.message)
+            FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+            throw ExitCode(78)
         }
     }
 
     func openStore() async throws -> Store {
         let path = try await settings().storePath
         guard FileManager.default.fileExists(atPath: path) else {
-            throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).")
+            throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).", code: Exit.unavailable)
         }
         do {
             return try Store.open(path: path)
         } catch {
-            throw CLIError(error.description)
+            throw CLIError(error.description, code: Exit.ioError)
         }
     }
+
+
+    func emit(_ value: JSONValue) {
+        print(value.serialized)
+    }
+}
+
+/// `--max-age-hours`, on the commands that flag stale data (and only there).
+struct Staleness: ParsableArguments {
+    @Option(help: "Data older than this many hours is flagged stale.")
+    var maxAgeHours = 24.0
 
     func isStale(_ summary: StoreSummary) -> Bool {
         guard let last = summary.lastContact else { return true }
         return Date().timeIntervalSince(last) > maxAgeHours * 3600
-    }
-
-    func emit(_ value: JSONValue) {
-        print(value.serialized)
     }
 }
 
@@ -52,6 +57,7 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: "Example: allowance-relay status --json | jq .lastContact")
 
     @OptionGroup var options: CacheOptions
+    @OptionGroup var staleness: Staleness
 
     func run() async throws {
         let store = try await options.openStore()
@@ -59,7 +65,7 @@ struct StatusCommand: AsyncParsableCommand {
         let sync = try store.syncStatus()
         let link = try store.linkStatus()
         let running = link.map { $0.state != .stopped && processIsAlive($0.pid) } ?? false
-        let stale = options.isStale(s)
+        let stale = staleness.isStale(s)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
         let rejected = try store.rejectedRows()
@@ -142,10 +148,11 @@ struct BalancesCommand: AsyncParsableCommand {
         discussion: "Example: allowance-relay balances --json")
 
     @OptionGroup var options: CacheOptions
+    @OptionGroup var staleness: Staleness
 
     func run() async throws {
         let store = try await options.openStore()
-        let stale = options.isStale(try store.summary())
+        let stale = staleness.isStale(try store.summary())
         let children = try store.children()
         if options.json {
             let currency = try await options.settings().currency
@@ -157,9 +164,10 @@ struct BalancesCommand: AsyncParsableCommand {
             }))
             return
         }
-        let rows = [["CHILD", "BALANCE"]] + children.map { ["\($0.firstName) \($0.lastName)", Money.plain($0.currentBalance)] }
+        let currency = try await options.settings().currency
+        let rows = [["CHILD", "BALANCE", "CURRENCY"]] + children.map { ["\($0.firstName) \($0.lastName)", Money.plain($0.currentBalance), currency] }
         print(Table.render(rows, rightAligned: [1]))
-        if stale { print("(stale: nothing from the server for over \(Int(options.maxAgeHours)) h)") }
+        if stale { print("(stale: nothing from the server for over \(Int(staleness.maxAgeHours)) h)") }
     }
 }
 
@@ -167,13 +175,13 @@ struct TransactionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "transactions",
         abstract: "Cached transactions, newest first.",
-        discussion: """
+        discussion: Help.reflow("""
             Examples:
               allowance-relay transactions --child Alice --limit 5
               allowance-relay transactions --since 7d
               allowance-relay transactions --since 2026-11-01 --limit 500
               allowance-relay transactions --json | jq '.[] | select(.type == "Debit")'
-            """)
+            """))
 
     @OptionGroup var options: CacheOptions
 
@@ -209,7 +217,7 @@ struct TransactionsCommand: AsyncParsableCommand {
             guard let match = children.first(where: {
                 $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
             }) else {
-                throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
+                throw CLIError(Children.unknown(child, children), code: Exit.dataError)
             }
             childId = match.id
         }
@@ -236,9 +244,28 @@ struct TransactionsCommand: AsyncParsableCommand {
 }
 
 /// A failure at run time (not a usage mistake): printed as "Error: ..." without the usage text, exit 1.
+/// A command's failure, said on one line with the sysexits code that says its kind (`RelayCommand.main`).
 struct CLIError: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    let code: Int32
+    init(_ description: String, code: Int32 = 1) {
+        self.description = description
+        self.code = code
+    }
+}
+
+/// The exit codes every command uses (sysexits.h), as `--help` lists them.
+enum Exit {
+    /// A wrong argument (the parser's own errors are 64 too).
+    static let usage: Int32 = 64
+    /// Well-formed, but naming nothing that exists (no child Dave, no sink nope), or data that cannot be used.
+    static let dataError: Int32 = 65
+    /// What the command needs is not there yet (no database: run the relay first).
+    static let unavailable: Int32 = 69
+    /// The database cannot be read or written.
+    static let ioError: Int32 = 74
+    static let noPermission: Int32 = 77
+    static let config: Int32 = 78
 }
 
 /// Dates in the CLI's tables and JSON.

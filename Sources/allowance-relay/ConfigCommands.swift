@@ -12,10 +12,11 @@ struct ConfigCommand: AsyncParsableCommand {
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check the config file and the environment as `run` would, and say what is wrong.",
-            discussion: """
-                Unknown keys, bad values, bad URLs, bad templates and rules, unreadable or readable-by-others secret
-                files: each is reported with the file, the line, the key and a fix. Exit 0 when `run` would start,
-                78 when it would refuse.
+            discussion: Help.reflow("""
+                Unknown keys (with "did you mean"), YAML syntax, bad values, URLs, templates and rules, unreadable
+                or readable-by-others secret files: every mistake at once, each as FILE:LINE:COLUMN: KEY: what is
+                wrong. Fix: how (a value from the environment names its variable instead). Exit 0 when `run` would
+                start, 78 when it would refuse.
 
                 --probe then tries what the file points at: the server (signs in and lists the children over REST)
                 and each sink (one test alert, as `notify test` sends). Exit 1 when any of them fails.
@@ -24,14 +25,14 @@ struct ConfigCommand: AsyncParsableCommand {
                   allowance-relay config check --config /etc/allowance-relay/relay.yaml
                   ALLOWANCE_RELAY_SERVER_URL=https://x.example allowance-relay config check --config relay.yaml --json
                   allowance-relay config check --config relay.yaml --probe
-                """)
+                """))
 
         @Option(name: .shortAndLong, help: "YAML config file.") var config: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
         @Flag(help: "Also try the server and send a test alert to each sink.") var probe = false
 
         func run() async throws {
-            var problem: String?
+            var problems: [ConfigError] = []
             var summary = ""
             var loaded: (RelaySettings, RelayConfig)?
             do {
@@ -42,7 +43,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     + "\(relay.rules.count) rule(s)"
                     + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")
             } catch {
-                problem = error.message
+                problems = error.errors
             }
             var probes: [(what: String, ok: Bool, said: String)] = []
             if probe, let (settings, relay) = loaded {
@@ -51,17 +52,24 @@ struct ConfigCommand: AsyncParsableCommand {
             if json {
                 print(
                     ([
-                        "ok": .bool(problem == nil && probes.allSatisfy(\.ok)), "error": problem.map { .string($0) } ?? .null,
+                        "ok": .bool(problems.isEmpty && probes.allSatisfy(\.ok)),
+                        "problems": .array(
+                            problems.map {
+                                [
+                                    "file": .string($0.file), "line": .number(String($0.line)), "column": .number(String($0.column)),
+                                    "key": .string($0.key), "message": .string($0.message), "fix": .string($0.fix),
+                                ]
+                            }),
                         "summary": .string(summary),
                         "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
                     ] as JSONValue).serialized)
-            } else if let problem {
-                FileHandle.standardError.write(Data("allowance-relay: configuration error: \(problem)\n".utf8))
+            } else if !problems.isEmpty {
+                FileHandle.standardError.write(Data(ConfigProblem(errors: problems).report.utf8))
             } else {
                 print("Configuration OK: \(summary).")
                 for p in probes { print("  \(p.ok ? "ok  " : "FAIL") \(p.what): \(p.said)") }
             }
-            if problem != nil { throw ExitCode(78) }
+            if !problems.isEmpty { throw ExitCode(78) }
             if !probes.allSatisfy(\.ok) { throw ExitCode(1) }
         }
 

@@ -10,7 +10,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deliveries",
         abstract: "The alerts owed to each sink: pending, delivered, dead letters.",
-        discussion: """
+        discussion: Help.reflow("""
             Every alert is one row per sink, kept until it is delivered or given up. Works offline and while
             `run` is running.
 
@@ -20,7 +20,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
               allowance-relay deliveries retry --sink family-chat      # all dead letters of a sink
               allowance-relay deliveries enable family-chat             # after a 410 switched it off
               allowance-relay deliveries purge --older-than 30          # delivered rows older than 30 days
-            """,
+            """),
         subcommands: [List.self, Retry.self, Enable.self, Purge.self],
         defaultSubcommand: List.self)
 
@@ -115,13 +115,13 @@ struct NotifyCommand: AsyncParsableCommand {
     struct Test: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send a test alert to a sink and say what happened.",
-            discussion: """
+            discussion: Help.reflow("""
                 Sends directly (not through the ledger) and exits 0 when the destination accepted it.
 
                 Examples:
                   allowance-relay notify test --config relay.yaml --sink family-chat
                   allowance-relay notify test --config relay.yaml --sink desktop --json
-                """)
+                """))
 
         @Option(name: .shortAndLong, help: "YAML config file with the sinks.") var config: String
         @Option(help: "The sink's name.") var sink: String
@@ -129,9 +129,20 @@ struct NotifyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let relay: RelayConfig
-            do { relay = try RelayConfig.load(file: config) } catch { throw CLIError("\(error)") }
+            do {
+                relay = try RelayConfig.load(file: config)
+            } catch {
+                FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+                throw ExitCode(78)
+            }
             guard let target = relay.sinksByName[sink] else {
-                throw ValidationError("No sink '\(sink)' in \(config). Known: \(relay.sinks.map(\.name).joined(separator: ", ")).")
+                let names = relay.sinks.map(\.name)
+                let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""
+                throw CLIError(
+                    names.isEmpty
+                        ? "No sink '\(sink)': \(config) defines no sinks (see config/reference.yaml, sinks:)."
+                        : "No sink '\(sink)' in \(config); its sinks are \(names.joined(separator: ", ")).\(near)",
+                    code: Exit.dataError)
             }
             let outcome = await relay.sendTest(to: target, http: RelayCommand.http)
             let ok = outcome == .delivered

@@ -13,7 +13,7 @@ struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Connect to the hub and log each TransactionCreated / BalanceUpdated as it arrives.",
-        discussion: """
+        discussion: Help.reflow("""
             Runs until SIGTERM or SIGINT, then stops gracefully and exits 0: the hub connection is closed (a SignalR
             Close, then a WebSocket close), each sink finishes the send it is in (for up to 10 s; a send cut short is
             sent again at the next start, with the same id), and the database is checkpointed.
@@ -36,7 +36,7 @@ struct RunCommand: AsyncParsableCommand {
               allowance-relay run --config /etc/allowance-relay/relay.yaml
               ALLOWANCE_RELAY_SERVER_URL=http://127.0.0.1:5080 ALLOWANCE_RELAY_SERVER_TOKEN=dev-token allowance-relay run
               allowance-relay run --config config/demo.yaml --log-format json | jq .
-            """
+            """)
     )
 
     @Option(name: .shortAndLong, help: "YAML config file (optional: the environment alone is enough).")
@@ -63,7 +63,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             (settings, relayConfig) = try await load()
         } catch {
-            FileHandle.standardError.write(Data("allowance-relay: configuration error: \(error.message)\n".utf8))
+            FileHandle.standardError.write(Data(error.report.utf8))
             throw ExitCode(78)
         }
         LogSetup.bootstrap(level: Logger.Level(rawValue: settings.logLevel) ?? .info, format: settings.logFormat)
@@ -99,23 +99,53 @@ struct RunCommand: AsyncParsableCommand {
     }
 }
 
-/// A configuration `run` would refuse, said the same way by `run`, a SIGHUP reload and `config check`.
+/// A configuration `run` would refuse, said the same way by `run`, a SIGHUP reload and `config check`: every
+/// mistake of the file and the environment at once.
 struct ConfigProblem: Error {
-    let message: String
+    let errors: [ConfigError]
+    /// One line, for the log.
+    var message: String { errors.map(\.description).joined(separator: "; ") }
 
-    /// Settings and relay config from `file` and the environment, with the secret files checked.
+    /// What `run` and `config check` print: one line per mistake, like a compiler's.
+    var report: String {
+        let head = errors.count == 1 ? "allowance-relay: configuration error:" : "allowance-relay: \(errors.count) configuration errors:"
+        return ([head] + errors.map { "  " + $0.description }).joined(separator: "\n") + "\n"
+    }
+
+    /// Settings and relay config from `file` (parsed once) and the environment, with the secret files checked.
     static func load(file: String?, environment: [String: String]) async throws(ConfigProblem) -> (RelaySettings, RelayConfig) {
-        let settings: RelaySettings
+        let parsed: ConfigFile?
         do {
-            settings = try await RelaySettings.load(file: file, environment: environment)
-            try settings.checkSecretFiles()
+            parsed = try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) }
         } catch {
-            throw ConfigProblem(message: error.message)
+            throw ConfigProblem(errors: error.all)
         }
+        var errors: [ConfigError] = []
+        var settings: RelaySettings?
         do {
-            return (settings, try RelayConfig.load(file: file, environment: environment))
+            settings = try await RelaySettings.load(parsed, environment: environment)
         } catch {
-            throw ConfigProblem(message: "\(error)")
+            errors += error.all
         }
+        if let settings {
+            let values = ConfigValues(parsed, environment)
+            for (key, path) in [("server.token_file", settings.tokenFile), ("server.password_file", settings.password == nil ? settings.passwordFile : nil)] {
+                guard let path else { continue }
+                do { _ = try Secret.read(file: path, what: key == "server.token_file" ? "token file" : "password file") } catch {
+                    errors.append(values.error(key, error.problem, fix: error.fix ?? "check the file"))
+                }
+            }
+        }
+        var relay = RelayConfig()
+        do {
+            if let parsed { relay = try RelayConfig.parse(parsed, environment: environment) }
+        } catch {
+            errors += error.all
+        }
+        guard errors.isEmpty, let settings else {
+            var seen = Set<String>()
+            throw ConfigProblem(errors: errors.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+        }
+        return (settings, relay)
     }
 }

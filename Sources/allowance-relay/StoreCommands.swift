@@ -11,7 +11,7 @@ struct StoreCommand: AsyncParsableCommand {
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Delete old inbox rows, finished deliveries and (optionally) synced transactions, then shrink the file.",
-            discussion: """
+            discussion: Help.reflow("""
                 `run` already prunes inbox rows older than 7 days (and transactions per store.keep_transactions_days)
                 at each start; this does it now, with the ages you give, and then VACUUMs the file, which SQLite
                 never does by itself. Waiting outbox writes and pending deliveries are never deleted. Safe while
@@ -20,7 +20,7 @@ struct StoreCommand: AsyncParsableCommand {
                 Examples:
                   allowance-relay store prune                               # inbox > 7 days, deliveries > 30 days
                   allowance-relay store prune --transactions-days 365 --json
-                """)
+                """))
 
         @OptionGroup var options: CacheOptions
         @Option(help: "Inbox rows (kept to drop repeated events) older than this many days.") var inboxDays = 7

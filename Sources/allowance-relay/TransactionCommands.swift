@@ -16,25 +16,32 @@ struct AddTransactionCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
         abstract: "Add a credit or debit for a child (offline-safe).",
-        discussion: """
+        discussion: Help.reflow("""
             The cache records it at once (balance included) and the running relay sends it, in order, with an
             Idempotency-Key, so a resend after a crash or a cut is applied by the server only once.
 
             Examples:
               allowance-relay transaction add --child Alice --amount 5.00 --type credit --description "Chores"
               allowance-relay transaction add --child 11111111-1111-4111-8111-111111111111 --amount 2.50 --type debit --description "Comic" --json
-            """)
+            """))
 
     @OptionGroup var options: CacheOptions
     @Option(help: "The child's first name or id.") var child: String
-    @Option(help: "The amount, e.g. 5.00 (at most two decimals).") var amount: String
+    // Unconditional: "-2" is read as the value (and refused with a word about --type debit), not as an option.
+    @Option(parsing: .unconditional, help: "The amount, more than 0, e.g. 5.00 (at most two decimals).") var amount: String
     @Option(help: "credit or debit.") var type: String
     @Option(help: "What it was for.") var description: String
 
     func validate() throws {
+        if amount.hasPrefix("-") {
+            throw ValidationError("--amount is the size of the amount, more than 0: for money going out, use --type debit (e.g. --amount \(amount.dropFirst()) --type debit).")
+        }
         guard let d = Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX")), d > 0,
-            amount.allSatisfy({ "0123456789.".contains($0) })
-        else { throw ValidationError("--amount must be a positive number like 5.00, not '\(amount)'.") }
+            amount.allSatisfy({ "0123456789.".contains($0) }), amount.split(separator: ".", omittingEmptySubsequences: false).count <= 2
+        else { throw ValidationError("--amount must be a number more than 0 like 5.00, not '\(amount)'.") }
+        if let cents = amount.split(separator: ".").dropFirst().first, cents.count > 2 {
+            throw ValidationError("--amount \(amount) has more than two decimals: amounts are in cents (e.g. \(amount.prefix { $0 != "." }).\(cents.prefix(2))).")
+        }
         guard ["credit", "debit"].contains(type.lowercased()) else { throw ValidationError("--type must be credit or debit.") }
         let trimmed = description.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.count <= 500 else { throw ValidationError("--description must be 1 to 500 characters.") }
@@ -47,7 +54,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
         guard let match = children.first(where: {
             $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
         }) else {
-            throw ValidationError("No child '\(child)' in the cache. Known: \(children.map(\.firstName).joined(separator: ", ")).")
+            throw CLIError(Children.unknown(child, children), code: Exit.dataError)
         }
         let entry: OutboxEntry
         do {
@@ -56,7 +63,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
                 type: type.lowercased() == "credit" ? .credit : .debit, description: description.trimmingCharacters(in: .whitespaces),
                 limit: settings.outboxLimit)
         } catch {
-            throw CLIError(error.message)
+            throw CLIError(error.message, code: Exit.dataError)
         }
         let balance = try store.children().first { $0.id == match.id }?.currentBalance ?? 0
         if options.json {
@@ -101,10 +108,12 @@ struct OutboxCommand: AsyncParsableCommand {
                 }))
                 return
             }
-            let rows = [["#", "STATE", "AMOUNT", "DESCRIPTION", "ATTEMPTS", "LAST ERROR"]] + entries.map { e in
-                [String(e.seq), e.state.rawValue, Money.signed(e.amount, e.type), e.description, String(e.attempts), e.lastError ?? ""]
+            let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
+            let rows = [["#", "STATE", "CHILD", "AMOUNT", "DESCRIPTION", "ATTEMPTS", "LAST ERROR"]] + entries.map { e in
+                [String(e.seq), e.state.rawValue, names[e.childId] ?? e.childId.lowercased, Money.signed(e.amount, e.type), e.description,
+                 String(e.attempts), e.lastError ?? ""]
             }
-            print(Table.render(rows, rightAligned: [0, 2, 4]))
+            print(Table.render(rows, rightAligned: [0, 3, 5]))
         }
     }
 

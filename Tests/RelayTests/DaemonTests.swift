@@ -109,7 +109,7 @@ import Testing
         try setup.write(to: "b", extra: "bogus: 1")
         kill(relay.pid, SIGHUP)
         #expect(await relay.waitFor("reload refused, still running with the previous configuration: \(setup.config):"))
-        #expect(relay.output.contains("bogus: is not a known key. Fix:"))
+        #expect(relay.output.contains("bogus: is not a known section. Fix:"))
         try await simPost(base, "/_sim/burst?count=2")
         #expect(await eventually { b.received.count == 5 })
 

@@ -1,0 +1,184 @@
+import Configuration
+import Foundation
+import Yams
+
+/// One key of the configuration's single-valued sections: its type, default and what it does. The schema is the
+/// one list of them: unknown keys and misspellings are found against it, every key can be set from the
+/// environment by its name (`server.url` ← `ALLOWANCE_RELAY_SERVER_URL`), and `config/reference.yaml` is checked
+/// against it in a test. (`sinks`, `rules` and `templates` are entries of their own: the relay reads them.)
+public struct ConfigSetting: Sendable {
+    public let key: String
+    public let type: String
+    public let defaultValue: String?
+    public let help: String
+
+    public var environmentVariable: String { ConfigSchema.environmentVariable(key) }
+    /// Never printed back, in messages or `config check`.
+    public var isSecret: Bool { key.hasSuffix(".token") || key.hasSuffix(".password") }
+}
+
+public enum ConfigSchema {
+    public static let settings: [ConfigSetting] = [
+        .init(key: "server.url", type: "url", defaultValue: nil, help: "the backend's base URL (http:// or https://)"),
+        .init(key: "server.hub_path", type: "path", defaultValue: "/hubs/family", help: "the hub's path on the backend"),
+        .init(key: "server.token", type: "secret", defaultValue: nil, help: "a bearer token (better: token_file or the environment)"),
+        .init(key: "server.token_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the token, read afresh at each connect"),
+        .init(key: "server.email", type: "text", defaultValue: nil, help: "sign in with this e-mail address"),
+        .init(key: "server.password", type: "secret", defaultValue: nil, help: "its password (better: password_file)"),
+        .init(key: "server.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the password"),
+        .init(key: "server.access_token_in_query", type: "boolean", defaultValue: "false", help: "send the token in the WebSocket URL"),
+        .init(key: "server.skip_negotiation", type: "boolean", defaultValue: "false", help: "connect to the WebSocket without negotiating"),
+        .init(key: "server.ca_file", type: "file", defaultValue: nil, help: "PEM file of CA certificates trusted for the server"),
+        .init(key: "server.insecure_tls", type: "boolean", defaultValue: "false", help: "skip TLS certificate checks (tests only)"),
+        .init(key: "server.max_response_bytes", type: "bytes", defaultValue: "8388608", help: "the longest REST answer read"),
+        .init(key: "store.path", type: "file", defaultValue: nil, help: "the SQLite database"),
+        .init(key: "store.durability", type: "full|normal", defaultValue: "full", help: "what a commit waits for"),
+        .init(key: "store.keep_transactions_days", type: "days", defaultValue: nil, help: "prune synced transactions older than this"),
+        .init(key: "outbox.limit", type: "count", defaultValue: "100", help: "most writes waiting for the server"),
+        .init(key: "outbox.max_attempts", type: "count", defaultValue: "10", help: "attempts before a write is given up"),
+        .init(key: "outbox.max_age_days", type: "days", defaultValue: "7", help: "age at which a waiting write is given up"),
+        .init(key: "log.level", type: "trace|debug|info|notice|warning|error|critical", defaultValue: "info", help: "the least level logged"),
+        .init(key: "log.format", type: "text|json", defaultValue: "text", help: "one line of text, or one JSON object, per entry"),
+        .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
+        .init(key: "relay.currency", type: "ISO 4217 code", defaultValue: "USD", help: "the family's currency"),
+        .init(key: "relay.locale", type: "locale", defaultValue: "en_US", help: "how amounts and dates are written in alerts"),
+        .init(key: "relay.link", type: "url", defaultValue: nil, help: "a link named in alerts ({link})"),
+        .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
+    ]
+
+    /// The top-level sections, in the reference file's order.
+    public static let sections = ["server", "store", "outbox", "log", "status", "relay", "sinks", "rules", "templates"]
+    /// Sections whose entries the relay reads itself (names of their own, lists).
+    static let entrySections: Set<String> = ["sinks", "rules", "templates"]
+
+    public static func environmentVariable(_ key: String) -> String {
+        "ALLOWANCE_RELAY_" + key.uppercased().replacingOccurrences(of: ".", with: "_")
+    }
+
+    static let byKey = Dictionary(uniqueKeysWithValues: settings.map { ($0.key, $0) })
+}
+
+/// The configuration's single values: the file's, with `ALLOWANCE_RELAY_*` environment variables on top (through
+/// swift-configuration's providers), and the place of each for messages.
+public struct ConfigValues: Sendable {
+    public let file: ConfigFile?
+    let environment: [String: String]
+    let reader: ConfigReader
+
+    public init(_ file: ConfigFile?, _ environment: [String: String]) {
+        self.file = file
+        self.environment = environment
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        if let map = file?.root?.mapping {
+            for (section, node) in map {
+                guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping else { continue }
+                for (k, v) in entries {
+                    guard let key = k.string, let text = v.scalar?.string else { continue }
+                    values[AbsoluteConfigKey([name, key])] = ConfigValue(.string(text), isSecret: ConfigSchema.byKey["\(name).\(key)"]?.isSecret ?? false)
+                }
+            }
+        }
+        reader = ConfigReader(providers: [
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay"),
+            InMemoryProvider(name: file?.path ?? "defaults", values: values),
+        ])
+    }
+
+    /// The value of `key` (`server.url`), from the environment or else the file.
+    public func string(_ key: String) -> String? {
+        reader.string(forKey: ConfigKey(key.split(separator: ".").map(String.init)), isSecret: ConfigSchema.byKey[key]?.isSecret ?? false)
+    }
+
+    /// A mistake in the value of `key`, placed where the value came from: the environment variable, or the file's line.
+    public func error(_ key: String, _ message: String, fix: String) -> ConfigError {
+        let variable = ConfigSchema.environmentVariable(key)
+        if environment[variable] != nil { return ConfigError(file: "environment", key: variable, message, fix: fix) }
+        let path = key.split(separator: ".").map(String.init)
+        if let file, let place = file.place(path) {
+            // The value's own column when it is on the key's line.
+            let value = file.node(path)?.mark
+            let column = value.map { $0.line == place.line ? $0.column : place.column } ?? place.column
+            return ConfigError(file: file.path, line: place.line, column: column, key: key, message, fix: fix)
+        }
+        return ConfigError(file: file?.path ?? "configuration", key: key, message, fix: fix)
+    }
+
+    /// Keys and sections of the file the schema does not know, and values that are not single ones: each with a
+    /// "did you mean" when a known one is close.
+    public func unknownKeys() -> [ConfigError] {
+        guard let file, let root = file.root else { return [] }
+        guard let map = root.mapping else {
+            return [ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")]
+        }
+        var problems: [ConfigError] = []
+        for (k, v) in map {
+            let name = k.string ?? ""
+            let at = (k.mark?.line ?? 0, k.mark?.column ?? 0)
+            guard ConfigSchema.sections.contains(name) else {
+                problems.append(
+                    ConfigError(file: file.path, line: at.0, column: at.1, key: name, "is not a known section", fix: Suggest.fix(for: name, in: ConfigSchema.sections)))
+                continue
+            }
+            guard !ConfigSchema.entrySections.contains(name) else { continue }
+            guard let entries = v.mapping else {
+                if v.scalar?.string.isEmpty != true {
+                    problems.append(ConfigError(file: file.path, line: at.0, column: at.1, key: name, "must be a mapping of keys", fix: "indent its keys under it"))
+                }
+                continue
+            }
+            let known = ConfigSchema.settings.filter { $0.key.hasPrefix(name + ".") }.map { String($0.key.dropFirst(name.count + 1)) }
+            for (ek, ev) in entries {
+                let key = ek.string ?? ""
+                let place = (ek.mark?.line ?? 0, ek.mark?.column ?? 0)
+                if !known.contains(key) {
+                    problems.append(
+                        ConfigError(
+                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "is not a known key",
+                            fix: Suggest.fix(for: key, in: known, prefix: name + ".")))
+                } else if ev.scalar == nil {
+                    problems.append(
+                        ConfigError(
+                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "must be a single value, not a list or a mapping",
+                            fix: "write one value after the colon, e.g. \(name).\(key): \(ConfigSchema.byKey["\(name).\(key)"]?.defaultValue ?? "...")"))
+                }
+            }
+        }
+        return problems
+    }
+
+    // MARK: - Typed reads; a bad value is added to `problems` and the default returned
+
+    public func flag(_ key: String, into problems: inout [ConfigError]) -> Bool {
+        guard let text = string(key) else { return false }
+        switch text.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0", "": return false
+        default:
+            problems.append(error(key, "'\(text)' is not true or false", fix: "write true or false"))
+            return false
+        }
+    }
+
+    public func positive(_ key: String, into problems: inout [ConfigError]) -> Int? {
+        guard let text = string(key) else { return nil }
+        guard let n = Int(text), n > 0 else {
+            problems.append(error(key, "'\(text)' is not a whole number above 0", fix: "e.g. \(ConfigSchema.byKey[key]?.defaultValue ?? "5")"))
+            return nil
+        }
+        return n
+    }
+
+    public func oneOf(_ key: String, _ allowed: [String], default fallback: String, into problems: inout [ConfigError]) -> String {
+        guard let text = string(key) else { return fallback }
+        guard allowed.contains(text) else {
+            problems.append(error(key, "'\(text)' is not one of \(allowed.joined(separator: ", "))", fix: Suggest.fix(for: text, in: allowed)))
+            return fallback
+        }
+        return text
+    }
+
+    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, default fallback: T, into problems: inout [ConfigError]) -> T
+    where T.RawValue == String {
+        T(rawValue: oneOf(key, T.allCases.map(\.rawValue), default: fallback.rawValue, into: &problems)) ?? fallback
+    }
+}

@@ -1,0 +1,85 @@
+import AllowanceAPI
+import Foundation
+import Store
+import Testing
+
+/// The exact words a user gets for each mistake on the command line, and the sysexits code that goes with it:
+/// the binary as a user runs it, on a real database.
+@Suite(.serialized) struct CLIMessageTests {
+    let dir = FileManager.default.temporaryDirectory.appending(path: "relay-cli-\(UUID())")
+    var db: String { dir.appending(path: "relay.sqlite").path }
+
+    /// A cache that knows Alice and Bob, as a relay that ran once leaves it.
+    func seeded() throws -> [String: String] {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try Store.open(path: db)
+        try store.storeCaughtUp(
+            children: [
+                Child(id: UUID(), firstName: "Alice", lastName: "Example", weeklyAllowance: 10, currentBalance: 25.5),
+                Child(id: UUID(), firstName: "Bob", lastName: "Example", weeklyAllowance: 5, currentBalance: 3),
+            ], transactions: [])
+        return ["ALLOWANCE_RELAY_STORE_PATH": db]
+    }
+
+    func run(_ arguments: [String], _ env: [String: String]) throws -> (code: Int32, output: String) {
+        let p = try RelayProcess(env: env, arguments: arguments)
+        return (p.wait(), p.output)
+    }
+
+    @Test func aChildThatIsNotThereIsNamedWithTheChildrenThatAre() throws {
+        let env = try seeded()
+        let r = try run(["transaction", "add", "--child", "Dave", "--amount", "5", "--type", "credit", "--description", "x"], env)
+        #expect(r.code == 65)
+        #expect(r.output == "allowance-relay: No child 'Dave' in the cache; the children are Alice and Bob (a first name or an id).\n")
+        let near = try run(["transactions", "--child", "Alise"], env)
+        #expect(near.code == 65)
+        #expect(near.output.hasSuffix("the children are Alice and Bob (a first name or an id). Did you mean Alice?\n"), "\(near.output)")
+    }
+
+    @Test func aNegativeAmountPointsAtTypeDebitAndAThirdDecimalAtCents() throws {
+        let env = try seeded()
+        let negative = try run(["transaction", "add", "--child", "Alice", "--amount", "-2", "--type", "credit", "--description", "x"], env)
+        #expect(negative.code == 64)
+        #expect(
+            negative.output.hasPrefix(
+                "Error: --amount is the size of the amount, more than 0: for money going out, use --type debit (e.g. --amount 2 --type debit).\n"),
+            "\(negative.output)")
+        let cents = try run(["transaction", "add", "--child", "Alice", "--amount", "1.255", "--type", "credit", "--description", "x"], env)
+        #expect(cents.code == 64)
+        #expect(cents.output.hasPrefix("Error: --amount 1.255 has more than two decimals: amounts are in cents (e.g. 1.25).\n"), "\(cents.output)")
+        #expect(try Store.open(path: db).outbox().isEmpty, "nothing queued")
+    }
+
+    @Test func optionsAppearOnlyOnTheCommandsTheyAffect() throws {
+        let env = try seeded()
+        let r = try run(["transaction", "add", "--child", "Alice", "--amount", "1", "--type", "credit", "--description", "x", "--max-age-hours", "2"], env)
+        #expect(r.code == 64 && r.output.hasPrefix("Error: Unknown option '--max-age-hours'"), "\(r.output)")
+        #expect(try run(["balances", "--max-age-hours", "2"], env).code == 0)
+    }
+
+    @Test func aSinkThatIsNotThereIsNamedWithTheSinksThatAre() throws {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let config = dir.appending(path: "relay.yaml").path
+        try "sinks:\n  chat: discord://1/2\n  hook:\n    type: webhook\n    url: https://x.example\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let r = try run(["notify", "test", "--config", config, "--sink", "chta"], [:])
+        #expect(r.code == 65)
+        #expect(r.output == "allowance-relay: No sink 'chta' in \(config); its sinks are chat, hook. Did you mean chat?\n")
+    }
+
+    @Test func tablesCarryTheChildAndTheCurrency() throws {
+        var env = try seeded()
+        #expect(try run(["transaction", "add", "--child", "Bob", "--amount", "1.50", "--type", "debit", "--description", "Candy"], env).code == 0)
+        let outbox = try run(["outbox", "list"], env)
+        #expect(outbox.output.hasPrefix("#  STATE    CHILD  AMOUNT  DESCRIPTION  ATTEMPTS  LAST ERROR\n1  pending  Bob     -1.50  Candy"), "\(outbox.output)")
+        try "relay:\n  currency: EUR\n".write(toFile: dir.appending(path: "c.yaml").path, atomically: true, encoding: .utf8)
+        env["ALLOWANCE_RELAY_RELAY_CURRENCY"] = "GBP"
+        let balances = try run(["balances"], env)
+        #expect(balances.output.hasPrefix("CHILD          BALANCE  CURRENCY\nAlice Example    25.50  GBP\n"), "\(balances.output)")
+    }
+
+    @Test func noDatabaseYetIsUnavailable() throws {
+        let r = try run(["balances"], ["ALLOWANCE_RELAY_STORE_PATH": dir.appending(path: "none/relay.sqlite").path])
+        #expect(r.code == 69)
+        #expect(r.output.contains("No database at ") && r.output.contains("yet: run `allowance-relay run` first (or set store.path)."))
+    }
+}

@@ -1,0 +1,96 @@
+import AllowanceAPI
+import Foundation
+import Relay
+import TestSupport
+import Testing
+
+/// The one configuration model: the schema against the documented reference, the environment for every key,
+/// and the suggestions for a misspelt word.
+@Suite struct ConfigSchemaTests {
+    /// Every key of the schema is documented in `config/reference.yaml`, under its section, written or commented
+    /// out; and every key the reference writes is one the schema knows (it loads without a mistake). So the two
+    /// cannot drift apart.
+    @Test func theReferenceFileAndTheSchemaNameTheSameKeys() throws {
+        let path = PythonPeer.root.appending(path: "config/reference.yaml").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var section = ""
+        var documented = Set<String>()
+        var written = Set<String>()
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if let first = line.first, first.isLetter, line.hasSuffix(":") { section = String(line.dropLast()) }
+            // "  key: value" or "  # key: value" directly under a section (two spaces in).
+            var body = line.dropFirst(0)
+            guard body.hasPrefix("  "), !body.hasPrefix("   ") || body.hasPrefix("  # ") else { continue }
+            body = body.dropFirst(2)
+            if body.hasPrefix("# ") { body = body.dropFirst(2) }
+            guard let colon = body.firstIndex(of: ":"), body[..<colon].allSatisfy({ $0.isLetter || $0 == "_" }) else { continue }
+            documented.insert("\(section).\(body[..<colon])")
+            if !line.hasPrefix("  #") { written.insert("\(section).\(body[..<colon])") }
+        }
+        let schema = Set(ConfigSchema.settings.map(\.key))
+        #expect(schema.subtracting(documented).isEmpty, "in the schema, not in reference.yaml: \(schema.subtracting(documented).sorted())")
+        let unknown = written.filter { !["sinks", "rules", "templates"].contains(String($0.split(separator: ".")[0])) }.subtracting(schema)
+        #expect(unknown.isEmpty, "in reference.yaml, not in the schema: \(unknown.sorted())")
+        #expect(ConfigValues(try ConfigFile.read(path), [:]).unknownKeys().isEmpty)
+    }
+
+    /// `relay.*` keys come from the environment too, as the reference promises for every key.
+    @Test func relayKeysComeFromTheEnvironmentToo() throws {
+        let yaml = "relay:\n  currency: USD\nsinks:\n  chat: discord://1/2\n"
+        #expect(try RelayConfig.parse(yaml, file: "r.yaml").formatting.currency == "USD")
+        let env = ["ALLOWANCE_RELAY_RELAY_CURRENCY": "eur", "ALLOWANCE_RELAY_RELAY_CONNECTION_LOST_MINUTES": "2"]
+        let config = try RelayConfig.parse(yaml, file: "r.yaml", environment: env)
+        #expect(config.formatting.currency == "EUR" && config.connectionLostAfter == 120)
+        #expect {
+            try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_RELAY_CURRENCY": "EURO"])
+        } throws: {
+            "\($0)" == "environment: ALLOWANCE_RELAY_RELAY_CURRENCY: 'EURO' is not a 3-letter ISO 4217 code. Fix: e.g. USD, EUR, GBP."
+        }
+    }
+
+    /// Each sink, rule and template is read on its own: three mistakes in three entries are three errors.
+    @Test func everyMistakeOfTheRelaysSectionsIsReported() {
+        let yaml = """
+            sinks:
+              a:
+                type: webhok
+              b: discord://1/2
+            templates:
+              transaction.create: "{child}"
+            rules:
+              - event: transaction.created
+                to: [c]
+
+            """
+        #expect {
+            try RelayConfig.parse(yaml, file: "r.yaml")
+        } throws: {
+            ($0 as? ConfigErrors)?.all.map(\.description) == [
+                "r.yaml:3:11: sinks.a.type: type 'webhok' is not a sink type. Fix: did you mean webhook?",
+                "r.yaml:6:3: templates.transaction.create: 'transaction.create' is not an alert kind. Fix: did you mean transaction.created? (add .title for the title).",
+                "r.yaml:9:9: rules[0].to: sends to 'c', which is not a sink. Fix: define it under sinks: (known: b).",
+            ]
+        }
+    }
+
+    /// A secret file others can read: the fix is said once, with the command.
+    @Test func aReadableSecretFileSaysChmodOnce() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-secret-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appending(path: "whsec").path
+        try "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+        #expect {
+            try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret_file: \(path)\n", file: "r.yaml")
+        } throws: {
+            "\($0)" == "r.yaml:5:18: sinks.hook.secret_file: The secret file of sink hook '\(path)' can be read by other users (mode 644). Fix: chmod 600 '\(path)'."
+        }
+    }
+
+    @Test func suggestionsAreCloseWordsOnly() {
+        #expect(Suggest.closest(to: "rule", in: ConfigSchema.sections) == "rules")
+        #expect(Suggest.closest(to: "utl", in: ["url", "token"]) == "url", "two letters swapped are one edit")
+        #expect(Suggest.closest(to: "colour", in: ["url", "token"]) == nil)
+        #expect(Suggest.fix(for: "colour", in: ["url", "token"]) == "use one of token, url")
+    }
+}
