@@ -246,6 +246,16 @@ extension Store {
         }
     }
 
+    /// One delivery by id (nil: none; a row that cannot be read is an error saying why).
+    public func delivery(id: String) throws(StoreError) -> Delivery? {
+        let row = try read { db in try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]) }
+        guard let row else { return nil }
+        switch Self.delivery(row) {
+        case .success(let d): return d
+        case .failure(let problem): throw StoreError(path: path, "The delivery \(id) cannot be read: \(problem.message).")
+        }
+    }
+
     /// Per sink: how many deliveries are in each state.
     public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
         try read { db in

@@ -91,9 +91,11 @@ struct StatusCommand: AsyncParsableCommand {
                 }),
                 "deliveries": .object(counts.keys.sorted().map { sink in
                     let c = counts[sink]!
-                    var members: [(key: String, value: JSONValue)] = ["pending", "in_flight", "delivered", "dead"].map {
-                        ($0, .number(String(c[$0] ?? 0)))
-                    }
+                    // One casing for every key: a row an older version left in flight counts as pending.
+                    var members: [(key: String, value: JSONValue)] = [
+                        ("pending", .number(String((c["pending"] ?? 0) + (c["in_flight"] ?? 0)))),
+                        ("delivered", .number(String(c["delivered"] ?? 0))), ("dead", .number(String(c["dead"] ?? 0))),
+                    ]
                     members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
                     return (sink, .object(members))
                 }),
@@ -115,7 +117,7 @@ struct StatusCommand: AsyncParsableCommand {
             ["sync", sync.map { "\($0.phase.rawValue) since \(iso($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(iso($0))" } ?? "") } ?? "never run"],
             ["database", s.path],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
-            ["schema", s.migrations.last ?? "-"],
+            ["schema", "version \(s.migrations.count)"],
             ["children", String(s.children)],
             ["transactions", String(s.transactions)],
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],

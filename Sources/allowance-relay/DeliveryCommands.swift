@@ -16,12 +16,13 @@ struct DeliveriesCommand: AsyncParsableCommand {
 
             Examples:
               allowance-relay deliveries list --state dead
+              allowance-relay deliveries show dlv_0193…                # one delivery, its whole last error and alert
               allowance-relay deliveries list --sink family-chat --json | jq '.[].lastError'
               allowance-relay deliveries retry --sink family-chat      # all dead letters of a sink
               allowance-relay deliveries enable family-chat             # after a 410 switched it off
               allowance-relay deliveries purge --older-than 30          # delivered rows older than 30 days
             """),
-        subcommands: [List.self, Retry.self, Enable.self, Purge.self],
+        subcommands: [List.self, Show.self, Retry.self, Enable.self, Purge.self],
         defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
@@ -50,10 +51,58 @@ struct DeliveriesCommand: AsyncParsableCommand {
                 }))
                 return
             }
-            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
-                [iso(d.createdAt), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts), d.id, String((d.lastError ?? "").prefix(60))]
+            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
+                [
+                    iso(d.createdAt), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
+                    d.state == .pending || d.state == .inFlight ? iso(d.nextAttemptAt) : "-", d.id, Self.short(d.lastError),
+                ]
             }
             print(Table.render(table, rightAligned: [4]))
+            if rows.contains(where: { ($0.lastError?.count ?? 0) > Self.errorWidth }) {
+                print("(errors cut short: `allowance-relay deliveries show ID` prints one whole)")
+            }
+        }
+
+        static let errorWidth = 60
+
+        /// The error's first words up to the width, cut at a word and marked, never in the middle of one.
+        static func short(_ error: String?) -> String {
+            guard let error, error.count > errorWidth else { return error ?? "" }
+            let head = error.prefix(errorWidth)
+            return String(head.lastIndex(of: " ").map { head[..<$0] } ?? head) + " …"
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "One delivery: its state, tries, next try, whole last error and the alert as stored.",
+            discussion: "Example: allowance-relay deliveries show dlv_0193c0de-…")
+        @OptionGroup var options: CacheOptions
+        @Argument(help: "The delivery's id (see `deliveries list`).") var id: String
+
+        func run() async throws {
+            let store = try await options.openStore()
+            guard let d = try store.delivery(id: id) else {
+                throw CLIError("No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)
+            }
+            let alert: JSONValue = (try? JSONValue(parsing: d.alert.utf8)) ?? .string(d.alert)
+            if options.json {
+                options.emit([
+                    "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
+                    "state": .string(d.state.rawValue), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
+                    "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
+                    "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null, "event": alert,
+                ])
+                return
+            }
+            let waiting = d.state == .pending || d.state == .inFlight
+            print(
+                Table.render([
+                    ["id", d.id], ["sink", d.sink], ["rule", d.rule], ["kind", d.kind.rawValue], ["state", d.state.rawValue],
+                    ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)], ["created", iso(d.createdAt)],
+                    ["delivered", d.deliveredAt.map(iso) ?? "-"], ["next try", waiting ? iso(d.nextAttemptAt) : "-"],
+                    ["last error", d.lastError ?? "-"], ["alert", alert.serialized],
+                ]))
         }
     }
 

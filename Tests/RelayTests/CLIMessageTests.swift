@@ -83,3 +83,36 @@ import Testing
         #expect(r.output.contains("No database at ") && r.output.contains("yet: run `allowance-relay run` first (or set store.path)."))
     }
 }
+
+/// `deliveries list` names the next try and cuts an error at a word; `deliveries show` prints it whole.
+@Suite struct DeliveriesCLITests {
+    @Test func aLongErrorIsCutAtAWordInTheListAndWholeInShow() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-dlv-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let db = dir.appending(path: "relay.sqlite").path
+        let store = try Store.open(path: db)
+        store.setPlanner(OneSink())
+        let child = UUID()
+        try store.storeCaughtUp(children: [Child(id: child, firstName: "Alice", lastName: "E", weeklyAllowance: 1, currentBalance: 1)], transactions: [])
+        _ = try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "gone"))
+        let d = try #require(try store.deliveries(sink: "hook").first)
+        let error = "HTTP 500 from hooks.example.org: the receiving end answered with an error page that goes on and on and on"
+        try store.record([(d.id, .retry(error: error, at: Date().addingTimeInterval(3600)))])
+        let env = ["ALLOWANCE_RELAY_STORE_PATH": db]
+        let list = try RelayProcess.output(["deliveries", "list"], env: env)
+        #expect(list.contains("NEXT TRY"))
+        #expect(list.contains("HTTP 500 from hooks.example.org: the receiving end answered …\n"), "\(list)")
+        #expect(list.contains("(errors cut short: `allowance-relay deliveries show ID` prints one whole)"))
+        let show = try RelayProcess.output(["deliveries", "show", d.id], env: env)
+        #expect(show.contains("last error  \(error)\n"), "\(show)")
+        let missing = try RelayProcess(env: env, arguments: ["deliveries", "show", "dlv_nope"])
+        #expect(missing.wait() == 65)
+        #expect(missing.output == "allowance-relay: No delivery 'dlv_nope' (`allowance-relay deliveries list` shows their ids).\n")
+    }
+}
+
+/// Every event to one sink named hook.
+private struct OneSink: AlertPlanner {
+    var currency: String? { "USD" }
+    func plan(_ event: RelayEvent) -> [PlannedDelivery] { [PlannedDelivery(sink: "hook", rule: "all", kind: event.kind, urgency: .normal)] }
+}

@@ -209,5 +209,6 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
         #expect(run.wait() == 1)
         #expect(run.output.contains("cannot connect to the session bus"), "\(run.output)")
+        #expect(run.output.contains("run the relay as that user's service, `systemctl --user`, or set DBUS_SESSION_BUS_ADDRESS"), "\(run.output)")
     }
 }

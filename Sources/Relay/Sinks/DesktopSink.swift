@@ -49,7 +49,15 @@ public final class DesktopSink: Sink {
 
     private static func unavailable(_ reason: String) -> DeliveryOutcome {
         let noServer = reason.contains("ServiceUnknown") || reason.contains("Error.Spawn")
-        return .unavailable("desktop: \(reason)" + (noServer ? " (no notification server in this session)" : ""))
+        // Typical of a system service or an ssh shell: popups need the desktop user's own session bus.
+        let noBus = reason.contains("cannot connect to the session bus")
+        let hint =
+            noServer
+            ? " (no notification server in this session)"
+            : noBus
+                ? " (popups need the desktop user's session bus: run the relay as that user's service, `systemctl --user`,"
+                    + " or set DBUS_SESSION_BUS_ADDRESS to that session's bus, e.g. unix:path=/run/user/1000/bus)" : ""
+        return .unavailable("desktop: \(reason)\(hint)")
     }
 
     private func popup(_ child: UUID, _ role: PopupRole) -> UInt32? {
