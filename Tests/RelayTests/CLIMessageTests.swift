@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import SignalRProtocol
 import Store
 import Testing
 
@@ -75,6 +76,39 @@ import Testing
         env["ALLOWANCE_RELAY_RELAY_CURRENCY"] = "GBP"
         let balances = try run(["balances"], env)
         #expect(balances.output.hasPrefix("CHILD          BALANCE  CURRENCY\nAlice Example    25.50  GBP\n"), "\(balances.output)")
+    }
+
+    /// Help paragraphs are wrapped by the parser to the terminal (80 columns here), not hard-wrapped at 100.
+    @Test func helpFitsAnEightyColumnTerminal() throws {
+        for command in [["--help"], ["transaction", "add", "--help"], ["config", "check", "--help"], ["deliveries", "--help"]] {
+            let r = try run(command, ["COLUMNS": "80"])
+            let long = r.output.split(separator: "\n").filter { $0.count > 80 && !$0.hasPrefix("USAGE:") && !$0.hasPrefix("  allowance-relay ") }
+            #expect(r.code == 0 && long.isEmpty, "\(command): \(long)")
+        }
+        // A paragraph is filled to the width, not broken where the source text broke it (ragged before).
+        let add = try run(["transaction", "add", "--help"], ["COLUMNS": "80"]).output
+        #expect(
+            add.contains(
+                """
+                The cache records it at once (balance included) and the running relay sends it,
+                in order, with an Idempotency-Key, so a resend after a crash or a cut is
+                applied by the server only once.
+                """), "\(add)")
+    }
+
+    /// One casing for JSON keys: camelCase everywhere in `status --json` (it mixed in `in_flight`).
+    @Test func statusJSONKeysAreCamelCase() throws {
+        let env = try seeded()
+        let json = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: env).utf8))
+        func keys(_ v: JSONValue) -> [String] {
+            switch v {
+            case .object(let members): members.flatMap { [$0.key] + keys($0.value) }
+            case .array(let items): items.flatMap(keys)
+            default: []
+            }
+        }
+        let all = keys(json)
+        #expect(!all.isEmpty && all.allSatisfy { !$0.contains("_") && $0.first?.isLowercase == true }, "\(all)")
     }
 
     @Test func noDatabaseYetIsUnavailable() throws {
