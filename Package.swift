@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "allowance-relay", targets: ["allowance-relay"]),
         .executable(name: "allowance-hub-sim", targets: ["allowance-hub-sim"]),
         .library(name: "SignalRClient", targets: ["SignalRClient"]),
+        .executable(name: "signalr-hub-watcher", targets: ["signalr-hub-watcher"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -125,6 +126,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The SignalRClient library's example (its DocC catalog shows it): a hub watcher in 40 lines.
+        .executableTarget(name: "signalr-hub-watcher", dependencies: ["SignalRClient"], path: "Examples/HubWatcher"),
         // `make bench`: our SignalR client alone, decoding and counting (Benchmarks/README.md).
         .executableTarget(
             name: "allowance-bench-client",
