@@ -4,7 +4,7 @@ import PackageDescription
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks) -> SignalRClient
-//   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> allowance-relay
+//   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
 // (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
@@ -94,18 +94,28 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
-        // The daemon and the CLI: a ServiceGroup (hub, sync, relay, status endpoint), signals, systemd, commands.
-        .executableTarget(
-            name: "allowance-relay",
+        // The daemon's long-lived parts as swift-service-lifecycle Services (hub link, store writer, relay workers,
+        // outbox poller, reloader, status endpoint) and the configuration loading they share with the CLI.
+        .target(
+            name: "RelayDaemon",
             dependencies: [
                 "AllowanceAPI", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        // The CLI: parses arguments, builds the configuration, wires the daemon; the commands on the cache.
+        .executableTarget(
+            name: "allowance-relay",
+            dependencies: [
+                "AllowanceAPI", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack from the client's.
@@ -162,7 +172,9 @@ let package = Package(
         ),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "HubSimulator", "TestSupport"]),
+            dependencies: [
+                "AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator", "TestSupport",
+            ]),
         .testTarget(
             name: "StoreTests",
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import ArgumentParser
 import Foundation
+import RelayDaemon
 import Relay
 import SignalRProtocol
 import Store

@@ -13,6 +13,7 @@ import Testing
         ["AllowanceAPI"],
         ["Store"],
         ["Sync", "Relay"],
+        ["RelayDaemon"],
         ["allowance-relay", "allowance-hub-sim"],
     ]
 

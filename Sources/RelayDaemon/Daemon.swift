@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import HTTPTransport
 import Logging
 import Relay
 import ServiceLifecycle
@@ -14,22 +15,45 @@ import UnixSignals
 /// so the hub link closes first (no new events), then the outbox poller, then the events received are stored,
 /// then the workers finish the send each is in, and the status endpoint answers until the end. Past `gracePeriod`
 /// whatever is left is cancelled; deliveries cut short are put back to pending. Then the database is checkpointed.
-struct Daemon {
+public struct Daemon: Sendable {
     let settings: RelaySettings
     let store: Store
     let engine: RelayEngine
     let metrics: RelayMetrics
     let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
+    /// The process's one HTTP client: negotiate, REST and the sinks share its connections.
+    let http: HTTPClient
     let logger: Logger
 
-    static let gracePeriod: Duration = .seconds(10)
+    public static let gracePeriod: Duration = .seconds(10)
+    private let control = Control()
 
-    func run() async -> Int32 {
-        let tokens = settings.tokenSource(http: RelayCommand.http)  // one source for the hub and REST: one login, one renewal
+    /// The running group, for `stop()`; a stop asked before the group exists is kept until it does.
+    private final class Control: Sendable {
+        let state = Mutex<(group: ServiceGroup?, stopAsked: Bool)>((nil, false))
+    }
+
+    public init(
+        settings: RelaySettings, store: Store, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
+        reload: @escaping @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig), logger: Logger
+    ) {
+        self.settings = settings
+        self.store = store
+        self.engine = engine
+        self.metrics = metrics
+        self.http = http
+        self.reload = reload
+        self.logger = logger
+    }
+
+    /// Runs until SIGTERM or SIGINT (a graceful stop), or until the hub connection ends for good; returns the
+    /// exit code (`run --help` lists them).
+    public func run() async -> Int32 {
+        let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
-            store: store, api: settings.apiClient(tokens: tokens, http: RelayCommand.http),
+            store: store, api: settings.apiClient(tokens: tokens, http: http),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
@@ -63,6 +87,11 @@ struct Daemon {
         // here ends promptly on cancellation (HTTP sends are cancelled, sd-bus calls have their own timeout).
         config.maximumCancellationDuration = nil
         let group = ServiceGroup(configuration: config)
+        let stopAsked = control.state.withLock { state in
+            state.group = group
+            return state.stopAsked
+        }
+        if stopAsked { Task { await group.triggerGracefulShutdown() } }
 
         // Our own signal handling rather than the group's, to say which signal arrived. Trapped before READY=1,
         // so that no SIGTERM can meet the default action.
@@ -101,6 +130,16 @@ struct Daemon {
         return code
     }
 
+    /// A graceful stop, as SIGTERM gives: the hub link closes, the events received are stored, the sends under way
+    /// finish; `run` then returns 0.
+    public func stop() async {
+        let group = control.state.withLock { state in
+            state.stopAsked = true
+            return state.group
+        }
+        await group?.triggerGracefulShutdown()
+    }
+
     private func hubOptions(_ tokens: (any TokenSource)?) -> HubConnectionOptions {
         var options = HubConnectionOptions()
         if let tokens {
@@ -109,8 +148,8 @@ struct Daemon {
         }
         options.accessTokenInQuery = settings.accessTokenInQuery
         options.skipNegotiation = settings.skipNegotiation
-        options.userAgent = RelayCommand.http.userAgent
-        options.httpClient = RelayCommand.http
+        options.userAgent = http.userAgent
+        options.httpClient = http
         options.reconnectPolicy = ExponentialRetryPolicy()
         options.startRetryPolicy = ExponentialRetryPolicy()
         options.webSocket.caFile = settings.caFile

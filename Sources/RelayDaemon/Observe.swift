@@ -36,20 +36,21 @@ final class LinkMonitor: Sendable {
 
 /// Metrics in Prometheus text format. The modules count with swift-metrics (deliveries, catch-up); the
 /// daemon counts hub events and reconnects, and reads the gauges from the database when scraped.
-final class RelayMetrics: Sendable {
+public final class RelayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let reconnects: Metrics.Counter
     private let events: [String: Metrics.Counter]
 
-    /// Bootstraps swift-metrics onto this registry: call once, before any module makes a metric.
-    init() {
+    /// Bootstraps swift-metrics onto this registry (once a process, before any module makes a metric; an
+    /// in-process test that runs a daemon next to others passes false).
+    public init(bootstrap: Bool = true) {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets["allowance_relay_delivery_latency_seconds"] = [
             .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
             .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300),
             .seconds(1800),
         ]
-        MetricsSystem.bootstrap(factory)
+        if bootstrap { MetricsSystem.bootstrap(factory) }
         reconnects = Metrics.Counter(label: "allowance_relay_hub_reconnects_total")
         events = Dictionary(uniqueKeysWithValues: HubEvent.targets.map {
             ($0, Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", $0)]))
@@ -115,7 +116,7 @@ struct StatusEndpoint {
     static func health(store: Store, link: LinkStatus) -> (Bool, JSONValue) {
         var reasons: [String] = []
         if link.state != .connected {
-            reasons.append("hub \(link.state.rawValue) since \(iso(link.since)): \(link.detail)")
+            reasons.append("hub \(link.state.rawValue) since \(Date.ISO8601FormatStyle().format(link.since)): \(link.detail)")
         }
         do {
             if let sync = try store.syncStatus(), sync.phase == .error { reasons.append("sync error: \(sync.detail)") }
