@@ -111,7 +111,7 @@ public struct APIClient: Sendable {
         }
     }
 
-    /// Signs in (`POST /api/v1/auth/login`, seed 000): the session token and when it expires.
+    /// Signs in (`POST /api/v1/auth/login`): the session token and when it expires.
     public func login(email: String, password: Secret) async throws(APIError) -> (token: Secret, expiresAt: Date) {
         let what = "POST /api/v1/auth/login"
         var request = HTTPRequest(
@@ -138,7 +138,7 @@ public struct APIClient: Sendable {
         return try await send(HTTPRequest(.get, components.url!), what: "GET /\(path)", expect: [200])
     }
 
-    /// Sends with the current token; a 401 asks the token source for a fresh one once (seed 002).
+    /// Sends with the current token; a 401 asks the token source for a fresh one once.
     private func send(_ request: HTTPRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
         do {
             return try await sendOnce(request, what: what, expect: expect)
@@ -194,7 +194,7 @@ public struct APIClient: Sendable {
     }
 }
 
-/// A failed API call, classified as seed 000 maps HTTP answers (retry only what a retry can fix).
+/// A failed API call, classified by its HTTP answer (retry only what a retry can fix).
 public struct APIError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case badRequest, unauthorized, forbidden, notFound, conflict, rateLimited, server, network, invalidResponse

@@ -6,7 +6,7 @@ import SignalRProtocol
 public enum HubEvent: Sendable, Equatable {
     /// `TransactionCreated(transaction)`: the whole transaction.
     case transactionCreated(Transaction)
-    /// `TransactionCreated(transactionId)`: only the id (older servers, seed 003); fetch it over REST.
+    /// `TransactionCreated(transactionId)`: only the id (older servers); fetch it over REST.
     case transactionCreatedId(UUID)
     /// `BalanceUpdated(childId, newBalance)`: the server's balance, which wins over any local sum.
     case balanceUpdated(childId: UUID, balance: Decimal)

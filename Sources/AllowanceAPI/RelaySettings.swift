@@ -198,7 +198,7 @@ public struct LocalSettings: Sendable {
     public var storePath: String
     /// Synced transactions older than this many days are pruned at start (nil: kept forever).
     public var keepTransactionsDays: Int?
-    /// Most writes waiting in the outbox (seed 001: 100).
+    /// Most writes waiting in the outbox (100 by default).
     public var outboxLimit: Int
     /// A write still refused for a retryable reason after this many attempts, or older than `outboxMaxAgeDays`,
     /// is given up (dead letter; its local effect undone).

@@ -28,8 +28,8 @@ public struct TokenFile: TokenSource {
     public func token() throws(SettingsError) -> String? { try Secret.read(file: path, what: "token file").value }
 }
 
-/// Email + password login (`POST /api/v1/auth/login`, seed 000). The token is kept in memory only, and a new
-/// one is fetched 5 minutes before it expires (seed 002) or once after the server refused it. Concurrent
+/// Email + password login (`POST /api/v1/auth/login`). The token is kept in memory only, and a new
+/// one is fetched 5 minutes before it expires or once after the server refused it. Concurrent
 /// callers share one login.
 public actor LoginSession: TokenSource {
     public static let refreshMargin: TimeInterval = 300

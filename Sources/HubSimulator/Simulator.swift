@@ -16,7 +16,7 @@ public struct SimulatorConfiguration: Sendable {
     /// How long tokens from `POST /api/v1/auth/login` live.
     public var tokenLifetime: Duration = .seconds(3600)
     public var seed: UInt64 = 42
-    /// `TransactionCreated` carries the whole transaction (true) or only its id string (as seed 003's client expects).
+    /// `TransactionCreated` carries the whole transaction (true) or only its id string (as older servers send it).
     public var fullTransactionPayload = true
     /// Generated transactions per second (0: none).
     public var activityRate = 0.0
@@ -345,7 +345,7 @@ public final class HubSimulator: Sendable {
             case "args": bad = JSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
             case "unknown": bad = Array(#"{"type":99,"x":1}"#.utf8) + [0x1E]
             case "incomplete": bad = Array(#"{"type":6}"#.utf8)
-            // Hostile input (issue 7): each must cost one log line, not the process.
+            // Hostile input: each must cost one log line, not the process.
             case "deep": bad = Array(#"{"type":1,"target":"Deep","arguments":["#.utf8) + Array(repeating: 0x5B, count: 100_000) + [0x1E]
             case "utf8": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [0xC3, 0x28, 0xFF] + Array(#""]}"#.utf8) + [0x1E]
             // One 100 MB message: the client must refuse it at its size limit, not buffer it.

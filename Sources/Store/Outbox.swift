@@ -31,7 +31,7 @@ public struct OutboxEntry: Sendable, Equatable {
 
 extension Store {
     /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
-    /// in one SQLite transaction. Works with the backend down. At most `limit` writes wait (seed 001: 100).
+    /// in one SQLite transaction. Works with the backend down. At most `limit` writes wait (`outbox.limit`, 100 by default).
     public func enqueueTransaction(
         child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100, at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {

@@ -57,7 +57,7 @@ import Testing
         #expect(refused.attemptFailed(unauthorized, at: t0) == [.failStart(unauthorized)], "the same token will not help")
     }
 
-    /// A refused token ends the connection at a reconnect as it ends a start (issue 14, item 11): the daemon exits
+    /// A refused token ends the connection at a reconnect as it ends a start: the daemon exits
     /// 77 either way instead of knocking forever with a token the hub refuses. A re-attach refused goes to a new
     /// connection first (its token is fetched fresh).
     @Test func aTokenRefusedAtAReconnectEndsTheConnectionAsAtStart() {

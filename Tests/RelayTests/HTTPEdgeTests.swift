@@ -5,8 +5,8 @@ import SignalRClient
 import TestSupport
 import Testing
 
-/// The one HTTP client against servers that redirect elsewhere, answer without end or forge headers (issue 14's
-/// items 4 and 6): a real server on loopback for each (TestSupport's receiver), a second one as the other origin.
+/// The one HTTP client against servers that redirect elsewhere, answer without end or forge headers: a real
+/// server on loopback for each (TestSupport's receiver), a second one as the other origin.
 @Suite struct HTTPEdgeTests {
     /// A REST answer that redirects to another origin is refused with a clear error; the other origin never
     /// sees a request, so the token does not travel.

@@ -5,7 +5,7 @@ import Store
 import TestSupport
 import Testing
 
-/// A fault scenario of issue 7: the relay binary between the simulator (or a proxy before it) and a webhook
+/// A fault scenario of RELIABILITY.md: the relay binary between the simulator (or a proxy before it) and a webhook
 /// receiver, and the check every scenario ends with: every server transaction is in the cache with the server's
 /// balances; every alert owed since the start was acknowledged at least once; repeats counted (a receiver
 /// that dedups on `webhook-id` sees them as one).
