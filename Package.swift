@@ -148,7 +148,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "HubSimulator", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
+                "HubSimulator", "SignalRProtocol", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/TestSupport"
@@ -163,7 +163,7 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "HubConnectionTests",
+            name: "SignalRClientTests",
             dependencies: [
                 "SignalRClient", "HubSimulator", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -171,7 +171,12 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "RelayTests",
+            name: "AllowanceAPITests",
+            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
+        // The programs as a user runs them (the binaries it starts are built with the package), the daemon
+        // in-process, the configuration across modules, and the layer rule.
+        .testTarget(
+            name: "EndToEndTests",
             dependencies: [
                 "AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator", "TestSupport",
             ]),
@@ -180,7 +185,7 @@ let package = Package(
             dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
-            name: "AlertTests",
+            name: "RelayTests",
             dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
     ],

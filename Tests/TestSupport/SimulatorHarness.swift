@@ -1,3 +1,7 @@
+import SignalRProtocol
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import Foundation
 import HubSimulator
 import Logging
@@ -55,4 +59,17 @@ public func freeLoopbackPortOutsideEphemeralRange() throws -> Int {
         if bound == 0 { return port }
     }
     throw HarnessError("no free port between 20000 and 32000")
+}
+
+/// A fault or an action of the simulator's control API (`POST /_sim/...`).
+public func simPost(_ base: URL, _ path: String) async throws {
+    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+    request.httpMethod = "POST"
+    _ = try await URLSession.shared.data(for: request)
+}
+
+/// The simulator's counters (`GET /_sim/stats`): connections, logins, negotiations...
+public func simStats(_ base: URL) async throws -> JSONValue {
+    let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
+    return try JSONValue(parsing: Array(data))
 }

@@ -87,6 +87,19 @@ import Testing
         }
     }
 
+    @Test(arguments: ["demo.yaml", "family-server.yaml", "desktop.yaml", "both.yaml", "reference.yaml"])
+    func theExampleConfigsLoad(_ name: String) async throws {
+        let file = PythonPeer.root.appending(path: "config/\(name)").path
+        // The examples name secret files that exist only on a real server: the environment stands in for them.
+        let env = [
+            "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
+            "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        ]
+        _ = try await RelaySettings.load(file: file, environment: env)
+        let relay = try RelayConfig.load(file: file, environment: env)
+        #expect(name == "reference.yaml" || !relay.sinks.isEmpty)
+    }
+
     @Test func suggestionsAreCloseWordsOnly() {
         #expect(Suggest.closest(to: "rule", in: ConfigSchema.sections) == "rules")
         #expect(Suggest.closest(to: "utl", in: ["url", "token"]) == "url", "two letters swapped are one edit")

@@ -301,17 +301,6 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
     }
 }
 
-func simPost(_ base: URL, _ path: String) async throws {
-    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-    request.httpMethod = "POST"
-    _ = try await URLSession.shared.data(for: request)
-}
-
-/// The simulator's counters (`GET /_sim/stats`): connections, logins, negotiations...
-func simStats(_ base: URL) async throws -> JSONValue {
-    let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
-    return try JSONValue(parsing: Array(data))
-}
 
 func withSim(_ body: (URL) async throws -> Void) async throws {
     try await withSimulator(token: "e2e-token", { _ in }, body)
