@@ -179,6 +179,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator", "TestSupport",
+                // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
+                "allowance-relay", "allowance-hub-sim",
             ]),
         .testTarget(
             name: "StoreTests",
