@@ -6,6 +6,7 @@ import PackageDescription
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks) -> SignalRClient
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
+//   Core (JSON values, back-off, redaction for logs) under every layer that needs them
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
 // (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
 let package = Package(
@@ -45,10 +46,13 @@ let package = Package(
         // One lws context on one service thread; knows nothing of SignalR.
         .target(
             name: "WebSocketTransport",
-            dependencies: ["CLibWebSockets", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLibWebSockets", "Core", .product(name: "Logging", package: "swift-log")]
         ),
-        // SignalR JSON hub protocol: JSON, 0x1E framing, handshake, messages 1-9, negotiate body. Pure, no I/O.
-        .target(name: "SignalRProtocol"),
+        // What every layer shares, so that none imports another only for a helper: the JSON value type with its
+        // reader and writer, back-off, redaction of URLs and header values for logs.
+        .target(name: "Core"),
+        // SignalR JSON hub protocol: 0x1E framing, handshake, messages 1-9, negotiate body. Pure, no I/O.
+        .target(name: "SignalRProtocol", dependencies: ["Core"]),
         // Generic SignalR client: negotiate, handshake, handlers, invoke/stream, keep-alive, reconnect.
         // No allowance words here: it is a library others could use.
         .target(
@@ -59,7 +63,7 @@ let package = Package(
         .target(
             name: "AllowanceAPI",
             dependencies: [
-                "SignalRClient", "WebSocketTransport", "HTTPTransport",
+                "Core", "SignalRClient", "HTTPTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
@@ -69,7 +73,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
-                "AllowanceAPI", "SignalRProtocol",
+                "AllowanceAPI", "Core",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -87,7 +91,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Store", "CSystemd", "SignalRClient", "HTTPTransport",
+                "AllowanceAPI", "Store", "CSystemd", "Core", "HTTPTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -99,7 +103,7 @@ let package = Package(
         .target(
             name: "RelayDaemon",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
+                "AllowanceAPI", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -112,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
+                "AllowanceAPI", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

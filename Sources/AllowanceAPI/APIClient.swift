@@ -2,7 +2,7 @@ import Foundation
 import HTTPTransport
 import SignalRClient
 import SignalRProtocol
-import WebSocketTransport
+import Core
 
 /// The Allowance Tracker REST API (`/api/v1`), as far as the relay needs it.
 public struct APIClient: Sendable {

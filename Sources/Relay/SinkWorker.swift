@@ -2,7 +2,7 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Metrics
-import SignalRClient
+import Core
 import Store
 import Synchronization
 

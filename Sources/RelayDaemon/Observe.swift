@@ -5,7 +5,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
-import SignalRProtocol
+import Core
 import Store
 import Synchronization
 

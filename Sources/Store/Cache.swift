@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
-import SignalRProtocol
+import Core
 
 /// What applying an event did.
 public enum ApplyResult: Sendable, Equatable {

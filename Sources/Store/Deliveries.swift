@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
-import SignalRProtocol
+import Core
 
 /// One alert owed to one sink, as the ledger holds it.
 public struct Delivery: Sendable, Equatable {

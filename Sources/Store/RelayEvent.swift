@@ -1,6 +1,6 @@
 import AllowanceAPI
 import Foundation
-import SignalRProtocol
+import Core
 
 /// Something that happened which the relay's rules may turn into alerts. The store builds it inside the SQLite
 /// transaction that records the happening, and keeps it (as JSON) in each delivery row it plans.

@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
-import SignalRProtocol
+import Core
 
 /// Where synchronisation stands, persisted so that `status` (another process) can show it.
 public struct SyncStatus: Sendable, Equatable {

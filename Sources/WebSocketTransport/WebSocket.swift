@@ -1,4 +1,5 @@
 import CLibWebSockets
+import Core
 import Foundation
 import Logging
 import Synchronization

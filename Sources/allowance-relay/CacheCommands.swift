@@ -2,7 +2,7 @@ import AllowanceAPI
 import ArgumentParser
 import Foundation
 import RelayDaemon
-import SignalRProtocol
+import Core
 import Store
 
 /// Options shared by the commands that read the local cache. They work offline and while `run` is running.

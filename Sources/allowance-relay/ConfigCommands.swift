@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import RelayDaemon
 import Relay
-import SignalRProtocol
+import Core
 
 /// `allowance-relay config check`: the same checks `run` makes before it starts, without starting.
 struct ConfigCommand: AsyncParsableCommand {

@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import RelayDaemon
 import Relay
-import SignalRProtocol
+import Core
 import Store
 
 /// `allowance-relay deliveries list|retry|enable|purge`: the ledger of alerts owed to each sink.

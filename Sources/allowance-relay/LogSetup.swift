@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
-import SignalRProtocol
+import Core
 
 /// Log lines to stderr: plain text (journald adds its own timestamps) or one JSON object per line.
 enum LogSetup {

@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import SignalRClient
-import SignalRProtocol
+import Core
 import Relay
 import RelayDaemon
 import Store

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SignalRProtocol
+import Core
 import Store
 
 /// `allowance-relay store prune`: retention on demand, and the file shrunk to what is left.

@@ -1,7 +1,7 @@
 import AllowanceAPI
 import ArgumentParser
 import Foundation
-import SignalRProtocol
+import Core
 import Store
 
 /// `allowance-relay transaction add`: a write that works with the backend down.

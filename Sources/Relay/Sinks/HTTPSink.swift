@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import HTTPTransport
-import SignalRProtocol
+import Core
 import Store
 
 /// Every HTTP destination: the generic signed webhook and the chat and push services. Each kind differs only in

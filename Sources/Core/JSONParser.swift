@@ -9,17 +9,17 @@ public struct JSONSyntaxError: Error, Sendable, CustomStringConvertible {
 
 /// A strict RFC 8259 reader over UTF-8 bytes: no comments, no trailing commas, no unquoted names,
 /// bounded nesting (64, as System.Text.Json), strings validated as UTF-8, numbers kept as text.
-struct JSONParser {
-    static let maxDepth = 64
+package struct JSONParser {
+    package static let maxDepth = 64
 
     private let bytes: UnsafeBufferPointer<UInt8>
-    var index = 0
-    var depth = 0
+    package var index = 0
+    package var depth = 0
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// Parses one whole document (whitespace around it allowed, nothing else).
-    static func parse(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
         let array = Array(bytes)
         let result: Result<JSONValue, JSONSyntaxError> = array.withUnsafeBufferPointer { buffer in
             var parser = JSONParser(buffer)
@@ -32,9 +32,9 @@ struct JSONParser {
         return try result.get()
     }
 
-    var isAtEnd: Bool { index >= bytes.count }
+    package var isAtEnd: Bool { index >= bytes.count }
 
-    mutating func skipWhitespace() {
+    package mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
@@ -43,22 +43,22 @@ struct JSONParser {
         }
     }
 
-    func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+    package func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
-    func syntaxError(_ detail: String) -> JSONSyntaxError { JSONSyntaxError(detail: detail, offset: index) }
+    package func syntaxError(_ detail: String) -> JSONSyntaxError { JSONSyntaxError(detail: detail, offset: index) }
 
-    mutating func expectEnd() throws(JSONSyntaxError) {
+    package mutating func expectEnd() throws(JSONSyntaxError) {
         skipWhitespace()
         if !isAtEnd { throw syntaxError("unexpected data after the JSON value") }
     }
 
-    mutating func expect(_ byte: UInt8) throws(JSONSyntaxError) {
+    package mutating func expect(_ byte: UInt8) throws(JSONSyntaxError) {
         skipWhitespace()
         guard peek() == byte else { throw syntaxError("expected '\(Character(Unicode.Scalar(byte)))'") }
         index += 1
     }
 
-    mutating func parseValue() throws(JSONSyntaxError) -> JSONValue {
+    package mutating func parseValue() throws(JSONSyntaxError) -> JSONValue {
         skipWhitespace()
         guard let c = peek() else { throw syntaxError("unexpected end of data") }
         switch c {
@@ -95,7 +95,7 @@ struct JSONParser {
 
     /// Reads an object, handing each member to `body` as soon as it is read, so a caller can reject a
     /// bad member before the rest of the object is looked at (as the .NET reader does).
-    mutating func parseObject<E: Error>(
+    package mutating func parseObject<E: Error>(
         _ body: (String, JSONValue) throws(E) -> Void
     ) throws(JSONObjectReadError<E>) {
         do { try enter() } catch { throw .syntax(error) }
@@ -151,7 +151,7 @@ struct JSONParser {
         }
     }
 
-    mutating func enter() throws(JSONSyntaxError) {
+    package mutating func enter() throws(JSONSyntaxError) {
         depth += 1
         if depth > JSONParser.maxDepth { throw syntaxError("nesting deeper than \(JSONParser.maxDepth) levels") }
     }
@@ -165,7 +165,7 @@ struct JSONParser {
         index += count
     }
 
-    mutating func parseNumber() throws(JSONSyntaxError) -> String {
+    package mutating func parseNumber() throws(JSONSyntaxError) -> String {
         let start = index
         if peek() == UInt8(ascii: "-") { index += 1 }
         guard let first = peek(), first >= 0x30, first <= 0x39 else { throw syntaxError("invalid number") }
@@ -194,7 +194,7 @@ struct JSONParser {
 
     /// At an opening quote: the bytes up to the closing one when they are printable ASCII without escapes (the
     /// reader then stands after the string); nil otherwise, the reader unmoved.
-    mutating func plainASCIIString() -> UnsafeBufferPointer<UInt8>? {
+    package mutating func plainASCIIString() -> UnsafeBufferPointer<UInt8>? {
         var i = index + 1
         while i < bytes.count {
             let c = bytes[i]
@@ -208,7 +208,7 @@ struct JSONParser {
         return nil
     }
 
-    mutating func parseString() throws(JSONSyntaxError) -> String {
+    package mutating func parseString() throws(JSONSyntaxError) -> String {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
@@ -292,7 +292,7 @@ struct JSONParser {
 }
 
 /// What can go wrong while reading an object member by member: the JSON itself, or the caller's check of a member.
-enum JSONObjectReadError<E: Error>: Error {
+package enum JSONObjectReadError<E: Error>: Error {
     case syntax(JSONSyntaxError)
     case member(E)
 }

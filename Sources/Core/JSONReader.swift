@@ -10,7 +10,7 @@ public struct JSONReader {
     private var last = Token.open
     public private(set) var failed = false
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) { parser = JSONParser(bytes) }
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) { parser = JSONParser(bytes) }
 
     /// Lends a reader over `bytes` to `body`.
     public static func read<T>(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (inout JSONReader) -> T) -> T {
@@ -142,41 +142,5 @@ public struct JSONReader {
     public mutating func atEnd() -> Bool {
         parser.skipWhitespace()
         return !failed && parser.isAtEnd
-    }
-}
-
-extension JSONHubProtocol {
-    /// One pass over a plain invocation (type 1, without invocation id, stream ids or headers) whose target comes
-    /// before its arguments, as servers write it: `arguments` reads the arguments array of that target into a
-    /// value. nil when the message is anything else or in another form, or `arguments` gives nil: then `decode`
-    /// is the way (the same message decoded there gives the same result or the exact error).
-    public static func decodeInvocation<T>(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ arguments: (_ target: String, _ reader: inout JSONReader) -> T?
-    ) -> T? {
-        JSONReader.read(bytes) { r -> T? in
-            guard r.enterObject() else { return nil }
-            var type: String?
-            var target: String?
-            var result: T?
-            while let key = r.nextKey() {
-                switch key {
-                case "type":
-                    guard type == nil, let t = r.number() else { return nil }
-                    type = t
-                case "target":
-                    guard target == nil, let t = r.string() else { return nil }
-                    target = t
-                case "arguments":
-                    guard result == nil, let target, let value = arguments(target, &r), !r.failed else { return nil }
-                    result = value
-                case "invocationId", "streamIds", "headers":
-                    return nil
-                default:
-                    guard r.skipValue() else { return nil }
-                }
-            }
-            guard !r.failed, r.atEnd(), type == "1" else { return nil }
-            return result
-        }
     }
 }

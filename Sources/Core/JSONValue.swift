@@ -66,7 +66,7 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The token type name as .NET's System.Text.Json reports it (used in protocol error texts).
-    var tokenTypeName: String {
+    package var tokenTypeName: String {
         switch self {
         case .null: return "Null"
         case .bool(let b): return b ? "True" : "False"
@@ -126,7 +126,7 @@ extension JSONValue {
         }
     }
 
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    package static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: one copy.
         if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {

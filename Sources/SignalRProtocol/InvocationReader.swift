@@ -1,0 +1,35 @@
+extension JSONHubProtocol {
+    /// One pass over a plain invocation (type 1, without invocation id, stream ids or headers) whose target comes
+    /// before its arguments, as servers write it: `arguments` reads the arguments array of that target into a
+    /// value. nil when the message is anything else or in another form, or `arguments` gives nil: then `decode`
+    /// is the way (the same message decoded there gives the same result or the exact error).
+    public static func decodeInvocation<T>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ arguments: (_ target: String, _ reader: inout JSONReader) -> T?
+    ) -> T? {
+        JSONReader.read(bytes) { r -> T? in
+            guard r.enterObject() else { return nil }
+            var type: String?
+            var target: String?
+            var result: T?
+            while let key = r.nextKey() {
+                switch key {
+                case "type":
+                    guard type == nil, let t = r.number() else { return nil }
+                    type = t
+                case "target":
+                    guard target == nil, let t = r.string() else { return nil }
+                    target = t
+                case "arguments":
+                    guard result == nil, let target, let value = arguments(target, &r), !r.failed else { return nil }
+                    result = value
+                case "invocationId", "streamIds", "headers":
+                    return nil
+                default:
+                    guard r.skipValue() else { return nil }
+                }
+            }
+            guard !r.failed, r.atEnd(), type == "1" else { return nil }
+            return result
+        }
+    }
+}
