@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# libFuzzer over the SignalR protocol code (Sources/SignalRProtocol: pure, no I/O), with AddressSanitizer.
+# libFuzzer over the SignalR protocol code (Sources/SignalRProtocol and the JSON of Sources/Core: pure, no I/O),
+# with AddressSanitizer.
 #   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub negotiate handshake config (default: all, 60 s each)
 # Each protocol harness is compiled together with the module's sources (swiftc -sanitize=fuzzer,address) and
 # started from Fuzz/seeds/<target> (protocol vectors). The config harness needs Yams and the Relay module, so
@@ -24,8 +25,11 @@ for t in "${targets[@]}"; do
     cp "$repo/.build-fuzz/release/fuzz-config" "$out/fuzz-config"
     seeds="$repo/config"
   else
-    swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name SignalRProtocol \
-      "$repo"/Sources/SignalRProtocol/*.swift "$here/harnesses/$t.swift" -o "$out/fuzz-$t" 2>&1 | grep -v "ld.gold: warning" || true
+    # The codec and the JSON it reads (Core) as one module; its file that re-exports Core is left out.
+    codec=("$repo"/Sources/Core/*.swift)
+    for f in "$repo"/Sources/SignalRProtocol/*.swift; do [ "$(basename "$f")" = Exports.swift ] || codec+=("$f"); done
+    swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name SignalRProtocol -package-name allowance_relay \
+      "${codec[@]}" "$here/harnesses/$t.swift" -o "$out/fuzz-$t" 2>&1 | grep -v "ld.gold: warning" || true
   fi
   echo "fuzzing $t for $seconds s"
   if ! (cd "$out" && ./"fuzz-$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 \
