@@ -4,6 +4,7 @@ import PackageDescription
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks) -> SignalRClient
+//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> Store
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 //   Core (JSON values, back-off, redaction for logs) under every layer that needs them
@@ -69,11 +70,14 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        // What the relay says and decides: alert events and their kinds, planned deliveries, the planner's interface.
+        // Below the store, which plans deliveries inside the transaction that stores their event.
+        .target(name: "Alerts", dependencies: ["AllowanceAPI", "Core"]),
         // The local SQLite cache: schema and migrations, hub events applied atomically, the outbox.
         .target(
             name: "Store",
             dependencies: [
-                "AllowanceAPI", "Core",
+                "AllowanceAPI", "Alerts", "Core",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -82,7 +86,7 @@ let package = Package(
         .target(
             name: "Sync",
             dependencies: [
-                "AllowanceAPI", "Store", .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+                "AllowanceAPI", "Alerts", "Store", .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // sd-bus from Debian's libsystemd-dev, for desktop notifications.
@@ -91,7 +95,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Store", "CSystemd", "Core", "HTTPTransport",
+                "AllowanceAPI", "Alerts", "Store", "CSystemd", "Core", "HTTPTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -182,18 +186,19 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator", "TestSupport",
+                "AllowanceAPI", "Alerts", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
+                "TestSupport",
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",
             ]),
         .testTarget(
             name: "StoreTests",
-            dependencies: ["Store", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "RelayTests",
-            dependencies: ["Relay", "Store", "AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "SyncTests", dependencies: ["Sync", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
+            dependencies: ["Relay", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "Alerts", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

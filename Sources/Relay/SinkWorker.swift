@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Metrics
+import Alerts
 import Core
 import Store
 import Synchronization

@@ -11,6 +11,7 @@ import Testing
         ["SignalRProtocol", "WebSocketTransport", "HTTPTransport"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],
+        ["Alerts"],
         ["Store"],
         ["Sync", "Relay"],
         ["RelayDaemon"],

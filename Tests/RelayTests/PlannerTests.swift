@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import Relay

@@ -1,3 +1,4 @@
+import Alerts
 import Foundation
 import Synchronization
 import Testing

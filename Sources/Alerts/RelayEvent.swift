@@ -99,7 +99,7 @@ public struct RelayEvent: Sendable, Equatable {
         var w = JSONWriter()
         w.beginObject()
         w.member("kind", kind.rawValue)
-        w.member("at", ISO.string(at))
+        w.member("at", ISODate.string(at))
         if let currency { w.member("currency", currency) }
         if let childId { w.member("childId", childId.lowercased) }
         if let childName { w.member("childName", childName) }
@@ -147,7 +147,7 @@ public struct RelayEvent: Sendable, Equatable {
         w.member("description", t.description)
         w.key("balanceAfter")
         Money.write(t.balanceAfter, cents: t.balanceAfterCents, into: &w)
-        w.member("createdAt", ISO.string(t.createdAt))
+        w.member("createdAt", ISODate.string(t.createdAt))
         w.member("createdByName", t.createdByName)
         w.endObject()
     }
