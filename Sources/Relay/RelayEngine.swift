@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import HTTPTransport
@@ -13,6 +14,7 @@ import Synchronization
 /// cancelled past the deadline leaves its delivery pending (nothing is written before a send).
 public final class RelayEngine: Sendable {
     let store: Store
+    let ledger: any DeliveryLedger
     let http: HTTPClient
     let logger: Logger
     private let state: Mutex<State>
@@ -32,17 +34,21 @@ public final class RelayEngine: Sendable {
         let stop: StopFlag
     }
 
-    public init(store: Store, config: RelayConfig, http: HTTPClient = .shared, logger: Logger) {
+    /// `ledger`: where the workers take deliveries and record outcomes (the store's ledger unless another stands in).
+    public init(store: Store, config: RelayConfig, http: HTTPClient = .shared, ledger: (any DeliveryLedger)? = nil, logger: Logger) {
         self.store = store
+        self.ledger = ledger ?? store
         self.http = http
         self.logger = logger
-        state = Mutex(State(current: Self.generation(config, store: store, http: http, logger: logger)))
+        state = Mutex(State(current: Self.generation(config, store: store, ledger: ledger ?? store, http: http, logger: logger)))
     }
 
-    private static func generation(_ config: RelayConfig, store: Store, http: HTTPClient, logger: Logger) -> Generation {
+    private static func generation(
+        _ config: RelayConfig, store: Store, ledger: any DeliveryLedger, http: HTTPClient, logger: Logger
+    ) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, popups: store, http: http), ledger: store, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, popups: store, http: http), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -68,7 +74,7 @@ public final class RelayEngine: Sendable {
     /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
     /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
     public func reload(_ config: RelayConfig) -> ReloadSummary {
-        let new = Self.generation(config, store: store, http: http, logger: logger)
+        let new = Self.generation(config, store: store, ledger: ledger, http: http, logger: logger)
         let old = state.withLock { s in
             defer { s.current = new }
             return s.current

@@ -1,8 +1,8 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import Logging
 import Metrics
-import Alerts
 import Core
 import Store
 import Synchronization
@@ -129,27 +129,48 @@ struct SinkWorker: Sendable {
 
     /// Writes the outcomes that have come in, all at once, until the worker ends and nothing is under way.
     private func commitOutcomes(_ sends: SendsInProgress, wake: Wakeup) async {
+        // Outcomes a failed write left (a full disk, a locked file): kept and written again after a pause. Their
+        // rows stay taken meanwhile, so those alerts are not sent again, and no new send starts past `concurrency`.
+        var unwritten: [SendsInProgress.Finished] = []
+        var failures = 0
         while true {
             let (batch, done, gather) = sends.takeFinished(gatheringFor: .milliseconds(2))
-            if let gather {
+            if let gather, unwritten.isEmpty {
                 await wake.wait(upTo: gather, evenIfCancelled: true)
                 continue
             }
-            if !batch.isEmpty {
+            let outcomes = unwritten + batch
+            if !outcomes.isEmpty {
                 do {
-                    try ledger.record(batch.map { ($0.id, $0.result) })
+                    try ledger.record(outcomes.map { ($0.id, $0.result) })
+                    if failures > 0 { logger.notice("sink \(name): outcomes are recorded again (\(outcomes.count) had waited)") }
+                    (unwritten, failures) = ([], 0)
+                    sends.release(outcomes.map(\.id))
+                    wakeup.signal()  // room for more sends, and the released rows' retries
                 } catch {
-                    // Not written: the rows stay pending and go again (same ids) at the next start.
-                    logger.error("sink \(name): could not record \(batch.count) outcome(s): \(error)")
+                    unwritten = outcomes
+                    failures += 1
+                    if done {
+                        // Stopping: the rows stay pending and go again (same ids) at the next start.
+                        logger.error("sink \(name): \(outcomes.count) outcome(s) could not be recorded before the stop: \(error)")
+                        return
+                    }
+                    if failures == 1 {
+                        logger.error(
+                            "sink \(name): could not record \(outcomes.count) outcome(s): \(error). Kept, and written again shortly; those alerts are not sent again meanwhile")
+                    }
+                    await wake.wait(upTo: Self.recordRetry.delay(retry: failures), evenIfCancelled: true)
+                    continue
                 }
-                sends.release(batch.map(\.id))
-                wakeup.signal()  // room for more sends, and the released rows' retries
             }
             if done { return }
             // Past the stop's deadline too: the sends being cut short still report, and their outcomes are written.
             if batch.isEmpty { await wake.wait(upTo: .seconds(60), evenIfCancelled: true) }
         }
     }
+
+    /// Pauses between attempts at writing outcomes the ledger refused.
+    static let recordRetry = Backoff(initial: .milliseconds(500), maximum: .seconds(30))
 
     /// Of the due deliveries, those that may start now (at most `room`): the oldest for the generic webhook; for a
     /// chat, the oldest of each child with nothing under way (a child's next alert waits for the one before).

@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import GRDB
@@ -180,7 +181,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     static let rebuildHint = "Move it aside and rebuild from the server with: allowance-relay run --rebuild"
 
-    init(path: String, _ message: String) {
+    public init(path: String, _ message: String) {
         self.path = path
         self.message = message
     }

@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import GRDB
@@ -6,6 +7,7 @@ import Relay
 import SignalRProtocol
 import Store
 import TestSupport
+import Synchronization
 import Testing
 
 /// The ledger and the sink workers against real HTTP receivers: what arrives, how often, and when.
@@ -55,6 +57,27 @@ import Testing
             try? await Task.sleep(for: .milliseconds(20))
         }
         Issue.record("timed out waiting for: \(what)")
+    }
+
+    /// Outcomes the ledger cannot write (a full disk, a locked file) are kept and written again after a pause: the
+    /// alerts already sent are not sent again meanwhile (they were, as fast as the worker could, 2,000 times in a
+    /// few seconds in a disk-full run), and once the write goes through every alert is delivered once.
+    @Test func outcomesThatCannotBeWrittenAreKeptAndNotSentAgain() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { base in
+            let config = try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let store = try store()
+            let ledger = RefusingLedger(store, refusals: 4)
+            let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
+            try engine.install()
+            let task = Task { await engine.run() }
+            defer { task.cancel() }
+            for i in 1...5 { try live(store, "1", after: String(50 - i)) }
+            try await eventually("the ledger to take the outcomes") { try ledger.refused >= 4 && (store.deliveryCounts()["hook"]?["delivered"] ?? 0) == 5 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(hook.received.count == 5, "each alert sent once, though its outcome was refused \(ledger.refused) times")
+            #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 5)
+        }
     }
 
     @Test func eachAlertArrivesOnceAtEachSinkWithAStableId() async throws {
@@ -284,4 +307,43 @@ import Testing
             #expect(try store.deliveries(state: .merged).isEmpty)
         }
     }
+}
+
+/// The store's ledger, but the first `refusals` writes of outcomes fail as a full disk makes them fail.
+final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
+    let store: Store
+    private let left: Mutex<Int>
+    private let count = Mutex(0)
+    var refused: Int { count.withLock { $0 } }
+
+    init(_ store: Store, refusals: Int) {
+        self.store = store
+        left = Mutex(refusals)
+    }
+
+    func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
+        let refuse = left.withLock { n in
+            defer { n = max(0, n - 1) }
+            return n > 0
+        }
+        if refuse {
+            count.withLock { $0 += 1 }
+            throw StoreError(path: store.path, "The disk is full; nothing was written. Free some space: the relay retries.")
+        }
+        try store.record(results)
+    }
+
+    func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery] {
+        try store.dueDeliveries(sink: sink, at: now, limit: limit, excluding: excluding)
+    }
+    func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date? { try store.nextDeliveryDue(sink: sink, excluding: excluding) }
+    func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
+        try store.foldableDeliveries(sink: sink, child: child, dueBy: dueBy)
+    }
+    func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery {
+        try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)
+    }
+    func disabledSinks() throws(StoreError) -> [String: String] { try store.disabledSinks() }
+    func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
+    @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
 }
