@@ -130,6 +130,13 @@ public struct Daemon: Sendable {
         return code
     }
 
+    /// What SIGHUP does: the configuration read again, rules, templates and sinks applied without touching the hub
+    /// connection. False when it was refused (the running configuration stays).
+    @discardableResult
+    public func reload() async -> Bool {
+        await Reloader(current: settings, engine: engine, reload: reload, logger: logger).reloadOnce()
+    }
+
     /// A graceful stop, as SIGTERM gives: the hub link closes, the events received are stored, the sends under way
     /// finish; `run` then returns 0.
     public func stop() async {
@@ -267,17 +274,25 @@ struct Reloader {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
             Systemd.reloading()
             defer { Systemd.reloaded() }
-            do throws(ConfigProblem) {
-                let (settings, relay) = try await reload()
-                let summary = engine.reload(relay)
-                logger.notice("reloaded the configuration: \(summary.description)")
-                if settings.connectionFingerprint != current.connectionFingerprint {
-                    logger.warning(
-                        "the server, store or status settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
-                }
-            } catch {
-                logger.error("reload refused, still running with the previous configuration: \(error.message)")
+            await reloadOnce()
+        }
+    }
+
+    /// One reload; false when the configuration was refused (the running one stays).
+    @discardableResult
+    func reloadOnce() async -> Bool {
+        do throws(ConfigProblem) {
+            let (settings, relay) = try await reload()
+            let summary = engine.reload(relay)
+            logger.notice("reloaded the configuration: \(summary.description)")
+            if settings.connectionFingerprint != current.connectionFingerprint {
+                logger.warning(
+                    "the server, store or status settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
             }
+            return true
+        } catch {
+            logger.error("reload refused, still running with the previous configuration: \(error.message)")
+            return false
         }
     }
 }
