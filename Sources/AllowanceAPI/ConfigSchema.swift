@@ -62,7 +62,7 @@ public enum ConfigSchema {
 /// swift-configuration's providers), and the place of each for messages.
 public struct ConfigValues: Sendable {
     public let file: ConfigFile?
-    let environment: [String: String]
+    public let environment: [String: String]
     let reader: ConfigReader
 
     public init(_ file: ConfigFile?, _ environment: [String: String]) {

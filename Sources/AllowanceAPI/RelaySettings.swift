@@ -51,7 +51,12 @@ public struct RelaySettings: Sendable {
     public static func load(_ file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment)
         async throws(ConfigErrors) -> RelaySettings
     {
-        let values = ConfigValues(file, environment)
+        try await load(ConfigValues(file, environment))
+    }
+
+    /// The settings from the file's values with the environment on top; every mistake at once.
+    public static func load(_ values: ConfigValues) async throws(ConfigErrors) -> RelaySettings {
+        let file = values.file
         var problems = values.unknownKeys()
 
         var url = URL(string: "http://127.0.0.1")!
@@ -109,7 +114,7 @@ public struct RelaySettings: Sendable {
                 problems.append(values.error("server.max_response_bytes", "'\(text)' is not a number of bytes of at least 65536", fix: "e.g. 8388608 (8 MiB)"))
             }
         }
-        let local = LocalSettings(values, environment, into: &problems)
+        let local = LocalSettings(values, values.environment, into: &problems)
         let settings = RelaySettings(
             serverURL: url,
             hubPath: values.string("server.hub_path") ?? "/hubs/family",
@@ -186,10 +191,17 @@ public struct RelaySettings: Sendable {
         APIClient(baseURL: serverURL, tokens: tokens, http: http, trust: serverTrust, maxResponseBytes: maxResponseBytes)
     }
 
-    /// Reads the secret files once, so a missing or readable-by-others file stops the start with a clear message.
-    public func checkSecretFiles() throws(SettingsError) {
-        if let tokenFile { _ = try Secret.read(file: tokenFile, what: "token file") }
-        if let passwordFile, password == nil { _ = try Secret.read(file: passwordFile, what: "password file") }
+    /// Reads the secret files once, so that a missing or readable-by-others file stops the start with a clear
+    /// message, placed at the key that names the file.
+    public func secretFileErrors(_ values: ConfigValues) -> [ConfigError] {
+        var errors: [ConfigError] = []
+        for (key, path, what) in [("server.token_file", tokenFile, "token file"), ("server.password_file", password == nil ? passwordFile : nil, "password file")] {
+            guard let path else { continue }
+            do { _ = try Secret.read(file: path, what: what) } catch {
+                errors.append(values.error(key, error.problem, fix: error.fix ?? "check the file"))
+            }
+        }
+        return errors
     }
 }
 

@@ -52,6 +52,13 @@ public struct RelayConfig: Sendable {
     /// The relay's part of the parsed file. Each sink, template and rule is read on its own, so that every mistake
     /// in the file is reported at once.
     public static func parse(_ file: ConfigFile, environment: [String: String] = [:]) throws(ConfigErrors) -> RelayConfig {
+        try parse(ConfigValues(file, environment))
+    }
+
+    /// The relay's part of the file's values (`values.file`; none: the defaults).
+    public static func parse(_ values: ConfigValues) throws(ConfigErrors) -> RelayConfig {
+        guard let file = values.file else { return RelayConfig() }
+        let environment = values.environment
         var config = RelayConfig()
         var problems: [ConfigError] = []
         func collect(_ body: () throws(ConfigError) -> Void) {
@@ -67,7 +74,6 @@ public struct RelayConfig: Sendable {
 
         // Single values, from the environment too (ALLOWANCE_RELAY_RELAY_CURRENCY ...); unknown keys are the
         // schema's to report (ConfigValues.unknownKeys).
-        let values = ConfigValues(file, environment)
         if let c = values.string("relay.currency") {
             if c.count == 3, c.allSatisfy(\.isLetter) {
                 config.formatting.currency = c.uppercased()

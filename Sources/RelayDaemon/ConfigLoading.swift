@@ -25,25 +25,18 @@ public struct ConfigProblem: Error {
         } catch {
             throw ConfigProblem(errors: error.all)
         }
+        let values = ConfigValues(parsed, environment)  // read once, for the settings and the relay alike
         var errors: [ConfigError] = []
         var settings: RelaySettings?
         do {
-            settings = try await RelaySettings.load(parsed, environment: environment)
+            settings = try await RelaySettings.load(values)
         } catch {
             errors += error.all
         }
-        if let settings {
-            let values = ConfigValues(parsed, environment)
-            for (key, path) in [("server.token_file", settings.tokenFile), ("server.password_file", settings.password == nil ? settings.passwordFile : nil)] {
-                guard let path else { continue }
-                do { _ = try Secret.read(file: path, what: key == "server.token_file" ? "token file" : "password file") } catch {
-                    errors.append(values.error(key, error.problem, fix: error.fix ?? "check the file"))
-                }
-            }
-        }
+        if let settings { errors += settings.secretFileErrors(values) }
         var relay = RelayConfig()
         do {
-            if let parsed { relay = try RelayConfig.parse(parsed, environment: environment) }
+            relay = try RelayConfig.parse(values)
         } catch {
             errors += error.all
         }

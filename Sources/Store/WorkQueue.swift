@@ -23,9 +23,11 @@ struct WorkQueue: Sendable {
     /// What `done` and `gaveUp` are called in this table.
     let doneState: String
     let deadState: String
+    /// Where the time a job was done is kept, if the table keeps it.
+    let doneAtColumn: String?
 
-    static let outbox = WorkQueue(table: "outbox", key: "seq", doneState: "sent", deadState: "dead")
-    static let delivery = WorkQueue(table: "delivery", key: "id", doneState: "delivered", deadState: "dead")
+    static let outbox = WorkQueue(table: "outbox", key: "seq", doneState: "sent", deadState: "dead", doneAtColumn: nil)
+    static let delivery = WorkQueue(table: "delivery", key: "id", doneState: "delivered", deadState: "dead", doneAtColumn: "delivered_at")
 
     /// States a job is still owed in (`in_flight`: written by versions that marked a job before its attempt).
     static let waiting = "('pending', 'in_flight')"
@@ -39,10 +41,10 @@ struct WorkQueue: Sendable {
         let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
         switch outcome {
         case .done(let at):
-            let stamp = table == "delivery" ? ", delivered_at = ?" : ""
+            let stamp = doneAtColumn.map { ", \($0) = ?" } ?? ""
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = '\(doneState)', \(count), last_error = NULL\(stamp) WHERE \(self.key) = ?",
-                arguments: stamp.isEmpty ? [key] : [ISO.string(at), key])
+                arguments: doneAtColumn == nil ? [key] : [ISO.string(at), key])
         case .retry(let error, let at):
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = 'pending', \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",

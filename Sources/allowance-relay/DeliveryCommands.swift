@@ -39,23 +39,13 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let store = try await options.openStore()
             let rows = try store.deliveries(sink: sink, state: state, limit: limit)
             if options.json {
-                options.emit(.array(rows.map { (d: Delivery) -> JSONValue in
-                    // The alert as stored (it names its currency), or its text when it cannot be read.
-                    let alert: JSONValue = (try? JSONValue(parsing: d.alert.utf8)) ?? .string(d.alert)
-                    return [
-                        "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
-                        "state": .string(d.state.rawValue), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
-                        "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
-                        "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null,
-                        "event": alert,
-                    ]
-                }))
+                options.emit(.array(rows.map(\.json)))
                 return
             }
             let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
                 [
                     iso(d.createdAt), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
-                    d.state == .pending || d.state == .inFlight ? iso(d.nextAttemptAt) : "-", d.id, Self.short(d.lastError),
+                    d.isWaiting ? iso(d.nextAttemptAt) : "-", d.id, Self.short(d.lastError),
                 ]
             }
             print(Table.render(table, rightAligned: [4]))
@@ -86,22 +76,16 @@ struct DeliveriesCommand: AsyncParsableCommand {
             guard let d = try store.delivery(id: id) else {
                 throw CLIError("No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)
             }
-            let alert: JSONValue = (try? JSONValue(parsing: d.alert.utf8)) ?? .string(d.alert)
             if options.json {
-                options.emit([
-                    "id": .string(d.id), "sink": .string(d.sink), "rule": .string(d.rule), "kind": .string(d.kind.rawValue),
-                    "state": .string(d.state.rawValue), "urgency": .string(d.urgency.rawValue), "attempts": .number(String(d.attempts)),
-                    "createdAt": .string(iso(d.createdAt)), "deliveredAt": d.deliveredAt.map { .string(iso($0)) } ?? .null,
-                    "nextAttemptAt": .string(iso(d.nextAttemptAt)), "lastError": d.lastError.map { .string($0) } ?? .null, "event": alert,
-                ])
+                options.emit(d.json)
                 return
             }
-            let waiting = d.state == .pending || d.state == .inFlight
+            let alert = d.storedAlert
             print(
                 Table.render([
                     ["id", d.id], ["sink", d.sink], ["rule", d.rule], ["kind", d.kind.rawValue], ["state", d.state.rawValue],
                     ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)], ["created", iso(d.createdAt)],
-                    ["delivered", d.deliveredAt.map(iso) ?? "-"], ["next try", waiting ? iso(d.nextAttemptAt) : "-"],
+                    ["delivered", d.deliveredAt.map(iso) ?? "-"], ["next try", d.isWaiting ? iso(d.nextAttemptAt) : "-"],
                     ["last error", d.lastError ?? "-"], ["alert", alert.serialized],
                 ]))
         }
@@ -212,3 +196,21 @@ struct NotifyCommand: AsyncParsableCommand {
 }
 
 extension Delivery.State: ExpressibleByArgument {}
+
+extension Delivery {
+    /// Still owed: its next try is worth showing.
+    var isWaiting: Bool { state == .pending || state == .inFlight }
+
+    /// The alert as stored (it names its currency), or its text when it cannot be read.
+    var storedAlert: JSONValue { (try? JSONValue(parsing: alert.utf8)) ?? .string(alert) }
+
+    /// What `deliveries list --json` and `deliveries show --json` print for one delivery.
+    var json: JSONValue {
+        [
+            "id": .string(id), "sink": .string(sink), "rule": .string(rule), "kind": .string(kind.rawValue),
+            "state": .string(state.rawValue), "urgency": .string(urgency.rawValue), "attempts": .number(String(attempts)),
+            "createdAt": .string(iso(createdAt)), "deliveredAt": deliveredAt.map { .string(iso($0)) } ?? .null,
+            "nextAttemptAt": .string(iso(nextAttemptAt)), "lastError": lastError.map { .string($0) } ?? .null, "event": storedAlert,
+        ]
+    }
+}

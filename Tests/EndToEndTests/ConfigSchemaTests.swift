@@ -73,20 +73,6 @@ import Testing
         }
     }
 
-    /// A secret file others can read: the fix is said once, with the command.
-    @Test func aReadableSecretFileSaysChmodOnce() throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-secret-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appending(path: "whsec").path
-        try "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".write(toFile: path, atomically: true, encoding: .utf8)
-        chmod(path, 0o644)
-        #expect {
-            try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret_file: \(path)\n", file: "r.yaml")
-        } throws: {
-            "\($0)" == "r.yaml:5:18: sinks.hook.secret_file: The secret file of sink hook '\(path)' can be read by other users (mode 644). Fix: chmod 600 '\(path)'."
-        }
-    }
-
     @Test(arguments: ["demo.yaml", "family-server.yaml", "desktop.yaml", "both.yaml", "reference.yaml"])
     func theExampleConfigsLoad(_ name: String) async throws {
         let file = PythonPeer.root.appending(path: "config/\(name)").path

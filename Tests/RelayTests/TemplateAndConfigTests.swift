@@ -143,7 +143,12 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
         try "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n".write(toFile: path, atomically: true, encoding: .utf8)
         chmod(path, 0o644)
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://x.example\n    secret_file: \(path)\n"
-        #expect(throws: ConfigErrors.self) { try RelayConfig.parse(yaml, file: file) }
+        // Refused with the fix said once, as a command.
+        #expect {
+            try RelayConfig.parse(yaml, file: file)
+        } throws: {
+            "\($0)" == "\(file):5:18: sinks.hook.secret_file: The secret file of sink hook '\(path)' can be read by other users (mode 644). Fix: chmod 600 '\(path)'."
+        }
         chmod(path, 0o600)
         #expect(try RelayConfig.parse(yaml, file: file).sinks[0].secrets.count == 1)
     }
