@@ -3,7 +3,8 @@ import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
-//   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks) -> SignalRClient
+//   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks, and SMTP for e-mail) -> SignalRClient
+//   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
 //   AllowanceAPI -> Alerts (alert events, planned deliveries) -> Store
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
@@ -42,6 +43,10 @@ let package = Package(
         ),
         // libcurl, from Debian's libcurl4-openssl-dev.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libmosquitto, from Debian's libmosquitto-dev: the MQTT sink's client.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // An MQTT connection whose QoS 1 publish returns once the broker has the message. Knows nothing of the relay.
+        .target(name: "MQTTTransport", dependencies: ["CMosquitto"]),
         // The one HTTP client (libcurl's multi interface on one thread): negotiate, the REST API, every webhook.
         .target(name: "HTTPTransport", dependencies: ["CCurl"]),
         // One lws context on one service thread; knows nothing of SignalR.
@@ -95,7 +100,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Store", "CSystemd", "Core", "HTTPTransport",
+                "AllowanceAPI", "Alerts", "Store", "CSystemd", "Core", "HTTPTransport", "MQTTTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

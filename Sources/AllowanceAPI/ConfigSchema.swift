@@ -42,7 +42,9 @@ public enum ConfigSchema {
         .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
         .init(key: "relay.currency", type: "ISO 4217 code", defaultValue: "USD", help: "the family's currency"),
         .init(key: "relay.locale", type: "locale", defaultValue: "en_US", help: "how amounts and dates are written in alerts"),
-        .init(key: "relay.link", type: "url", defaultValue: nil, help: "a link named in alerts ({link})"),
+        .init(key: "relay.link", type: "url template", defaultValue: nil, help: "where a click on an alert leads, also {link}; with {child_id}, {child}, {transaction_id}, {kind}"),
+        .init(key: "relay.icon_url", type: "url", defaultValue: nil, help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
+        .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for summaries and \"mute today\" (default: the system's)"),
         .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
     ]
 

@@ -14,7 +14,7 @@ public final class HTTPClient: Sendable {
 
     /// Sent when a request sets none.
     public let userAgent: String
-    private let engine: CurlEngine
+    let engine: CurlEngine
 
     public init(userAgent: String = "allowance-relay (Linux)") {
         self.userAgent = userAgent
@@ -60,6 +60,8 @@ final class Transfer: @unchecked Sendable {
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
     var tooLarge = false
+    /// Set for an e-mail: the transfer speaks SMTP instead of HTTP.
+    var mail: MailTransfer?
 
     init(_ request: HTTPRequest) {
         self.request = request
@@ -165,7 +167,6 @@ final class CurlEngine: @unchecked Sendable {
         let context = Unmanaged.passUnretained(t).toOpaque()
         ccurl_set_string(handle, CURLOPT_URL, r.url.absoluteString)
         ccurl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-        ccurl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         let ms = max(1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
         ccurl_set_long(handle, CURLOPT_TIMEOUT_MS, ms)
         ccurl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(ms, 10_000))
@@ -173,21 +174,11 @@ final class CurlEngine: @unchecked Sendable {
         ccurl_set_pointer(handle, CURLOPT_ERRORBUFFER, t.errorBuffer)
         ccurl_set_callback(handle, CURLOPT_WRITEFUNCTION, onBody)
         ccurl_set_pointer(handle, CURLOPT_WRITEDATA, context)
-        ccurl_set_callback(handle, CURLOPT_HEADERFUNCTION, onHeader)
-        ccurl_set_pointer(handle, CURLOPT_HEADERDATA, context)
-        switch r.method {
-        case .get:
-            ccurl_set_long(handle, CURLOPT_HTTPGET, 1)
-        case .post, .put:
-            if r.method == .put { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, "PUT") }
-            ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
-            _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
+        if let mail = t.mail {
+            mail.configure(handle, context: context)
+        } else {
+            configureHTTP(t, handle, context: context)
         }
-        // "Expect:" off: curl would otherwise wait for a 100 Continue before sending a body over 1 KiB.
-        var list: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Expect:")
-        for (name, value) in r.headers { list = curl_slist_append(list, "\(name): \(value)") }
-        t.headerList = list
-        ccurl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
         switch r.trust {
         case .system: break
         case .caFile(let path): ccurl_set_string(handle, CURLOPT_CAINFO, path)
@@ -204,6 +195,26 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_add_handle(multi, handle)
     }
 
+    private func configureHTTP(_ t: Transfer, _ handle: UnsafeMutableRawPointer, context: UnsafeMutableRawPointer) {
+        let r = t.request
+        ccurl_set_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        ccurl_set_callback(handle, CURLOPT_HEADERFUNCTION, onHeader)
+        ccurl_set_pointer(handle, CURLOPT_HEADERDATA, context)
+        switch r.method {
+        case .get:
+            ccurl_set_long(handle, CURLOPT_HTTPGET, 1)
+        case .post, .put:
+            if r.method == .put { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, "PUT") }
+            ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
+            _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
+        }
+        // "Expect:" off: curl would otherwise wait for a 100 Continue before sending a body over 1 KiB.
+        var list: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Expect:")
+        for (name, value) in r.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        t.headerList = list
+        ccurl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
+    }
+
     private func outcome(_ handle: UnsafeMutableRawPointer, _ code: CURLcode) -> Result<HTTPResponse, HTTPError> {
         guard let t = active[handle] else { return .failure(HTTPError(.failed, "unknown transfer")) }
         let host = t.request.url.host ?? "the server"
@@ -211,6 +222,7 @@ final class CurlEngine: @unchecked Sendable {
             return .failure(HTTPError(.tooLarge, "the answer from \(host) is longer than \(t.request.maxResponseBytes) bytes: cut off"))
         }
         guard code == CURLE_OK else {
+            if t.mail != nil, let refusal = smtpRefusal(handle, code, host) { return .failure(refusal) }
             let detail = String(cString: t.errorBuffer)
             let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             let kind: HTTPError.Kind =
@@ -226,6 +238,26 @@ final class CurlEngine: @unchecked Sendable {
         var status = 0
         ccurl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
         return .success(HTTPResponse(status: status, headers: t.headers, body: t.body))
+    }
+
+    /// An SMTP server's "no": a refused login, a missing STARTTLS, or a 4xx/5xx reply (with its text).
+    private func smtpRefusal(_ handle: UnsafeMutableRawPointer, _ code: CURLcode, _ host: String) -> HTTPError? {
+        var reply = 0
+        ccurl_get_long(handle, CURLINFO_RESPONSE_CODE, &reply)
+        let detail = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_LOGIN_DENIED:
+            var e = HTTPError(.refused, "\(host) refused the login (\(reply)): check username and password_file")
+            e.serverCode = reply
+            return e
+        case CURLE_USE_SSL_FAILED:
+            return HTTPError(.tls, "\(host) does not offer STARTTLS: use smtps:// (port 465), or require_tls: false for a local relay")
+        default:
+            guard reply >= 400 else { return nil }
+            var e = HTTPError(.refused, "\(host) answered \(reply) (\(detail))")
+            e.serverCode = reply
+            return e
+        }
     }
 
     /// Hands the transfer's result over and keeps the handle for the next request (its connection stays in the

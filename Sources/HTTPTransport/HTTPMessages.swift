@@ -111,10 +111,14 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         case invalidRequest
         /// Anything else the transfer met (a reset connection, a malformed answer).
         case failed
+        /// An SMTP server said no (`serverCode`: its reply code) or refused the login.
+        case refused
     }
 
     public let kind: Kind
     public let message: String
+    /// The SMTP reply code of a refusal (5xx: never this mail; 4xx: try later).
+    public var serverCode: Int?
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind

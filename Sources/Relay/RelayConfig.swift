@@ -28,13 +28,17 @@ public struct RelayConfig: Sendable {
     }
 
     /// Without rules every sink gets the alerts people want by default.
+    /// An MQTT sink also gets every balance change: a dashboard shows the balance, whatever changed it.
     static func defaultRules(_ sinks: [SinkConfig]) -> [Rule] {
-        [
+        var rules = [
             Rule(
                 name: "default",
                 events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled, .syncConflict, .syncRejected],
                 to: sinks.map(\.name))
         ]
+        let mqtt = sinks.filter { $0.kind == .mqtt }.map(\.name)
+        if !mqtt.isEmpty { rules.append(Rule(name: "default-balances", events: [.balanceUpdated], to: mqtt)) }
+        return rules
     }
 
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors)
@@ -83,6 +87,17 @@ public struct RelayConfig: Sendable {
         }
         if let l = values.string("relay.locale") { config.formatting.locale = l }
         config.formatting.link = values.string("relay.link")
+        if let link = config.formatting.link, URLComponents(string: link.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: ""))?.host == nil {
+            problems.append(values.error("relay.link", "'\(link)' is not a URL template", fix: "e.g. https://allowance.example.org/children/{child_id}"))
+        }
+        config.formatting.iconURL = values.string("relay.icon_url")
+        if let zone = values.string("relay.time_zone") {
+            if let tz = TimeZone(identifier: zone) {
+                config.formatting.timeZone = tz
+            } else {
+                problems.append(values.error("relay.time_zone", "'\(zone)' is not a time zone", fix: "an IANA name, e.g. Europe/Paris or America/New_York"))
+            }
+        }
         if let m = values.positive("relay.connection_lost_minutes", into: &problems) { config.connectionLostAfter = Double(m) * 60 }
 
         if let sinksNode = map["sinks"] {
@@ -132,6 +147,7 @@ public struct RelayConfig: Sendable {
         try r.allowOnly([
             "type", "url", "url_file", "token", "token_file", "secret", "secret_file", "room", "chat_id", "username",
             "rate_limit", "quiet_hours", "templates", "timeout_seconds", "retry_max_seconds", "max_age_hours", "concurrency",
+            "link", "password", "password_file", "ca_file", "topic", "discovery_prefix", "protocol", "client_id", "from", "to", "require_tls",
         ])
         let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
         func secret(_ key: String) throws(ConfigError) -> Secret? {
@@ -155,8 +171,13 @@ public struct RelayConfig: Sendable {
                 if let compact = SinkConfig.compact(u, name: name), compact.kind == kind {
                     sink = compact
                 } else {
-                    guard let url = URL(string: u), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host() != nil
-                    else { throw r.error("url is not an http:// or https:// URL", fix: "e.g. https://hooks.example.org/allowance", at: "url") }
+                    let schemes = kind == .mqtt ? ["mqtt", "mqtts"] : kind == .email ? ["smtp", "smtps"] : ["http", "https"]
+                    guard let url = URL(string: u), let scheme = url.scheme?.lowercased(), schemes.contains(scheme), url.host() != nil else {
+                        let example = kind == .mqtt ? "mqtt://broker.lan:1883 or mqtts://broker.lan:8883"
+                            : kind == .email ? "smtp://mail.example.org:587 (STARTTLS) or smtps://mail.example.org:465"
+                            : "https://hooks.example.org/allowance"
+                        throw r.error("url is not a \(schemes.map { $0 + "://" }.joined(separator: " or ")) URL", fix: "e.g. \(example)", at: "url")
+                    }
                     sink.url = url
                 }
             }
@@ -166,6 +187,13 @@ public struct RelayConfig: Sendable {
             throw r.error("has no type", fix: "add type: (\(SinkConfig.Kind.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         if let t = try secret("token") { sink.token = t }
+        if let p = try secret("password") { sink.password = p }
+        if let f = try r.string("ca_file") {
+            guard FileManager.default.isReadableFile(atPath: f) else { throw r.error("ca_file \(f) cannot be read", fix: "give a PEM file of CA certificates", at: "ca_file") }
+            sink.caFile = f
+        }
+        if sink.kind == .mqtt { try parseMQTT(r, into: &sink) }
+        if sink.kind == .email { try parseMail(r, into: &sink) }
         if let s = try secret("secret") {
             sink.secrets = s.value.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," }).map { Secret(String($0)) }
             for one in sink.secrets where !one.value.hasPrefix("whsec_") || Data(base64Encoded: String(one.value.dropFirst(6))) == nil {
@@ -175,6 +203,7 @@ public struct RelayConfig: Sendable {
         sink.room = try r.string("room") ?? sink.room
         sink.chatId = try r.string("chat_id") ?? sink.chatId
         sink.username = try r.string("username")
+        sink.link = try r.string("link")
         if let limit = try r.string("rate_limit") {
             let parts = limit.split(separator: "/")
             let per: [String: Double] = ["s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hour": 3600]
@@ -207,7 +236,44 @@ public struct RelayConfig: Sendable {
         if sink.kind == .matrix, sink.room == nil { throw r.error("needs a room", fix: "e.g. room: \"!abc:example.org\"") }
         if sink.kind == .telegram, sink.chatId == nil { throw r.error("needs a chat_id", fix: "e.g. chat_id: \"123456789\"") }
         if sink.kind == .telegram, sink.url == nil { sink.url = URL(string: "https://api.telegram.org") }
+        if [.mqtt, .email].contains(sink.kind), sink.url == nil {
+            throw r.error("needs a url", fix: sink.kind == .mqtt ? "e.g. url: mqtt://broker.lan:1883" : "e.g. url: smtp://mail.example.org:587")
+        }
+        if sink.password != nil, sink.username == nil { throw r.error("has a password but no username", fix: "add username:") }
         return sink
+    }
+
+    private static func parseMQTT(_ r: Reader, into sink: inout SinkConfig) throws(ConfigError) {
+        if let t = try r.string("topic") {
+            guard !t.isEmpty, !t.contains("#"), !t.contains("+"), !t.hasPrefix("/"), !t.hasSuffix("/") else {
+                throw r.error("topic '\(t)' cannot be a base topic", fix: "e.g. topic: allowance (no wildcards, no leading or trailing /)", at: "topic")
+            }
+            sink.mqtt.topic = t
+        }
+        if let d = try r.string("discovery_prefix") { sink.mqtt.discoveryPrefix = ["", "off", "false", "none"].contains(d.lowercased()) ? nil : d }
+        if let p = try r.string("protocol") {
+            guard let v = MQTTSettings.MQTTProtocol(rawValue: p == "3" || p == "311" || p == "3.1" ? "3.1.1" : p) else {
+                throw r.error("protocol '\(p)' is not an MQTT version", fix: "protocol: 5 (default) or protocol: 3.1.1", at: "protocol")
+            }
+            sink.mqtt.protocolVersion = v
+        }
+        sink.mqtt.clientId = try r.string("client_id")
+    }
+
+    private static func parseMail(_ r: Reader, into sink: inout SinkConfig) throws(ConfigError) {
+        func address(_ a: String, _ key: String) throws(ConfigError) -> String {
+            let parts = a.split(separator: "@")
+            guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !a.contains(where: { $0 == " " || $0 == "<" || $0 == ">" || $0 == "\n" || $0 == "\r" })
+            else { throw r.error("'\(a)' is not an e-mail address", fix: "e.g. parents@example.org", at: key) }
+            return a
+        }
+        guard let from = try r.string("from") else { throw r.error("needs a from address", fix: "e.g. from: relay@example.org") }
+        sink.mail.from = try address(from, "from")
+        let to = try r.strings("to")
+        guard !to.isEmpty else { throw r.error("needs a to address", fix: "e.g. to: [parent1@example.org, parent2@example.org]") }
+        sink.mail.to = []
+        for a in to { sink.mail.to.append(try address(a, "to")) }
+        if let t = try r.bool("require_tls") { sink.mail.requireTLS = t }
     }
 
     private static func parseTemplates(_ r: Reader, into problems: inout [ConfigError]) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {

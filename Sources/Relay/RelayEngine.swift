@@ -48,7 +48,7 @@ public final class RelayEngine: Sendable {
     ) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, popups: store, http: http), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, popups: store, http: http, formatting: config.formatting), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -153,10 +153,12 @@ public final class RelayEngine: Sendable {
 extension RelayConfig {
     /// One test alert sent straight to `sink` (not through the ledger), for `notify test`.
     public func sendTest(to sink: SinkConfig, http: HTTPClient = .shared) async -> DeliveryOutcome {
-        let s = makeSink(sink, http: http)
+        let s = makeSink(sink, http: http, formatting: formatting)
         let event = RelayEvent(kind: .test, at: Date(), sink: sink.name)
         let id = "test_" + UUID.random().lowercased
-        return await s.send(message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
+        let outcome = await s.send(message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
+        await s.close()
+        return outcome
     }
 
     /// An alert rendered for `sink`: the title as written, the text with each value escaped for the destination.
@@ -169,10 +171,12 @@ extension RelayConfig {
         // Text from the server is made printable (no control or bidi characters) before each destination's escaping.
         let values = formatting.values(event, kind: kind, sink: sink.name).mapValues(SafeText.printable)
         let rendered = (title: title.render(values), text: text.render(values) { sink.escape($0, markup: markup) })
+        let link = formatting.link(for: event, template: sink.link)
         guard let alert else {
-            return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event, currency: formatting.currency)
+            return Message(
+                id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event, currency: formatting.currency, link: link)
         }
-        return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert)
+        return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert, link: link)
     }
 }
 

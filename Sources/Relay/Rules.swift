@@ -100,7 +100,7 @@ public struct RulePlanner: AlertPlanner {
                     if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
-                    let foldable = kind == .transactionCreated && (rule.digest ?? (sinks[sink]?.kind != .webhook))
+                    let foldable = kind == .transactionCreated && (rule.digest ?? !(sinks[sink]?.isMachine ?? false))
                     if e.caughtUp && foldable {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)

@@ -6,7 +6,7 @@ import Store
 /// One destination, as the config file describes it.
 public struct SinkConfig: Sendable {
     public enum Kind: String, Sendable, CaseIterable {
-        case webhook, slack, discord, teams, mattermost, ntfy, gotify, matrix, telegram, desktop
+        case webhook, slack, discord, teams, mattermost, ntfy, gotify, matrix, telegram, desktop, mqtt, email
     }
 
     public var name: String
@@ -18,6 +18,14 @@ public struct SinkConfig: Sendable {
     public var token: Secret?
     /// Standard Webhooks secrets (`whsec_...`): the first signs, all are sent during a rotation.
     public var secrets: [Secret] = []
+    /// MQTT broker or SMTP server password (with `username`).
+    public var password: Secret?
+    /// A CA bundle to check the server's certificate with, instead of the system's (MQTT, SMTP).
+    public var caFile: String?
+    public var mqtt = MQTTSettings()
+    public var mail = MailSettings()
+    /// This sink's own link template (over `relay.link`).
+    public var link: String?
     public var room: String?
     public var chatId: String?
     public var username: String?
@@ -38,8 +46,12 @@ public struct SinkConfig: Sendable {
     /// receiver orders by `data.at`).
     public var concurrency = 4
 
-    /// Whether alerts about one child must arrive in order (a chat shows them as they arrive).
+    /// Whether alerts about one child must arrive in order (a chat shows them as they arrive; MQTT keeps the last
+    /// state it was given).
     public var ordersByChild: Bool { kind != .webhook }
+
+    /// A machine reads this sink (it books each transaction): catch-ups are not folded into digests for it.
+    public var isMachine: Bool { kind == .webhook || kind == .mqtt }
 
     public init(name: String, kind: Kind) {
         self.name = name
@@ -55,7 +67,7 @@ public struct SinkConfig: Sendable {
         case .ntfy: 4096
         case .slack, .mattermost: 16000
         case .teams: 20000
-        case .gotify, .matrix, .webhook, .desktop: 30000
+        case .gotify, .matrix, .webhook, .desktop, .mqtt, .email: 30000
         }
     }
 
@@ -75,7 +87,11 @@ public struct SinkConfig: Sendable {
             return Self.html(text)
         case .desktop:
             return markup ? Self.html(text) : text
-        case .ntfy, .gotify, .webhook:
+        case .email:
+            return text  // the HTML part escapes the text it is given as a whole
+        case .ntfy:
+            return Self.markdown(text)  // sent with `Markdown: yes`
+        case .gotify, .webhook, .mqtt:
             return text
         }
     }
@@ -160,6 +176,12 @@ public struct SinkConfig: Sendable {
             var s = SinkConfig(name: name, kind: .webhook)
             s.url = URL(string: origin + c.path)
             return s
+        case "mqtt", "mqtts":
+            // The broker, and the base topic if a path is given: `mqtt://broker.lan/allowance`.
+            var s = SinkConfig(name: name, kind: .mqtt)
+            s.url = URL(string: "\(scheme)://\(host)\(c.port.map { ":\($0)" } ?? "")")
+            if !path.isEmpty { s.mqtt.topic = path.joined(separator: "/") }
+            return s
         case "matrix", "matrixs":
             guard let user = c.user, let room = path.first else { return nil }
             var s = SinkConfig(name: name, kind: .matrix)
@@ -171,6 +193,34 @@ public struct SinkConfig: Sendable {
             return nil
         }
     }
+}
+
+/// What an MQTT sink publishes where (`topic`, Home Assistant discovery).
+public struct MQTTSettings: Sendable, Equatable {
+    /// Every topic starts with this: `allowance/status`, `allowance/child/ID/state`, `allowance/alert`.
+    public var topic = "allowance"
+    /// Home Assistant's discovery prefix; nil: no discovery messages.
+    public var discoveryPrefix: String? = "homeassistant"
+    public var protocolVersion: MQTTProtocol = .v5
+    /// Unique per broker; by default `allowance-relay-HOST-SINK`.
+    public var clientId: String?
+
+    public enum MQTTProtocol: String, Sendable, CaseIterable {
+        case v5 = "5", v311 = "3.1.1"
+    }
+
+    public init() {}
+}
+
+/// Who an e-mail sink writes from and to, and how it reaches its server.
+public struct MailSettings: Sendable, Equatable {
+    public var from: String = ""
+    public var to: [String] = []
+    /// `smtp://` upgrades with STARTTLS and refuses to go on without it, unless this is false (a local relay on
+    /// loopback). `smtps://` is TLS from the first byte.
+    public var requireTLS = true
+
+    public init() {}
 }
 
 /// A daily quiet period in local time, e.g. 22:00-07:00 (may cross midnight).

@@ -56,6 +56,7 @@ struct SinkWorker: Sendable {
             sends.close()
             committed.signal()
         }
+        await sink.close()
         if sends.abandoned > 0 {
             logger.notice("sink \(name): \(sends.abandoned) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)")
         }

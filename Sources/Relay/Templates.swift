@@ -111,8 +111,13 @@ public enum DefaultTemplates {
 public struct Formatting: Sendable {
     public var currency: String
     public var locale: String
-    /// `{link}`: a URL with `{child_id}` in it (optional).
+    /// Where a click on an alert leads: a URL template with `{child_id}`, `{child}`, `{transaction_id}` or `{kind}`
+    /// in it (optional). Also the `{link}` placeholder.
     public var link: String?
+    /// An icon for the push services that show one.
+    public var iconURL: String?
+    /// The family's time zone: when a day starts for "Mute today" and summaries.
+    public var timeZone: TimeZone = .current
 
     public init(currency: String = "USD", locale: String = "en_US", link: String? = nil) {
         self.currency = currency
@@ -156,7 +161,27 @@ public struct Formatting: Sendable {
         if let total = e.total { v["total"] = signed(total, credit: total >= 0) }
         if let d = e.detail { v["detail"] = d }
         if let s = e.sink { v["sink"] = s }
-        if let link, let child = e.childId { v["link"] = link.replacingOccurrences(of: "{child_id}", with: child.lowercased) }
+        if let link = link(for: e) { v["link"] = link }
         return v
+    }
+
+    /// The link for an alert: `template` (a sink's own) or `link`, filled in. A template that names what this alert
+    /// lacks (a child for `connection.lost`) leads to the site's front page instead.
+    public func link(for e: RelayEvent, template: String? = nil) -> String? {
+        guard let template = template ?? link else { return nil }
+        let query = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#&="))
+        let values: [String: String?] = [
+            "{child_id}": e.childId?.lowercased, "{child}": e.childName?.addingPercentEncoding(withAllowedCharacters: query),
+            "{transaction_id}": e.transaction?.id.lowercased, "{kind}": e.kind.rawValue,
+        ]
+        var out = template
+        for (name, value) in values where out.contains(name) {
+            guard let value else {
+                guard let url = URLComponents(string: template), let scheme = url.scheme, let host = url.host else { return nil }
+                return "\(scheme)://\(host)\(url.port.map { ":\($0)" } ?? "")/"
+            }
+            out = out.replacingOccurrences(of: name, with: value)
+        }
+        return out
     }
 }

@@ -7,8 +7,8 @@ import Testing
 @Suite struct LayerTests {
     /// Bottom to top. A new module must be placed here, or this test fails.
     static let layers: [[String]] = [
-        ["CLibWebSockets", "CCurl", "CSystemd", "Core"],
-        ["SignalRProtocol", "WebSocketTransport", "HTTPTransport"],
+        ["CLibWebSockets", "CCurl", "CSystemd", "CMosquitto", "Core"],
+        ["SignalRProtocol", "WebSocketTransport", "HTTPTransport", "MQTTTransport"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],
         ["Alerts"],

@@ -9,11 +9,14 @@ import Store
 public struct HTTPSink: Sink {
     public let config: SinkConfig
     let client: HTTPClient
+    /// `relay.icon_url`, for ntfy.
+    let icon: String?
     let now: @Sendable () -> Date
 
-    init(config: SinkConfig, client: HTTPClient = .shared, now: @escaping @Sendable () -> Date = { Date() }) {
+    init(config: SinkConfig, client: HTTPClient = .shared, icon: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.config = config
         self.client = client
+        self.icon = icon
         self.now = now
     }
 
@@ -46,31 +49,37 @@ public struct HTTPSink: Sink {
             if !config.secrets.isEmpty {
                 headers["webhook-signature"] = StandardWebhooks.signature(id: m.id, timestamp: timestamp, body: body, secrets: config.secrets.map(\.value))
             }
-        case .slack, .mattermost:
-            body = Array((["text": .string(text)] as JSONValue).serialized.utf8)
+        case .slack:
+            let link = m.link.map { "\n<\($0)|Open in Allowance Tracker>" } ?? ""
+            body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
+        case .mattermost:
+            let link = m.link.map { "\n[Open in Allowance Tracker](\($0))" } ?? ""
+            body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
         case .discord:
             var components = URLComponents(url: base, resolvingAgainstBaseURL: false)!
             components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "wait", value: "true")]
             url = components.url ?? base
-            var payload: [(key: String, value: JSONValue)] = [("content", .string(text)), ("allowed_mentions", ["parse": []])]
+            // <...> around the URL: Discord shows the link without a preview card under every alert.
+            let link = m.link.map { "\n[Open in Allowance Tracker](<\($0)>)" } ?? ""
+            var payload: [(key: String, value: JSONValue)] = [("content", .string(text + link)), ("allowed_mentions", ["parse": []])]
             if let u = config.username { payload.append(("username", .string(u))) }
             if m.urgency == .low { payload.append(("flags", 4096)) }  // silent
             body = Array(JSONValue.object(payload).serialized.utf8)
         case .teams:
+            var content: [(key: String, value: JSONValue)] = [
+                ("type", "AdaptiveCard"), ("version", "1.4"),
+                (
+                    "body",
+                    [
+                        ["type": "TextBlock", "text": .string(m.title), "weight": "Bolder", "wrap": true],
+                        ["type": "TextBlock", "text": .string(text), "wrap": true],
+                    ]
+                ),
+            ]
+            if let link = m.link { content.append(("actions", [["type": "Action.OpenUrl", "title": "Open", "url": .string(link)]])) }
             let card: JSONValue = [
                 "type": "message",
-                "attachments": [
-                    [
-                        "contentType": "application/vnd.microsoft.card.adaptive",
-                        "content": [
-                            "type": "AdaptiveCard", "version": "1.4",
-                            "body": [
-                                ["type": "TextBlock", "text": .string(m.title), "weight": "Bolder", "wrap": true],
-                                ["type": "TextBlock", "text": .string(text), "wrap": true],
-                            ],
-                        ],
-                    ]
-                ],
+                "attachments": [["contentType": "application/vnd.microsoft.card.adaptive", "content": .object(content)]],
             ]
             body = Array(card.serialized.utf8)
         case .ntfy:
@@ -79,30 +88,43 @@ public struct HTTPSink: Sink {
             headers["Priority"] = ["low": "2", "normal": "3", "critical": "5"][m.urgency.rawValue]
             headers["Tags"] = m.kind == .balanceLow || m.urgency == .critical ? "warning" : "moneybag"
             if let token = config.token { headers["Authorization"] = "Bearer \(token.value)" }
+            // The text's values are escaped for Markdown (SinkConfig.escape), so a description stays text.
+            headers["Markdown"] = "yes"
+            if let link = m.link {
+                headers["Click"] = link
+                headers["Actions"] = "view, Open, \(link)"
+            }
+            if let icon = icon { headers["Icon"] = icon }
             body = Array(text.utf8)
         case .gotify:
             url = base.appending(path: "message")
             headers["X-Gotify-Key"] = config.token?.value
             let priority = ["low": "2", "normal": "5", "critical": "8"][m.urgency.rawValue]!
-            body = Array((["title": .string(m.title), "message": .string(text), "priority": .number(priority)] as JSONValue).serialized.utf8)
+            var payload: [(key: String, value: JSONValue)] = [("title", .string(m.title)), ("message", .string(text)), ("priority", .number(priority))]
+            if let link = m.link {
+                payload.append(("extras", ["client::notification": ["click": ["url": .string(link)]]]))
+            }
+            body = Array(JSONValue.object(payload).serialized.utf8)
         case .matrix:
             method = .put
             let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
             url = URL(string: root + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
             headers["Authorization"] = "Bearer \(config.token?.value ?? "")"
+            let link = m.link.map { (text: "\n" + $0, html: "<br><a href=\"\(SinkConfig.html($0))\">Open in Allowance Tracker</a>") }
             let payload: JSONValue = [
-                "msgtype": "m.text", "body": .string(m.title + "\n" + text), "format": "org.matrix.custom.html",
-                "formatted_body": .string("<b>" + SinkConfig.html(m.title) + "</b><br>" + text),
+                "msgtype": "m.text", "body": .string(m.title + "\n" + text + (link?.text ?? "")), "format": "org.matrix.custom.html",
+                "formatted_body": .string("<b>" + SinkConfig.html(m.title) + "</b><br>" + text + (link?.html ?? "")),
             ]
             body = Array(payload.serialized.utf8)
         case .telegram:
             url = URL(string: root + "/bot\(config.token?.value ?? "")/sendMessage") ?? base
-            let payload: JSONValue = [
-                "chat_id": .string(config.chatId ?? ""), "text": .string(text), "parse_mode": "HTML",
-                "disable_notification": .bool(m.urgency == .low),
+            var payload: [(key: String, value: JSONValue)] = [
+                ("chat_id", .string(config.chatId ?? "")), ("text", .string(text)), ("parse_mode", "HTML"),
+                ("disable_notification", .bool(m.urgency == .low)),
             ]
-            body = Array(payload.serialized.utf8)
-        case .desktop:
+            if let link = m.link { payload.append(("reply_markup", ["inline_keyboard": [[["text": "Open", "url": .string(link)]]]])) }
+            body = Array(JSONValue.object(payload).serialized.utf8)
+        case .desktop, .mqtt, .email:
             body = []
         }
         // Answers are read for their status and a hint: 64 KiB is plenty, and a destination cannot make us hold more.

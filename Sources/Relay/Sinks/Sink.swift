@@ -17,11 +17,13 @@ public struct Message: Sendable {
     public var alert: String
     /// The alert's time as written in it: the generic webhook's `timestamp`.
     public var at: String
+    /// Where a click on the alert leads (`relay.link` filled in for this alert); nil: nowhere.
+    public var link: String?
 
     /// A message with its alert as stored (the worker's, from the ledger).
     public init(
         id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String = "", text: String = "", childId: UUID?,
-        alert: String
+        alert: String, link: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -31,16 +33,19 @@ public struct Message: Sendable {
         self.childId = childId
         self.alert = alert
         self.at = RelayEvent.time(inAlert: alert) ?? ""
+        self.link = link
     }
 
     /// A message about `event`, its alert written as the ledger would store it (tests, `notify test`).
     public init(
         id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent,
-        currency: String? = nil
+        currency: String? = nil, link: String? = nil
     ) {
         var alert = event
         alert.kind = kind
-        self.init(id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId, alert: alert.jsonText(currency: currency))
+        self.init(
+            id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId, alert: alert.jsonText(currency: currency),
+            link: link)
     }
 }
 
@@ -65,10 +70,13 @@ public protocol Sink: Sendable {
     /// Whether placeholder values must be escaped for markup (asked once per batch; desktop servers differ).
     func supportsMarkup() async -> Bool
     func send(_ message: Message) async -> DeliveryOutcome
+    /// Ends what the sink keeps open (a broker connection), once its worker has finished.
+    func close() async
 }
 
 extension Sink {
     public func supportsMarkup() async -> Bool { true }
+    public func close() async {}
 }
 
 /// Where a desktop sink keeps the ids of the popups standing for a child, so that they outlive the process.
@@ -80,7 +88,13 @@ public protocol PopupIds: Sendable {
 
 extension Store: PopupIds {}
 
-/// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only).
-public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared) -> any Sink {
-    config.kind == .desktop ? DesktopSink(config: config, ids: popups) : HTTPSink(config: config, client: http)
+/// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only);
+/// `formatting`: the relay's settings some sinks use (the icon for ntfy, the family's day for "Mute today").
+public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting()) -> any Sink {
+    switch config.kind {
+    case .desktop: DesktopSink(config: config, ids: popups)
+    case .mqtt: MQTTSink(config: config)
+    case .email: MailSink(config: config, client: http)
+    default: HTTPSink(config: config, client: http, icon: formatting.iconURL)
+    }
 }

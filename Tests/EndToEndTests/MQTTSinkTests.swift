@@ -1,0 +1,155 @@
+import AllowanceAPI
+import Foundation
+import SignalRProtocol
+import Store
+import TestSupport
+import Testing
+
+/// The MQTT sink against a real Mosquitto broker, witnessed by paho-mqtt (PyPI): Home Assistant's discovery
+/// messages, the retained state per child, the availability topic with its last will, and a broker restart in the
+/// middle of a burst.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct MQTTSinkTests {
+    func config(_ broker: MosquittoBroker, sinkExtra: String = "") throws -> (file: String, store: String) {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-mqtt-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let yaml = """
+            sinks:
+              home:
+                type: mqtt
+                url: \(broker.url)
+            \(sinkExtra)
+            """
+        let file = dir.appending(path: "relay.yaml").path
+        try yaml.write(toFile: file, atomically: true, encoding: .utf8)
+        return (file, dir.appending(path: "relay.sqlite").path)
+    }
+
+    func env(_ base: URL, store: String) -> [String: String] {
+        ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": store]
+    }
+
+    /// The broker's retained messages now, as a fresh subscriber sees them.
+    func retained(_ broker: MosquittoBroker, user: [String] = []) throws -> [String: String] {
+        let run = try PythonPeer.run(script: "mqtt_subscriber.py", arguments: ["retained", "127.0.0.1", String(broker.port)] + user, input: "")
+        guard case .object(let members)? = try? JSONValue(parsing: Array(run.output.utf8)) else { throw HarnessError("retained: \(run.output)") }
+        return Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value.stringValue ?? "") })
+    }
+
+    func delivered(_ store: Store) throws -> Int { try store.deliveryCounts()["home"]?["delivered"] ?? 0 }
+
+    @Test func homeAssistantFindsEachChildWithItsBalanceAndTheRelaySaysWhenItIsGone() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        try await withSim { base in
+            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=6")
+            let store = try Store.open(path: storePath)
+            // Six transactions, and a balance change for each (the default rules give an MQTT sink balance.updated).
+            #expect(await eventually { (try? delivered(store)) ?? 0 >= 12 }, "\(relay.output.suffix(2000))")
+            let children = try store.children()
+            let touched = Set(try store.transactions().map(\.childId))
+            let seen = try retained(broker)
+            #expect(seen["allowance/status"] == "online")
+            for child in children where touched.contains(child.id) {
+                let id = child.id.uuidString.lowercased()
+                let object = id.replacingOccurrences(of: "-", with: "")
+                let sensor = try JSONValue(parsing: Array((seen["homeassistant/sensor/allowance_relay_allowance/\(object)_balance/config"] ?? "").utf8))
+                #expect(sensor["device_class"]?.stringValue == "monetary" && sensor["unit_of_measurement"]?.stringValue == "USD")
+                #expect(sensor["state_topic"]?.stringValue == "allowance/child/\(id)/state")
+                #expect(sensor["availability_topic"]?.stringValue == "allowance/status")
+                #expect(sensor["device"]?["identifiers"]?.arrayValue?.first?.stringValue == "allowance_relay_allowance")
+                let event = try JSONValue(parsing: Array((seen["homeassistant/event/allowance_relay_allowance/\(object)_transaction/config"] ?? "").utf8))
+                #expect(event["event_types"] == ["credit", "debit"] && event["state_topic"]?.stringValue == "allowance/child/\(id)/transaction")
+                let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))
+                // The balance the cache has from the server, exact, with the currency.
+                #expect(state["balance"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(state)")
+                #expect(state["currency"]?.stringValue == "USD" && state["child"]?.stringValue == child.firstName)
+                let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
+                #expect(["credit", "debit"].contains(last["event_type"]?.stringValue ?? ""))
+            }
+            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(try retained(broker)["allowance/status"] == "offline", "a clean stop says offline")
+        }
+    }
+
+    @Test func theLastWillSaysOfflineWhenTheRelayIsKilled() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        try await withSim { base in
+            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=1")
+            let store = try Store.open(path: storePath)
+            #expect(await eventually { (try? delivered(store)) ?? 0 >= 1 })
+            #expect(try retained(broker)["allowance/status"] == "online")
+            _ = relay.stop(signal: SIGKILL)
+            // The broker notices the dropped connection (at once: the socket closes) and publishes the will.
+            #expect(await eventually(.seconds(10)) { (try? retained(broker)["allowance/status"]) == "offline" })
+        }
+    }
+
+    @Test func aBrokerRestartInTheMiddleOfABurstLosesNothing() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker(users: [("relay", "s3cret-pass"), ("witness", "witness-pass")])
+        defer { broker.stop() }
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-mqtt-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let passwordFile = dir.appending(path: "mqtt-password").path
+        try "s3cret-pass\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        let (file, storePath) = try config(
+            broker, sinkExtra: "    username: relay\n    password_file: \(passwordFile)\n    protocol: 3.1.1\nrules:\n  - event: transaction.created\n    to: home\n")
+        // The witness keeps a session on the broker (QoS 1, no clean start), which the restart keeps (persistence).
+        let out = dir.appending(path: "witness.jsonl").path
+        let witness = try PythonPeer(
+            script: "mqtt_subscriber.py", arguments: ["follow", "127.0.0.1", String(broker.port), out, "witness", "witness-pass"])
+        defer { witness.stop() }
+        func witnessed() -> Set<String> {
+            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")
+            return Set(lines.compactMap { line -> String? in
+                guard let m = try? JSONValue(parsing: Array(line.utf8)), m["topic"]?.stringValue?.hasSuffix("/transaction") == true,
+                    let payload = m["payload"]?.stringValue, let event = try? JSONValue(parsing: Array(payload.utf8))
+                else { return nil }
+                return event["id"]?.stringValue
+            })
+        }
+        try await withSim { base in
+            let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            // 60 transactions over 2 s; the broker is away from 0.5 s to 1.5 s.
+            let pacing = Task { try await simPost(base, "/_sim/paced?count=60&rate=30") }
+            try await Task.sleep(for: .milliseconds(500))
+            broker.stop()
+            try await Task.sleep(for: .seconds(1))
+            try broker.start()
+            try await pacing.value
+            let store = try Store.open(path: storePath)
+            let server = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() }).subtracting(before)
+            #expect(await eventually(.seconds(60)) { (try? delivered(store)) ?? 0 >= server.count }, "\(relay.output.suffix(3000))")
+            #expect(try store.deliveries(sink: "home", state: .dead).isEmpty)
+            // Every transaction reached the subscriber through the broker (some perhaps twice: QoS 1 is at least once).
+            #expect(await eventually(.seconds(20)) { witnessed() == server }, "witnessed \(witnessed().count) of \(server.count)")
+            #expect(!relay.output.contains("s3cret-pass"), "the password never reaches the logs")
+            #expect(relay.output.contains("sink home: mqtt:"), "the outage was met and said: \(relay.output.suffix(2000))")
+            print("mqtt broker restart: \(server.count) transactions, all acknowledged and witnessed")
+            // The retained state per child is the server's balance, and the last transaction left that balance.
+            let seen = try retained(broker, user: ["witness", "witness-pass"])
+            let burst = try store.transactions(limit: 1000).filter { server.contains($0.id.uuidString.lowercased()) }
+            for child in try store.children() where burst.contains(where: { $0.childId == child.id }) {
+                let id = child.id.uuidString.lowercased()
+                try #require(seen["allowance/child/\(id)/state"] != nil, "\(seen.keys.sorted())")
+                let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))
+                #expect(state["balance"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(state)")
+                let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
+                #expect(last["balance_after"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(last)")
+            }
+            #expect(relay.stop(signal: SIGTERM) == 0)
+        }
+    }
+}
