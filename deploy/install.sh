@@ -44,6 +44,10 @@ install -d "$share/bash-completion/completions" "$share/zsh/site-functions" "$sh
 "$binary" --generate-completion-script bash >"$share/bash-completion/completions/allowance-relay"
 "$binary" --generate-completion-script zsh >"$share/zsh/site-functions/_allowance-relay"
 "$binary" --generate-completion-script fish >"$share/fish/vendor_completions.d/allowance-relay.fish"
+# The popups' icon (hicolor theme) and the .desktop entry their desktop-entry hint names.
+install -D -m 0644 "$here/icons/allowance-relay.svg" "$share/icons/hicolor/scalable/apps/allowance-relay.svg"
+install -D -m 0644 "$here/icons/allowance-relay.png" "$share/icons/hicolor/64x64/apps/allowance-relay.png"
+install -D -m 0644 "$here/allowance-relay.desktop" "$share/applications/allowance-relay.desktop"
 
 if [ -e "$confdir/relay.yaml" ]; then
   echo "kept the existing $confdir/relay.yaml (the example is $example)"

@@ -25,9 +25,11 @@ public struct RelayEvent: Sendable, Equatable {
         case digest = "digest"
         /// `allowance-relay notify test`.
         case test = "test"
+        /// A child's day or week in one message, at a time of day (a rule's `summary:`).
+        case summary = "summary"
 
         /// Kinds the relay makes itself, which rules cannot name.
-        public static let derivedOnly: Set<Kind> = [.digest, .test, .balanceRecovered]
+        public static let derivedOnly: Set<Kind> = [.digest, .test, .balanceRecovered, .summary]
     }
 
     public var kind: Kind
@@ -81,6 +83,21 @@ public struct RelayEvent: Sendable, Equatable {
                 guard r.enterObject() else { return nil }
                 while let key = r.nextKey() {
                     if key == "at" { return r.string() }
+                    guard r.skipValue() else { return nil }
+                }
+                return nil
+            }
+        }
+    }
+
+    /// The `childName` of a stored alert, without decoding the rest.
+    public static func childName(inAlert alert: String) -> String? {
+        var text = alert
+        return text.withUTF8 { bytes in
+            JSONReader.read(bytes) { r -> String? in
+                guard r.enterObject() else { return nil }
+                while let key = r.nextKey() {
+                    if key == "childName" { return r.string() }
                     guard r.skipValue() else { return nil }
                 }
                 return nil

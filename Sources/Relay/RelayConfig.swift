@@ -147,7 +147,7 @@ public struct RelayConfig: Sendable {
         try r.allowOnly([
             "type", "url", "url_file", "token", "token_file", "secret", "secret_file", "room", "chat_id", "username",
             "rate_limit", "quiet_hours", "templates", "timeout_seconds", "retry_max_seconds", "max_age_hours", "concurrency",
-            "link", "password", "password_file", "ca_file", "topic", "discovery_prefix", "protocol", "client_id", "from", "to", "require_tls",
+            "link", "icon", "password", "password_file", "ca_file", "topic", "discovery_prefix", "protocol", "client_id", "from", "to", "require_tls",
         ])
         let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
         func secret(_ key: String) throws(ConfigError) -> Secret? {
@@ -204,6 +204,7 @@ public struct RelayConfig: Sendable {
         sink.chatId = try r.string("chat_id") ?? sink.chatId
         sink.username = try r.string("username")
         sink.link = try r.string("link")
+        sink.icon = try r.string("icon")
         if let limit = try r.string("rate_limit") {
             let parts = limit.split(separator: "/")
             let per: [String: Double] = ["s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hour": 3600]

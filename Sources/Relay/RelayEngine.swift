@@ -17,6 +17,8 @@ public final class RelayEngine: Sendable {
     let ledger: any DeliveryLedger
     let http: HTTPClient
     let logger: Logger
+    /// "Mute today" from popups, honoured by the rules of every generation.
+    let mutes: MuteList
     private let state: Mutex<State>
     /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
     private let changed = Wakeup()
@@ -40,15 +42,17 @@ public final class RelayEngine: Sendable {
         self.ledger = ledger ?? store
         self.http = http
         self.logger = logger
-        state = Mutex(State(current: Self.generation(config, store: store, ledger: ledger ?? store, http: http, logger: logger)))
+        let mutes = MuteList(store: store)
+        self.mutes = mutes
+        state = Mutex(State(current: Self.generation(config, store: store, ledger: ledger ?? store, http: http, mutes: mutes, logger: logger)))
     }
 
     private static func generation(
-        _ config: RelayConfig, store: Store, ledger: any DeliveryLedger, http: HTTPClient, logger: Logger
+        _ config: RelayConfig, store: Store, ledger: any DeliveryLedger, http: HTTPClient, mutes: MuteList, logger: Logger
     ) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, popups: store, http: http, formatting: config.formatting), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(sink: makeSink($0, popups: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -66,7 +70,8 @@ public final class RelayEngine: Sendable {
     private func plan(with generation: Generation) {
         let wakeups = Dictionary(generation.workers.map { ($0.name, $0.wakeup) }, uniquingKeysWith: { a, _ in a })
         let config = generation.config
-        store.setPlanner(RulePlanner(rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency)) { sinks in
+        let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes)
+        store.setPlanner(planner) { sinks in
             for sink in sinks { wakeups[sink]?.signal() }
         }
     }
@@ -74,7 +79,7 @@ public final class RelayEngine: Sendable {
     /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
     /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
     public func reload(_ config: RelayConfig) -> ReloadSummary {
-        let new = Self.generation(config, store: store, ledger: ledger, http: http, logger: logger)
+        let new = Self.generation(config, store: store, ledger: ledger, http: http, mutes: mutes, logger: logger)
         let old = state.withLock { s in
             defer { s.current = new }
             return s.current

@@ -71,12 +71,17 @@ public struct RulePlanner: AlertPlanner {
     /// Caught-up transactions wait this long, so the pages of one catch-up gather into one digest.
     public var digestGathering: TimeInterval = 3
     public let currency: String?
+    /// Sinks muted per child ("Mute today"): nothing but critical alerts about the child goes to them meanwhile.
+    let mutes: MuteList?
     let now: @Sendable () -> Date
 
-    public init(rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.rules = rules
         self.sinks = sinks
         self.currency = currency
+        self.mutes = mutes
         self.now = now
     }
 
@@ -99,6 +104,7 @@ public struct RulePlanner: AlertPlanner {
                     // Only a popup has something to take back when a low balance recovers.
                     if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
+                    if rule.urgency != .critical, let child = e.childId, mutes?.isMuted(sink: sink, child: child, at: now) == true { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
                     let foldable = kind == .transactionCreated && (rule.digest ?? !(sinks[sink]?.isMachine ?? false))
                     if e.caughtUp && foldable {

@@ -24,6 +24,9 @@ public struct SinkConfig: Sendable {
     public var caFile: String?
     public var mqtt = MQTTSettings()
     public var mail = MailSettings()
+    /// Desktop: the icon of every popup, a file path or an icon theme's name (default: the installed
+    /// `allowance-relay` icon).
+    public var icon: String?
     /// This sink's own link template (over `relay.link`).
     public var link: String?
     public var room: String?

@@ -8,7 +8,7 @@ import Store
 public struct Template: Sendable, Equatable {
     public static let placeholders: Set<String> = [
         "child", "amount", "balance", "previous_balance", "description", "who", "when", "type", "link", "count", "total",
-        "detail", "sink", "kind",
+        "detail", "sink", "kind", "credits", "debits",
     ]
 
     enum Part: Sendable, Equatable {
@@ -90,6 +90,7 @@ public enum DefaultTemplates {
         .syncConflict: "allowance-relay stopped syncing: {detail}",
         .syncRejected: "allowance-relay set a transaction aside: {detail}",
         .test: "Test alert from allowance-relay: if you can read this, the sink {sink} works.",
+        .summary: "{child}, {detail}: {count} transactions, {credits} in, {debits} out. Balance {balance}.",
     ]
     public static let title: [RelayEvent.Kind: String] = [
         .transactionCreated: "{child} {amount}",
@@ -104,6 +105,7 @@ public enum DefaultTemplates {
         .syncConflict: "Allowance data conflict",
         .syncRejected: "Transaction not stored",
         .test: "allowance-relay test",
+        .summary: "{child}: {detail}",
     ]
 }
 
@@ -159,6 +161,10 @@ public struct Formatting: Sendable {
         if let p = e.previousBalance { v["previous_balance"] = money(p) }
         if let c = e.count { v["count"] = String(c) }
         if let total = e.total { v["total"] = signed(total, credit: total >= 0) }
+        if let list = e.transactions {
+            v["credits"] = money(list.filter { $0.type == .credit }.reduce(Decimal(0)) { $0 + $1.amount })
+            v["debits"] = money(list.filter { $0.type == .debit }.reduce(Decimal(0)) { $0 + $1.amount })
+        }
         if let d = e.detail { v["detail"] = d }
         if let s = e.sink { v["sink"] = s }
         if let link = link(for: e) { v["link"] = link }

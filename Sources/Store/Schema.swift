@@ -170,6 +170,18 @@ enum Schema {
             // index (empty when nothing waits) that costs a look-up, not a scan of the child's transactions.
             try db.execute(sql: "CREATE INDEX txn_local_pending ON txn (child_id) WHERE origin = 'local-pending'")
         }
+        m.registerMigration("v9: muted alerts") { db in
+            // "Mute today" on a popup: the rules send that sink nothing about the child until `until` (the next
+            // midnight in the family's time zone). Kept here so a restart does not lift it.
+            try db.execute(sql: """
+                CREATE TABLE mute (
+                    sink TEXT NOT NULL,
+                    child_id TEXT NOT NULL,
+                    until TEXT NOT NULL,
+                    PRIMARY KEY (sink, child_id)
+                );
+                """)
+        }
         return m
     }
 }

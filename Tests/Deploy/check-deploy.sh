@@ -16,6 +16,11 @@ grep -q "wrote an example config" "$tmp/first.log" || fail "no example config wr
 [ "$(stat -c %a "$tmp/root/etc/allowance-relay")" = 700 ] || fail "config directory not mode 700"
 grep -q "deliveries" "$tmp/root/usr/local/share/bash-completion/completions/allowance-relay" || fail "no bash completion"
 [ -s "$tmp/root/usr/local/share/zsh/site-functions/_allowance-relay" ] || fail "no zsh completion"
+[ -s "$tmp/root/usr/local/share/icons/hicolor/scalable/apps/allowance-relay.svg" ] || fail "no icon in the hicolor theme"
+desktop="$tmp/root/usr/local/share/applications/allowance-relay.desktop"
+grep -qx "X-GNOME-UsesNotifications=true" "$desktop" || fail "the .desktop entry does not say it uses notifications"
+grep -qx "Icon=allowance-relay" "$desktop" || fail "the .desktop entry has not the popups' icon"
+if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$desktop" || fail "desktop-file-validate"; fi
 echo "# edited by the admin" >>"$tmp/root/etc/allowance-relay/relay.yaml"
 "$repo/deploy/install.sh" --root "$tmp/root" --binary "$binary" >"$tmp/second.log"
 grep -q "kept the existing" "$tmp/second.log" || fail "second install did not keep the config"

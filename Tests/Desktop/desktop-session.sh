@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A private headless desktop for the popup tests: Xvfb, a session D-Bus, and optionally dunst.
 #   desktop-session.sh start DIR [--no-notifier]   prints DISPLAY=... and DBUS_SESSION_BUS_ADDRESS=... lines
+#                                                 (dunst reads DIR/dunstrc if there is one)
 #   desktop-session.sh shot DIR                   screenshot of the screen into DIR/desktop.png
 #   desktop-session.sh stop DIR                   stops dunst, then the bus, then Xvfb
 set -euo pipefail
@@ -39,7 +40,10 @@ XML
   fi
   bus=$(dbus-daemon "${bus_config[@]}" --fork --print-address=1 --print-pid=3 3>"$dir/dbus.pid" 2>"$dir/dbus.log" </dev/null)
   if [ "${3:-}" != "--no-notifier" ]; then
-    DISPLAY=$display DBUS_SESSION_BUS_ADDRESS=$bus dunst >"$dir/dunst.log" 2>&1 </dev/null &
+    # DIR/dunstrc, when the test wrote one, replaces dunst's default configuration.
+    config=()
+    [ -f "$dir/dunstrc" ] && config=(-config "$dir/dunstrc")
+    DISPLAY=$display DBUS_SESSION_BUS_ADDRESS=$bus dunst "${config[@]}" >"$dir/dunst.log" 2>&1 </dev/null &
     echo $! >"$dir/dunst.pid"
     for _ in $(seq 100); do
       DBUS_SESSION_BUS_ADDRESS=$bus dbus-send --session --print-reply --dest=org.freedesktop.DBus / \

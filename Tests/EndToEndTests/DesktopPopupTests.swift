@@ -15,7 +15,10 @@ final class DesktopSession {
     private(set) var env: [String: String] = [:]
     static let script = PythonPeer.root.appending(path: "Tests/Desktop/desktop-session.sh").path
 
-    init(notifier: Bool = true) throws {
+    /// `dunstrc`: dunst's configuration instead of its default one.
+    init(notifier: Bool = true, dunstrc: String? = nil) throws {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        if let dunstrc { try dunstrc.write(toFile: dir + "/dunstrc", atomically: true, encoding: .utf8) }
         let out = try runCommand([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
         for line in out.split(separator: "\n") {
             let kv = line.split(separator: "=", maxSplits: 1).map(String.init)
@@ -113,9 +116,11 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             #expect(relay.stop(signal: SIGTERM) == 0)
             let children = Set(try store.transactions().map(\.childId)).count
             let shown = try desktop.popups()
+            // A burst makes one transaction popup per child, each listing the child's transactions.
             let transactions = shown.filter { $0.body.contains(" for \"") }
             let balances = shown.filter { $0.body.contains("balance is now") }
-            #expect(transactions.count == 4, "\(shown)")
+            #expect(transactions.count == children, "\(shown)")
+            #expect(transactions.map { $0.body.split(separator: "\n").count }.reduce(0, +) == 4, "\(shown)")
             #expect(balances.count == children, "one balance popup per child, updated in place: \(balances)")
             let balanceAlerts = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated && $0.state == .delivered }.count
             #expect(balanceAlerts > children, "more balance alerts (\(balanceAlerts)) than children: some popups were replaced")

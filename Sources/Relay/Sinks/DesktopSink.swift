@@ -1,50 +1,188 @@
+import Alerts
+import AllowanceAPI
 import CSystemd
+import Core
 import Foundation
+import Logging
 import Store
 import Synchronization
 
-/// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus. A child's balance
-/// popup replaces the child's previous one (`replaces_id`) instead of stacking up, and so does the low-balance
-/// popup, which is closed when the balance recovers. The ids are kept in `ids` (the store), so this holds across a
-/// restart of the relay too.
+/// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus.
+/// - A child's balance popup replaces the child's previous one (`replaces_id`) instead of stacking up, and so does
+///   the low-balance popup, which is closed when the balance recovers. The ids are kept in `ids` (the store), so
+///   this holds across a restart of the relay too.
+/// - The transactions of a burst make one popup per child, updated in place while the burst lasts.
+/// - A click opens the alert's link with the desktop's URL handler (`xdg-open`); "Mute today" silences this sink
+///   for the child until midnight in the family's time zone.
+/// - Every popup carries the relay's icon, an `x-allowance.*` category and the `desktop-entry` hint that ties it to
+///   `allowance-relay.desktop` (GNOME lists and groups the app's notifications by it).
 public final class DesktopSink: Sink {
     public let config: SinkConfig
     private let ids: (any PopupIds)?
+    private let mutes: MuteList?
+    private let timeZone: TimeZone
+    private let logger: Logger
     /// Also the only memory without `ids` (`notify test`): remembered for this process only.
     private let popups = Mutex<[String: UInt32]>([:])
+    /// What a click on a popup shown by this process means: its link and its child.
+    private let clickable = Mutex<[UInt32: (link: String?, child: UUID?, name: String)]>([:])
+    /// Per child, the transaction popup of the burst under way.
+    private let bursts = Mutex<[UUID: Burst]>([:])
+    private let bus = DesktopBus()
 
-    init(config: SinkConfig, ids: (any PopupIds)? = nil) {
-        self.config = config
-        self.ids = ids
+    /// How long after a child's last transaction popup the next one still joins it.
+    static let burstWindow: TimeInterval = 10
+
+    struct Burst {
+        var id: UInt32
+        var last: Date
+        var lines: [String]
     }
 
+    init(config: SinkConfig, ids: (any PopupIds)? = nil, mutes: MuteList? = nil, timeZone: TimeZone = .current, logger: Logger? = nil) {
+        self.config = config
+        self.ids = ids
+        self.mutes = mutes
+        self.timeZone = timeZone
+        self.logger = logger ?? Logger(label: "allowance-relay")
+        bus.onAction { [weak self] id, key in
+            // Off the bus's thread: opening a browser or writing the store must not hold the connection.
+            Task { self?.clicked(id, key) }
+        }
+    }
+
+    deinit { bus.close() }
+
+    public func close() async { bus.close() }
+
     public func supportsMarkup() async -> Bool {
-        var err = [CChar](repeating: 0, count: 512)
-        return clsd_body_markup(&err, err.count) == 1
+        (try? bus.call({ clsd_body_markup($0, $1, $2) }, then: { $0 == 1 }).get()) ?? false
+    }
+
+    /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one.
+    var icon: String {
+        if let icon = config.icon { return icon }
+        let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].map { [$0] } ?? [NSHomeDirectory() + "/.local/share"]
+        for dir in data + ["/usr/local/share", "/usr/share"] where FileManager.default.fileExists(atPath: dir + "/icons/hicolor/scalable/apps/allowance-relay.svg") {
+            return "allowance-relay"
+        }
+        return "dialog-information"
+    }
+
+    static func category(_ kind: RelayEvent.Kind) -> String {
+        switch kind {
+        case .transactionCreated, .digest: "x-allowance.transaction"
+        case .balanceUpdated, .balanceRecovered: "x-allowance.balance"
+        case .balanceLow: "x-allowance.balance.low"
+        case .summary: "x-allowance.summary"
+        default: "x-allowance.system"
+        }
     }
 
     public func send(_ m: Message) async -> DeliveryOutcome {
         let child = m.childId
         if m.kind == .balanceRecovered {
             guard let child, let id = popup(child, .low) else { return .delivered }  // nothing on screen to close
-            var err = [CChar](repeating: 0, count: 512)
-            guard clsd_close(id, &err, err.count) >= 0 else { return Self.unavailable(String(cString: err)) }
+            if case .failure(let e) = bus.call({ clsd_close($0, id, $1, $2) }, then: { _ in () }) { return Self.unavailable(e.message) }
             remember(child, .low, nil)
             return .delivered
         }
+        var title = m.title
+        var text = m.text
         let role: PopupRole? = m.kind == .balanceUpdated ? .balance : m.kind == .balanceLow ? .low : nil
-        let replaces = role.flatMap { r in child.flatMap { popup($0, r) } } ?? 0
+        var replaces = role.flatMap { r in child.flatMap { popup($0, r) } } ?? 0
+        let name = RelayEvent.childName(inAlert: m.alert) ?? ""
+        if m.kind == .transactionCreated, let child, let burst = burst(child, adding: text) {
+            replaces = burst.id
+            title = "\(name.isEmpty ? "Transactions" : name): \(burst.lines.count) transactions"
+            text = burst.lines.suffix(4).joined(separator: "\n") + (burst.lines.count > 4 ? "\n(and \(burst.lines.count - 4) before)" : "")
+        }
         let urgency: UInt8 = ["low": 0, "normal": 1, "critical": 2][m.urgency.rawValue]!
-        let category = m.kind == .transactionCreated || m.kind == .digest ? "transfer.complete" : "im.received"
-        var id: UInt32 = 0
-        var err = [CChar](repeating: 0, count: 512)
+        // A click on the popup opens the link; "Mute today" needs a child to mute.
+        var actions: [String] = []
+        if let link = m.link, !link.isEmpty { actions += ["default", "Open", "open", "Open"] }
+        if child != nil { actions += ["mute", "Mute today"] }
+        let icon = icon
+        let category = Self.category(m.kind)
         // Critical popups stay until dismissed (the spec); the others use the server's default.
-        let r = clsd_notify(
-            "allowance-relay", replaces, "dialog-information", m.title, m.text, urgency, category, "allowance-relay",
-            m.urgency == .critical ? 0 : -1, &id, &err, err.count)
-        guard r >= 0 else { return Self.unavailable(String(cString: err)) }
+        let timeout: Int32 = m.urgency == .critical ? 0 : -1
+        let result = bus.call(
+            { bus, err, len in
+                var id: UInt32 = 0
+                let cActions = actions.map { strdup($0) }
+                defer { cActions.forEach { free($0) } }
+                let r = cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
+                    clsd_notify(
+                        bus, "allowance-relay", replaces, icon, title, text, UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
+                        urgency, category, "allowance-relay", timeout, &id, err, len)
+                }
+                return r < 0 ? r : Int32(bitPattern: id)
+            }, then: { UInt32(bitPattern: $0) })
+        let id: UInt32
+        switch result {
+        case .failure(let e): return Self.unavailable(e.message)
+        case .success(let shown): id = shown
+        }
         if let role, let child { remember(child, role, id) }
+        if m.kind == .transactionCreated, let child { bursts.withLock { $0[child]?.id = id } }
+        clickable.withLock { $0[id] = (m.link, child, name) }
         return .delivered
+    }
+
+    /// The burst this transaction joins (with its line added), or nil when it starts a new one.
+    private func burst(_ child: UUID, adding line: String) -> Burst? {
+        let now = Date()
+        return bursts.withLock { b in
+            if var burst = b[child], now.timeIntervalSince(burst.last) < Self.burstWindow {
+                burst.lines.append(line)
+                burst.last = now
+                b[child] = burst
+                return burst
+            }
+            b[child] = Burst(id: 0, last: now, lines: [line])
+            return nil
+        }
+    }
+
+    /// A click on one of our popups: open its link, or mute its child for today.
+    func clicked(_ id: UInt32, _ key: String) {
+        guard let target = clickable.withLock({ $0[id] }) else { return }  // another app's popup, or an older relay's
+        switch key {
+        case "default", "open":
+            guard let link = target.link else { return }
+            open(link)
+        case "mute":
+            guard let child = target.child, let mutes else { return }
+            do {
+                let until = try mutes.muteForToday(sink: config.name, child: child, timeZone: timeZone)
+                logger.notice("sink \(config.name): alerts about \(target.name.isEmpty ? child.lowercased : target.name) muted until \(ISODate.string(until)) (Mute today)")
+            } catch {
+                logger.error("sink \(config.name): could not store the mute: \(error)")
+            }
+            _ = bus.call({ clsd_close($0, id, $1, $2) }, then: { _ in () })
+        default:
+            return
+        }
+    }
+
+    /// Hands the link to the desktop's URL handler (the browser the user chose), without waiting for it.
+    private func open(_ link: String) {
+        guard let url = URL(string: link), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+            logger.warning("sink \(config.name): not opening \(link.prefix(80)): only http and https links are opened")
+            return
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["xdg-open", link]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+            logger.info("sink \(config.name): opened \(URL(string: link)?.originForLogs ?? "the link") (popup clicked)")
+        } catch {
+            logger.warning("sink \(config.name): cannot run xdg-open to open the link: \(error) (install xdg-utils)")
+        }
     }
 
     private static func unavailable(_ reason: String) -> DeliveryOutcome {

@@ -90,9 +90,12 @@ extension Store: PopupIds {}
 
 /// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only);
 /// `formatting`: the relay's settings some sinks use (the icon for ntfy, the family's day for "Mute today").
-public func makeSink(_ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting()) -> any Sink {
+/// `mutes`: where "Mute today" on a popup goes.
+public func makeSink(
+    _ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
+) -> any Sink {
     switch config.kind {
-    case .desktop: DesktopSink(config: config, ids: popups)
+    case .desktop: DesktopSink(config: config, ids: popups, mutes: mutes, timeZone: formatting.timeZone)
     case .mqtt: MQTTSink(config: config)
     case .email: MailSink(config: config, client: http)
     default: HTTPSink(config: config, client: http, icon: formatting.iconURL)

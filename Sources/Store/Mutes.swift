@@ -1,0 +1,41 @@
+import Foundation
+import AllowanceAPI
+import GRDB
+
+/// A sink muted for one child until a time ("Mute today" on a popup).
+public struct Mute: Sendable, Equatable {
+    public let sink: String
+    public let childId: UUID
+    public let until: Date
+
+    public init(sink: String, childId: UUID, until: Date) {
+        self.sink = sink
+        self.childId = childId
+        self.until = until
+    }
+}
+
+extension Store {
+    /// Mutes `sink` for the child until `until` (a later mute of the same pair replaces it).
+    public func mute(_ m: Mute) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO mute (sink, child_id, until) VALUES (?, ?, ?)
+                    ON CONFLICT(sink, child_id) DO UPDATE SET until = excluded.until
+                    """,
+                arguments: [m.sink, m.childId.lowercased, ISO.string(m.until)])
+        }
+    }
+
+    /// The mutes still running at `now` (the ones past are deleted).
+    public func mutes(at now: Date = Date()) throws(StoreError) -> [Mute] {
+        try write { db in
+            try db.execute(sql: "DELETE FROM mute WHERE until <= ?", arguments: [ISO.string(now)])
+            return try Row.fetchAll(db, sql: "SELECT sink, child_id, until FROM mute").compactMap { row -> Mute? in
+                guard let child = UUID(uuidString: row["child_id"]), let until = ISODate.parse(row["until"]) else { return nil }
+                return Mute(sink: row["sink"], childId: child, until: until)
+            }
+        }
+    }
+}
