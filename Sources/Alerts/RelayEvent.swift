@@ -50,7 +50,10 @@ public struct RelayEvent: Sendable, Equatable {
     /// For `delivery.disabled`: the sink that was disabled (it is not told about itself).
     public var sink: String?
     /// For a digest: every transaction it folds, oldest first, so that a machine receiver can book each one.
+    /// For a summary: the period's transactions.
     public var transactions: [Transaction]?
+    /// For a summary: the rule that asked for it (it goes to that rule's sinks only). Not stored in the alert.
+    public var summaryRule: String?
 
     public init(
         kind: Kind, at: Date, childId: UUID? = nil, childName: String? = nil, transaction: Transaction? = nil,

@@ -311,12 +311,19 @@ public struct RelayConfig: Sendable {
     private static func parseRule(_ r: Reader, index: Int, sinks: Set<String>) throws(ConfigError) -> Rule {
         try r.allowOnly([
             "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to", "urgency",
-            "quiet_hours", "dedup_minutes", "digest",
+            "quiet_hours", "dedup_minutes", "digest", "summary",
         ])
         let name = try r.string("name") ?? "rule \(index + 1)"
         let eventTexts = try r.strings("event")
-        guard !eventTexts.isEmpty else {
-            throw r.error("has no event", fix: "e.g. event: transaction.created (or a list)")
+        var schedule: SummarySchedule?
+        if let text = try r.string("summary") {
+            guard let s = SummarySchedule(text) else {
+                throw r.error("summary '\(text)' is not a schedule", fix: "e.g. summary: daily at 19:00, or summary: weekly on sunday at 18:00", at: "summary")
+            }
+            guard eventTexts.isEmpty else { throw r.error("has both event and summary", fix: "make the summary a rule of its own") }
+            schedule = s
+        } else if eventTexts.isEmpty {
+            throw r.error("has no event", fix: "e.g. event: transaction.created (or a list), or summary: daily at 19:00")
         }
         var events = Set<RelayEvent.Kind>()
         for e in eventTexts {
@@ -334,6 +341,7 @@ public struct RelayConfig: Sendable {
             throw r.error("sends to '\(s)', which is not a sink", fix: "\(near)define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
         }
         var rule = Rule(name: name, events: events, to: to)
+        rule.summary = schedule
         rule.children = Set(try r.strings("child").map { $0.lowercased() })
         if let t = try r.string("type") {
             guard let type = TransactionType(rawValue: t.prefix(1).uppercased() + t.dropFirst().lowercased()) else {

@@ -109,8 +109,10 @@ public final class RelayEngine: Sendable {
             } else {
                 let names = generation.workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }
                 logger.info("relaying to \(generation.workers.count) sink(s): \(names.joined(separator: ", "))")
+                let summaries = SummaryScheduler(store: store, config: generation.config, stop: generation.stop, logger: logger)
                 await withDiscardingTaskGroup { group in
                     for w in generation.workers { group.addTask { await w.run() } }
+                    group.addTask { await summaries.run() }
                 }
             }
             if Task.isCancelled { break }

@@ -24,6 +24,8 @@ public struct Rule: Sendable {
     /// Fold the transactions of a catch-up (or of quiet hours) into one message per child. Unset: chat and popup
     /// sinks fold (people read them), the generic webhook does not (a machine books each transaction).
     public var digest: Bool?
+    /// A scheduled summary per child (`summary: daily at 19:00`) instead of events.
+    public var summary: SummarySchedule?
 
     public init(name: String, events: Set<RelayEvent.Kind>, to: [String]) {
         self.name = name
@@ -51,6 +53,7 @@ public struct Rule: Sendable {
     /// balance crossed the threshold downwards (once per drop), and `balance.recovered` when it came back.
     func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
         guard matchesDetails(e) else { return [] }
+        if e.kind == .summary || summary != nil { return e.kind == .summary && e.summaryRule == name && summary != nil ? [.summary] : [] }
         var kinds: [RelayEvent.Kind] = []
         let moves = e.kind == .transactionCreated || e.kind == .balanceUpdated
         let changed = moves && e.balance != nil && e.previousBalance != nil && e.balance != e.previousBalance
@@ -89,7 +92,7 @@ public struct RulePlanner: AlertPlanner {
     public func mayPlan(for kind: RelayEvent.Kind) -> Bool {
         let moves = kind == .transactionCreated || kind == .balanceUpdated
         return rules.contains { r in
-            r.events.contains(kind) || moves && r.events.contains(.balanceLow)
+            r.events.contains(kind) || kind == .summary && r.summary != nil || moves && r.events.contains(.balanceLow)
                 || kind == .transactionCreated && r.events.contains(.balanceUpdated)
         }
     }
@@ -111,7 +114,8 @@ public struct RulePlanner: AlertPlanner {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)
                     }
-                    if rule.urgency != .critical, let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now) {
+                    // A summary comes at the time its rule asked for: quiet hours do not hold it.
+                    if kind != .summary, rule.urgency != .critical, let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now) {
                         p.notBefore = quiet.end(after: now)
                         p.digest = foldable
                     }

@@ -182,6 +182,11 @@ enum Schema {
                 );
                 """)
         }
+        m.registerMigration("v10: scheduled summaries") { db in
+            // The last period each summary rule was sent for: a summary is planned (its deliveries written) in the
+            // same transaction that moves this on, so it is sent once, also when it fell due while the relay was down.
+            try db.execute(sql: "CREATE TABLE summary_due (rule TEXT PRIMARY KEY, last_due TEXT NOT NULL)")
+        }
         return m
     }
 }

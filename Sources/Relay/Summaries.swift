@@ -1,0 +1,139 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+import Logging
+import Store
+
+/// When a summary rule speaks: `daily at 19:00` or `weekly on sunday at 18:00`, in the family's time zone.
+public struct SummarySchedule: Sendable, Equatable {
+    public enum Period: Sendable, Equatable {
+        case daily
+        /// 1 = Sunday ... 7 = Saturday (Calendar's weekday).
+        case weekly(weekday: Int)
+    }
+
+    public let period: Period
+    public let minute: Int  // minutes after midnight
+
+    static let weekdays = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
+
+    public init?(_ text: String) {
+        let words = text.lowercased().split(separator: " ").map(String.init)
+        func time(_ s: String) -> Int? {
+            let hm = s.split(separator: ":")
+            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+            return h * 60 + m
+        }
+        if words.count == 3, words[0] == "daily", words[1] == "at", let t = time(words[2]) {
+            period = .daily
+            minute = t
+        } else if words.count == 5, words[0] == "weekly", words[1] == "on", let day = Self.weekdays.firstIndex(where: { $0.hasPrefix(words[2]) && words[2].count >= 3 }),
+            words[3] == "at", let t = time(words[4])
+        {
+            period = .weekly(weekday: day + 1)
+            minute = t
+        } else {
+            return nil
+        }
+    }
+
+    /// "today" or "this week": how the message names the period.
+    public var label: String { period == .daily ? "today" : "this week" }
+
+    /// The last time this schedule fell due at or before `date`.
+    public func lastDue(atOrBefore date: Date, in timeZone: TimeZone) -> Date {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let day = calendar.startOfDay(for: date)
+        for back in 0...8 {
+            guard let start = calendar.date(byAdding: .day, value: -back, to: day),
+                let due = calendar.date(bySettingHour: minute / 60, minute: minute % 60, second: 0, of: start)
+            else { continue }
+            if case .weekly(let weekday) = period, calendar.component(.weekday, from: start) != weekday { continue }
+            if due <= date { return due }
+        }
+        return date
+    }
+
+    /// The next time this schedule falls due after `date`.
+    public func nextDue(after date: Date, in timeZone: TimeZone) -> Date {
+        // The last due time of a moment a period later is the next one (daylight saving changes included).
+        let ahead = lastDue(atOrBefore: date.addingTimeInterval(period == .daily ? 86400 + 7200 : 7 * 86400 + 7200), in: timeZone)
+        return ahead > date ? ahead : date.addingTimeInterval(60)
+    }
+
+    /// The start of the period that ends at `due`.
+    public func periodStart(endingAt due: Date, in timeZone: TimeZone) -> Date {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        return calendar.date(byAdding: .day, value: period == .daily ? -1 : -7, to: due) ?? due
+    }
+}
+
+/// Plans each summary rule's messages when they fall due: one per child, with the period's transactions, written
+/// to the ledger like every alert (so a summary survives a crash and is sent once). A summary that fell due while
+/// the relay was down is planned when it starts; a rule seen for the first time starts from its next due time.
+struct SummaryScheduler: Sendable {
+    let store: Store
+    let config: RelayConfig
+    let stop: StopFlag
+    let logger: Logger
+
+    var rules: [Rule] { config.rules.filter { $0.summary != nil } }
+
+    func run() async {
+        guard !rules.isEmpty else { return }
+        while !stop.isSet, !Task.isCancelled {
+            let now = Date()
+            var next = now.addingTimeInterval(3600)
+            for rule in rules {
+                guard let schedule = rule.summary else { continue }
+                let done = plan(rule, schedule, now: now)
+                next = min(next, done ? schedule.nextDue(after: now, in: config.formatting.timeZone) : now.addingTimeInterval(60))
+            }
+            // Short naps, so that a stop or a reload is seen within a second.
+            while !stop.isSet, !Task.isCancelled, Date() < next {
+                try? await Task.sleep(for: .milliseconds(min(1000, max(10, Int(next.timeIntervalSinceNow * 1000)))))
+            }
+        }
+    }
+
+    /// Plans the rule's latest period if it is not done yet. False: it could not (tried again in a minute).
+    @discardableResult
+    func plan(_ rule: Rule, _ schedule: SummarySchedule, now: Date) -> Bool {
+        let zone = config.formatting.timeZone
+        let due = schedule.lastDue(atOrBefore: now, in: zone)
+        do {
+            guard let last = try store.summaryLastDue(rule: rule.name) else {
+                try store.raiseSummaries(rule: rule.name, due: due, events: [], baselineOnly: true)
+                logger.info("summary rule \(rule.name): first summary at \(ISODate.string(schedule.nextDue(after: now, in: zone)))")
+                return true
+            }
+            guard last < due else { return true }
+            let events = try summaries(rule, schedule, due: due)
+            let planned = try store.raiseSummaries(rule: rule.name, due: due, events: events)
+            logger.info("summary rule \(rule.name): \(events.count) child(ren), \(planned) message(s) planned for the period ending \(ISODate.string(due))")
+            return true
+        } catch {
+            logger.error("summary rule \(rule.name): cannot plan the summaries: \(error) (tried again in a minute)")
+            return false
+        }
+    }
+
+    /// One summary event per child the rule covers, from the cache.
+    func summaries(_ rule: Rule, _ schedule: SummarySchedule, due: Date) throws(StoreError) -> [RelayEvent] {
+        let start = schedule.periodStart(endingAt: due, in: config.formatting.timeZone)
+        var events: [RelayEvent] = []
+        for child in try store.children() {
+            if !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) { continue }
+            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt < due }.reversed()
+            let total = list.reduce(Decimal(0)) { $0 + ($1.type == .credit ? $1.amount : -$1.amount) }
+            var e = RelayEvent(
+                kind: .summary, at: due, childId: child.id, childName: child.firstName, balance: child.currentBalance, detail: schedule.label,
+                count: list.count, total: total, transactions: Array(list))
+            e.summaryRule = rule.name
+            events.append(e)
+        }
+        return events
+    }
+}
