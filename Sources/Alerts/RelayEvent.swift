@@ -75,39 +75,30 @@ public struct RelayEvent: Sendable, Equatable {
         self.transactions = transactions
     }
 
+    /// The `at` of a stored alert, as written (the writer puts it second), without decoding the rest.
+    public static func time(inAlert alert: String) -> String? { string("at", inAlert: alert) }
+
+    /// The `childName` of a stored alert, without decoding the rest.
+    public static func childName(inAlert alert: String) -> String? { string("childName", inAlert: alert) }
+
+    /// A top-level string member of a stored alert, read up to it and no further.
+    static func string(_ name: String, inAlert alert: String) -> String? {
+        var text = alert
+        return text.withUTF8 { bytes in
+            JSONReader.read(bytes) { r -> String? in
+                guard r.enterObject() else { return nil }
+                while let key = r.nextKey() {
+                    if key == name { return r.string() }
+                    guard r.skipValue() else { return nil }
+                }
+                return nil
+            }
+        }
+    }
+
     /// The documented `data` object of the generic webhook (`docs/webhook-data.schema.json`): stable keys, money as
     /// exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The same
     /// object, without the currency, is what the delivery ledger stores.
-    /// The `at` of a stored alert, as written (the writer puts it second), without decoding the rest.
-    public static func time(inAlert alert: String) -> String? {
-        var text = alert
-        return text.withUTF8 { bytes in
-            JSONReader.read(bytes) { r -> String? in
-                guard r.enterObject() else { return nil }
-                while let key = r.nextKey() {
-                    if key == "at" { return r.string() }
-                    guard r.skipValue() else { return nil }
-                }
-                return nil
-            }
-        }
-    }
-
-    /// The `childName` of a stored alert, without decoding the rest.
-    public static func childName(inAlert alert: String) -> String? {
-        var text = alert
-        return text.withUTF8 { bytes in
-            JSONReader.read(bytes) { r -> String? in
-                guard r.enterObject() else { return nil }
-                while let key = r.nextKey() {
-                    if key == "childName" { return r.string() }
-                    guard r.skipValue() else { return nil }
-                }
-                return nil
-            }
-        }
-    }
-
     public func json(currency: String? = nil) -> JSONValue {
         try! JSONValue(parsing: jsonText(currency: currency).utf8)  // the writer's own output always parses
     }

@@ -14,7 +14,7 @@ public final class HTTPClient: Sendable {
 
     /// Sent when a request sets none.
     public let userAgent: String
-    let engine: CurlEngine
+    private let engine: CurlEngine
 
     public init(userAgent: String = "allowance-relay (Linux)") {
         self.userAgent = userAgent
@@ -31,8 +31,12 @@ public final class HTTPClient: Sendable {
         for (name, value) in request.headers where !(Self.isSafe(name) && Self.isSafe(value)) {
             throw HTTPError(.invalidRequest, "the \(name.filter(\.isLetter)) header holds a line break or another control character: not sent")
         }
-        let transfer = Transfer(request)
-        let result = await withTaskCancellationHandler {
+        return try await perform(Transfer(request)).get()
+    }
+
+    /// Hands `transfer` to the engine and waits for its end; cancelling the calling task ends it.
+    func perform(_ transfer: Transfer) async -> Result<HTTPResponse, HTTPError> {
+        await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
                 transfer.continuation = continuation
                 engine.submit(transfer)
@@ -40,7 +44,6 @@ public final class HTTPClient: Sendable {
         } onCancel: {
             engine.cancel(transfer)
         }
-        return try result.get()
     }
 
     private static func isSafe(_ text: String) -> Bool {

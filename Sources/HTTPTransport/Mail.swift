@@ -33,15 +33,7 @@ extension HTTPClient {
         carrier.freshConnection = true  // a mail now and then: no session kept open on the server
         let transfer = Transfer(carrier)
         transfer.mail = MailTransfer(mail)
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
-                transfer.continuation = continuation
-                engine.submit(transfer)
-            }
-        } onCancel: {
-            engine.cancel(transfer)
-        }
-        return try result.get().status
+        return try await perform(transfer).get().status
     }
 }
 

@@ -46,6 +46,7 @@ public final class MQTTClient: @unchecked Sendable {
         var early: [Int32: Int32] = [:]
         var onConnect: (@Sendable () -> Void)?
         var onMessage: (@Sendable (String, [UInt8]) -> Void)?
+        var onDisconnect: (@Sendable (String) -> Void)?
         var started = false
         var closed = false
     }
@@ -106,6 +107,12 @@ public final class MQTTClient: @unchecked Sendable {
     public var onMessage: (@Sendable (String, [UInt8]) -> Void)? {
         get { state.withLock { $0.onMessage } }
         set { state.withLock { $0.onMessage = newValue } }
+    }
+
+    /// Called when an established connection drops (with why), on the network thread; it reconnects by itself.
+    public var onDisconnect: (@Sendable (String) -> Void)? {
+        get { state.withLock { $0.onDisconnect } }
+        set { state.withLock { $0.onDisconnect = newValue } }
     }
 
     public var isConnected: Bool { state.withLock { $0.connected } }
@@ -197,10 +204,13 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     private func disconnected(_ rc: Int32) {
-        state.withLock { s in
+        let (callback, problem) = state.withLock { s in
+            let wasUp = s.connected
             s.connected = false
             if rc != 0 { s.lastProblem = "the connection to \(options.host):\(options.port) dropped: \(describe(rc))" }
+            return (wasUp && rc != 0 && !s.closed ? s.onDisconnect : nil, s.lastProblem ?? "")
         }
+        callback?(problem)
         // Messages not acknowledged are not known to be with the broker: their senders try again.
         failWaiting("the connection to the broker dropped before it acknowledged the message")
     }

@@ -51,6 +51,9 @@ final class DesktopSession {
         Int(try runCommand(["dunstctl", "count", "displayed"], env: env).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
+    /// What dunst said (it warns there about an icon it cannot find).
+    var dunstLog: String { (try? String(contentsOfFile: dir + "/dunst.log", encoding: .utf8)) ?? "" }
+
     func stop() { _ = try? runCommand([Self.script, "stop", dir]) }
 }
 

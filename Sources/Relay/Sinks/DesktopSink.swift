@@ -125,7 +125,11 @@ public final class DesktopSink: Sink {
         }
         if let role, let child { remember(child, role, id) }
         if m.kind == .transactionCreated, let child { bursts.withLock { $0[child]?.id = id } }
-        clickable.withLock { $0[id] = (m.link, child, name) }
+        clickable.withLock { c in
+            c[id] = (m.link, child, name)
+            // Only popups still likely on screen matter: the oldest ids go (servers count ids up).
+            if c.count > 256 { for old in c.keys.sorted().prefix(c.count - 256) { c[old] = nil } }
+        }
         return .delivered
     }
 

@@ -1,6 +1,7 @@
 import Alerts
 import Core
 import Foundation
+import Logging
 import MQTTTransport
 import Synchronization
 
@@ -29,7 +30,14 @@ public final class MQTTSink: Sink {
             setupProblem = nil
             let base = config.mqtt.topic
             let discovery = config.mqtt.discoveryPrefix
+            let logger = Logger(label: "allowance-relay")
+            let name = config.name
+            let broker = "\(c.options.host):\(c.options.port)"
+            c.onDisconnect = { reason in
+                logger.warning("sink \(name): mqtt: lost the broker (\(reason)); reconnecting, unacknowledged alerts are sent again")
+            }
             c.onConnect = { [weak self, weak c] in
+                logger.notice("sink \(name): mqtt: connected to \(broker)")
                 c?.publishNow("\(base)/status", Array("online".utf8), retain: true)
                 if let discovery { c?.subscribe("\(discovery)/status") }
                 self?.republish()
