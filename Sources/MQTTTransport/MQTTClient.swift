@@ -197,7 +197,11 @@ public final class MQTTClient: @unchecked Sendable {
     private func connected(_ rc: Int32) {
         let callback = state.withLock { s -> (@Sendable () -> Void)? in
             s.connected = rc == 0
-            if rc != 0 { s.lastProblem = "the broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))" }
+            if rc != 0 {
+                // MQTT 5 answers with a reason code, 3.1.1 with a CONNACK code.
+                let why = options.protocolVersion == .v5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc)
+                s.lastProblem = "the broker refused the connection: \(why.map { String(cString: $0) } ?? "code \(rc)")"
+            }
             return rc == 0 ? s.onConnect : nil
         }
         callback?()

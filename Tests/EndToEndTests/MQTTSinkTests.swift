@@ -75,6 +75,32 @@ import Testing
         }
     }
 
+    @Test func notifyTestPublishesAndProbeSaysWhatIsWrong() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker(users: [("relay", "right-pass")])
+        defer { broker.stop() }
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-mqtt-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let out = dir.appending(path: "witness.jsonl").path
+        let witness = try PythonPeer(script: "mqtt_subscriber.py", arguments: ["follow", "127.0.0.1", String(broker.port), out, "relay", "right-pass"])
+        defer { witness.stop() }
+        func config(password: String) throws -> String {
+            let (file, _) = try self.config(broker, sinkExtra: "    username: relay\n    password: \(password)\n    timeout_seconds: 3\n")
+            return file
+        }
+        let sent = try RelayProcess(env: [:], arguments: ["notify", "test", "--config", try config(password: "right-pass"), "--sink", "home"])
+        #expect(sent.wait() == 0, "\(sent.output)")
+        #expect(await eventually(.seconds(10)) {
+            ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains(#"\"type\":\"test\""#) })
+        let refused = try RelayProcess(
+            env: ["ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:9", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
+            arguments: ["config", "check", "--config", try config(password: "wrong-pass"), "--probe"])
+        #expect(refused.wait() == 1)
+        #expect(refused.output.contains("FAIL sink home (mqtt): mqtt: not connected to 127.0.0.1:\(broker.port)"), "\(refused.output)")
+        #expect(refused.output.lowercased().contains("not authori"), "the broker's reason: \(refused.output)")
+        #expect(!refused.output.contains("wrong-pass"))
+    }
+
     @Test func theLastWillSaysOfflineWhenTheRelayIsKilled() async throws {
         try #require(PythonPeer.available)
         let broker = try MosquittoBroker()
