@@ -211,7 +211,10 @@ public final class MQTTClient: @unchecked Sendable {
         let (callback, problem) = state.withLock { s in
             let wasUp = s.connected
             s.connected = false
-            if rc != 0 { s.lastProblem = "the connection to \(options.host):\(options.port) dropped: \(describe(rc))" }
+            // A connection refused at CONNACK also ends in a drop: the refusal is the reason worth keeping.
+            if rc != 0, wasUp || s.lastProblem == nil {
+                s.lastProblem = "the connection to \(options.host):\(options.port) dropped: \(describe(rc))"
+            }
             return (wasUp && rc != 0 && !s.closed ? s.onDisconnect : nil, s.lastProblem ?? "")
         }
         callback?(problem)
