@@ -38,10 +38,8 @@ import Testing
     }
 
     func env(_ desktop: DesktopSession, _ base: URL, store: String, bin: String) -> [String: String] {
-        desktop.env.merging([
-            "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": store,
-            "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
-        ]) { $1 }
+        desktop.env.merging(simRelayEnv(base, store: store)) { $1 }
+            .merging(["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]) { $1 }
     }
 
     @Test func aClickOnAPopupOpensTheChildsPageAndThePopupShowsTheIcon() async throws {

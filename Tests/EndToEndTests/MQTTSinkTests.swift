@@ -24,10 +24,6 @@ import Testing
         return (file, dir.appending(path: "relay.sqlite").path)
     }
 
-    func env(_ base: URL, store: String) -> [String: String] {
-        ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": store]
-    }
-
     /// The broker's retained messages now, as a fresh subscriber sees them.
     func retained(_ broker: MosquittoBroker, user: [String] = []) throws -> [String: String] {
         let run = try PythonPeer.run(script: "mqtt_subscriber.py", arguments: ["retained", "127.0.0.1", String(broker.port)] + user, input: "")
@@ -43,7 +39,7 @@ import Testing
         defer { broker.stop() }
         let (file, storePath) = try config(broker)
         try await withSim { base in
-            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             try await simPost(base, "/_sim/burst?count=6")
             let store = try Store.open(path: storePath)
@@ -107,7 +103,7 @@ import Testing
         defer { broker.stop() }
         let (file, storePath) = try config(broker)
         try await withSim { base in
-            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             try await simPost(base, "/_sim/burst?count=1")
             let store = try Store.open(path: storePath)
@@ -146,7 +142,7 @@ import Testing
         }
         try await withSim { base in
             let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
-            let relay = try RelayProcess(env: env(base, store: storePath), arguments: ["run", "--config", file])
+            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             // 60 transactions over 2 s; the broker is away from 0.5 s to 1.5 s.
             let pacing = Task { try await simPost(base, "/_sim/paced?count=60&rate=30") }

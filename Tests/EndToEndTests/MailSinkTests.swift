@@ -35,6 +35,17 @@ import Testing
             return files.compactMap { try? JSONValue(parsing: Array(Data(contentsOf: dir.appending(path: "mail/\($0)")))) }
         }
 
+        /// The relay against the simulator with a rule sending each transaction to this server, caught up.
+        func withRelay(_ body: (URL, RelayProcess, String) async throws -> Void) async throws {
+            let file = try config("rules:\n  - event: transaction.created\n    to: parents\n    digest: false\n")
+            let storePath = dir.appending(path: "relay.sqlite").path
+            try await withSim { base in
+                let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
+                #expect(await relay.waitFor("caught up"))
+                try await body(base, relay, storePath)
+            }
+        }
+
         /// A config with one e-mail sink to this server.
         func config(_ extra: String = "") throws -> String {
             let passwordFile = dir.appending(path: "smtp-password").path
@@ -77,13 +88,7 @@ import Testing
     @Test func eachTransactionIsOneMailWithItsLinkAndTheDeliveryIdAsMessageId() async throws {
         try #require(PythonPeer.available)
         let server = try SMTPServer()
-        let file = try server.config("rules:\n  - event: transaction.created\n    to: parents\n    digest: false\n")
-        let storePath = server.dir.appending(path: "relay.sqlite").path
-        try await withSim { base in
-            let relay = try RelayProcess(
-                env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": storePath],
-                arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+        try await server.withRelay { base, relay, storePath in
             try await simTransaction(base, amount: "2.50", type: "Debit")
             #expect(await eventually(.seconds(20)) { server.mails.count >= 1 }, "\(relay.output.suffix(2000))")
             #expect(relay.stop(signal: SIGTERM) == 0)
@@ -101,13 +106,7 @@ import Testing
     @Test func aRecipientTheServerRefusesBecomesADeadLetterWithTheReason() async throws {
         try #require(PythonPeer.available)
         let server = try SMTPServer(refuse: true)
-        let file = try server.config("rules:\n  - event: transaction.created\n    to: parents\n    digest: false\n")
-        let storePath = server.dir.appending(path: "relay.sqlite").path
-        try await withSim { base in
-            let relay = try RelayProcess(
-                env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": storePath],
-                arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+        try await server.withRelay { base, relay, storePath in
             try await simTransaction(base, amount: "1.00", type: "Credit")
             let store = try Store.open(path: storePath)
             #expect(await eventually(.seconds(20)) { (try? store.deliveries(sink: "parents", state: .dead).count) == 1 }, "\(relay.output.suffix(2000))")

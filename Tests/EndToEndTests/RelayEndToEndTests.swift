@@ -306,6 +306,11 @@ func withSim(_ body: (URL) async throws -> Void) async throws {
     try await withSimulator(token: "e2e-token", { _ in }, body)
 }
 
+/// The environment of a relay against `withSim`'s simulator, with its database at `store`.
+func simRelayEnv(_ base: URL, store: String) -> [String: String] {
+    ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": store]
+}
+
 /// `allowance-relay run` as a child process, its stdout and stderr collected.
 final class RelayProcess: Sendable {
     private let process: Process

@@ -32,10 +32,11 @@ final class DesktopBus: @unchecked Sendable {
         listener.deallocate()
     }
 
-    /// Runs `body` on the connection (opened if needed). A failure is the error text of the call.
-    func call<T>(_ body: (OpaquePointer, UnsafeMutablePointer<CChar>, Int) -> Int32, then value: (Int32) -> T) -> Result<T, DesktopBusError> {
+    /// Runs `body` (a `clsd_*` call: its result, or < 0 with the reason in the error buffer) on the connection,
+    /// opened if needed.
+    func call(_ body: (OpaquePointer, UnsafeMutablePointer<CChar>, Int) -> Int32) -> Result<Int32, DesktopBusError> {
         var err = [CChar](repeating: 0, count: 512)
-        let result: Result<T, DesktopBusError> = bus.withLock { b in
+        let result: Result<Int32, DesktopBusError> = bus.withLock { b in
             if b == nil {
                 var opened: OpaquePointer?
                 guard clsd_open(&opened, &err, err.count) >= 0, let connection = opened else {
@@ -50,7 +51,7 @@ final class DesktopBus: @unchecked Sendable {
             }
             let r = body(b!, &err, err.count)
             guard r >= 0 else { return .failure(DesktopBusError(message: String(cString: err))) }
-            return .success(value(r))
+            return .success(r)
         }
         if case .success = result { startListening() }
         return result

@@ -22,6 +22,7 @@ public final class DesktopSink: Sink {
     private let mutes: MuteList?
     private let timeZone: TimeZone
     private let logger: Logger
+    private let icon: String
     /// Also the only memory without `ids` (`notify test`): remembered for this process only.
     private let popups = Mutex<[String: UInt32]>([:])
     /// What a click on a popup shown by this process means: its link and its child.
@@ -45,6 +46,7 @@ public final class DesktopSink: Sink {
         self.mutes = mutes
         self.timeZone = timeZone
         self.logger = logger ?? Logger(label: "allowance-relay")
+        icon = Self.icon(config)
         bus.onAction { [weak self] id, key in
             // Off the bus's thread: opening a browser or writing the store must not hold the connection.
             Task { self?.clicked(id, key) }
@@ -56,17 +58,18 @@ public final class DesktopSink: Sink {
     public func close() async { bus.close() }
 
     public func supportsMarkup() async -> Bool {
-        (try? bus.call({ clsd_body_markup($0, $1, $2) }, then: { $0 == 1 }).get()) ?? false
+        (try? bus.call { clsd_body_markup($0, $1, $2) }.get()) == 1
     }
 
-    /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one.
-    var icon: String {
+    /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one. Looked up
+    /// once, not per popup.
+    static func icon(_ config: SinkConfig) -> String {
         if let icon = config.icon { return icon }
         let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].map { [$0] } ?? [NSHomeDirectory() + "/.local/share"]
-        for dir in data + ["/usr/local/share", "/usr/share"] where FileManager.default.fileExists(atPath: dir + "/icons/hicolor/scalable/apps/allowance-relay.svg") {
-            return "allowance-relay"
+        let installed = (data + ["/usr/local/share", "/usr/share"]).contains {
+            FileManager.default.fileExists(atPath: $0 + "/icons/hicolor/scalable/apps/allowance-relay.svg")
         }
-        return "dialog-information"
+        return installed ? "allowance-relay" : "dialog-information"
     }
 
     static func category(_ kind: RelayEvent.Kind) -> String {
@@ -83,7 +86,7 @@ public final class DesktopSink: Sink {
         let child = m.childId
         if m.kind == .balanceRecovered {
             guard let child, let id = popup(child, .low) else { return .delivered }  // nothing on screen to close
-            if case .failure(let e) = bus.call({ clsd_close($0, id, $1, $2) }, then: { _ in () }) { return Self.unavailable(e.message) }
+            if case .failure(let e) = bus.call({ clsd_close($0, id, $1, $2) }) { return Self.unavailable(e.message) }
             remember(child, .low, nil)
             return .delivered
         }
@@ -102,27 +105,20 @@ public final class DesktopSink: Sink {
         var actions: [String] = []
         if let link = m.link, !link.isEmpty { actions += ["default", "Open", "open", "Open"] }
         if child != nil { actions += ["mute", "Mute today"] }
-        let icon = icon
         let category = Self.category(m.kind)
         // Critical popups stay until dismissed (the spec); the others use the server's default.
         let timeout: Int32 = m.urgency == .critical ? 0 : -1
-        let result = bus.call(
-            { bus, err, len in
-                var id: UInt32 = 0
-                let cActions = actions.map { strdup($0) }
-                defer { cActions.forEach { free($0) } }
-                let r = cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
-                    clsd_notify(
-                        bus, "allowance-relay", replaces, icon, title, text, UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
-                        urgency, category, "allowance-relay", timeout, &id, err, len)
-                }
-                return r < 0 ? r : Int32(bitPattern: id)
-            }, then: { UInt32(bitPattern: $0) })
-        let id: UInt32
-        switch result {
-        case .failure(let e): return Self.unavailable(e.message)
-        case .success(let shown): id = shown
+        var id: UInt32 = 0
+        let result = bus.call { bus, err, len in
+            let cActions = actions.map { strdup($0) }
+            defer { cActions.forEach { free($0) } }
+            return cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
+                clsd_notify(
+                    bus, "allowance-relay", replaces, icon, title, text, UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
+                    urgency, category, "allowance-relay", timeout, &id, err, len)
+            }
         }
+        if case .failure(let e) = result { return Self.unavailable(e.message) }
         if let role, let child { remember(child, role, id) }
         if m.kind == .transactionCreated, let child { bursts.withLock { $0[child]?.id = id } }
         clickable.withLock { c in
@@ -163,7 +159,7 @@ public final class DesktopSink: Sink {
             } catch {
                 logger.error("sink \(config.name): could not store the mute: \(error)")
             }
-            _ = bus.call({ clsd_close($0, id, $1, $2) }, then: { _ in () })
+            _ = bus.call { clsd_close($0, id, $1, $2) }
         default:
             return
         }
