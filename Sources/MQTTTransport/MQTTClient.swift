@@ -47,7 +47,10 @@ public final class MQTTClient: @unchecked Sendable {
         var onConnect: (@Sendable () -> Void)?
         var onMessage: (@Sendable (String, [UInt8]) -> Void)?
         var onDisconnect: (@Sendable (String) -> Void)?
-        var started = false
+        /// A connection attempt was set in motion and the network thread runs: from then on it reconnects by itself.
+        var connecting = false
+        /// When `start` last tried to set one in motion (a broker that is down is tried again a second later).
+        var lastAttempt: ContinuousClock.Instant?
         var closed = false
     }
 
@@ -120,25 +123,31 @@ public final class MQTTClient: @unchecked Sendable {
     /// Why the last connection attempt failed or the connection dropped (nil: none yet).
     public var lastProblem: String? { state.withLock { $0.lastProblem } }
 
-    /// Starts connecting in the background; the network thread keeps reconnecting until `close`.
+    /// Starts connecting in the background; once an attempt is under way, the network thread keeps reconnecting
+    /// until `close`. An attempt that fails at once (the broker's port refuses) sets nothing in motion: libmosquitto's
+    /// thread only reconnects a connection it has begun, so the next call (at most one a second) tries again.
     public func start() {
-        guard state.withLock({ s in
-            defer { s.started = true }
-            return !s.started && !s.closed
-        }) else { return }
-        let rc = mosquitto_connect_async(handle, options.host, Int32(options.port), Int32(options.keepAlive))
-        if rc != MOSQ_ERR_SUCCESS.rawValue {
-            // The loop thread tries again: the host and port are kept even when the first try fails.
-            state.withLock { $0.lastProblem = describe(rc) }
+        let go = state.withLock { s -> Bool in
+            guard !s.connecting, !s.closed else { return false }
+            if let last = s.lastAttempt, ContinuousClock.now - last < .seconds(1) { return false }
+            s.lastAttempt = .now
+            return true
         }
+        guard go else { return }
+        let rc = mosquitto_connect_async(handle, options.host, Int32(options.port), Int32(options.keepAlive))
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            state.withLock { $0.lastProblem = "cannot reach \(options.host):\(options.port): \(describe(rc))" }
+            return
+        }
+        state.withLock { $0.connecting = true }
         mosquitto_loop_start(handle)
     }
 
     /// Waits until the connection is up, at most `timeout`.
     public func waitConnected(timeout: Duration) async -> Bool {
-        start()
         let deadline = ContinuousClock.now + timeout
         while !isConnected {
+            start()
             guard ContinuousClock.now < deadline, !Task.isCancelled else { return false }
             try? await Task.sleep(for: .milliseconds(20))
         }
@@ -182,7 +191,7 @@ public final class MQTTClient: @unchecked Sendable {
     public func close(goodbye: (topic: String, payload: String)? = nil) async {
         guard state.withLock({ s in
             defer { s.closed = true }
-            return !s.closed && s.started
+            return !s.closed && s.connecting
         }) else { return }
         if let goodbye, isConnected {
             try? await publish(goodbye.topic, Array(goodbye.payload.utf8), retain: true, timeout: .seconds(2))

@@ -97,6 +97,26 @@ import Testing
         #expect(!refused.output.contains("wrong-pass"))
     }
 
+    @Test func aBrokerThatIsDownAtTheFirstAlertGetsItOnceItIsUp() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        broker.stop()  // the port is known, nothing listens on it
+        let (file, storePath) = try config(broker)
+        try await withSim { base in
+            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            try await simTransaction(base, amount: "1.00", type: "Credit")
+            try await Task.sleep(for: .seconds(2))
+            let store = try Store.open(path: storePath)
+            #expect(try delivered(store) == 0)
+            try broker.start()
+            #expect(await eventually(.seconds(30)) { (try? delivered(store)) ?? 0 >= 1 }, "\(relay.output.suffix(2000))")
+            #expect(try retained(broker)["allowance/status"] == "online")
+            #expect(relay.stop(signal: SIGTERM) == 0)
+        }
+    }
+
     @Test func theLastWillSaysOfflineWhenTheRelayIsKilled() async throws {
         try #require(PythonPeer.available)
         let broker = try MosquittoBroker()
