@@ -15,10 +15,14 @@ final class DesktopSession {
     private(set) var env: [String: String] = [:]
     static let script = PythonPeer.root.appending(path: "Tests/Desktop/desktop-session.sh").path
 
-    /// `dunstrc`: dunst's configuration instead of its default one.
-    init(notifier: Bool = true, dunstrc: String? = nil) throws {
+    /// Popups stay until the test closes them: a loaded machine must not see one expire (dunst's default is 10 s)
+    /// between the alerts that replace it, or before the test looks.
+    static let keepPopups = "[urgency_low]\n    timeout = 0\n[urgency_normal]\n    timeout = 0\n[urgency_critical]\n    timeout = 0\n"
+
+    /// `dunstrc`: more of dunst's configuration (a `[global]` section, say).
+    init(notifier: Bool = true, dunstrc: String = "") throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        if let dunstrc { try dunstrc.write(toFile: dir + "/dunstrc", atomically: true, encoding: .utf8) }
+        try (dunstrc + "\n" + Self.keepPopups).write(toFile: dir + "/dunstrc", atomically: true, encoding: .utf8)
         let out = try runCommand([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
         for line in out.split(separator: "\n") {
             let kv = line.split(separator: "=", maxSplits: 1).map(String.init)
