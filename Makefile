@@ -1,4 +1,5 @@
 # allowance-relay: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL       := /bin/bash
 SWIFT       ?= swift
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -60,8 +61,11 @@ test: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(MAKE) --no-print-directory bench-quick
-	$(SWIFT) test --skip '$(ALONE_SUITES)'
-	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)'
+	@mkdir -p .build/test-artifacts
+	$(SWIFT) test --skip '$(ALONE_SUITES)' 2>&1 | tee .build/test-artifacts/swift-test.log; \
+	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test.log; exit $$status
+	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)' 2>&1 | tee .build/test-artifacts/swift-test-alone.log; \
+	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test-alone.log; exit $$status
 
 # Benchmarks side by side with the Python peers and a raw libwebsockets floor (Benchmarks/README.md):
 # release binaries, about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.

@@ -244,7 +244,9 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
         } throws: { error in
             (error as? WebSocketError)?.kind == .timeout
         }
-        #expect(ContinuousClock.now - started < .seconds(8))
+        // It must not hang. The bound is loose because the deadline's timer can wake late while the suites run side
+        // by side on two cores (12.6 s was seen for this 2 s deadline under that load).
+        #expect(ContinuousClock.now - started < .seconds(20))
         listener.stop()
     }
 }
