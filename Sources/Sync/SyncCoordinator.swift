@@ -25,8 +25,14 @@ public actor SyncCoordinator {
     private let limits: OutboxLimits
     private let api: APIClient
     private let catchUp: CatchUp
-    private var draining = false
     private let logger: Logger
+    /// A catch-up's snapshot (balances, then pages of transactions) and an outbox send must not overlap: a write
+    /// the server applies between two of the catch-up's requests is in one half of the snapshot and not the other,
+    /// and the balance stored from it would count the write twice or not at all (a crash test found a balance off
+    /// by one write). So a drain waits for the fetch, and the fetch for the drain.
+    private var draining = false
+    private var fetching = false
+    private var drainEnded: [CheckedContinuation<Void, Never>] = []
     private var running = false
     private var again = false
     private var status: SyncStatus?
@@ -177,8 +183,13 @@ public actor SyncCoordinator {
             lastCatchUpStart = .now
             again = false
             transition(.syncing, "catching up")
+            while draining { await withCheckedContinuation { drainEnded.append($0) } }
+            fetching = true
             do {
-                _ = try await catchUp.run()
+                do {
+                    defer { fetching = false }
+                    _ = try await catchUp.run()
+                }
                 attempt = 0
                 if await drainOutbox().ok {
                     if let next = try? store.nextOutboxAttempt() {
@@ -212,9 +223,14 @@ public actor SyncCoordinator {
     /// older than `maxAge` is given up (dead letter) so it stops holding back the writes after it.
     @discardableResult
     public func drainOutbox() async -> (ok: Bool, sent: Int) {
-        guard !draining, conflict == nil else { return (false, 0) }
+        // During a catch-up's fetch the catch-up drains when it is done.
+        guard !draining, !fetching, conflict == nil else { return (false, 0) }
         draining = true
-        defer { draining = false }
+        defer {
+            draining = false
+            for waiting in drainEnded { waiting.resume() }
+            drainEnded.removeAll()
+        }
         var sent = 0
         do {
             for entry in try store.dueOutbox() {

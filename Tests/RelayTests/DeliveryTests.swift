@@ -184,7 +184,10 @@ import Testing
             try live(store, "1.00", after: "49", "first")
             try live(store, "1.00", after: "48", "second")
             await eventually("both tried") { hook.received.count == 2 }
-            await eventually("the ledger settles") { (try? store.deliveries(sink: "hook", state: .delivered).count) == 1 }
+            // Both outcomes are written, in whichever order the two concurrent sends finished.
+            await eventually("the ledger settles") {
+                (try? store.deliveries(sink: "hook", state: .delivered).count) == 1 && (try? store.deliveries(sink: "hook", state: .dead).count) == 1
+            }
             let dead = try store.deliveries(sink: "hook", state: .dead)
             #expect(dead.count == 1 && dead[0].lastError == "HTTP 400: bad payload")
             #expect(try store.retryDeliveries(sink: "hook") == 1, "a dead letter can be queued again")

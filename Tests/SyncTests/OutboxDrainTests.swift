@@ -111,4 +111,24 @@ import Testing
             #expect(try await serverBalance(api) == before, "never sent")
         }
     }
+
+    /// A write must not reach the server in the middle of a catch-up's requests: the balance it stores would come
+    /// from a snapshot that has the write in one half and not the other. A drain asked meanwhile is left to the
+    /// catch-up, which sends the write once its snapshot is stored; the balance then is the server's.
+    @Test func aDrainDuringACatchUpWaitsForItAndTheBalanceIsTheServers() async throws {
+        try await withSimulator { base in
+            let (store, sync, api) = try await setUp(base)
+            let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "during the catch-up")
+            try await post(base, "/_sim/rest?mode=slow&ms=150&count=100")  // the catch-up takes several requests of 150 ms
+            await sync.requestCatchUp()
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(await sync.drainOutbox().sent == 0, "left to the catch-up")
+            for _ in 0..<200 where try store.syncStatus()?.phase != .idle { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(try store.outbox().first { $0.seq == w.seq }?.state == .sent)
+            let server = try #require(try await serverBalance(api))
+            #expect(try store.children().first { $0.id == alice }?.currentBalance == server)
+            let sent = try await api.transactions(child: alice, limit: 10, offset: 0).filter { $0.description == "during the catch-up" }
+            #expect(sent.count == 1)
+        }
+    }
 }
