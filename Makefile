@@ -56,6 +56,10 @@ $(VENV)/.installed: Tests/Interop/requirements.txt
 # Suites that load the machine on purpose (a 100,000-event blast) run alone after the others, so that they do not
 # slow down the timing-sensitive suites that run beside each other.
 ALONE_SUITES := BackPressureTests
+# Swift Testing starts every test at once by default: some 300 tests with their simulators, relays and peers on
+# two cores made timers wake late and each CI run failed a different timing check. Four at a time takes the same
+# three minutes (the serialized ReliabilityTests is the longest path) with a fraction of the load.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 4
 
 test: test-deps $(VENV)/.installed
 	$(SWIFT) build

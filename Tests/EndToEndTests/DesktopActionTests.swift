@@ -60,7 +60,8 @@ import Testing
             #expect(await eventually(.seconds(10)) { FileManager.default.fileExists(atPath: opened) }, "\(relay.output.suffix(1500))")
             let link = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(link == "https://allowance.example.org/children/\(Self.alice)")
-            #expect(relay.output.contains("opened https://allowance.example.org (popup clicked)"), "\(relay.output.suffix(1500))")
+            // The relay says so once the handler has run: the file can be there before the line.
+            #expect(await relay.waitFor("opened https://allowance.example.org (popup clicked)"), "\(relay.output.suffix(1500))")
             #expect(relay.stop(signal: SIGTERM) == 0)
         }
     }

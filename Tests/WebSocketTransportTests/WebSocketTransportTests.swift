@@ -374,6 +374,10 @@ final class CannedHTTPListener: @unchecked Sendable {
                 _ = try await it.next()
                 await ws.close()
             }
+            // A closed connection's thread returns just after `close()` does: a leak stays, an exiting thread goes.
+            for _ in 0..<100 where serviceThreads(to: port) + clientSockets(to: port) > 0 {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             #expect(serviceThreads(to: port) == 0, "service threads left after 25 connections")
             #expect(clientSockets(to: port) == 0, "client sockets left after 25 connections")
         }
