@@ -15,6 +15,9 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         var consumer: CheckedContinuation<Void, Never>?
         var producer: CheckedContinuation<Void, Never>?
         var finished = false
+        /// `next(within:)`: the number of the last wait with a deadline, and of the last one whose deadline passed.
+        var lingers = 0
+        var expired = 0
         var count: Int { events.count - head }
     }
 
@@ -72,33 +75,73 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
     /// Up to `limit` waiting events, oldest first, once there is at least one; nil once finished and empty.
     public func next(limit: Int = 1000) async -> [Event]? {
         while true {
-            let (taken, producer) = state.withLock { s -> ([Event]??, CheckedContinuation<Void, Never>?) in
-                guard s.count > 0 else { return (s.finished ? .some(nil) : nil, nil) }
-                let end = min(s.events.count, s.head + limit)
-                let batch = Array(s.events[s.head..<end])
-                s.head = end
-                if s.head == s.events.count {
-                    s.events.removeAll(keepingCapacity: s.events.capacity <= 4 * capacity)
-                    s.head = 0
-                } else if s.head > capacity {
-                    s.events.removeFirst(s.head)
-                    s.head = 0
-                }
-                // The producer goes on once there is room again.
-                guard s.count < capacity, let p = s.producer else { return (.some(batch), nil) }
-                s.producer = nil
-                return (.some(batch), p)
+            if let taken = take(limit) { return taken }
+            await waitForEvents(unless: { _ in false })
+        }
+    }
+
+    /// Like `next`, but waits at most `timeout` for the first event: [] when none came in time. A consumer uses it
+    /// to let an event that is known to follow at once (a transaction's balance) join the batch it commits.
+    public func next(limit: Int = 1000, within timeout: Duration) async -> [Event]? {
+        if let taken = take(limit) { return taken }
+        let ticket = state.withLock { s -> Int in
+            s.lingers += 1
+            return s.lingers
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { expire(ticket) }
+        }
+        defer { timer.cancel() }
+        while true {
+            if let taken = take(limit) { return taken }
+            if state.withLock({ $0.expired == ticket }) { return [] }
+            await waitForEvents(unless: { $0.expired == ticket })
+        }
+    }
+
+    private func expire(_ ticket: Int) {
+        let consumer = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.expired = ticket
+            defer { s.consumer = nil }
+            return s.consumer
+        }
+        consumer?.resume()
+    }
+
+    /// Takes up to `limit` events: nil when there are none yet, .some(nil) once finished and empty. Lets a producer
+    /// waiting for room go on.
+    private func take(_ limit: Int) -> [Event]?? {
+        let (taken, producer) = state.withLock { s -> ([Event]??, CheckedContinuation<Void, Never>?) in
+            guard s.count > 0 else { return (s.finished ? .some(nil) : nil, nil) }
+            let end = min(s.events.count, s.head + limit)
+            let batch = Array(s.events[s.head..<end])
+            s.head = end
+            if s.head == s.events.count {
+                s.events.removeAll(keepingCapacity: s.events.capacity <= 4 * capacity)
+                s.head = 0
+            } else if s.head > capacity {
+                s.events.removeFirst(s.head)
+                s.head = 0
             }
-            producer?.resume()
-            if let taken { return taken }
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if s.count > 0 || s.finished { return true }
-                    s.consumer = c
-                    return false
-                }
-                if now { c.resume() }
+            // The producer goes on once there is room again.
+            guard s.count < capacity, let p = s.producer else { return (.some(batch), nil) }
+            s.producer = nil
+            return (.some(batch), p)
+        }
+        producer?.resume()
+        return taken
+    }
+
+    /// Suspends until an event arrives, the buffer is finished, or `unless` holds (checked under the lock).
+    private func waitForEvents(unless stop: (State) -> Bool) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.count > 0 || s.finished || stop(s) { return true }
+                s.consumer = c
+                return false
             }
+            if now { c.resume() }
         }
     }
 }

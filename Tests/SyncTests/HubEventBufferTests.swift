@@ -1,6 +1,9 @@
 import AllowanceAPI
 import Foundation
+import Logging
 import SignalRClient
+import Store
+import Sync
 import Synchronization
 import Testing
 
@@ -54,5 +57,46 @@ import Testing
         try await Task.sleep(for: .milliseconds(50))
         await queue.append(event(9))
         #expect(await writer.value?.compactMap(balance) == [9])
+    }
+
+    /// `next(within:)`: what arrives in time is taken, nothing in time gives [], a finished buffer gives nil; a
+    /// deadline that passed does not cut a later wait short.
+    @Test func aWaitWithADeadlineTakesWhatComesInTimeAndOtherwiseNothing() async throws {
+        let queue = HubEventBuffer<HubEvent>()
+        let started = ContinuousClock.now
+        #expect(await queue.next(within: .milliseconds(20)) == [])
+        #expect(ContinuousClock.now - started >= .milliseconds(20))
+        let writer = Task { await queue.next(within: .seconds(30)) }
+        try await Task.sleep(for: .milliseconds(50))
+        await queue.append(event(4))
+        #expect(await writer.value?.compactMap(balance) == [4])
+        let later = Task { await queue.next(within: .seconds(30)) }
+        try await Task.sleep(for: .milliseconds(50))
+        await queue.append(event(5))
+        #expect(await later.value?.compactMap(balance) == [5], "the first wait's deadline is not this one's")
+        queue.finish()
+        #expect(await queue.next(within: .seconds(30)) == nil)
+    }
+
+    /// The store writer lets a transaction's BalanceUpdated, which the backend sends right behind it, join the
+    /// TransactionCreated's batch: one commit for both.
+    @Test func aTransactionAndItsBalanceAreStoredInOneBatch() async throws {
+        do {
+            let store = try Store.open(path: temporaryStorePath())
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+            let sync = SyncCoordinator(store: store, api: APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, token: "t"), logger: Logger(label: "t"))
+            let queue = HubEventBuffer<HubEvent>()
+            let batches = Mutex<[Int]>([])
+            let writer = Task { await sync.store(from: queue) { batch in batches.withLock { $0.append(batch.count) } } }
+            let t = Transaction(
+                id: UUID(), childId: alice, amount: 1, type: .credit, description: "x", balanceAfter: 51, createdAt: Date(), createdByName: "Pat")
+            await queue.append(.transactionCreated(t))
+            try await Task.sleep(for: .microseconds(300))
+            await queue.append(.balanceUpdated(childId: alice, balance: 51))
+            queue.finish()
+            await writer.value
+            #expect(batches.withLock { $0 } == [2])
+        }
     }
 }
