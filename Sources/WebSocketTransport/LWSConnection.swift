@@ -70,7 +70,7 @@ final class LWSConnection: @unchecked Sendable {
             policy.secs_since_valid_hangup = secs &* 2
         }
         retryPolicy.initialize(to: policy)
-        inbox = WebSocketInbox(highWater: options.receiveBufferMessages)
+        inbox = WebSocketInbox(highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes)
         inbox.onResume { [weak self] in self?.requestResumeReading() }
     }
 

@@ -77,18 +77,26 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         var waiter: CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>?
         var end: Result<Void, WebSocketError>?
         var paused = false
+        /// The bytes of the messages waiting.
+        var bytes = 0
         var count: Int { queue.count - head }
     }
 
     private let state = Mutex(State())
     private let highWater: Int
+    private let highWaterBytes: Int
     /// Asks the service thread to read the socket again (set once by the connection).
     /// Boxed: a closure stored directly in a Mutex gains two reabstraction thunks per `withLock` (see Store).
     private let resumeHook = Mutex<HookBox?>(nil)
 
-    init(highWater: Int) {
+    init(highWater: Int, highWaterBytes: Int = .max) {
         self.highWater = Swift.max(2, highWater)
+        self.highWaterBytes = Swift.max(1, highWaterBytes)
     }
+
+    private func full(_ s: State) -> Bool { s.count >= highWater || s.bytes >= highWaterBytes }
+    /// Reading resumes once the reader has taken half of what was waiting, by count and by bytes.
+    private func drained(_ s: State) -> Bool { s.count <= highWater / 2 && s.bytes <= highWaterBytes / 2 }
 
     func onResume(_ hook: @escaping @Sendable () -> Void) {
         let box = HookBox(hook)
@@ -104,7 +112,8 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
                     return (w, false)
                 }
                 s.queue.append(message)
-                if s.count >= highWater && !s.paused {
+                s.bytes += message.count
+                if full(s) && !s.paused {
                     s.paused = true
                     return (nil, true)
                 }
@@ -136,6 +145,7 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
             let batch = Array(s.queue[s.head...])
             s.queue.removeAll(keepingCapacity: s.queue.capacity <= 4 * highWater)
             s.head = 0
+            s.bytes = 0
             defer { s.paused = false }
             return (batch, s.paused)
         }
@@ -150,12 +160,13 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
                 if s.count > 0 {
                     let m = s.queue[s.head]
                     s.head += 1
+                    s.bytes -= m.count
                     if s.head > 1024 && s.head * 2 > s.queue.count {
                         s.queue.removeFirst(s.head)
                         s.head = 0
                     }
                     var wake = false
-                    if s.paused && s.count <= highWater / 2 {
+                    if s.paused && drained(s) {
                         s.paused = false
                         wake = true
                     }

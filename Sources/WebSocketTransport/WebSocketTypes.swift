@@ -11,6 +11,13 @@ public enum WebSocketMessage: Sendable, Equatable {
         case .text(let b), .binary(let b): return b
         }
     }
+
+    /// The payload's size in bytes.
+    public var count: Int {
+        switch self {
+        case .text(let b), .binary(let b): return b.count
+        }
+    }
 }
 
 /// How the peer (or we) ended the connection.
@@ -45,9 +52,11 @@ public struct WebSocketOptions: Sendable {
     /// WebSocket-level pings after this much silence; the connection is dropped when a second interval
     /// passes without anything from the peer. Nil: no pings (a protocol above may keep the link alive itself).
     public var pingInterval: Duration?
-    /// When this many received messages wait unread, the socket stops being read (`lws_rx_flow_control`)
-    /// until the reader has taken half of them.
+    /// When this many received messages, or `receiveBufferBytes` of them, wait unread, the socket stops being
+    /// read (`lws_rx_flow_control`) until the reader has taken half. The bytes bound the memory whatever the
+    /// frames' size: 4,096 frames of 20 hub messages each held 34 MB.
     public var receiveBufferMessages = 4096
+    public var receiveBufferBytes = 1 << 20
 
     public init() {}
 }

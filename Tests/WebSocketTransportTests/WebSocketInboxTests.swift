@@ -1,0 +1,41 @@
+import Synchronization
+import Testing
+@testable import WebSocketTransport
+
+/// The inbox between the service thread and the reader: it asks the service thread to stop reading the socket when
+/// too many messages, or too many bytes, wait; and lets it read again once the reader has taken half.
+@Suite struct WebSocketInboxTests {
+    func message(_ size: Int) -> WebSocketMessage { .text([UInt8](repeating: 0x61, count: size)) }
+
+    @Test func bigFramesPauseReadingByTheirBytesNotTheirCount() async throws {
+        let inbox = WebSocketInbox(highWater: 4096, highWaterBytes: 300_000)
+        #expect(inbox.push(message(100_000)) == false)
+        #expect(inbox.push(message(100_000)) == false)
+        #expect(inbox.push(message(100_000)) == true, "300,000 bytes wait: stop reading, though only 3 messages do")
+        #expect(inbox.push(message(100_000)) == false, "asked once; what was already read is still kept")
+        let resumed = ResumeCount()
+        inbox.onResume { resumed.add() }
+        _ = try await inbox.next()
+        _ = try await inbox.next()
+        #expect(resumed.count == 0, "200,000 bytes still wait: more than half")
+        _ = try await inbox.next()
+        #expect(resumed.count == 1, "100,000 bytes wait: reading resumes")
+        #expect(try await inbox.next()?.count == 100_000, "nothing was lost")
+    }
+
+    @Test func takingTheBacklogAtOnceResumesReading() async throws {
+        let inbox = WebSocketInbox(highWater: 4096, highWaterBytes: 1000)
+        let resumed = ResumeCount()
+        inbox.onResume { resumed.add() }
+        for _ in 0..<3 { _ = inbox.push(message(400)) }
+        #expect(try await inbox.nextBatch()?.count == 3)
+        #expect(resumed.count == 1)
+        #expect(inbox.push(message(400)) == false, "the byte count starts again from nothing")
+    }
+}
+
+final class ResumeCount: Sendable {
+    private let n = Mutex(0)
+    func add() { n.withLock { $0 += 1 } }
+    var count: Int { n.withLock { $0 } }
+}
