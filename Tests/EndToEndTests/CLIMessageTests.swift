@@ -23,71 +23,71 @@ import Testing
         return ["ALLOWANCE_RELAY_STORE_PATH": db]
     }
 
-    func run(_ arguments: [String], _ env: [String: String]) throws -> (code: Int32, output: String) {
+    func run(_ arguments: [String], _ env: [String: String]) async throws -> (code: Int32, output: String) {
         let p = try RelayProcess(env: env, arguments: arguments)
-        return (p.wait(), p.output)
+        return (await p.wait(), p.output)
     }
 
-    @Test func aChildThatIsNotThereIsNamedWithTheChildrenThatAre() throws {
+    @Test func aChildThatIsNotThereIsNamedWithTheChildrenThatAre() async throws {
         let env = try seeded()
-        let r = try run(["transaction", "add", "--child", "Dave", "--amount", "5", "--type", "credit", "--description", "x"], env)
+        let r = try await run(["transaction", "add", "--child", "Dave", "--amount", "5", "--type", "credit", "--description", "x"], env)
         #expect(r.code == 65)
         #expect(r.output == "allowance-relay: No child 'Dave' in the cache; the children are Alice and Bob (a first name or an id).\n")
-        let near = try run(["transactions", "--child", "Alise"], env)
+        let near = try await run(["transactions", "--child", "Alise"], env)
         #expect(near.code == 65)
         #expect(near.output.hasSuffix("the children are Alice and Bob (a first name or an id). Did you mean Alice?\n"), "\(near.output)")
     }
 
-    @Test func aNegativeAmountPointsAtTypeDebitAndAThirdDecimalAtCents() throws {
+    @Test func aNegativeAmountPointsAtTypeDebitAndAThirdDecimalAtCents() async throws {
         let env = try seeded()
-        let negative = try run(["transaction", "add", "--child", "Alice", "--amount", "-2", "--type", "credit", "--description", "x"], env)
+        let negative = try await run(["transaction", "add", "--child", "Alice", "--amount", "-2", "--type", "credit", "--description", "x"], env)
         #expect(negative.code == 64)
         #expect(
             negative.output.hasPrefix(
                 "Error: --amount is the size of the amount, more than 0: for money going out, use --type debit (e.g. --amount 2 --type debit).\n"),
             "\(negative.output)")
-        let cents = try run(["transaction", "add", "--child", "Alice", "--amount", "1.255", "--type", "credit", "--description", "x"], env)
+        let cents = try await run(["transaction", "add", "--child", "Alice", "--amount", "1.255", "--type", "credit", "--description", "x"], env)
         #expect(cents.code == 64)
         #expect(cents.output.hasPrefix("Error: --amount 1.255 has more than two decimals: amounts are in cents (e.g. 1.25).\n"), "\(cents.output)")
         #expect(try Store.open(path: db).outbox().isEmpty, "nothing queued")
     }
 
-    @Test func optionsAppearOnlyOnTheCommandsTheyAffect() throws {
+    @Test func optionsAppearOnlyOnTheCommandsTheyAffect() async throws {
         let env = try seeded()
-        let r = try run(["transaction", "add", "--child", "Alice", "--amount", "1", "--type", "credit", "--description", "x", "--max-age-hours", "2"], env)
+        let r = try await run(["transaction", "add", "--child", "Alice", "--amount", "1", "--type", "credit", "--description", "x", "--max-age-hours", "2"], env)
         #expect(r.code == 64 && r.output.hasPrefix("Error: Unknown option '--max-age-hours'"), "\(r.output)")
-        #expect(try run(["balances", "--max-age-hours", "2"], env).code == 0)
+        #expect(try await run(["balances", "--max-age-hours", "2"], env).code == 0)
     }
 
-    @Test func aSinkThatIsNotThereIsNamedWithTheSinksThatAre() throws {
+    @Test func aSinkThatIsNotThereIsNamedWithTheSinksThatAre() async throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let config = dir.appending(path: "relay.yaml").path
         try "sinks:\n  chat: discord://1/2\n  hook:\n    type: webhook\n    url: https://x.example\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let r = try run(["notify", "test", "--config", config, "--sink", "chta"], [:])
+        let r = try await run(["notify", "test", "--config", config, "--sink", "chta"], [:])
         #expect(r.code == 65)
         #expect(r.output == "allowance-relay: No sink 'chta' in \(config); its sinks are chat, hook. Did you mean chat?\n")
     }
 
-    @Test func tablesCarryTheChildAndTheCurrency() throws {
+    @Test func tablesCarryTheChildAndTheCurrency() async throws {
         var env = try seeded()
-        #expect(try run(["transaction", "add", "--child", "Bob", "--amount", "1.50", "--type", "debit", "--description", "Candy"], env).code == 0)
-        let outbox = try run(["outbox", "list"], env)
+        #expect(try await run(["transaction", "add", "--child", "Bob", "--amount", "1.50", "--type", "debit", "--description", "Candy"], env).code == 0)
+        let outbox = try await run(["outbox", "list"], env)
         #expect(outbox.output.hasPrefix("#  STATE    CHILD  AMOUNT  DESCRIPTION  ATTEMPTS  LAST ERROR\n1  pending  Bob     -1.50  Candy"), "\(outbox.output)")
         try "relay:\n  currency: EUR\n".write(toFile: dir.appending(path: "c.yaml").path, atomically: true, encoding: .utf8)
         env["ALLOWANCE_RELAY_RELAY_CURRENCY"] = "GBP"
-        let balances = try run(["balances"], env)
+        let balances = try await run(["balances"], env)
         #expect(balances.output.hasPrefix("CHILD          BALANCE  CURRENCY\nAlice Example    25.50  GBP\n"), "\(balances.output)")
     }
 
     /// Help paragraphs are wrapped by the parser to the terminal (80 columns here), not hard-wrapped at 100.
-    @Test func helpFitsAnEightyColumnTerminal() throws {
+    @Test func helpFitsAnEightyColumnTerminal() async throws {
         for command in [["--help"], ["transaction", "add", "--help"], ["config", "check", "--help"], ["deliveries", "--help"]] {
-            let r = try run(command, ["COLUMNS": "80"])
+            let r = try await run(command, ["COLUMNS": "80"])
             let long = r.output.split(separator: "\n").filter { $0.count > 80 && !$0.hasPrefix("USAGE:") && !$0.hasPrefix("  allowance-relay ") }
             #expect(r.code == 0 && long.isEmpty, "\(command): \(long)")
         }
         // A paragraph is filled to the width, not broken where the source text broke it (ragged before).
-        let add = try run(["transaction", "add", "--help"], ["COLUMNS": "80"]).output
+        let add = try await run(["transaction", "add", "--help"], ["COLUMNS": "80"]).output
         #expect(
             add.contains(
                 """
@@ -98,9 +98,9 @@ import Testing
     }
 
     /// One casing for JSON keys: camelCase everywhere in `status --json` (it mixed in `in_flight`).
-    @Test func statusJSONKeysAreCamelCase() throws {
+    @Test func statusJSONKeysAreCamelCase() async throws {
         let env = try seeded()
-        let json = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: env).utf8))
+        let json = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: env).utf8))
         func keys(_ v: JSONValue) -> [String] {
             switch v {
             case .object(let members): members.flatMap { [$0.key] + keys($0.value) }
@@ -112,8 +112,8 @@ import Testing
         #expect(!all.isEmpty && all.allSatisfy { !$0.contains("_") && $0.first?.isLowercase == true }, "\(all)")
     }
 
-    @Test func noDatabaseYetIsUnavailable() throws {
-        let r = try run(["balances"], ["ALLOWANCE_RELAY_STORE_PATH": dir.appending(path: "none/relay.sqlite").path])
+    @Test func noDatabaseYetIsUnavailable() async throws {
+        let r = try await run(["balances"], ["ALLOWANCE_RELAY_STORE_PATH": dir.appending(path: "none/relay.sqlite").path])
         #expect(r.code == 69)
         #expect(r.output.contains("No database at ") && r.output.contains("yet: run `allowance-relay run` first (or set store.path)."))
     }
@@ -121,7 +121,7 @@ import Testing
 
 /// `deliveries list` names the next try and cuts an error at a word; `deliveries show` prints it whole.
 @Suite struct DeliveriesCLITests {
-    @Test func aLongErrorIsCutAtAWordInTheListAndWholeInShow() throws {
+    @Test func aLongErrorIsCutAtAWordInTheListAndWholeInShow() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-dlv-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let db = dir.appending(path: "relay.sqlite").path
@@ -134,14 +134,14 @@ import Testing
         let error = "HTTP 500 from hooks.example.org: the receiving end answered with an error page that goes on and on and on"
         try store.record([(d.id, .retry(error: error, at: Date().addingTimeInterval(3600)))])
         let env = ["ALLOWANCE_RELAY_STORE_PATH": db]
-        let list = try RelayProcess.output(["deliveries", "list"], env: env)
+        let list = try await RelayProcess.output(["deliveries", "list"], env: env)
         #expect(list.contains("NEXT TRY"))
         #expect(list.contains("HTTP 500 from hooks.example.org: the receiving end answered …\n"), "\(list)")
         #expect(list.contains("(errors cut short: `allowance-relay deliveries show ID` prints one whole)"))
-        let show = try RelayProcess.output(["deliveries", "show", d.id], env: env)
+        let show = try await RelayProcess.output(["deliveries", "show", d.id], env: env)
         #expect(show.contains("last error  \(error)\n"), "\(show)")
         let missing = try RelayProcess(env: env, arguments: ["deliveries", "show", "dlv_nope"])
-        #expect(missing.wait() == 65)
+        #expect(await missing.wait() == 65)
         #expect(missing.output == "allowance-relay: No delivery 'dlv_nope' (`allowance-relay deliveries list` shows their ids).\n")
     }
 }

@@ -25,7 +25,7 @@ import Testing
                 bursts.append(Task { try await simPost(base, "/_sim/burst?count=150") })
                 let delay = Int(random.next() % 400)
                 try await Task.sleep(for: .milliseconds(delay))
-                _ = relay.stop(signal: SIGKILL)
+                _ = await relay.stop(signal: SIGKILL)
                 print("crash test (seed \(seed)): round \(round) killed after \(delay) ms")
             }
             for b in bursts { try await b.value }
@@ -39,7 +39,7 @@ import Testing
             let env = relayEnv(base)
             let first = try RelayProcess(env: env)
             #expect(await first.waitFor("caught up"))
-            #expect(first.stop(signal: SIGTERM) == 0)
+            #expect(await first.stop(signal: SIGTERM) == 0)
             // 60 writes made offline (the same Store call as `allowance-relay transaction add`).
             let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
             let kids = try store.children()
@@ -56,7 +56,7 @@ import Testing
                 #expect(await relay.waitFor("connected to the hub", timeout: .seconds(45)))
                 let delay = Int(random.next() % 1500)
                 try await Task.sleep(for: .milliseconds(delay))
-                _ = relay.stop(signal: SIGKILL)
+                _ = await relay.stop(signal: SIGKILL)
                 print("crash test (seed \(seed &+ 1)): drain round \(round) killed after \(delay) ms, \(try store.summary().outboxWaiting) waiting")
             }
             try await finalRunAndCompare(base, env, "kill -9 at random moments during an outbox drain of 60 writes", kills: round)
@@ -76,7 +76,7 @@ import Testing
     private func finalRunAndCompare(_ base: URL, _ env: [String: String], _ scenario: String, kills: Int) async throws {
         let relay = try RelayProcess(env: env)
         #expect(await relay.waitFor("sync: syncing -> idle", timeout: .seconds(60)), "seed \(seed)")
-        #expect(relay.stop(signal: SIGTERM) == 0)
+        #expect(await relay.stop(signal: SIGTERM) == 0)
         let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
         let server = try await Scenario.serverTransactions(base)
         let cached = try store.transactions(limit: 100_000)

@@ -88,11 +88,11 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
         return file
     }
 
-    @Test func notifyTestPopsUpOnARealNotificationServer() throws {
+    @Test func notifyTestPopsUpOnARealNotificationServer() async throws {
         let desktop = try DesktopSession()
         defer { desktop.stop() }
         let run = try RelayProcess(env: desktop.env, arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
-        #expect(run.wait() == 0, "\(run.output)")
+        #expect(await run.wait() == 0, "\(run.output)")
         #expect(run.output.contains("Sink popups (desktop) accepted the test alert."))
         desktop.screenshot("desktop-notify-test")
         let shown = try desktop.popups()
@@ -120,7 +120,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             let store = try Store.open(path: storePath)
             try await waitForDelivered(8, in: store)
             desktop.screenshot("desktop-relay")
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             let children = Set(try store.transactions().map(\.childId)).count
             let shown = try desktop.popups()
             // A burst makes one transaction popup per child, each listing the child's transactions.
@@ -154,7 +154,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 let store = try Store.open(path: storePath)
                 try await waitForDelivered(2 * round, in: store)
                 try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
-                #expect(relay.stop(signal: SIGTERM) == 0)
+                #expect(await relay.stop(signal: SIGTERM) == 0)
                 let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
                 #expect(updates.count == 2 * round, "one per change of the balance: \(updates.map { (try? $0.event.balance) ?? 0 })")
             }
@@ -188,7 +188,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             #expect(try desktop.displayed() == 0, "closed when the balance recovered")
             #expect(try store.popup(sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil)
             #expect(try store.deliveries(sink: "popups").map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.balanceLow, .balanceRecovered])
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
         }
     }
 
@@ -208,18 +208,18 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 let deadline = ContinuousClock.now + .seconds(10)
                 while ContinuousClock.now < deadline, hook.received.count < 3 { try await Task.sleep(for: .milliseconds(50)) }
                 #expect(hook.received.count == 3, "the webhook is not held back by the desktop")
-                #expect(relay.stop(signal: SIGTERM) == 0)
+                #expect(await relay.stop(signal: SIGTERM) == 0)
                 #expect(relay.output.components(separatedBy: "sink popups is unavailable").count == 2, "said once")
                 #expect(relay.output.contains("no notification server"))
             }
         }
     }
 
-    @Test func withoutASessionBusNotifyTestSaysWhy() throws {
+    @Test func withoutASessionBusNotifyTestSaysWhy() async throws {
         let run = try RelayProcess(
             env: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus", "XDG_RUNTIME_DIR": "/nonexistent"],
             arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
-        #expect(run.wait() == 1)
+        #expect(await run.wait() == 1)
         #expect(run.output.contains("cannot connect to the session bus"), "\(run.output)")
         #expect(run.output.contains("run the relay as that user's service, `systemctl --user`, or set DBUS_SESSION_BUS_ADDRESS"), "\(run.output)")
     }

@@ -66,7 +66,7 @@ import Testing
                 let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
                 #expect(["credit", "debit"].contains(last["event_type"]?.stringValue ?? ""))
             }
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             #expect(try retained(broker)["allowance/status"] == "offline", "a clean stop says offline")
         }
     }
@@ -85,13 +85,13 @@ import Testing
             return file
         }
         let sent = try RelayProcess(env: [:], arguments: ["notify", "test", "--config", try config(password: "right-pass"), "--sink", "home"])
-        #expect(sent.wait() == 0, "\(sent.output)")
+        #expect(await sent.wait() == 0, "\(sent.output)")
         #expect(await eventually(.seconds(10)) {
             ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains(#"\"type\":\"test\""#) })
         let refused = try RelayProcess(
             env: ["ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:9", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
             arguments: ["config", "check", "--config", try config(password: "wrong-pass"), "--probe"])
-        #expect(refused.wait() == 1)
+        #expect(await refused.wait() == 1)
         #expect(refused.output.contains("FAIL sink home (mqtt): mqtt: not connected to 127.0.0.1:\(broker.port)"), "\(refused.output)")
         #expect(refused.output.lowercased().contains("not authori"), "the broker's reason: \(refused.output)")
         #expect(!refused.output.contains("wrong-pass"))
@@ -113,7 +113,7 @@ import Testing
             try broker.start()
             #expect(await eventually(.seconds(30)) { (try? delivered(store)) ?? 0 >= 1 }, "\(relay.output.suffix(2000))")
             #expect(try retained(broker)["allowance/status"] == "online")
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
         }
     }
 
@@ -129,7 +129,7 @@ import Testing
             let store = try Store.open(path: storePath)
             #expect(await eventually { (try? delivered(store)) ?? 0 >= 1 })
             #expect(try retained(broker)["allowance/status"] == "online")
-            _ = relay.stop(signal: SIGKILL)
+            _ = await relay.stop(signal: SIGKILL)
             // The broker notices the dropped connection (at once: the socket closes) and publishes the will.
             #expect(await eventually(.seconds(10)) { (try? retained(broker)["allowance/status"]) == "offline" })
         }
@@ -191,7 +191,7 @@ import Testing
                 let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
                 #expect(last["balance_after"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(last)")
             }
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
         }
     }
 }

@@ -27,7 +27,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"TransactionCreated\""))
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"BalanceUpdated\""))
             #expect(!relay.output.contains("e2e-token"), "the token never reaches the logs")
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             #expect(relay.output.contains("received SIGTERM"))
         }
     }
@@ -35,7 +35,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
     @Test func refusedTokenExits77WithAClearMessage() async throws {
         try await withSim { base in
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"])
-            #expect(relay.wait() == 77)
+            #expect(await relay.wait() == 77)
             #expect(relay.output.contains("refused the access token"))
             #expect(!relay.output.contains("wrong-token"))
         }
@@ -49,7 +49,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor("connected to the hub"))
             try await simPost(base, "/_sim/revoke?static=true")
             try await simPost(base, "/_sim/drop")
-            #expect(relay.wait() == 77)
+            #expect(await relay.wait() == 77)
             #expect(relay.output.contains("refused the token at a reconnect"))
             #expect(!relay.output.contains("e2e-token"))
         }
@@ -71,7 +71,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor(count: 2, of: "connected to the hub"))
             #expect(await relay.waitFor(count: 2, of: "caught up"))
             #expect(try await simStats(base)["logins"]?.intValue == 2, "one login at start, one after the revocation")
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             #expect(!relay.output.contains("sim-"), "login tokens never reach the logs")
         }
     }
@@ -85,12 +85,12 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await first.waitFor("connected to the hub"))
             try await simPost(base, "/_sim/burst?count=5")
             #expect(await first.waitFor(count: 5, of: "TransactionCreated child="))
-            _ = first.stop(signal: SIGKILL)
+            _ = await first.stop(signal: SIGKILL)
             try await simPost(base, "/_sim/burst?count=1000")  // while the relay is down
             let second = try RelayProcess(env: env)
             // 1,000, or 1,001 if the kill landed between logging the 5th live event and storing it.
             #expect(await second.waitFor("caught up"))
-            #expect(second.stop(signal: SIGTERM) == 0)
+            #expect(await second.stop(signal: SIGTERM) == 0)
 
             let store = try Store.open(path: storePath)
             let stored = try store.transactions(limit: 5000).count
@@ -111,12 +111,12 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                        "ALLOWANCE_RELAY_STORE_PATH": storePath]
             let broken = try RelayProcess(env: env)
-            #expect(broken.wait() == 74)
+            #expect(await broken.wait() == 74)
             #expect(broken.output.contains(storePath) && broken.output.contains("--rebuild"))
             let rebuilt = try RelayProcess(env: env, arguments: ["run", "--rebuild"])
             #expect(await rebuilt.waitFor("moved the old database aside"))
             #expect(await rebuilt.waitFor("caught up"))
-            #expect(rebuilt.stop(signal: SIGTERM) == 0)
+            #expect(await rebuilt.stop(signal: SIGTERM) == 0)
         }
     }
 
@@ -129,34 +129,34 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor("caught up"))
             try await simPost(base, "/_sim/burst?count=8")
             #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             for c in try await APIClient(baseURL: base, token: "e2e-token").children() {
                 serverBalances[c.id.uuidString.lowercased()] = .string(Money.plain(c.currentBalance))
             }
         }
         // The simulator is gone now: these read only the cache.
         let env = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
-        let balances = try JSONValue(parsing: Array(try RelayProcess.output(["balances", "--json"], env: env).utf8))
+        let balances = try JSONValue(parsing: Array(try await RelayProcess.output(["balances", "--json"], env: env).utf8))
         #expect(balances.arrayValue?.count == 3)
         for b in balances.arrayValue ?? [] {
             #expect(b["balance"] == serverBalances[b["id"]?.stringValue ?? ""], "money as an exact string: \(b)")
             #expect(b["currency"] == "USD")
         }
-        let status = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: env).utf8))
+        let status = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: env).utf8))
         #expect(status["transactions"] == 8)
         #expect(status["stale"] == false)
-        let all = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--json", "--limit", "100"], env: env).utf8))
-        let alice = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--child", "Alice", "--json"], env: env).utf8))
+        let all = try JSONValue(parsing: Array(try await RelayProcess.output(["transactions", "--json", "--limit", "100"], env: env).utf8))
+        let alice = try JSONValue(parsing: Array(try await RelayProcess.output(["transactions", "--child", "Alice", "--json"], env: env).utf8))
         #expect(all.arrayValue?.count == 8)
-        let recent = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--since", "1h", "--json"], env: env).utf8))
-        let future = try JSONValue(parsing: Array(try RelayProcess.output(["transactions", "--since", "2099-01-01", "--json"], env: env).utf8))
+        let recent = try JSONValue(parsing: Array(try await RelayProcess.output(["transactions", "--since", "1h", "--json"], env: env).utf8))
+        let future = try JSONValue(parsing: Array(try await RelayProcess.output(["transactions", "--since", "2099-01-01", "--json"], env: env).utf8))
         #expect(recent.arrayValue?.count == 8 && future.arrayValue?.count == 0)
         let badSince = try RelayProcess(env: env, arguments: ["transactions", "--since", "last week"])
-        #expect(badSince.wait() != 0 && badSince.output.contains("--since must be a date"))
+        #expect(await badSince.wait() != 0 && badSince.output.contains("--since must be a date"))
         #expect(alice.arrayValue?.allSatisfy { $0["childId"] == "11111111-1111-4111-8111-111111111111" && $0["childName"] == "Alice" } == true)
         #expect(all.arrayValue?.allSatisfy { $0["amount"]?.stringValue?.contains(".") == true && $0["currency"] == "USD" } == true, "\(all)")
         let missing = try RelayProcess(env: ["ALLOWANCE_RELAY_STORE_PATH": "/nonexistent/relay.sqlite"], arguments: ["status"])
-        #expect(missing.wait() == 69, "nothing to read yet: unavailable")
+        #expect(await missing.wait() == 69, "nothing to read yet: unavailable")
         #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))
     }
 
@@ -167,25 +167,25 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor("caught up"))
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
         }
         // No backend at all: two writes go to the outbox.
         let cache = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
-        _ = try RelayProcess.output(["transaction", "add", "--child", "Alice", "--amount", "5.00", "--type", "credit", "--description", "Chores"], env: cache)
-        _ = try RelayProcess.output(["transaction", "add", "--child", "Bob", "--amount", "2.50", "--type", "debit", "--description", "Comic"], env: cache)
-        let queued = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+        _ = try await RelayProcess.output(["transaction", "add", "--child", "Alice", "--amount", "5.00", "--type", "credit", "--description", "Chores"], env: cache)
+        _ = try await RelayProcess.output(["transaction", "add", "--child", "Bob", "--amount", "2.50", "--type", "debit", "--description", "Comic"], env: cache)
+        let queued = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: cache).utf8))
         #expect(queued["outboxWaiting"] == 2)
         // A new backend (fresh simulator, same seeded family) and the relay: the outbox drains.
         try await withSim { base in
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor(count: 2, of: "outbox write sent"))
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             let server = try await APIClient(baseURL: base, token: "e2e-token").children()
             #expect(server.first { $0.firstName == "Alice" }?.currentBalance == Decimal(string: "30.50")!, "25.50 + 5.00, once")
             #expect(server.first { $0.firstName == "Bob" }?.currentBalance == Decimal(string: "9.50")!, "12.00 - 2.50, once")
         }
-        let after = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+        let after = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: cache).utf8))
         #expect(after["outboxWaiting"] == 0 && after["outboxRejected"] == 0)
         let store = try Store.open(path: storePath)
         #expect(try store.transactions().allSatisfy { $0.createdByName == "Parent" }, "the server's versions replaced the local ones")
@@ -204,7 +204,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let store = try Store.open(path: storePath)
             let deadline = ContinuousClock.now + .seconds(15)
             while ContinuousClock.now < deadline, try store.transactions().count < 3 { try await Task.sleep(for: .milliseconds(100)) }
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
             #expect(try store.transactions().count == 3)
         }
     }
@@ -216,44 +216,44 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor("sync: syncing -> idle (caught up)"))
             let cache = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
-            let idle = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+            let idle = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: cache).utf8))
             #expect(idle["sync"]?["phase"] == "idle")
             try await simPost(base, "/_sim/refuse?seconds=30")  // drops the hub and refuses new connections
             #expect(await relay.waitFor("sync: idle -> offline (hub connection lost"))
-            let offline = try JSONValue(parsing: Array(try RelayProcess.output(["status", "--json"], env: cache).utf8))
+            let offline = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: cache).utf8))
             #expect(offline["sync"]?["phase"] == "offline")
             #expect(offline["sync"]?["detail"]?.stringValue?.hasPrefix("hub connection lost") == true)
-            #expect(relay.stop(signal: SIGTERM) == 0)
+            #expect(await relay.stop(signal: SIGTERM) == 0)
         }
     }
 
-    @Test func configCheckNamesFileLineAndKeyAndRunRefusesTheSameFile() throws {
+    @Test func configCheckNamesFileLineAndKeyAndRunRefusesTheSameFile() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-check-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let file = dir.appending(path: "relay.yaml").path
         try "server:\n  url: http://127.0.0.1:1\n  tokn: abc\n".write(toFile: file, atomically: true, encoding: .utf8)
         let check = try RelayProcess(env: [:], arguments: ["config", "check", "--config", file])
-        #expect(check.wait() == 78)
+        #expect(await check.wait() == 78)
         #expect(check.output.contains("\(file):3:3: server.tokn: is not a known key. Fix: did you mean server.token?"), "\(check.output)")
         let run = try RelayProcess(env: [:], arguments: ["run", "--config", file])
-        #expect(run.wait() == 78)
+        #expect(await run.wait() == 78)
         #expect(run.output.contains("server.tokn: is not a known key"))
         let demo = PythonPeer.root.appending(path: "config/demo.yaml").path
         let good = try RelayProcess(env: [:], arguments: ["config", "check", "--config", demo, "--json"])
-        #expect(good.wait() == 0)
+        #expect(await good.wait() == 0)
         #expect(good.output.contains(#""ok":true"#), "\(good.output)")
     }
 
-    @Test func invalidConfigurationExits78() throws {
+    @Test func invalidConfigurationExits78() async throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
-        #expect(relay.wait() == 78)
+        #expect(await relay.wait() == 78)
         #expect(relay.output.contains("configuration error:\n  environment: ALLOWANCE_RELAY_SERVER_URL: 'not a url' is not an http:// or https:// URL"))
     }
 
     /// A file with several mistakes, in both the settings and the relay's sections, gets all of them at once, each
     /// with file:line:column, key, what is wrong and the fix ("did you mean" where a known word is close); YAML
     /// syntax errors come in the same form; `--json` gives the same as a list of objects; the exit code is 78.
-    @Test func configCheckReportsEveryMistakeAtOnceLikeACompiler() throws {
+    @Test func configCheckReportsEveryMistakeAtOnceLikeACompiler() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-check-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let file = dir.appending(path: "relay.yaml").path
@@ -273,7 +273,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
 
             """.write(toFile: file, atomically: true, encoding: .utf8)
         let check = try RelayProcess(env: [:], arguments: ["config", "check", "--config", file])
-        #expect(check.wait() == 78)
+        #expect(await check.wait() == 78)
         #expect(
             check.output.contains(
                 """
@@ -285,7 +285,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
                   \(file):11:1: rule: is not a known section. Fix: did you mean rules?
                 """), "\(check.output)")
         let json = try RelayProcess(env: [:], arguments: ["config", "check", "--config", file, "--json"])
-        #expect(json.wait() == 78)
+        #expect(await json.wait() == 78)
         let problems = try JSONValue(parsing: Array(json.output.utf8))["problems"]?.arrayValue ?? []
         #expect(problems.map { $0["key"]?.stringValue ?? "" } == ["server.url", "relay.currency", "log.levl", "sinks.chat.type", "rule"])
         #expect(problems.map { $0["line"]?.intValue ?? 0 } == [2, 4, 6, 9, 11])
@@ -293,7 +293,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
 
         try "server:\n  url: http://x\n   bad: 1\n".write(toFile: file, atomically: true, encoding: .utf8)
         let syntax = try RelayProcess(env: [:], arguments: ["config", "check", "--config", file])
-        #expect(syntax.wait() == 78)
+        #expect(await syntax.wait() == 78)
         #expect(
             syntax.output.contains(
                 "\(file):3:7: YAML syntax: mapping values are not allowed in this context. Fix: check the indentation (spaces, not tabs) and the quoting on this line and the one above."
@@ -337,6 +337,12 @@ final class RelayProcess: Sendable {
         try process.run()
     }
 
+    /// A test that fails (throws) before `stop` would leave its relay running, loading the machine for the tests
+    /// after it: the relay goes with the test.
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     var output: String { collected.text }
     var pid: Int32 { process.processIdentifier }
 
@@ -355,30 +361,32 @@ final class RelayProcess: Sendable {
     }
 
     /// Runs a short command to completion and returns its output.
-    static func output(_ arguments: [String], env: [String: String]) throws -> String {
+    static func output(_ arguments: [String], env: [String: String]) async throws -> String {
         let p = try RelayProcess(env: env, arguments: arguments)
-        let status = p.wait()
+        let status = await p.wait()
         try #require(status == 0, "allowance-relay \(arguments.joined(separator: " ")) exited \(status): \(p.output)")
         return p.output
     }
 
-    func stop(signal: Int32) -> Int32 {
+    func stop(signal: Int32) async -> Int32 {
         kill(process.processIdentifier, signal)
-        return wait()
+        return await wait()
     }
 
-    /// Waits for the exit, at most `limit`: a relay that does not end is killed and the test fails with its output,
-    /// rather than holding one of the few threads every test shares (two such waits stalled the whole run once).
-    func wait(limit: Duration = .seconds(60)) -> Int32 {
+    /// Waits for the exit, at most `limit`: a relay that does not end is killed and the test fails with its output.
+    /// It waits without holding a thread: the suites share a cooperative pool of one thread per core, and a
+    /// blocking wait there starved the in-process webhook receiver the relay was waiting for (a graceful stop then
+    /// ran into its 10 s deadline with the answer unsent).
+    func wait(limit: Duration = .seconds(60)) async -> Int32 {
         let deadline = ContinuousClock.now + limit
-        while process.isRunning && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             Issue.record("allowance-relay \(process.arguments?.joined(separator: " ") ?? "") did not end within \(limit):\n\(output.suffix(4000))")
             return -1
         }
-        Thread.sleep(forTimeInterval: 0.1)  // let the last output arrive
+        try? await Task.sleep(for: .milliseconds(100))  // let the last output arrive
         return process.terminationStatus
     }
 }
