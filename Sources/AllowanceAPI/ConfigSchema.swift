@@ -44,7 +44,7 @@ public enum ConfigSchema {
         .init(key: "relay.locale", type: "locale", defaultValue: "en_US", help: "how amounts and dates are written in alerts"),
         .init(key: "relay.link", type: "url template", defaultValue: nil, help: "where a click on an alert leads, also {link}; with {child_id}, {child}, {transaction_id}, {kind}"),
         .init(key: "relay.icon_url", type: "url", defaultValue: nil, help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
-        .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for summaries and \"mute today\" (default: the system's)"),
+        .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for quiet hours, summaries and \"mute today\" (default: the system's)"),
         .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
     ]
 

@@ -106,7 +106,7 @@ public struct RelayConfig: Sendable {
                 for (k, v) in entries {
                     collect { () throws(ConfigError) in
                         guard let name = k.string, !name.isEmpty else { throw sinks.error("a sink name must be text", fix: "e.g. family-chat:") }
-                        config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", at: k.mark), environment))
+                        config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", at: k.mark), environment, timeZone: config.formatting.timeZone))
                     }
                 }
             } else if sinksNode.scalar?.string.isEmpty != true {
@@ -124,7 +124,7 @@ public struct RelayConfig: Sendable {
             let rules = top.child(rulesNode, "rules", at: map.keys.first { $0.string == "rules" }?.mark)
             if let list = rulesNode.sequence {
                 for (i, r) in list.enumerated() {
-                    collect { () throws(ConfigError) in config.rules.append(try parseRule(rules.child(r, "rules[\(i)]", at: r.mark), index: i, sinks: sinkNames)) }
+                    collect { () throws(ConfigError) in config.rules.append(try parseRule(rules.child(r, "rules[\(i)]", at: r.mark), index: i, sinks: sinkNames, timeZone: config.formatting.timeZone)) }
                 }
             } else {
                 problems.append(rules.error("must be a list of rules", fix: "start each rule with `- event:`"))
@@ -136,7 +136,8 @@ public struct RelayConfig: Sendable {
         return config
     }
 
-    private static func parseSink(_ name: String, _ r: Reader, _ env: [String: String]) throws(ConfigError) -> SinkConfig {
+    /// `timeZone`: the family's (`relay.time_zone`), for quiet hours.
+    private static func parseSink(_ name: String, _ r: Reader, _ env: [String: String], timeZone: TimeZone) throws(ConfigError) -> SinkConfig {
         // The compact form: `chat: discord://id/token`.
         if let text = r.node.string {
             guard let s = SinkConfig.compact(text, name: name) else {
@@ -214,7 +215,7 @@ public struct RelayConfig: Sendable {
             sink.rateLimit = (n, seconds)
         }
         if let q = try r.string("quiet_hours") {
-            guard let quiet = QuietHours(q) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
+            guard let quiet = QuietHours(q, timeZone: timeZone) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
             sink.quietHours = quiet
         }
         if let t = r.node.mapping?["templates"] { (sink.templates, sink.titles) = try parseTemplates(r.child(t, r.key + ".templates")) }
@@ -308,7 +309,7 @@ public struct RelayConfig: Sendable {
         return (texts, titles)
     }
 
-    private static func parseRule(_ r: Reader, index: Int, sinks: Set<String>) throws(ConfigError) -> Rule {
+    private static func parseRule(_ r: Reader, index: Int, sinks: Set<String>, timeZone: TimeZone) throws(ConfigError) -> Rule {
         try r.allowOnly([
             "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to", "urgency",
             "quiet_hours", "dedup_minutes", "digest", "summary",
@@ -363,7 +364,7 @@ public struct RelayConfig: Sendable {
             rule.urgency = urgency
         }
         if let q = try r.string("quiet_hours") {
-            guard let quiet = QuietHours(q) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
+            guard let quiet = QuietHours(q, timeZone: timeZone) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
             rule.quietHours = quiet
         }
         if let m = try r.int("dedup_minutes") { rule.dedupWindow = Double(m) * 60 }

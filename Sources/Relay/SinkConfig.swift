@@ -226,7 +226,8 @@ public struct MailSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// A daily quiet period in local time, e.g. 22:00-07:00 (may cross midnight).
+/// A daily quiet period in the family's time zone (`relay.time_zone`, else the system's), e.g. 22:00-07:00 (may
+/// cross midnight).
 public struct QuietHours: Sendable, Equatable {
     public let start: Int  // minutes after midnight
     public let end: Int

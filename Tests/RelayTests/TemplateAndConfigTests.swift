@@ -175,4 +175,33 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
         let c = try RelayConfig.parse("sinks:\n  a: discord://1/2\n  b: slack://T/B/X\n", file: file)
         #expect(c.rules.count == 1 && c.rules[0].to == ["a", "b"] && c.rules[0].events.contains(.transactionCreated))
     }
+
+    /// Quiet hours are the family's hours (`relay.time_zone`), not the machine's: a server in UTC keeps a family in
+    /// Auckland quiet at 23:30 their time.
+    @Test func quietHoursFollowTheFamilysTimeZone() throws {
+        let yaml = """
+            relay:
+              time_zone: Pacific/Auckland
+            sinks:
+              chat:
+                type: webhook
+                url: https://hooks.example.org/allowance
+                quiet_hours: 22:00-07:00
+            rules:
+              - event: transaction.created
+                to: chat
+                quiet_hours: 12:00-13:00
+            """
+        let c = try RelayConfig.parse(yaml, file: "t.yaml")
+        let auckland = try #require(TimeZone(identifier: "Pacific/Auckland"))
+        #expect(c.sinks[0].quietHours?.timeZone == auckland && c.rules[0].quietHours?.timeZone == auckland)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = auckland
+        let lateEvening = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 23, hour: 23, minute: 30)))
+        let noon = try #require(calendar.date(from: DateComponents(year: 2026, month: 11, day: 23, hour: 12, minute: 15)))
+        let sinkQuiet = try #require(c.sinks[0].quietHours)
+        let ruleQuiet = try #require(c.rules[0].quietHours)
+        #expect(sinkQuiet.contains(lateEvening) && !sinkQuiet.contains(noon))
+        #expect(ruleQuiet.contains(noon) && !ruleQuiet.contains(lateEvening))
+    }
 }
