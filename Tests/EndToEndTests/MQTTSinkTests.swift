@@ -31,6 +31,13 @@ import Testing
         return Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value.stringValue ?? "") })
     }
 
+    /// The relay on `file` against the simulator, caught up, and its store.
+    func startRelay(_ base: URL, _ file: String, _ storePath: String) async throws -> (RelayProcess, Store) {
+        let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
+        #expect(await relay.waitFor("caught up"))
+        return (relay, try Store.open(path: storePath))
+    }
+
     func delivered(_ store: Store) throws -> Int { try store.deliveryCounts()["home"]?["delivered"] ?? 0 }
 
     @Test func homeAssistantFindsEachChildWithItsBalanceAndTheRelaySaysWhenItIsGone() async throws {
@@ -39,10 +46,8 @@ import Testing
         defer { broker.stop() }
         let (file, storePath) = try config(broker)
         try await withSim { base in
-            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, store) = try await startRelay(base, file, storePath)
             try await simPost(base, "/_sim/burst?count=6")
-            let store = try Store.open(path: storePath)
             // Six transactions, and a balance change for each (the default rules give an MQTT sink balance.updated).
             #expect(await eventually { (try? delivered(store)) ?? 0 >= 12 }, "\(relay.output.suffix(2000))")
             let children = try store.children()
@@ -104,11 +109,9 @@ import Testing
         broker.stop()  // the port is known, nothing listens on it
         let (file, storePath) = try config(broker)
         try await withSim { base in
-            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, store) = try await startRelay(base, file, storePath)
             try await simTransaction(base, amount: "1.00", type: "Credit")
             try await Task.sleep(for: .seconds(2))
-            let store = try Store.open(path: storePath)
             #expect(try delivered(store) == 0)
             try broker.start()
             #expect(await eventually(.seconds(30)) { (try? delivered(store)) ?? 0 >= 1 }, "\(relay.output.suffix(2000))")
@@ -123,10 +126,8 @@ import Testing
         defer { broker.stop() }
         let (file, storePath) = try config(broker)
         try await withSim { base in
-            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, store) = try await startRelay(base, file, storePath)
             try await simPost(base, "/_sim/burst?count=1")
-            let store = try Store.open(path: storePath)
             #expect(await eventually { (try? delivered(store)) ?? 0 >= 1 })
             #expect(try retained(broker)["allowance/status"] == "online")
             _ = await relay.stop(signal: SIGKILL)
@@ -162,8 +163,7 @@ import Testing
         }
         try await withSim { base in
             let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
-            let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, store) = try await startRelay(base, file, storePath)
             // 60 transactions over 2 s; the broker is away from 0.5 s to 1.5 s.
             let pacing = Task { try await simPost(base, "/_sim/paced?count=60&rate=30") }
             try await Task.sleep(for: .milliseconds(500))
@@ -171,7 +171,6 @@ import Testing
             try await Task.sleep(for: .seconds(1))
             try broker.start()
             try await pacing.value
-            let store = try Store.open(path: storePath)
             let server = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() }).subtracting(before)
             #expect(await eventually(.seconds(60)) { (try? delivered(store)) ?? 0 >= server.count }, "\(relay.output.suffix(3000))")
             #expect(try store.deliveries(sink: "home", state: .dead).isEmpty)
