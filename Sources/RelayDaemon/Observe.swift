@@ -1,6 +1,5 @@
 import AllowanceAPI
 import Foundation
-import Hummingbird
 import Logging
 import Metrics
 import Prometheus
@@ -88,28 +87,22 @@ struct StatusEndpoint {
     let logger: Logger
 
     var service: some Service {
-        let router = Router()
         let (store, link, metrics) = (store, link, metrics)
-        router.get("healthz") { _, _ -> Response in
-            let (healthy, body) = Self.health(store: store, link: link.current)
-            return Response(
-                status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(string: body.serialized + "\n")))
+        return EndpointService(host: host, port: port, logger: logger) { request in
+            guard request.method == "GET" else {
+                return .init(status: 405, contentType: "text/plain", body: "only GET\n")
+            }
+            switch request.path {
+            case "/healthz":
+                let (healthy, body) = Self.health(store: store, link: link.current)
+                return .init(status: healthy ? 200 : 503, contentType: "application/json", body: body.serialized + "\n")
+            case "/metrics":
+                return .init(
+                    status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.scrape(store: store, link: link.current))
+            default:
+                return .init(status: 404, contentType: "text/plain", body: "not found: /healthz and /metrics are served here\n")
+            }
         }
-        router.get("metrics") { _, _ -> Response in
-            Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: metrics.scrape(store: store, link: link.current))))
-        }
-        // Hummingbird's own logging off: a bind error reaches us as an error, and its complaints when cancelled
-        // at the end of the grace period are noise.
-        var quiet = logger
-        quiet.logLevel = .critical
-        let app = Application(
-            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "allowance-relay"),
-            onServerRunning: { [logger, host, port] _ in logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)") },
-            logger: quiet)
-        return EndpointService(app: app, listen: "\(host):\(port)")
     }
 
     /// Healthy when the hub link is up, the database answers, sync is not in error and no sink is switched off.
@@ -136,16 +129,27 @@ struct StatusEndpoint {
     }
 }
 
-/// Runs the endpoint; a port that cannot be bound ends the daemon with a message naming `status.listen`.
-struct EndpointService<App: Service>: Service {
-    let app: App
-    let listen: String
+/// Runs the endpoint until the daemon stops; a port that cannot be bound ends the daemon with a message naming
+/// `status.listen`.
+struct EndpointService: Service {
+    let host: String
+    let port: Int
+    let logger: Logger
+    let handle: @Sendable (StatusServer.Request) -> StatusServer.Response
 
     func run() async throws {
+        let server: StatusServer
         do {
-            try await app.run()
+            server = try StatusServer(host: host, port: port)
         } catch {
-            throw DaemonExit(code: 1, message: "status.listen \(listen): cannot serve /healthz and /metrics: \(error)")
+            throw DaemonExit(code: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
+        }
+        logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)")
+        // It answers until the very end of a graceful stop (the group stops it last), then ends with the group.
+        await withGracefulShutdownHandler {
+            await server.serve(handle)
+        } onGracefulShutdown: {
+            server.stop()
         }
     }
 }
