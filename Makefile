@@ -11,8 +11,8 @@ BIN         := .build/debug
 all: build
 
 # System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups),
-# libcurl (the HTTP client, and SMTP for e-mail), libmosquitto (the MQTT sink).
-BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev pkg-config
+# libcurl (the HTTP client, and SMTP for e-mail), libmosquitto (the MQTT sink), OpenSSL's libcrypto (webhook signatures).
+BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
 # systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto).
 TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto
@@ -20,7 +20,7 @@ APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq &
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
 deps:
-	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto 2>/dev/null; then \
+	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto libcrypto 2>/dev/null; then \
 	  echo "Installing $(BUILD_DEBS) (apt-get)"; $(APT) $(BUILD_DEBS); \
 	fi
 

@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
 //   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
+//   CLibCrypto (OpenSSL's HMAC for webhook signatures) -> Relay
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks, and SMTP for e-mail) -> SignalRClient
 //   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
 //   AllowanceAPI -> Alerts (alert events, planned deliveries) -> Store
@@ -27,7 +28,6 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
-        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -43,6 +43,8 @@ let package = Package(
         ),
         // libcurl, from Debian's libcurl4-openssl-dev.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // OpenSSL's libcrypto, from Debian's libssl-dev (already loaded for libcurl's TLS): HMAC for webhook signatures.
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libmosquitto, from Debian's libmosquitto-dev: the MQTT sink's client.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // An MQTT connection whose QoS 1 publish returns once the broker has the message. Knows nothing of the relay.
@@ -100,8 +102,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Store", "CSystemd", "Core", "HTTPTransport", "MQTTTransport",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "AllowanceAPI", "Alerts", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport", "MQTTTransport",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -118,7 +119,6 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         // The CLI: parses arguments, builds the configuration, wires the daemon; the commands on the cache.

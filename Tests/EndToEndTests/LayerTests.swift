@@ -7,7 +7,7 @@ import Testing
 @Suite struct LayerTests {
     /// Bottom to top. A new module must be placed here, or this test fails.
     static let layers: [[String]] = [
-        ["CLibWebSockets", "CCurl", "CSystemd", "CMosquitto", "Core"],
+        ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "Core"],
         ["SignalRProtocol", "WebSocketTransport", "HTTPTransport", "MQTTTransport"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],

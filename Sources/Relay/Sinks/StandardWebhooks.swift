@@ -1,4 +1,4 @@
-import Crypto
+import CLibCrypto
 import Foundation
 
 /// Standard Webhooks signing (spec v1): HMAC-SHA256 over `{id}.{timestamp}.{body}` with the base64-decoded
@@ -9,8 +9,24 @@ public enum StandardWebhooks {
             guard let key = Data(base64Encoded: String(secret.hasPrefix("whsec_") ? secret.dropFirst(6) : secret[...])) else { return nil }
             var signed = Array("\(id).\(timestamp).".utf8)
             signed += body
-            let mac = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: key))
-            return "v1," + Data(mac).base64EncodedString()
+            return "v1," + Data(hmacSHA256(key: [UInt8](key), message: signed)).base64EncodedString()
         }.joined(separator: " ")
+    }
+
+    /// HMAC-SHA256 by OpenSSL's one-shot `HMAC`.
+    static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var mac = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        // An empty key (a bare `whsec_`) still needs a pointer: one byte of storage, a length of 0.
+        let storage = key.isEmpty ? [0] : key
+        let ok = storage.withUnsafeBytes { k in
+            message.withUnsafeBytes { m in
+                mac.withUnsafeMutableBufferPointer { out in
+                    HMAC(EVP_sha256(), k.baseAddress, Int32(key.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, out.baseAddress, &length)
+                }
+            }
+        }
+        // HMAC fails only without memory; an empty signature would be refused by the receiver, not sent as valid.
+        return ok == nil ? [] : Array(mac.prefix(Int(length)))
     }
 }
