@@ -55,7 +55,9 @@ public struct ConfigFile: @unchecked Sendable {
 
     public static func parse(_ text: String, path: String) throws(ConfigErrors) -> ConfigFile {
         do {
-            return ConfigFile(path: path, root: try Yams.compose(yaml: text))
+            // `.basic`: every value is read as text and checked by the schema, so Yams' implicit typing is not needed,
+            // and its regular expressions (NSRegularExpression, on ICU) would cost every relay 2 MB of resident code.
+            return ConfigFile(path: path, root: try Yams.compose(yaml: text, .basic))
         } catch let error as YamlError {
             throw ConfigErrors([syntaxError(error, path: path)])
         } catch {
