@@ -1,9 +1,22 @@
+import Core
 import Synchronization
 
 /// A wake-up call for a sleeping worker: `signal()` from anywhere; `wait(upTo:)` returns at the first signal
 /// (or one that came while it was not waiting), at the timeout, or when the task is cancelled.
 final class Wakeup: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+        /// Numbers each wait, so that the alarm of a wait that ended otherwise cannot end the next one.
+        var round: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+    private let clock: AlarmClock
+
+    init(clock: AlarmClock = .shared) {
+        self.clock = clock
+    }
 
     func signal() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
@@ -19,27 +32,36 @@ final class Wakeup: Sendable {
 
     /// `evenIfCancelled`: a cancelled task still waits (for a signal or the timeout) rather than returning at once.
     func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async {
-        // Only a timer that ran out signals: a cancelled one (the wait ended earlier) must not leave a pending
-        // signal behind, or every next wait would return at once and the worker would spin.
-        let timer = Task {
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            self.signal()
-        }
+        // The timeout is an alarm on the process's one clock thread, not a task with a timer: a wait that a signal
+        // ends (the usual case) costs no thread a wake-up. Only a timeout that ran out ends the wait; it leaves no
+        // pending signal behind, or every next wait would return at once and the worker would spin.
+        var alarm: AlarmClock.Alarm?
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
+                let round = state.withLock { s -> UInt64? in
                     if s.pending || (Task.isCancelled && !evenIfCancelled) {
                         s.pending = false
-                        return true
+                        return nil
                     }
                     s.waiter = c
-                    return false
+                    s.round &+= 1
+                    return s.round
                 }
-                if now { c.resume() }
+                guard let round else { return c.resume() }
+                alarm = clock.set(after: timeout) { [self] in timeUp(round) }
             }
         } onCancel: {
             if !evenIfCancelled { self.signal() }
         }
-        timer.cancel()
+        if let alarm { clock.cancel(alarm) }
+    }
+
+    private func timeUp(_ round: UInt64) {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard s.round == round, let w = s.waiter else { return nil }
+            s.waiter = nil
+            return w
+        }
+        waiter?.resume()
     }
 }

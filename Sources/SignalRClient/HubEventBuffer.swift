@@ -88,11 +88,9 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
             s.lingers += 1
             return s.lingers
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            if !Task.isCancelled { expire(ticket) }
-        }
-        defer { timer.cancel() }
+        // An alarm, not a task with a timer: the event usually comes first, and then nothing wakes for the deadline.
+        let alarm = AlarmClock.shared.set(after: timeout) { [self] in expire(ticket) }
+        defer { AlarmClock.shared.cancel(alarm) }
         while true {
             if let taken = take(limit) { return taken }
             if state.withLock({ $0.expired == ticket }) { return [] }

@@ -1,4 +1,5 @@
 import Foundation
+import Core
 import Testing
 
 @testable import Relay
@@ -29,5 +30,27 @@ import Testing
         let again = ContinuousClock.now
         await wakeup.wait(upTo: .milliseconds(300))
         #expect(ContinuousClock.now - again >= .milliseconds(290))
+    }
+}
+
+/// A wait that a signal ended takes its timeout's alarm with it: a worker that waits up to a minute after every
+/// delivery must not leave a minute's worth of alarms (and their wake-ups) behind.
+@Suite struct WakeupAlarmTests {
+    @Test func aWaitEndedBySignalsLeavesNoAlarmSet() async {
+        let clock = AlarmClock()
+        let wakeup = Wakeup(clock: clock)
+        for _ in 0..<50 {
+            let waiter = Task { await wakeup.wait(upTo: .seconds(60)) }
+            // Until the waiter is asleep with its alarm set (a signal before that would only be kept as pending).
+            var spins = 0
+            while clock.pending != 1, spins < 5000 {
+                try? await Task.sleep(for: .milliseconds(1))
+                spins += 1
+            }
+            #expect(clock.pending == 1)
+            wakeup.signal()
+            await waiter.value
+        }
+        #expect(clock.pending == 0)
     }
 }

@@ -1,0 +1,51 @@
+import Core
+import Synchronization
+import Testing
+
+/// The process's one deadline thread: alarms ring in order of their time, a cancelled one never rings, and one set
+/// earlier than the alarm the thread sleeps towards wakes it in time.
+@Suite struct AlarmClockTests {
+    final class Rings: Sendable {
+        let order = Mutex<[Int]>([])
+        func add(_ n: Int) { order.withLock { $0.append(n) } }
+        var value: [Int] { order.withLock { $0 } }
+    }
+
+    private func waitFor(_ rings: Rings, count: Int, upTo limit: Duration = .seconds(10)) async {
+        let start = ContinuousClock.now
+        while rings.value.count < count, ContinuousClock.now - start < limit { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test func alarmsRingInTheOrderOfTheirTimeAndACancelledOneNever() async {
+        let clock = AlarmClock.shared
+        let rings = Rings()
+        clock.set(after: .milliseconds(300)) { rings.add(3) }
+        let cancelled = clock.set(after: .milliseconds(100)) { rings.add(99) }
+        clock.set(after: .milliseconds(50)) { rings.add(1) }
+        clock.set(after: .milliseconds(200)) { rings.add(2) }
+        clock.cancel(cancelled)
+        await waitFor(rings, count: 3)
+        try? await Task.sleep(for: .milliseconds(100))
+        #expect(rings.value == [1, 2, 3])
+    }
+
+    @Test func anEarlierAlarmWakesAClockThatSleepsTowardsALaterOne() async {
+        let clock = AlarmClock.shared
+        let rings = Rings()
+        let late = clock.set(after: .seconds(60)) { rings.add(60) }
+        try? await Task.sleep(for: .milliseconds(20))  // the thread now sleeps towards the 60 s alarm
+        let start = ContinuousClock.now
+        clock.set(after: .milliseconds(50)) { rings.add(1) }
+        await waitFor(rings, count: 1)
+        #expect(rings.value == [1])
+        #expect(ContinuousClock.now - start < .seconds(5), "rang after \(ContinuousClock.now - start)")
+        clock.cancel(late)
+    }
+
+    @Test func anAlarmInThePastRingsAtOnce() async {
+        let rings = Rings()
+        AlarmClock.shared.set(at: .now - .seconds(1)) { rings.add(1) }
+        await waitFor(rings, count: 1, upTo: .seconds(5))
+        #expect(rings.value == [1])
+    }
+}
