@@ -66,39 +66,63 @@ struct SinkWorker: Sendable {
     /// (only this worker changes a pending row of this sink, so the batch stays true until sent); a pause drops it.
     private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
         var queue: [Delivery] = []
+        // The last read found every due delivery (fewer than a batch) and all of them have started: nothing else is
+        // due before a signal (a planner's commit, a written outcome) or a timeout, so the next look waits for one
+        // instead of asking the ledger again at once.
+        var drained = false
+        // When the first of the deliveries not yet due falls due, as of the last read (nil: none waits).
+        var nextDue: Date?
+        // Whether the sink is switched off, as last read: a 410 here sets it (and asks again at once), a `deliveries
+        // enable` in another process is seen within a minute, as before; one read a minute instead of one a send.
+        var switchedOff: (reason: String?, readAt: ContinuousClock.Instant)?
         while !ending {
             do {
                 let now = Date()
                 if let pause = sends.pausedUntil, pause > now {
-                    queue = []
+                    (queue, drained) = ([], false)  // a failed send is due again after the pause
                     await wakeup.wait(upTo: .seconds(pause.timeIntervalSince(now)))
                     continue
                 }
                 // A failing destination gets one probe at a time, not `concurrency` requests per round.
                 let room = (sends.probing ? 1 : sink.config.concurrency) - sends.count
                 guard room > 0 else {
+                    drained = false  // what the sends under way leave behind (a retry) is looked for once they end
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                     continue
                 }
                 let taken = sends.taken
                 if queue.isEmpty {
-                    if let reason = try ledger.disabledSinks()[name] {
+                    if drained {
+                        drained = false
+                        sends.setIdle(true)
+                        await wakeup.wait(upTo: .seconds(min(nextDue.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60)))
+                        sends.setIdle(false)
+                        continue
+                    }
+                    if sends.takeSwitchedOff() || switchedOff.map({ ContinuousClock.now - $0.readAt >= .seconds(60) }) ?? true {
+                        switchedOff = (try ledger.disabledSinks()[name], ContinuousClock.now)
+                    }
+                    if let reason = switchedOff?.reason {
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
                         await wakeup.wait(upTo: .seconds(60))
                         continue
                     }
-                    queue = try fold(ledger.dueDeliveries(sink: name, at: Date(), limit: 256, excluding: taken.ids))
+                    let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: Self.batch, excluding: taken.ids)
+                    queue = try fold(due)
+                    (drained, nextDue) = (due.count < Self.batch, next)
                 }
                 let ready = startable(queue, busyChildren: taken.children, room: room)
                 if ready.isEmpty {
+                    drained = false
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
-                    let next = sends.count > 0 || !queue.isEmpty ? nil : try ledger.nextDeliveryDue(sink: name, excluding: taken.ids)
+                    let next = sends.count > 0 || !queue.isEmpty ? nil : nextDue  // read with the due ones, just now
                     await wakeup.wait(upTo: .seconds(min(next.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60)))
                     continue
                 }
                 if ready.count == queue.count {
                     queue = []
                 } else if sink.config.ordersByChild {
+                    drained = false
                     let started = Set(ready.map(\.id))
                     queue.removeAll { started.contains($0.id) }
                 } else {
@@ -109,6 +133,7 @@ struct SinkWorker: Sendable {
                     await rateLimiter.wait()
                     if ending || sends.isPaused {
                         queue = []
+                        drained = false
                         break
                     }
                     sends.start(d, child: childKey(d))
@@ -123,10 +148,14 @@ struct SinkWorker: Sendable {
             } catch {
                 logger.error("sink \(name): \(error)")
                 queue = []
+                drained = false
                 await wakeup.wait(upTo: .seconds(5))
             }
         }
     }
+
+    /// How many due deliveries one read takes.
+    static let batch = 256
 
     /// Writes the outcomes that have come in, all at once, until the worker ends and nothing is under way.
     private func commitOutcomes(_ sends: SendsInProgress, wake: Wakeup) async {
@@ -147,7 +176,10 @@ struct SinkWorker: Sendable {
                     if failures > 0 { logger.notice("sink \(name): outcomes are recorded again (\(outcomes.count) had waited)") }
                     (unwritten, failures) = ([], 0)
                     sends.release(outcomes.map(\.id))
-                    wakeup.signal()  // room for more sends, and the released rows' retries
+                    // Room for more sends, and the released rows' retries. A dispatcher idle with nothing left due
+                    // needs no wake-up for sends that went through: it would only ask the ledger to find nothing.
+                    let allDone = outcomes.allSatisfy { if case .done = $0.result { true } else { false } }
+                    if !(allDone && sends.isIdle) { wakeup.signal() }
                 } catch {
                     unwritten = outcomes
                     failures += 1
@@ -220,6 +252,7 @@ struct SinkWorker: Sendable {
             logger.warning("sink \(name): \(reason); the sink waits until \(ISO8601DateFormatter().string(from: retry))")
             return .retry(error: reason, at: retry)
         case .disable(let reason):
+            sends.switchOff()
             do {
                 try ledger.disableSink(name, reason: reason, at: now)
                 try ledger.raise(RelayEvent(kind: .deliveryDisabled, at: now, detail: reason, sink: name))
@@ -306,6 +339,10 @@ final class SendsInProgress: Sendable {
         var unavailable: String?
         var closed = false
         var abandoned = 0
+        /// A send found the sink gone (410): the dispatcher reads the ledger's word on it before the next send.
+        var switchedOff = false
+        /// The dispatcher waits with nothing left due and every due delivery started.
+        var idle = false
         var onFinish: (@Sendable () -> Void)?
     }
 
@@ -382,6 +419,19 @@ final class SendsInProgress: Sendable {
     }
 
     func close() { state.withLock { $0.closed = true } }
+
+    func switchOff() { state.withLock { $0.switchedOff = true } }
+
+    var isIdle: Bool { state.withLock { $0.idle } }
+    func setIdle(_ idle: Bool) { state.withLock { $0.idle = idle } }
+
+    /// Whether a send found the sink switched off since the last call.
+    func takeSwitchedOff() -> Bool {
+        state.withLock { s in
+            defer { s.switchedOff = false }
+            return s.switchedOff
+        }
+    }
 
     func pause(until date: Date) {
         state.withLock { s in

@@ -114,9 +114,23 @@ extension Store {
     /// written for a claim: a crash during the send leaves the row pending, and it goes again with the same id.
     /// A row that cannot be read (an unknown kind or urgency) becomes a dead letter with the reason, here.
     public func dueDeliveries(sink: String, at now: Date = Date(), limit: Int = 100, excluding: Set<String> = []) throws(StoreError) -> [Delivery] {
+        try dueDeliveriesAndNext(sink: sink, at: now, limit: limit, excluding: excluding, withNext: false).due
+    }
+
+    /// `dueDeliveries`, and in the same read when the next of the others falls due (nil: none waits): a worker that
+    /// has started everything due knows how long it may sleep without asking again.
+    public func dueDeliveriesAndNext(
+        sink: String, at now: Date = Date(), limit: Int = 100, excluding: Set<String> = []
+    ) throws(StoreError) -> (due: [Delivery], next: Date?) {
+        try dueDeliveriesAndNext(sink: sink, at: now, limit: limit, excluding: excluding, withNext: true)
+    }
+
+    private func dueDeliveriesAndNext(
+        sink: String, at now: Date, limit: Int, excluding: Set<String>, withNext: Bool
+    ) throws(StoreError) -> (due: [Delivery], next: Date?) {
         var unreadable: [(id: String, reason: String)] = []
-        let due = try read { db in
-            try Row.fetchAll(
+        let (due, next) = try read { db -> ([Delivery], Date?) in
+            let due = try Row.fetchAll(
                 try db.cachedStatement(
                     sql: "SELECT * FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') AND next_attempt_at <= ? ORDER BY created_at, rowid LIMIT ?"),
                 arguments: [sink, ISO.string(now), limit + excluding.count]
@@ -129,11 +143,19 @@ extension Store {
                     return nil
                 }
             }
+            guard withNext else { return (due, nil) }
+            let next = try Row.fetchAll(
+                try db.cachedStatement(
+                    sql: "SELECT id, next_attempt_at FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT ?"),
+                arguments: [sink, ISO.string(now), excluding.count + 1]
+            ).first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
+            return (due, next)
         }
         if !unreadable.isEmpty {
             try record(unreadable.map { ($0.id, .gaveUp(reason: "unreadable in the ledger: \($0.reason)")) })
         }
-        return Array(due.prefix(limit))
+        // More than `limit` due: the rest are due now.
+        return due.count > limit ? (Array(due.prefix(limit)), now) : (due, next)
     }
 
     /// A child's foldable deliveries of `sink` due by `dueBy`: once one is due, the rest of a catch-up's pages
@@ -312,6 +334,8 @@ extension Store {
 public protocol DeliveryLedger: Sendable {
     /// Due deliveries of `sink`, oldest first, leaving out `excluding`; nothing is written for taking them.
     func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]
+    /// The due deliveries, and when the next of the others falls due.
+    func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?)
     /// When the next delivery of `sink` not in `excluding` falls due (nil: none pending).
     func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
     /// The outcomes of several sends, together.
@@ -328,3 +352,13 @@ public protocol DeliveryLedger: Sendable {
 }
 
 extension Store: DeliveryLedger {}
+
+extension DeliveryLedger {
+    /// In two reads, for a ledger that has no single one.
+    public func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?) {
+        let due = try dueDeliveries(sink: sink, at: now, limit: limit, excluding: excluding)
+        guard due.count < limit else { return (due, now) }
+        let next = try nextDeliveryDue(sink: sink, excluding: excluding.union(due.map(\.id)))
+        return (due, next)
+    }
+}
