@@ -214,6 +214,7 @@ def percentile(values, p):
 class Bench:
     def __init__(self, args):
         self.quick = args.quick
+        self.args = args
         self.bin = Path(args.bin).resolve()
         self.work = Path(tempfile.mkdtemp(prefix="allowance-bench-"))
         self.python = str(ROOT / ".venv/bin/python")
@@ -443,7 +444,7 @@ rules:
     def soak(self, sim):
         """20 transactions a second with one webhook sink, for 15 minutes: CPU per transaction, and whether the
         resident memory levels off after the first minute."""
-        seconds, rate = (20, 20) if self.quick else (900, 20)
+        seconds, rate = (20, 20) if self.quick else (self.args.soak_seconds, 20)
         with self.relay_to_receiver(sim, "soak") as (relay, db, receiver):
             known = len(receiver.arrivals)
             self.log(f"soak: {rate} transactions/s for {seconds} s, one webhook sink")
@@ -703,6 +704,7 @@ def main():
     ap.add_argument("--notes", default=str(ROOT / "Benchmarks/notes.md"),
                     help="hand-written analysis appended to the report (what limits each figure, before/after)")
     ap.add_argument("--parts", default="throughput,latency,webhooks,idle,recovery,soak", help="a subset, for working on one figure")
+    ap.add_argument("--soak-seconds", type=int, default=900, help="the soak's length (a shorter probe while working on it)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from --json and --notes, measure nothing")
     args = ap.parse_args()
     if args.report_only:
