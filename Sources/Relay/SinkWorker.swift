@@ -75,19 +75,24 @@ struct SinkWorker: Sendable {
         // Whether the sink is switched off, as last read: a 410 here sets it (and asks again at once), a `deliveries
         // enable` in another process is seen within a minute, as before; one read a minute instead of one a send.
         var switchedOff: (reason: String?, readAt: ContinuousClock.Instant)?
+        // Every wait but the drained one forgets `drained`: what it waited for (an outcome, a pause, a retry's time)
+        // may leave rows due that the last read did not see.
+        func sleep(upTo timeout: Duration) async {
+            drained = false
+            await wakeup.wait(upTo: timeout)
+        }
         while !ending {
             do {
                 let now = Date()
                 if let pause = sends.pausedUntil, pause > now {
-                    (queue, drained) = ([], false)  // a failed send is due again after the pause
-                    await wakeup.wait(upTo: .seconds(pause.timeIntervalSince(now)))
+                    queue = []
+                    await sleep(upTo: .seconds(pause.timeIntervalSince(now)))
                     continue
                 }
                 // A failing destination gets one probe at a time, not `concurrency` requests per round.
                 let room = (sends.probing ? 1 : sink.config.concurrency) - sends.count
                 guard room > 0 else {
-                    drained = false  // what the sends under way leave behind (a retry) is looked for once they end
-                    await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
+                    await sleep(upTo: .seconds(60))  // a send's outcome, once written, signals
                     continue
                 }
                 let taken = sends.taken
@@ -95,7 +100,7 @@ struct SinkWorker: Sendable {
                     if drained {
                         drained = false
                         sends.setIdle(true)
-                        await wakeup.wait(upTo: .seconds(min(nextDue.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60)))
+                        await wakeup.wait(upTo: Self.untilDue(nextDue))
                         sends.setIdle(false)
                         continue
                     }
@@ -104,7 +109,7 @@ struct SinkWorker: Sendable {
                     }
                     if let reason = switchedOff?.reason {
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
-                        await wakeup.wait(upTo: .seconds(60))
+                        await sleep(upTo: .seconds(60))
                         continue
                     }
                     let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: Self.batch, excluding: taken.ids)
@@ -113,16 +118,14 @@ struct SinkWorker: Sendable {
                 }
                 let ready = startable(queue, busyChildren: taken.children, room: room)
                 if ready.isEmpty {
-                    drained = false
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
                     let next = sends.count > 0 || !queue.isEmpty ? nil : nextDue  // read with the due ones, just now
-                    await wakeup.wait(upTo: .seconds(min(next.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60)))
+                    await sleep(upTo: Self.untilDue(next))
                     continue
                 }
                 if ready.count == queue.count {
                     queue = []
                 } else if sink.config.ordersByChild {
-                    drained = false
                     let started = Set(ready.map(\.id))
                     queue.removeAll { started.contains($0.id) }
                 } else {
@@ -148,14 +151,18 @@ struct SinkWorker: Sendable {
             } catch {
                 logger.error("sink \(name): \(error)")
                 queue = []
-                drained = false
-                await wakeup.wait(upTo: .seconds(5))
+                await sleep(upTo: .seconds(5))
             }
         }
     }
 
     /// How many due deliveries one read takes.
     static let batch = 256
+
+    /// How long to sleep for a delivery due at `date`: at most a minute (nil: a minute).
+    static func untilDue(_ date: Date?) -> Duration {
+        .seconds(min(date.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60))
+    }
 
     /// Writes the outcomes that have come in, all at once, until the worker ends and nothing is under way.
     private func commitOutcomes(_ sends: SendsInProgress, wake: Wakeup) async {

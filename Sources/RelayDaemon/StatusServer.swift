@@ -124,6 +124,8 @@ final class StatusServer: Sendable {
         write(client, Self.serialize(response))
     }
 
+    private static let blankLine: [UInt8] = [13, 10, 13, 10]
+
     private enum Head {
         case head([UInt8])
         case tooLarge
@@ -138,10 +140,10 @@ final class StatusServer: Sendable {
             let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return .gone }
+            // The blank line can only end in what just came (or straddle the three bytes before it).
+            let from = max(0, head.count - 3)
             head += chunk[..<n]
-            if head.count >= 4, head.indices.dropFirst(3).contains(where: { head[$0 - 3] == 13 && head[$0 - 2] == 10 && head[$0 - 1] == 13 && head[$0] == 10 }) {
-                return .head(head)
-            }
+            if head[from...].firstRange(of: Self.blankLine) != nil { return .head(head) }
             if head.count > maxHead { return .tooLarge }
         }
     }

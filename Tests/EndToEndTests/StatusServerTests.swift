@@ -6,17 +6,23 @@ import Testing
 /// The status endpoint's few lines of HTTP, on a real socket: what a monitoring agent or a stray client sends gets a
 /// clear answer, one request at a time, and a stop ends the server.
 @Suite struct StatusServerTests {
-    /// Sends `request` as it is and reads the whole answer (the server closes after it).
-    private func exchange(_ port: Int, _ request: [UInt8]) throws -> String {
+    /// A TCP connection to the server on loopback.
+    private func connected(_ port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(fd >= 0)
-        defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        try #require(connected == 0)
+        let result = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(result == 0)
+        return fd
+    }
+
+    /// Sends `request` as it is and reads the whole answer (the server closes after it).
+    private func exchange(_ port: Int, _ request: [UInt8]) throws -> String {
+        let fd = try connected(port)
+        defer { close(fd) }
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -47,13 +53,7 @@ import Testing
         let huge = Array("GET / HTTP/1.1\r\nX: ".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: StatusServer.maxHead + 10)
         #expect(try exchange(port, huge).hasPrefix("HTTP/1.1 431 "))
         // A client that connects and leaves without a word does not stop the next one.
-        let leaver = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(leaver, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        close(leaver)
+        close(try connected(port))
         #expect(try exchange(port, Array("GET /healthz HTTP/1.0\r\n\r\n".utf8)).hasPrefix("HTTP/1.1 200 OK\r\n"))
 
         server.stop()
