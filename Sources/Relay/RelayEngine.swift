@@ -52,7 +52,9 @@ public final class RelayEngine: Sendable {
     ) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
-            SinkWorker(sink: makeSink($0, popups: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger, config: config, wakeup: Wakeup(), stop: stop, logger: logger)
+            SinkWorker(
+                sink: makeSink($0, popups: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger, config: config,
+                wakeup: Wakeup(), handOver: HandOver(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
     }
@@ -68,11 +70,16 @@ public final class RelayEngine: Sendable {
     }
 
     private func plan(with generation: Generation) {
-        let wakeups = Dictionary(generation.workers.map { ($0.name, $0.wakeup) }, uniquingKeysWith: { a, _ in a })
+        let workers = Dictionary(generation.workers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let config = generation.config
         let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes)
-        store.setPlanner(planner) { sinks in
-            for sink in sinks { wakeups[sink]?.signal() }
+        store.setPlanner(planner) { planned in
+            // Only the sinks that got work are woken, each with its rows.
+            for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {
+                guard let worker = workers[sink] else { continue }
+                worker.handOver.put(rows)
+                worker.wakeup.signal()
+            }
         }
     }
 

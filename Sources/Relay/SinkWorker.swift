@@ -23,17 +23,20 @@ struct SinkWorker: Sendable {
     let ledger: any DeliveryLedger
     let config: RelayConfig
     let wakeup: Wakeup
+    /// The rows the planner has just committed for this sink (each comes with a `wakeup` signal).
+    let handOver: HandOver
     /// Set for a graceful stop or a reload: the sends in progress finish, no other starts.
     let stop: StopFlag
     let logger: Logger
     let rateLimiter: RateLimiter
     let metrics: DeliveryMetrics
 
-    init(sink: any Sink, ledger: any DeliveryLedger, config: RelayConfig, wakeup: Wakeup, stop: StopFlag, logger: Logger) {
+    init(sink: any Sink, ledger: any DeliveryLedger, config: RelayConfig, wakeup: Wakeup, handOver: HandOver, stop: StopFlag, logger: Logger) {
         self.sink = sink
         self.ledger = ledger
         self.config = config
         self.wakeup = wakeup
+        self.handOver = handOver
         self.stop = stop
         self.logger = logger
         self.rateLimiter = RateLimiter(sink.config.rateLimit)
@@ -75,10 +78,14 @@ struct SinkWorker: Sendable {
         // Whether the sink is switched off, as last read: a 410 here sets it (and asks again at once), a `deliveries
         // enable` in another process is seen within a minute, as before; one read a minute instead of one a send.
         var switchedOff: (reason: String?, readAt: ContinuousClock.Instant)?
+        // The ids of the last read's due rows: a row committed just before that read may also be handed over.
+        var lastRead: Set<String> = []
+        // The drained wait has just ended: what the planner handed over meanwhile may be all that is new.
+        var wokeDrained = false
         // Every wait but the drained one forgets `drained`: what it waited for (an outcome, a pause, a retry's time)
         // may leave rows due that the last read did not see.
         func sleep(upTo timeout: Duration) async {
-            drained = false
+            (drained, wokeDrained) = (false, false)
             await wakeup.wait(upTo: timeout)
         }
         while !ending {
@@ -102,19 +109,33 @@ struct SinkWorker: Sendable {
                         sends.setIdle(true)
                         await wakeup.wait(upTo: Self.untilDue(nextDue))
                         sends.setIdle(false)
+                        wokeDrained = true
                         continue
                     }
                     if sends.takeSwitchedOff() || switchedOff.map({ ContinuousClock.now - $0.readAt >= .seconds(60) }) ?? true {
                         switchedOff = (try ledger.disabledSinks()[name], ContinuousClock.now)
                     }
+                    // Taken here, whatever comes next: it holds only what came since the last look.
+                    let handedOver = handOver.take()
+                    let mustRead = sends.takeMustRead()
                     if let reason = switchedOff?.reason {
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
                         await sleep(upTo: .seconds(60))
                         continue
                     }
-                    let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: Self.batch, excluding: taken.ids)
-                    queue = try fold(due)
-                    (drained, nextDue) = (due.count < Self.batch, next)
+                    if wokeDrained, !mustRead, let handedOver, let fresh = usable(handedOver, known: lastRead.union(taken.ids), at: Date()) {
+                        // Everything due had started before the wait, and the planner's rows are all that came since.
+                        queue = fresh
+                        drained = true
+                    } else {
+                        // The hand-over was emptied (taken above) before the read: a row handed over from now on was
+                        // either committed before the read (then it is in `lastRead`) or is new.
+                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: Self.batch, excluding: taken.ids)
+                        lastRead = Set(due.map(\.id))
+                        queue = try fold(due)
+                        (drained, nextDue) = (due.count < Self.batch, next)
+                    }
+                    wokeDrained = false
                 }
                 let ready = startable(queue, busyChildren: taken.children, room: room)
                 if ready.isEmpty {
@@ -159,6 +180,17 @@ struct SinkWorker: Sendable {
     /// How many due deliveries one read takes.
     static let batch = 256
 
+    /// The handed-over rows that the worker does not know yet, when each can go out as it is: nil when none came, or
+    /// when one needs the ledger (not due yet, in quiet hours, or part of a digest that folds rows together).
+    private func usable(_ handedOver: [Delivery], known: Set<String>, at now: Date) -> [Delivery]? {
+        let fresh = handedOver.filter { !known.contains($0.id) }
+        guard !fresh.isEmpty, fresh.allSatisfy({ $0.nextAttemptAt <= now && !Self.foldable($0) }) else { return nil }
+        return fresh
+    }
+
+    /// A delivery that a digest may take in with others of its child.
+    static func foldable(_ d: Delivery) -> Bool { d.digest && d.kind == .transactionCreated && d.childId != nil }
+
     /// How long to sleep for a delivery due at `date`: at most a minute (nil: a minute).
     static func untilDue(_ date: Date?) -> Duration {
         .seconds(min(date.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60))
@@ -186,6 +218,7 @@ struct SinkWorker: Sendable {
                     // Room for more sends, and the released rows' retries. A dispatcher idle with nothing left due
                     // needs no wake-up for sends that went through: it would only ask the ledger to find nothing.
                     let allDone = outcomes.allSatisfy { if case .done = $0.result { true } else { false } }
+                    if !allDone { sends.mustRead() }  // a retry's row, due later: the next look asks the ledger
                     if !(allDone && sends.isIdle) { wakeup.signal() }
                 } catch {
                     unwritten = outcomes
@@ -287,9 +320,8 @@ struct SinkWorker: Sendable {
     /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
     /// the child's others due within the gathering time come along.
     private func fold(_ due: [Delivery]) throws -> [Delivery] {
-        func foldable(_ d: Delivery) -> Bool { d.digest && d.kind == .transactionCreated && d.childId != nil }
-        var out = due.filter { !foldable($0) }
-        let children = Set(due.filter(foldable).compactMap(\.childId))
+        var out = due.filter { !Self.foldable($0) }
+        let children = Set(due.filter(Self.foldable).compactMap(\.childId))
         for child in children {
             let parts = try ledger.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5)).compactMap { d in
                 (try? d.event).map { (delivery: d, event: $0) }
@@ -350,6 +382,8 @@ final class SendsInProgress: Sendable {
         var switchedOff = false
         /// The dispatcher waits with nothing left due and every due delivery started.
         var idle = false
+        /// An outcome that was not a success was written: the dispatcher's next look reads the ledger.
+        var mustRead = false
         var onFinish: (@Sendable () -> Void)?
     }
 
@@ -431,6 +465,16 @@ final class SendsInProgress: Sendable {
 
     var isIdle: Bool { state.withLock { $0.idle } }
     func setIdle(_ idle: Bool) { state.withLock { $0.idle = idle } }
+
+    func mustRead() { state.withLock { $0.mustRead = true } }
+
+    /// Whether an outcome since the last call asked for a read of the ledger.
+    func takeMustRead() -> Bool {
+        state.withLock { s in
+            defer { s.mustRead = false }
+            return s.mustRead
+        }
+    }
 
     /// Whether a send found the sink switched off since the last call.
     func takeSwitchedOff() -> Bool {

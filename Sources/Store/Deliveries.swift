@@ -47,8 +47,9 @@ public struct Delivery: Sendable, Equatable {
 
 extension Store {
     /// The rules that turn events into deliveries (nil: the relay is off and nothing is planned), and what to call
-    /// after a transaction that planned some has committed, with the sinks that got work (wakes their workers).
-    public func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable (Set<String>) -> Void)? = nil) {
+    /// after a transaction that planned some has committed, with the rows it planned, in order (the relay wakes
+    /// the sinks that got work and hands them their rows).
+    public func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable ([Delivery]) -> Void)? = nil) {
         let hooks = planner.map { PlannerHooks(planner: $0, onPlanned: onPlanned) }
         relay.withLock { $0 = hooks }
     }
@@ -79,6 +80,10 @@ extension Store {
             {
                 continue
             }
+            let d = Delivery(
+                id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
+                urgency: p.urgency, alert: alert(of: event, as: p.kind, planner: planner, memo: &alerts), digest: p.digest,
+                state: .pending, attempts: 0, nextAttemptAt: p.notBefore ?? now, createdAt: now)
             try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
@@ -86,13 +91,11 @@ extension Store {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
                     """,
                 arguments: [
-                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
-                    p.urgency.rawValue, alert(of: event, as: p.kind, planner: planner, memo: &alerts), p.digest, p.dedupKey,
-                    ISO.string(p.notBefore ?? now),
-                    ISO.string(now),
+                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, p.dedupKey,
+                    ISO.string(d.nextAttemptAt), ISO.string(now),
                 ])
             inserted += 1
-            plannedSinks.withLock { _ = $0.insert(p.sink) }
+            planned.withLock { $0.append(d) }
         }
         return inserted
     }

@@ -19,10 +19,11 @@ public final class Store: Sendable {
     /// the stored closure in two more reabstraction thunks (inout through a generic), and after about 90,000
     /// events calling it overflowed the stack.
     let relay = Mutex<PlannerHooks?>(nil)
-    /// Deliveries planned by the write in progress: after its commit the workers are woken once. (Not GRDB's
+    /// Deliveries planned by the write in progress: after its commit they are handed to the relay at once (it
+    /// wakes the sinks that got work, and gives them the rows so they need not read them back). Not GRDB's
     /// afterNextTransaction: one observer per event made a burst quadratic, and nested its callbacks until the
-    /// stack overflowed at about 90,000 events.) Only the sinks that got work are woken.
-    let plannedSinks = Mutex<Set<String>>([])
+    /// stack overflowed at about 90,000 events.
+    let planned = Mutex<[Delivery]>([])
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
     let session = UUID.random().lowercased
@@ -153,20 +154,20 @@ public final class Store: Sendable {
         }
     }
 
-    /// One SQLite transaction. When it planned deliveries and committed, the sink workers are woken.
+    /// One SQLite transaction. When it planned deliveries and committed, they go to the relay's `onPlanned`.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         let result: T
         do {
             result = try pool.write(body)
         } catch {
-            plannedSinks.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
+            planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
             throw StoreError(path: path, error)
         }
-        let planned = plannedSinks.withLock { sinks in
-            defer { sinks.removeAll() }
-            return sinks
+        let committed = planned.withLock { rows in
+            defer { rows.removeAll() }
+            return rows
         }
-        if !planned.isEmpty, let wake = relay.withLock({ $0?.onPlanned }) { wake(planned) }
+        if !committed.isEmpty, let handOver = relay.withLock({ $0?.onPlanned }) { handOver(committed) }
         return result
     }
 }
@@ -218,9 +219,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// The rules that plan deliveries and what to call once they are committed.
 final class PlannerHooks: Sendable {
     let planner: any AlertPlanner
-    let onPlanned: (@Sendable (Set<String>) -> Void)?
+    let onPlanned: (@Sendable ([Delivery]) -> Void)?
 
-    init(planner: any AlertPlanner, onPlanned: (@Sendable (Set<String>) -> Void)?) {
+    init(planner: any AlertPlanner, onPlanned: (@Sendable ([Delivery]) -> Void)?) {
         self.planner = planner
         self.onPlanned = onPlanned
     }
