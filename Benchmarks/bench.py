@@ -507,6 +507,8 @@ rules:
                 if name.startswith("floor"):
                     continue  # it reads and counts, and does not answer pings: the server drops it after 30 s
                 procs[name] = Proc("idle-" + name.split()[0], argv, workdir=self.work)
+            for name, program in self.memory_floors().items():
+                procs[name] = Proc("idle-" + program.name, [str(program)], workdir=self.work)
             wait_until(lambda: self.ready(db), 60, "the relay to connect and catch up")
             for name, p in procs.items():
                 if p is not relay:
@@ -529,6 +531,20 @@ rules:
             for p in procs.values():
                 p.stop(signal.SIGKILL)
         self.results["idle"] = rows
+
+    def memory_floors(self):
+        """The idle-memory floors (Benchmarks/floor/rss_*.swift), compiled here: the relay's stack doing nothing."""
+        swiftc = shutil.which("swiftc")
+        if swiftc is None:
+            return {}
+        floors = {}
+        for name, source in (("floor: Swift, Foundation and the C libraries, doing nothing", "rss_foundation"),
+                             ("floor: Swift and the C libraries without Foundation, doing nothing", "rss_bare")):
+            out = self.work / source
+            subprocess.run([swiftc, "-O", "-o", str(out), str(ROOT / f"Benchmarks/floor/{source}.swift")], check=True,
+                           capture_output=True)
+            floors[name] = out
+        return floors
 
     # 5: recovery -------------------------------------------------------------------------------------------------
     def recovery(self, sim):
