@@ -761,7 +761,7 @@ public actor HubConnection {
 private protocol EventRoute: AnyObject {
     /// Reads the arguments in one pass into a candidate event; false when not in the common form.
     func read(_ target: String, _ reader: inout JSONReader) -> Bool
-    /// Keeps the candidate (its whole message was valid and is to be processed).
+    /// Keeps the candidate (its whole message was valid and is to be processed); one not kept is forgotten.
     func commit()
     /// Decodes from the parsed arguments; a refusal goes to the decoder's `onError`.
     func decode(_ target: String, _ arguments: HubArguments)
@@ -772,8 +772,17 @@ private protocol EventRoute: AnyObject {
 private final class Route<Event: Sendable>: EventRoute {
     let decoder: HubEventDecoder<Event>
     let buffer: HubEventBuffer<Event>
-    private var candidate: Event?
+    /// Events kept for the buffer, and after them at most one candidate (`hasCandidate`), read but not yet kept:
+    /// its message may still prove not to be in the common form, or be a replay. The candidate sits in `staged`
+    /// rather than in an `Event?`: this class is generic, and each use of an `Event?` looked up its metadata at
+    /// run time. A candidate not kept is forgotten by whatever comes next.
     private var staged: [Event] = []
+    private var hasCandidate = false
+
+    private func forgetCandidate() {
+        if hasCandidate { staged.removeLast() }
+        hasCandidate = false
+    }
 
     init(decoder: HubEventDecoder<Event>, buffer: HubEventBuffer<Event>) {
         self.decoder = decoder
@@ -781,16 +790,19 @@ private final class Route<Event: Sendable>: EventRoute {
     }
 
     func read(_ target: String, _ reader: inout JSONReader) -> Bool {
-        candidate = decoder.read(target, &reader)
-        return candidate != nil
+        forgetCandidate()
+        guard let event = decoder.read(target, &reader) else { return false }
+        staged.append(event)
+        hasCandidate = true
+        return true
     }
 
     func commit() {
-        if let candidate { staged.append(candidate) }
-        candidate = nil
+        hasCandidate = false
     }
 
     func decode(_ target: String, _ arguments: HubArguments) {
+        forgetCandidate()
         do {
             staged.append(try decoder.decode(target, arguments))
         } catch {
@@ -799,6 +811,7 @@ private final class Route<Event: Sendable>: EventRoute {
     }
 
     func takeStaged() -> (@Sendable () async -> Void)? {
+        forgetCandidate()
         guard !staged.isEmpty else { return nil }
         let (batch, buffer) = (staged, buffer)
         staged = []

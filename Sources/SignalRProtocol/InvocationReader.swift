@@ -3,6 +3,8 @@ extension JSONHubProtocol {
     /// before its arguments, as servers write it: `arguments` reads the arguments array of that target into a
     /// value. nil when the message is anything else or in another form, or `arguments` gives nil: then `decode`
     /// is the way (the same message decoded there gives the same result or the exact error).
+    /// Inlinable: specialized in the caller's module for its `T` rather than looking up `T?`'s metadata per message.
+    @inlinable
     public static func decodeInvocation<T>(
         _ bytes: UnsafeBufferPointer<UInt8>, _ arguments: (_ target: String, _ reader: inout JSONReader) -> T?
     ) -> T? {

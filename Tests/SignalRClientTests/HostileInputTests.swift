@@ -51,6 +51,34 @@ import Testing
         }
     }
 
+    /// A routed target whose arguments read in one pass, in a message that then turns out not to be in the
+    /// common form (headers after the arguments): the full decoder takes it, and it arrives once, not twice.
+    @Test func aRoutedMessageThatLeavesTheCommonFormAfterItsArgumentsArrivesOnce() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let notices = Collector<String>()
+            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            let read = Atomic<Int>(0)
+            let routed = HubEventBuffer<String>(capacity: 10)
+            await connection.on(
+                HubEventDecoder(
+                    targets: ["Headers"],
+                    read: { _, reader in
+                        read.add(1, ordering: .relaxed)
+                        return reader.skipValue() ? "read in one pass" : nil
+                    },
+                    decode: { _, _ in "decoded" }, onError: { _, _ in }),
+                into: routed)
+            try await connection.start()
+            try await call(base, "POST", "/_sim/malformed?kind=headers")
+            #expect(await notices.wait(for: 1) == ["after the bad one"])
+            #expect(read.load(ordering: .relaxed) == 1, "the one-pass reader did read its arguments")
+            #expect(await routed.next(limit: 10) == ["decoded"], "once, from the full decoder")
+            #expect(routed.count == 0)
+            await connection.stop()
+        }
+    }
+
     @Test func tenThousandMessagesInOneFrameAllArriveInOrder() async throws {
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
