@@ -8,7 +8,7 @@ public struct JSONReader {
     private var parser: JSONParser
     private enum Token { case open, value, comma, colon }
     private var last = Token.open
-    public private(set) var failed = false  // set by markFailed() too
+    public private(set) var failed = false
 
     @usableFromInline
     package init(_ bytes: UnsafeBufferPointer<UInt8>) { parser = JSONParser(bytes) }

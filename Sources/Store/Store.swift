@@ -20,9 +20,9 @@ public final class Store: Sendable {
     /// events calling it overflowed the stack.
     let relay = Mutex<PlannerHooks?>(nil)
     /// Deliveries planned by the write in progress: after its commit they are handed to the relay at once (it
-    /// wakes the sinks that got work, and gives them the rows so they need not read them back). Not GRDB's
-    /// afterNextTransaction: one observer per event made a burst quadratic, and nested its callbacks until the
-    /// stack overflowed at about 90,000 events.
+    /// wakes the sinks that got work, and gives them the rows so they need not read them back). One commit
+    /// observer per write that planned something, not one per event: that made a burst quadratic, and nested
+    /// the observers' callbacks until the stack overflowed at about 90,000 events.
     let planned = Mutex<[Delivery]>([])
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
@@ -156,19 +156,28 @@ public final class Store: Sendable {
 
     /// One SQLite transaction. When it planned deliveries and committed, they go to the relay's `onPlanned`.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        let result: T
         do {
-            result = try pool.write(body)
+            return try pool.write { db in
+                do {
+                    let result = try body(db)
+                    let rows = planned.withLock { rows in
+                        defer { rows.removeAll() }
+                        return rows
+                    }
+                    if !rows.isEmpty, let handOver = relay.withLock({ $0?.onPlanned }) {
+                        // Once committed, and still in this writer's turn (writers on other threads wait for it):
+                        // the rows are this transaction's own, and the hand-overs follow the commits' order.
+                        db.afterNextTransaction(onCommit: { _ in handOver(rows) })
+                    }
+                    return result
+                } catch {
+                    planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
+                    throw error
+                }
+            }
         } catch {
-            planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
             throw StoreError(path: path, error)
         }
-        let committed = planned.withLock { rows in
-            defer { rows.removeAll() }
-            return rows
-        }
-        if !committed.isEmpty, let handOver = relay.withLock({ $0?.onPlanned }) { handOver(committed) }
-        return result
     }
 }
 

@@ -1,5 +1,6 @@
 import Alerts
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 
@@ -20,6 +21,29 @@ import Testing
         for _ in 0..<1_000_000 { #expect(store.plansAny(.transactionCreated)) }
         try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "test"))
         #expect(woken.load(ordering: .relaxed) == 1, "woken once, after the commit")
+    }
+
+    /// Writes from two threads at once: each hand-over holds only rows that its own commit wrote (they are in the
+    /// file when it comes), and the hand-overs come in the order of the commits.
+    @Test func eachHandOverHoldsItsOwnCommittedRowsInCommitOrder() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let outside = try DatabaseQueue(path: store.path)  // another connection: sees only what is committed
+        let handed = Mutex<[String]>([])
+        let notYetInTheFile = Atomic<Int>(0)
+        store.setPlanner(EverythingToOneSink()) { rows in
+            let inFile = (try? outside.read { db in try Set(String.fetchAll(db, sql: "SELECT id FROM delivery")) }) ?? []
+            notYetInTheFile.add(rows.count { !inFile.contains($0.id) }, ordering: .relaxed)
+            handed.withLock { $0 += rows.map(\.id) }
+        }
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            for i in 0..<150 { try? store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "\(thread)-\(i)")) }
+        }
+        let byCommit = try outside.read { db in try String.fetchAll(db, sql: "SELECT id FROM delivery ORDER BY rowid") }
+        let handedOver = handed.withLock { $0 }
+        #expect(byCommit.count == 300)
+        #expect(notYetInTheFile.load(ordering: .relaxed) == 0)
+        let firstDifference = Array(zip(handedOver, byCommit)).firstIndex { $0 != $1 } ?? (handedOver.count == byCommit.count ? nil : min(handedOver.count, byCommit.count))
+        #expect(firstDifference == nil, "\(handedOver.count) handed over; the order differs from the commits' at \(firstDifference ?? -1)")
     }
 
     @Test func aRolledBackWriteWakesNobody() throws {
