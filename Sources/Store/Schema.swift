@@ -187,6 +187,14 @@ enum Schema {
             // same transaction that moves this on, so it is sent once, also when it fell due while the relay was down.
             try db.execute(sql: "CREATE TABLE summary_due (rule TEXT PRIMARY KEY, last_due TEXT NOT NULL)")
         }
+        m.registerMigration("v11: dedup index only for rows with a key") { db in
+            // Only rules with a dedup window give a delivery a key; every other row wrote an index page to each
+            // event's commit for nothing. The dedup look-up (`dedup_key = ?`) still uses this index.
+            try db.execute(sql: """
+                DROP INDEX delivery_dedup;
+                CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
+                """)
+        }
         return m
     }
 }

@@ -46,6 +46,32 @@ import Testing
         #expect(firstDifference == nil, "\(handedOver.count) handed over; the order differs from the commits' at \(firstDifference ?? -1)")
     }
 
+    /// A key within its window plans once; rows without a key are not deduplicated (and since v11 are not in the
+    /// dedup index at all), and the look-up still goes through that index.
+    @Test func aDedupKeyPlansOnceWithinItsWindowAndItsLookUpUsesTheIndex() throws {
+        struct KeyedByDetail: AlertPlanner {
+            func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+                [PlannedDelivery(sink: "s", rule: "r", kind: e.kind, urgency: .normal, dedupKey: e.detail == "keyed" ? "k" : nil, dedupWindow: 600)]
+            }
+        }
+        let store = try Store.open(path: temporaryStorePath())
+        store.setPlanner(KeyedByDetail())
+        #expect(try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "keyed")) == 1)
+        #expect(try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "keyed")) == 0, "the same key within its window")
+        #expect(try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "plain")) == 1)
+        #expect(try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "plain")) == 1, "no key, no dedup")
+        let outside = try DatabaseQueue(path: store.path)
+        let plan = try outside.read { db in
+            try Row.fetchAll(
+                db, sql: "EXPLAIN QUERY PLAN SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1",
+                arguments: ["s", "k", "2000-01-01"]
+            ).map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("delivery_dedup") }, "\(plan)")
+        let partial = try outside.read { db in try Bool.fetchOne(db, sql: "SELECT partial FROM pragma_index_list('delivery') WHERE name = 'delivery_dedup'") }
+        #expect(partial == true, "rows without a key stay out of the index")
+    }
+
     @Test func aRolledBackWriteWakesNobody() throws {
         let store = try Store.open(path: temporaryStorePath())
         let woken = Atomic<Int>(0)
