@@ -5,17 +5,14 @@
 //   lws_floor HOST PORT PATH COUNT     e.g. lws_floor 127.0.0.1 5080 "/hubs/family?access_token=t" 100000
 // Prints "connected" once the handshake is answered, then {"events":N,"seconds":S} (first to last message),
 // and stays connected (for the RSS reading) until killed.
-#include <libwebsockets.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
+
+#include "floor_link.h"
 
 static long target;
 static long seen = -1;  // the handshake answer ends with a separator too
 static double first, last;
-static int reported, interrupted;
+static int reported;
 
 static double now(void) {
     struct timespec ts;
@@ -56,20 +53,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         }
         break;
     }
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-        fprintf(stderr, "lws_floor: connection error: %s\n", in ? (const char *)in : "?");
-        interrupted = 1;
-        break;
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        interrupted = 1;
-        break;
     default:
+        floor_on_link_end("lws_floor", reason, in);
         break;
     }
     return 0;
 }
-
-static void stop(int sig) { (void)sig; interrupted = 1; }
 
 int main(int argc, char **argv) {
     if (argc != 5) {
@@ -77,27 +66,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     target = atol(argv[4]);
-    signal(SIGTERM, stop);
-    signal(SIGINT, stop);
-    lws_set_log_level(LLL_ERR, NULL);
-    static const struct lws_protocols protocols[] = {{"signalr", callback, 0, 65536, 0, NULL, 0}, {NULL, NULL, 0, 0, 0, NULL, 0}};
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = protocols;
-    struct lws_context *context = lws_create_context(&info);
+    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;
-    struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = context;
-    ci.address = argv[1];
-    ci.port = atoi(argv[2]);
-    ci.path = argv[3];
-    ci.host = argv[1];
-    ci.origin = argv[1];
-    ci.protocol = NULL;
-    if (!lws_client_connect_via_info(&ci)) return 1;
-    while (!interrupted && lws_service(context, 0) >= 0) {}
-    lws_context_destroy(context);
+    floor_run(context);
     return 0;
 }

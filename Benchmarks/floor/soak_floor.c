@@ -13,14 +13,11 @@
 // Prints "connected" once the handshake is answered, then runs until SIGTERM.
 #define _GNU_SOURCE  // memmem
 #include <curl/curl.h>
-#include <libwebsockets.h>
-#include <signal.h>
 #include <sqlite3.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-static int interrupted, connected;
+#include "floor_link.h"
+
+static int connected;
 static struct lws *link_wsi;
 static struct lws_context *context;
 static sqlite3 *db;
@@ -166,20 +163,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         message_len = 0;
         break;
     }
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-        fprintf(stderr, "soak_floor: connection error: %s\n", in ? (const char *)in : "?");
-        interrupted = 1;
-        break;
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        interrupted = 1;
-        break;
     default:
+        floor_on_link_end("soak_floor", reason, in);
         break;
     }
     return 0;
 }
-
-static void stop(int sig) { (void)sig; interrupted = 1; }
 
 static void prepare(const char *sql, sqlite3_stmt **s) { check(sqlite3_prepare_v2(db, sql, -1, s, NULL), sql); }
 
@@ -188,8 +177,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: soak_floor HOST PORT PATH DB WEBHOOK_URL\n");
         return 2;
     }
-    signal(SIGTERM, stop);
-    signal(SIGINT, stop);
     check(sqlite3_open(argv[4], &db), "open");
     check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                            "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, message TEXT NOT NULL);"
@@ -212,24 +199,8 @@ int main(int argc, char **argv) {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 
-    lws_set_log_level(LLL_ERR, NULL);
-    static const struct lws_protocols protocols[] = {{"signalr", callback, 0, 65536, 0, NULL, 0}, {NULL, NULL, 0, 0, 0, NULL, 0}};
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = protocols;
-    context = lws_create_context(&info);
+    context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;
-    struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = context;
-    ci.address = argv[1];
-    ci.port = atoi(argv[2]);
-    ci.path = argv[3];
-    ci.host = argv[1];
-    ci.origin = argv[1];
-    if (!lws_client_connect_via_info(&ci)) return 1;
-    while (!interrupted && lws_service(context, 0) >= 0) {}
-    lws_context_destroy(context);
+    floor_run(context);
     return 0;
 }

@@ -1,0 +1,55 @@
+// What the C floors share: a libwebsockets client connected to the hub's SignalR endpoint, the end of the link,
+// and the loop that services it until SIGTERM or SIGINT. Each floor brings its own callback.
+#include <libwebsockets.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t floor_interrupted;
+
+static void floor_stop(int sig) { (void)sig; floor_interrupted = 1; }
+
+// Connects to ws://HOST:PORT/PATH with `callback`; NULL when libwebsockets cannot start the connection.
+static struct lws_context *floor_connect(const char *host, const char *port, const char *path, lws_callback_function *callback) {
+    signal(SIGTERM, floor_stop);
+    signal(SIGINT, floor_stop);
+    lws_set_log_level(LLL_ERR, NULL);
+    static struct lws_protocols protocols[2];
+    protocols[0] = (struct lws_protocols){"signalr", callback, 0, 65536, 0, NULL, 0};
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = protocols;
+    struct lws_context *context = lws_create_context(&info);
+    if (!context) return NULL;
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = context;
+    ci.address = host;
+    ci.port = atoi(port);
+    ci.path = path;
+    ci.host = host;
+    ci.origin = host;
+    if (!lws_client_connect_via_info(&ci)) {
+        lws_context_destroy(context);
+        return NULL;
+    }
+    return context;
+}
+
+// For a callback's `default:`: a failed connection (said on stderr) or a closed link ends the floor.
+static void floor_on_link_end(const char *name, enum lws_callback_reasons reason, void *in) {
+    if (reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR) {
+        fprintf(stderr, "%s: connection error: %s\n", name, in ? (const char *)in : "?");
+        floor_interrupted = 1;
+    } else if (reason == LWS_CALLBACK_CLIENT_CLOSED) {
+        floor_interrupted = 1;
+    }
+}
+
+// Services the link until a signal or its end, then frees the context.
+static void floor_run(struct lws_context *context) {
+    while (!floor_interrupted && lws_service(context, 0) >= 0) {}
+    lws_context_destroy(context);
+}
