@@ -7,11 +7,13 @@ import Synchronization
 /// (at a family's pace, one read per alert). It is never the truth: the worker drops it before each read of the
 /// ledger, and reads instead whenever something in it cannot go out as it is. It holds at most `limit` rows, so a
 /// worker that is paused or busy while a burst is planned costs no memory: past the limit it forgets the rows
-/// and the worker reads them from the ledger.
+/// and the worker reads them from the ledger. `forget()` asks for that read too (an outcome that was not a success
+/// leaves a row for later that only the ledger knows of).
 final class HandOver: Sendable {
     private struct State {
         var rows: [Delivery] = []
-        var overflowed = false
+        /// Something since the last take is not in `rows`: the worker must read the ledger.
+        var incomplete = false
     }
 
     private let state = Mutex(State())
@@ -23,19 +25,22 @@ final class HandOver: Sendable {
 
     func put(_ new: [Delivery]) {
         state.withLock { s in
-            guard !s.overflowed, s.rows.count + new.count <= limit else {
-                (s.rows, s.overflowed) = ([], true)
+            guard !s.incomplete, s.rows.count + new.count <= limit else {
+                (s.rows, s.incomplete) = ([], true)
                 return
             }
             s.rows += new
         }
     }
 
-    /// Everything handed over since the last take, or nil when some of it was forgotten (read the ledger).
+    /// The next take says: read the ledger.
+    func forget() { state.withLock { s in (s.rows, s.incomplete) = ([], true) } }
+
+    /// Everything handed over since the last take, or nil when the ledger must be read instead.
     func take() -> [Delivery]? {
         state.withLock { s in
             defer { s = State() }
-            return s.overflowed ? nil : s.rows
+            return s.incomplete ? nil : s.rows
         }
     }
 }

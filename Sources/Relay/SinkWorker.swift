@@ -117,13 +117,12 @@ struct SinkWorker: Sendable {
                     }
                     // Taken here, whatever comes next: it holds only what came since the last look.
                     let handedOver = handOver.take()
-                    let mustRead = sends.takeMustRead()
                     if let reason = switchedOff?.reason {
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
                         await sleep(upTo: .seconds(60))
                         continue
                     }
-                    if wokeDrained, !mustRead, let handedOver, let fresh = usable(handedOver, known: lastRead.union(taken.ids), at: Date()) {
+                    if wokeDrained, let handedOver, let fresh = usable(handedOver, known: [lastRead, taken.ids], at: Date()) {
                         // Everything due had started before the wait, and the planner's rows are all that came since.
                         queue = fresh
                         drained = true
@@ -182,8 +181,8 @@ struct SinkWorker: Sendable {
 
     /// The handed-over rows that the worker does not know yet, when each can go out as it is: nil when none came, or
     /// when one needs the ledger (not due yet, in quiet hours, or part of a digest that folds rows together).
-    private func usable(_ handedOver: [Delivery], known: Set<String>, at now: Date) -> [Delivery]? {
-        let fresh = handedOver.filter { !known.contains($0.id) }
+    private func usable(_ handedOver: [Delivery], known: [Set<String>], at now: Date) -> [Delivery]? {
+        let fresh = handedOver.filter { d in !known.contains { $0.contains(d.id) } }
         guard !fresh.isEmpty, fresh.allSatisfy({ $0.nextAttemptAt <= now && !Self.foldable($0) }) else { return nil }
         return fresh
     }
@@ -218,7 +217,7 @@ struct SinkWorker: Sendable {
                     // Room for more sends, and the released rows' retries. A dispatcher idle with nothing left due
                     // needs no wake-up for sends that went through: it would only ask the ledger to find nothing.
                     let allDone = outcomes.allSatisfy { if case .done = $0.result { true } else { false } }
-                    if !allDone { sends.mustRead() }  // a retry's row, due later: the next look asks the ledger
+                    if !allDone { handOver.forget() }  // a retry's row, due later: the next look asks the ledger
                     if !(allDone && sends.isIdle) { wakeup.signal() }
                 } catch {
                     unwritten = outcomes
@@ -382,8 +381,6 @@ final class SendsInProgress: Sendable {
         var switchedOff = false
         /// The dispatcher waits with nothing left due and every due delivery started.
         var idle = false
-        /// An outcome that was not a success was written: the dispatcher's next look reads the ledger.
-        var mustRead = false
         var onFinish: (@Sendable () -> Void)?
     }
 
@@ -465,16 +462,6 @@ final class SendsInProgress: Sendable {
 
     var isIdle: Bool { state.withLock { $0.idle } }
     func setIdle(_ idle: Bool) { state.withLock { $0.idle = idle } }
-
-    func mustRead() { state.withLock { $0.mustRead = true } }
-
-    /// Whether an outcome since the last call asked for a read of the ledger.
-    func takeMustRead() -> Bool {
-        state.withLock { s in
-            defer { s.mustRead = false }
-            return s.mustRead
-        }
-    }
 
     /// Whether a send found the sink switched off since the last call.
     func takeSwitchedOff() -> Bool {

@@ -30,5 +30,9 @@ import Testing
         #expect(h.take() == nil, "something was forgotten: read the ledger")
         h.put([delivery(10)])
         #expect(h.take()?.map(\.id) == ["dlv_10"], "a take starts it over")
+        h.put([delivery(11)])
+        h.forget()
+        h.put([delivery(12)])
+        #expect(h.take() == nil, "forgotten: read the ledger")
     }
 }
