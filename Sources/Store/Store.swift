@@ -36,6 +36,22 @@ public final class Store: Sendable {
         case normal = "NORMAL"
     }
 
+    /// SQLite's memory and log sizes, set by measurement (BENCHMARKS.md, session 12).
+    enum Tuning {
+        /// The writer's page cache (SQLite's default is 2,000 KiB). A burst's transaction touches the inbox's and the
+        /// transactions' id indexes at random pages: with the default, SQLite spills dirty pages to the log in the
+        /// middle of the transaction and reads evicted ones back, about two more system calls per event.
+        static let writerCacheKiB = 8192
+        /// A reader's page cache: SQLite drops a reader's cache whenever another connection has written, which the
+        /// writer does all the time here, so a large one only holds memory.
+        static let readerCacheKiB = 512
+        /// Log pages that make a commit fold the log back into the file (SQLite's default is 1,000). Each checkpoint
+        /// reads, writes and fsyncs every page changed since the last one; with fewer, a page changed by many
+        /// commits (an index's hot leaf, a child's row) is written back once instead of several times. The log's
+        /// file stays at most about this many pages (16 MiB).
+        static let checkpointPages = 4000
+    }
+
     /// What a commit waits for (store.durability).
     let durability: Durability
 
@@ -63,6 +79,12 @@ public final class Store: Sendable {
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            if db.configuration.readonly {
+                try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)")
+            } else {
+                try db.execute(sql: "PRAGMA cache_size = \(-Tuning.writerCacheKiB)")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Tuning.checkpointPages)")
+            }
         }
         do {
             let pool = try DatabasePool(path: path, configuration: config)

@@ -40,6 +40,17 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try again.children().map(\.currentBalance) == [Decimal(string: "25.50")!])
     }
 
+    @Test func theWriterGetsTheLargeCacheAndTheLaterCheckpointAndReadersASmallCache() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let writer = try store.pool.write { db in
+            (try Int.fetchOne(db, sql: "PRAGMA cache_size"), try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint"))
+        }
+        #expect(writer.0 == -Store.Tuning.writerCacheKiB)
+        #expect(writer.1 == Store.Tuning.checkpointPages)
+        #expect(try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB)
+        #expect(Store.Tuning.readerCacheKiB < Store.Tuning.writerCacheKiB)
+    }
+
     @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
         let path = temporaryStorePath()
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
