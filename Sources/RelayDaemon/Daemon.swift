@@ -57,7 +57,8 @@ public struct Daemon: Sendable {
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
-        let received = HubEventBuffer<HubEvent>(capacity: 10_000)
+        // A few commits' worth (the writer takes up to 1,000 events per commit): more only holds memory.
+        let received = HubEventBuffer<HubEvent>(capacity: 4_000)
         await connection.on(
             HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") }, into: received)
         let hub = HubService(
