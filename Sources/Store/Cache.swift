@@ -28,6 +28,7 @@ extension Store {
     /// server's data) fails the burst with a `StoreError` whose `isConflict` is set.
     public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
         try write { db in
+            try sizeCache(db, forCommitOf: events.count)
             var children = BurstChildren()
             let results = try events.map { try applyOne(db, $0, children: &children, now: now) }
             try children.save(db, now: now)

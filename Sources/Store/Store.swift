@@ -38,10 +38,15 @@ public final class Store: Sendable {
 
     /// SQLite's memory and log sizes, set by measurement (BENCHMARKS.md, session 12).
     enum Tuning {
-        /// The writer's page cache (SQLite's default is 2,000 KiB). A burst's transaction touches the inbox's and the
-        /// transactions' id indexes at random pages: with the default, SQLite spills dirty pages to the log in the
-        /// middle of the transaction and reads evicted ones back, about two more system calls per event.
+        /// The writer's page cache while bursts come (SQLite's default, 2,000 KiB, otherwise). A burst's transaction
+        /// touches the inbox's and the transactions' id indexes at random pages: with the default, SQLite spills dirty
+        /// pages to the log in the middle of the transaction and reads evicted ones back, about two more system calls
+        /// per event. Kept at all times, the large cache filled page by page at a steady 20 transactions a second,
+        /// and the relay's memory grew 6 MiB over 15 minutes; so it is taken for bursts and given back after.
         static let writerCacheKiB = 8192
+        static let defaultCacheKiB = 2000
+        /// Events in one commit that make it a burst.
+        static let burstEvents = 256
         /// A reader's page cache: SQLite drops a reader's cache whenever another connection has written, which the
         /// writer does all the time here, so a large one only holds memory.
         static let readerCacheKiB = 512
@@ -50,6 +55,19 @@ public final class Store: Sendable {
         /// commits (an index's hot leaf, a child's row) is written back once instead of several times. The log's
         /// file stays at most about this many pages (16 MiB).
         static let checkpointPages = 4000
+    }
+
+    /// Whether the writer has the burst's large cache (only read and set in the writer's turn).
+    let largeCache = Atomic<Bool>(false)
+
+    /// Gives the writer the large cache for a commit of a burst's `events`, and takes it back once commits are small
+    /// again. At the start of a write, before it changes anything: every cached page is clean.
+    func sizeCache(_ db: Database, forCommitOf events: Int) throws {
+        let large = events >= Tuning.burstEvents
+        guard large != largeCache.load(ordering: .relaxed) else { return }
+        largeCache.store(large, ordering: .relaxed)
+        // Smaller again, SQLite frees the pages beyond the default size: the process's allocator reuses them.
+        try db.execute(sql: "PRAGMA cache_size = \(-(large ? Tuning.writerCacheKiB : Tuning.defaultCacheKiB))")
     }
 
     /// What a commit waits for (store.durability).
@@ -82,7 +100,6 @@ public final class Store: Sendable {
             if db.configuration.readonly {
                 try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)")
             } else {
-                try db.execute(sql: "PRAGMA cache_size = \(-Tuning.writerCacheKiB)")
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Tuning.checkpointPages)")
             }
         }

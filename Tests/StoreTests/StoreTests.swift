@@ -40,15 +40,20 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try again.children().map(\.currentBalance) == [Decimal(string: "25.50")!])
     }
 
-    @Test func theWriterGetsTheLargeCacheAndTheLaterCheckpointAndReadersASmallCache() throws {
+    @Test func theWriterTakesTheLargeCacheForABurstAndGivesItBackAfter() throws {
         let store = try Store.open(path: temporaryStorePath())
-        let writer = try store.pool.write { db in
-            (try Int.fetchOne(db, sql: "PRAGMA cache_size"), try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint"))
-        }
-        #expect(writer.0 == -Store.Tuning.writerCacheKiB)
-        #expect(writer.1 == Store.Tuning.checkpointPages)
+        let writerCache = { try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } }
+        #expect(try writerCache() == -Store.Tuning.defaultCacheKiB)
+        #expect(try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == Store.Tuning.checkpointPages)
         #expect(try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB)
-        #expect(Store.Tuning.readerCacheKiB < Store.Tuning.writerCacheKiB)
+
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [])
+        let burst = (0..<Store.Tuning.burstEvents).map { HubEvent.balanceUpdated(childId: alice, balance: Decimal($0)) }
+        #expect(try store.apply(burst).allSatisfy { if case .stored = $0 { true } else { false } })
+        #expect(try writerCache() == -Store.Tuning.writerCacheKiB)
+        _ = try store.apply([.balanceUpdated(childId: alice, balance: 7)])
+        #expect(try writerCache() == -Store.Tuning.defaultCacheKiB)
+        #expect(try store.children().first?.currentBalance == 7)
     }
 
     @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
