@@ -79,24 +79,35 @@ import Testing
     }
 
     /// The store writer lets a transaction's BalanceUpdated, which the backend sends right behind it, join the
-    /// TransactionCreated's batch: one commit for both.
+    /// TransactionCreated's batch: one commit for both. A transaction with nothing behind it goes alone once the
+    /// wait is over. (The wait here is long, 30 s, so that a loaded machine waking the test late cannot split
+    /// the pair; the relay waits `balanceFollows`.)
     @Test func aTransactionAndItsBalanceAreStoredInOneBatch() async throws {
-        do {
-            let store = try Store.open(path: temporaryStorePath())
-            try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
-            let sync = SyncCoordinator(store: store, api: APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, token: "t"), logger: Logger(label: "t"))
-            let queue = HubEventBuffer<HubEvent>()
-            let batches = Mutex<[Int]>([])
-            let writer = Task { await sync.store(from: queue) { batch in batches.withLock { $0.append(batch.count) } } }
-            let t = Transaction(
-                id: UUID(), childId: alice, amount: 1, type: .credit, description: "x", balanceAfter: 51, createdAt: Date(), createdByName: "Pat")
-            await queue.append(.transactionCreated(t))
-            try await Task.sleep(for: .microseconds(300))
-            await queue.append(.balanceUpdated(childId: alice, balance: 51))
-            queue.finish()
-            await writer.value
-            #expect(batches.withLock { $0 } == [2])
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+        let sync = SyncCoordinator(store: store, api: APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, token: "t"), logger: Logger(label: "t"))
+        let queue = HubEventBuffer<HubEvent>()
+        let batches = Mutex<[Int]>([])
+        let writer = Task {
+            await sync.store(from: queue, balanceFollows: .seconds(30)) { batch in batches.withLock { $0.append(batch.count) } }
         }
+        func transaction(_ balance: Decimal) -> Transaction {
+            Transaction(
+                id: UUID(), childId: alice, amount: 1, type: .credit, description: "x", balanceAfter: balance, createdAt: Date(),
+                createdByName: "Pat")
+        }
+        await queue.append(.transactionCreated(transaction(51)))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(batches.withLock { $0 } == [], "the transaction waits for its balance")
+        await queue.append(.balanceUpdated(childId: alice, balance: 51))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while batches.withLock({ $0 }).isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(batches.withLock { $0 } == [2])
+        // Alone: the wait ends with the buffer (here finished; in the relay, after `balanceFollows`).
+        await queue.append(.transactionCreated(transaction(52)))
+        queue.finish()
+        await writer.value
+        #expect(batches.withLock { $0 } == [2, 1])
     }
 }
