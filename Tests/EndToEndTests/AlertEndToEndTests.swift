@@ -67,7 +67,7 @@ import Testing
                     try await simPost(base, "/_sim/burst?count=20")
                     #expect(await eventually { hook.received.count >= 20 && chat.received.count >= 20 }, "\(relay.output.suffix(2000))")
                     try await Task.sleep(for: .milliseconds(300))
-                    #expect(await relay.stop(signal: SIGTERM) == 0)
+                    await relay.expectCleanStop()
                     let server = try await serverTransactionIds(base)
                     #expect(acknowledged(hook).ids == server && hook.received.count == 20 && chat.received.count == 20)
                     #expect(!relay.output.contains("MfKQ9r8"), "the webhook secret never reaches the logs")
@@ -116,7 +116,7 @@ import Testing
                     let server = try await serverTransactionIds(base)
                     let done = await eventually(.seconds(60)) { acknowledged(hook).ids == server && Set(chat.received.map(\.text)).count >= server.count }
                     #expect(done, "acknowledged \(acknowledged(hook).ids.count) of \(server.count)")
-                    #expect(await last.stop(signal: SIGTERM) == 0)
+                    await last.expectCleanStop()
                     let seen = acknowledged(hook)
                     // A kill between the receiver's 2xx and our commit re-sends the deliveries whose outcome was not
                     // written yet, with the same webhook-id: at most the sink's concurrency (default 4) per kill. The

@@ -39,7 +39,7 @@ import Testing
             let env = relayEnv(base)
             let first = try RelayProcess(env: env)
             #expect(await first.waitFor("caught up"))
-            #expect(await first.stop(signal: SIGTERM) == 0)
+            await first.expectCleanStop()
             // 60 writes made offline (the same Store call as `allowance-relay transaction add`).
             let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
             let kids = try store.children()
@@ -76,7 +76,7 @@ import Testing
     private func finalRunAndCompare(_ base: URL, _ env: [String: String], _ scenario: String, kills: Int) async throws {
         let relay = try RelayProcess(env: env)
         #expect(await relay.waitFor("sync: syncing -> idle", timeout: .seconds(60)), "seed \(seed)")
-        #expect(await relay.stop(signal: SIGTERM) == 0)
+        await relay.expectCleanStop()
         let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
         let server = try await Scenario.serverTransactions(base)
         let cached = try store.transactions(limit: 100_000)

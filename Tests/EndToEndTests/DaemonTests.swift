@@ -116,7 +116,7 @@ import Testing
         // One hub connection all along.
         #expect(try await setup.health().json["connectionId"]?.stringValue == before)
         #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1)
-        #expect(await relay.stop(signal: SIGTERM) == 0)
+        await relay.expectCleanStop()
         }
     }
 
@@ -129,7 +129,7 @@ import Testing
         try await simPost(base, "/_sim/burst?count=4")
         #expect(await eventually { a.arrivals.count >= 1 })  // the first request has arrived, not answered
         let stopped = ContinuousClock.now
-        #expect(await relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
+        await relay.expectCleanStop()
         #expect(ContinuousClock.now - stopped < .seconds(8))
         #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
 
@@ -145,7 +145,7 @@ import Testing
         #expect(await again.waitFor("connected to the hub"))  // up before it is stopped
         #expect(await eventually { a.received.count >= 4 })
         try await Task.sleep(for: .milliseconds(300))
-        #expect(await again.stop(signal: SIGTERM) == 0)
+        await again.expectCleanStop()
         #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
         }
     }
@@ -157,7 +157,7 @@ import Testing
         try await simPost(base, "/_sim/burst?count=1")
         #expect(await eventually { a.arrivals.count >= 1 })
         let stopped = ContinuousClock.now
-        #expect(await relay.stop(signal: SIGTERM) == 0, "\(relay.output.suffix(1500))")
+        await relay.expectCleanStop()
         let took = ContinuousClock.now - stopped
         #expect(took >= .seconds(9) && took < .seconds(20), "the 10 s grace period, then the cut: \(took)")
         #expect(relay.output.contains("cut short by the stop: pending again"))
@@ -204,7 +204,7 @@ import Testing
         let text2 = try await setup.get("/metrics").body
         #expect(text2.contains("allowance_relay_hub_connected 0.0"))
 
-        #expect(await relay.stop(signal: SIGTERM) == 0)
+        await relay.expectCleanStop()
         let after = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
         #expect(after.contains("not running (last: stopped"), "\(after)")
         }

@@ -62,7 +62,7 @@ import Testing
             #expect(link == "https://allowance.example.org/children/\(Self.alice)")
             // The relay says so once the handler has run: the file can be there before the line.
             #expect(await relay.waitFor("opened https://allowance.example.org (popup clicked)"), "\(relay.output.suffix(1500))")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -92,7 +92,7 @@ import Testing
             #expect(await eventually(.seconds(10)) { (try? store.transactions(child: UUID(uuidString: Self.alice)!).count) ?? 0 >= 2 })
             try await Task.sleep(for: .milliseconds(300))
             #expect(try store.deliveries(sink: "popups").count == 1)
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             // Still muted after a restart; another child is not.
             relay = try RelayProcess(env: environment, arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
@@ -102,7 +102,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             let planned = try store.deliveries(sink: "popups")
             #expect(planned.count == 2 && planned.filter { $0.childId?.uuidString.lowercased() == Self.alice }.count == 1)
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -118,7 +118,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             #expect(try desktop.displayed() == 1, "six transactions of one child, one popup on the screen")
             desktop.screenshot("desktop-burst-grouped")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             let shown = try desktop.popups()
             #expect(shown.count == 1, "\(shown)")
             #expect(shown.first?.summary == "Alice: 6 transactions", "\(shown)")

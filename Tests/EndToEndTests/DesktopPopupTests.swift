@@ -120,7 +120,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             let store = try Store.open(path: storePath)
             try await waitForDelivered(8, in: store)
             desktop.screenshot("desktop-relay")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             let children = Set(try store.transactions().map(\.childId)).count
             let shown = try desktop.popups()
             // A burst makes one transaction popup per child, each listing the child's transactions.
@@ -154,7 +154,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 let store = try Store.open(path: storePath)
                 try await waitForDelivered(2 * round, in: store)
                 try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
                 let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
                 #expect(updates.count == 2 * round, "one per change of the balance: \(updates.map { (try? $0.event.balance) ?? 0 })")
             }
@@ -188,7 +188,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             #expect(try desktop.displayed() == 0, "closed when the balance recovered")
             #expect(try store.popup(sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil)
             #expect(try store.deliveries(sink: "popups").map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.balanceLow, .balanceRecovered])
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -208,7 +208,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 let deadline = ContinuousClock.now + .seconds(10)
                 while ContinuousClock.now < deadline, hook.received.count < 3 { try await Task.sleep(for: .milliseconds(50)) }
                 #expect(hook.received.count == 3, "the webhook is not held back by the desktop")
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
                 #expect(relay.output.components(separatedBy: "sink popups is unavailable").count == 2, "said once")
                 #expect(relay.output.contains("no notification server"))
             }

@@ -33,7 +33,7 @@ import Testing
                 (try? Store.open(path: db).summary().transactions) == server
             }
             #expect(stored, "\(relay.output.suffix(2000))")
-            #expect(await relay.stop(signal: SIGTERM) == 0, "still running, and stops cleanly")
+            await relay.expectCleanStop("still running, and stops cleanly")
         }
     }
 }

@@ -29,7 +29,7 @@ import Testing
             #expect((3...10).contains(negotiations), "\(negotiations) negotiations in \(seconds) s")
             #expect(catchUps <= negotiations, "\(catchUps) catch-ups")
             #expect(relay.output.components(separatedBy: "keeps ending the link soon after it is made").count - 1 == 1, "said once")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 }

@@ -71,7 +71,7 @@ import Testing
                 let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
                 #expect(["credit", "debit"].contains(last["event_type"]?.stringValue ?? ""))
             }
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             #expect(try retained(broker)["allowance/status"] == "offline", "a clean stop says offline")
         }
     }
@@ -116,7 +116,7 @@ import Testing
             try broker.start()
             #expect(await eventually(.seconds(30)) { (try? delivered(store)) ?? 0 >= 1 }, "\(relay.output.suffix(2000))")
             #expect(try retained(broker)["allowance/status"] == "online")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -190,7 +190,7 @@ import Testing
                 let last = try JSONValue(parsing: Array((seen["allowance/child/\(id)/last_transaction"] ?? "").utf8))
                 #expect(last["balance_after"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(last)")
             }
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 }

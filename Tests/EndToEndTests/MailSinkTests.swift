@@ -91,7 +91,7 @@ import Testing
         try await server.withRelay { base, relay, storePath in
             try await simTransaction(base, amount: "2.50", type: "Debit")
             #expect(await eventually(.seconds(20)) { server.mails.count >= 1 }, "\(relay.output.suffix(2000))")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             #expect(!relay.output.contains("mail-s3cret"))
             let mail = try #require(server.mails.first)
             let store = try Store.open(path: storePath)
@@ -110,7 +110,7 @@ import Testing
             try await simTransaction(base, amount: "1.00", type: "Credit")
             let store = try Store.open(path: storePath)
             #expect(await eventually(.seconds(20)) { (try? store.deliveries(sink: "parents", state: .dead).count) == 1 }, "\(relay.output.suffix(2000))")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             let dead = try #require(try store.deliveries(sink: "parents", state: .dead).first)
             #expect(dead.lastError?.contains("550") == true, "\(dead.lastError ?? "")")
             #expect(server.mails.isEmpty)

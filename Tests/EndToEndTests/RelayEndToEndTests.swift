@@ -27,7 +27,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"TransactionCreated\""))
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"BalanceUpdated\""))
             #expect(!relay.output.contains("e2e-token"), "the token never reaches the logs")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             #expect(relay.output.contains("received SIGTERM"))
         }
     }
@@ -71,7 +71,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor(count: 2, of: "connected to the hub"))
             #expect(await relay.waitFor(count: 2, of: "caught up"))
             #expect(try await simStats(base)["logins"]?.intValue == 2, "one login at start, one after the revocation")
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             #expect(!relay.output.contains("sim-"), "login tokens never reach the logs")
         }
     }
@@ -90,7 +90,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let second = try RelayProcess(env: env)
             // 1,000, or 1,001 if the kill landed between logging the 5th live event and storing it.
             #expect(await second.waitFor("caught up"))
-            #expect(await second.stop(signal: SIGTERM) == 0)
+            await second.expectCleanStop()
 
             let store = try Store.open(path: storePath)
             let stored = try store.transactions(limit: 5000).count
@@ -116,7 +116,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let rebuilt = try RelayProcess(env: env, arguments: ["run", "--rebuild"])
             #expect(await rebuilt.waitFor("moved the old database aside"))
             #expect(await rebuilt.waitFor("caught up"))
-            #expect(await rebuilt.stop(signal: SIGTERM) == 0)
+            await rebuilt.expectCleanStop()
         }
     }
 
@@ -129,7 +129,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor("caught up"))
             try await simPost(base, "/_sim/burst?count=8")
             #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             for c in try await APIClient(baseURL: base, token: "e2e-token").children() {
                 serverBalances[c.id.uuidString.lowercased()] = .string(Money.plain(c.currentBalance))
             }
@@ -167,7 +167,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor("caught up"))
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
         // No backend at all: two writes go to the outbox.
         let cache = ["ALLOWANCE_RELAY_STORE_PATH": storePath]
@@ -180,7 +180,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                                                "ALLOWANCE_RELAY_STORE_PATH": storePath])
             #expect(await relay.waitFor(count: 2, of: "outbox write sent"))
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             let server = try await APIClient(baseURL: base, token: "e2e-token").children()
             #expect(server.first { $0.firstName == "Alice" }?.currentBalance == Decimal(string: "30.50")!, "25.50 + 5.00, once")
             #expect(server.first { $0.firstName == "Bob" }?.currentBalance == Decimal(string: "9.50")!, "12.00 - 2.50, once")
@@ -204,7 +204,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let store = try Store.open(path: storePath)
             let deadline = ContinuousClock.now + .seconds(15)
             while ContinuousClock.now < deadline, try store.transactions().count < 3 { try await Task.sleep(for: .milliseconds(100)) }
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             #expect(try store.transactions().count == 3)
         }
     }
@@ -223,7 +223,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             let offline = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: cache).utf8))
             #expect(offline["sync"]?["phase"] == "offline")
             #expect(offline["sync"]?["detail"]?.stringValue?.hasPrefix("hub connection lost") == true)
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -371,6 +371,16 @@ final class RelayProcess: Sendable {
     func stop(signal: Int32) async -> Int32 {
         kill(process.processIdentifier, signal)
         return await wait()
+    }
+
+    /// SIGTERM, and the exit `run --help` promises for it: 0. Anything else fails the test with how the relay ended
+    /// and its last output, which is all there is to go on when it happens once in many runs.
+    func expectCleanStop(_ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) async {
+        let status = await stop(signal: SIGTERM)
+        let how = process.isRunning ? "" : process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited"
+        #expect(
+            status == 0, "\(comment.map { "\($0): " } ?? "")\(how) \(status) after SIGTERM:\n\(output.suffix(4000))",
+            sourceLocation: sourceLocation)
     }
 
     /// Waits for the exit, at most `limit`: a relay that does not end is killed and the test fails with its output.

@@ -42,7 +42,7 @@ import Testing
                 }
                 try await s.expectNothingLost(
                     hook, "hub down 2 s in the middle of a burst, 3 times", extra: [("outages", 3)], relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -73,7 +73,7 @@ import Testing
                 try await s.expectNothingLost(
                     hook, "kill -9 at random points during alert bursts, \(kills) times", extra: [("kills", kills)],
                     repeatsAllowed: kills * concurrency, relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -103,7 +103,7 @@ import Testing
                 }
                 try await s.expectNothingLost(
                     hook, "300 ms path, then 3 connection resets mid-burst (TCP proxy)", extra: [("resets", 3)], relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -130,7 +130,7 @@ import Testing
                 try await s.expectNothingLost(
                     hook, "token expiring every 3 s during a long run", extra: [("connections", connects), ("sign_ins", logins)],
                     relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -158,7 +158,7 @@ import Testing
                     relay: relay)
                 #expect(ContinuousClock.now - back < .seconds(15), "delivered within the back-off cap of the return")
             }
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
         }
     }
 
@@ -180,7 +180,7 @@ import Testing
                 let throttled = o.requests - hook.acknowledged.count
                 let concurrency = SinkConfig(name: "audit", kind: .webhook).concurrency
                 #expect(throttled <= 7 + concurrency, "Retry-After honoured: \(throttled) requests answered 429 in a 5 s storm")
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -198,7 +198,7 @@ import Testing
                 #expect(try await eventually(.seconds(5)) { try await s.outcome(hook).lostEvents == 0 })
                 try await s.expectNothingLost(hook, "webhook receiver answering in 30 s", relay: relay)
                 #expect(ContinuousClock.now - started >= .seconds(29), "the first answer took 30 s and was waited for")
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -222,7 +222,7 @@ import Testing
                     .write(toFile: s.config, atomically: true, encoding: .utf8)
                 kill(relay.pid, SIGHUP)
                 try await s.expectNothingLost(hook, "a sink host that does not resolve, then fixed", relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }
@@ -256,7 +256,7 @@ import Testing
                 #expect(kill(relay.pid, 0) == 0, "still running")
                 unlink(ballast)
                 try await s.expectNothingLost(hook, "disk full under the database, then space again", relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
                 let check = try runCommand([
                     "python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0])",
                     s.storePath,
@@ -307,7 +307,7 @@ import Testing
                 try await s.expectNothingLost(
                     hook, "11 hostile frames, then a burst", extra: [("start_peak_kb", startKB), ("peak_kb", memoryKB(relay.pid).peak)],
                     relay: relay)
-                #expect(await relay.stop(signal: SIGTERM) == 0)
+                await relay.expectCleanStop()
             }
         }
     }

@@ -51,7 +51,7 @@ final class NotifySocket: Sendable {
             ])
             #expect(await relay.waitFor("connected to the hub"))
             try await Task.sleep(for: .milliseconds(400))
-            #expect(await relay.stop(signal: SIGTERM) == 0)
+            await relay.expectCleanStop()
             try await Task.sleep(for: .milliseconds(200))
             let said = notify.received
             #expect(said.first?.hasPrefix("READY=1\nSTATUS=connecting to 127.0.0.1") == true, "\(said)")
