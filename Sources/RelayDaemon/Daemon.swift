@@ -47,8 +47,9 @@ public struct Daemon: Sendable {
     }
 
     /// Runs until SIGTERM or SIGINT (a graceful stop), or until the hub connection ends for good; returns the
-    /// exit code (`run --help` lists them).
-    public func run() async -> Int32 {
+    /// exit code (`run --help` lists them). `stopSignals`: SIGTERM and SIGINT as the caller trapped them, as early as
+    /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil traps them here.
+    public func run(stopSignals: UnixSignalsSequence? = nil) async -> Int32 {
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
@@ -96,7 +97,7 @@ public struct Daemon: Sendable {
 
         // Our own signal handling rather than the group's, to say which signal arrived. Trapped before READY=1,
         // so that no SIGTERM can meet the default action.
-        let trapped = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let trapped = if let stopSignals { stopSignals } else { await UnixSignalsSequence(trapping: .sigterm, .sigint) }
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
         link.set(.connecting, detail: "starting")
         // Ready once the database is open and the workers run: the hub may be away for long, and the relay is

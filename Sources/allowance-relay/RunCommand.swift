@@ -8,6 +8,7 @@ import Relay
 import RelayDaemon
 import Store
 import Sync
+import UnixSignals
 
 /// `allowance-relay run`: connect, log every hub event, reconnect forever, stop cleanly on a signal.
 struct RunCommand: AsyncParsableCommand {
@@ -53,6 +54,10 @@ struct RunCommand: AsyncParsableCommand {
     var rebuild = false
 
     func run() async throws {
+        // First of all: a SIGTERM while the config is read or the database opened (a service manager stopping us
+        // right after the start) would otherwise kill the process outright. Trapped, it waits for the daemon, which
+        // then stops gracefully and exits 0.
+        let stopSignals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         var environment = ProcessInfo.processInfo.environment
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }
@@ -95,7 +100,8 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode(74)
         }
-        let code = await Daemon(settings: settings, store: store, engine: engine, metrics: metrics, http: RelayCommand.http, reload: load, logger: logger).run()
+        let code = await Daemon(settings: settings, store: store, engine: engine, metrics: metrics, http: RelayCommand.http, reload: load, logger: logger)
+            .run(stopSignals: stopSignals)
         if code != 0 { throw ExitCode(code) }
     }
 }

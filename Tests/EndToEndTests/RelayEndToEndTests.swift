@@ -32,6 +32,21 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         }
     }
 
+    /// A service manager may stop the relay right after starting it. SIGTERM is caught from the first thing `run`
+    /// does, before the config is read and the database opened; one that comes then is kept, and the daemon stops
+    /// gracefully as soon as it exists (exit 0, the database checkpointed) instead of dying of the signal.
+    @Test func aSIGTERMWhileStartingIsAGracefulStop() async throws {
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"])
+            #expect(await relay.waitUntilCatching(SIGTERM))
+            let startedBefore = relay.output.contains("starting")
+            #expect(await relay.stop(signal: SIGTERM) == 0, "\(relay.output)")
+            #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
+            #expect(relay.output.contains("stopped"))
+            print("SIGTERM while starting: the daemon had \(startedBefore ? "already" : "not yet") logged 'starting'")
+        }
+    }
+
     @Test func refusedTokenExits77WithAClearMessage() async throws {
         try await withSim { base in
             let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"])
@@ -376,11 +391,32 @@ final class RelayProcess: Sendable {
     /// SIGTERM, and the exit `run --help` promises for it: 0. Anything else fails the test with how the relay ended
     /// and its last output, which is all there is to go on when it happens once in many runs.
     func expectCleanStop(_ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) async {
+        // A SIGTERM in a process's first milliseconds, while it is still being loaded, meets the default action (as
+        // in any program): a test that stops a relay it has just started waits until the relay catches it.
+        #expect(await waitUntilCatching(SIGTERM), "the relay never caught SIGTERM", sourceLocation: sourceLocation)
         let status = await stop(signal: SIGTERM)
         let how = process.isRunning ? "" : process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited"
         #expect(
             status == 0, "\(comment.map { "\($0): " } ?? "")\(how) \(status) after SIGTERM:\n\(output.suffix(4000))",
             sourceLocation: sourceLocation)
+    }
+
+    /// Whether the relay has a handler for `signal` yet (`SigCgt` in /proc/PID/status).
+    func catches(_ signal: Int32) -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << UInt64(signal - 1)) != 0
+    }
+
+    func waitUntilCatching(_ signal: Int32, timeout: Duration = .seconds(15)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !catches(signal) {
+            guard process.isRunning, ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return true
     }
 
     /// Waits for the exit, at most `limit`: a relay that does not end is killed and the test fails with its output.
