@@ -47,8 +47,9 @@ public struct Daemon: Sendable {
     }
 
     /// Runs until SIGTERM or SIGINT (a graceful stop), or until the hub connection ends for good; returns the
-    /// exit code (`run --help` lists them). `stopSignals`: SIGTERM and SIGINT as the caller trapped them, as early as
-    /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil traps them here.
+    /// exit code (`run --help` lists them). `stopSignals`: SIGTERM and SIGINT, trapped by the executable as early as
+    /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil: only `stop()`
+    /// ends it (in-process use).
     public func run(stopSignals: UnixSignalsSequence? = nil) async -> Int32 {
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
@@ -95,17 +96,16 @@ public struct Daemon: Sendable {
         }
         if stopAsked { Task { await group.triggerGracefulShutdown() } }
 
-        // Our own signal handling rather than the group's, to say which signal arrived. Trapped before READY=1,
-        // so that no SIGTERM can meet the default action.
-        let trapped = if let stopSignals { stopSignals } else { await UnixSignalsSequence(trapping: .sigterm, .sigint) }
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
         link.set(.connecting, detail: "starting")
         // Ready once the database is open and the workers run: the hub may be away for long, and the relay is
         // doing its job meanwhile (outbox, deliveries, reconnecting).
         Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
+        // Our own signal handling rather than the group's, to say which signal arrived.
         let signals = Task {
+            guard let stopSignals else { return }
             var stopping = false
-            for await signal in trapped {
+            for await signal in stopSignals {
                 logger.notice(stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
                 if !stopping { await group.triggerGracefulShutdown() }
                 stopping = true

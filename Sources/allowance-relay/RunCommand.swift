@@ -54,9 +54,9 @@ struct RunCommand: AsyncParsableCommand {
     var rebuild = false
 
     func run() async throws {
-        // First of all: a SIGTERM while the config is read or the database opened (a service manager stopping us
-        // right after the start) would otherwise kill the process outright. Trapped, it waits for the daemon, which
-        // then stops gracefully and exits 0.
+        // First of all (and so before READY=1): a SIGTERM while the config is read or the database opened (a service
+        // manager stopping us right after the start) would otherwise kill the process outright. Trapped, it waits
+        // for the daemon, which then stops gracefully and exits 0.
         let stopSignals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         var environment = ProcessInfo.processInfo.environment
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
