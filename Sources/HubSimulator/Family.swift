@@ -91,6 +91,29 @@ actor FamilyStore {
         return (t, true)
     }
 
+    /// Deletes a child and its transactions (`DELETE /api/v1/children/{id}`); false when there is no such child.
+    func removeChild(_ id: UUID) -> Bool {
+        guard children.contains(where: { $0.id == id }) else { return false }
+        children.removeAll { $0.id == id }
+        transactions.removeAll { $0.childId == id }
+        return true
+    }
+
+    /// A backup restored: the transactions after the first `keep` are gone, and each child's balance goes back to
+    /// its last surviving transaction's (or the one it started with). Returns how many were lost.
+    func restore(keepingFirst keep: Int) -> Int {
+        let lost = transactions.dropFirst(keep)
+        for t in lost.reversed() {
+            // Undo newest first: the balance before `t` is its balanceAfter minus its effect.
+            guard let i = children.firstIndex(where: { $0.id == t.childId }) else { continue }
+            children[i].currentBalance = t.type == "Credit" ? t.balanceAfter - t.amount : t.balanceAfter + t.amount
+        }
+        let lostIds = Set(lost.map(\.id))
+        byIdempotencyKey = byIdempotencyKey.filter { !lostIds.contains($0.value.id) }
+        transactions.removeLast(lost.count)
+        return lost.count
+    }
+
     /// A plausible random transaction for the activity generator (never overdraws).
     func randomActivity() -> (childId: UUID, amount: Decimal, type: String, description: String) {
         let child = children[Int(random.next() % UInt64(children.count))]

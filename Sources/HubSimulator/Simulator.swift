@@ -207,6 +207,15 @@ public final class HubSimulator: Sendable {
             }
             return self.json(200, SimJSON.value(child))
         }
+        // The API's one delete: a child with its history (a parent removed them from the family).
+        api.delete("children/:id") { request, context in
+            if let r = try await self.restGate(request) { return r }
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.removeChild(id) else {
+                return self.problem(404, "Child not found.")
+            }
+            self.logger.notice("child \(id) deleted")
+            return Response(status: .noContent)
+        }
         // Newest first with limit/offset (as the app uses it), or, with `after=<sequence>`, oldest first from
         // that cursor: {"items":[...],"nextCursor":"<sequence of the last item>"} (the catch-up form).
         api.get("children/:id/transactions") { request, context in
@@ -391,6 +400,14 @@ public final class HubSimulator: Sendable {
             }
             self.logger.notice("fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")")
             return self.json(200, ["closeOnExpiry": .bool(close)])
+        }
+        // The backend restored from an older backup: only the family's first `keep` transactions survive, and each
+        // child's balance is what it was after its last surviving one. Nothing is broadcast (a restore is silent).
+        sim.post("restore") { request, _ in
+            let keep = Int(request.uri.queryParameters["keep"].map(String.init) ?? "") ?? 0
+            let dropped = await self.family.restore(keepingFirst: keep)
+            self.logger.notice("fault: restored from a backup: \(dropped) transaction(s) lost")
+            return self.json(200, ["lost": .number(String(dropped))])
         }
         sim.post("burst") { request, _ in
             let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10

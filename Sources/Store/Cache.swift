@@ -239,7 +239,7 @@ extension Store {
 
     public func children() throws(StoreError) -> [Child] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM child ORDER BY first_name, id").map { row in
+            try Row.fetchAll(db, sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id").map { row in
                 Child(
                     id: UUID(uuidString: row["id"])!, firstName: row["first_name"], lastName: row["last_name"],
                     weeklyAllowance: Money.decimal(cents: row["weekly_allowance_minor"]),
@@ -328,7 +328,7 @@ extension Store {
                 INSERT INTO child (id, first_name, last_name, weekly_allowance_minor, balance_minor, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET first_name = excluded.first_name, last_name = excluded.last_name,
-                    weekly_allowance_minor = excluded.weekly_allowance_minor
+                    weekly_allowance_minor = excluded.weekly_allowance_minor, removed_at = NULL
                 """,
             arguments: [
                 c.id.lowercased, c.firstName, c.lastName, try MinorUnits.from(c.weeklyAllowance),
@@ -492,7 +492,7 @@ extension Store {
             let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox WHERE caught_up = 0").flatMap(ISODate.parse)
             return StoreSummary(
                 path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
-                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child") ?? 0,
+                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
                 transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
                 outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,

@@ -195,6 +195,11 @@ enum Schema {
                 CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
                 """)
         }
+        m.registerMigration("v12: children removed on the server") { db in
+            // A child deleted on the server (the API's only delete) is marked, not erased: its history stays
+            // readable, and it is no longer listed, published to Home Assistant or counted.
+            try db.execute(sql: "ALTER TABLE child ADD COLUMN removed_at TEXT")
+        }
         return m
     }
 }

@@ -17,8 +17,13 @@ import Store
 /// keep (unreadable, an amount of 0, three decimals, a date in the future) is quarantined and reported; the
 /// others are stored.
 ///
+/// Every catch-up also checks that the server still has what the cache holds (`Store.lostOnServer`) and that each
+/// child's balance is the `balanceAfter` of its newest transaction: where either fails the server lost data, and the
+/// catch-up throws a conflict (the cache is kept as it is). A child the server no longer lists was deleted there.
+///
 /// Each page is stored in its own SQLite transaction as it arrives (memory stays flat for long gaps; a crash
-/// keeps what was stored). The cursors move only when every child is done, so an interrupted catch-up is
+/// keeps what was stored); for a child with a cursor, once paging met it (up to 5,000 transactions are held until
+/// then, so that a server that lost the cursor has nothing of its stored). The cursors move only when every child is done, so an interrupted catch-up is
 /// simply run again.
 public struct CatchUp: Sendable {
     public struct Report: Sendable, Equatable {
@@ -27,6 +32,8 @@ public struct CatchUp: Sendable {
         public var stored: Int
         /// Rows the server sent that were quarantined for the first time.
         public var rejected: Int = 0
+        /// Balances that did not add up with the cache on a first pass (read again before it counts as a conflict).
+        var balanceMismatches: [String] = []
     }
 
     let store: Store
@@ -34,6 +41,8 @@ public struct CatchUp: Sendable {
     let pageSize: Int
     /// Pages read for one child in one catch-up before it is called endless (a server ignoring offset).
     let maxPages: Int
+    /// Transactions held in memory while paging looks for the cursor, before they are stored anyway.
+    let holdLimit = 5_000
     let logger: Logger
 
     public init(store: Store, api: APIClient, pageSize: Int = 100, maxPages: Int = 2000, logger: Logger = Logger(label: "catch-up")) {
@@ -45,18 +54,36 @@ public struct CatchUp: Sendable {
     }
 
     public func run() async throws -> Report {
+        // A balance that does not add up may be a transaction made on the server after its page was read: read once
+        // more before calling it lost.
+        var report = try await pass(confirming: false)
+        if report.balanceMismatches.isEmpty { return report }
+        let second = try await pass(confirming: true)
+        report.fetched += second.fetched
+        report.stored += second.stored
+        report.rejected += second.rejected
+        return report
+    }
+
+    private func pass(confirming: Bool) async throws -> Report {
         // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
         if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
         let children = try await api.children()
         var report = Report(children: children.count, fetched: 0, stored: 0)
         let rejectedBefore = try store.rejectedRows().count
         var cursors: [UUID: UUID] = [:]
+        var windows: [ReadWindow] = []
+        var heldBack: [(children: [Child], fresh: [Transaction], unreadable: [RejectedRow])] = []
         for child in children {
-            let cursor = try store.catchUpCursor(child: child.id)?.lowercased
+            let cursorId = try store.catchUpCursor(child: child.id)
+            let cursor = cursorId?.lowercased
+            var window = ReadWindow(child: child.id, cursor: cursorId)
             let what = "GET /api/v1/children/\(child.id.lowercased)/transactions"
             var offset = 0
-            var seen = Set<String>()
             var repeatedPages = 0
+            // With a cursor, pages are held until paging meets it (at most `holdLimit` transactions): a server that
+            // lost the cursor lost data, and what it sent is then not stored at all.
+            var held: (fresh: [Transaction], unreadable: [RejectedRow]) = ([], [])
             for pageNumber in 1... {
                 guard pageNumber <= maxPages else {
                     throw APIError(
@@ -65,23 +92,23 @@ public struct CatchUp: Sendable {
                 }
                 let page = try await api.page(child: child.id, limit: pageSize, offset: offset)
                 if page.isEmpty { break }  // the server has no more
-                var fresh: [Transaction] = []
-                var unreadable: [RejectedRow] = []
                 var reachedCursor = false
                 var new = 0
                 for item in page {
-                    if let id = item.id {
-                        guard seen.insert(id).inserted else { continue }  // pages shifted by a new transaction
+                    if let id = item.id?.lowercased() {
                         if id == cursor {
                             reachedCursor = true
                             break
                         }
+                        guard window.seen.insert(id).inserted else { continue }  // pages shifted by a new transaction
                         if cursors[child.id] == nil, let uuid = UUID(uuidString: id) { cursors[child.id] = uuid }
                     }
                     new += 1
                     switch item {
-                    case .transaction(let t): fresh.append(t)
-                    case .unreadable(let row): unreadable.append(row)
+                    case .transaction(let t):
+                        held.fresh.append(t)
+                        window.saw(t)
+                    case .unreadable(let row): held.unreadable.append(row)
                     }
                 }
                 // A whole page seen before: the server repeats itself. Twice more and it is not a shift.
@@ -91,15 +118,37 @@ public struct CatchUp: Sendable {
                         .invalidResponse,
                         "\(what) sent the same transactions again for offsets up to \(offset): the server seems to ignore offset. Catch-up stopped; it is tried again later.")
                 }
-                report.fetched += fresh.count
-                report.stored += try store.storeCaughtUp(children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false)
+                window.cursorFound = reachedCursor
+                if cursor == nil || reachedCursor || held.fresh.count + held.unreadable.count >= holdLimit {
+                    report.fetched += held.fresh.count
+                    report.stored += try store.storeCaughtUp(
+                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false)
+                    held = ([], [])
+                }
                 if reachedCursor { break }
                 offset += page.count
             }
+            if !held.fresh.isEmpty || !held.unreadable.isEmpty { heldBack.append((children, held.fresh, held.unreadable)) }
+            windows.append(window)
+        }
+        // After every child's pages: a server handing out the same ids for other data is said as such first.
+        if let lost = try store.lostOnServer(windows) { throw store.conflict(lost) }
+        for (children, fresh, unreadable) in heldBack {
+            report.fetched += fresh.count
+            report.stored += try store.storeCaughtUp(children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false)
         }
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let asked = Date()
         let latest = try await api.children()
+        report.balanceMismatches = try store.balanceMismatches(latest, askedAt: asked)
+        if !report.balanceMismatches.isEmpty {
+            if confirming { throw store.conflict(Store.balanceConflict(report.balanceMismatches)) }
+            logger.debug("balances do not add up yet, reading once more: \(report.balanceMismatches.joined(separator: "; "))")
+            return report
+        }
+        for gone in try store.markRemoved(keeping: latest) {
+            logger.notice("\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children")
+        }
         try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked)
         let rejected = try store.rejectedRows()
         report.rejected = rejected.count - rejectedBefore
