@@ -38,6 +38,13 @@ public struct JSONWriter {
         needsComma = false
     }
 
+    /// A member's name made at run time (escaped as a string); its value follows.
+    public mutating func key(named name: String) {
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     public mutating func string(_ value: String) {
         separate()
         JSONValue.writeString(value, into: &bytes)

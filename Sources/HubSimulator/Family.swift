@@ -99,6 +99,13 @@ actor FamilyStore {
         return true
     }
 
+    /// Sets a child's balance with no transaction behind it (a fault no real server should have).
+    func setBalance(_ id: UUID, _ balance: Decimal) -> Bool {
+        guard let i = children.firstIndex(where: { $0.id == id }) else { return false }
+        children[i].currentBalance = balance
+        return true
+    }
+
     /// A backup restored: the transactions after the first `keep` are gone, and each child's balance goes back to
     /// its last surviving transaction's (or the one it started with). Returns how many were lost.
     func restore(keepingFirst keep: Int) -> Int {

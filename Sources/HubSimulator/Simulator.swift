@@ -409,6 +409,15 @@ public final class HubSimulator: Sendable {
             self.logger.notice("fault: restored from a backup: \(dropped) transaction(s) lost")
             return self.json(200, ["lost": .number(String(dropped))])
         }
+        // A server that changes a balance without a transaction (`?child=ID&balance=12.34`): nothing adds up after.
+        sim.post("balance") { request, _ in
+            let q = request.uri.queryParameters
+            guard let id = UUID(uuidString: q["child"].map(String.init) ?? ""), let balance = Decimal(string: q["balance"].map(String.init) ?? ""),
+                await self.family.setBalance(id, balance)
+            else { return self.problem(400, "child=<id of a child> and balance=<amount> are required.") }
+            self.logger.notice("fault: \(id)'s balance set to \(balance) without a transaction")
+            return self.json(200, ["balance": .number("\(balance)")])
+        }
         sim.post("burst") { request, _ in
             let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10
             // `ms`: one transaction every this many milliseconds (a burst that lasts, for faults to land in).

@@ -120,6 +120,9 @@ public final class MQTTClient: @unchecked Sendable {
 
     public var isConnected: Bool { state.withLock { $0.connected } }
 
+    /// A connection attempt is under way or made: from now on the network thread reconnects by itself until `close`.
+    public var isStarted: Bool { state.withLock { $0.connecting } }
+
     /// Why the last connection attempt failed or the connection dropped (nil: none yet).
     public var lastProblem: String? { state.withLock { $0.lastProblem } }
 

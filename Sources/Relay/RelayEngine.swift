@@ -53,7 +53,8 @@ public final class RelayEngine: Sendable {
         let stop = StopFlag()
         let workers = config.sinks.map {
             SinkWorker(
-                sink: makeSink($0, popups: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger, config: config,
+                sink: makeSink($0, popups: store, roster: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger,
+                config: config,
                 wakeup: Wakeup(), handOver: HandOver(), stop: stop, logger: logger)
         }
         return Generation(config: config, workers: workers, stop: stop)
@@ -154,6 +155,12 @@ public final class RelayEngine: Sendable {
                 }
             }
         }
+    }
+
+    /// A catch-up finished: the sinks that show the family (Home Assistant's device) publish any child added or deleted.
+    public func familyChanged() {
+        let workers = state.withLock { $0.current.workers }
+        Task { for w in workers { await w.sink.familyChanged() } }
     }
 
     public func linkRestored() {

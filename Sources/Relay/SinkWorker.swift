@@ -48,6 +48,7 @@ struct SinkWorker: Sendable {
     var name: String { sink.config.name }
 
     func run() async {
+        await sink.start()
         let sends = SendsInProgress()
         let committed = Wakeup()
         sends.onFinish = { committed.signal() }

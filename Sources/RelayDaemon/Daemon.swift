@@ -58,6 +58,7 @@ public struct Daemon: Sendable {
             store: store, api: settings.apiClient(tokens: tokens, http: http),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             logger: logger)
+        await sync.onCaughtUp { [engine] in engine.familyChanged() }
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
         // A few commits' worth (the writer takes up to 1,000 events per commit): more only holds memory.
         let received = HubEventBuffer<HubEvent>(capacity: 4_000)

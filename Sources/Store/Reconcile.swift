@@ -16,25 +16,29 @@ public struct ReadWindow: Sendable {
     public var cursorFound = false
     /// The ids the server sent, lower-cased.
     public var seen: Set<String> = []
-    /// The oldest and newest creation times among the transactions the server sent.
-    public var oldest: Date?
-    public var newest: Date?
+    /// When the catch-up began reading (this machine's clock, as `stored_at`).
+    public var startedAt: Date
 
-    public init(child: UUID, cursor: UUID?) {
+    public init(child: UUID, cursor: UUID?, startedAt: Date) {
         self.child = child
         self.cursor = cursor
-    }
-
-    public mutating func saw(_ t: Transaction) {
-        oldest = min(oldest ?? t.createdAt, t.createdAt)
-        newest = max(newest ?? t.createdAt, t.createdAt)
+        self.startedAt = startedAt
     }
 }
 
+/// A child's balance on the server that is not what the newest cached transaction left: the evidence, and what
+/// identifies it (the same mismatch on two reads in a row is not a transaction made between them).
+public struct BalanceMismatch: Sendable, Equatable {
+    public var child: UUID
+    public var serverBalance: Decimal
+    public var newest: String
+    public var evidence: String
+}
+
 extension Store {
-    /// Why the server's answer for `window` shows it lost transactions the cache holds (nil: it did not): the cursor
-    /// is no longer in the child's history, or a cached transaction created inside the range the server sent is
-    /// missing from it. Only transactions the server confirmed count (not local writes waiting in the outbox).
+    /// Why the server's answers for `windows` show it lost transactions the cache holds (nil: they do not): a cursor is
+    /// no longer in its child's history, or a cached transaction newer than the cursor is missing from what was read.
+    /// Only transactions the server confirmed count (not local writes waiting in the outbox).
     public func lostOnServer(_ windows: [ReadWindow]) throws(StoreError) -> String? {
         try read { db -> String? in
             var described: [String] = []
@@ -48,45 +52,41 @@ extension Store {
         }
     }
 
-    /// The transactions `window` shows the server lost, described, oldest last.
+    /// The transactions `window` shows the server lost, described, newest first. Only transactions stored before the
+    /// catch-up began count: the server had each of them when its pages were read, so each one newer than the cursor
+    /// (all of them, when paging never met the cursor) is in them. One stored live meanwhile may be newer than the pages.
     private static func lost(_ db: Database, _ window: ReadWindow) throws -> [String] {
-        let child = window.child.lowercased
         let cursorAt = try window.cursor.flatMap {
             try String.fetchOne(db, sql: "SELECT created_at FROM txn WHERE id = ?", arguments: [$0.lowercased])
         }
-        let candidates: [Row]
-        if let cursor = window.cursor, !window.cursorFound {
-            // Paging never met the cursor, so the whole history was read: every transaction the cache had from the server
-            // up to the cursor must be in it. (Newer ones came live, and may be newer than the pages: the balance check
-            // covers them.)
-            guard let cursorAt else {  // pruned here: its id is all there is to show
-                return ["transaction \(cursor.lowercased) (the newest the last catch-up saw for this child)"]
+        var described: [String] = []
+        var newerThan = ""  // the whole history
+        if let cursor = window.cursor {
+            if window.cursorFound {
+                // A transaction at the cursor's very instant may sort below it: only strictly newer ones are read.
+                newerThan = cursorAt ?? "9"
+            } else if cursorAt == nil {  // pruned here: its id is all there is to show
+                described.append("transaction \(cursor.lowercased) (the newest the last catch-up saw for this child)")
             }
-            candidates = try Row.fetchAll(
-                db, sql: "\(describedTransaction) WHERE child_id = ? AND origin = 'server' AND created_at <= ? ORDER BY created_at DESC",
-                arguments: [child, cursorAt])
-        } else if let newest = window.newest {
-            // Strictly inside what was read: a transaction created as the first page was read sorts at its edge and is
-            // read on the next catch-up; one at the cursor's instant may sort below it.
-            let lower = [window.oldest.map(ISO.string), cursorAt].compactMap { $0 }.min() ?? ISO.string(newest)
-            candidates = try Row.fetchAll(
-                db,
-                sql: "\(describedTransaction) WHERE child_id = ? AND origin = 'server' AND created_at > ? AND created_at < ? ORDER BY created_at DESC",
-                arguments: [child, lower, ISO.string(newest)])
-        } else {
-            return []
         }
+        let candidates = try Row.fetchAll(
+            db,
+            sql: """
+                \(describedTransaction) WHERE child_id = ? AND origin = 'server' AND created_at > ? AND stored_at < ?
+                ORDER BY created_at DESC
+                """,
+            arguments: [window.child.lowercased, newerThan, ISO.string(window.startedAt)])
         // The cursor itself is never among `seen`: it is on the server exactly when paging met it.
         let onServer = { (id: String) in window.seen.contains(id) || window.cursorFound && id == window.cursor?.lowercased }
-        return candidates.filter { !onServer($0["id"]) }.map(describe)
+        return described + candidates.filter { !onServer($0["id"]) }.map(describe)
     }
 
     /// The children whose balance on the server is not the `balanceAfter` of their newest cached transaction (as the
-    /// server confirmed it), as evidence lines; empty when every balance adds up. A child with no cached transaction
-    /// has nothing to compare. Children whose balance a live event set after `askedAt` are skipped: the event is newer.
-    public func balanceMismatches(_ children: [Child], askedAt: Date) throws(StoreError) -> [String] {
-        try read { db -> [String] in
-            var lines: [String] = []
+    /// server confirmed it); empty when every balance adds up. A child with no cached transaction has nothing to
+    /// compare. Children whose balance a live event set after `askedAt` are skipped: the event is newer.
+    public func balanceMismatches(_ children: [Child], askedAt: Date) throws(StoreError) -> [BalanceMismatch] {
+        try read { db -> [BalanceMismatch] in
+            var found: [BalanceMismatch] = []
             for c in children {
                 if let updated = try String.fetchOne(db, sql: "SELECT updated_at FROM child WHERE id = ?", arguments: [c.id.lowercased]),
                     updated > ISO.string(askedAt)
@@ -105,17 +105,19 @@ extension Store {
                 let server = try MinorUnits.from(c.currentBalance)
                 guard !newest.contains(where: { ($0["balance_after_minor"] as Int64) == server }) else { continue }
                 let after = newest[0]["balance_after_minor"] as Int64
-                lines.append(
-                    "\(c.firstName)'s balance on the server is \(Money.plain(c.currentBalance)), but the newest cached transaction "
-                        + "(\(Self.describe(newest[0]))) left it at \(Money.plain(cents: after))")
+                found.append(
+                    BalanceMismatch(
+                        child: c.id, serverBalance: c.currentBalance, newest: newest[0]["id"],
+                        evidence: "\(c.firstName)'s balance on the server is \(Money.plain(c.currentBalance)), but the newest cached "
+                            + "transaction (\(Self.describe(newest[0]))) left it at \(Money.plain(cents: after))"))
             }
-            return lines
+            return found
         }
     }
 
-    /// The evidence of a balance that does not add up, as a conflict message.
-    public static func balanceConflict(_ lines: [String]) -> String {
-        "The server's balances do not add up with the transactions the cache holds: " + lines.joined(separator: "; ")
+    /// The evidence of balances that do not add up, as a conflict message.
+    public static func balanceConflict(_ mismatches: [BalanceMismatch]) -> String {
+        "The server's balances do not add up with the transactions the cache holds: " + mismatches.map(\.evidence).joined(separator: "; ")
             + ". Transactions the cache holds are missing on the server, or the server changed a balance without a transaction. "
             + CacheConflict.fix
     }

@@ -33,7 +33,7 @@ public struct CatchUp: Sendable {
         /// Rows the server sent that were quarantined for the first time.
         public var rejected: Int = 0
         /// Balances that did not add up with the cache on a first pass (read again before it counts as a conflict).
-        var balanceMismatches: [String] = []
+        var balanceMismatches: [BalanceMismatch] = []
     }
 
     let store: Store
@@ -56,18 +56,20 @@ public struct CatchUp: Sendable {
     public func run() async throws -> Report {
         // A balance that does not add up may be a transaction made on the server after its page was read: read once
         // more before calling it lost.
-        var report = try await pass(confirming: false)
+        var report = try await pass(confirming: [])
         if report.balanceMismatches.isEmpty { return report }
-        let second = try await pass(confirming: true)
+        let second = try await pass(confirming: report.balanceMismatches)
         report.fetched += second.fetched
         report.stored += second.stored
         report.rejected += second.rejected
         return report
     }
 
-    private func pass(confirming: Bool) async throws -> Report {
+    /// `confirming`: what a first pass found not adding up; found again, unchanged, it is a conflict.
+    private func pass(confirming: [BalanceMismatch]) async throws -> Report {
         // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
         if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
+        let startedAt = Date()
         let children = try await api.children()
         var report = Report(children: children.count, fetched: 0, stored: 0)
         let rejectedBefore = try store.rejectedRows().count
@@ -77,7 +79,7 @@ public struct CatchUp: Sendable {
         for child in children {
             let cursorId = try store.catchUpCursor(child: child.id)
             let cursor = cursorId?.lowercased
-            var window = ReadWindow(child: child.id, cursor: cursorId)
+            var window = ReadWindow(child: child.id, cursor: cursorId, startedAt: startedAt)
             let what = "GET /api/v1/children/\(child.id.lowercased)/transactions"
             var offset = 0
             var repeatedPages = 0
@@ -107,7 +109,6 @@ public struct CatchUp: Sendable {
                     switch item {
                     case .transaction(let t):
                         held.fresh.append(t)
-                        window.saw(t)
                     case .unreadable(let row): held.unreadable.append(row)
                     }
                 }
@@ -140,12 +141,16 @@ public struct CatchUp: Sendable {
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let asked = Date()
         let latest = try await api.children()
-        report.balanceMismatches = try store.balanceMismatches(latest, askedAt: asked)
-        if !report.balanceMismatches.isEmpty {
-            if confirming { throw store.conflict(Store.balanceConflict(report.balanceMismatches)) }
-            logger.debug("balances do not add up yet, reading once more: \(report.balanceMismatches.joined(separator: "; "))")
+        let mismatches = try store.balanceMismatches(latest, askedAt: asked)
+        if confirming.isEmpty, !mismatches.isEmpty {
+            logger.debug("balances do not add up yet, reading once more: \(mismatches.map(\.evidence).joined(separator: "; "))")
+            report.balanceMismatches = mismatches
             return report
         }
+        // The same evidence twice: no transaction made between the reads explains it. Changed evidence (a burst
+        // going on) is left to the next catch-up.
+        let confirmed = mismatches.filter(confirming.contains)
+        if !confirmed.isEmpty { throw store.conflict(Store.balanceConflict(confirmed)) }
         for gone in try store.markRemoved(keeping: latest) {
             logger.notice("\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children")
         }

@@ -47,6 +47,13 @@ public actor SyncCoordinator {
     /// one catch-up for a run of reconnects, not one each (requests meanwhile coalesce into the next).
     private let catchUpSpacing: Duration
     private var lastCatchUpStart: ContinuousClock.Instant?
+    /// Told after each completed catch-up (the family as the server lists it is in the cache).
+    private var caughtUp: (@Sendable () -> Void)?
+
+    /// `action` runs after each completed catch-up.
+    public func onCaughtUp(_ action: @escaping @Sendable () -> Void) {
+        caughtUp = action
+    }
 
     public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), logger: Logger) {
         self.store = store
@@ -200,6 +207,7 @@ public actor SyncCoordinator {
                     defer { fetching = false }
                     _ = try await catchUp.run()
                 }
+                caughtUp?()
                 attempt = 0
                 if await drainOutbox().ok {
                     if let next = try? store.nextOutboxAttempt() {

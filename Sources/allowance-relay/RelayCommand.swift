@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import HTTPTransport
+import Relay
 
 @main
 struct RelayCommand: AsyncParsableCommand {
-    static let version = "0.1.0"
+    static let version = RelayInfo.version
     /// The process's one HTTP client (negotiate, REST, every sink): one thread, one pool of connections.
     static let http = HTTPClient(userAgent: "allowance-relay/\(version) (Linux)")
 

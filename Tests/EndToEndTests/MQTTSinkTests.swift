@@ -5,6 +5,10 @@ import Store
 import TestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// The MQTT sink against a real Mosquitto broker, witnessed by paho-mqtt (PyPI): Home Assistant's discovery
 /// messages, the retained state per child, the availability topic with its last will, and a broker restart in the
 /// middle of a burst.
@@ -40,6 +44,114 @@ import Testing
 
     func delivered(_ store: Store) throws -> Int { try store.deliveryCounts()["home"]?["delivered"] ?? 0 }
 
+    /// Home Assistant's device-based discovery topic for the default base topic.
+    static let deviceTopic = "homeassistant/device/allowance_relay_allowance/config"
+
+    /// The device's discovery message as the broker keeps it, and its components by key (nil: none retained).
+    func device(_ broker: MosquittoBroker) throws -> (message: JSONValue, components: [String: JSONValue])? {
+        guard let text = try retained(broker)[Self.deviceTopic], !text.isEmpty else { return nil }
+        let message = try JSONValue(parsing: Array(text.utf8))
+        guard case .object(let members)? = message["components"] else { return (message, [:]) }
+        return (message, Dictionary(members.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a }))
+    }
+
+    /// Publishes as Home Assistant (or a user clearing the broker) would.
+    func publish(_ broker: MosquittoBroker, _ topic: String, _ payload: String, retain: Bool) throws {
+        let run = try PythonPeer.run(
+            script: "mqtt_subscriber.py", arguments: ["publish", "127.0.0.1", String(broker.port), topic, payload, retain ? "retain" : "once"], input: "")
+        guard run.output.contains("published") else { throw HarnessError("publish: \(run.output)") }
+    }
+
+    static func object(_ id: String) -> String { id.replacingOccurrences(of: "-", with: "") }
+
+    /// A new relay with no alert to send: Home Assistant sees it online, the device, every child and each balance.
+    @Test func homeAssistantSeesTheWholeFamilyBeforeAnyAlert() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        try await withSim { base in
+            let (relay, store) = try await startRelay(base, file, storePath)
+            let children = try store.children()
+            #expect(children.count == 3)
+            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 }, "\(relay.output.suffix(2000))")
+            #expect(try delivered(store) == 0, "nothing was sent as an alert")
+            let seen = try retained(broker)
+            #expect(seen["allowance/status"] == "online")
+            let (message, components) = try #require(try device(broker))
+            let origin = try #require(message["origin"])
+            #expect(origin["name"]?.stringValue == "allowance-relay")
+            #expect(origin["sw_version"]?.stringValue?.isEmpty == false && origin["support_url"]?.stringValue?.hasPrefix("https://") == true)
+            for child in children {
+                let id = child.id.uuidString.lowercased()
+                #expect(components["\(Self.object(id))_balance"]?["name"]?.stringValue == "\(child.firstName) balance")
+                let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))
+                #expect(state["balance"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(state)")
+                #expect(state["child"]?.stringValue == child.firstName)
+            }
+            await relay.expectCleanStop()
+        }
+    }
+
+    /// Home Assistant restarts having lost the retained messages (a broker without persistence): its birth message
+    /// brings the device and every balance back. A child deleted on the server while the relay was stopped loses
+    /// its entities at the next start.
+    @Test func aRestartOfEitherSideKeepsHomeAssistantTrue() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        let bob = "22222222-2222-4222-8222-222222222222"
+        try await withSim { base in
+            var (relay, store) = try await startRelay(base, file, storePath)
+            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 })
+            // Home Assistant's side: the retained messages are gone, then it says it is back.
+            try publish(broker, Self.deviceTopic, "", retain: true)
+            try publish(broker, "allowance/child/\(bob)/state", "", retain: true)
+            #expect(try device(broker) == nil)
+            try publish(broker, "homeassistant/status", "online", retain: false)
+            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 }, "\(relay.output.suffix(2000))")
+            #expect(await eventually(.seconds(10)) { (try? retained(broker))?["allowance/child/\(bob)/state"] != nil })
+            // The relay's side: stopped, Bob deleted on the server meanwhile, started again.
+            await relay.expectCleanStop()
+            #expect(try retained(broker)["allowance/status"] == "offline")
+            var request = URLRequest(url: base.appending(path: "api/v1/children/\(bob)"))
+            request.httpMethod = "DELETE"
+            request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
+            #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            (relay, store) = try await startRelay(base, file, storePath)
+            #expect(try store.children().map(\.firstName) == ["Alice", "Carol"])
+            #expect(await eventually(.seconds(10)) {
+                guard let components = (try? device(broker))??.components else { return false }
+                // Home Assistant's rule: a component reduced to its platform is removed.
+                return components["\(Self.object(bob))_balance"] == ["platform": "sensor"]
+                    && components["\(Self.object(bob))_transaction"] == ["platform": "event"]
+            }, "\(String(describing: try? device(broker)))")
+            let components = try #require(try device(broker)).components
+            #expect(components["11111111111141118111111111111111_balance"]?["state_class"]?.stringValue == "total", "Alice stays")
+            #expect(try retained(broker)["allowance/child/\(bob)/state"] == nil, "the deleted child's balance is cleared")
+            #expect(try retained(broker)["allowance/status"] == "online")
+            await relay.expectCleanStop()
+        }
+    }
+
+    /// A broker that still holds the older per-entity discovery messages: they are cleared, the device replaces them.
+    @Test func theOlderPerEntityDiscoveryMessagesAreCleared() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        let old = "homeassistant/sensor/allowance_relay_allowance/11111111111141118111111111111111_balance/config"
+        try publish(broker, old, #"{"name":"Alice balance"}"#, retain: true)
+        #expect(try retained(broker)[old] != nil)
+        try await withSim { base in
+            let (relay, _) = try await startRelay(base, file, storePath)
+            #expect(await eventually(.seconds(10)) { (try? retained(broker))?[old] == nil }, "\(relay.output.suffix(1000))")
+            #expect(try device(broker)?.components.count == 6)
+            await relay.expectCleanStop()
+        }
+    }
+
     @Test func homeAssistantFindsEachChildWithItsBalanceAndTheRelaySaysWhenItIsGone() async throws {
         try #require(PythonPeer.available)
         let broker = try MosquittoBroker()
@@ -57,12 +169,16 @@ import Testing
             for child in children where touched.contains(child.id) {
                 let id = child.id.uuidString.lowercased()
                 let object = id.replacingOccurrences(of: "-", with: "")
-                let sensor = try JSONValue(parsing: Array((seen["homeassistant/sensor/allowance_relay_allowance/\(object)_balance/config"] ?? "").utf8))
+                let device = try JSONValue(parsing: Array((seen[Self.deviceTopic] ?? "").utf8))
+                #expect(device["device"]?["identifiers"]?.arrayValue?.first?.stringValue == "allowance_relay_allowance")
+                let sensor = try #require(device["components"]?["\(object)_balance"])
+                #expect(sensor["platform"]?.stringValue == "sensor")
                 #expect(sensor["device_class"]?.stringValue == "monetary" && sensor["unit_of_measurement"]?.stringValue == "USD")
+                #expect(sensor["state_class"]?.stringValue == "total", "a monetary sensor takes total, never measurement")
                 #expect(sensor["state_topic"]?.stringValue == "allowance/child/\(id)/state")
                 #expect(sensor["availability_topic"]?.stringValue == "allowance/status")
-                #expect(sensor["device"]?["identifiers"]?.arrayValue?.first?.stringValue == "allowance_relay_allowance")
-                let event = try JSONValue(parsing: Array((seen["homeassistant/event/allowance_relay_allowance/\(object)_transaction/config"] ?? "").utf8))
+                let event = try #require(device["components"]?["\(object)_transaction"])
+                #expect(event["platform"]?.stringValue == "event")
                 #expect(event["event_types"] == ["credit", "debit"] && event["state_topic"]?.stringValue == "allowance/child/\(id)/transaction")
                 let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))
                 // The balance the cache has from the server, exact, with the currency.

@@ -4,6 +4,8 @@
                                               appended to OUT as one JSON line; reconnects by itself. Prints
                                               "listening subscribed" once the broker confirmed the subscription.
     mqtt_subscriber.py retained HOST PORT [USER PASSWORD]     prints the retained messages as one JSON object {topic: payload}.
+    mqtt_subscriber.py publish HOST PORT TOPIC PAYLOAD retain|once   publishes one message (QoS 1) as Home Assistant
+                                              would (its birth message, or clearing a retained one), then prints "published".
 """
 import json
 import sys
@@ -60,14 +62,29 @@ def retained(host, port):
     print(json.dumps(seen))
 
 
+def publish(host, port, topic, payload, retain):
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="witness-publish-%d" % time.time_ns(),
+                         protocol=mqtt.MQTTv5)
+    if USER:
+        client.username_pw_set(*USER)
+    client.connect(host, port, keepalive=10)
+    client.loop_start()
+    client.publish(topic, payload.encode("utf-8"), qos=1, retain=retain).wait_for_publish(timeout=10)
+    client.loop_stop()
+    client.disconnect()
+    print("published")
+
+
 USER = None
 
 if __name__ == "__main__":
     mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    rest = sys.argv[5:] if mode == "follow" else sys.argv[4:]
+    rest = sys.argv[5:] if mode == "follow" else sys.argv[7:] if mode == "publish" else sys.argv[4:]
     if len(rest) == 2:
         USER = (rest[0], rest[1])
     if mode == "follow":
         follow(host, port, sys.argv[4])
+    elif mode == "publish":
+        publish(host, port, sys.argv[4], sys.argv[5], sys.argv[6] == "retain")
     else:
         retained(host, port)

@@ -72,17 +72,16 @@ import Testing
     }
 
     /// The transaction lost is newer than the last catch-up's cursor (it came live): the pages end at the cursor as
-    /// usual, and only the balance shows that the server lost it.
-    @Test func aLostTransactionThatCameLiveShowsInTheBalance() async throws {
+    /// usual, and it is not among them.
+    @Test func aLostTransactionThatCameLiveIsMissedToo() async throws {
         try await withSimulator { base in
             let store = try Store.open(path: temporaryStorePath())
             let api = APIClient(baseURL: base, token: "store-token")
             try await post(base, "/_sim/burst?count=6")
             _ = try await CatchUp(store: store, api: api).run()
             try await post(base, "/_sim/burst?count=1")
-            let family = try await api.children()
             var newest: Transaction?
-            for c in family {
+            for c in try await api.children() {
                 if let t = try await api.transactions(child: c.id, limit: 1, offset: 0).first, t.createdAt > (newest?.createdAt ?? .distantPast) { newest = t }
             }
             let live = try #require(newest)
@@ -90,9 +89,42 @@ import Testing
             #expect(try await request(base, "POST", "/_sim/restore?keep=6") == 200)
             let error = await conflict { _ = try await CatchUp(store: store, api: api).run() }
             let message = try #require(error?.message)
-            #expect(message.contains("do not add up"), "\(message)")
+            #expect(message.contains("The server no longer has a transaction the cache holds"), "\(message)")
             #expect(message.contains(live.id.lowercased), "the evidence names the transaction: \(message)")
         }
+    }
+
+    /// A balance changed on the server without a transaction: read twice, the same evidence both times.
+    @Test func aBalanceThatDoesNotAddUpIsAConflict() async throws {
+        try await withSimulator { base in
+            let store = try Store.open(path: temporaryStorePath())
+            let api = APIClient(baseURL: base, token: "store-token")
+            try await post(base, "/_sim/burst?count=9")
+            _ = try await CatchUp(store: store, api: api).run()
+            let child = try #require(try store.transactions(limit: 1).first?.childId)
+            let cached = try #require(try store.children().first { $0.id == child }?.currentBalance)
+            #expect(try await request(base, "POST", "/_sim/balance?child=\(child.lowercased)&balance=999.99") == 200)
+            let error = await conflict { _ = try await CatchUp(store: store, api: api).run() }
+            let message = try #require(error?.message)
+            #expect(message.contains("do not add up") && message.contains("on the server is 999.99"), "\(message)")
+            #expect(try store.children().first { $0.id == child }?.currentBalance == cached, "the server's balance is not taken")
+        }
+    }
+
+    /// The first read of a balance can be a transaction made between the pages and the balances; the catch-up then
+    /// reads once more and counts only the same evidence twice.
+    @Test func aMismatchSeenOnceIsReadAgainNotCalledAConflict() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let t = Transaction(
+            id: UUID(), childId: alice, amount: 2, type: .credit, description: "Chores", balanceAfter: 12, createdAt: Date(), createdByName: "P")
+        try store.storeCaughtUp(
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 12)], transactions: [t])
+        let asked = Date()
+        let right = [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 12)]
+        let wrong = [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 15)]
+        #expect(try store.balanceMismatches(right, askedAt: asked).isEmpty)
+        let found = try store.balanceMismatches(wrong, askedAt: asked)
+        #expect(found.map(\.newest) == [t.id.lowercased] && found.first?.evidence.contains("left it at 12.00") == true, "\(found)")
     }
 
     @Test func anUnchangedServerPassesEveryCheckAgainAndAgain() async throws {

@@ -1,8 +1,10 @@
 import Alerts
+import AllowanceAPI
 import Core
 import Foundation
 import Logging
 import MQTTTransport
+import Store
 import Synchronization
 
 /// Alerts to an MQTT broker, shaped for Home Assistant. Under the base topic (`allowance` by default):
@@ -11,19 +13,40 @@ import Synchronization
 /// - `allowance/child/ID/last_transaction` (retained) and `allowance/child/ID/transaction` (an event per
 ///   transaction, `event_type` credit or debit);
 /// - `allowance/alert`: every alert, as `{"type", "id", "title", "text", "data"}` with `data` the stored alert.
-/// With discovery on, Home Assistant finds a device "Allowance Tracker" with a balance sensor (`monetary`) and a
-/// transaction event entity per child. An alert counts as delivered once the broker acknowledged each of its
-/// messages (QoS 1).
+///
+/// With discovery on, Home Assistant finds one device "Allowance Tracker" (device-based discovery, one retained
+/// message at `homeassistant/device/NODE/config`) with a balance sensor (`monetary`, `state_class: total`) and a
+/// transaction event entity per child. The sink connects when it starts, not at the first alert: the device and every
+/// child the cache knows, with their balances, are published at each connection, on Home Assistant's birth message,
+/// and when the family changes (a catch-up found a child added or deleted). A deleted child's entities are removed
+/// (its components reduced to their platform, as Home Assistant's documentation says), also when it was deleted
+/// while the relay was stopped: the device's retained message, read back from the broker, says what was published.
+/// Discovery messages of the older per-entity form (`homeassistant/sensor/NODE/..._balance/config`) are cleared.
+/// An alert counts as delivered once the broker acknowledged each of its messages (QoS 1).
 public final class MQTTSink: Sink {
     public let config: SinkConfig
     private let client: MQTTClient?
     private let setupProblem: String?
-    /// Per child, the retained messages last published (discovery and state): published again when the broker or
-    /// Home Assistant comes back, which may have lost them.
-    private let retained = Mutex<[String: [String: [UInt8]]]>([:])
+    /// The children the cache knows (nil: only those alerts name, for `notify test`).
+    private let roster: (any ChildRoster)?
+    private let currency: String
+    private let state = Mutex(Published())
+    private let starter = Mutex<Task<Void, Never>?>(nil)
 
-    init(config: SinkConfig) {
+    /// What this process published, so that a change of the family republishes only when it must.
+    private struct Published {
+        /// Per child, the last transaction event (retained), published again when the broker comes back.
+        var lastTransaction: [String: [UInt8]] = [:]
+        /// The children (lower-cased id -> first name) in the device's discovery message as last published.
+        var children: [String: String] = [:]
+        /// Children deleted on the server whose components the next discovery message removes.
+        var removing: Set<String> = []
+    }
+
+    init(config: SinkConfig, roster: (any ChildRoster)? = nil, currency: String = "USD") {
         self.config = config
+        self.roster = roster
+        self.currency = currency
         do {
             let c = try MQTTClient(Self.options(config))
             client = c
@@ -39,13 +62,14 @@ public final class MQTTSink: Sink {
             c.onConnect = { [weak self, weak c] in
                 logger.notice("sink \(name): mqtt: connected to \(broker)")
                 c?.publishNow("\(base)/status", Array("online".utf8), retain: true)
-                if let discovery { c?.subscribe("\(discovery)/status") }
-                self?.republish()
+                if let discovery, let self {
+                    c?.subscribe("\(discovery)/status")
+                    c?.subscribe(self.deviceTopic(discovery))
+                    c?.subscribe("\(discovery)/+/\(self.node)/+/config")  // the older per-entity form, to clear
+                }
+                self?.publishFamily(force: true)
             }
-            c.onMessage = { [weak self] topic, payload in
-                // Home Assistant's birth message: it has (re)started and needs the discovery messages again.
-                if let discovery, topic == "\(discovery)/status", payload == Array("online".utf8) { self?.republish() }
-            }
+            c.onMessage = { [weak self] topic, payload in self?.received(topic, payload) }
         } catch {
             client = nil
             setupProblem = "mqtt: \(error.message)"
@@ -70,6 +94,25 @@ public final class MQTTSink: Sink {
 
     public func supportsMarkup() async -> Bool { false }
 
+    /// Connects now, and keeps trying while the broker is down (libmosquitto reconnects by itself once it was reached).
+    public func start() async {
+        guard let client else { return }
+        starter.withLock { task in
+            guard task == nil else { return }
+            task = Task {
+                while !Task.isCancelled, !client.isStarted {
+                    client.start()
+                    try? await Task.sleep(for: .seconds(2))
+                }
+            }
+        }
+    }
+
+    /// A catch-up found the family changed: publish what changed (nothing when no child came or went).
+    public func familyChanged() async {
+        publishFamily(force: false)
+    }
+
     public func send(_ m: Message) async -> DeliveryOutcome {
         guard let client else { return .rejected(setupProblem ?? "mqtt: no client") }
         let timeout = Duration.milliseconds(Int64(config.timeout * 1000))
@@ -88,6 +131,7 @@ public final class MQTTSink: Sink {
     }
 
     public func close() async {
+        starter.withLock { $0?.cancel() }
         await client?.close(goodbye: ("\(config.mqtt.topic)/status", "offline"))
     }
 
@@ -96,32 +140,29 @@ public final class MQTTSink: Sink {
         let base = config.mqtt.topic
         var out: [(String, [UInt8], Bool)] = []
         let alert = (try? JSONValue(parsing: Array(m.alert.utf8))) ?? .null
-        if let child = alert["childId"]?.stringValue {
+        if let child = alert["childId"]?.stringValue?.lowercased() {
             let name = alert["childName"]?.stringValue ?? String(child.prefix(8))
-            let currency = alert["currency"]?.stringValue ?? "USD"
+            let currency = alert["currency"]?.stringValue ?? currency
             let transaction = alert["transaction"]
-            var latest: [String: [UInt8]] = [:]
-            // Discovery once per child and process; a reconnection or Home Assistant's restart repeats it (republish).
-            if retained.withLock({ $0[child] == nil }) {
-                for (topic, payload) in discovery(child: child, name: name, currency: currency) { latest[topic] = payload }
+            // A child this process has not published yet (new since the last catch-up): the device gains it first.
+            if let prefix = config.mqtt.discoveryPrefix, state.withLock({ $0.children[child] == nil }) {
+                var family = (try? roster?.children()).map { Dictionary($0.map { ($0.id.lowercased, $0.firstName) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
+                family[child] = name
+                let removing = state.withLock { s in
+                    defer { s.children = family }
+                    return s.removing
+                }
+                out.append((deviceTopic(prefix), device(family, removing: removing), true))
             }
             if let balance = alert["balance"]?.stringValue ?? transaction?["balanceAfter"]?.stringValue {
-                var w = JSONWriter()
-                w.beginObject()
-                w.member("child", name)
-                w.member("balance", balance)
-                w.member("currency", currency)
-                w.member("updated_at", m.at)
-                w.endObject()
-                latest["\(base)/child/\(child)/state"] = Array(w.text.utf8)
+                out.append(("\(base)/child/\(child)/state", Self.balanceState(name: name, balance: balance, currency: currency, at: m.at), true))
             }
             if m.kind == .transactionCreated, let t = transaction, let type = t["type"]?.stringValue {
                 let event = Self.transactionEvent(t, type: type, currency: currency)
-                latest["\(base)/child/\(child)/last_transaction"] = event
+                state.withLock { $0.lastTransaction[child] = event }
+                out.append(("\(base)/child/\(child)/last_transaction", event, true))
                 out.append(("\(base)/child/\(child)/transaction", event, false))
             }
-            retained.withLock { $0[child, default: [:]].merge(latest) { _, new in new } }
-            out = latest.sorted { $0.key < $1.key }.map { ($0.key, $0.value, true) } + out
         }
         var w = JSONWriter()
         w.beginObject()
@@ -136,52 +177,93 @@ public final class MQTTSink: Sink {
         return out
     }
 
-    /// Home Assistant MQTT discovery: one device for the family; a balance sensor and a transaction event per child.
-    func discovery(child: String, name: String, currency: String) -> [(String, [UInt8])] {
-        guard let prefix = config.mqtt.discoveryPrefix else { return [] }
+    /// `{"child", "balance", "currency", "updated_at"?}`: the retained state a dashboard shows.
+    static func balanceState(name: String, balance: String, currency: String, at: String?) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.member("child", name)
+        w.member("balance", balance)
+        w.member("currency", currency)
+        if let at, !at.isEmpty { w.member("updated_at", at) }
+        w.endObject()
+        return Array(w.text.utf8)
+    }
+
+    /// The discovery node id: one device per base topic (two relays on one broker use two base topics).
+    var node: String { "allowance_relay_" + config.mqtt.topic.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() }
+
+    func deviceTopic(_ prefix: String) -> String { "\(prefix)/device/\(node)/config" }
+
+    /// Home Assistant's device-based discovery message: the family's device, the origin, and two components per child
+    /// (`family`: id -> name); the children in `removing` get their components reduced to the platform, which removes
+    /// their entities.
+    func device(_ family: [String: String], removing: Set<String>) -> [UInt8] {
         let base = config.mqtt.topic
-        let node = "allowance_relay_" + base.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
-        let object = child.replacingOccurrences(of: "-", with: "")
-        func common(_ w: inout JSONWriter, entity: String, label: String) {
-            w.member("name", label)
-            w.member("unique_id", "\(node)_\(object)_\(entity)")
-            w.member("availability_topic", "\(base)/status")
-            w.key("device")
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("device")
+        w.beginObject()
+        w.key("identifiers")
+        w.beginArray()
+        w.string(node)
+        w.endArray()
+        w.member("name", "Allowance Tracker")
+        w.member("manufacturer", "allowance-relay")
+        w.member("model", "Allowance Tracker family")
+        w.member("sw_version", RelayInfo.version)
+        w.endObject()
+        w.key("origin")
+        w.beginObject()
+        w.member("name", "allowance-relay")
+        w.member("sw_version", RelayInfo.version)
+        w.member("support_url", RelayInfo.supportURL)
+        w.endObject()
+        w.key("components")
+        w.beginObject()
+        for (child, name) in family.sorted(by: { $0.key < $1.key }) {
+            let object = child.replacingOccurrences(of: "-", with: "")
+            w.key(named: "\(object)_balance")
             w.beginObject()
-            w.key("identifiers")
+            w.member("platform", "sensor")
+            w.member("name", "\(name) balance")
+            w.member("unique_id", "\(node)_\(object)_balance")
+            w.member("availability_topic", "\(base)/status")
+            w.member("state_topic", "\(base)/child/\(child)/state")
+            w.member("value_template", "{{ value_json.balance }}")
+            w.member("json_attributes_topic", "\(base)/child/\(child)/state")
+            w.member("device_class", "monetary")
+            // A monetary sensor takes `total` (a balance goes up and down) or no state class; not `measurement`.
+            w.member("state_class", "total")
+            w.member("unit_of_measurement", currency)
+            w.member("icon", "mdi:piggy-bank")
+            w.endObject()
+            w.key(named: "\(object)_transaction")
+            w.beginObject()
+            w.member("platform", "event")
+            w.member("name", "\(name) transaction")
+            w.member("unique_id", "\(node)_\(object)_transaction")
+            w.member("availability_topic", "\(base)/status")
+            w.member("state_topic", "\(base)/child/\(child)/transaction")
+            w.key("event_types")
             w.beginArray()
-            w.string(node)
+            w.string("credit")
+            w.string("debit")
             w.endArray()
-            w.member("name", "Allowance Tracker")
-            w.member("manufacturer", "allowance-relay")
-            w.member("model", "Allowance Tracker family")
+            w.member("icon", "mdi:cash-multiple")
             w.endObject()
         }
-        var sensor = JSONWriter()
-        sensor.beginObject()
-        common(&sensor, entity: "balance", label: "\(name) balance")
-        sensor.member("state_topic", "\(base)/child/\(child)/state")
-        sensor.member("value_template", "{{ value_json.balance }}")
-        sensor.member("json_attributes_topic", "\(base)/child/\(child)/state")
-        sensor.member("device_class", "monetary")
-        sensor.member("unit_of_measurement", currency)
-        sensor.member("icon", "mdi:piggy-bank")
-        sensor.endObject()
-        var event = JSONWriter()
-        event.beginObject()
-        common(&event, entity: "transaction", label: "\(name) transaction")
-        event.member("state_topic", "\(base)/child/\(child)/transaction")
-        event.key("event_types")
-        event.beginArray()
-        event.string("credit")
-        event.string("debit")
-        event.endArray()
-        event.member("icon", "mdi:cash-multiple")
-        event.endObject()
-        return [
-            ("\(prefix)/sensor/\(node)/\(object)_balance/config", Array(sensor.text.utf8)),
-            ("\(prefix)/event/\(node)/\(object)_transaction/config", Array(event.text.utf8)),
-        ]
+        for child in removing.sorted() where family[child] == nil {
+            let object = child.replacingOccurrences(of: "-", with: "")
+            for (component, platform) in [("balance", "sensor"), ("transaction", "event")] {
+                w.key(named: "\(object)_\(component)")
+                w.beginObject()
+                w.member("platform", platform)
+                w.endObject()
+            }
+        }
+        w.endObject()
+        w.endObject()
+        return Array(w.text.utf8)
     }
 
     static func transactionEvent(_ t: JSONValue, type: String, currency: String) -> [UInt8] {
@@ -199,10 +281,71 @@ public final class MQTTSink: Sink {
         return Array(w.text.utf8)
     }
 
-    /// Every child's retained messages again, without waiting (on the network thread, after a (re)connection).
-    private func republish() {
-        for (topic, payload) in retained.withLock({ $0.values.flatMap { $0.map { ($0.key, $0.value) } } }) {
-            client?.publishNow(topic, payload, retain: true)
+    /// Publishes the device with every child the cache knows and each child's balance; `force`: even when no child
+    /// came or went (a new connection, Home Assistant's restart: either may have lost the retained messages).
+    /// Without the discovery prefix only the balances go out. On the network thread or the worker's: never waits.
+    private func publishFamily(force: Bool) {
+        guard let client, client.isConnected, let roster, let children = try? roster.children() else { return }
+        let base = config.mqtt.topic
+        let family = Dictionary(children.map { ($0.id.lowercased, $0.firstName) }, uniquingKeysWith: { a, _ in a })
+        let (changed, gone, last) = state.withLock { s -> (Bool, Set<String>, [String: [UInt8]]) in
+            let gone = Set(s.children.keys).subtracting(family.keys)
+            s.removing.formUnion(gone)
+            s.removing.subtract(family.keys)
+            defer { s.children = family }
+            return (s.children != family, gone, s.lastTransaction)
+        }
+        guard force || changed else { return }
+        if let prefix = config.mqtt.discoveryPrefix, !family.isEmpty || !state.withLock({ $0.removing.isEmpty }) {
+            client.publishNow(deviceTopic(prefix), device(family, removing: state.withLock { $0.removing }), retain: true)
+        }
+        for child in gone {
+            // Empty retained messages delete the broker's copies: a dashboard no longer shows a deleted child.
+            client.publishNow("\(base)/child/\(child)/state", [], retain: true)
+            client.publishNow("\(base)/child/\(child)/last_transaction", [], retain: true)
+        }
+        for c in children {
+            let id = c.id.lowercased
+            client.publishNow("\(base)/child/\(id)/state", Self.balanceState(name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: nil), retain: true)
+            if let event = last[id] { client.publishNow("\(base)/child/\(id)/last_transaction", event, retain: true) }
+        }
+    }
+
+    /// Home Assistant's birth message, the device's discovery message as the broker kept it, or an old per-entity one.
+    private func received(_ topic: String, _ payload: [UInt8]) {
+        guard let prefix = config.mqtt.discoveryPrefix else { return }
+        if topic == "\(prefix)/status" {
+            // Home Assistant has (re)started and needs the discovery messages again.
+            if payload == Array("online".utf8) { publishFamily(force: true) }
+        } else if topic == deviceTopic(prefix) {
+            // What an earlier run published: a child in it the cache no longer lists was deleted meanwhile.
+            guard let roster, let listed = try? roster.children(), case .object(let components)? = (try? JSONValue(parsing: payload))?["components"]
+            else { return }
+            let known = Set(listed.map(\.id.lowercased))
+            var gone: Set<String> = []
+            for (key, component) in components {
+                guard case .object(let fields) = component, fields.count > 1,  // platform only: already removed
+                    let object = key.split(separator: "_").first, object.count == 32
+                else { continue }
+                let hex = Array(object)
+                let id = [hex[0..<8], hex[8..<12], hex[12..<16], hex[16..<20], hex[20..<32]].map { String($0) }.joined(separator: "-")
+                if !known.contains(id) { gone.insert(id) }
+            }
+            guard !gone.isEmpty else { return }
+            state.withLock { s in
+                s.removing.formUnion(gone)
+                for id in gone { s.children[id] = s.children[id] ?? "" }  // so that publishFamily sees them go
+            }
+            publishFamily(force: true)
+        } else if topic.hasPrefix("\(prefix)/"), topic.hasSuffix("/config"), topic.contains("/\(node)/"), !payload.isEmpty {
+            client?.publishNow(topic, [], retain: true)  // the older per-entity form: the device message replaces it
         }
     }
 }
+
+/// The children the cache knows: what Home Assistant is shown at once, before any alert.
+public protocol ChildRoster: Sendable {
+    func children() throws(StoreError) -> [Child]
+}
+
+extension Store: ChildRoster {}

@@ -70,12 +70,18 @@ public protocol Sink: Sendable {
     /// Whether placeholder values must be escaped for markup (asked once per batch; desktop servers differ).
     func supportsMarkup() async -> Bool
     func send(_ message: Message) async -> DeliveryOutcome
+    /// Opens what the sink keeps open (a broker connection) as its worker starts, before any alert.
+    func start() async
+    /// A catch-up may have found children added or deleted on the server (a sink that shows the family republishes).
+    func familyChanged() async
     /// Ends what the sink keeps open (a broker connection), once its worker has finished.
     func close() async
 }
 
 extension Sink {
     public func supportsMarkup() async -> Bool { true }
+    public func start() async {}
+    public func familyChanged() async {}
     public func close() async {}
 }
 
@@ -89,14 +95,16 @@ public protocol PopupIds: Sendable {
 extension Store: PopupIds {}
 
 /// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only);
+/// `roster`: the children the cache knows, which an MQTT sink shows Home Assistant from its first connection;
 /// `formatting`: the relay's settings some sinks use (the icon for ntfy, the family's day for "Mute today").
 /// `mutes`: where "Mute today" on a popup goes.
 public func makeSink(
-    _ config: SinkConfig, popups: (any PopupIds)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
+    _ config: SinkConfig, popups: (any PopupIds)? = nil, roster: (any ChildRoster)? = nil, http: HTTPClient = .shared,
+    formatting: Formatting = Formatting(), mutes: MuteList? = nil
 ) -> any Sink {
     switch config.kind {
     case .desktop: DesktopSink(config: config, ids: popups, mutes: mutes, timeZone: formatting.timeZone)
-    case .mqtt: MQTTSink(config: config)
+    case .mqtt: MQTTSink(config: config, roster: roster, currency: formatting.currency)
     case .email: MailSink(config: config, client: http)
     default: HTTPSink(config: config, client: http, icon: formatting.iconURL)
     }
