@@ -206,8 +206,8 @@ final class CurlEngine: @unchecked Sendable {
         switch r.method {
         case .get:
             ccurl_set_long(handle, CURLOPT_HTTPGET, 1)
-        case .post, .put:
-            if r.method == .put { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, "PUT") }
+        case .post, .put, .patch:
+            if r.method != .post { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, r.method.rawValue) }
             ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
         }

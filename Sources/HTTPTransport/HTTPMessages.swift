@@ -7,6 +7,7 @@ public struct HTTPRequest: Sendable {
         case get = "GET"
         case post = "POST"
         case put = "PUT"
+        case patch = "PATCH"
     }
 
     /// Whom the TLS peer must prove to be.

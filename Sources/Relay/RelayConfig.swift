@@ -149,6 +149,7 @@ public struct RelayConfig: Sendable {
             "type", "url", "url_file", "token", "token_file", "secret", "secret_file", "room", "chat_id", "username",
             "rate_limit", "quiet_hours", "templates", "timeout_seconds", "retry_max_seconds", "max_age_hours", "concurrency",
             "link", "icon", "password", "password_file", "ca_file", "topic", "discovery_prefix", "protocol", "client_id", "from", "to", "require_tls",
+            "channel", "edit",
         ])
         let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
         func secret(_ key: String) throws(ConfigError) -> Secret? {
@@ -201,6 +202,8 @@ public struct RelayConfig: Sendable {
                 throw r.error("a webhook secret must be whsec_ followed by base64", fix: "generate one: echo whsec_$(head -c 32 /dev/urandom | base64)", at: "secret")
             }
         }
+        sink.channel = try r.string("channel")
+        if let e = try r.bool("edit") { sink.edit = e }
         sink.room = try r.string("room") ?? sink.room
         sink.chatId = try r.string("chat_id") ?? sink.chatId
         sink.username = try r.string("username")
@@ -227,7 +230,11 @@ public struct RelayConfig: Sendable {
             sink.concurrency = c
         }
 
-        // What each type needs.
+        // What each type needs. Slack with a bot token talks to its Web API (default https://slack.com/api).
+        if sink.kind == .slack, sink.token != nil {
+            guard sink.channel != nil else { throw r.error("has a token but no channel", fix: "e.g. channel: C0123456789 (the channel's id), or drop token: for an incoming webhook") }
+            if sink.url == nil { sink.url = URL(string: "https://slack.com/api") }
+        }
         let needsURL: Set<SinkConfig.Kind> = [.webhook, .slack, .discord, .teams, .mattermost, .ntfy, .gotify, .matrix]
         if needsURL.contains(sink.kind), sink.url == nil {
             throw r.error("needs a url", fix: "set url: (or url_file:, or \(envPrefix)URL)")

@@ -53,7 +53,7 @@ public final class RelayEngine: Sendable {
         let stop = StopFlag()
         let workers = config.sinks.map {
             SinkWorker(
-                sink: makeSink($0, popups: store, roster: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger,
+                sink: makeSink($0, memory: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger,
                 config: config,
                 wakeup: Wakeup(), handOver: HandOver(), stop: stop, logger: logger)
         }

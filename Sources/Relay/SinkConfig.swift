@@ -31,6 +31,11 @@ public struct SinkConfig: Sendable {
     public var link: String?
     public var room: String?
     public var chatId: String?
+    /// Slack with a bot token (`chat.postMessage`, `chat.update`): the channel's id or name.
+    public var channel: String?
+    /// A child's balance alert edits the message the last one posted instead of posting again, where the destination
+    /// allows it (Telegram, Slack with a bot token, Matrix, Discord, ntfy) and that message is recent (`editWindow`).
+    public var edit = true
     public var username: String?
     /// At most `count` sends per `seconds`. Slack, Discord and Telegram ask for about one a second per channel.
     public var rateLimit: (count: Int, seconds: Double)?
@@ -48,6 +53,19 @@ public struct SinkConfig: Sendable {
     /// that a chat shows a child's alerts in the order they happened; the generic webhook does not wait (its
     /// receiver orders by `data.at`).
     public var concurrency = 4
+
+    /// A balance message older than this is not edited (scrolled out of sight, or past what the service allows):
+    /// the next change posts a new one.
+    public static let editWindow: TimeInterval = 24 * 3600
+
+    /// Whether this destination can edit a message already posted.
+    public var canEdit: Bool {
+        switch kind {
+        case .telegram, .matrix, .discord, .ntfy: true
+        case .slack: token != nil  // the incoming-webhook form cannot
+        default: false
+        }
+    }
 
     /// Whether alerts about one child must arrive in order (a chat shows them as they arrive; MQTT keeps the last
     /// state it was given).

@@ -200,6 +200,19 @@ enum Schema {
             // readable, and it is no longer listed, published to Home Assistant or counted.
             try db.execute(sql: "ALTER TABLE child ADD COLUMN removed_at TEXT")
         }
+        m.registerMigration("v13: chat messages edited in place") { db in
+            // The message a chat sink posted for a child's balance, edited by the next change instead of a new post
+            // (Telegram, Slack, Matrix, Discord), also after a restart.
+            try db.execute(sql: """
+                CREATE TABLE sent_message (
+                    sink TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    ref TEXT NOT NULL,
+                    posted_at TEXT NOT NULL,
+                    PRIMARY KEY (sink, subject)
+                );
+                """)
+        }
         return m
     }
 }

@@ -11,21 +11,33 @@ public struct HTTPSink: Sink {
     let client: HTTPClient
     /// `relay.icon_url`, for ntfy.
     let icon: String?
+    /// Where the messages edited in place are remembered (nil: each alert is a new message).
+    let sent: (any SentMessageLedger)?
     let now: @Sendable () -> Date
 
-    init(config: SinkConfig, client: HTTPClient = .shared, icon: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    init(
+        config: SinkConfig, client: HTTPClient = .shared, icon: String? = nil, sent: (any SentMessageLedger)? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.config = config
         self.client = client
         self.icon = icon
+        self.sent = sent
         self.now = now
     }
 
     public func send(_ message: Message) async -> DeliveryOutcome {
+        if let subject = editSubject(message), let sent { return await sendStanding(message, subject: subject, sent: sent) }
+        return await post(message).outcome
+    }
+
+    /// Posts `message` as a new message; the answer, when it was delivered, says which message it made.
+    func post(_ message: Message) async -> (outcome: DeliveryOutcome, answer: HTTPResponse?) {
         do {
             let response = try await client.send(request(for: message))
-            return Self.classify(response, kind: config.kind)
+            return (Self.classify(response, kind: config.kind, slackAPI: config.token != nil), response)
         } catch {
-            return .retry("\(config.name): \(error.message)", after: nil)
+            return (.retry("\(config.name): \(error.message)", after: nil), nil)
         }
     }
 
@@ -51,7 +63,14 @@ public struct HTTPSink: Sink {
             }
         case .slack:
             let link = m.link.map { "\n<\($0)|Open in Allowance Tracker>" } ?? ""
-            body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
+            if let token = config.token {  // the Web API with a bot token: the message can be edited later
+                url = URL(string: root + "/chat.postMessage") ?? base
+                headers["Authorization"] = "Bearer \(token.value)"
+                headers["Content-Type"] = "application/json; charset=utf-8"
+                body = Array(JSONValue.object([("channel", .string(config.channel ?? "")), ("text", .string(text + link))]).serialized.utf8)
+            } else {
+                body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
+            }
         case .mattermost:
             let link = m.link.map { "\n[Open in Allowance Tracker](\($0))" } ?? ""
             body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
@@ -95,6 +114,8 @@ public struct HTTPSink: Sink {
                 headers["Actions"] = "view, Open, \(link)"
             }
             if let icon = icon { headers["Icon"] = icon }
+            // ntfy 2.16+ replaces the notification with the same sequence id (older servers post a new one).
+            if let subject = editSubject(m) { headers["X-Sequence-ID"] = Self.ntfySequenceId(subject) }
             body = Array(text.utf8)
         case .gotify:
             url = base.appending(path: "message")
@@ -137,8 +158,13 @@ public struct HTTPSink: Sink {
     /// Discord's unknown webhook disable the sink; any other 4xx is a dead letter. Waits the server asks for come
     /// from `Retry-After` (seconds or an HTTP date), `retry_after` (Discord: seconds; Telegram:
     /// `parameters.retry_after`) or `retry_after_ms` (Matrix).
-    public static func classify(_ answer: HTTPResponse, kind: SinkConfig.Kind) -> DeliveryOutcome {
+    ///
+    /// Slack's Web API (`slackAPI`) answers 200 with `{"ok": false, "error": ...}` when it refused: read, not delivered.
+    public static func classify(_ answer: HTTPResponse, kind: SinkConfig.Kind, slackAPI: Bool = false) -> DeliveryOutcome {
         let status = answer.status
+        if slackAPI, status == 200, let json = try? JSONValue(parsing: answer.body), json["ok"] == .bool(false) {
+            return slackRefusal(json["error"]?.stringValue ?? "unknown_error")
+        }
         if (200..<300).contains(status) { return .delivered }  // the body is not read: nothing in it changes that
         let json = try? JSONValue(parsing: answer.body)
         let detail = Self.detail(json, answer.body)

@@ -94,18 +94,21 @@ public protocol PopupIds: Sendable {
 
 extension Store: PopupIds {}
 
-/// Builds the sink for a config. `popups`: where a desktop sink keeps its popups' ids (nil: in memory only);
-/// `roster`: the children the cache knows, which an MQTT sink shows Home Assistant from its first connection;
-/// `formatting`: the relay's settings some sinks use (the icon for ntfy, the family's day for "Mute today").
-/// `mutes`: where "Mute today" on a popup goes.
+/// What sinks keep across restarts, in the store: desktop popups' ids, the children Home Assistant is shown, the chat
+/// messages edited in place.
+public typealias SinkMemory = PopupIds & ChildRoster & SentMessageLedger
+
+/// Builds the sink for a config. `memory`: the store, where sinks keep what outlives the process (nil: nothing is
+/// kept: popups stack, every balance is a new message, Home Assistant learns of children from alerts only);
+/// `formatting`: the relay's settings some sinks use (the icon for ntfy, the currency for Home Assistant, the
+/// family's day for "Mute today"). `mutes`: where "Mute today" on a popup goes.
 public func makeSink(
-    _ config: SinkConfig, popups: (any PopupIds)? = nil, roster: (any ChildRoster)? = nil, http: HTTPClient = .shared,
-    formatting: Formatting = Formatting(), mutes: MuteList? = nil
+    _ config: SinkConfig, memory: (any SinkMemory)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
 ) -> any Sink {
     switch config.kind {
-    case .desktop: DesktopSink(config: config, ids: popups, mutes: mutes, timeZone: formatting.timeZone)
-    case .mqtt: MQTTSink(config: config, roster: roster, currency: formatting.currency)
+    case .desktop: DesktopSink(config: config, ids: memory, mutes: mutes, timeZone: formatting.timeZone)
+    case .mqtt: MQTTSink(config: config, roster: memory, currency: formatting.currency)
     case .email: MailSink(config: config, client: http)
-    default: HTTPSink(config: config, client: http, icon: formatting.iconURL)
+    default: HTTPSink(config: config, client: http, icon: formatting.iconURL, sent: memory)
     }
 }
