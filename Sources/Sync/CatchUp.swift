@@ -22,8 +22,8 @@ import Store
 /// catch-up throws a conflict (the cache is kept as it is). A child the server no longer lists was deleted there.
 ///
 /// Each page is stored in its own SQLite transaction as it arrives (memory stays flat for long gaps; a crash
-/// keeps what was stored); for a child with a cursor, once paging met it (up to 5,000 transactions are held until
-/// then, so that a server that lost the cursor has nothing of its stored). The cursors move only when every child is done, so an interrupted catch-up is
+/// keeps what was stored); for a child with a cursor, once every child's pages passed the lost-data check (up to 5,000
+/// transactions a child are held until then, so that nothing of a server that lost data is stored). The cursors move only when every child is done, so an interrupted catch-up is
 /// simply run again.
 public struct CatchUp: Sendable {
     public struct Report: Sendable, Equatable {
@@ -83,8 +83,8 @@ public struct CatchUp: Sendable {
             let what = "GET /api/v1/children/\(child.id.lowercased)/transactions"
             var offset = 0
             var repeatedPages = 0
-            // With a cursor, pages are held until paging meets it (at most `holdLimit` transactions): a server that
-            // lost the cursor lost data, and what it sent is then not stored at all.
+            // With a cursor, the new transactions are held until every child's pages are checked (at most
+            // `holdLimit` a child): from a server that lost data, nothing is stored.
             var held: (fresh: [Transaction], unreadable: [RejectedRow]) = ([], [])
             for pageNumber in 1... {
                 guard pageNumber <= maxPages else {
@@ -120,7 +120,7 @@ public struct CatchUp: Sendable {
                         "\(what) sent the same transactions again for offsets up to \(offset): the server seems to ignore offset. Catch-up stopped; it is tried again later.")
                 }
                 window.cursorFound = reachedCursor
-                if cursor == nil || reachedCursor || held.fresh.count + held.unreadable.count >= holdLimit {
+                if cursor == nil || held.fresh.count + held.unreadable.count >= holdLimit {
                     report.fetched += held.fresh.count
                     report.stored += try store.storeCaughtUp(
                         children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false)
