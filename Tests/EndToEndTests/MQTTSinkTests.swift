@@ -44,15 +44,20 @@ import Testing
 
     func delivered(_ store: Store) throws -> Int { try store.deliveryCounts()["home"]?["delivered"] ?? 0 }
 
-    /// Home Assistant's device-based discovery topic for the default base topic.
-    static let deviceTopic = "homeassistant/device/allowance_relay_allowance/config"
+    /// Home Assistant's device-based discovery topic of a child's device, for the default base topic.
+    static func deviceTopic(_ child: String) -> String { "homeassistant/device/allowance_relay_allowance_\(object(child))/config" }
 
-    /// The device's discovery message as the broker keeps it, and its components by key (nil: none retained).
-    func device(_ broker: MosquittoBroker) throws -> (message: JSONValue, components: [String: JSONValue])? {
-        guard let text = try retained(broker)[Self.deviceTopic], !text.isEmpty else { return nil }
-        let message = try JSONValue(parsing: Array(text.utf8))
-        guard case .object(let members)? = message["components"] else { return (message, [:]) }
-        return (message, Dictionary(members.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a }))
+    /// The children's device messages the broker keeps, by child id.
+    func devices(_ broker: MosquittoBroker) throws -> [String: JSONValue] {
+        let prefix = "homeassistant/device/allowance_relay_allowance_"
+        var out: [String: JSONValue] = [:]
+        for (topic, text) in try retained(broker) where topic.hasPrefix(prefix) && !text.isEmpty {
+            let object = Array(topic.dropFirst(prefix.count).dropLast("/config".count))
+            guard object.count == 32 else { continue }
+            let id = [object[0..<8], object[8..<12], object[12..<16], object[16..<20], object[20..<32]].map { String($0) }.joined(separator: "-")
+            out[id] = try JSONValue(parsing: Array(text.utf8))
+        }
+        return out
     }
 
     /// Publishes as Home Assistant (or a user clearing the broker) would.
@@ -74,17 +79,21 @@ import Testing
             let (relay, store) = try await startRelay(base, file, storePath)
             let children = try store.children()
             #expect(children.count == 3)
-            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 }, "\(relay.output.suffix(2000))")
+            #expect(await eventually(.seconds(10)) { (try? devices(broker))?.count == 3 }, "\(relay.output.suffix(2000))")
             #expect(try delivered(store) == 0, "nothing was sent as an alert")
             let seen = try retained(broker)
             #expect(seen["allowance/status"] == "online")
-            let (message, components) = try #require(try device(broker))
-            let origin = try #require(message["origin"])
-            #expect(origin["name"]?.stringValue == "allowance-relay")
-            #expect(origin["sw_version"]?.stringValue?.isEmpty == false && origin["support_url"]?.stringValue?.hasPrefix("https://") == true)
+            let published = try devices(broker)
             for child in children {
                 let id = child.id.uuidString.lowercased()
-                #expect(components["\(Self.object(id))_balance"]?["name"]?.stringValue == "\(child.firstName) balance")
+                let device = try #require(published[id])
+                let origin = try #require(device["origin"])
+                #expect(origin["name"]?.stringValue == "allowance-relay")
+                #expect(origin["sw_version"]?.stringValue?.isEmpty == false && origin["support_url"]?.stringValue?.hasPrefix("https://") == true)
+                #expect(device["device"]?["name"]?.stringValue == child.firstName)
+                #expect(device["components"]?["balance"]?["platform"]?.stringValue == "sensor")
+                #expect(device["components"]?["balance"]?["state_class"]?.stringValue == "total")
+                #expect(device["components"]?["transaction"]?["platform"]?.stringValue == "event")
                 let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))
                 #expect(state["balance"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(state)")
                 #expect(state["child"]?.stringValue == child.firstName)
@@ -104,13 +113,13 @@ import Testing
         let bob = "22222222-2222-4222-8222-222222222222"
         try await withSim { base in
             var (relay, store) = try await startRelay(base, file, storePath)
-            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 })
+            #expect(await eventually(.seconds(10)) { (try? devices(broker))?.count == 3 })
             // Home Assistant's side: the retained messages are gone, then it says it is back.
-            try publish(broker, Self.deviceTopic, "", retain: true)
+            for id in try devices(broker).keys { try publish(broker, Self.deviceTopic(id), "", retain: true) }
             try publish(broker, "allowance/child/\(bob)/state", "", retain: true)
-            #expect(try device(broker) == nil)
+            #expect(try devices(broker).isEmpty)
             try publish(broker, "homeassistant/status", "online", retain: false)
-            #expect(await eventually(.seconds(10)) { (try? device(broker))??.components.count == 6 }, "\(relay.output.suffix(2000))")
+            #expect(await eventually(.seconds(10)) { (try? devices(broker))?.count == 3 }, "\(relay.output.suffix(2000))")
             #expect(await eventually(.seconds(10)) { (try? retained(broker))?["allowance/child/\(bob)/state"] != nil })
             // The relay's side: stopped, Bob deleted on the server meanwhile, started again.
             await relay.expectCleanStop()
@@ -121,16 +130,34 @@ import Testing
             #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
             (relay, store) = try await startRelay(base, file, storePath)
             #expect(try store.children().map(\.firstName) == ["Alice", "Carol"])
-            #expect(await eventually(.seconds(10)) {
-                guard let components = (try? device(broker))??.components else { return false }
-                // Home Assistant's rule: a component reduced to its platform is removed.
-                return components["\(Self.object(bob))_balance"] == ["platform": "sensor"]
-                    && components["\(Self.object(bob))_transaction"] == ["platform": "event"]
-            }, "\(String(describing: try? device(broker)))")
-            let components = try #require(try device(broker)).components
-            #expect(components["11111111111141118111111111111111_balance"]?["state_class"]?.stringValue == "total", "Alice stays")
+            // Home Assistant's rule: an empty retained config removes the device and its entities.
+            let listed = Set(try store.children().map(\.id.lowercased))
+            #expect(await eventually(.seconds(10)) { (try? devices(broker)).map { Set($0.keys) } == listed },
+                "\(String(describing: try? devices(broker).keys))")
             #expect(try retained(broker)["allowance/child/\(bob)/state"] == nil, "the deleted child's balance is cleared")
             #expect(try retained(broker)["allowance/status"] == "online")
+            await relay.expectCleanStop()
+        }
+    }
+
+    /// A child deleted on the server while the relay runs: the next catch-up (here after a reconnect) removes its device.
+    @Test func aChildDeletedWhileTheRelayRunsLosesItsDevice() async throws {
+        try #require(PythonPeer.available)
+        let broker = try MosquittoBroker()
+        defer { broker.stop() }
+        let (file, storePath) = try config(broker)
+        let carol = "33333333-3333-4333-8333-333333333333"
+        try await withSim { base in
+            let (relay, _) = try await startRelay(base, file, storePath)
+            #expect(await eventually(.seconds(10)) { (try? devices(broker))?.count == 3 })
+            var request = URLRequest(url: base.appending(path: "api/v1/children/\(carol)"))
+            request.httpMethod = "DELETE"
+            request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
+            #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            try await simPost(base, "/_sim/drop")
+            #expect(await relay.waitFor(count: 2, of: "caught up", timeout: .seconds(30)))
+            #expect(await eventually(.seconds(10)) { (try? devices(broker)).map { $0[carol] == nil && $0.count == 2 } ?? false })
+            #expect(try retained(broker)["allowance/child/\(carol)/state"] == nil)
             await relay.expectCleanStop()
         }
     }
@@ -147,7 +174,7 @@ import Testing
         try await withSim { base in
             let (relay, _) = try await startRelay(base, file, storePath)
             #expect(await eventually(.seconds(10)) { (try? retained(broker))?[old] == nil }, "\(relay.output.suffix(1000))")
-            #expect(try device(broker)?.components.count == 6)
+            #expect(try devices(broker).count == 3)
             await relay.expectCleanStop()
         }
     }
@@ -169,15 +196,16 @@ import Testing
             for child in children where touched.contains(child.id) {
                 let id = child.id.uuidString.lowercased()
                 let object = id.replacingOccurrences(of: "-", with: "")
-                let device = try JSONValue(parsing: Array((seen[Self.deviceTopic] ?? "").utf8))
-                #expect(device["device"]?["identifiers"]?.arrayValue?.first?.stringValue == "allowance_relay_allowance")
-                let sensor = try #require(device["components"]?["\(object)_balance"])
+                let device = try JSONValue(parsing: Array((seen[Self.deviceTopic(id)] ?? "").utf8))
+                #expect(device["device"]?["identifiers"]?.arrayValue?.first?.stringValue == "allowance_relay_allowance_\(object)")
+                #expect(device["device"]?["name"]?.stringValue == child.firstName)
+                let sensor = try #require(device["components"]?["balance"])
                 #expect(sensor["platform"]?.stringValue == "sensor")
                 #expect(sensor["device_class"]?.stringValue == "monetary" && sensor["unit_of_measurement"]?.stringValue == "USD")
                 #expect(sensor["state_class"]?.stringValue == "total", "a monetary sensor takes total, never measurement")
                 #expect(sensor["state_topic"]?.stringValue == "allowance/child/\(id)/state")
                 #expect(sensor["availability_topic"]?.stringValue == "allowance/status")
-                let event = try #require(device["components"]?["\(object)_transaction"])
+                let event = try #require(device["components"]?["transaction"])
                 #expect(event["platform"]?.stringValue == "event")
                 #expect(event["event_types"] == ["credit", "debit"] && event["state_topic"]?.stringValue == "allowance/child/\(id)/transaction")
                 let state = try JSONValue(parsing: Array((seen["allowance/child/\(id)/state"] ?? "").utf8))

@@ -14,14 +14,14 @@ import Synchronization
 ///   transaction, `event_type` credit or debit);
 /// - `allowance/alert`: every alert, as `{"type", "id", "title", "text", "data"}` with `data` the stored alert.
 ///
-/// With discovery on, Home Assistant finds one device "Allowance Tracker" (device-based discovery, one retained
-/// message at `homeassistant/device/NODE/config`) with a balance sensor (`monetary`, `state_class: total`) and a
-/// transaction event entity per child. The sink connects when it starts, not at the first alert: the device and every
-/// child the cache knows, with their balances, are published at each connection, on Home Assistant's birth message,
-/// and when the family changes (a catch-up found a child added or deleted). A deleted child's entities are removed
-/// (its components reduced to their platform, as Home Assistant's documentation says), also when it was deleted
-/// while the relay was stopped: the device's retained message, read back from the broker, says what was published.
-/// Discovery messages of the older per-entity form (`homeassistant/sensor/NODE/..._balance/config`) are cleared.
+/// With discovery on, Home Assistant finds a device per child (device-based discovery: one retained message at
+/// `homeassistant/device/NODE_CHILD/config` with the `origin` block) with a balance sensor (`monetary`,
+/// `state_class: total`) and a transaction event entity. The sink connects when it starts, not at the first alert:
+/// every child the cache knows is published with its balance at each connection, on Home Assistant's birth
+/// message, and when the family changes (a catch-up found a child added or deleted). A deleted child's device is
+/// removed with an empty retained config, also when it was deleted while the relay was stopped: the retained
+/// configs, read back from the broker, say what was published. Discovery messages of the older per-entity form
+/// (`homeassistant/sensor/NODE/..._balance/config`) are cleared.
 /// An alert counts as delivered once the broker acknowledged each of its messages (QoS 1).
 public final class MQTTSink: Sink {
     public let config: SinkConfig
@@ -37,10 +37,8 @@ public final class MQTTSink: Sink {
     private struct Published {
         /// Per child, the last transaction event (retained), published again when the broker comes back.
         var lastTransaction: [String: [UInt8]] = [:]
-        /// The children (lower-cased id -> first name) in the device's discovery message as last published.
+        /// The children (lower-cased id -> first name) whose devices this process published.
         var children: [String: String] = [:]
-        /// Children deleted on the server whose components the next discovery message removes.
-        var removing: Set<String> = []
     }
 
     init(config: SinkConfig, roster: (any ChildRoster)? = nil, currency: String = "USD") {
@@ -64,7 +62,7 @@ public final class MQTTSink: Sink {
                 c?.publishNow("\(base)/status", Array("online".utf8), retain: true)
                 if let discovery, let self {
                     c?.subscribe("\(discovery)/status")
-                    c?.subscribe(self.deviceTopic(discovery))
+                    c?.subscribe("\(discovery)/device/+/config")  // what an earlier run published
                     c?.subscribe("\(discovery)/+/\(self.node)/+/config")  // the older per-entity form, to clear
                 }
                 self?.publishFamily(force: true)
@@ -144,15 +142,9 @@ public final class MQTTSink: Sink {
             let name = alert["childName"]?.stringValue ?? String(child.prefix(8))
             let currency = alert["currency"]?.stringValue ?? currency
             let transaction = alert["transaction"]
-            // A child this process has not published yet (new since the last catch-up): the device gains it first.
-            if let prefix = config.mqtt.discoveryPrefix, state.withLock({ $0.children[child] == nil }) {
-                var family = (try? roster?.children()).map { Dictionary($0.map { ($0.id.lowercased, $0.firstName) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
-                family[child] = name
-                let removing = state.withLock { s in
-                    defer { s.children = family }
-                    return s.removing
-                }
-                out.append((deviceTopic(prefix), device(family, removing: removing), true))
+            // A child this process has not published yet (new since the last catch-up): its device goes first.
+            if let prefix = config.mqtt.discoveryPrefix, state.withLock({ $0.children.updateValue(name, forKey: child) == nil }) {
+                out.append((deviceTopic(prefix, child: child), device(child: child, name: name), true))
             }
             if let balance = alert["balance"]?.stringValue ?? transaction?["balanceAfter"]?.stringValue {
                 out.append(("\(base)/child/\(child)/state", Self.balanceState(name: name, balance: balance, currency: currency, at: m.at), true))
@@ -192,24 +184,26 @@ public final class MQTTSink: Sink {
     /// The discovery node id: one device per base topic (two relays on one broker use two base topics).
     var node: String { "allowance_relay_" + config.mqtt.topic.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() }
 
-    func deviceTopic(_ prefix: String) -> String { "\(prefix)/device/\(node)/config" }
+    func deviceTopic(_ prefix: String, child: String) -> String {
+        "\(prefix)/device/\(node)_\(child.replacingOccurrences(of: "-", with: ""))/config"
+    }
 
-    /// Home Assistant's device-based discovery message: the family's device, the origin, and two components per child
-    /// (`family`: id -> name); the children in `removing` get their components reduced to the platform, which removes
-    /// their entities.
-    func device(_ family: [String: String], removing: Set<String>) -> [UInt8] {
+    /// Home Assistant's device-based discovery message for one child: the device, the origin, and two components
+    /// (the balance sensor and the transaction event).
+    func device(child: String, name: String) -> [UInt8] {
         let base = config.mqtt.topic
+        let object = child.replacingOccurrences(of: "-", with: "")
         var w = JSONWriter()
         w.beginObject()
         w.key("device")
         w.beginObject()
         w.key("identifiers")
         w.beginArray()
-        w.string(node)
+        w.string("\(node)_\(object)")
         w.endArray()
-        w.member("name", "Allowance Tracker")
+        w.member("name", name)
         w.member("manufacturer", "allowance-relay")
-        w.member("model", "Allowance Tracker family")
+        w.member("model", "Allowance Tracker child")
         w.member("sw_version", RelayInfo.version)
         w.endObject()
         w.key("origin")
@@ -220,47 +214,35 @@ public final class MQTTSink: Sink {
         w.endObject()
         w.key("components")
         w.beginObject()
-        for (child, name) in family.sorted(by: { $0.key < $1.key }) {
-            let object = child.replacingOccurrences(of: "-", with: "")
-            w.key(named: "\(object)_balance")
-            w.beginObject()
-            w.member("platform", "sensor")
-            w.member("name", "\(name) balance")
-            w.member("unique_id", "\(node)_\(object)_balance")
-            w.member("availability_topic", "\(base)/status")
-            w.member("state_topic", "\(base)/child/\(child)/state")
-            w.member("value_template", "{{ value_json.balance }}")
-            w.member("json_attributes_topic", "\(base)/child/\(child)/state")
-            w.member("device_class", "monetary")
-            // A monetary sensor takes `total` (a balance goes up and down) or no state class; not `measurement`.
-            w.member("state_class", "total")
-            w.member("unit_of_measurement", currency)
-            w.member("icon", "mdi:piggy-bank")
-            w.endObject()
-            w.key(named: "\(object)_transaction")
-            w.beginObject()
-            w.member("platform", "event")
-            w.member("name", "\(name) transaction")
-            w.member("unique_id", "\(node)_\(object)_transaction")
-            w.member("availability_topic", "\(base)/status")
-            w.member("state_topic", "\(base)/child/\(child)/transaction")
-            w.key("event_types")
-            w.beginArray()
-            w.string("credit")
-            w.string("debit")
-            w.endArray()
-            w.member("icon", "mdi:cash-multiple")
-            w.endObject()
-        }
-        for child in removing.sorted() where family[child] == nil {
-            let object = child.replacingOccurrences(of: "-", with: "")
-            for (component, platform) in [("balance", "sensor"), ("transaction", "event")] {
-                w.key(named: "\(object)_\(component)")
-                w.beginObject()
-                w.member("platform", platform)
-                w.endObject()
-            }
-        }
+        w.key("balance")
+        w.beginObject()
+        w.member("platform", "sensor")
+        w.member("name", "Balance")
+        w.member("unique_id", "\(node)_\(object)_balance")
+        w.member("availability_topic", "\(base)/status")
+        w.member("state_topic", "\(base)/child/\(child)/state")
+        w.member("value_template", "{{ value_json.balance }}")
+        w.member("json_attributes_topic", "\(base)/child/\(child)/state")
+        w.member("device_class", "monetary")
+        // A monetary sensor takes `total` (a balance goes up and down) or no state class; not `measurement`.
+        w.member("state_class", "total")
+        w.member("unit_of_measurement", currency)
+        w.member("icon", "mdi:piggy-bank")
+        w.endObject()
+        w.key("transaction")
+        w.beginObject()
+        w.member("platform", "event")
+        w.member("name", "Transaction")
+        w.member("unique_id", "\(node)_\(object)_transaction")
+        w.member("availability_topic", "\(base)/status")
+        w.member("state_topic", "\(base)/child/\(child)/transaction")
+        w.key("event_types")
+        w.beginArray()
+        w.string("credit")
+        w.string("debit")
+        w.endArray()
+        w.member("icon", "mdi:cash-multiple")
+        w.endObject()
         w.endObject()
         w.endObject()
         return Array(w.text.utf8)
@@ -281,64 +263,58 @@ public final class MQTTSink: Sink {
         return Array(w.text.utf8)
     }
 
-    /// Publishes the device with every child the cache knows and each child's balance; `force`: even when no child
-    /// came or went (a new connection, Home Assistant's restart: either may have lost the retained messages).
-    /// Without the discovery prefix only the balances go out. On the network thread or the worker's: never waits.
+    /// Publishes every child the cache knows, its device and its balance, and removes the devices of the children
+    /// gone; `force`: even when no child came or went (a new connection, Home Assistant's restart: either may have
+    /// lost the retained messages). Without the discovery prefix only the balances go out. On the network thread or
+    /// the worker's: never waits.
     private func publishFamily(force: Bool) {
         guard let client, client.isConnected, let roster, let children = try? roster.children() else { return }
-        let base = config.mqtt.topic
         let family = Dictionary(children.map { ($0.id.lowercased, $0.firstName) }, uniquingKeysWith: { a, _ in a })
-        let (changed, gone, last) = state.withLock { s -> (Bool, Set<String>, [String: [UInt8]]) in
-            let gone = Set(s.children.keys).subtracting(family.keys)
-            s.removing.formUnion(gone)
-            s.removing.subtract(family.keys)
+        let (before, last) = state.withLock { s in
             defer { s.children = family }
-            return (s.children != family, gone, s.lastTransaction)
+            return (s.children, s.lastTransaction)
         }
-        guard force || changed else { return }
-        if let prefix = config.mqtt.discoveryPrefix, !family.isEmpty || !state.withLock({ $0.removing.isEmpty }) {
-            client.publishNow(deviceTopic(prefix), device(family, removing: state.withLock { $0.removing }), retain: true)
-        }
-        for child in gone {
-            // Empty retained messages delete the broker's copies: a dashboard no longer shows a deleted child.
-            client.publishNow("\(base)/child/\(child)/state", [], retain: true)
-            client.publishNow("\(base)/child/\(child)/last_transaction", [], retain: true)
-        }
+        guard force || before != family else { return }
+        remove(Set(before.keys).subtracting(family.keys))
+        let base = config.mqtt.topic
         for c in children {
             let id = c.id.lowercased
-            client.publishNow("\(base)/child/\(id)/state", Self.balanceState(name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: nil), retain: true)
+            if let prefix = config.mqtt.discoveryPrefix { client.publishNow(deviceTopic(prefix, child: id), device(child: id, name: c.firstName), retain: true) }
+            client.publishNow(
+                "\(base)/child/\(id)/state", Self.balanceState(name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: nil),
+                retain: true)
             if let event = last[id] { client.publishNow("\(base)/child/\(id)/last_transaction", event, retain: true) }
         }
     }
 
-    /// Home Assistant's birth message, the device's discovery message as the broker kept it, or an old per-entity one.
+    /// Empty retained messages delete the broker's copies: Home Assistant removes the device, a dashboard no longer
+    /// shows the balance.
+    private func remove(_ gone: Set<String>) {
+        guard let client else { return }
+        let base = config.mqtt.topic
+        for child in gone {
+            if let prefix = config.mqtt.discoveryPrefix { client.publishNow(deviceTopic(prefix, child: child), [], retain: true) }
+            client.publishNow("\(base)/child/\(child)/state", [], retain: true)
+            client.publishNow("\(base)/child/\(child)/last_transaction", [], retain: true)
+        }
+        state.withLock { s in for child in gone { s.lastTransaction[child] = nil } }
+    }
+
+    /// Home Assistant's birth message, a child's device message as the broker kept it, or an old per-entity one.
     private func received(_ topic: String, _ payload: [UInt8]) {
         guard let prefix = config.mqtt.discoveryPrefix else { return }
+        let devices = "\(prefix)/device/\(node)_"
         if topic == "\(prefix)/status" {
             // Home Assistant has (re)started and needs the discovery messages again.
             if payload == Array("online".utf8) { publishFamily(force: true) }
-        } else if topic == deviceTopic(prefix) {
-            // What an earlier run published: a child in it the cache no longer lists was deleted meanwhile.
-            guard let roster, let listed = try? roster.children(), case .object(let components)? = (try? JSONValue(parsing: payload))?["components"]
-            else { return }
-            let known = Set(listed.map(\.id.lowercased))
-            var gone: Set<String> = []
-            for (key, component) in components {
-                guard case .object(let fields) = component, fields.count > 1,  // platform only: already removed
-                    let object = key.split(separator: "_").first, object.count == 32
-                else { continue }
-                let hex = Array(object)
-                let id = [hex[0..<8], hex[8..<12], hex[12..<16], hex[16..<20], hex[20..<32]].map { String($0) }.joined(separator: "-")
-                if !known.contains(id) { gone.insert(id) }
-            }
-            guard !gone.isEmpty else { return }
-            state.withLock { s in
-                s.removing.formUnion(gone)
-                for id in gone { s.children[id] = s.children[id] ?? "" }  // so that publishFamily sees them go
-            }
-            publishFamily(force: true)
+        } else if topic.hasPrefix(devices), topic.hasSuffix("/config"), !payload.isEmpty {
+            // What an earlier run published: a child the cache no longer lists was deleted meanwhile.
+            let object = Array(topic.dropFirst(devices.count).dropLast("/config".count))
+            guard object.count == 32, let roster, let listed = try? roster.children() else { return }
+            let id = [object[0..<8], object[8..<12], object[12..<16], object[16..<20], object[20..<32]].map { String($0) }.joined(separator: "-")
+            if !listed.contains(where: { $0.id.lowercased == id }) { remove([id]) }
         } else if topic.hasPrefix("\(prefix)/"), topic.hasSuffix("/config"), topic.contains("/\(node)/"), !payload.isEmpty {
-            client?.publishNow(topic, [], retain: true)  // the older per-entity form: the device message replaces it
+            client?.publishNow(topic, [], retain: true)  // the older per-entity form: the devices replace it
         }
     }
 }
