@@ -97,8 +97,8 @@ extension Store {
                 let newest = try Row.fetchAll(
                     db,
                     sql: """
-                        \(Self.describedTransaction) WHERE child_id = ?1 AND origin = 'server' AND created_at =
-                            (SELECT MAX(created_at) FROM txn WHERE child_id = ?1 AND origin = 'server')
+                        \(Self.describedTransaction) WHERE child_id = ?1 AND origin = 'server' AND created_at = (
+                            SELECT created_at FROM txn WHERE child_id = ?1 AND origin = 'server' ORDER BY created_at DESC LIMIT 1)
                         """,
                     arguments: [c.id.lowercased])
                 guard !newest.isEmpty else { continue }

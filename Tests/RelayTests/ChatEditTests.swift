@@ -28,6 +28,8 @@ final class ChatStandIn: Sendable {
 
     /// The chat as a person sees it now, each message's last line (Matrix puts the title above the text).
     var chat: [String] { state.withLock { s in s.order.compactMap { s.messages[$0]?.components(separatedBy: "\n").last } } }
+    /// Each message whole, in the order posted.
+    var fullChat: [String] { state.withLock { s in s.order.compactMap { s.messages[$0] } } }
     var posts: Int { state.withLock { $0.posts } }
     var edits: Int { state.withLock { $0.edits } }
     var problems: [String] { state.withLock { $0.problems } }
@@ -232,6 +234,25 @@ func temporaryPath() -> String {
             #expect(await chat.send(balance("10.00", id: "dlv_1")) == .delivered)
             #expect(await chat.send(balance("9.00", id: "dlv_2")) == .delivered)
             #expect(standIn.posts == 2 && standIn.edits == 0)
+        }
+    }
+
+    /// A burst of a child's transactions is one message, edited as each comes ("Alice: 3 transactions"), as the
+    /// desktop's popup is; a balance message between them is a message of its own.
+    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aBurstOfTransactionsIsOneMessage(_ kind: SinkConfig.Kind) async throws {
+        try await withStandIn(kind) { standIn, base in
+            let store = try Store.open(path: temporaryPath())
+            let chat = try sink(standIn.yaml(base), store)
+            for (i, text) in ["Alice spent 1.00", "Alice spent 2.00", "Alice got 5.00"].enumerated() {
+                var m = transaction(id: "dlv_t\(i)")
+                m.text = text
+                #expect(await chat.send(m) == .delivered)
+                if i == 0 { #expect(await chat.send(balance("9.00", id: "dlv_b")) == .delivered) }
+            }
+            #expect(standIn.problems.isEmpty, "\(standIn.problems)")
+            #expect(standIn.posts == 2 && standIn.edits == 2, "posts \(standIn.posts), edits \(standIn.edits)")
+            let burst = try #require(standIn.chat.first.map { _ in standIn.fullChat[0] })
+            #expect(burst.contains("Alice: 3 transactions") && burst.contains("Alice spent 1.00") && burst.hasSuffix("Alice got 5.00"), "\(burst)")
         }
     }
 

@@ -3,6 +3,7 @@ import Core
 import Foundation
 import HTTPTransport
 import Store
+import Synchronization
 
 /// Where the chat sinks remember the message standing for a child's balance. (The store is one; a sink knows only
 /// this.)
@@ -28,6 +29,38 @@ extension HTTPSink {
     func editSubject(_ m: Message) -> String? {
         guard config.edit, config.canEdit, m.kind == .balanceUpdated, let child = m.childId else { return nil }
         return "balance:\(child.lowercased)"
+    }
+
+    /// Whether `m` may join a burst of its child's transactions: one message edited while they come less than
+    /// `ChatBursts.window` apart, as the desktop's popup does (not ntfy: its sequence ids replace, they do not list).
+    func joinsBursts(_ m: Message) -> Bool {
+        config.edit && config.canEdit && config.kind != .ntfy && m.kind == .transactionCreated && m.childId != nil
+    }
+
+    /// A transaction: the message of its child's burst says it too ("Alice: 3 transactions" and the last four), or,
+    /// outside a burst, it is posted and starts one.
+    func sendInBurst(_ m: Message, child: UUID) async -> DeliveryOutcome {
+        let at = now()
+        if let burst = bursts.join(child, id: m.id, text: m.text, at: at), let ref = burst.ref,
+            let edit = editRequest(for: burstMessage(m, burst.lines), ref: ref)
+        {
+            let answer: HTTPResponse
+            do { answer = try await client.send(edit) } catch { return .retry("\(config.name): \(error.message)", after: nil) }
+            if !messageIsGone(answer) { return Self.classify(answer, kind: config.kind, slackAPI: config.token != nil) }
+        }
+        let (outcome, answer) = await post(m)
+        if outcome == .delivered { bursts.start(child, id: m.id, text: m.text, ref: answer.flatMap(messageRef), at: at) }
+        return outcome
+    }
+
+    /// The burst's message: a line with the child and the count, then the last four transactions' texts.
+    func burstMessage(_ m: Message, _ lines: [String]) -> Message {
+        var burst = m
+        let name = (try? JSONValue(parsing: Array(m.alert.utf8)))?["childName"]?.stringValue ?? "Transactions"
+        burst.title = "\(name): \(lines.count) transactions"
+        let shown = lines.suffix(4).joined(separator: "\n")
+        burst.text = config.escape(burst.title, markup: true) + "\n" + shown + (lines.count > 4 ? "\n(and \(lines.count - 4) before)" : "")
+        return burst
     }
 
     /// ntfy's sequence ids are `[-_A-Za-z0-9]{1,64}`: `balance-` and the child's id without dashes.
@@ -150,5 +183,37 @@ extension HTTPSink {
             .rejected("Slack: \(error)")
         default: .retry("Slack: \(error)", after: nil)
         }
+    }
+}
+
+/// Per child, the chat message of the burst of transactions under way: kept by this process only (after a restart,
+/// the next transaction starts a new burst).
+final class ChatBursts: Sendable {
+    /// How long after a child's last transaction the next one still joins its message.
+    static let window: TimeInterval = 10
+
+    struct Burst {
+        var ref: String?
+        var last: Date
+        /// The texts of the burst's transactions by delivery id (a retried delivery is not listed twice).
+        var lines: [(id: String, text: String)]
+    }
+
+    private let bursts = Mutex<[UUID: Burst]>([:])
+
+    /// The burst the transaction joins, with its line added, or nil when none is under way.
+    func join(_ child: UUID, id: String, text: String, at now: Date) -> (ref: String?, lines: [String])? {
+        bursts.withLock { b in
+            guard var burst = b[child], now.timeIntervalSince(burst.last) < Self.window else { return nil }
+            if !burst.lines.contains(where: { $0.id == id }) { burst.lines.append((id, text)) }
+            burst.last = now
+            b[child] = burst
+            return (burst.ref, burst.lines.map(\.text))
+        }
+    }
+
+    /// A transaction posted as a message of its own: the burst starts with it.
+    func start(_ child: UUID, id: String, text: String, ref: String?, at now: Date) {
+        bursts.withLock { $0[child] = Burst(ref: ref, last: now, lines: [(id, text)]) }
     }
 }

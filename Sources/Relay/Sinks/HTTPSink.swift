@@ -13,6 +13,7 @@ public struct HTTPSink: Sink {
     let icon: String?
     /// Where the messages edited in place are remembered (nil: each alert is a new message).
     let sent: (any SentMessageLedger)?
+    let bursts = ChatBursts()
     let now: @Sendable () -> Date
 
     init(
@@ -28,6 +29,7 @@ public struct HTTPSink: Sink {
 
     public func send(_ message: Message) async -> DeliveryOutcome {
         if let subject = editSubject(message), let sent { return await sendStanding(message, subject: subject, sent: sent) }
+        if joinsBursts(message), let child = message.childId { return await sendInBurst(message, child: child) }
         return await post(message).outcome
     }
 
