@@ -42,6 +42,9 @@ public struct RelayEvent: Sendable, Equatable {
     public var previousBalance: Decimal?
     /// Fetched by a catch-up rather than pushed live.
     public var caughtUp: Bool
+    /// Fetched by the first catch-up of a new database: the family's history before the relay, which
+    /// `relay.history` decides about (by default, no alert). In the alert only when true.
+    public var history = false
     /// Free text: why a write was refused, which sink was disabled, how long the hub has been away.
     public var detail: String?
     /// For a digest: how many transactions, and their signed sum.
@@ -128,6 +131,10 @@ public struct RelayEvent: Sendable, Equatable {
         }
         w.key("caughtUp")
         w.bool(caughtUp)
+        if history {
+            w.key("history")
+            w.bool(true)
+        }
         if let detail { w.member("detail", detail) }
         if let count {
             w.key("count")
@@ -175,6 +182,7 @@ public struct RelayEvent: Sendable, Equatable {
         balance = json["balance"].flatMap(Money.decimal)
         previousBalance = json["previousBalance"].flatMap(Money.decimal)
         caughtUp = json["caughtUp"]?.boolValue ?? false
+        history = json["history"]?.boolValue ?? false
         detail = json["detail"]?.stringValue
         count = json["count"]?.intValue
         total = json["total"].flatMap(Money.decimal)

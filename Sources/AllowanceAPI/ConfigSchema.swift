@@ -46,6 +46,9 @@ public enum ConfigSchema {
         .init(key: "relay.icon_url", type: "url", defaultValue: nil, help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
         .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for quiet hours, summaries and \"mute today\" (default: the system's)"),
         .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
+        .init(
+            key: "relay.history", type: "none | digest | all", defaultValue: "none",
+            help: "what the first catch-up of a new database alerts of the family's history: nothing, one digest per child, or every transaction"),
     ]
 
     /// The top-level sections, in the reference file's order.

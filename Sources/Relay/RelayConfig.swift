@@ -15,6 +15,13 @@ public struct RelayConfig: Sendable {
     public var titles: [RelayEvent.Kind: Template] = [:]
     /// A hub connection down this long raises `connection.lost`.
     public var connectionLostAfter: TimeInterval = 300
+    /// What the first catch-up of a new database alerts of the family's history.
+    public var history: HistoryMode = .none
+
+    /// `relay.history`: a new relay starts from now (`none`), or tells the history as one digest per child, or all of it.
+    public enum HistoryMode: String, Sendable, CaseIterable {
+        case none, digest, all
+    }
 
     public init() {}
 
@@ -99,6 +106,13 @@ public struct RelayConfig: Sendable {
             }
         }
         if let m = values.positive("relay.connection_lost_minutes", into: &problems) { config.connectionLostAfter = Double(m) * 60 }
+        if let h = values.string("relay.history") {
+            if let mode = HistoryMode(rawValue: h.lowercased()) {
+                config.history = mode
+            } else {
+                problems.append(values.error("relay.history", "'\(h)' is not a history mode", fix: "none (start from now), digest or all"))
+            }
+        }
 
         if let sinksNode = map["sinks"] {
             let sinks = top.child(sinksNode, "sinks", at: map.keys.first { $0.string == "sinks" }?.mark)

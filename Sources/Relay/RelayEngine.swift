@@ -73,7 +73,8 @@ public final class RelayEngine: Sendable {
     private func plan(with generation: Generation) {
         let workers = Dictionary(generation.workers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let config = generation.config
-        let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes)
+        let planner = RulePlanner(
+            rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes, history: config.history)
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows.
             for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {

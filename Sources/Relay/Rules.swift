@@ -76,15 +76,19 @@ public struct RulePlanner: AlertPlanner {
     public let currency: String?
     /// Sinks muted per child ("Mute today"): nothing but critical alerts about the child goes to them meanwhile.
     let mutes: MuteList?
+    /// What the first catch-up of a new database alerts (`relay.history`).
+    let history: RelayConfig.HistoryMode
     let now: @Sendable () -> Date
 
     public init(
-        rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil, history: RelayConfig.HistoryMode = .all,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.rules = rules
         self.sinks = sinks
         self.currency = currency
         self.mutes = mutes
+        self.history = history
         self.now = now
     }
 
@@ -98,6 +102,7 @@ public struct RulePlanner: AlertPlanner {
     }
 
     public func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+        if e.history, history == .none { return [] }  // a new relay starts from now
         let now = now()
         var planned: [PlannedDelivery] = []
         var taken = Set<String>()  // kind|sink: the first rule that routes an alert to a sink decides how
@@ -109,7 +114,8 @@ public struct RulePlanner: AlertPlanner {
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
                     if rule.urgency != .critical, let child = e.childId, mutes?.isMuted(sink: sink, child: child, at: now) == true { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
-                    let foldable = kind == .transactionCreated && (rule.digest ?? !(sinks[sink]?.isMachine ?? false))
+                    // `relay.history: digest` folds the history for every sink, machines too.
+                    let foldable = kind == .transactionCreated && (e.history && history == .digest || rule.digest ?? !(sinks[sink]?.isMachine ?? false))
                     if e.caughtUp && foldable {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)

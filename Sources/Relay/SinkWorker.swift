@@ -336,11 +336,15 @@ struct SinkWorker: Sendable {
                 return t.type == .credit ? sum + t.amount : sum - t.amount
             }
             let caughtUp = sorted.contains { $0.event.caughtUp }
-            let digest = RelayEvent(
+            let history = sorted.allSatisfy { $0.event.history }
+            // What the digest folds, in words: the family's history, a time the relay was away, or quiet hours.
+            let detail = history ? "Before the relay started" : caughtUp ? "While the relay was offline" : "During quiet hours"
+            var digest = RelayEvent(
                 kind: .digest, at: Date(), childId: child, childName: sorted.last?.event.childName,
                 balance: sorted.last?.event.transaction?.balanceAfter, caughtUp: caughtUp,
-                detail: caughtUp ? "While the relay was offline" : "During quiet hours", count: sorted.count, total: total,
+                detail: detail, count: sorted.count, total: total,
                 transactions: sorted.compactMap(\.event.transaction))
+            digest.history = history
             out.append(try ledger.foldIntoDigest(sorted.map(\.delivery), digest: digest, currency: config.formatting.currency, at: Date()))
             logger.info("sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
         }

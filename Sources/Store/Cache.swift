@@ -143,10 +143,13 @@ extension Store {
     /// `balancesAskedAt`: when the request for `children` went out. A child whose balance a live event set after
     /// that keeps it: the event is at least as new as the answer (writing the answer over it left a stale
     /// balance for good when no later event came; seen under a connection reset mid-burst).
+    ///
+    /// `history`: this is the first catch-up of a new database (`hasCaughtUp` was false): its alerts say so, and the
+    /// completing call records `historyTaken` transactions for `status`.
     @discardableResult
     public func storeCaughtUp(
         children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
-        complete: Bool = true, balancesAskedAt: Date? = nil, at now: Date = Date()
+        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil, at now: Date = Date()
     ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
@@ -165,11 +168,11 @@ extension Store {
                 _ = try Self.dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
                 try Self.insert(db, t, via: "catch-up", now: now)
                 inserted += 1
-                try planDeliveries(
-                    db,
-                    RelayEvent(
-                        kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
-                        balance: t.balanceAfter, caughtUp: true))
+                var event = RelayEvent(
+                    kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
+                    balance: t.balanceAfter, caughtUp: true)
+                event.history = history
+                try planDeliveries(db, event)
             }
             guard complete else { return inserted }
             // Balances last: the server's figure wins over any sum of what we hold.
@@ -185,11 +188,11 @@ extension Store {
                 let cached = try Self.childBalance(db, c.id).map { $0 - pending }
                 try Self.setBalance(db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, now: now)
                 if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
-                    try planDeliveries(
-                        db,
-                        RelayEvent(
-                            kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
-                            previousBalance: Money.decimal(cents: cached), caughtUp: true))
+                    var event = RelayEvent(
+                        kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
+                        previousBalance: Money.decimal(cents: cached), caughtUp: true)
+                    event.history = history
+                    try planDeliveries(db, event)
                 }
             }
             for (child, newest) in cursors {
@@ -200,6 +203,11 @@ extension Store {
             try db.executeCached(
                 sql: "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [ISO.string(now)])
+            if let historyTaken {
+                try db.execute(
+                    sql: "INSERT INTO sync_state (key, value) VALUES ('history', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    arguments: ["\(historyTaken) \(ISO.string(now))"])
+            }
             return inserted
         }
     }
@@ -226,6 +234,21 @@ extension Store {
             try Row.fetchAll(db, sql: "SELECT id, child_id, reason, first_seen_at FROM rejected ORDER BY first_seen_at DESC, rowid DESC").map {
                 ($0["id"], ($0["child_id"] as String?).flatMap(UUID.init(uuidString:)), $0["reason"], ISODate.parse($0["first_seen_at"]) ?? .distantPast)
             }
+        }
+    }
+
+    /// Whether a catch-up ever completed on this database (false: the next one reads the family's history).
+    public func hasCaughtUp() throws(StoreError) -> Bool {
+        try read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM sync_state WHERE key = 'last_catch_up'") ?? false }
+    }
+
+    /// What the first catch-up of this database took as history: how many transactions, and when.
+    public func historyTaken() throws(StoreError) -> (transactions: Int, at: Date)? {
+        try read { db in
+            guard let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'history'") else { return nil }
+            let parts = text.split(separator: " ")
+            guard parts.count == 2, let n = Int(parts[0]), let at = ISODate.parse(String(parts[1])) else { return nil }
+            return (n, at)
         }
     }
 

@@ -70,6 +70,8 @@ public struct CatchUp: Sendable {
         // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
         if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
         let startedAt = Date()
+        // The first catch-up of a new database reads the family's history: its alerts are marked so.
+        let history = try !store.hasCaughtUp()
         let children = try await api.children()
         var report = Report(children: children.count, fetched: 0, stored: 0)
         let rejectedBefore = try store.rejectedRows().count
@@ -123,7 +125,7 @@ public struct CatchUp: Sendable {
                 if cursor == nil || held.fresh.count + held.unreadable.count >= holdLimit {
                     report.fetched += held.fresh.count
                     report.stored += try store.storeCaughtUp(
-                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false)
+                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false, history: history)
                     held = ([], [])
                 }
                 if reachedCursor { break }
@@ -136,7 +138,8 @@ public struct CatchUp: Sendable {
         if let lost = try store.lostOnServer(windows) { throw store.conflict(lost) }
         for (children, fresh, unreadable) in heldBack {
             report.fetched += fresh.count
-            report.stored += try store.storeCaughtUp(children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false)
+            report.stored += try store.storeCaughtUp(
+                children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false, history: history)
         }
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let asked = Date()
@@ -154,7 +157,13 @@ public struct CatchUp: Sendable {
         for gone in try store.markRemoved(keeping: latest) {
             logger.notice("\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children")
         }
-        try store.storeCaughtUp(children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked)
+        try store.storeCaughtUp(
+            children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked, history: history,
+            historyTaken: history ? report.stored : nil)
+        if history {
+            logger.notice(
+                "first catch-up of a new database: \(report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")
+        }
         let rejected = try store.rejectedRows()
         report.rejected = rejected.count - rejectedBefore
         if report.rejected > 0 {

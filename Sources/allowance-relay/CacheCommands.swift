@@ -70,8 +70,10 @@ struct StatusCommand: AsyncParsableCommand {
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
         let rejected = try store.rejectedRows()
+        let history = try store.historyTaken()
         if options.json {
             options.emit([
+                "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
                 "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
                 "transactions": .number(String(s.transactions)), "inboxRows": .number(String(s.inboxRows)),
@@ -124,6 +126,7 @@ struct StatusCommand: AsyncParsableCommand {
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
             ["last event", s.lastEvent.map(iso) ?? "none"],
             ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
+            ["history", history.map { "\($0.transactions) transaction(s) taken by the first catch-up at \(iso($0.at)) (relay.history)" } ?? "not taken yet"],
             ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
         ]
         // Rows from the server that were set aside: each with its reason, so the server's data can be fixed.

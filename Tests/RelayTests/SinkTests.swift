@@ -218,7 +218,21 @@ import Testing
             RelayEvent(kind: .connectionLost, at: now, detail: "no connection for 5 minutes"),
             RelayEvent(kind: .deliveryDisabled, at: now, detail: "HTTP 410", sink: "chat"),
             RelayEvent(kind: .test, at: now, sink: "hook"),
+            RelayEvent(kind: .syncConflict, at: now, detail: "The server no longer has a transaction the cache holds"),
+            RelayEvent(kind: .syncRejected, at: now, childId: alice, childName: "Alice", detail: "an amount of 0"),
+            RelayEvent(
+                kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, detail: "daily at 19:00",
+                count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
+            { () -> RelayEvent in
+                var e = RelayEvent(
+                    kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, caughtUp: true,
+                    detail: "Before the relay started", count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2])
+                e.history = true
+                return e
+            }(),
         ]
+        // Every kind a webhook can be sent (a recovered balance only takes back a popup).
+        #expect(Set(events.map(\.kind)) == Set(RelayEvent.Kind.allCases).subtracting([.balanceRecovered]))
         var lines: [String] = []
         for e in events {
             let m = config.message(id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
