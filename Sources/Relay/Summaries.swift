@@ -40,33 +40,38 @@ public struct SummarySchedule: Sendable, Equatable {
     /// "today" or "this week": how the message names the period.
     public var label: String { period == .daily ? "today" : "this week" }
 
+    /// The wall-clock time this schedule names, as Calendar matches it: on a day where it does not exist (the spring
+    /// change skips it) the next time that does; on a day where it comes twice (autumn), the first.
+    private var components: DateComponents {
+        var c = DateComponents(hour: minute / 60, minute: minute % 60, second: 0)
+        if case .weekly(let weekday) = period { c.weekday = weekday }
+        return c
+    }
+
+    private func calendar(_ timeZone: TimeZone) -> Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        return calendar
+    }
+
     /// The last time this schedule fell due at or before `date`.
     public func lastDue(atOrBefore date: Date, in timeZone: TimeZone) -> Date {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        let day = calendar.startOfDay(for: date)
-        for back in 0...8 {
-            guard let start = calendar.date(byAdding: .day, value: -back, to: day),
-                let due = calendar.date(bySettingHour: minute / 60, minute: minute % 60, second: 0, of: start)
-            else { continue }
-            if case .weekly(let weekday) = period, calendar.component(.weekday, from: start) != weekday { continue }
-            if due <= date { return due }
-        }
-        return date
+        // Backward from just after `date`: a due time equal to `date` is the last one.
+        let after = date.addingTimeInterval(0.001)
+        return calendar(timeZone).nextDate(
+            after: after, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .backward) ?? date
     }
 
-    /// The next time this schedule falls due after `date`.
+    /// The next time this schedule falls due after `date`: later the same day when that time has not come yet.
     public func nextDue(after date: Date, in timeZone: TimeZone) -> Date {
-        // The last due time of a moment a period later is the next one (daylight saving changes included).
-        let ahead = lastDue(atOrBefore: date.addingTimeInterval(period == .daily ? 86400 + 7200 : 7 * 86400 + 7200), in: timeZone)
-        return ahead > date ? ahead : date.addingTimeInterval(60)
+        calendar(timeZone).nextDate(after: date, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
+            ?? date.addingTimeInterval(60)
     }
 
-    /// The start of the period that ends at `due`.
+    /// The start of the period that ends at `due`: the due time before it (a day of 23 or 25 hours across a
+    /// daylight-saving change).
     public func periodStart(endingAt due: Date, in timeZone: TimeZone) -> Date {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        return calendar.date(byAdding: .day, value: period == .daily ? -1 : -7, to: due) ?? due
+        lastDue(atOrBefore: due.addingTimeInterval(-0.001), in: timeZone)
     }
 }
 
@@ -106,7 +111,7 @@ struct SummaryScheduler: Sendable {
         do {
             guard let last = try store.summaryLastDue(rule: rule.name) else {
                 try store.raiseSummaries(rule: rule.name, due: due, events: [], baselineOnly: true)
-                logger.info("summary rule \(rule.name): first summary at \(ISODate.string(schedule.nextDue(after: now, in: zone)))")
+                logger.info("summary rule \(rule.name): first summary at \(Self.local(schedule.nextDue(after: now, in: zone), zone))")
                 return true
             }
             guard last < due else { return true }
@@ -118,6 +123,14 @@ struct SummaryScheduler: Sendable {
             logger.error("summary rule \(rule.name): cannot plan the summaries: \(error) (tried again in a minute)")
             return false
         }
+    }
+
+    /// "2026-11-23 18:49 Europe/Paris": a due time as the family reads it.
+    static func local(_ date: Date, _ zone: TimeZone) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: date)
+        return String(format: "%04d-%02d-%02d %02d:%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0, c.minute ?? 0) + zone.identifier
     }
 
     /// One summary event per child the rule covers, from the cache.
@@ -136,4 +149,46 @@ struct SummaryScheduler: Sendable {
         }
         return events
     }
+}
+
+extension RelayConfig {
+    /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
+    /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
+    public func currentSummaries(store: Store, rule name: String? = nil, now: Date = Date()) throws -> [RelayEvent] {
+        let summaryRules = rules.filter { $0.summary != nil }
+        let rule: Rule?
+        if let name {
+            guard let found = summaryRules.first(where: { $0.name == name }) else {
+                let names = summaryRules.map(\.name)
+                throw SummaryError(
+                    names.isEmpty ? "No summary rule '\(name)': the configuration has none (a rule with summary: daily at 19:00)."
+                        : "No summary rule '\(name)'; the summary rules are \(names.joined(separator: ", ")).")
+            }
+            rule = found
+        } else {
+            rule = summaryRules.first
+        }
+        let schedule = rule?.summary ?? SummarySchedule("daily at 00:00")!
+        let start = schedule.lastDue(atOrBefore: now, in: formatting.timeZone)
+        var events: [RelayEvent] = []
+        for child in try store.children() {
+            if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) {
+                continue
+            }
+            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt <= now }.reversed()
+            let total = list.reduce(Decimal(0)) { $0 + ($1.type == .credit ? $1.amount : -$1.amount) }
+            var e = RelayEvent(
+                kind: .summary, at: now, childId: child.id, childName: child.firstName, balance: child.currentBalance,
+                detail: schedule.label + " so far", count: list.count, total: total, transactions: Array(list))
+            e.summaryRule = rule?.name
+            events.append(e)
+        }
+        return events
+    }
+}
+
+/// A summary that cannot be made as asked (no such rule).
+public struct SummaryError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

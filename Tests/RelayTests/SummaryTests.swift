@@ -35,6 +35,35 @@ import Testing
         #expect(weekly.periodStart(endingAt: date("2026-11-22T17:00:00Z"), in: paris) == date("2026-11-15T17:00:00Z"))
     }
 
+    /// What a user met: `daily at 18:49`, started at 18:47, said "first summary at" the next day.
+    @Test func aSummaryDueLaterTodayIsDueToday() throws {
+        let daily = try #require(SummarySchedule("daily at 18:49"))
+        // 18:47 in Paris (winter: UTC+1).
+        #expect(daily.nextDue(after: date("2026-11-23T17:47:00Z"), in: paris) == date("2026-11-23T17:49:00Z"))
+        #expect(daily.nextDue(after: date("2026-11-23T17:49:00Z"), in: paris) == date("2026-11-24T17:49:00Z"))
+        let weekly = try #require(SummarySchedule("weekly on monday at 18:49"))
+        #expect(weekly.nextDue(after: date("2026-11-23T17:47:00Z"), in: paris) == date("2026-11-23T17:49:00Z"), "Monday 23, later today")
+    }
+
+    /// Both daylight-saving changes in Paris (29 March and 25 October 2026): a summary keeps its wall-clock time, a
+    /// time the spring change skips comes at the next one that exists, one the autumn change repeats comes once.
+    @Test func summariesKeepTheirTimeAcrossDaylightSavingChanges() throws {
+        let evening = try #require(SummarySchedule("daily at 19:00"))
+        // 19:00 is 18:00 UTC before the spring change and 17:00 UTC after it.
+        #expect(evening.nextDue(after: date("2026-03-28T18:00:00Z"), in: paris) == date("2026-03-29T17:00:00Z"))
+        #expect(evening.periodStart(endingAt: date("2026-03-29T17:00:00Z"), in: paris) == date("2026-03-28T18:00:00Z"), "a 23-hour day")
+        // And back in autumn: a 25-hour day.
+        #expect(evening.nextDue(after: date("2026-10-24T17:00:00Z"), in: paris) == date("2026-10-25T18:00:00Z"))
+        #expect(evening.lastDue(atOrBefore: date("2026-10-25T17:59:00Z"), in: paris) == date("2026-10-24T17:00:00Z"))
+        let night = try #require(SummarySchedule("daily at 02:30"))
+        // 29 March: 02:30 does not exist (02:00 -> 03:00): the next existing time, 03:00 CEST = 01:00 UTC.
+        #expect(night.nextDue(after: date("2026-03-28T02:00:00Z"), in: paris) == date("2026-03-29T01:00:00Z"))
+        // 25 October: 02:30 comes twice (CEST, then CET): once, the first.
+        let first = night.nextDue(after: date("2026-10-24T12:00:00Z"), in: paris)
+        #expect(first == date("2026-10-25T00:30:00Z"))
+        #expect(night.nextDue(after: first, in: paris) == date("2026-10-26T01:30:00Z"), "not again an hour later")
+    }
+
     @Test func eachPeriodIsPlannedOnceAndAMissedOneWhenTheRelayStarts() throws {
         let store = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "summary-\(UUID())/relay.sqlite").path)
         func t(_ amount: String, _ type: TransactionType, _ after: String, _ at: String) -> Transaction {
@@ -81,6 +110,32 @@ import Testing
         // The next evening is another period.
         scheduler.plan(rule, schedule, now: date("2026-11-23T18:00:01Z"))
         #expect(try store.deliveries(sink: "chat").count == 2)
+    }
+
+    /// Decided: a summary comes at the time its rule names, quiet hours or not (the parent chose that time; a
+    /// summary is not an interruption to hold). Everything else a quiet sink gets waits for the end.
+    @Test func quietHoursDoNotHoldASummary() throws {
+        let config = try RelayConfig.parse(
+            """
+            sinks:
+              chat:
+                type: slack
+                url: https://hooks.slack.example/x
+                quiet_hours: 00:00-23:59
+            rules:
+              - name: evening
+                summary: daily at 19:00
+                to: chat
+              - event: transaction.created
+                to: chat
+            """, file: "t.yaml")
+        let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName)
+        var summary = RelayEvent(kind: .summary, at: Date(), childId: alice, childName: "Alice", balance: 3, detail: "today", count: 0, total: 0)
+        summary.summaryRule = "evening"
+        let planned = planner.plan(summary)
+        #expect(planned.count == 1 && planned.first?.notBefore == nil, "\(planned)")
+        let held = planner.plan(created(transaction("1.00", after: "2.00")))
+        #expect(held.count == 1 && held.first?.notBefore != nil, "a transaction in quiet hours waits")
     }
 
     @Test func aSummaryRuleNeedsAScheduleAndNoEvent() {

@@ -1,0 +1,59 @@
+import AllowanceAPI
+import ArgumentParser
+import Foundation
+import Core
+import Relay
+import RelayDaemon
+
+struct SummaryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "summary", abstract: "The summaries the rules send, now.", subcommands: [Show.self], defaultSubcommand: Show.self)
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print each child's summary of the period under way, as far as it has gone.",
+            discussion: Help.reflow("""
+                The period is the first summary rule's (or --rule's): since its last due time, in relay.time_zone. Without a
+                summary rule it is today, since midnight. Nothing is sent.
+
+                Examples:
+                  allowance-relay summary show --config relay.yaml
+                  allowance-relay summary show --config relay.yaml --child Alice --json
+                """))
+
+        @OptionGroup var options: CacheOptions
+        @Option(help: "Only this child (a first name or an id).") var child: String?
+        @Option(help: "The summary rule whose period and children to use (default: the first one).") var rule: String?
+
+        func run() async throws {
+            let relay: RelayConfig
+            do {
+                relay = try RelayConfig.load(file: options.config)
+            } catch {
+                FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+                throw ExitCode(78)
+            }
+            let store = try await options.openStore()
+            var events = try { () throws(CLIError) in
+                do { return try relay.currentSummaries(store: store, rule: rule) } catch { throw CLIError("\(error)", code: Exit.dataError) }
+            }()
+            if let child {
+                let children = try store.children()
+                guard let match = children.first(where: { $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased() })
+                else { throw CLIError(Children.unknown(child, children), code: Exit.dataError) }
+                events = events.filter { $0.childId == match.id }
+            }
+            if options.json {
+                options.emit(.array(events.map { $0.json(currency: relay.formatting.currency) }))
+                return
+            }
+            // As a plain-text sink would say it: the summary template, no markup.
+            let plain = SinkConfig(name: "summary", kind: .webhook)
+            for e in events {
+                let m = relay.message(id: "summary", kind: .summary, urgency: .normal, event: e, sink: plain, markup: false)
+                print(m.text)
+            }
+            if events.isEmpty { print("No child to summarise (the rule names none the cache has).") }
+        }
+    }
+}
