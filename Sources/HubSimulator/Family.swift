@@ -37,8 +37,19 @@ actor FamilyStore {
     private(set) var transactions: [SimTransaction] = []
     private var byIdempotencyKey: [String: SimTransaction] = [:]
     private var random: SeededRandom
+    /// Where the family is saved after each change (nil: it lives as long as the process).
+    private let stateFile: String?
 
-    init(seed: UInt64) {
+    /// What `--state FILE` keeps: the family, and where the generator is, so that new ids stay new.
+    private struct Saved: Codable {
+        var random: UInt64
+        var children: [SimChild]
+        var transactions: [SimTransaction]
+        var idempotencyKeys: [String: UUID]
+    }
+
+    init(seed: UInt64, stateFile: String? = nil) {
+        self.stateFile = stateFile
         random = SeededRandom(seed: seed)
         // Fixed ids so that tests, docs and a restarted simulator agree.
         children = [
@@ -52,6 +63,35 @@ actor FamilyStore {
                 id: UUID(uuidString: "33333333-3333-4333-8333-333333333333")!, firstName: "Carol", lastName: "Example",
                 weeklyAllowance: 5, currentBalance: Decimal(string: "3.75")!, lastAllowanceDate: nil),
         ]
+        if let saved = Self.load(stateFile) {
+            children = saved.children
+            transactions = saved.transactions
+            random = SeededRandom(state: saved.random)
+            let byId = Dictionary(transactions.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            byIdempotencyKey = saved.idempotencyKeys.compactMapValues { byId[$0] }
+        }
+    }
+
+    /// The family as `stateFile` keeps it, when there is one (none or a missing file: the seed's family, saved from
+    /// the first change on).
+    private static func load(_ stateFile: String?) -> Saved? {
+        guard let stateFile, let data = FileManager.default.contents(atPath: stateFile) else { return nil }
+        guard let saved = try? JSONDecoder().decode(Saved.self, from: data) else {
+            FileHandle.standardError.write(Data("allowance-hub-sim: \(stateFile) is not a state file this simulator wrote; starting from the seed\n".utf8))
+            return nil
+        }
+        return saved
+    }
+
+    /// Written whole after each change, atomically: a simulator killed at any moment restarts as the same backend.
+    private func save() {
+        guard let stateFile else { return }
+        let saved = Saved(random: random.state, children: children, transactions: transactions, idempotencyKeys: byIdempotencyKey.mapValues(\.id))
+        do {
+            try JSONEncoder().encode(saved).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
+        } catch {
+            FileHandle.standardError.write(Data("allowance-hub-sim: cannot save the family to \(stateFile): \(error)\n".utf8))
+        }
     }
 
     func child(_ id: UUID) -> SimChild? { children.first { $0.id == id } }
@@ -88,6 +128,7 @@ actor FamilyStore {
             createdAt: Date(), createdByName: by, sequence: transactions.count + 1)
         transactions.append(t)
         if let key = idempotencyKey { byIdempotencyKey[key] = t }
+        save()
         return (t, true)
     }
 
@@ -96,6 +137,7 @@ actor FamilyStore {
         guard children.contains(where: { $0.id == id }) else { return false }
         children.removeAll { $0.id == id }
         transactions.removeAll { $0.childId == id }
+        save()
         return true
     }
 
@@ -103,6 +145,7 @@ actor FamilyStore {
     func setBalance(_ id: UUID, _ balance: Decimal) -> Bool {
         guard let i = children.firstIndex(where: { $0.id == id }) else { return false }
         children[i].currentBalance = balance
+        save()
         return true
     }
 
@@ -118,6 +161,7 @@ actor FamilyStore {
         let lostIds = Set(lost.map(\.id))
         byIdempotencyKey = byIdempotencyKey.filter { !lostIds.contains($0.value.id) }
         transactions.removeLast(lost.count)
+        save()
         return lost.count
     }
 
@@ -137,8 +181,10 @@ actor FamilyStore {
 /// SplitMix64: small, fast, and the same sequence for the same seed on every machine. Public for the tests'
 /// seeded fault schedules.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    /// Where the sequence is: a generator made again from it goes on with the same numbers.
+    public private(set) var state: UInt64
     public init(seed: UInt64) { state = seed }
+    init(state: UInt64) { self.state = state }
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15

@@ -28,6 +28,9 @@ public struct SimulatorConfiguration: Sendable {
     public var clientTimeout: Duration = .seconds(30)
     /// Send hub messages as Binary frames (some servers do).
     public var binaryFrames = false
+    /// Where the family is kept across restarts (nil: a fresh family from the seed each start). Written after each
+    /// change, so a restarted simulator is the same backend, not a reset one.
+    public var stateFile: String?
 
     public init() {}
 }
@@ -67,6 +70,8 @@ public final class HubSimulator: Sendable {
         /// A hub that ends every connection right after its handshake: "close" (Close with allowReconnect) or
         /// "malformed" (a frame that is not JSON). `POST /_sim/flap?mode=`.
         var flap: String?
+        /// The whole backend is down: REST answers 503, the hub refuses, no activity.
+        var down = false
         /// The configured bearer token is no longer accepted (`POST /_sim/revoke?static=true`): a token rotated on
         /// the server.
         var staticTokenRevoked = false
@@ -75,7 +80,7 @@ public final class HubSimulator: Sendable {
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
         self.configuration = configuration
         self.logger = logger
-        family = FamilyStore(seed: configuration.seed)
+        family = FamilyStore(seed: configuration.seed, stateFile: configuration.stateFile)
         hub = Hub(logger: logger)
         faults.withLock { $0.fullPayload = configuration.fullTransactionPayload }
     }
@@ -157,7 +162,7 @@ public final class HubSimulator: Sendable {
         let interval = Duration.seconds(1 / configuration.activityRate)
         while !Task.isCancelled {
             try await Task.sleep(for: interval)
-            await generate(1)
+            if !isDown { await generate(1) }  // a backend that is down takes no transactions
         }
     }
 
@@ -167,6 +172,7 @@ public final class HubSimulator: Sendable {
         let router = Router()
         let api = router.group("api/v1")
         api.post("auth/login") { request, context in
+            if self.isDown { return self.problem(503, "The backend is down (simulated).") }
             let body = try await self.jsonBody(request, context)
             guard body["email"]?.stringValue == "parent@example.com", body["password"]?.stringValue == "allowance" else {
                 return self.problem(401, "Invalid email or password.")
@@ -187,6 +193,7 @@ public final class HubSimulator: Sendable {
                 ]))
         }
         api.get("auth/me") { request, _ in
+            if self.isDown { return self.problem(503, "The backend is down (simulated).") }
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
             return self.json(
                 200,
@@ -303,6 +310,7 @@ public final class HubSimulator: Sendable {
 
     /// Applies the REST fault switches; nil lets the request through.
     private func restGate(_ request: Request) async throws -> Response? {
+        if isDown { return problem(503, "The backend is down (simulated: POST /_sim/up brings it back).") }
         let (mode, delay) = faults.withLock { f -> (String, Duration) in
             guard f.restCount > 0 else { return ("ok", .zero) }
             f.restCount -= 1
@@ -329,6 +337,18 @@ public final class HubSimulator: Sendable {
             self.logger.notice("fault: dropping all hub sockets\(forget ? " and forgetting their connections" : "")")
             await self.hub.dropAll(forget: forget)
             return self.json(200, ["dropped": true])
+        }
+        // The backend down and up, REST and hub together: how to try "backend down" with a relay.
+        sim.post("down") { _, _ in
+            self.logger.notice("fault: the backend is down (REST 503, hub refused) until POST /_sim/up")
+            self.faults.withLock { $0.down = true }
+            await self.hub.dropAll(forget: true)
+            return self.json(200, ["down": true])
+        }
+        sim.post("up") { _, _ in
+            self.logger.notice("the backend is up again")
+            self.faults.withLock { $0.down = false }
+            return self.json(200, ["down": false])
         }
         sim.post("refuse") { request, _ in
             let seconds = Double(request.uri.queryParameters["seconds"].map(String.init) ?? "") ?? 5
@@ -532,7 +552,9 @@ public final class HubSimulator: Sendable {
         case row(JSONValue)
     }
 
-    var isRefusing: Bool { faults.withLock { f in f.refuseUntil.map { $0 > .now } ?? false } }
+    var isRefusing: Bool { faults.withLock { f in f.down || f.refuseUntil.map { $0 > .now } ?? false } }
+    /// `POST /_sim/down` until `POST /_sim/up`: REST and the hub both.
+    var isDown: Bool { faults.withLock { $0.down } }
 
     func jsonBody(_ request: Request, _ context: BasicRequestContext) async throws -> JSONValue {
         let buffer = try await request.body.collect(upTo: 1 << 20)

@@ -19,14 +19,19 @@ struct HubSimCommand: AsyncParsableCommand {
                                   (honours Idempotency-Key)
             Hub:                  /hubs/family (negotiate v0/v1, JSON protocol, stateful reconnect):
                                   TransactionCreated, BalanceUpdated
+            Backend down:         POST /_sim/down (REST answers 503, the hub refuses, no activity) and POST /_sim/up
             Fault switches:       POST /_sim/drop[?forget=true] | refuse?seconds=T | close?allowReconnect=true&error=E |
                                   malformed?kind=json|type|args|unknown|incomplete | burst?count=N |
                                   rest?mode=slow[&ms=M]|fail|<status>&count=N | payload?mode=id|full | invoke?target=T | revoke | webhook (a receiver)
+                                  restore?keep=N (a backup restored) | balance?child=ID&balance=X
                                   GET /_sim/stats
+            With --state FILE the family (children, balances, transactions) survives a restart: the same backend
+            comes back, where without it a restart is a reset backend (new family from the seed, same ids).
 
             Examples:
               allowance-hub-sim --port 0 --token dev-token
               allowance-hub-sim --port 5080 --token dev-token --rate 2 --burst 5
+              allowance-hub-sim --port 5080 --token dev-token --rate 1 --state family.json
             """
     )
 
@@ -41,6 +46,7 @@ struct HubSimCommand: AsyncParsableCommand {
     @Option(help: "Seconds between server pings on an idle connection.") var keepAlive = 15.0
     @Option(help: "Seconds of client silence before the server drops it.") var clientTimeout = 30.0
     @Flag(help: "Send hub messages as Binary WebSocket frames.") var binaryFrames = false
+    @Option(help: "Keep the family in this file across restarts (written after each change).") var state: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
 
     enum Payload: String, ExpressibleByArgument, CaseIterable { case full, id }
@@ -53,7 +59,7 @@ struct HubSimCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Stop at once on SIGTERM/SIGINT: the simulator holds nothing that needs saving.
+        // Stop at once on SIGTERM/SIGINT: the simulator holds nothing unsaved (--state is written at each change).
         signal(SIGTERM) { _ in _exit(0) }
         signal(SIGINT) { _ in _exit(0) }
         let level = Logger.Level(rawValue: logLevel) ?? .info
@@ -73,6 +79,7 @@ struct HubSimCommand: AsyncParsableCommand {
         config.keepAliveInterval = .seconds(keepAlive)
         config.clientTimeout = .seconds(clientTimeout)
         config.binaryFrames = binaryFrames
+        config.stateFile = state
         let simulator = HubSimulator(configuration: config)
         try await simulator.run { url in
             // Unbuffered, so a parent process reading our stdout sees the line at once.
