@@ -226,6 +226,8 @@ public struct PlannedDelivery: Sendable, Equatable {
     /// An equal key on the same sink within `dedupWindow` means: already said, skip.
     public var dedupKey: String?
     public var dedupWindow: TimeInterval?
+    /// The sink is muted for the child ("Mute today", `allowance-relay mute add`): recorded as `muted`, not sent.
+    public var muted = false
 
     public init(
         sink: String, rule: String, kind: RelayEvent.Kind, urgency: Urgency, digest: Bool = false, notBefore: Date? = nil,

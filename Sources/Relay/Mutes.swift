@@ -16,7 +16,16 @@ public final class MuteList: Sendable {
     }
 
     public func isMuted(sink: String, child: UUID, at now: Date = Date()) -> Bool {
-        mutes.withLock { m in m["\(sink)|\(child.lowercased)"].map { $0 > now } ?? false }
+        mutes.withLock { m in
+            m["\(sink)|\(child.lowercased)"].map { $0 > now } ?? false || m["\(Mute.everySink)|\(child.lowercased)"].map { $0 > now } ?? false
+        }
+    }
+
+    /// Reads the mutes again (another process changed them: `allowance-relay mute add|remove`).
+    public func refresh() {
+        guard let store, let running = try? store.mutes() else { return }
+        let fresh = Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max)
+        mutes.withLock { $0 = fresh }
     }
 
     /// Mutes `sink` for `child` until the next midnight in `timeZone`; returns that time.
@@ -28,7 +37,7 @@ public final class MuteList: Sendable {
         return until
     }
 
-    static func nextMidnight(after date: Date, in timeZone: TimeZone) -> Date {
+    public static func nextMidnight(after date: Date, in timeZone: TimeZone) -> Date {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
         return calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: date)) ?? date.addingTimeInterval(86400)

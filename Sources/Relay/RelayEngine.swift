@@ -158,6 +158,12 @@ public final class RelayEngine: Sendable {
         }
     }
 
+    /// Another process changed the mutes (`allowance-relay mute`, which signals SIGUSR1): alerts planned from now on
+    /// follow them.
+    public func mutesChanged() {
+        mutes.refresh()
+    }
+
     /// A catch-up finished: the sinks that show the family (Home Assistant's device) publish any child added or deleted.
     public func familyChanged() {
         let workers = state.withLock { $0.current.workers }

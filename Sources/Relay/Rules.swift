@@ -112,8 +112,9 @@ public struct RulePlanner: AlertPlanner {
                     // Only a popup has something to take back when a low balance recovers.
                     if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
-                    if rule.urgency != .critical, let child = e.childId, mutes?.isMuted(sink: sink, child: child, at: now) == true { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
+                    // Recorded, not sent: `deliveries list --state muted` shows what a mute held back.
+                    p.muted = rule.urgency != .critical && e.childId.map { mutes?.isMuted(sink: sink, child: $0, at: now) == true } == true
                     // `relay.history: digest` folds the history for every sink, machines too.
                     let foldable = kind == .transactionCreated && (e.history && history == .digest || rule.digest ?? !(sinks[sink]?.isMachine ?? false))
                     if e.caughtUp && foldable {

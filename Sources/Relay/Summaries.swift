@@ -111,7 +111,7 @@ struct SummaryScheduler: Sendable {
         do {
             guard let last = try store.summaryLastDue(rule: rule.name) else {
                 try store.raiseSummaries(rule: rule.name, due: due, events: [], baselineOnly: true)
-                logger.info("summary rule \(rule.name): first summary at \(Self.local(schedule.nextDue(after: now, in: zone), zone))")
+                logger.info("summary rule \(rule.name): first summary at \(LocalTime.text(schedule.nextDue(after: now, in: zone), zone))")
                 return true
             }
             guard last < due else { return true }
@@ -123,14 +123,6 @@ struct SummaryScheduler: Sendable {
             logger.error("summary rule \(rule.name): cannot plan the summaries: \(error) (tried again in a minute)")
             return false
         }
-    }
-
-    /// "2026-11-23 18:49 Europe/Paris": a due time as the family reads it.
-    static func local(_ date: Date, _ zone: TimeZone) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: date)
-        return String(format: "%04d-%02d-%02d %02d:%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0, c.minute ?? 0) + zone.identifier
     }
 
     /// One summary event per child the rule covers, from the cache.

@@ -83,6 +83,7 @@ public struct Daemon: Sendable {
         add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
         add(untilShutdown { await reloader.run() }, "reloader")
+        add(untilShutdown { [engine] in for await _ in await UnixSignalsSequence(trapping: .sigusr1) { engine.mutesChanged() } }, "mutes")
         add(hub, "hub")
 
         var config = ServiceGroupConfiguration(services: services, logger: logger)

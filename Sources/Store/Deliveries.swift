@@ -14,6 +14,8 @@ public struct Delivery: Sendable, Equatable {
         case dead
         /// Folded into a digest delivery (`merged_into`).
         case merged
+        /// Not sent: the sink was muted for the child when it was planned (`last_error` says until when).
+        case muted
         /// Written by versions before 0.2 while a send was under way; read as pending.
         case inFlight = "in_flight"
     }
@@ -83,19 +85,20 @@ extension Store {
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
                 urgency: p.urgency, alert: alert(of: event, as: p.kind, planner: planner, memo: &alerts), digest: p.digest,
-                state: .pending, attempts: 0, nextAttemptAt: p.notBefore ?? now, createdAt: now)
+                state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: p.notBefore ?? now, lastError: p.muted ? "muted" : nil,
+                createdAt: now)
             try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
-                                          next_attempt_at, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                                          next_attempt_at, last_error, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, p.dedupKey,
-                    ISO.string(d.nextAttemptAt), ISO.string(now),
+                    d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now),
                 ])
             inserted += 1
-            planned.withLock { $0.append(d) }
+            if !p.muted { planned.withLock { $0.append(d) } }  // a muted row is kept, not handed to a worker
         }
         return inserted
     }

@@ -2,8 +2,11 @@ import Foundation
 import AllowanceAPI
 import GRDB
 
-/// A sink muted for one child until a time ("Mute today" on a popup).
+/// A sink muted for one child until a time ("Mute today" on a popup, `allowance-relay mute add`). The sink `*`
+/// stands for every sink.
 public struct Mute: Sendable, Equatable {
+    public static let everySink = "*"
+
     public let sink: String
     public let childId: UUID
     public let until: Date
@@ -25,6 +28,19 @@ extension Store {
                     ON CONFLICT(sink, child_id) DO UPDATE SET until = excluded.until
                     """,
                 arguments: [m.sink, m.childId.lowercased, ISO.string(m.until)])
+        }
+    }
+
+    /// Lifts the mutes of `child` (on `sink` only, when given); returns how many there were.
+    @discardableResult
+    public func unmute(child: UUID, sink: String? = nil) throws(StoreError) -> Int {
+        try write { db in
+            if let sink {
+                try db.execute(sql: "DELETE FROM mute WHERE child_id = ? AND sink = ?", arguments: [child.lowercased, sink])
+            } else {
+                try db.execute(sql: "DELETE FROM mute WHERE child_id = ?", arguments: [child.lowercased])
+            }
+            return db.changesCount
         }
     }
 

@@ -213,6 +213,38 @@ enum Schema {
                 );
                 """)
         }
+        m.registerMigration("v14: muted deliveries") { db in
+            // An alert to a sink muted for its child is recorded as `muted` (so `deliveries list` shows it) instead of
+            // leaving no trace. SQLite cannot change a CHECK constraint: the table is rebuilt with the new state.
+            try db.execute(sql: """
+                CREATE TABLE delivery_new (
+                    id TEXT PRIMARY KEY,
+                    sink TEXT NOT NULL,
+                    rule TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    child_id TEXT,
+                    urgency TEXT NOT NULL CHECK (urgency IN ('low', 'normal', 'critical')),
+                    alert TEXT NOT NULL,
+                    digest INTEGER NOT NULL DEFAULT 0,
+                    dedup_key TEXT,
+                    state TEXT NOT NULL CHECK (state IN ('pending', 'in_flight', 'delivered', 'dead', 'merged', 'muted')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at TEXT NOT NULL,
+                    last_error TEXT,
+                    merged_into TEXT,
+                    created_at TEXT NOT NULL,
+                    delivered_at TEXT
+                );
+                INSERT INTO delivery_new (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, attempts,
+                                          next_attempt_at, last_error, merged_into, created_at, delivered_at)
+                    SELECT id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, attempts,
+                           next_attempt_at, last_error, merged_into, created_at, delivered_at FROM delivery;
+                DROP TABLE delivery;
+                ALTER TABLE delivery_new RENAME TO delivery;
+                CREATE INDEX delivery_due ON delivery (sink, state, next_attempt_at);
+                CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
+                """)
+        }
         return m
     }
 }

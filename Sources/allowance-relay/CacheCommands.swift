@@ -1,6 +1,7 @@
 import AllowanceAPI
 import ArgumentParser
 import Foundation
+import Relay
 import RelayDaemon
 import Core
 import Store
@@ -71,6 +72,7 @@ struct StatusCommand: AsyncParsableCommand {
         let disabled = try store.disabledSinks()
         let rejected = try store.rejectedRows()
         let history = try store.historyTaken()
+        let mutes = try store.mutes()
         if options.json {
             options.emit([
                 "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
@@ -98,6 +100,7 @@ struct StatusCommand: AsyncParsableCommand {
                     var members: [(key: String, value: JSONValue)] = [
                         ("pending", .number(String((c["pending"] ?? 0) + (c["in_flight"] ?? 0)))),
                         ("delivered", .number(String(c["delivered"] ?? 0))), ("dead", .number(String(c["dead"] ?? 0))),
+                        ("muted", .number(String(c["muted"] ?? 0))),
                     ]
                     members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
                     return (sink, .object(members))
@@ -132,7 +135,11 @@ struct StatusCommand: AsyncParsableCommand {
         // Rows from the server that were set aside: each with its reason, so the server's data can be fixed.
         let aside: [[String]] = rejected.prefix(10).map { ["set aside", "transaction \($0.id): \($0.reason)"] }
             + (rejected.count > 10 ? [["set aside", "… and \(rejected.count - 10) more (status --json lists all)"]] : [])
-        print(Table.render(lines + aside + sinks))
+        let names = Dictionary(try store.children().map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
+        let muted: [[String]] = mutes.map { m in
+            ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(LocalTime.text(m.until, .current))"]
+        }
+        print(Table.render(lines + aside + muted + sinks))
     }
 }
 
@@ -144,7 +151,8 @@ private func processIsAlive(_ pid: Int32) -> Bool {
 private func sinkLine(_ sink: String, _ c: [String: Int], _ disabled: String?) -> [String] {
     let pending = c["pending", default: 0] + c["in_flight", default: 0]
     let off = disabled.map { "; SWITCHED OFF: \($0)" } ?? ""
-    return ["sink \(sink)", "\(pending) pending, \(c["delivered", default: 0]) delivered, \(c["dead", default: 0]) dead\(off)"]
+    let muted = c["muted", default: 0] > 0 ? ", \(c["muted", default: 0]) muted" : ""
+    return ["sink \(sink)", "\(pending) pending, \(c["delivered", default: 0]) delivered, \(c["dead", default: 0]) dead\(muted)\(off)"]
 }
 
 struct BalancesCommand: AsyncParsableCommand {

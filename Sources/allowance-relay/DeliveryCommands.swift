@@ -32,7 +32,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
             discussion: "Examples:\n  allowance-relay deliveries list --state dead\n  allowance-relay deliveries list --sink family-chat --json")
         @OptionGroup var options: CacheOptions
         @Option(help: "Only this sink's.") var sink: String?
-        @Option(help: "Only in this state: pending, delivered, dead, merged.") var state: Delivery.State?
+        @Option(help: "Only in this state: pending, delivered, dead, merged, muted.") var state: Delivery.State?
         @Option(help: "How many.") var limit = 50
 
         func run() async throws {

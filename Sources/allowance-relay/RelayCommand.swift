@@ -28,7 +28,7 @@ struct RelayCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
-            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, ConfigCommand.self, StoreCommand.self,
+            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, MuteCommand.self, ConfigCommand.self, StoreCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -58,6 +58,8 @@ struct RunCommand: AsyncParsableCommand {
         // manager stopping us right after the start) would otherwise kill the process outright. Trapped, it waits
         // for the daemon, which then stops gracefully and exits 0.
         let stopSignals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        // `allowance-relay mute` signals SIGUSR1 (mutes changed): before the daemon listens for it, ignored, not fatal.
+        signal(SIGUSR1, SIG_IGN)
         var environment = ProcessInfo.processInfo.environment
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }

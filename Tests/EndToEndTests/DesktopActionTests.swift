@@ -87,21 +87,24 @@ import Testing
             let mute = try #require(try store.mutes().first)
             #expect(mute.sink == "popups" && mute.childId.uuidString.lowercased() == Self.alice)
             #expect(mute.until > Date() && mute.until <= Date().addingTimeInterval(86400), "until midnight")
-            // Muted: a transaction of Alice's is stored, no popup is planned for it.
+            // Muted: a transaction of Alice's is stored, its popup is recorded as muted, not shown.
             try await simTransaction(base, amount: "2.00", type: "Credit")
             #expect(await eventually(.seconds(10)) { (try? store.transactions(child: UUID(uuidString: Self.alice)!).count) ?? 0 >= 2 })
             try await Task.sleep(for: .milliseconds(300))
-            #expect(try store.deliveries(sink: "popups").count == 1)
+            let shown = { try store.deliveries(sink: "popups").filter { $0.state != .muted } }
+            #expect(try shown().count == 1)
+            #expect(try store.deliveries(sink: "popups", state: .muted).count == 1, "what the mute held back is recorded")
             await relay.expectCleanStop()
             // Still muted after a restart; another child is not.
             relay = try RelayProcess(env: environment, arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             try await simTransaction(base, amount: "2.50", type: "Debit")
             try await simTransaction(base, child: "22222222-2222-4222-8222-222222222222", amount: "1.25", type: "Credit")
-            #expect(await eventually(.seconds(10)) { (try? store.deliveries(sink: "popups").count) == 2 })
+            #expect(await eventually(.seconds(10)) { (try? shown().count) == 2 })
             try await Task.sleep(for: .milliseconds(300))
-            let planned = try store.deliveries(sink: "popups")
+            let planned = try shown()
             #expect(planned.count == 2 && planned.filter { $0.childId?.uuidString.lowercased() == Self.alice }.count == 1)
+            #expect(try store.deliveries(sink: "popups", state: .muted).count == 2)
             await relay.expectCleanStop()
         }
     }

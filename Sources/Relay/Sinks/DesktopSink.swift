@@ -155,7 +155,7 @@ public final class DesktopSink: Sink {
             guard let child = target.child, let mutes else { return }
             do {
                 let until = try mutes.muteForToday(sink: config.name, child: child, timeZone: timeZone)
-                logger.notice("sink \(config.name): alerts about \(target.name.isEmpty ? child.lowercased : target.name) muted until \(ISODate.string(until)) (Mute today)")
+                logger.notice("sink \(config.name): alerts about \(target.name.isEmpty ? child.lowercased : target.name) muted until \(LocalTime.text(until, timeZone)) (Mute today)")
             } catch {
                 logger.error("sink \(config.name): could not store the mute: \(error)")
             }
