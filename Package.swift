@@ -65,7 +65,7 @@ let package = Package(
         // No allowance words here: it is a library others could use.
         .target(
             name: "SignalRClient",
-            dependencies: ["SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
         ),
         // The Allowance Tracker domain: models, money, hub event decoding, settings.
         .target(
@@ -192,8 +192,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "AllowanceAPI", "Alerts", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
-                "TestSupport",
+                "AllowanceAPI", "Alerts", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
+                "Sync", "TestSupport",
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",
             ]),

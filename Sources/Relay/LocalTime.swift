@@ -15,6 +15,12 @@ public enum LocalTime {
         return String(format: "%04d-%02d-%02d %02d:%02d ", c.year!, c.month!, c.day!, c.hour!, c.minute!) + zone.identifier
     }
 
+    /// "2026-11-24 23:00:05": a table's cell, its zone said once in the column's title.
+    public static func cell(_ date: Date, _ zone: TimeZone) -> String {
+        let c = components(date, zone)
+        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+    }
+
     /// ISO 8601 with the zone's offset: "2026-11-24T23:00:00+01:00".
     public static func iso(_ date: Date, _ zone: TimeZone) -> String {
         let c = components(date, zone)

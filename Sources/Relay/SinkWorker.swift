@@ -284,12 +284,12 @@ struct SinkWorker: Sendable {
         case .retry(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
             sends.pause(until: retry)
-            logger.warning("sink \(name): \(reason); retrying at \(ISODate.string(retry))")
+            logger.warning("sink \(name): \(reason); retrying in \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .throttled(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
             sends.pause(until: retry)
-            logger.warning("sink \(name): \(reason); the sink waits until \(ISODate.string(retry))")
+            logger.warning("sink \(name): \(reason); the sink waits \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .disable(let reason):
             sends.switchOff()

@@ -1,3 +1,4 @@
+import Core
 import Logging
 
 /// The life of a `HubConnection` as a value: each thing that happens (start, an attempt that worked or failed, a
@@ -105,7 +106,7 @@ struct ConnectionStateMachine {
                 return [.failStart(error)]
             }
             state = .starting(attempt: attempt + 1, began: began)
-            return [.log(.warning, "start failed; retrying in \(delay)", reason: error.message), .attempt(.newConnection, after: delay)]
+            return [.log(.warning, "start failed; retrying in \(spoken(delay))", reason: error.message), .attempt(.newConnection, after: delay)]
         case .reconnecting(.reattach, let attempt, let began, _):
             // The server no longer knows the connection (or refuses it): a new one, at once.
             if case .transport(.upgradeRejected) = error.kind { return fallBackToNewConnection(error, at: now) }

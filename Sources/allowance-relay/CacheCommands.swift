@@ -14,6 +14,18 @@ struct CacheOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
+    @Flag(help: "Times in tables in UTC (as --json gives them) instead of the family's time zone.")
+    var utc = false
+
+    /// How a column title names the zone of its times.
+    func zoneName(_ zone: TimeZone) -> String { utc ? "UTC" : zone.identifier }
+
+    /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc.
+    func tableZone() -> TimeZone {
+        if utc { return TimeZone(identifier: "UTC")! }
+        return (try? RelayConfig.load(file: config).formatting.timeZone) ?? .current
+    }
+
     func settings() async throws -> LocalSettings {
         do {
             return try await RelaySettings.local(file: config)
@@ -109,35 +121,37 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         let sinks: [[String]] = counts.keys.sorted().map { sink in sinkLine(sink, counts[sink]!, disabled[sink]) }
+        let zone = options.tableZone()
+        let local = { (date: Date) in LocalTime.text(date, zone) }
         let hub: String =
             if let link, running {
-                "\(link.state.rawValue) since \(iso(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
+                "\(link.state.rawValue) since \(local(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
                     + (link.state == .connected ? "" : ": \(link.detail)") + " (pid \(link.pid))"
             } else if let link {
-                "not running (last: \(link.state.rawValue) since \(iso(link.since)), \(link.detail))"
+                "not running (last: \(link.state.rawValue) since \(local(link.since)), \(link.detail))"
             } else {
                 "never run"
             }
         let lines: [[String]] = [
             ["hub", hub],
-            ["sync", sync.map { "\($0.phase.rawValue) since \(iso($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(iso($0))" } ?? "") } ?? "never run"],
+            ["sync", sync.map { "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(local($0))" } ?? "") } ?? "never run"],
             ["database", s.path],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
             ["schema", "version \(s.migrations.count)"],
             ["children", String(s.children)],
             ["transactions", String(s.transactions)],
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
-            ["last event", s.lastEvent.map(iso) ?? "none"],
-            ["last catch-up", s.lastCatchUp.map(iso) ?? "never"],
-            ["history", history.map { "\($0.transactions) transaction(s) taken by the first catch-up at \(iso($0.at)) (relay.history)" } ?? "not taken yet"],
-            ["last contact", (s.lastContact.map(iso) ?? "never") + (stale ? "  (stale)" : "")],
+            ["last event", s.lastEvent.map(local) ?? "none"],
+            ["last catch-up", s.lastCatchUp.map(local) ?? "never"],
+            ["history", history.map { "\($0.transactions) transaction(s) taken by the first catch-up at \(local($0.at)) (relay.history)" } ?? "not taken yet"],
+            ["last contact", (s.lastContact.map(local) ?? "never") + (stale ? "  (stale)" : "")],
         ]
         // Rows from the server that were set aside: each with its reason, so the server's data can be fixed.
         let aside: [[String]] = rejected.prefix(10).map { ["set aside", "transaction \($0.id): \($0.reason)"] }
             + (rejected.count > 10 ? [["set aside", "… and \(rejected.count - 10) more (status --json lists all)"]] : [])
         let names = Dictionary(try store.children().map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
         let muted: [[String]] = mutes.map { m in
-            ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(LocalTime.text(m.until, .current))"]
+            ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(local(m.until))"]
         }
         print(Table.render(lines + aside + muted + sinks))
     }
@@ -249,8 +263,9 @@ struct TransactionsCommand: AsyncParsableCommand {
             }))
             return
         }
-        let rows = [["WHEN", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in
-            [iso(t.createdAt), names[t.childId].map(SafeText.forLog) ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter),
+        let zone = options.tableZone()
+        let rows = [["WHEN (\(options.zoneName(zone)))", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in
+            [LocalTime.cell(t.createdAt, zone), names[t.childId].map(SafeText.forLog) ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter),
              SafeText.forLog(t.description)]
         }
         print(Table.render(rows, rightAligned: [2, 3]))

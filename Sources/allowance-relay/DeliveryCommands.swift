@@ -42,10 +42,11 @@ struct DeliveriesCommand: AsyncParsableCommand {
                 options.emit(.array(rows.map(\.json)))
                 return
             }
-            let table = [["CREATED", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
+            let zone = options.tableZone()
+            let table = [["CREATED (\(options.zoneName(zone)))", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
                 [
-                    iso(d.createdAt), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
-                    d.isWaiting ? iso(d.nextAttemptAt) : "-", d.id, Self.short(d.lastError),
+                    LocalTime.cell(d.createdAt, zone), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
+                    d.isWaiting ? LocalTime.cell(d.nextAttemptAt, zone) : "-", d.id, Self.short(d.lastError),
                 ]
             }
             print(Table.render(table, rightAligned: [4]))
@@ -81,11 +82,13 @@ struct DeliveriesCommand: AsyncParsableCommand {
                 return
             }
             let alert = d.storedAlert
+            let zone = options.tableZone()
             print(
                 Table.render([
                     ["id", d.id], ["sink", d.sink], ["rule", d.rule], ["kind", d.kind.rawValue], ["state", d.state.rawValue],
-                    ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)], ["created", iso(d.createdAt)],
-                    ["delivered", d.deliveredAt.map(iso) ?? "-"], ["next try", d.isWaiting ? iso(d.nextAttemptAt) : "-"],
+                    ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)], ["created", LocalTime.text(d.createdAt, zone)],
+                    ["delivered", d.deliveredAt.map { LocalTime.text($0, zone) } ?? "-"],
+                    ["next try", d.isWaiting ? LocalTime.text(d.nextAttemptAt, zone) : "-"],
                     ["last error", d.lastError ?? "-"], ["alert", alert.serialized],
                 ]))
         }
