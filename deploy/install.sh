@@ -49,6 +49,22 @@ install -D -m 0644 "$here/icons/allowance-relay.svg" "$share/icons/hicolor/scala
 install -D -m 0644 "$here/icons/allowance-relay.png" "$share/icons/hicolor/64x64/apps/allowance-relay.png"
 install -D -m 0644 "$here/allowance-relay.desktop" "$share/applications/allowance-relay.desktop"
 
+if [ "$mode" = user ]; then
+  # Any desktop session runs XDG autostart entries: this one hands the session's display to the user manager (for
+  # the browser a popup's click opens) and (re)starts the relay with it, also where graphical-session.target is
+  # never reached.
+  install -d "$root${XDG_CONFIG_HOME:-$HOME/.config}/autostart"
+  cat >"$root${XDG_CONFIG_HOME:-$HOME/.config}/autostart/allowance-relay-session.desktop" <<'ENTRY'
+[Desktop Entry]
+Type=Application
+Name=allowance-relay session
+Comment=Gives the allowance-relay user service this desktop's display
+Exec=sh -c "systemctl --user import-environment DISPLAY WAYLAND_DISPLAY XAUTHORITY; systemctl --user is-enabled -q allowance-relay && systemctl --user restart allowance-relay"
+NoDisplay=true
+X-GNOME-Autostart-enabled=true
+ENTRY
+fi
+
 if [ -e "$confdir/relay.yaml" ]; then
   echo "kept the existing $confdir/relay.yaml (the example is $example)"
 else
@@ -64,6 +80,7 @@ if [ -z "$root" ]; then
     echo "next: put the token in $confdir/token (chmod 600, owned by allowance-relay), then"
     echo "      systemctl enable --now allowance-relay && journalctl -u allowance-relay -f"
   else
+    systemctl --user import-environment DISPLAY WAYLAND_DISPLAY XAUTHORITY 2>/dev/null || true
     systemctl --user daemon-reload
     echo "next: systemctl --user enable --now allowance-relay && journalctl --user -u allowance-relay -f"
   fi

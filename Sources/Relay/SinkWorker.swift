@@ -337,8 +337,11 @@ struct SinkWorker: Sendable {
             }
             let caughtUp = sorted.contains { $0.event.caughtUp }
             let history = sorted.allSatisfy { $0.event.history }
-            // What the digest folds, in words: the family's history, a time the relay was away, or quiet hours.
-            let detail = history ? "Before the relay started" : caughtUp ? "While the relay was offline" : "During quiet hours"
+            // What the digest folds, in words: the family's history, a time the relay was away (every part caught up),
+            // or quiet hours (live transactions held; a catch-up after a short drop in the night does not make the
+            // whole night "offline").
+            let offline = sorted.allSatisfy { $0.event.caughtUp }
+            let detail = history ? "Before the relay started" : offline ? "While the relay was offline" : "During quiet hours"
             var digest = RelayEvent(
                 kind: .digest, at: Date(), childId: child, childName: sorted.last?.event.childName,
                 balance: sorted.last?.event.transaction?.balanceAfter, caughtUp: caughtUp,

@@ -26,9 +26,13 @@ echo "# edited by the admin" >>"$tmp/root/etc/allowance-relay/relay.yaml"
 grep -q "kept the existing" "$tmp/second.log" || fail "second install did not keep the config"
 grep -q "edited by the admin" "$tmp/root/etc/allowance-relay/relay.yaml" || fail "the admin's config was overwritten"
 
-HOME="$tmp/home" XDG_DATA_HOME= "$repo/deploy/install.sh" --user --root "$tmp/userroot" --binary "$binary" >/dev/null
+HOME="$tmp/home" XDG_DATA_HOME= XDG_CONFIG_HOME= "$repo/deploy/install.sh" --user --root "$tmp/userroot" --binary "$binary" >/dev/null
 [ -f "$tmp/userroot$tmp/home/.config/systemd/user/allowance-relay.service" ] || fail "user unit not installed"
 [ -s "$tmp/userroot$tmp/home/.local/share/bash-completion/completions/allowance-relay" ] || fail "no user bash completion"
+autostart="$tmp/userroot$tmp/home/.config/autostart/allowance-relay-session.desktop"
+grep -q "import-environment DISPLAY WAYLAND_DISPLAY" "$autostart" || fail "no autostart entry giving the user service the display"
+if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$autostart" || fail "desktop-file-validate, autostart"; fi
+grep -qx "WantedBy=default.target" "$repo/deploy/allowance-relay-user.service" || fail "the user unit must start on any desktop (default.target)"
 
 installed="$tmp/root/usr/local/bin/allowance-relay"
 sed "s|/usr/local/bin/allowance-relay|$installed|" "$tmp/root/etc/systemd/system/allowance-relay.service" >"$tmp/allowance-relay.service"

@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import Relay
@@ -84,6 +85,23 @@ import Testing
         _ = try await RelaySettings.load(file: file, environment: env)
         let relay = try RelayConfig.load(file: file, environment: env)
         #expect(name == "reference.yaml" || !relay.sinks.isEmpty)
+    }
+
+    /// What `install.sh --user` installs: one popup per transaction carrying the new balance, and the low-balance
+    /// popup only when the balance drops below the threshold (it gave two or three popups per transaction).
+    @Test func theDesktopExampleGivesOnePopupPerTransaction() throws {
+        let relay = try RelayConfig.load(file: PythonPeer.root.appending(path: "config/desktop.yaml").path)
+        let planner = RulePlanner(rules: relay.rules, sinks: relay.sinksByName)
+        let child = UUID()
+        func transaction(_ amount: Decimal, after: Decimal) -> RelayEvent {
+            let t = Transaction(id: UUID(), childId: child, amount: amount, type: .debit, description: "x", balanceAfter: after, createdAt: Date(), createdByName: "P")
+            return RelayEvent(kind: .transactionCreated, at: Date(), childId: child, childName: "Alice", transaction: t, balance: after, previousBalance: after + amount)
+        }
+        #expect(planner.plan(transaction(1, after: 20)).map(\.kind) == [.transactionCreated])
+        #expect(Set(planner.plan(transaction(1, after: Decimal(string: "4.50")!)).map(\.kind)) == [.transactionCreated, .balanceLow], "crossing below 5.00")
+        #expect(planner.plan(transaction(1, after: Decimal(string: "3.50")!)).map(\.kind) == [.transactionCreated], "already below: no second low popup")
+        let balance = RelayEvent(kind: .balanceUpdated, at: Date(), childId: child, childName: "Alice", balance: 3, previousBalance: Decimal(string: "3.50")!)
+        #expect(planner.plan(balance).filter { $0.kind != .balanceLow }.isEmpty, "no balance popup beside the transaction's")
     }
 
     @Test func suggestionsAreCloseWordsOnly() {

@@ -70,7 +70,8 @@ import Testing
         // dunst's context menu lists a popup's actions through a dmenu; this one picks "Mute today".
         let (file, storePath, bin, _) = try setUp()
         let picker = bin + "/pick-mute"
-        try "#!/bin/sh\ngrep -m1 'Mute today'\n".write(toFile: picker, atomically: true, encoding: .utf8)
+        let menu = bin + "/menu.txt"
+        try "#!/bin/sh\ntee \(menu) | grep -m1 'Mute today'\n".write(toFile: picker, atomically: true, encoding: .utf8)
         chmod(picker, 0o755)
         let desktop = try DesktopSession(dunstrc: "[global]\n    dmenu = \(picker)\n")
         defer { desktop.stop() }
@@ -84,6 +85,9 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             _ = try runCommand(["dunstctl", "context"], env: desktop.env)
             #expect(await relay.waitFor("muted until"), "\(relay.output.suffix(1500))")
+            // The popup's menu offers "Open" once (it offered it twice: the default action and a button).
+            let offered = try String(contentsOfFile: menu, encoding: .utf8)
+            #expect(offered.components(separatedBy: "Open").count - 1 == 1, "\(offered)")
             let mute = try #require(try store.mutes().first)
             #expect(mute.sink == "popups" && mute.childId.uuidString.lowercased() == Self.alice)
             #expect(mute.until > Date() && mute.until <= Date().addingTimeInterval(86400), "until midnight")

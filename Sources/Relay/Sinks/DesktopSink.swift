@@ -103,7 +103,8 @@ public final class DesktopSink: Sink {
         let urgency: UInt8 = ["low": 0, "normal": 1, "critical": 2][m.urgency.rawValue]!
         // A click on the popup opens the link; "Mute today" needs a child to mute.
         var actions: [String] = []
-        if let link = m.link, !link.isEmpty { actions += ["default", "Open", "open", "Open"] }
+        // One "Open": the default action is what a click does, and servers that list actions show it by its label.
+        if let link = m.link, !link.isEmpty { actions += ["default", "Open"] }
         if child != nil { actions += ["mute", "Mute today"] }
         let category = Self.category(m.kind)
         // Critical popups stay until dismissed (the spec); the others use the server's default.
