@@ -342,9 +342,11 @@ struct SinkWorker: Sendable {
             // whole night "offline").
             let offline = sorted.allSatisfy { $0.event.caughtUp }
             let detail = history ? "Before the relay started" : offline ? "While the relay was offline" : "During quiet hours"
+            // The balance as it is now: live transactions since the last folded one have moved it.
+            let balance = (try? ledger.currentBalance(child: child)).flatMap { $0 } ?? sorted.last?.event.transaction?.balanceAfter
             var digest = RelayEvent(
                 kind: .digest, at: Date(), childId: child, childName: sorted.last?.event.childName,
-                balance: sorted.last?.event.transaction?.balanceAfter, caughtUp: caughtUp,
+                balance: balance, caughtUp: caughtUp,
                 detail: detail, count: sorted.count, total: total,
                 transactions: sorted.compactMap(\.event.transaction))
             digest.history = history

@@ -82,10 +82,22 @@ extension Store {
             {
                 continue
             }
+            var due = p.notBefore ?? now
+            if let child = event.childId {
+                // What a catch-up found comes before what happened after it (the live alert waits for the digest).
+                let key = "\(p.sink)|\(child.lowercased)"
+                gathering.withLock { g in
+                    if event.caughtUp, p.digest, let until = p.notBefore {
+                        g[key] = max(g[key] ?? until, until)
+                    } else if !event.caughtUp, p.urgency != .critical, let until = g[key] {
+                        if until > now { due = max(due, until.addingTimeInterval(0.01)) } else { g[key] = nil }
+                    }
+                }
+            }
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
                 urgency: p.urgency, alert: alert(of: event, as: p.kind, planner: planner, memo: &alerts), digest: p.digest,
-                state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: p.notBefore ?? now, lastError: p.muted ? "muted" : nil,
+                state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
                 createdAt: now)
             try db.executeCached(
                 sql: """
@@ -355,9 +367,15 @@ public protocol DeliveryLedger: Sendable {
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
     /// An event of the relay's own (a sink switched off), planned like any other.
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int
+    /// The child's balance now (a digest shows it as it is when it is sent, not as its last transaction left it).
+    func currentBalance(child: UUID) throws(StoreError) -> Decimal?
 }
 
-extension Store: DeliveryLedger {}
+extension Store: DeliveryLedger {
+    public func currentBalance(child: UUID) throws(StoreError) -> Decimal? {
+        try read { db in try Self.childBalance(db, child).map(Money.decimal(cents:)) }
+    }
+}
 
 extension DeliveryLedger {
     /// In two reads, for a ledger that has no single one.

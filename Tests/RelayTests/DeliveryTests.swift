@@ -349,6 +349,28 @@ import Testing
         }
     }
 
+    /// What a catch-up found comes before the live alert that follows it, and the digest shows the balance as it is
+    /// when it is sent (the live transaction moved it), not as its last folded transaction left it.
+    @Test func aCatchUpsDigestComesBeforeTheLiveAlertAfterItWithTheBalanceOfNow() async throws {
+        let chat = WebhookReceiver()
+        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store in
+            let fetched = [(Decimal(52), TransactionType.credit), (Decimal(50), .debit)].enumerated().map { i, b in
+                Transaction(
+                    id: UUID(), childId: alice, amount: 2, type: b.1, description: "t\(i)", balanceAfter: b.0,
+                    createdAt: Date().addingTimeInterval(Double(i) - 60), createdByName: "Pat")
+            }
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: fetched)
+            try live(store, "1.00", after: "49.00", "Ice cream")
+            await eventually("two messages") { chat.received.count >= 2 }
+            let texts = try chat.received.map { try JSONValue(parsing: $0.body)["text"]?.stringValue ?? "" }
+            #expect(texts.count == 2)
+            #expect(texts.first?.hasPrefix("While the relay was offline: 2 transactions for Alice") == true, "\(texts)")
+            #expect(texts.first?.hasSuffix("balance $49.00.") == true, "the balance when shown: \(texts)")
+            #expect(texts.last?.contains("Ice cream") == true, "\(texts)")
+        }
+    }
+
     /// A machine behind the generic webhook books each transaction: a catch-up reaches it one by one, with ids.
     @Test func aCatchUpReachesTheGenericWebhookOneTransactionAtATime() async throws {
         let books = WebhookReceiver()
@@ -406,6 +428,7 @@ final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
     func disabledSinks() throws(StoreError) -> [String: String] { try store.disabledSinks() }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
+    func currentBalance(child: UUID) throws(StoreError) -> Decimal? { try store.currentBalance(child: child) }
 }
 
 /// The store's ledger, counting the reads a worker makes.
@@ -440,4 +463,5 @@ final class CountingLedger: DeliveryLedger, @unchecked Sendable {
     }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
+    func currentBalance(child: UUID) throws(StoreError) -> Decimal? { try store.currentBalance(child: child) }
 }
