@@ -66,14 +66,27 @@ public enum HubEvent: Sendable, Equatable {
     }
 
     /// One human line for logs.
-    public var summary: String {
+    /// The child the event is about (nil: a TransactionCreated that carries only its id).
+    public var childId: UUID? {
+        switch self {
+        case .transactionCreated(let t): t.childId
+        case .transactionCreatedId: nil
+        case .balanceUpdated(let child, _): child
+        }
+    }
+
+    public var summary: String { summary(childName: nil) }
+
+    /// The one-line summary with the child named (`child=Alice (1111…)`) when the name is known.
+    public func summary(childName: String?) -> String {
+        func child(_ id: UUID) -> String { childName.map { "\(SafeText.forLog($0)) (\(id.lowercased))" } ?? id.lowercased }
         switch self {
         case .transactionCreated(let t):
-            return "TransactionCreated child=\(t.childId.lowercased) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.lowercased)"
+            return "TransactionCreated child=\(child(t.childId)) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.lowercased)"
         case .transactionCreatedId(let id):
             return "TransactionCreated id=\(id.lowercased) (id only: details come from the REST API)"
-        case .balanceUpdated(let child, let balance):
-            return "BalanceUpdated child=\(child.lowercased) balance=\(Money.plain(balance))"
+        case .balanceUpdated(let childId, let balance):
+            return "BalanceUpdated child=\(child(childId)) balance=\(Money.plain(balance))"
         }
     }
 

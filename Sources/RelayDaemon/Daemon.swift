@@ -78,7 +78,7 @@ public struct Daemon: Sendable {
         }
         add(RelayService(engine: engine), "relay")
         // Stops after the hub: what the connection delivered is stored before the end.
-        add(EventWriter(events: received, sync: sync, metrics: metrics, json: settings.logFormat == .json, logger: logger), "store")
+        add(EventWriter(events: received, sync: sync, store: store, metrics: metrics, json: settings.logFormat == .json, logger: logger), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
@@ -230,20 +230,27 @@ struct HubService: Service {
 struct EventWriter: Service {
     let events: HubEventBuffer<HubEvent>
     let sync: SyncCoordinator
+    let store: Store
     let metrics: RelayMetrics
     let json: Bool
     let logger: Logger
 
     func run() async {
-        let (metrics, json, logger) = (metrics, json, logger)
+        let (metrics, json, logger, store) = (metrics, json, logger, store)
+        // The children's names for the log lines, read again when an event names a child not seen yet.
+        var names: [UUID: String] = [:]
         await withGracefulShutdownHandler {
             await sync.store(from: events) { batch in
                 for event in batch {
                     metrics.hubEvent(event.target)
                     if json {
                         logger.info("hub event", metadata: ["event": .string(event.jsonText)])
-                    } else {
-                        logger.info("\(event.summary)")
+                    } else if logger.logLevel <= .info {
+                        let child = event.childId
+                        if let child, names[child] == nil, let children = try? store.children() {
+                            names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
+                        }
+                        logger.info("\(event.summary(childName: child.flatMap { names[$0] }))")
                     }
                 }
             }

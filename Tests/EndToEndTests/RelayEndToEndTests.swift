@@ -144,6 +144,10 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor("caught up"))
             try await simPost(base, "/_sim/burst?count=8")
             #expect(await relay.waitFor(count: 8, of: "BalanceUpdated child="))
+            // Log lines name the child, with its id.
+            #expect(
+                relay.output.contains("child=Alice (11111111-1111-4111-8111-111111111111)") || relay.output.contains("child=Bob (22222222")
+                    || relay.output.contains("child=Carol (33333333"), "\(relay.output.suffix(1500))")
             await relay.expectCleanStop()
             for c in try await APIClient(baseURL: base, token: "e2e-token").children() {
                 serverBalances[c.id.uuidString.lowercased()] = .string(Money.plain(c.currentBalance))
