@@ -310,7 +310,8 @@ public final class MQTTSink: Sink {
         } else if topic.hasPrefix(devices), topic.hasSuffix("/config"), !payload.isEmpty {
             // What an earlier run published: a child the cache no longer lists was deleted meanwhile.
             let object = Array(topic.dropFirst(devices.count).dropLast("/config".count))
-            guard object.count == 32, let roster, let listed = try? roster.children() else { return }
+            // A cache with no children yet (a new database before its first catch-up) knows of no deletion.
+            guard object.count == 32, let roster, let listed = try? roster.children(), !listed.isEmpty else { return }
             let id = [object[0..<8], object[8..<12], object[12..<16], object[16..<20], object[20..<32]].map { String($0) }.joined(separator: "-")
             if !listed.contains(where: { $0.id.lowercased == id }) { remove([id]) }
         } else if topic.hasPrefix("\(prefix)/"), topic.hasSuffix("/config"), topic.contains("/\(node)/"), !payload.isEmpty {
