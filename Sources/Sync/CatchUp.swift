@@ -56,17 +56,18 @@ public struct CatchUp: Sendable {
     public func run() async throws -> Report {
         // A balance that does not add up may be a transaction made on the server after its page was read: read once
         // more before calling it lost.
-        var report = try await pass(confirming: [])
+        var report = try await pass(confirming: [], storedBefore: 0)
         if report.balanceMismatches.isEmpty { return report }
-        let second = try await pass(confirming: report.balanceMismatches)
+        let second = try await pass(confirming: report.balanceMismatches, storedBefore: report.stored)
         report.fetched += second.fetched
         report.stored += second.stored
         report.rejected += second.rejected
         return report
     }
 
-    /// `confirming`: what a first pass found not adding up; found again, unchanged, it is a conflict.
-    private func pass(confirming: [BalanceMismatch]) async throws -> Report {
+    /// `confirming`: what a first pass found not adding up; found again, unchanged, it is a conflict. `storedBefore`:
+    /// what that first pass stored (part of the history a first catch-up takes).
+    private func pass(confirming: [BalanceMismatch], storedBefore: Int) async throws -> Report {
         // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
         if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
         let startedAt = Date()
@@ -159,10 +160,10 @@ public struct CatchUp: Sendable {
         }
         try store.storeCaughtUp(
             children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked, history: history,
-            historyTaken: history ? report.stored : nil)
+            historyTaken: history ? storedBefore + report.stored : nil)
         if history {
             logger.notice(
-                "first catch-up of a new database: \(report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")
+                "first catch-up of a new database: \(storedBefore + report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")
         }
         let rejected = try store.rejectedRows()
         report.rejected = rejected.count - rejectedBefore
