@@ -21,11 +21,13 @@ public final class MuteList: Sendable {
         }
     }
 
-    /// Reads the mutes again (another process changed them: `allowance-relay mute add|remove`).
-    public func refresh() {
-        guard let store, let running = try? store.mutes() else { return }
+    /// Reads the mutes again (another process changed them: `allowance-relay mute add|remove`); returns how many run.
+    @discardableResult
+    public func refresh() -> Int {
+        guard let store, let running = try? store.mutes() else { return mutes.withLock { $0.count } }
         let fresh = Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max)
         mutes.withLock { $0 = fresh }
+        return fresh.count
     }
 
     /// Mutes `sink` for `child` until the next midnight in `timeZone`; returns that time.

@@ -161,7 +161,8 @@ public final class RelayEngine: Sendable {
     /// Another process changed the mutes (`allowance-relay mute`, which signals SIGUSR1): alerts planned from now on
     /// follow them.
     public func mutesChanged() {
-        mutes.refresh()
+        let running = mutes.refresh()
+        logger.notice("mutes read again: \(running) running")
     }
 
     /// A catch-up finished: the sinks that show the family (Home Assistant's device) publish any child added or deleted.
