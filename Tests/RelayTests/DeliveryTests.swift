@@ -371,6 +371,36 @@ import Testing
         }
     }
 
+    /// Quiet hours hold a night's live transactions and perhaps a few a catch-up found after a short drop: the digest
+    /// says "During quiet hours", not "While the relay was offline" (the relay was online).
+    @Test func aQuietHoursDigestSaysSoEvenWithACaughtUpTransactionInIt() async throws {
+        let chat = WebhookReceiver()
+        let utc = TimeZone(identifier: "UTC")!
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = utc
+        func hm(_ d: Date) -> String { String(format: "%02d:%02d", calendar.component(.hour, from: d), calendar.component(.minute, from: d)) }
+        let quiet = "\(hm(Date().addingTimeInterval(-300)))-\(hm(Date().addingTimeInterval(7200)))"
+        let yaml = "relay:\n  time_zone: UTC\nsinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n    quiet_hours: \(quiet)\n"
+        try await withRelay(yaml, chat) { store, engine in
+            try live(store, "1.00", after: "49.00", "Ice cream")
+            try live(store, "2.00", after: "47.00", "Stickers")
+            let fetched = Transaction(
+                id: UUID(), childId: alice, amount: 1, type: .debit, description: "Bus fare", balanceAfter: 46,
+                createdAt: Date(), createdByName: "Pat")
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 46)], transactions: [fetched])
+            #expect(chat.received.isEmpty, "held by the quiet hours")
+            // The quiet hours end now: the rows fall due, and a reload's new worker takes them at once.
+            try await DatabaseQueue(path: store.path).write { db in
+                try db.execute(sql: "UPDATE delivery SET next_attempt_at = ? WHERE state = 'pending'", arguments: [ISODate.string(Date())])
+            }
+            _ = engine.reload(engine.config)
+            await eventually("the digest") { chat.received.count >= 1 }
+            let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
+            #expect(text.hasPrefix("During quiet hours: 3 transactions for Alice"), "\(text)")
+        }
+    }
+
     /// A machine behind the generic webhook books each transaction: a catch-up reaches it one by one, with ids.
     @Test func aCatchUpReachesTheGenericWebhookOneTransactionAtATime() async throws {
         let books = WebhookReceiver()
