@@ -144,8 +144,9 @@ extension Store {
     /// that keeps it: the event is at least as new as the answer (writing the answer over it left a stale
     /// balance for good when no later event came; seen under a connection reset mid-burst).
     ///
-    /// `history`: this is the first catch-up of a new database (`hasCaughtUp` was false): its alerts say so, and the
-    /// completing call records `historyTaken` transactions for `status`.
+    /// `history`: this is the first catch-up of a new database (`hasCaughtUp` was false): the alerts of transactions
+    /// made before the database was say so (later ones were missed while the relay ran, and are alerted as such), and
+    /// the completing call records `historyTaken` transactions for `status`.
     @discardableResult
     public func storeCaughtUp(
         children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
@@ -171,7 +172,7 @@ extension Store {
                 var event = RelayEvent(
                     kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
                     balance: t.balanceAfter, caughtUp: true)
-                event.history = history
+                event.history = try history && Self.madeBeforeTheDatabase(db, t)
                 try planDeliveries(db, event)
             }
             guard complete else { return inserted }
@@ -191,7 +192,9 @@ extension Store {
                     var event = RelayEvent(
                         kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
                         previousBalance: Money.decimal(cents: cached), caughtUp: true)
-                    event.history = history
+                    // History only while nothing came live: a relay that ran (and was stopped) before its first
+                    // catch-up completed owes what changed meanwhile.
+                    event.history = try history && !(Bool.fetchOne(db, sql: "SELECT 1 FROM inbox WHERE caught_up = 0 LIMIT 1") ?? false)
                     try planDeliveries(db, event)
                 }
             }
@@ -235,6 +238,12 @@ extension Store {
                 ($0["id"], ($0["child_id"] as String?).flatMap(UUID.init(uuidString:)), $0["reason"], ISODate.parse($0["first_seen_at"]) ?? .distantPast)
             }
         }
+    }
+
+    /// Whether `t` was made before this database was: history, not something the relay missed while it ran.
+    static func madeBeforeTheDatabase(_ db: Database, _ t: Transaction) throws -> Bool {
+        guard let born = try String.fetchOne(try db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = 'born_at'")) else { return true }
+        return ISO.string(t.createdAt) < born
     }
 
     /// Whether a catch-up ever completed on this database (false: the next one reads the family's history).

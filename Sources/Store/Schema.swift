@@ -1,3 +1,5 @@
+import AllowanceAPI
+import Foundation
 import GRDB
 
 /// The versioned schema. Migrations are append-only: a released one is never edited, a change is a new one.
@@ -244,6 +246,12 @@ enum Schema {
                 CREATE INDEX delivery_due ON delivery (sink, state, next_attempt_at);
                 CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
                 """)
+        }
+        m.registerMigration("v15: when the database was made") { db in
+            // "Start from now": the first catch-up's transactions made before this moment are the family's history;
+            // the ones made after it (a relay killed before its first catch-up completed) are alerted as missed.
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO sync_state (key, value) VALUES ('born_at', ?)", arguments: [ISODate.string(Date())])
         }
         return m
     }
