@@ -128,18 +128,7 @@ struct SummaryScheduler: Sendable {
     /// One summary event per child the rule covers, from the cache.
     func summaries(_ rule: Rule, _ schedule: SummarySchedule, due: Date) throws(StoreError) -> [RelayEvent] {
         let start = schedule.periodStart(endingAt: due, in: config.formatting.timeZone)
-        var events: [RelayEvent] = []
-        for child in try store.children() {
-            if !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) { continue }
-            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt < due }.reversed()
-            let total = list.reduce(Decimal(0)) { $0 + ($1.type == .credit ? $1.amount : -$1.amount) }
-            var e = RelayEvent(
-                kind: .summary, at: due, childId: child.id, childName: child.firstName, balance: child.currentBalance, detail: schedule.label,
-                count: list.count, total: total, transactions: Array(list))
-            e.summaryRule = rule.name
-            events.append(e)
-        }
-        return events
+        return try config.summaryEvents(store: store, rule: rule, label: schedule.label, from: start, before: due, at: due)
     }
 }
 
@@ -162,16 +151,22 @@ extension RelayConfig {
         }
         let schedule = rule?.summary ?? SummarySchedule("daily at 00:00")!
         let start = schedule.lastDue(atOrBefore: now, in: formatting.timeZone)
+        return try summaryEvents(store: store, rule: rule, label: schedule.label + " so far", from: start, before: now.addingTimeInterval(0.001), at: now)
+    }
+
+    /// One summary event per child `rule` covers (every child without one), of the transactions made from `start` up
+    /// to `end`: what the scheduler sends for a period and what `summary show` prints for the period under way.
+    func summaryEvents(store: Store, rule: Rule?, label: String, from start: Date, before end: Date, at: Date) throws(StoreError) -> [RelayEvent] {
         var events: [RelayEvent] = []
         for child in try store.children() {
             if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) {
                 continue
             }
-            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt <= now }.reversed()
+            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt < end }.reversed()
             let total = list.reduce(Decimal(0)) { $0 + ($1.type == .credit ? $1.amount : -$1.amount) }
             var e = RelayEvent(
-                kind: .summary, at: now, childId: child.id, childName: child.firstName, balance: child.currentBalance,
-                detail: schedule.label + " so far", count: list.count, total: total, transactions: Array(list))
+                kind: .summary, at: at, childId: child.id, childName: child.firstName, balance: child.currentBalance, detail: label,
+                count: list.count, total: total, transactions: Array(list))
             e.summaryRule = rule?.name
             events.append(e)
         }

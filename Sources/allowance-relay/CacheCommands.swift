@@ -20,6 +20,11 @@ struct CacheOptions: ParsableArguments {
     /// How a column title names the zone of its times.
     func zoneName(_ zone: TimeZone) -> String { utc ? "UTC" : zone.identifier }
 
+    /// The relay's part of the config file (sinks, rules, time zone); a broken file is reported and exits 78.
+    func relayConfig() throws -> RelayConfig {
+        try loadRelayConfig(file: config)
+    }
+
     /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc.
     func tableZone() -> TimeZone {
         if utc { return TimeZone(identifier: "UTC")! }
@@ -242,12 +247,7 @@ struct TransactionsCommand: AsyncParsableCommand {
         let children = try store.children()
         var childId: UUID?
         if let child {
-            guard let match = children.first(where: {
-                $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
-            }) else {
-                throw CLIError(Children.unknown(child, children), code: Exit.dataError)
-            }
-            childId = match.id
+            childId = try Children.find(child, in: children).id
         }
         let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.firstName) })
         let list = try store.transactions(child: childId, since: since.flatMap { Self.parseSince($0) }, limit: limit)
@@ -299,6 +299,17 @@ enum Exit {
 
 /// Dates in the CLI's tables and JSON.
 func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
+
+/// The relay's part of `file` for a command that needs it; a broken file is reported as `config check` reports it,
+/// exit 78.
+func loadRelayConfig(file: String?) throws -> RelayConfig {
+    do {
+        return try RelayConfig.load(file: file)
+    } catch {
+        FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+        throw ExitCode(78)
+    }
+}
 
 /// Plain aligned columns for terminals.
 enum Table {

@@ -1,6 +1,13 @@
 import AllowanceAPI
 
 enum Children {
+    /// The child `given` names (a first name or an id, any case), or the error that lists the children there are.
+    static func find(_ given: String, in children: [Child]) throws(CLIError) -> Child {
+        guard let match = children.first(where: { $0.id.lowercased == given.lowercased() || $0.firstName.lowercased() == given.lowercased() })
+        else { throw CLIError(unknown(given, children), code: Exit.dataError) }
+        return match
+    }
+
     /// "No child 'Dave' in the cache; the children are Alice, Bob and Carol." (or how to fill the cache).
     static func unknown(_ given: String, _ children: [Child]) -> String {
         let names = children.map(\.firstName)

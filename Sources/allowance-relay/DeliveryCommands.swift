@@ -165,13 +165,7 @@ struct NotifyCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON instead of a sentence.") var json = false
 
         func run() async throws {
-            let relay: RelayConfig
-            do {
-                relay = try RelayConfig.load(file: config)
-            } catch {
-                FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
-                throw ExitCode(78)
-            }
+            let relay = try loadRelayConfig(file: config)
             guard let target = relay.sinksByName[sink] else {
                 let names = relay.sinks.map(\.name)
                 let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""

@@ -31,24 +31,14 @@ struct MuteCommand: AsyncParsableCommand {
         let sinks: [String]
 
         init(_ options: CacheOptions) async throws {
-            let relay: RelayConfig
-            do {
-                relay = try RelayConfig.load(file: options.config)
-            } catch {
-                FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
-                throw ExitCode(78)
-            }
+            let relay = try options.relayConfig()
             store = try await options.openStore()
             children = try store.children()
             zone = relay.formatting.timeZone
             sinks = relay.sinks.map(\.name)
         }
 
-        func child(_ given: String) throws -> Child {
-            guard let match = children.first(where: { $0.id.lowercased == given.lowercased() || $0.firstName.lowercased() == given.lowercased() })
-            else { throw CLIError(Children.unknown(given, children), code: Exit.dataError) }
-            return match
-        }
+        func child(_ given: String) throws -> Child { try Children.find(given, in: children) }
 
         func sink(_ given: String?) throws -> String {
             guard let given else { return Mute.everySink }

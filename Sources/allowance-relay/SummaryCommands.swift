@@ -26,21 +26,13 @@ struct SummaryCommand: AsyncParsableCommand {
         @Option(help: "The summary rule whose period and children to use (default: the first one).") var rule: String?
 
         func run() async throws {
-            let relay: RelayConfig
-            do {
-                relay = try RelayConfig.load(file: options.config)
-            } catch {
-                FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
-                throw ExitCode(78)
-            }
+            let relay = try options.relayConfig()
             let store = try await options.openStore()
             var events = try { () throws(CLIError) in
                 do { return try relay.currentSummaries(store: store, rule: rule) } catch { throw CLIError("\(error)", code: Exit.dataError) }
             }()
             if let child {
-                let children = try store.children()
-                guard let match = children.first(where: { $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased() })
-                else { throw CLIError(Children.unknown(child, children), code: Exit.dataError) }
+                let match = try Children.find(child, in: try store.children())
                 events = events.filter { $0.childId == match.id }
             }
             if options.json {

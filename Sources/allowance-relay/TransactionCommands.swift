@@ -51,11 +51,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
         let settings = try await options.settings()
         let store = try await options.openStore()
         let children = try store.children()
-        guard let match = children.first(where: {
-            $0.id.lowercased == child.lowercased() || $0.firstName.lowercased() == child.lowercased()
-        }) else {
-            throw CLIError(Children.unknown(child, children), code: Exit.dataError)
-        }
+        let match = try Children.find(child, in: children)
         let entry: OutboxEntry
         do {
             entry = try store.enqueueTransaction(
