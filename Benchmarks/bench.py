@@ -87,8 +87,10 @@ class Proc:
         ticks = os.sysconf("SC_CLK_TCK")
         s["cpu"] = (int(stat[11]) + int(stat[12])) / ticks
         s["switches"] = {}  # per thread: threads come and go, so deltas are taken per thread
+        s["names"] = {}
         for task in Path(f"/proc/{self.p.pid}/task").iterdir():
             try:
+                s["names"][task.name] = (task / "comm").read_text().strip()
                 n = 0
                 for line in (task / "status").read_text().splitlines():
                     if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
@@ -122,6 +124,15 @@ class Proc:
         """Context switches between two readings: threads alive at both count their delta, new ones all of theirs
         (a thread that ended in between is not counted)."""
         return sum(n - start["switches"].get(tid, 0) for tid, n in end["switches"].items())
+
+    @staticmethod
+    def wakeups_by_thread(start, end):
+        """The same, per thread name (the Swift pool's threads share one name): where the context switches go."""
+        by = {}
+        for tid, n in end["switches"].items():
+            name = end["names"].get(tid, "?")
+            by[name] = by.get(name, 0) + n - start["switches"].get(tid, 0)
+        return dict(sorted(by.items(), key=lambda kv: -kv[1]))
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         if self.p.poll() is None:
@@ -463,12 +474,17 @@ rules:
             wait_until(lambda: len(receiver.arrivals) - known >= rate * seconds, 60, "every webhook of the soak")
             end = relay.status()
             minute = next((x for x in samples if x["t"] >= 60), samples[0])
-            row = {"seconds": seconds, "rate": rate, "transactions": rate * seconds,
-                   "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / (rate * seconds),
+            n = rate * seconds
+            row = {"seconds": seconds, "rate": rate, "transactions": n,
+                   "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / n,
+                   "switches_per_transaction": Proc.wakeups(start, end) / n,
+                   "switches_per_transaction_by_thread": {k: v / n for k, v in Proc.wakeups_by_thread(start, end).items()},
                    "rss_start_mib": start["VmRSS"], "rss_after_1_min_mib": minute["rss_mib"], "rss_end_mib": end["VmRSS"],
                    "rss_growth_after_1_min_mib": end["VmRSS"] - minute["rss_mib"], "samples": samples}
-            self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU per transaction; RSS {row['rss_after_1_min_mib']:.1f} MiB "
-                     f"after 1 min, {row['rss_end_mib']:.1f} MiB at the end")
+            self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU and {row['switches_per_transaction']:.1f} context switches "
+                     f"per transaction; RSS {row['rss_after_1_min_mib']:.1f} MiB after 1 min, {row['rss_end_mib']:.1f} MiB at the end")
+            self.log("  context switches per transaction by thread: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in row["switches_per_transaction_by_thread"].items() if v >= 0.05))
         row["floor"] = self.soak_floor_run(sim, rate, min(seconds, 120))
         self.results["soak"] = row
 
@@ -490,9 +506,10 @@ rules:
             proc.stop()
             receiver.close()
         row = {"seconds": seconds, "transactions": rate * seconds,
-               "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / (rate * seconds), "rss_mib": end["VmRSS"]}
-        self.log(f"  the floor (C: libwebsockets, SQLite, libcurl): {row['cpu_ms_per_transaction']:.3f} ms CPU per "
-                 f"transaction over {seconds} s")
+               "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / (rate * seconds), "rss_mib": end["VmRSS"],
+               "switches_per_transaction": Proc.wakeups(start, end) / (rate * seconds)}
+        self.log(f"  the floor (C: libwebsockets, SQLite, libcurl): {row['cpu_ms_per_transaction']:.3f} ms CPU and "
+                 f"{row['switches_per_transaction']:.1f} context switches per transaction over {seconds} s")
         return row
 
     # 4: idle cost, every client connected at once -----------------------------------------------------------------

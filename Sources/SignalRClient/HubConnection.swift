@@ -21,12 +21,17 @@ public enum HubConnectionEvent: Sendable, Equatable {
 
 /// A client connection to a SignalR hub over WebSockets with the JSON protocol.
 ///
-/// Handlers run one at a time in arrival order, off the receive loop: a handler may `invoke` on the same
-/// connection and await the result without deadlock. Handlers registered before `start()` see the first message.
+/// The connection runs on the thread of its `WebSocketLoop` (the actor's executor is the loop): a frame is read,
+/// decoded and handed to its event buffer by the thread that received it. Handlers run one at a time in arrival
+/// order, off that thread: a handler may `invoke` on the same connection and await the result without deadlock.
+/// Handlers registered before `start()` see the first message.
 public actor HubConnection {
     public typealias Handler = @Sendable (HubArguments) async throws -> JSONValue?
 
     public nonisolated let url: URL
+    /// The thread this actor runs on, which also serves its WebSockets.
+    private nonisolated let loop: WebSocketLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
     private let options: HubConnectionOptions
     private let logger: Logger
 
@@ -91,6 +96,9 @@ public actor HubConnection {
         self.url = url
         self.options = options
         self.logger = logger
+        loop = WebSocketLoop(
+            name: "signalr-\(url.port ?? (url.scheme == "https" ? 443 : 80))", caFile: options.webSocket.caFile,
+            connectTimeout: options.webSocket.connectTimeout)
         machine = ConnectionStateMachine(
             policies: .init(
                 start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,
@@ -106,6 +114,7 @@ public actor HubConnection {
     deinit {
         jobs.finish()
         reconnectTask?.cancel()
+        loop.shutdown()
     }
 
     // MARK: - Handlers
@@ -284,7 +293,7 @@ public actor HubConnection {
 
     private func openSocket(_ url: URL, _ wsOptions: WebSocketOptions) async throws(HubConnectionError) -> WebSocket {
         do {
-            return try await WebSocket.connect(to: url, options: wsOptions, logger: logger)
+            return try await WebSocket.connect(to: url, options: wsOptions, logger: logger, loop: loop)
         } catch {
             if case .upgradeRejected(let status) = error.kind, status == 401 || status == 403 {
                 throw HubConnectionError(.unauthorized, error.message)
@@ -462,10 +471,9 @@ public actor HubConnection {
     private func flushRoutes(generation: Int) async {
         guard !routes.isEmpty else { return }
         stagedEvents = 0
-        for route in routeList {
-            guard let handOver = route.takeStaged() else { continue }
+        for route in routeList where route.hasStaged {
             if link?.generation == generation { link?.heldBack = true }
-            await handOver()
+            await route.handOver(isolation: #isolation)
             if link?.generation == generation {
                 link?.heldBack = false
                 link?.lastReceive = .now
@@ -765,8 +773,10 @@ private protocol EventRoute: AnyObject {
     func commit()
     /// Decodes from the parsed arguments; a refusal goes to the decoder's `onError`.
     func decode(_ target: String, _ arguments: HubArguments)
-    /// The events kept since the last call, as one hand-over to the buffer.
-    func takeStaged() -> (@Sendable () async -> Void)?
+    /// Events kept since the last hand-over.
+    var hasStaged: Bool { get }
+    /// Appends the events kept since the last hand-over to the buffer, in one go, on the caller's actor.
+    func handOver(isolation: isolated (any Actor)?) async
 }
 
 private final class Route<Event: Sendable>: EventRoute {
@@ -810,11 +820,13 @@ private final class Route<Event: Sendable>: EventRoute {
         }
     }
 
-    func takeStaged() -> (@Sendable () async -> Void)? {
+    var hasStaged: Bool { staged.count > (hasCandidate ? 1 : 0) }
+
+    func handOver(isolation: isolated (any Actor)?) async {
         forgetCandidate()
-        guard !staged.isEmpty else { return nil }
-        let (batch, buffer) = (staged, buffer)
+        guard !staged.isEmpty else { return }
+        let batch = staged
         staged = []
-        return { await buffer.append(contentsOf: batch) }
+        await buffer.append(contentsOf: batch, isolation: isolation)
     }
 }

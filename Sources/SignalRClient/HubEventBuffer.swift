@@ -32,8 +32,8 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
     public var count: Int { state.withLock { $0.count } }
 
     /// Appends in order, after waiting while the buffer is full (one producer). After `finish`, appends are kept
-    /// without waiting, for the consumer to drain.
-    public func append(contentsOf batch: [Event]) async {
+    /// without waiting, for the consumer to drain. A wait stays on the caller's actor (the connection's loop).
+    public func append(contentsOf batch: [Event], isolation: isolated (any Actor)? = #isolation) async {
         guard !batch.isEmpty else { return }
         // The usual case takes the lock once and suspends nothing.
         while true {
@@ -45,7 +45,7 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
             }
             consumer?.resume()
             if appended { return }
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            await withCheckedContinuation(isolation: isolation) { (c: CheckedContinuation<Void, Never>) in
                 let full = state.withLock { s -> Bool in
                     guard s.count >= capacity, !s.finished else { return false }
                     s.producer = c
@@ -56,7 +56,9 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         }
     }
 
-    public func append(_ event: Event) async { await append(contentsOf: [event]) }
+    public func append(_ event: Event, isolation: isolated (any Actor)? = #isolation) async {
+        await append(contentsOf: [event], isolation: isolation)
+    }
 
     /// No more events will come: `next` returns what is left, then nil; a waiting producer goes on.
     public func finish() {

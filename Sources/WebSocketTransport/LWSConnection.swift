@@ -3,10 +3,10 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The lws side of one connection: context, service thread, callback.
+/// The lws side of one connection: its wsi on a `WebSocketLoop`, and the callback's work for it.
 ///
-/// `@unchecked Sendable`: the fields under "service thread only" are touched by the lws service thread alone
-/// (and by `init`/`start` before that thread exists); whatever other threads share lives in `shared`, a Mutex.
+/// `@unchecked Sendable`: the fields under "loop thread only" are touched by the loop's thread alone (and by `init`
+/// and `start` before the loop is asked to do anything); whatever other threads share lives in `shared`, a Mutex.
 final class LWSConnection: @unchecked Sendable {
     private struct Shared {
         var outbox: [WebSocketMessage] = []
@@ -20,8 +20,6 @@ final class LWSConnection: @unchecked Sendable {
         var stopped = false
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var ended = false
-        /// The context while it may be woken; cleared under the lock before it is destroyed.
-        var wakeTarget: UncheckedPointer?
     }
 
     let inbox: WebSocketInbox
@@ -29,8 +27,15 @@ final class LWSConnection: @unchecked Sendable {
     private let options: WebSocketOptions
     private let address: WebSocketAddress
     private let logger: Logger
+    let loop: WebSocketLoop
+    /// A loop made for this connection alone, shut down when it ends.
+    private let ownsLoop: Bool
 
-    // Service thread only.
+    // Loop thread only.
+    private var started = false
+    private var finished = false
+    /// The wsi from the connect call, until the connection ends; `wsi` once the upgrade is done.
+    private var wsiHandle: OpaquePointer?
     private var wsi: OpaquePointer?
     private var receiving: [UInt8] = []
     private var receivingBinary = false
@@ -38,30 +43,25 @@ final class LWSConnection: @unchecked Sendable {
     private var onEstablished: ((Result<Void, WebSocketError>) -> Void)?
     private var failure: WebSocketError?
     private var peerClose: WebSocketClose?
-    private var serviceLoopDone = false
     private var oversize = false
     private var writeBuffer: [UInt8] = []
 
-    // C memory that must live as long as the context.
-    private let protocols: UnsafeMutablePointer<lws_protocols>
+    // C memory that must live as long as the wsi.
     private let protocolName = strdup("ws")!
     private let cHost: UnsafeMutablePointer<CChar>
     private let cHostHeader: UnsafeMutablePointer<CChar>
     private let cPath: UnsafeMutablePointer<CChar>
-    private let cCAFile: UnsafeMutablePointer<CChar>?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
-    init(address: WebSocketAddress, options: WebSocketOptions, logger: Logger) throws(WebSocketError) {
-        LWSLog.install()
+    init(address: WebSocketAddress, options: WebSocketOptions, logger: Logger, loop: WebSocketLoop?) {
         self.address = address
         self.options = options
         self.logger = logger
+        ownsLoop = loop == nil
+        self.loop = loop ?? WebSocketLoop(name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout)
         cHost = strdup(address.host)
         cHostHeader = strdup(address.hostHeader)
         cPath = strdup(address.path)
-        cCAFile = options.caFile.map { strdup($0) }
-        protocols = .allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
         retryPolicy = .allocate(capacity: 1)
         var policy = lws_retry_bo_t()
         if let ping = options.pingInterval {
@@ -79,43 +79,68 @@ final class LWSConnection: @unchecked Sendable {
         free(cHost)
         free(cHostHeader)
         free(cPath)
-        if let cCAFile { free(cCAFile) }
-        protocols.deinitialize(count: 2)
-        protocols.deallocate()
         retryPolicy.deinitialize(count: 1)
         retryPolicy.deallocate()
     }
 
     // MARK: - Any thread
 
-    /// Creates the context, starts the connect and the service thread. `done` is called once, on the
-    /// service thread, when the upgrade succeeded or failed.
+    /// Starts the connect on the loop. `done` is called once, on the loop's thread, when the upgrade succeeded or
+    /// failed.
     func start(_ done: @escaping (Result<Void, WebSocketError>) -> Void) {
-        protocols[0].name = UnsafePointer(protocolName)
-        protocols[0].callback = lwsCallback
-        protocols[0].rx_buffer_size = 65536
-
-        var info = lws_context_creation_info()
-        info.port = CONTEXT_PORT_NO_LISTEN
-        info.protocols = UnsafePointer(protocols)
-        info.gid = -1
-        info.uid = -1
-        info.user = Unmanaged.passUnretained(self).toOpaque()
-        let timeout = UInt32(clamping: max(1, options.connectTimeout.components.seconds))
-        info.connect_timeout_secs = timeout
-        info.timeout_secs = timeout
-        if address.secure {
-            info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-            if let cCAFile { info.client_ssl_ca_filepath = UnsafePointer(cCAFile) }
+        onEstablished = done  // read by the loop after `request`, which orders it
+        loop.request(self)
+        // lws bounds DNS and TCP but not the wait for the upgrade answer: enforce the whole deadline here.
+        loop.schedule(after: options.connectTimeout) { [weak self] in
+            guard let self else { return }
+            shared.withLock { $0.connectDeadlinePassed = true }
+            serve(on: loop)
         }
-        guard let ctx = lws_create_context(&info) else {
-            done(.failure(WebSocketError(.setupFailed, "Could not create the libwebsockets context.")))
-            markStopped()
+    }
+
+    /// Loop thread: does what the connection was asked to do (start, give up, close, write, read again).
+    func serve(on loop: WebSocketLoop) {
+        if !started {
+            started = true
+            connect()
             return
         }
-        onEstablished = done
-        shared.withLock { $0.wakeTarget = UncheckedPointer(ctx) }
+        guard !finished else { return }
+        let (force, deadline, resume, close) = shared.withLock { s in
+            defer { s.resumeReading = false }
+            return (s.forceStop, s.connectDeadlinePassed, s.resumeReading, s.closeRequest != nil)
+        }
+        if force {
+            end(kill: true)
+            return
+        }
+        if !established && deadline {
+            fail(WebSocketError(
+                .timeout,
+                "Connecting to \(address.host):\(address.port) timed out after \(options.connectTimeout) without a WebSocket upgrade answer."))
+            end(kill: true)
+            return
+        }
+        guard let conn = wsi else {
+            if close && !established { end(kill: true) }
+            return
+        }
+        if resume { lws_rx_flow_control(conn, 1) }
+        if hasPendingWrites || close { lws_callback_on_writable(conn) }
+    }
 
+    /// Loop thread: the loop is shutting down with this connection open.
+    func abandon() {
+        if failure == nil { failure = WebSocketError(.connectionLost, "The WebSocket loop was shut down with the connection open.") }
+        end(kill: true)
+    }
+
+    private func connect() {
+        guard let ctx = loop.context(tls: address.secure) else {
+            fail(WebSocketError(.setupFailed, "Could not create the libwebsockets context."))
+            end(kill: false)
+            return
+        }
         var ci = lws_client_connect_info()
         ci.context = ctx
         ci.address = UnsafePointer(cHost)
@@ -126,6 +151,8 @@ final class LWSConnection: @unchecked Sendable {
         ci.ietf_version_or_minus_one = -1
         ci.local_protocol_name = UnsafePointer(protocolName)
         ci.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        // The loop holds the connection while lws may call back about it (`opened` until `closed`).
+        ci.opaque_user_data = Unmanaged.passUnretained(self).toOpaque()
         if address.secure {
             var flags = Int32(LCCSCF_USE_SSL.rawValue)
             if options.allowInsecureTLS {
@@ -134,38 +161,33 @@ final class LWSConnection: @unchecked Sendable {
             }
             ci.ssl_connection = flags
         }
-        // Retained by the service thread until it exits, so callbacks never see a freed object.
-        let retained = Unmanaged.passRetained(self)
-        if lws_client_connect_via_info(&ci) == nil {
+        loop.opened(self)
+        let made = lws_client_connect_via_info(&ci)
+        guard !finished else { return }  // failed inside the call (a connection error callback)
+        guard let made else {
             // lws 4.1.6 returns NULL without a callback when the name does not resolve; say why.
             fail(diagnoseStartFailure())
-            serviceLoopDone = true
+            end(kill: false)
+            return
         }
-        let loopContext = UncheckedPointer(ctx)
-        let threadName = "lws-\(address.port)"
-        let thread = Thread { [self] in
-            // "lws-<server port>", as `top -H` and gdb show it. Named from inside: Foundation's Thread.name
-            // does not reach the OS thread on Linux.
-            clws_name_this_thread(threadName)
-            let ctx = loopContext.pointer
-            while !serviceLoopDone && !shared.withLock({ $0.forceStop }) {
-                lws_service(ctx, 0)
-            }
-            shared.withLock { $0.wakeTarget = nil }
-            lws_context_destroy(ctx)
-            wsi = nil
-            finishInbox()
-            markStopped()
-            retained.release()
+        wsiHandle = made
+    }
+
+    /// Loop thread: the connection is over. lws hears no more of it (its wsi forgets us, and is killed unless lws is
+    /// already closing it); the reader and `close()` learn how it ended.
+    private func end(kill: Bool) {
+        guard !finished else { return }
+        finished = true
+        if let h = wsiHandle {
+            lws_set_opaque_user_data(h, nil)
+            if kill { lws_set_timeout(h, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
         }
-        thread.start()
-        // lws bounds DNS and TCP but not the wait for the upgrade answer: enforce the whole deadline here.
-        let deadline = options.connectTimeout
-        Task { [weak self] in
-            try await Task.sleep(for: deadline)
-            self?.shared.withLock { $0.connectDeadlinePassed = true }
-            self?.wake()
-        }
+        wsiHandle = nil
+        wsi = nil
+        finishInbox()
+        markStopped()
+        loop.closed(self)
+        if ownsLoop { loop.shutdown() }
     }
 
     private func diagnoseStartFailure() -> WebSocketError {
@@ -189,7 +211,7 @@ final class LWSConnection: @unchecked Sendable {
             return true
         }
         guard ok else { throw WebSocketError(.notConnected, "The WebSocket connection is closed; the message was not sent.") }
-        wake()
+        loop.request(self)
     }
 
     var bufferedAmount: Int { shared.withLock { $0.bufferedBytes } }
@@ -199,25 +221,22 @@ final class LWSConnection: @unchecked Sendable {
         shared.withLock { s in
             if s.closeRequest == nil { s.closeRequest = WebSocketClose(code: code, reason: reason) }
         }
-        wake()
+        loop.request(self)
     }
 
     func requestResumeReading() {
         shared.withLock { $0.resumeReading = true }
-        wake()
+        loop.request(self)
     }
 
-    /// Waits for the service thread to exit. With `grace`, forces it down if the close handshake takes longer.
+    /// Waits for the connection to end. With `grace`, drops it if the close handshake takes longer.
     func waitUntilStopped(grace: Duration? = nil) async {
         if let grace {
-            let force = Task { [weak self] in
-                try await Task.sleep(for: grace)
-                self?.shared.withLock { $0.forceStop = true }
-                self?.wake()
+            loop.schedule(after: grace) { [weak self] in
+                guard let self else { return }
+                shared.withLock { $0.forceStop = true }
+                serve(on: loop)
             }
-            await waitUntilStopped()
-            force.cancel()
-            return
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = shared.withLock { s -> Bool in
@@ -226,14 +245,6 @@ final class LWSConnection: @unchecked Sendable {
                 return false
             }
             if done { c.resume() }
-        }
-    }
-
-    /// Wakes the service thread. lws_cancel_service is the one call lws allows from any thread; it runs under
-    /// the lock so that the service thread cannot destroy the context in between.
-    private func wake() {
-        shared.withLock { s in
-            if let target = s.wakeTarget { lws_cancel_service(target.pointer) }
         }
     }
 
@@ -247,11 +258,12 @@ final class LWSConnection: @unchecked Sendable {
         waiters.forEach { $0.resume() }
     }
 
-    // MARK: - Service thread
+    // MARK: - Loop thread (lws callbacks)
 
-    fileprivate func handle(
+    func handle(
         _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ len: Int
     ) -> Int32 {
+        if wsiHandle == nil { wsiHandle = wsi }
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
             guard let input else { return 0 }
@@ -282,7 +294,7 @@ final class LWSConnection: @unchecked Sendable {
             let text = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? ""
             let status = Int(lws_http_client_http_response(wsi))
             fail(classify(text, status: status))
-            serviceLoopDone = true
+            end(kill: false)
         case LWS_CALLBACK_CLIENT_RECEIVE:
             if let input, len > 0 {
                 if receiving.isEmpty { receivingBinary = lws_frame_is_binary(wsi) != 0 }
@@ -323,25 +335,7 @@ final class LWSConnection: @unchecked Sendable {
             }
             peerClose = WebSocketClose(code: code, reason: reasonText)
         case LWS_CALLBACK_CLIENT_CLOSED:
-            self.wsi = nil
-            serviceLoopDone = true
-        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            // `wsi` here is lws's wake-up pipe, not our connection.
-            if !established && shared.withLock({ $0.connectDeadlinePassed }) {
-                fail(WebSocketError(
-                    .timeout,
-                    "Connecting to \(address.host):\(address.port) timed out after \(options.connectTimeout) without a WebSocket upgrade answer."))
-                serviceLoopDone = true
-                return 0
-            }
-            guard let conn = self.wsi else {
-                if shared.withLock({ $0.closeRequest != nil }) && !established { serviceLoopDone = true }
-                return 0
-            }
-            if shared.withLock({ s in defer { s.resumeReading = false }; return s.resumeReading }) {
-                lws_rx_flow_control(conn, 1)
-            }
-            if hasPendingWrites || shared.withLock({ $0.closeRequest != nil }) { lws_callback_on_writable(conn) }
+            end(kill: false)
         default:
             break
         }
@@ -450,16 +444,6 @@ final class LWSConnection: @unchecked Sendable {
         }
         return WebSocketError(.connectionLost, "Could not connect to \(target): \(text.isEmpty ? "unknown error" : text).")
     }
-}
-
-/// The lws callback: a top-level function, as C needs. The connection is the context's user pointer.
-private func lwsCallback(
-    wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
-    input: UnsafeMutableRawPointer?, len: Int
-) -> Int32 {
-    guard let wsi, let ctx = lws_get_context(wsi), let raw = lws_context_user(ctx) else { return 0 }
-    let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
-    return connection.handle(wsi, reason, input, len)
 }
 
 /// lws's own log lines, routed into swift-log (errors only: its warnings repeat what our typed errors say).

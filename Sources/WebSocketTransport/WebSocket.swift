@@ -6,10 +6,9 @@ import Synchronization
 
 /// A WebSocket client connection on libwebsockets.
 ///
-/// Each connection owns one lws context served by one thread. lws is single-threaded: other threads only
-/// queue work under a lock and wake the service thread with `lws_cancel_service`; every lws call on the
-/// connection happens on that thread. `close()` (or the peer) ends the thread and destroys the context,
-/// so nothing outlives the connection.
+/// Each connection lives on a `WebSocketLoop`: one lws context served by one thread. lws is single-threaded: other
+/// threads only queue work under a lock and wake the loop with `lws_cancel_service`; every lws call on the connection
+/// happens on the loop's thread. A connection made without a loop gets one of its own, which ends with it.
 public final class WebSocket: Sendable {
     /// The messages as they arrive, in order. Iteration ends (nil) after a close handshake and throws a
     /// `WebSocketError` when the connection breaks. Read it from one task.
@@ -23,8 +22,11 @@ public final class WebSocket: Sendable {
     }
 
     /// Opens a connection and waits for the upgrade to complete.
+    /// - Parameter loop: the loop to serve the connection on (an actor whose executor it is reads the frames on the
+    ///   thread that received them); nil: a loop of its own. A given loop's CA file and connect timeout apply, not
+    ///   those of `options`.
     public static func connect(
-        to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket")
+        to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket"), loop: WebSocketLoop? = nil
     ) async throws(WebSocketError) -> WebSocket {
         let address = try WebSocketAddress(url)
         // The header's name only: its value may be a secret.
@@ -36,7 +38,7 @@ public final class WebSocket: Sendable {
                 "TLS certificate and host name checks are OFF for this connection (insecure option; tests only)",
                 metadata: ["host": "\(address.host)"])
         }
-        let core = try LWSConnection(address: address, options: options, logger: logger)
+        let core = LWSConnection(address: address, options: options, logger: logger, loop: loop)
         let result: Result<Void, WebSocketError> = await withCheckedContinuation { continuation in
             core.start { continuation.resume(returning: $0) }
         }
@@ -58,8 +60,8 @@ public final class WebSocket: Sendable {
     /// How the connection ended, once it has.
     public var closeInfo: WebSocketClose? { core.closeInfo }
 
-    /// Sends a close frame with `code` and `reason`, waits briefly for the peer's answer, and returns
-    /// once the service thread has exited and the lws context is destroyed.
+    /// Sends a close frame with `code` and `reason`, waits briefly for the peer's answer, and returns once lws
+    /// has let go of the connection.
     public func close(code: UInt16 = 1000, reason: String = "") async {
         core.requestClose(code: code, reason: reason)
         await core.waitUntilStopped(grace: .seconds(2))
@@ -138,8 +140,9 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     }
 
     /// Every message waiting (at least one, waiting for it if need be); nil after a clean close. A reader that
-    /// falls behind takes the backlog in one wake-up instead of one per message.
-    public func nextBatch() async throws(WebSocketError) -> [WebSocketMessage]? {
+    /// falls behind takes the backlog in one wake-up instead of one per message. The wait stays on the caller's
+    /// actor: a reader on the connection's loop is resumed on the loop's thread, with no other thread woken.
+    public func nextBatch(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> [WebSocketMessage]? {
         let (taken, wake) = state.withLock { s -> ([WebSocketMessage], Bool) in
             guard s.count > 0 else { return ([], false) }
             let batch = Array(s.queue[s.head...])
@@ -151,11 +154,11 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         }
         if wake { resumeHook.withLock { $0 }?.hook() }
         if !taken.isEmpty { return taken }
-        return try await next().map { [$0] }
+        return try await next(isolation: isolation).map { [$0] }
     }
 
-    func next() async throws(WebSocketError) -> WebSocketMessage? {
-        let result: Result<WebSocketMessage?, WebSocketError> = await withCheckedContinuation { continuation in
+    func next(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> WebSocketMessage? {
+        let result: Result<WebSocketMessage?, WebSocketError> = await withCheckedContinuation(isolation: isolation) { continuation in
             let (immediate, wake): (Result<WebSocketMessage?, WebSocketError>?, Bool) = state.withLock { s in
                 if s.count > 0 {
                     let m = s.queue[s.head]
@@ -189,9 +192,9 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let inbox: WebSocketInbox
-        public mutating func next() async throws(WebSocketError) -> WebSocketMessage? { try await inbox.next() }
+        public mutating func next() async throws(WebSocketError) -> WebSocketMessage? { try await inbox.next(isolation: nil) }
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> WebSocketMessage? {
-            try await inbox.next()
+            try await inbox.next(isolation: actor)
         }
     }
 
