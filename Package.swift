@@ -50,7 +50,7 @@ let package = Package(
         // An MQTT connection whose QoS 1 publish returns once the broker has the message. Knows nothing of the relay.
         .target(name: "MQTTTransport", dependencies: ["CMosquitto"]),
         // The one HTTP client (libcurl's multi interface on one thread): negotiate, the REST API, every webhook.
-        .target(name: "HTTPTransport", dependencies: ["CCurl"]),
+        .target(name: "HTTPTransport", dependencies: ["CCurl", "Core"]),
         // One lws context on one service thread; knows nothing of SignalR.
         .target(
             name: "WebSocketTransport",

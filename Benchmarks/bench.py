@@ -95,6 +95,8 @@ class Proc:
                 for line in (task / "status").read_text().splitlines():
                     if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
                         n += int(line.split()[1])
+                    if line.startswith("voluntary_ctxt_switches"):
+                        s.setdefault("voluntary", {})[task.name] = int(line.split()[1])
                 s["switches"][task.name] = n
             except FileNotFoundError:
                 pass
@@ -126,12 +128,14 @@ class Proc:
         return sum(n - start["switches"].get(tid, 0) for tid, n in end["switches"].items())
 
     @staticmethod
-    def wakeups_by_thread(start, end):
-        """The same, per thread name (the Swift pool's threads share one name): where the context switches go."""
+    def wakeups_by_thread(start, end, key="switches"):
+        """The same, per thread name (the Swift pool's threads share one name): where the context switches go.
+        key="voluntary": only the switches where a thread went to sleep (waiting for work), not those where the
+        scheduler took the core from it."""
         by = {}
-        for tid, n in end["switches"].items():
+        for tid, n in end[key].items():
             name = end["names"].get(tid, "?")
-            by[name] = by.get(name, 0) + n - start["switches"].get(tid, 0)
+            by[name] = by.get(name, 0) + n - start[key].get(tid, 0)
         return dict(sorted(by.items(), key=lambda kv: -kv[1]))
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
@@ -479,12 +483,16 @@ rules:
                    "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / n,
                    "switches_per_transaction": Proc.wakeups(start, end) / n,
                    "switches_per_transaction_by_thread": {k: v / n for k, v in Proc.wakeups_by_thread(start, end).items()},
+                   "voluntary_switches_per_transaction_by_thread": {
+                       k: v / n for k, v in Proc.wakeups_by_thread(start, end, "voluntary").items()},
                    "rss_start_mib": start["VmRSS"], "rss_after_1_min_mib": minute["rss_mib"], "rss_end_mib": end["VmRSS"],
                    "rss_growth_after_1_min_mib": end["VmRSS"] - minute["rss_mib"], "samples": samples}
             self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU and {row['switches_per_transaction']:.1f} context switches "
                      f"per transaction; RSS {row['rss_after_1_min_mib']:.1f} MiB after 1 min, {row['rss_end_mib']:.1f} MiB at the end")
             self.log("  context switches per transaction by thread: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in row["switches_per_transaction_by_thread"].items() if v >= 0.05))
+                f"{k} {v:.2f}" for k, v in row["switches_per_transaction_by_thread"].items() if v >= 0.05)
+                + "; of which voluntary (the thread went to sleep): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in row["voluntary_switches_per_transaction_by_thread"].items() if v >= 0.05))
         row["floor"] = self.soak_floor_run(sim, rate, min(seconds, 120))
         self.results["soak"] = row
 

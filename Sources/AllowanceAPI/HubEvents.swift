@@ -54,8 +54,13 @@ public enum HubEvent: Sendable, Equatable {
         HubEventDecoder(
             targets: targets, read: { target, reader in read(target: target, &reader) },
             decode: { target, arguments in try HubEvent(target: target, arguments: arguments) },
-            onError: { _, error in onError((error as? PayloadError)?.message ?? "\(error)") })
+            onError: { _, error in onError((error as? PayloadError)?.message ?? "\(error)") },
+            isFollowed: { if case .balanceUpdated = $0 { false } else { true } }, followerWait: balanceFollows)
     }
+
+    /// How long a TransactionCreated is held for the BalanceUpdated the backend sends right behind it (in the next
+    /// frame): both reach the store writer together and are stored in one commit, one fsync per transaction.
+    public static let balanceFollows = Duration.milliseconds(2)
 
     /// The hub method that carries it.
     public var target: String {

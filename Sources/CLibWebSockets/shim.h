@@ -2,7 +2,6 @@
 #define CLIBWEBSOCKETS_SHIM_H
 
 #include <libwebsockets.h>
-#include <sys/prctl.h>
 
 // Macros and variadic functions Swift cannot import, wrapped as plain functions.
 
@@ -14,7 +13,5 @@ static inline void clws_set_log(int levels, void (*emit)(int level, const char *
     lws_set_log_level(levels, emit);
 }
 
-/// Names the calling thread as `top -H`, gdb and /proc show it (prctl is variadic, so Swift cannot call it).
-static inline void clws_name_this_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 #endif

@@ -48,6 +48,7 @@ public final class AlarmClock: @unchecked Sendable {
         let context = Unmanaged.passRetained(self).toOpaque()
         let started = pthread_create(&thread, nil, { context in
             let clock = Unmanaged<AlarmClock>.fromOpaque(context!).takeRetainedValue()
+            ThreadName.set("alarm-clock")
             clock.ring()
             return nil
         }, context)

@@ -1,3 +1,4 @@
+import Core
 import CCurl
 import Foundation
 import Synchronization
@@ -101,8 +102,10 @@ final class CurlEngine: @unchecked Sendable {
     init() {
         _ = Self.globalInit
         multi = curl_multi_init()
-        let thread = Thread { [self] in serve() }
-        thread.name = "http"
+        let thread = Thread { [self] in
+            ThreadName.set("http")
+            serve()
+        }
         thread.start()
     }
 

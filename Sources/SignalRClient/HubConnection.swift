@@ -374,20 +374,25 @@ public actor HubConnection {
         var failure: HubConnectionError?
         await flushRoutes(generation: generation)  // what came with the handshake answer
         do {
-            // The frames waiting are taken together, and their events handed over together: one wake-up of each
-            // side per batch, not per frame, when the server sends faster than one frame at a time is read.
+            // The frames waiting are taken together, and their events handed over together: one wake-up of the
+            // consumer per batch, not per frame, when the server sends faster than one frame at a time is read.
             // A long backlog is handed over every `handOverEvery` events, so a buffer is passed by at most that.
-            reading: while let frames = try await socket.messages.nextBatch() {
+            // Events that end with one the server follows at once (a route's `followerWait`) are held for the next
+            // frame, up to that wait: the pair is one hand-over.
+            var hold: Duration?
+            reading: while let frames = try await socket.messages.nextBatch(within: hold) {
                 for frame in frames {
                     let goOn = process(frame: frame.bytes, generation: generation)
                     if !goOn || stagedEvents >= Self.handOverEvery { await flushRoutes(generation: generation) }
                     if !goOn { break reading }  // what came before the end was handed over
                 }
-                await flushRoutes(generation: generation)
+                hold = frames.isEmpty ? nil : routeList.lazy.compactMap(\.followerWait).max()
+                if hold == nil { await flushRoutes(generation: generation) }
             }
         } catch {
             failure = HubConnectionError(.transport(error.kind), error.message)
         }
+        await flushRoutes(generation: generation)  // an event held for a follower that did not come
         let end = link?.generation == generation ? link?.endReason : nil
         if failure == nil && end == nil && machine.state != .disconnecting {
             let info = socket.closeInfo.map { " (\($0))" } ?? ""
@@ -775,6 +780,8 @@ private protocol EventRoute: AnyObject {
     func decode(_ target: String, _ arguments: HubArguments)
     /// Events kept since the last hand-over.
     var hasStaged: Bool { get }
+    /// How long to hold what is staged for the next frame (nil: hand it over now): its last event is followed.
+    var followerWait: Duration? { get }
     /// Appends the events kept since the last hand-over to the buffer, in one go, on the caller's actor.
     func handOver(isolation: isolated (any Actor)?) async
 }
@@ -821,6 +828,12 @@ private final class Route<Event: Sendable>: EventRoute {
     }
 
     var hasStaged: Bool { staged.count > (hasCandidate ? 1 : 0) }
+
+    var followerWait: Duration? {
+        let kept = staged.count - (hasCandidate ? 1 : 0)
+        guard kept > 0, decoder.followerWait > .zero, decoder.isFollowed(staged[kept - 1]) else { return nil }
+        return decoder.followerWait
+    }
 
     func handOver(isolation: isolated (any Actor)?) async {
         forgetCandidate()

@@ -157,15 +157,24 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     /// skipped and the connection carries on).
     public var decode: @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event
     public var onError: @Sendable (_ target: String, _ error: any Error) -> Void
+    /// True for an event the server sends right before another that belongs with it (a transaction before its
+    /// balance): when such an event ends what was read, the connection holds it up to `followerWait` for the next
+    /// frame, so that both reach the buffer in one hand-over (and its consumer stores them in one commit). The wait
+    /// is the connection's loop's own timer.
+    public var isFollowed: @Sendable (Event) -> Bool
+    public var followerWait: Duration
 
     public init(
         targets: [String], read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
         decode: @escaping @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event,
-        onError: @escaping @Sendable (_ target: String, _ error: any Error) -> Void
+        onError: @escaping @Sendable (_ target: String, _ error: any Error) -> Void,
+        isFollowed: @escaping @Sendable (Event) -> Bool = { _ in false }, followerWait: Duration = .zero
     ) {
         self.targets = targets
         self.read = read
         self.decode = decode
         self.onError = onError
+        self.isFollowed = isFollowed
+        self.followerWait = followerWait
     }
 }

@@ -64,9 +64,6 @@ public actor SyncCoordinator {
         self.logger = logger
     }
 
-    /// How long a burst that ends with a TransactionCreated waits for the BalanceUpdated that follows it.
-    public static let balanceFollows = Duration.milliseconds(2)
-
     public func handle(_ event: HubEvent) {
         handle([event])
     }
@@ -120,16 +117,10 @@ public actor SyncCoordinator {
     }
 
     /// Stores what the hub connection decoded, a burst at a time, until the buffer is finished and empty;
-    /// `received` sees each burst first (logs, metrics).
-    public func store(
-        from events: HubEventBuffer<HubEvent>, balanceFollows: Duration = balanceFollows, received: ([HubEvent]) -> Void = { _ in }
-    ) async {
-        while var batch = await events.next() {
-            // The backend sends a transaction's BalanceUpdated right behind its TransactionCreated. Waiting a moment
-            // for it puts both in one commit: one fsync per transaction instead of two when they come one by one.
-            if case .transactionCreated = batch.last, let more = await events.next(within: balanceFollows) {
-                batch += more
-            }
+    /// `received` sees each burst first (logs, metrics). A transaction and its balance come as one burst: the
+    /// connection holds the one for the other (`HubEvent.balanceFollows`).
+    public func store(from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in }) async {
+        while let batch = await events.next() {
             received(batch)
             handle(batch)
         }

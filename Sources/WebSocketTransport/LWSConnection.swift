@@ -58,7 +58,8 @@ final class LWSConnection: @unchecked Sendable {
         self.options = options
         self.logger = logger
         ownsLoop = loop == nil
-        self.loop = loop ?? WebSocketLoop(name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout)
+        let loop = loop ?? WebSocketLoop(name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout)
+        self.loop = loop
         cHost = strdup(address.host)
         cHostHeader = strdup(address.hostHeader)
         cPath = strdup(address.path)
@@ -70,7 +71,9 @@ final class LWSConnection: @unchecked Sendable {
             policy.secs_since_valid_hangup = secs &* 2
         }
         retryPolicy.initialize(to: policy)
-        inbox = WebSocketInbox(highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes)
+        inbox = WebSocketInbox(
+            highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes,
+            schedule: { delay, action in loop.schedule(after: delay, action) })
         inbox.onResume { [weak self] in self?.requestResumeReading() }
     }
 

@@ -76,7 +76,10 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     private struct State {
         var queue: [WebSocketMessage] = []
         var head = 0
-        var waiter: CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>?
+        /// The reader waiting; resumed with nil when its wait's time ran out (`nextBatch(within:)`).
+        var waiter: CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>?
+        /// The number of the last wait, so that a timer meant for an earlier one does not end a later one.
+        var waits = 0
         var end: Result<Void, WebSocketError>?
         var paused = false
         /// The bytes of the messages waiting.
@@ -91,9 +94,13 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     /// Boxed: a closure stored directly in a Mutex gains two reabstraction thunks per `withLock` (see Store).
     private let resumeHook = Mutex<HookBox?>(nil)
 
-    init(highWater: Int, highWaterBytes: Int = .max) {
+    /// Runs an action after a delay on the connection's loop (for `nextBatch(within:)`).
+    private let schedule: @Sendable (Duration, @escaping @Sendable () -> Void) -> Void
+
+    init(highWater: Int, highWaterBytes: Int = .max, schedule: @escaping @Sendable (Duration, @escaping @Sendable () -> Void) -> Void) {
         self.highWater = Swift.max(2, highWater)
         self.highWaterBytes = Swift.max(1, highWaterBytes)
+        self.schedule = schedule
     }
 
     private func full(_ s: State) -> Bool { s.count >= highWater || s.bytes >= highWaterBytes }
@@ -107,7 +114,7 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
 
     /// Service thread: a message arrived. Returns true when the socket should stop being read.
     func push(_ message: WebSocketMessage) -> Bool {
-        let (waiter, pause): (CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>?, Bool) =
+        let (waiter, pause): (CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>?, Bool) =
             state.withLock { s in
                 if let w = s.waiter {
                     s.waiter = nil
@@ -127,7 +134,7 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
 
     /// Service thread: no more messages. A clean close ends iteration; an error is thrown after the queued messages.
     func finish(_ end: Result<Void, WebSocketError>) {
-        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>, Never>? in
+        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>? in
             guard s.end == nil else { return nil }
             s.end = end
             defer { s.waiter = nil }
@@ -143,6 +150,14 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     /// falls behind takes the backlog in one wake-up instead of one per message. The wait stays on the caller's
     /// actor: a reader on the connection's loop is resumed on the loop's thread, with no other thread woken.
     public func nextBatch(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> [WebSocketMessage]? {
+        try await nextBatch(within: nil, isolation: isolation)
+    }
+
+    /// Like `nextBatch()`, but waits at most `timeout` (nil: as long as it takes) for the first message: [] when none
+    /// came in time. The timer is the loop's own (an lws poll timeout), so a wait that runs out wakes no other thread.
+    public func nextBatch(
+        within timeout: Duration?, isolation: isolated (any Actor)? = #isolation
+    ) async throws(WebSocketError) -> [WebSocketMessage]? {
         let (taken, wake) = state.withLock { s -> ([WebSocketMessage], Bool) in
             guard s.count > 0 else { return ([], false) }
             let batch = Array(s.queue[s.head...])
@@ -154,11 +169,19 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         }
         if wake { resumeHook.withLock { $0 }?.hook() }
         if !taken.isEmpty { return taken }
-        return try await next(isolation: isolation).map { [$0] }
+        guard let result = await wait(within: timeout, isolation: isolation) else { return [] }
+        return try result.get().map { [$0] }
     }
 
     func next(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> WebSocketMessage? {
-        let result: Result<WebSocketMessage?, WebSocketError> = await withCheckedContinuation(isolation: isolation) { continuation in
+        try await wait(within: nil, isolation: isolation)!.get()
+    }
+
+    /// The next message, the end, or nil when `timeout` passed first.
+    private func wait(
+        within timeout: Duration?, isolation: isolated (any Actor)?
+    ) async -> Result<WebSocketMessage?, WebSocketError>? {
+        await withCheckedContinuation(isolation: isolation) { continuation in
             let (immediate, wake): (Result<WebSocketMessage?, WebSocketError>?, Bool) = state.withLock { s in
                 if s.count > 0 {
                     let m = s.queue[s.head]
@@ -182,12 +205,25 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
                     }
                 }
                 s.waiter = continuation
+                s.waits += 1
+                if let timeout {
+                    let ticket = s.waits
+                    schedule(timeout) { [self] in expire(ticket) }
+                }
                 return (nil, false)
             }
             if wake { resumeHook.withLock { $0 }?.hook() }
             if let immediate { continuation.resume(returning: immediate) }
         }
-        return try result.get()
+    }
+
+    private func expire(_ ticket: Int) {
+        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>? in
+            guard s.waits == ticket else { return nil }
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: nil)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {

@@ -1,3 +1,4 @@
+import Core
 import CLibWebSockets
 import Foundation
 import Synchronization
@@ -157,8 +158,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     private func startThread() {
         let retained = Unmanaged.passRetained(self)
         let thread = Thread { [name] in
-            // Named from inside: Foundation's Thread.name does not reach the OS thread on Linux.
-            clws_name_this_thread(name)
+            ThreadName.set(name)
             let loop = retained.takeRetainedValue()
             loop.thread.store(UInt(pthread_self()), ordering: .releasing)
             loop.serve()
@@ -226,18 +226,20 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         let next = shared.withLock { s in s.timers.map(\.due).min() }
         guard let context, next != sulDue else { return }
         let head = sul.assumingMemoryBound(to: lws_sorted_usec_list_t.self)
+        lws_sul_cancel(head)  // out of lws's list before it goes in again at another time
         if let next {
             let wait = max(.zero, next - .now)
             let us = wait.components.seconds * 1_000_000 + wait.components.attoseconds / 1_000_000_000_000
             lws_sul_schedule(context, 0, head, loopTimerFired, lws_usec_t(max(1, us)))
-        } else {
-            lws_sul_cancel(head)
         }
         sulDue = next
     }
 
     fileprivate func timerFired() {
-        sulDue = nil  // the timers that are due run after this round of service
+        // The timers that are due run after this round of service. lws runs a ripe sul before it polls, and with no
+        // other sul left the poll would wait for the network: end the round now.
+        sulDue = nil
+        if let context { lws_cancel_service(context) }
     }
 
     /// The context for a connection; with TLS when it needs it (made again without a connection open).

@@ -66,3 +66,52 @@ func currentThreadName() -> String {
         #expect(fired.1 >= .milliseconds(50), "not before it is due: \(fired.1)")
     }
 }
+
+/// An event the server follows at once (a transaction, then its balance, in the next frame) is held for the follower:
+/// the pair reaches the consumer in one hand-over, and a held event whose follower does not come goes when the wait
+/// ends, without waiting for another frame.
+@Suite struct FollowerHoldTests {
+    func decoder(followed: String, wait: Duration) -> HubEventDecoder<String> {
+        HubEventDecoder(
+            targets: ["TransactionCreated", "BalanceUpdated"], read: { target, reader in reader.skipValue() ? target : nil },
+            decode: { target, _ in target }, onError: { _, _ in }, isFollowed: { $0 == followed }, followerWait: wait)
+    }
+
+    /// The consumer waits for each hand-over as the store writer does; every one holds whole pairs.
+    @Test func aTransactionAndItsBalanceInTwoFramesAreOneHandOver() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let buffer = HubEventBuffer<String>()
+            await connection.on(decoder(followed: "TransactionCreated", wait: .seconds(5)), into: buffer)
+            try await connection.start()
+            let paced = Task { try await call(base, "POST", "/_sim/paced?count=10&rate=20") }
+            var batches: [[String]] = []
+            while batches.joined().count < 20, let batch = await buffer.next() { batches.append(batch) }
+            _ = try await paced.value
+            await connection.stop()
+            #expect(batches.joined().count == 20)
+            for batch in batches {
+                #expect(batch.count % 2 == 0 && batch.indices.allSatisfy { batch[$0] == ($0 % 2 == 0 ? "TransactionCreated" : "BalanceUpdated") },
+                        "a hand-over split a pair: \(batches)")
+            }
+        }
+    }
+
+    /// Here the balance is the "followed" event: each pair's balance is held, and the last one has no follower.
+    @Test func aHeldEventWhoseFollowerDoesNotComeGoesWhenTheWaitEnds() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let buffer = HubEventBuffer<String>()
+            await connection.on(decoder(followed: "BalanceUpdated", wait: .milliseconds(100)), into: buffer)
+            try await connection.start()
+            _ = try await call(base, "POST", "/_sim/paced?count=3&rate=5")
+            var received: [String] = []
+            let deadline = ContinuousClock.now + .seconds(5)  // the hub's next frame (a ping) is 15 s away
+            while received.count < 6, ContinuousClock.now < deadline {
+                received += await buffer.next(within: .milliseconds(200)) ?? []
+            }
+            await connection.stop()
+            #expect(received.count == 6, "the last balance, held for a follower that never came, arrived: \(received)")
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import CSystemd
+import Core
 import Foundation
 import Synchronization
 
@@ -66,8 +67,10 @@ final class DesktopBus: @unchecked Sendable {
 
     private func startListening() {
         guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        let thread = Thread { [self] in listen() }
-        thread.name = "desktop-bus"
+        let thread = Thread { [self] in
+            ThreadName.set("desktop-bus")
+            listen()
+        }
         thread.start()
     }
 
