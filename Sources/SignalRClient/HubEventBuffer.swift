@@ -82,8 +82,9 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         }
     }
 
-    /// Like `next`, but waits at most `timeout` for the first event: [] when none came in time. A consumer uses it
-    /// to let an event that is known to follow at once (a transaction's balance) join the batch it commits.
+    /// Like `next`, but waits at most `timeout` for the first event: [] when none came in time (a consumer that also
+    /// has other work to look at). To keep an event with the one that follows it, use the decoder's `isFollowed`: the
+    /// connection holds it on its own thread.
     public func next(limit: Int = 1000, within timeout: Duration) async -> [Event]? {
         if let taken = take(limit) { return taken }
         let ticket = state.withLock { s -> Int in

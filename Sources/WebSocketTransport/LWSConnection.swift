@@ -26,7 +26,6 @@ final class LWSConnection: @unchecked Sendable {
     private let shared = Mutex(Shared())
     private let options: WebSocketOptions
     private let address: WebSocketAddress
-    private let logger: Logger
     let loop: WebSocketLoop
     /// A loop made for this connection alone, shut down when it ends.
     private let ownsLoop: Bool
@@ -47,16 +46,14 @@ final class LWSConnection: @unchecked Sendable {
     private var writeBuffer: [UInt8] = []
 
     // C memory that must live as long as the wsi.
-    private let protocolName = strdup("ws")!
     private let cHost: UnsafeMutablePointer<CChar>
     private let cHostHeader: UnsafeMutablePointer<CChar>
     private let cPath: UnsafeMutablePointer<CChar>
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
-    init(address: WebSocketAddress, options: WebSocketOptions, logger: Logger, loop: WebSocketLoop?) {
+    init(address: WebSocketAddress, options: WebSocketOptions, loop: WebSocketLoop?) {
         self.address = address
         self.options = options
-        self.logger = logger
         ownsLoop = loop == nil
         let loop = loop ?? WebSocketLoop(name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout)
         self.loop = loop
@@ -78,7 +75,6 @@ final class LWSConnection: @unchecked Sendable {
     }
 
     deinit {
-        free(protocolName)
         free(cHost)
         free(cHostHeader)
         free(cPath)
@@ -97,12 +93,12 @@ final class LWSConnection: @unchecked Sendable {
         loop.schedule(after: options.connectTimeout) { [weak self] in
             guard let self else { return }
             shared.withLock { $0.connectDeadlinePassed = true }
-            serve(on: loop)
+            serve()
         }
     }
 
     /// Loop thread: does what the connection was asked to do (start, give up, close, write, read again).
-    func serve(on loop: WebSocketLoop) {
+    func serve() {
         if !started {
             started = true
             connect()
@@ -152,7 +148,7 @@ final class LWSConnection: @unchecked Sendable {
         ci.host = UnsafePointer(cHostHeader)
         ci.origin = UnsafePointer(cHostHeader)  // lws writes "Origin: http(s)://" and this
         ci.ietf_version_or_minus_one = -1
-        ci.local_protocol_name = UnsafePointer(protocolName)
+        ci.local_protocol_name = UnsafePointer(loop.protocolName)
         ci.retry_and_idle_policy = UnsafePointer(retryPolicy)
         // The loop holds the connection while lws may call back about it (`opened` until `closed`).
         ci.opaque_user_data = Unmanaged.passUnretained(self).toOpaque()
@@ -238,7 +234,7 @@ final class LWSConnection: @unchecked Sendable {
             loop.schedule(after: grace) { [weak self] in
                 guard let self else { return }
                 shared.withLock { $0.forceStop = true }
-                serve(on: loop)
+                serve()
             }
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in

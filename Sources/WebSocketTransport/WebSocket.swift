@@ -38,7 +38,7 @@ public final class WebSocket: Sendable {
                 "TLS certificate and host name checks are OFF for this connection (insecure option; tests only)",
                 metadata: ["host": "\(address.host)"])
         }
-        let core = LWSConnection(address: address, options: options, logger: logger, loop: loop)
+        let core = LWSConnection(address: address, options: options, loop: loop)
         let result: Result<Void, WebSocketError> = await withCheckedContinuation { continuation in
             core.start { continuation.resume(returning: $0) }
         }

@@ -21,6 +21,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         var jobs: [UnownedJob] = []
         /// Connections that were asked to do something (start, write, close, read again, give up).
         var requests: [LWSConnection] = []
+        /// In order of `due`: the earliest first, the due ones a prefix.
         var timers: [Timer] = []
         var shutdown = false
         var threadStarted = false
@@ -54,7 +55,8 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     private let sul: UnsafeMutableRawPointer
     private var sulDue: ContinuousClock.Instant?
     private let protocols: UnsafeMutablePointer<lws_protocols>
-    private let protocolName = strdup("ws")!
+    /// The one protocol's name, which each connection asks for.
+    let protocolName = strdup("ws")!
 
     /// - Parameters:
     ///   - name: the thread's name, as `top -H` and gdb show it (at most 15 characters are kept).
@@ -113,8 +115,11 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     /// callback). The wait is lws's own poll timeout: it costs no thread of its own.
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
         let onLoop = isLoopThread
+        let timer = Timer(due: .now + delay, action: action)
         shared.withLock { s in
-            s.timers.append(Timer(due: .now + delay, action: action))
+            // Usually last (the same waits again and again): found from the end.
+            let at = s.timers.lastIndex { $0.due <= timer.due }.map { $0 + 1 } ?? 0
+            s.timers.insert(timer, at: at)
             wakeLocked(&s, onLoop: onLoop)
         }
     }
@@ -125,7 +130,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         let onLoop = isLoopThread
         shared.withLock { s in
             s.shutdown = true
-            wakeLocked(&s, onLoop: onLoop)
+            if s.threadStarted { wakeLocked(&s, onLoop: onLoop) }  // a loop that never ran starts no thread to end
         }
     }
 
@@ -199,9 +204,10 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
                 s.woken = false
                 swap(&jobs, &s.jobs)
                 swap(&requests, &s.requests)
-                if s.timers.contains(where: { $0.due <= now }) {
-                    due = s.timers.filter { $0.due <= now }
-                    s.timers.removeAll { $0.due <= now }
+                if let first = s.timers.first, first.due <= now {
+                    let end = s.timers.firstIndex { $0.due > now } ?? s.timers.endIndex
+                    due = Array(s.timers[..<end])
+                    s.timers.removeFirst(end)
                 }
             }
             if jobs.isEmpty && requests.isEmpty && due.isEmpty {
@@ -211,7 +217,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
             }
             let executor = asUnownedSerialExecutor()
             for job in jobs { job.runSynchronously(on: executor) }
-            for connection in requests { connection.serve(on: self) }
+            for connection in requests { connection.serve() }
             for timer in due { timer.action() }
             jobs.removeAll(keepingCapacity: true)
             requests.removeAll(keepingCapacity: true)
@@ -223,7 +229,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
 
     /// The next timer, as lws's poll timeout.
     private func armTimer() {
-        let next = shared.withLock { s in s.timers.map(\.due).min() }
+        let next = shared.withLock { s in s.timers.first?.due }
         guard let context, next != sulDue else { return }
         let head = sul.assumingMemoryBound(to: lws_sorted_usec_list_t.self)
         lws_sul_cancel(head)  // out of lws's list before it goes in again at another time
