@@ -387,7 +387,9 @@ public actor HubConnection {
                     if !goOn { break reading }  // what came before the end was handed over
                 }
                 hold = frames.isEmpty ? nil : routeList.lazy.compactMap(\.followerWait).max()
-                if hold == nil { await flushRoutes(generation: generation) }
+                // Frames already in the socket are read first: a fast reader would otherwise wake its consumer for
+                // every frame or two (the `handOverEvery` bound still applies).
+                if hold == nil && !socket.hasUnreadInput { await flushRoutes(generation: generation) }
             }
         } catch {
             failure = HubConnectionError(.transport(error.kind), error.message)

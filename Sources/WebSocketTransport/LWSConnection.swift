@@ -128,6 +128,12 @@ final class LWSConnection: @unchecked Sendable {
         if hasPendingWrites || close { lws_callback_on_writable(conn) }
     }
 
+    /// Loop thread: the socket holds bytes not read yet (more frames are coming now).
+    var hasUnreadInput: Bool {
+        guard let wsi, !finished else { return false }
+        return clws_unread_bytes(wsi) > 0
+    }
+
     /// Loop thread: the loop is shutting down with this connection open.
     func abandon() {
         if failure == nil { failure = WebSocketError(.connectionLost, "The WebSocket loop was shut down with the connection open.") }

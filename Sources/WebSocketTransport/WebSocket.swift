@@ -54,6 +54,12 @@ public final class WebSocket: Sendable {
         try core.enqueue(message)
     }
 
+    /// Whether more input is already waiting in the socket, unread: a reader on the connection's loop can take it
+    /// in before handing on what it has. False off the loop's thread (it cannot tell there).
+    public var hasUnreadInput: Bool {
+        core.loop.isLoopThread && core.hasUnreadInput
+    }
+
     /// Bytes queued for sending and not yet handed to the socket.
     public var bufferedAmount: Int { core.bufferedAmount }
 
@@ -76,8 +82,8 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     private struct State {
         var queue: [WebSocketMessage] = []
         var head = 0
-        /// The reader waiting; resumed with nil when its wait's time ran out (`nextBatch(within:)`).
-        var waiter: CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>?
+        /// The reader waiting, told when there is something to take (or the end), or that its wait ran out.
+        var waiter: CheckedContinuation<Wake, Never>?
         /// The number of the last wait, so that a timer meant for an earlier one does not end a later one.
         var waits = 0
         var end: Result<Void, WebSocketError>?
@@ -87,13 +93,14 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         var count: Int { queue.count - head }
     }
 
+    private enum Wake { case ready, timedOut }
+
     private let state = Mutex(State())
     private let highWater: Int
     private let highWaterBytes: Int
     /// Asks the service thread to read the socket again (set once by the connection).
     /// Boxed: a closure stored directly in a Mutex gains two reabstraction thunks per `withLock` (see Store).
     private let resumeHook = Mutex<HookBox?>(nil)
-
     /// Runs an action after a delay on the connection's loop (for `nextBatch(within:)`).
     private let schedule: @Sendable (Duration, @escaping @Sendable () -> Void) -> Void
 
@@ -112,38 +119,31 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         resumeHook.withLock { $0 = box }
     }
 
-    /// Service thread: a message arrived. Returns true when the socket should stop being read.
+    /// Loop thread: a message arrived. Returns true when the socket should stop being read. The message is queued
+    /// even when the reader waits: a reader on the loop runs after this round of reading, and then takes every
+    /// message the round brought at once.
     func push(_ message: WebSocketMessage) -> Bool {
-        let (waiter, pause): (CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>?, Bool) =
-            state.withLock { s in
-                if let w = s.waiter {
-                    s.waiter = nil
-                    return (w, false)
-                }
-                s.queue.append(message)
-                s.bytes += message.count
-                if full(s) && !s.paused {
-                    s.paused = true
-                    return (nil, true)
-                }
-                return (nil, false)
-            }
-        waiter?.resume(returning: .success(message))
+        let (waiter, pause): (CheckedContinuation<Wake, Never>?, Bool) = state.withLock { s in
+            s.queue.append(message)
+            s.bytes += message.count
+            let pause = full(s) && !s.paused
+            if pause { s.paused = true }
+            defer { s.waiter = nil }
+            return (s.waiter, pause)
+        }
+        waiter?.resume(returning: .ready)
         return pause
     }
 
-    /// Service thread: no more messages. A clean close ends iteration; an error is thrown after the queued messages.
+    /// Loop thread: no more messages. A clean close ends iteration; an error is thrown after the queued messages.
     func finish(_ end: Result<Void, WebSocketError>) {
-        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>? in
+        let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             guard s.end == nil else { return nil }
             s.end = end
             defer { s.waiter = nil }
             return s.waiter
         }
-        switch end {
-        case .success: waiter?.resume(returning: .success(nil))
-        case .failure(let e): waiter?.resume(returning: .failure(e))
-        }
+        waiter?.resume(returning: .ready)
     }
 
     /// Every message waiting (at least one, waiting for it if need be); nil after a clean close. A reader that
@@ -158,72 +158,89 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     public func nextBatch(
         within timeout: Duration?, isolation: isolated (any Actor)? = #isolation
     ) async throws(WebSocketError) -> [WebSocketMessage]? {
-        let (taken, wake) = state.withLock { s -> ([WebSocketMessage], Bool) in
-            guard s.count > 0 else { return ([], false) }
-            let batch = Array(s.queue[s.head...])
-            s.queue.removeAll(keepingCapacity: s.queue.capacity <= 4 * highWater)
-            s.head = 0
-            s.bytes = 0
-            defer { s.paused = false }
-            return (batch, s.paused)
+        while true {
+            switch try take(all: true) {
+            case .messages(let batch): return batch
+            case .closed: return nil
+            case .nothing: if await wait(within: timeout, isolation: isolation) == .timedOut { return [] }
+            }
         }
-        if wake { resumeHook.withLock { $0 }?.hook() }
-        if !taken.isEmpty { return taken }
-        guard let result = await wait(within: timeout, isolation: isolation) else { return [] }
-        return try result.get().map { [$0] }
     }
 
     func next(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> WebSocketMessage? {
-        try await wait(within: nil, isolation: isolation)!.get()
+        while true {
+            switch try take(all: false) {
+            case .messages(let one): return one.first
+            case .closed: return nil
+            case .nothing: _ = await wait(within: nil, isolation: isolation)
+            }
+        }
     }
 
-    /// The next message, the end, or nil when `timeout` passed first.
-    private func wait(
-        within timeout: Duration?, isolation: isolated (any Actor)?
-    ) async -> Result<WebSocketMessage?, WebSocketError>? {
+    private enum Taken { case messages([WebSocketMessage]), nothing, closed }
+
+    /// Every waiting message (`all`) or the oldest one; `.closed` once the connection closed cleanly and all was
+    /// taken. Throws the connection's error once all was taken. Asks the loop to read again when the reader has taken
+    /// enough.
+    private func take(all: Bool) throws(WebSocketError) -> Taken {
+        let (taken, wake): (Result<Taken, WebSocketError>, Bool) = state.withLock { s in
+            guard s.count > 0 else {
+                switch s.end {
+                case nil: return (.success(.nothing), false)
+                case .success: return (.success(.closed), false)
+                case .failure(let e): return (.failure(e), false)
+                }
+            }
+            let batch: [WebSocketMessage]
+            if all {
+                batch = Array(s.queue[s.head...])
+                s.queue.removeAll(keepingCapacity: s.queue.capacity <= 4 * highWater)
+                s.head = 0
+                s.bytes = 0
+            } else {
+                batch = [s.queue[s.head]]
+                s.head += 1
+                s.bytes -= batch[0].count
+                if s.head == s.queue.count {
+                    s.queue.removeAll(keepingCapacity: true)
+                    s.head = 0
+                } else if s.head > 1024 && s.head * 2 > s.queue.count {
+                    s.queue.removeFirst(s.head)
+                    s.head = 0
+                }
+            }
+            let wake = s.paused && drained(s)
+            if wake { s.paused = false }
+            return (.success(.messages(batch)), wake)
+        }
+        if wake { resumeHook.withLock { $0 }?.hook() }
+        return try taken.get()
+    }
+
+    /// Waits until there is something to take or the end (`.ready`), or `timeout` passed (`.timedOut`).
+    private func wait(within timeout: Duration?, isolation: isolated (any Actor)?) async -> Wake {
         await withCheckedContinuation(isolation: isolation) { continuation in
-            let (immediate, wake): (Result<WebSocketMessage?, WebSocketError>?, Bool) = state.withLock { s in
-                if s.count > 0 {
-                    let m = s.queue[s.head]
-                    s.head += 1
-                    s.bytes -= m.count
-                    if s.head > 1024 && s.head * 2 > s.queue.count {
-                        s.queue.removeFirst(s.head)
-                        s.head = 0
-                    }
-                    var wake = false
-                    if s.paused && drained(s) {
-                        s.paused = false
-                        wake = true
-                    }
-                    return (.success(m), wake)
-                }
-                if let end = s.end {
-                    switch end {
-                    case .success: return (.success(nil), false)
-                    case .failure(let e): return (.failure(e), false)
-                    }
-                }
+            let ready = state.withLock { s -> Bool in
+                if s.count > 0 || s.end != nil { return true }
                 s.waiter = continuation
                 s.waits += 1
                 if let timeout {
                     let ticket = s.waits
                     schedule(timeout) { [self] in expire(ticket) }
                 }
-                return (nil, false)
+                return false
             }
-            if wake { resumeHook.withLock { $0 }?.hook() }
-            if let immediate { continuation.resume(returning: immediate) }
+            if ready { continuation.resume(returning: .ready) }
         }
     }
 
     private func expire(_ ticket: Int) {
-        let waiter = state.withLock { s -> CheckedContinuation<Result<WebSocketMessage?, WebSocketError>?, Never>? in
+        let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             guard s.waits == ticket else { return nil }
             defer { s.waiter = nil }
             return s.waiter
         }
-        waiter?.resume(returning: nil)
+        waiter?.resume(returning: .timedOut)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
