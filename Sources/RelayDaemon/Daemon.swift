@@ -253,6 +253,17 @@ struct EventWriter: Service {
                         logger.info("\(event.summary(childName: child.flatMap { names[$0] }))")
                     }
                 }
+            } handled: { batch in
+                // The commit's moment at microseconds on the wall clock, the hub's send clock on one machine:
+                // the benchmark's hub-to-commit latency is read from this line.
+                guard logger.logLevel <= .debug else { return }
+                let ids = batch.compactMap { event -> String? in
+                    if case .transactionCreated(let t) = event { t.id.uuidString.lowercased() } else { nil }
+                }
+                logger.debug("stored \(batch.count) hub event(s)", metadata: [
+                    "transactions": .string(ids.joined(separator: ",")),
+                    "unix_us": .stringConvertible(Int64((Date().timeIntervalSince1970 * 1e6).rounded())),
+                ])
             }
         } onGracefulShutdown: {
             events.finish()

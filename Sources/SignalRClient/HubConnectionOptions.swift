@@ -39,8 +39,10 @@ public struct HubConnectionOptions: Sendable {
     /// Options of the WebSocket under the connection (TLS, CA file, message size limit); negotiate trusts the
     /// same authorities.
     public var webSocket = WebSocketOptions()
-    /// Negotiate goes through it (one client per process keeps one pool of connections).
-    public var httpClient: HTTPClient = .shared
+    /// Negotiate goes through it (one client per process keeps one pool of connections); nil is
+    /// `HTTPClient.shared`, made at the first negotiate, so that a program with a client of its own starts no
+    /// second HTTP thread.
+    public var httpClient: HTTPClient?
     /// The longest negotiate answer read (a few hundred bytes in practice; a hostile server must not make the
     /// client hold megabytes).
     public var maxNegotiateBytes = 64 * 1024

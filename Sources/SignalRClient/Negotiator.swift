@@ -73,7 +73,7 @@ struct Negotiator: Sendable {
         if let token { request[header: "Authorization"] = "Bearer \(token)" }
         let response: HTTPResponse
         do {
-            response = try await options.httpClient.send(request)
+            response = try await (options.httpClient ?? .shared).send(request)
         } catch {
             throw HubConnectionError(.negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
         }

@@ -117,12 +117,15 @@ public actor SyncCoordinator {
     }
 
     /// Stores what the hub connection decoded, a burst at a time, until the buffer is finished and empty;
-    /// `received` sees each burst first (logs, metrics). A transaction and its balance come as one burst: the
-    /// connection holds the one for the other (`HubEvent.balanceFollows`).
-    public func store(from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in }) async {
+    /// `received` sees each burst first (logs, metrics), `handled` once its SQLite transaction has ended. A
+    /// transaction and its balance come as one burst: the connection holds the one for the other
+    /// (`HubEvent.balanceFollows`).
+    public func store(from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in },
+                      handled: ([HubEvent]) -> Void = { _ in }) async {
         while let batch = await events.next() {
             received(batch)
             handle(batch)
+            handled(batch)
         }
     }
 
