@@ -33,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Already there through Hummingbird; named because the simulator and its tests use NIOCore's types.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
     ],
     targets: [
         // libwebsockets, from Debian's libwebsockets-dev.
@@ -59,7 +61,8 @@ let package = Package(
         // What every layer shares, so that none imports another only for a helper: the JSON value type with its
         // reader and writer, back-off, redaction of URLs and header values for logs.
         .target(name: "Core"),
-        // SignalR JSON hub protocol: 0x1E framing, handshake, messages 1-9, negotiate body. Pure, no I/O.
+        // SignalR JSON hub protocol: 0x1E framing, handshake, messages 1-9, negotiate body; typed hub arguments, the
+        // decoder of a hub's events and the bounded buffer that hands them to their consumer. Pure, no I/O.
         .target(name: "SignalRProtocol", dependencies: ["Core"]),
         // Generic SignalR client: negotiate, handshake, handlers, invoke/stream, keep-alive, reconnect.
         // No allowance words here: it is a library others could use.
@@ -71,7 +74,7 @@ let package = Package(
         .target(
             name: "AllowanceAPI",
             dependencies: [
-                "Core", "SignalRClient", "HTTPTransport",
+                "Core", "SignalRProtocol", "HTTPTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
@@ -93,7 +96,8 @@ let package = Package(
         .target(
             name: "Sync",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Store", .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+                "AllowanceAPI", "Alerts", "Store", "SignalRProtocol",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // sd-bus from Debian's libsystemd-dev, for desktop notifications.
@@ -140,6 +144,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -163,48 +168,50 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "HubSimulator", "SignalRProtocol", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"
         ),
-        .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
+        // One test target per library, bottom to top; EndToEndTests runs the programs and checks the layer rule.
+        .testTarget(name: "CoreTests", dependencies: ["Core"]),
+        .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
+        .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(
             name: "WebSocketTransportTests",
-            dependencies: [
-                "WebSocketTransport", "TestSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-            ]
+            dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]
         ),
+        .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
         .testTarget(
             name: "SignalRClientTests",
             dependencies: [
-                "SignalRClient", "HubSimulator", "TestSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                "SignalRClient", "SignalRProtocol", "WebSocketTransport", "HubSimulator", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "SignalRProtocol", "TestSupport"]),
+        .testTarget(name: "AllowanceAPITests", dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
+        .testTarget(name: "AlertsTests", dependencies: ["Alerts", "AllowanceAPI"]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
-            name: "AllowanceAPITests",
-            dependencies: ["AllowanceAPI", "SignalRClient", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
+            name: "SyncTests",
+            dependencies: ["Sync", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "RelayTests",
+            dependencies: [
+                "Relay", "Alerts", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "RelayDaemonTests", dependencies: ["RelayDaemon"]),
         // The programs as a user runs them (the binaries it starts are built with the package), the daemon
         // in-process, the configuration across modules, and the layer rule.
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "AllowanceAPI", "Alerts", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
-                "Sync", "TestSupport",
+                "Sync", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",
             ]),
-        .testTarget(
-            name: "StoreTests",
-            dependencies: ["Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]
-        ),
-        .testTarget(
-            name: "RelayTests",
-            dependencies: ["Relay", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "SyncTests", dependencies: ["Sync", "Alerts", "Store", "AllowanceAPI", "SignalRClient", "SignalRProtocol", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTransport
-import SignalRClient
 import SignalRProtocol
 import Core
 

@@ -1,5 +1,4 @@
 import Foundation
-import SignalRClient
 import SignalRProtocol
 
 /// The two events the Allowance Tracker hub pushes.

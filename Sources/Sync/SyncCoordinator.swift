@@ -2,7 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Logging
-import SignalRClient
+import SignalRProtocol
 import Store
 
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was

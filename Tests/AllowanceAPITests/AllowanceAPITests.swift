@@ -1,7 +1,6 @@
 import AllowanceAPI
 import TestSupport
 import Foundation
-import SignalRClient
 import SignalRProtocol
 import Testing
 

@@ -1,5 +1,4 @@
 import Foundation
-import SignalRClient
 import SignalRProtocol
 import Testing
 

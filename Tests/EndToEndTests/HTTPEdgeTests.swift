@@ -63,20 +63,4 @@ import Testing
             }
         }
     }
-
-    /// A header value with a line break is not sent: it would add headers of its own to the request.
-    @Test func aHeaderWithALineBreakIsNotSent() async throws {
-        let api = WebhookReceiver()
-        try await api.run { base in
-            var request = HTTPRequest(.get, base.appending(path: "x"))
-            request[header: "X-Token"] = "abc\r\nX-Injected: 1"
-            do throws(HTTPError) {
-                _ = try await HTTPClient.shared.send(request)
-                Issue.record("sent")
-            } catch {
-                #expect(error.kind == .invalidRequest, "\(error)")
-            }
-            #expect(api.received.isEmpty)
-        }
-    }
 }

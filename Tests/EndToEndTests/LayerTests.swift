@@ -2,13 +2,15 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The layer rule of Package.swift, checked on the sources: a module imports only modules of lower layers, so
-/// nothing reaches back up (and two modules of one layer, like Sync and Relay, do not know each other).
+/// The layer rule, checked on the package manifest (`swift package dump-package`) and on the sources: a module
+/// declares only modules of lower layers, the domain does not reach the WebSocket client even through another
+/// module, and every module a source file imports is declared by its target.
 @Suite struct LayerTests {
     /// Bottom to top. A new module must be placed here, or this test fails.
     static let layers: [[String]] = [
         ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "Core"],
-        ["SignalRProtocol", "WebSocketTransport", "HTTPTransport", "MQTTTransport"],
+        ["WebSocketTransport", "HTTPTransport", "MQTTTransport"],
+        ["SignalRProtocol"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],
         ["Alerts"],
@@ -17,37 +19,147 @@ import Testing
         ["RelayDaemon"],
         ["allowance-relay", "allowance-hub-sim"],
     ]
+    /// What the domain must not depend on, directly or through another module: the connection and its socket.
+    static let domain = ["AllowanceAPI", "Alerts", "Store", "Sync", "Relay"]
+    static let connection: Set = ["SignalRClient", "WebSocketTransport"]
+    /// Modules of the toolchain: imported without a declaration.
+    static let toolchain: Set = [
+        "Foundation", "FoundationEssentials", "FoundationNetworking", "Glibc", "Musl", "Darwin", "Synchronization",
+        "Dispatch", "Testing", "XCTest", "_Concurrency",
+    ]
+    /// Products whose library holds more modules than the one named like it.
+    static let productModules = ["Metrics": ["Metrics", "CoreMetrics"]]
 
-    static func layer(_ module: String) -> Int? {
-        // allowance-relay's module is allowance_relay.
-        layers.firstIndex { $0.contains(module) || $0.contains(module.replacingOccurrences(of: "_", with: "-")) }
+    struct Target {
+        let name: String
+        let kind: String
+        let path: String
+        /// Targets of this package, and modules of other packages' products.
+        let targets: [String]
+        let products: [String]
     }
 
-    @Test func nothingReachesBackUp() throws {
-        let sources = PythonPeer.root.appending(path: "Sources")
-        let modules = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { !$0.hasPrefix(".") }
-        #expect(modules.count >= 14)
+    static let manifest: Result<[String: Target], ManifestError> = {
+        // Its own scratch folder: `swift test` holds the lock on .build while the tests run.
+        let scratch = FileManager.default.temporaryDirectory.appending(path: "layer-tests-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let out = Pipe()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["swift", "package", "--package-path", PythonPeer.root.path, "--scratch-path", scratch.path, "dump-package"]
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return .failure(ManifestError(message: "cannot run swift: \(error)")) }
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0,
+            let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let targets = json["targets"] as? [[String: Any]]
+        else { return .failure(ManifestError(message: "swift package dump-package failed (\(process.terminationStatus))")) }
+        var byName: [String: Target] = [:]
+        for t in targets {
+            guard let name = t["name"] as? String, let kind = t["type"] as? String else { continue }
+            var local: [String] = [], products: [String] = []
+            for dependency in t["dependencies"] as? [[String: [Any]]] ?? [] {
+                for (how, values) in dependency {
+                    guard let dependencyName = values.first as? String else { continue }
+                    if how == "product" { products.append(dependencyName) } else { local.append(dependencyName) }
+                }
+            }
+            let folder = kind == "test" ? "Tests" : "Sources"
+            byName[name] = Target(name: name, kind: kind, path: t["path"] as? String ?? "\(folder)/\(name)", targets: local, products: products)
+        }
+        return .success(byName)
+    }()
+
+    struct ManifestError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
+    }
+
+    static func layer(_ module: String) -> Int? {
+        layers.firstIndex { $0.contains(module) }
+    }
+
+    /// The modules `target` reaches through its declared dependencies on this package's targets.
+    static func closure(of target: String, in targets: [String: Target]) -> Set<String> {
+        var seen: Set<String> = []
+        var next = targets[target]?.targets ?? []
+        while let module = next.popLast() {
+            guard seen.insert(module).inserted else { continue }
+            next += targets[module]?.targets ?? []
+        }
+        return seen
+    }
+
+    @Test func everyDeclaredDependencyPointsDown() throws {
+        let targets = try Self.manifest.get()
         var violations: [String] = []
-        for module in modules {
-            guard let level = Self.layer(module) else {
-                violations.append("\(module) has no layer in LayerTests.layers")
+        for target in targets.values where target.path.hasPrefix("Sources/") {
+            guard let level = Self.layer(target.name) else {
+                violations.append("\(target.name) has no layer in LayerTests.layers")
                 continue
             }
-            let files = FileManager.default.enumerator(atPath: sources.appending(path: module).path)?
+            for dependency in target.targets {
+                guard let other = Self.layer(dependency) else { continue }
+                if other >= level { violations.append("\(target.name) depends on \(dependency) (layer \(other), not below \(level))") }
+            }
+        }
+        #expect(targets["Store"]?.targets.contains("Alerts") == true, "the manifest was read")
+        #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    @Test func theDomainDoesNotReachTheConnection() throws {
+        let targets = try Self.manifest.get()
+        for module in Self.domain {
+            let reached = Self.closure(of: module, in: targets)
+            #expect(reached.contains("Core"), "\(module)'s dependencies were read")
+            #expect(reached.isDisjoint(with: Self.connection), "\(module) reaches \(reached.intersection(Self.connection).sorted())")
+        }
+        // The rule can fail: the daemon does reach the connection.
+        #expect(Self.closure(of: "RelayDaemon", in: targets).contains("SignalRClient"))
+    }
+
+    @Test func everyImportIsDeclared() throws {
+        let targets = try Self.manifest.get()
+        var violations: [String] = []
+        var checkedImports = 0
+        for target in targets.values where target.kind != "system" {
+            var declared = Self.toolchain.union(target.targets)
+            for product in target.products { declared.formUnion(Self.productModules[product] ?? [product]) }
+            let folder = PythonPeer.root.appending(path: target.path)
+            let files = FileManager.default.enumerator(atPath: folder.path)?
                 .compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
             for file in files {
-                let text = try String(contentsOf: sources.appending(path: module).appending(path: file), encoding: .utf8)
-                for line in text.split(separator: "\n") {
-                    let words = line.split(separator: " ")
-                    guard let at = words.firstIndex(of: "import"), at + 1 < words.count,
-                        words[..<at].allSatisfy({ $0.hasPrefix("@") || $0 == "public" || $0 == "internal" })
-                    else { continue }
-                    let imported = String(words[at + 1])
-                    guard let other = Self.layer(imported) else { continue }  // a package from outside
-                    if other >= level { violations.append("\(module)/\(file) imports \(imported) (layer \(other), not below \(level))") }
+                let text = try String(contentsOf: folder.appending(path: file), encoding: .utf8)
+                for imported in Self.imports(in: text) {
+                    checkedImports += 1
+                    if !declared.contains(imported) && !declared.contains(imported.replacingOccurrences(of: "_", with: "-")) {
+                        violations.append("\(target.path)/\(file) imports \(imported), which \(target.name) does not declare")
+                    }
                 }
             }
         }
-        #expect(violations.isEmpty, "\(violations.joined(separator: "\n"))")
+        #expect(checkedImports > 100)
+        #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    /// The modules named by `import` lines (with attributes and access levels), outside `#if` conditions too.
+    static func imports(in text: String) -> [String] {
+        text.split(separator: "\n").compactMap { line in
+            let words = line.split(separator: " ")
+            guard let at = words.firstIndex(of: "import"), at + 1 < words.count,
+                words[..<at].allSatisfy({ $0.hasPrefix("@") || ["public", "internal", "package", "private", "fileprivate"].contains($0) })
+            else { return nil }
+            // `import struct Logging.Logger` names the module after the kind.
+            let kinds: Set<Substring> = ["struct", "class", "enum", "protocol", "func", "var", "let", "typealias"]
+            let name = kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
+            return String(name.split(separator: ".").first ?? name)
+        }
+    }
+
+    @Test func importLinesAreRead() {
+        #expect(Self.imports(in: "import Foundation\n@_exported import Core\npublic import struct Logging.Logger\n// import No") ==
+            ["Foundation", "Core", "Logging"])
     }
 }

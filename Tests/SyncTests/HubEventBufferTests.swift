@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Logging
-import SignalRClient
+import SignalRProtocol
 import Store
 import Sync
 import Synchronization

@@ -1,4 +1,3 @@
-import SignalRProtocol
 import Synchronization
 
 /// The bounded hand-off between a connection and the one consumer of its decoded events (a store writer).

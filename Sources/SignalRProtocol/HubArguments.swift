@@ -1,5 +1,4 @@
 import Foundation
-import SignalRProtocol
 
 /// The arguments of one invocation from the server, with typed access that says exactly what did not fit.
 public struct HubArguments: Sendable {

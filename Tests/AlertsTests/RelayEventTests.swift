@@ -1,0 +1,41 @@
+import AllowanceAPI
+import Alerts
+import Foundation
+import Testing
+
+/// An alert as the ledger stores it: written once, read back into the same value.
+@Suite struct RelayEventTests {
+    static let spend = Transaction(
+        id: UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!, childId: UUID(uuidString: "0B5E1C2A-0000-4000-8000-000000000001")!,
+        amount: Decimal(string: "3.5")!, type: .debit, description: "Comic \"Tintin\" ✓", balanceAfter: Decimal(string: "21.25")!,
+        createdAt: Date(timeIntervalSince1970: 1_764_000_000.125), createdByName: "Alice")
+
+    @Test func aTransactionAlertReadsBackAsItWasWritten() throws {
+        let event = RelayEvent(
+            kind: .transactionCreated, at: Date(timeIntervalSince1970: 1_764_000_001.5), childId: Self.spend.childId, childName: "Alice",
+            transaction: Self.spend, balance: Decimal(string: "21.25")!, previousBalance: Decimal(string: "24.75")!, caughtUp: true,
+            detail: "line one\nline two")
+        let read = try RelayEvent(json: event.json)
+        #expect(read == event)
+        // Money as exact decimal strings, ids lowercased: the documented shape.
+        let text = event.jsonText()
+        #expect(text.contains(#""amount":"3.50""#) && text.contains(#""balance":"21.25""#), "\(text)")
+        #expect(text.contains(#""id":"6f9619ff-8b86-d011-b42d-00c04fc964ff""#), "\(text)")
+    }
+
+    @Test func aDigestKeepsItsTransactionsInOrder() throws {
+        var later = Self.spend
+        later.id = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC96500")!
+        later.amount = Decimal(string: "1.25")!
+        let event = RelayEvent(
+            kind: .digest, at: Date(timeIntervalSince1970: 1_764_000_100), childId: Self.spend.childId, count: 2,
+            total: Decimal(string: "-4.75")!, transactions: [Self.spend, later])
+        let read = try RelayEvent(json: event.json)
+        #expect(read.transactions?.map(\.id) == [Self.spend.id, later.id])
+        #expect(read == event)
+    }
+
+    @Test func anUnknownKindIsACleanError() {
+        #expect(throws: PayloadError.self) { try RelayEvent(json: .object([("kind", .string("balance.exploded"))])) }
+    }
+}
