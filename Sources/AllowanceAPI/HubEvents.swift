@@ -132,7 +132,7 @@ extension HubEvent {
     /// The arguments of `target` read straight from the frame's bytes, for the form servers send (the transaction
     /// object with known field types, ids as strings, money as numbers or strings); nil for anything else, which
     /// `init(target:arguments:)` then decodes from the parsed tree with its exact checks and error texts.
-    /// `HubEventFastDecodeTests` checks that both give the same event.
+    /// `HubEventReadTests` checks that both give the same event.
     public static func read(target: String, _ r: inout JSONReader) -> HubEvent? {
         guard r.enterArray(), r.nextElement() else { return nil }
         let event: HubEvent

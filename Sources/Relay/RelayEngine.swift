@@ -65,7 +65,7 @@ public final class RelayEngine: Sendable {
     /// From now on every stored event plans its deliveries. Call before the first event can arrive.
     public func install() throws(StoreError) {
         plan(with: state.withLock { $0.current })
-        // Only versions before 0.2 wrote in_flight; their rows go again with the same ids.
+        // A database from before deliveries stopped recording in_flight may hold such rows: they go again, same ids.
         let requeued = try store.requeueInFlightDeliveries()
         if requeued > 0 { logger.notice("\(requeued) deliveries were in flight at the last stop: sending them again (same ids)") }
     }

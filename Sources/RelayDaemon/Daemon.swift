@@ -17,7 +17,8 @@ import UnixSignals
 /// whatever is left is cancelled; deliveries cut short are put back to pending. Then the database is checkpointed.
 public struct Daemon: Sendable {
     let settings: RelaySettings
-    let store: Store
+    /// The database it writes (read it freely: SQLite's WAL lets readers beside the writer).
+    public let store: Store
     let engine: RelayEngine
     let metrics: RelayMetrics
     let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
@@ -33,7 +34,8 @@ public struct Daemon: Sendable {
         let state = Mutex<(group: ServiceGroup?, stopAsked: Bool)>((nil, false))
     }
 
-    public init(
+    /// The parts already made; `start` makes them as `run` does.
+    init(
         settings: RelaySettings, store: Store, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
         reload: @escaping @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig), logger: Logger
     ) {

@@ -16,7 +16,7 @@ public struct Delivery: Sendable, Equatable {
         case merged
         /// Not sent: the sink was muted for the child when it was planned (`last_error` says until when).
         case muted
-        /// Written by versions before 0.2 while a send was under way; read as pending.
+        /// Written while a send was under way by the workers of earlier development builds; read as pending.
         case inFlight = "in_flight"
     }
 

@@ -2,12 +2,8 @@ import AllowanceAPI
 import ArgumentParser
 import Foundation
 import Logging
-import SignalRClient
-import Core
 import Relay
 import RelayDaemon
-import Store
-import Sync
 import UnixSignals
 
 /// `allowance-relay run`: connect, log every hub event, reconnect forever, stop cleanly on a signal.
@@ -77,33 +73,16 @@ struct RunCommand: AsyncParsableCommand {
         LogSetup.bootstrap(level: Logger.Level(rawValue: settings.logLevel) ?? .info, format: settings.logFormat)
         let logger = Logger(label: "allowance-relay")
         let metrics = RelayMetrics()  // before the engine: its workers make their metrics at init
-        let store: Store
+        let daemon: Daemon
         do {
-            if rebuild, FileManager.default.fileExists(atPath: settings.storePath) {
-                let aside = try Store.moveAside(path: settings.storePath)
-                logger.notice("moved the old database aside to \(aside); rebuilding from the server")
-            }
-            store = try Store.open(path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
-            let pruned = try store.prune(transactionDays: settings.local.keepTransactionsDays)
-            if pruned.inbox > 0 { logger.info("pruned \(pruned.inbox) inbox row(s) older than 7 days") }
-            if pruned.transactions > 0 {
-                logger.info("pruned \(pruned.transactions) transaction(s) older than \(settings.local.keepTransactionsDays ?? 0) days")
-            }
-            let requeued = try store.requeueInFlight()
-            if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
+            daemon = try Daemon.start(
+                settings: settings, relayConfig: relayConfig, rebuild: rebuild, metrics: metrics, http: RelayCommand.http, reload: load,
+                logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode(74)
         }
-        let engine = RelayEngine(store: store, config: relayConfig, http: RelayCommand.http, logger: logger)
-        do {
-            try engine.install()
-        } catch {
-            logger.critical("\(error)")
-            throw ExitCode(74)
-        }
-        let code = await Daemon(settings: settings, store: store, engine: engine, metrics: metrics, http: RelayCommand.http, reload: load, logger: logger)
-            .run(stopSignals: stopSignals)
+        let code = await daemon.run(stopSignals: stopSignals)
         if code != 0 { throw ExitCode(code) }
     }
 }

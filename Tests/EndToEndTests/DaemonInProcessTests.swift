@@ -26,16 +26,15 @@ import Testing
                         "ALLOWANCE_RELAY_STORE_PATH": db,
                     ])
                 let config = try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "hook"))\n", file: "t.yaml")
-                let store = try Store.open(path: db)
                 let logger = Logger(label: "daemon-in-process")
-                let engine = RelayEngine(store: store, config: config, logger: logger)
-                try engine.install()
                 // What a reload reads: the test changes it, as an edited file would.
                 let next = Mutex<Result<RelayConfig, ConfigProblem>>(.success(config))
-                let daemon = Daemon(
-                    settings: settings, store: store, engine: engine, metrics: RelayMetrics(bootstrap: false), http: .shared,
+                // The production start (`run` calls the same): store, prune, requeue, the relay's rules.
+                let daemon = try Daemon.start(
+                    settings: settings, relayConfig: config, metrics: RelayMetrics(bootstrap: false), http: .shared,
                     reload: { () async throws(ConfigProblem) -> (RelaySettings, RelayConfig) in (settings, try next.withLock { $0 }.get()) },
                     logger: logger)
+                let store = daemon.store
                 let running = Task { await daemon.run() }
 
                 #expect(await eventually(.seconds(15)) { (try? store.linkStatus())??.state == .connected })
