@@ -155,13 +155,11 @@ public struct ConfigValues: Sendable {
 
     public func flag(_ key: String, into problems: inout [ConfigError]) -> Bool {
         guard let text = string(key) else { return false }
-        switch text.lowercased() {
-        case "true", "yes", "on", "1": return true
-        case "false", "no", "off", "0", "": return false
-        default:
+        guard let value = ConfigBool.parse(text) else {
             problems.append(error(key, "'\(text)' is not true or false", fix: "write true or false"))
             return false
         }
+        return value
     }
 
     public func positive(_ key: String, into problems: inout [ConfigError]) -> Int? {
@@ -185,5 +183,17 @@ public struct ConfigValues: Sendable {
     public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, default fallback: T, into problems: inout [ConfigError]) -> T
     where T.RawValue == String {
         T(rawValue: oneOf(key, T.allCases.map(\.rawValue), default: fallback.rawValue, into: &problems)) ?? fallback
+    }
+}
+
+/// The one vocabulary of booleans, in the file and in the environment alike (an empty value is false: an
+/// environment variable set to nothing).
+public enum ConfigBool {
+    public static func parse(_ text: String) -> Bool? {
+        switch text.lowercased() {
+        case "true", "yes", "on", "1": true
+        case "false", "no", "off", "0", "": false
+        default: nil
+        }
     }
 }

@@ -18,7 +18,9 @@ final class BlastState: Sendable {
 }
 
 extension HubSimulator {
-    func addBlastRoutes(_ sim: RouterGroup<BasicRequestContext>) {
+    /// `/_sim/blast/...`, `/_sim/paced` and `/_sim/sent-times`: the benchmark's loads.
+    func blastRoutes() -> RouteCollection<BasicRequestContext> {
+        let sim = RouteCollection(context: BasicRequestContext.self)
         // Records `count` transactions in the family (the REST API lists them) and encodes their two hub events
         // each into frames of `batch` messages. Nothing is sent: `go` sends. Without `go`, they are the
         // transactions a relay that was down has missed.
@@ -86,6 +88,7 @@ extension HubSimulator {
             let times = self.blast.state.withLock { $0.sentAt }
             return self.json(200, .object(times.map { ($0.key, .number(String($0.value))) }))
         }
+        return sim
     }
 
     static func events(_ t: SimTransaction) -> [HubMessage] {

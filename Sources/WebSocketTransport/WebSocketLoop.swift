@@ -309,3 +309,9 @@ private func lwsCallback(
     let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
     return connection.handle(wsi, reason, input, len)
 }
+
+/// An lws context pointer passed between threads; what may be done with it is said where it is used.
+struct UncheckedPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}

@@ -20,6 +20,20 @@ func created(_ t: Transaction, previous: String? = nil, caughtUp: Bool = false) 
 }
 
 @Suite struct TemplateTests {
+    /// The rules' booleans take the same words as the settings' (`flag`): "1" is true in both.
+    @Test func everyBooleanTakesTheSameWords() throws {
+        for (word, expected) in [("true", true), ("yes", true), ("on", true), ("1", true), ("false", false), ("no", false), ("off", false), ("0", false)] {
+            let config = try RelayConfig.parse(
+                "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\nrules:\n  - event: transaction.created\n    to: hook\n    digest: \(word)\n",
+                file: "t.yaml")
+            #expect(config.rules.first?.digest == expected, "digest: \(word)")
+            #expect(ConfigBool.parse(word) == expected)
+        }
+        #expect(throws: ConfigErrors.self) {
+            try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\nrules:\n  - event: transaction.created\n    to: hook\n    digest: maybe\n", file: "t.yaml")
+        }
+    }
+
     @Test func unknownPlaceholdersAndStrayBracesAreErrorsAtLoad() throws {
         #expect(throws: TemplateError.self) { try Template("{child} spent {amout}") }
         #expect(throws: TemplateError.self) { try Template("{child") }

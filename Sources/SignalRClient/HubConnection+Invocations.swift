@@ -1,0 +1,85 @@
+import Foundation
+import SignalRProtocol
+
+// Sending: invocations and their table of pending results and streams.
+extension HubConnection {
+    // MARK: - Sending
+
+    func write(_ message: HubMessage) throws(HubConnectionError) {
+        let bytes = JSONHubProtocol.encode(message)
+        // Under stateful reconnect a tracked message is kept for replay, so it is not lost with the socket.
+        let kept = stateful != nil && message.isSequenced
+        if kept { stateful?.sent(bytes) }
+        guard let link else {
+            if kept { return }
+            throw HubConnectionError(.invalidState, "The connection is \(state.rawValue); nothing can be sent.")
+        }
+        do {
+            try link.socket.send(.text(bytes))
+        } catch {
+            if kept { return }
+            throw HubConnectionError(.transport(error.kind), error.message)
+        }
+        self.link?.lastSend = .now
+    }
+
+    func newInvocationId() -> String {
+        defer { nextInvocationId += 1 }
+        return String(nextInvocationId)
+    }
+
+    /// Calls a hub method and waits for its Completion. Returns the result, or nil for a void method.
+    public func invoke(_ target: String, _ arguments: [JSONValue] = []) async throws -> JSONValue? {
+        await waitForSendSpace()
+        let id = newInvocationId()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
+                do {
+                    try write(.invocation(.init(invocationId: id, target: target, arguments: arguments)))
+                    pending[id] = .invocation(target: target, c)
+                } catch {
+                    c.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelInvocation(id) }
+        }
+    }
+
+    /// Calls a hub method and decodes its result as `T`.
+    public func invoke<T: Decodable & Sendable>(_ target: String, _ arguments: [JSONValue] = [], returning: T.Type) async throws -> T {
+        let value = try await invoke(target, arguments) ?? .null
+        return try HubArguments(target: target, values: [value]).decode(0, as: T.self)
+    }
+
+    /// Sends an invocation without waiting for (or getting) a Completion.
+    public func send(_ target: String, _ arguments: [JSONValue] = []) async throws(HubConnectionError) {
+        await waitForSendSpace()
+        try write(.invocation(.init(target: target, arguments: arguments)))
+    }
+
+    /// Starts a server-to-client stream. Ending the iteration early sends CancelInvocation.
+    public func stream(_ target: String, _ arguments: [JSONValue] = []) -> AsyncThrowingStream<JSONValue, any Error> {
+        let id = newInvocationId()
+        let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+        do {
+            try write(.streamInvocation(.init(invocationId: id, target: target, arguments: arguments)))
+            pending[id] = .stream(target: target, continuation)
+            continuation.onTermination = { [weak self] reason in
+                if case .cancelled = reason { Task { await self?.cancelStream(id) } }
+            }
+        } catch {
+            continuation.finish(throwing: error)
+        }
+        return stream
+    }
+
+    func cancelStream(_ id: String) {
+        guard pending.removeValue(forKey: id) != nil else { return }
+        try? write(.cancelInvocation(invocationId: id))
+    }
+
+    func cancelInvocation(_ id: String) {
+        if case .invocation(_, let c) = pending.removeValue(forKey: id) { c.resume(throwing: CancellationError()) }
+    }
+}

@@ -1,0 +1,192 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+import GRDB
+import Core
+
+/// The cache's rows, written and read inside the callers' transactions: the one place each is written.
+extension Store {
+    /// Returns false when the key was recorded before (the event is a duplicate).
+    static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
+        let kind = if case .balanceUpdated = event { "BalanceUpdated" } else { "TransactionCreated" }
+        try db.executeCached(
+            sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [key, kind, event.jsonText, caughtUp, ISO.string(now)])
+        return db.changesCount == 1
+    }
+
+    /// Why `t` cannot be the transaction stored under its id (nil: it is the same one). A transaction never
+    /// changes on the server, so another child, amount, type or time means another server's data.
+    static func contradiction(_ db: Database, _ t: Transaction) throws -> String? {
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT child_id, amount_minor, type, created_at, description FROM txn WHERE id = ?"),
+                arguments: [t.id.lowercased])
+        else { return nil }  // pruned, or a local write's id: nothing to compare
+        let stored = (child: row["child_id"] as String, minor: row["amount_minor"] as Int64, type: row["type"] as String, at: row["created_at"] as String)
+        // Stored to the millisecond (truncated), so the same instant may differ below a millisecond.
+        let sameTime = ISODate.parse(stored.at).map { abs($0.timeIntervalSince(t.createdAt)) < 0.001 } ?? false
+        let minor = try MinorUnits.from(t.amount)
+        guard stored.child != t.childId.lowercased || stored.minor != minor || stored.type != t.type.rawValue || !sameTime else { return nil }
+        func name(_ id: String) throws -> String {
+            try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
+        }
+        let sign = { (type: String) in type == TransactionType.credit.rawValue ? "+" : "-" }
+        let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(Money.decimal(cents: stored.minor))) at \(stored.at)"
+        let server = "\(try name(t.childId.lowercased)) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISO.string(t.createdAt))"
+        return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server now says \(server). "
+            + CacheConflict.fix
+    }
+
+    /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.
+    static func insert(_ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date) throws {
+        try db.executeCached(
+            sql: """
+                INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                 origin, received_via, stored_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor
+                """,
+            arguments: [
+                t.id.lowercased, t.childId.lowercased, try t.cents().amount, t.type.rawValue, t.description,
+                try t.cents().balanceAfter, ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
+            ])
+    }
+
+    static func upsert(_ db: Database, _ c: Child, now: Date) throws {
+        try db.executeCached(
+            sql: """
+                INSERT INTO child (id, first_name, last_name, weekly_allowance_minor, balance_minor, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET first_name = excluded.first_name, last_name = excluded.last_name,
+                    weekly_allowance_minor = excluded.weekly_allowance_minor, removed_at = NULL
+                """,
+            arguments: [
+                c.id.lowercased, c.firstName, c.lastName, try MinorUnits.from(c.weeklyAllowance),
+                try MinorUnits.from(c.currentBalance), ISO.string(now),
+            ])
+    }
+
+    static func childName(_ db: Database, _ id: UUID) throws -> String? {
+        try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
+    }
+
+    static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
+        try Int64.fetchOne(try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
+    }
+
+    static func setBalance(_ db: Database, _ id: UUID, minor: Int64, now: Date) throws {
+        try db.executeCached(
+            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+            arguments: [minor, ISO.string(now), id.lowercased])
+    }
+
+    /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
+    /// The cached balance is the server's plus this: what a parent would see if every write goes through.
+    static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
+        try pendingWrites(db, id).effect
+    }
+
+    /// The effect of the child's writes still waiting here, and how many there are (one probe of an index that is
+    /// empty when nothing waits).
+    static func pendingWrites(_ db: Database, _ id: UUID) throws -> (effect: Int64, count: Int) {
+        let row = try Row.fetchOne(
+            try db.cachedStatement(
+                sql: """
+                    SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
+                    FROM txn WHERE child_id = ? AND origin = 'local-pending'
+                    """),
+            arguments: [id.lowercased])
+        return (row?[0] ?? 0, row?[1] ?? 0)
+    }
+
+    /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is
+    /// answered), removes the local stand-in and returns its effect on the balance; otherwise 0. Only the write
+    /// in flight can match: writes are sent one at a time, and a pending one has not reached the server.
+    static func dropLocalEcho(_ db: Database, of t: Transaction) throws -> Int64 {
+        let minor = try MinorUnits.from(t.amount)
+        guard
+            let local = try String.fetchOne(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT t.id FROM txn t JOIN outbox o ON o.local_txn_id = t.id
+                        WHERE o.state = 'in_flight' AND t.origin = 'local-pending' AND t.child_id = ? AND t.amount_minor = ?
+                            AND t.type = ? AND t.description = ?
+                        ORDER BY o.seq LIMIT 1
+                        """),
+                arguments: [t.childId.lowercased, minor, t.type.rawValue, t.description])
+        else { return 0 }
+        try db.executeCached(sql: "DELETE FROM txn WHERE id = ?", arguments: [local])
+        return t.type == .credit ? minor : -minor
+    }
+}
+
+extension Transaction {
+    /// The amounts in cents, or the error for one with more than two decimals.
+    func cents() throws(PayloadError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
+        guard let amountCents, let balanceAfterCents else {
+            throw PayloadError(message: "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
+        }
+        return (amountCents, balanceAfterCents, type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents)
+    }
+}
+
+/// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
+/// balance written once at the end of the burst, not once per event.
+struct BurstChildren {
+    struct Child {
+        var balance: Int64
+        var name: String
+        /// The effect of the child's local writes not yet confirmed by the server, and how many there are.
+        var pending: Int64
+        var waiting: Int
+        var changed = false
+    }
+
+    private var known: [UUID: Child] = [:]
+
+    /// The child as the cache has it (nil: not in the cache).
+    mutating func load(_ db: Database, _ id: UUID) throws -> Child? {
+        if let child = known[id] { return child }
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
+        else { return nil }
+        let (pending, waiting) = try Store.pendingWrites(db, id)
+        let child = Child(balance: row[0], name: row[1], pending: pending, waiting: waiting)
+        known[id] = child
+        return child
+    }
+
+    mutating func update(_ id: UUID, _ child: Child) {
+        var child = child
+        child.changed = true
+        known[id] = child
+    }
+
+    func save(_ db: Database, now: Date) throws {
+        for (id, child) in known where child.changed { try Store.setBalance(db, id, minor: child.balance, now: now) }
+    }
+}
+
+/// Money as integer minor units (cents). Exact both ways; more than two decimals is an error, never rounded.
+public enum MinorUnits {
+    public static func from(_ amount: Decimal) throws(PayloadError) -> Int64 {
+        guard let value = Money.minorUnits(amount) else {
+            throw PayloadError(message: "The amount \(amount) has more than 2 decimal places or is out of range.")
+        }
+        return value
+    }
+}
+
+extension Database {
+    /// Runs `sql` with a statement prepared once per connection: an event is several statements, and preparing
+    /// them each time was a third of the cost of storing it (measured with perf).
+    func executeCached(sql: String, arguments: StatementArguments = StatementArguments()) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}
+
+enum ISO {
+    static func string(_ date: Date) -> String { ISODate.string(date) }
+}

@@ -1,0 +1,67 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+import GRDB
+import Core
+
+/// What `status` shows about the cache.
+public struct StoreSummary: Sendable {
+    public var path: String
+    public var fileBytes: Int64
+    public var migrations: [String]
+    public var children: Int
+    public var transactions: Int
+    public var inboxRows: Int
+    /// Writes waiting to be sent (pending or in flight), and those given up (refused by the server, or dead).
+    public var outboxWaiting: Int
+    public var outboxRejected: Int
+    public var lastCatchUp: Date?
+    /// The last event pushed by the hub (not caught up); nil once pruned, or never.
+    public var lastEvent: Date?
+    /// The last time anything came from the server (a hub event or a catch-up).
+    public var lastContact: Date?
+}
+
+extension Store {
+    public func summary() throws(StoreError) -> StoreSummary {
+        let bytes = ["", "-wal"].reduce(Int64(0)) { sum, suffix in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.int64Value
+            return sum + (size ?? 0)
+        }
+        return try read { db in
+            let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
+                .flatMap(ISODate.parse)
+            let lastReceived = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox").flatMap(ISODate.parse)
+            let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox WHERE caught_up = 0").flatMap(ISODate.parse)
+            return StoreSummary(
+                path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
+                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
+                transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
+                inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+                outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,
+                outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('rejected', 'dead')") ?? 0,
+                lastCatchUp: lastCatchUp, lastEvent: lastEvent,
+                lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
+        }
+    }
+}
+
+extension Store {
+    /// Retention: inbox rows (kept for deduplication) older than `inboxDays`, and, when `transactionDays` is set,
+    /// synced transactions older than that. Local writes still waiting are never pruned. Returns what was deleted.
+    @discardableResult
+    public func prune(inboxDays: Int = 7, transactionDays: Int? = nil, now: Date = Date()) throws(StoreError) -> (inbox: Int, transactions: Int) {
+        try write { db in
+            let inboxCutoff = ISO.string(now.addingTimeInterval(-Double(inboxDays) * 86400))
+            try db.execute(sql: "DELETE FROM inbox WHERE received_at < ?", arguments: [inboxCutoff])
+            let inbox = db.changesCount
+            var transactions = 0
+            if let transactionDays {
+                let cutoff = ISO.string(now.addingTimeInterval(-Double(transactionDays) * 86400))
+                try db.execute(sql: "DELETE FROM txn WHERE origin = 'server' AND created_at < ?", arguments: [cutoff])
+                transactions = db.changesCount
+            }
+            return (inbox, transactions)
+        }
+    }
+}
