@@ -3,7 +3,9 @@ import Foundation
 import Core
 
 /// Something that happened which the relay's rules may turn into alerts. The store builds it inside the SQLite
-/// transaction that records the happening, and keeps it (as JSON) in each delivery row it plans.
+/// transaction that records the happening, keeps it in each delivery row it plans (as JSON, the documented shape of
+/// `docs/webhook-data.schema.json`), and hands the rows with the value itself to the sink workers; a row read back
+/// from the ledger is decoded once.
 public struct RelayEvent: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case transactionCreated = "transaction.created"
@@ -119,7 +121,7 @@ public struct RelayEvent: Sendable, Equatable {
         if let childName { w.member("childName", childName) }
         if let t = transaction {
             w.key("transaction")
-            Self.write(t, into: &w)
+            t.write(into: &w)
         }
         if let balance {
             w.key("balance")
@@ -147,27 +149,12 @@ public struct RelayEvent: Sendable, Equatable {
         if let transactions {
             w.key("transactions")
             w.beginArray()
-            for t in transactions { Self.write(t, into: &w) }
+            for t in transactions { t.write(into: &w) }
             w.endArray()
         }
         if let sink { w.member("sink", sink) }
         w.endObject()
         return w.text
-    }
-
-    static func write(_ t: Transaction, into w: inout JSONWriter) {
-        w.beginObject()
-        w.member("id", t.id.lowercased)
-        w.member("childId", t.childId.lowercased)
-        w.member("type", t.type.rawValue)
-        w.key("amount")
-        Money.write(t.amount, cents: t.amountCents, into: &w)
-        w.member("description", t.description)
-        w.key("balanceAfter")
-        Money.write(t.balanceAfter, cents: t.balanceAfterCents, into: &w)
-        w.member("createdAt", ISODate.string(t.createdAt))
-        w.member("createdByName", t.createdByName)
-        w.endObject()
     }
 
     public init(json: JSONValue) throws(PayloadError) {

@@ -104,16 +104,7 @@ public enum HubEvent: Sendable, Equatable {
         switch self {
         case .transactionCreated(let t):
             w.member("event", "TransactionCreated")
-            w.member("id", t.id.lowercased)
-            w.member("childId", t.childId.lowercased)
-            w.member("type", t.type.rawValue)
-            w.key("amount")
-            Money.write(t.amount, cents: t.amountCents, into: &w)
-            w.key("balanceAfter")
-            Money.write(t.balanceAfter, cents: t.balanceAfterCents, into: &w)
-            w.member("description", t.description)
-            w.member("createdByName", t.createdByName)
-            w.member("createdAt", ISODate.string(t.createdAt))
+            t.writeMembers(into: &w)
         case .transactionCreatedId(let id):
             w.member("event", "TransactionCreated")
             w.member("id", id.lowercased)

@@ -113,6 +113,31 @@ public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 extension Transaction {
+    /// The transaction as JSON, the one shape every writer uses (the webhook's `data`, the ledger's alerts, the
+    /// inbox, the log): ids lowercased, money as exact decimal strings, the time in ISO 8601 with milliseconds.
+    /// `init(json:)` reads it back, and the REST API's form too.
+    public func write(into w: inout JSONWriter) {
+        w.beginObject()
+        writeMembers(into: &w)
+        w.endObject()
+    }
+
+    /// The same members, into an object the caller has begun (the inbox's flat record).
+    public func writeMembers(into w: inout JSONWriter) {
+        w.member("id", id.lowercased)
+        w.member("childId", childId.lowercased)
+        w.member("type", type.rawValue)
+        w.key("amount")
+        Money.write(amount, cents: amountCents, into: &w)
+        w.member("description", description)
+        w.key("balanceAfter")
+        Money.write(balanceAfter, cents: balanceAfterCents, into: &w)
+        w.member("createdAt", ISODate.string(createdAt))
+        w.member("createdByName", createdByName)
+    }
+}
+
+extension Transaction {
     public init(json: JSONValue) throws(PayloadError) {
         let f = Fields(json, what: "transaction")
         let id = try f.uuid("id")

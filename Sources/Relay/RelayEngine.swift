@@ -205,7 +205,9 @@ extension RelayConfig {
             return Message(
                 id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event, currency: formatting.currency, link: link)
         }
-        return Message(id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert, link: link)
+        return Message(
+            id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert, event: event,
+            link: link)
     }
 }
 

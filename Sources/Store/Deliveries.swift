@@ -37,9 +37,14 @@ public struct Delivery: Sendable, Equatable {
     public var createdAt: Date
     public var deliveredAt: Date?
 
-    /// The alert decoded (for templates, digests and the CLI).
+    /// The alert as a value, when the delivery was handed from the planner in memory (the steady path); nil when
+    /// it was read from the ledger, whose `alert` text `event` then decodes.
+    public var carried: RelayEvent? = nil
+
+    /// The alert as a value: the one carried, or the stored text decoded once (for templates, digests, the CLI).
     public var event: RelayEvent {
         get throws(PayloadError) {
+            if let carried { return carried }
             let json: JSONValue
             do { json = try JSONValue(parsing: alert.utf8) } catch { throw PayloadError(message: "alert: \(error)") }
             return try RelayEvent(json: json)
@@ -75,7 +80,7 @@ extension Store {
         let planner = relay.withLock { $0?.planner }
         guard let planner else { return 0 }
         var inserted = 0
-        var alerts: [RelayEvent.Kind: String] = [:]
+        var alerts: [RelayEvent.Kind: (text: String, value: RelayEvent)] = [:]
         for p in planner.plan(event) {
             if let key = p.dedupKey, let window = p.dedupWindow,
                 try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"), arguments: [p.sink, key, ISO.string(now.addingTimeInterval(-window))]) == true
@@ -94,11 +99,12 @@ extension Store {
                     }
                 }
             }
+            let alert = alert(of: event, as: p.kind, planner: planner, memo: &alerts)
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
-                urgency: p.urgency, alert: alert(of: event, as: p.kind, planner: planner, memo: &alerts), digest: p.digest,
+                urgency: p.urgency, alert: alert.text, digest: p.digest,
                 state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
-                createdAt: now)
+                createdAt: now, carried: alert.value)
             try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
@@ -115,15 +121,18 @@ extension Store {
         return inserted
     }
 
-    /// The alert a delivery of `kind` stores: the event as that kind (a derived `balance.low` says so in its data
-    /// too), with the family's currency; written once per kind, however many sinks take it.
-    private func alert(of event: RelayEvent, as kind: RelayEvent.Kind, planner: any AlertPlanner, memo: inout [RelayEvent.Kind: String]) -> String {
-        if let text = memo[kind] { return text }
+    /// The alert a delivery of `kind` stores, as text and as the value handed to the worker: the event as that
+    /// kind (a derived `balance.low` says so in its data too), with the family's currency; written once per kind,
+    /// however many sinks take it.
+    private func alert(
+        of event: RelayEvent, as kind: RelayEvent.Kind, planner: any AlertPlanner, memo: inout [RelayEvent.Kind: (text: String, value: RelayEvent)]
+    ) -> (text: String, value: RelayEvent) {
+        if let made = memo[kind] { return made }
         var e = event
         e.kind = kind
-        let text = e.jsonText(currency: planner.currency)
-        memo[kind] = text
-        return text
+        let made = (text: e.jsonText(currency: planner.currency), value: e)
+        memo[kind] = made
+        return made
     }
 
     // MARK: - Workers
@@ -327,7 +336,7 @@ extension Store {
     }
 
     /// A row as a record; an unknown kind or urgency (a row from a newer version, a damaged file) is the failure's
-    /// reason. The alert is not decoded here: the generic webhook never needs it decoded.
+    /// reason. The alert is not decoded here: the generic webhook never needs it decoded, the others once.
     static func delivery(_ row: Row) -> Result<Delivery, PayloadError> {
         func unknown(_ column: String) -> Result<Delivery, PayloadError> {
             .failure(PayloadError(message: "unknown \(column) '\(row[column] as String? ?? "")'"))

@@ -23,6 +23,22 @@ import Testing
         #expect(woken.load(ordering: .relaxed) == 1, "woken once, after the commit")
     }
 
+    /// A row handed over in memory carries its alert as a value: the worker reads nothing back. The same row read
+    /// from the ledger carries none, and its stored text decodes to the same value.
+    @Test func aHandedOverRowCarriesItsAlertAndTheLedgersDecodesToTheSame() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let handed = Mutex<[Delivery]>([])
+        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows } }
+        let event = RelayEvent(kind: .connectionLost, at: Date(timeIntervalSince1970: 1_764_000_000.25), detail: "hub away for 10 min")
+        try store.raise(event)
+        let row = try #require(handed.withLock { $0.first })
+        #expect(row.carried == event)
+        #expect(row.alert == event.jsonText())
+        let read = try #require(try store.deliveries(sink: "s").first)
+        #expect(read.id == row.id && read.carried == nil)
+        #expect(try read.event == event)
+    }
+
     /// Writes from two threads at once: each hand-over holds only rows that its own commit wrote (they are in the
     /// file when it comes), and the hand-overs come in the order of the commits.
     @Test func eachHandOverHoldsItsOwnCommittedRowsInCommitOrder() throws {

@@ -56,7 +56,7 @@ extension HTTPSink {
     /// The burst's message: a line with the child and the count, then the last four transactions' texts.
     func burstMessage(_ m: Message, _ lines: [String]) -> Message {
         var burst = m
-        let name = (try? JSONValue(parsing: Array(m.alert.utf8)))?["childName"]?.stringValue ?? "Transactions"
+        let name = m.childName.isEmpty ? "Transactions" : m.childName
         burst.title = "\(name): \(lines.count) transactions"
         let shown = lines.suffix(4).joined(separator: "\n")
         burst.text = config.escape(burst.title, markup: true) + "\n" + shown + (lines.count > 4 ? "\n(and \(lines.count - 4) before)" : "")

@@ -94,7 +94,7 @@ public final class DesktopSink: Sink {
         var text = m.text
         let role: PopupRole? = m.kind == .balanceUpdated ? .balance : m.kind == .balanceLow ? .low : nil
         var replaces = role.flatMap { r in child.flatMap { popup($0, r) } } ?? 0
-        let name = RelayEvent.childName(inAlert: m.alert) ?? ""
+        let name = m.childName
         if m.kind == .transactionCreated, let child, let burst = burst(child, adding: text) {
             replaces = burst.id
             title = "\(name.isEmpty ? "Transactions" : name): \(burst.lines.count) transactions"

@@ -1,4 +1,5 @@
 import Alerts
+import AllowanceAPI
 import Foundation
 import HTTPTransport
 import Store
@@ -15,15 +16,20 @@ public struct Message: Sendable {
     public var childId: UUID?
     /// The alert's JSON as the ledger stores it: the generic webhook's `data`, sent as it is.
     public var alert: String
+    /// The alert as a value, when the worker has it (every sink but the generic webhook, which forwards the text).
+    public var event: RelayEvent?
     /// The alert's time as written in it: the generic webhook's `timestamp`.
     public var at: String
+    /// The child's first name in the alert ("" when it names none): a popup's or a burst's title.
+    public var childName: String
     /// Where a click on the alert leads (`relay.link` filled in for this alert); nil: nowhere.
     public var link: String?
 
-    /// A message with its alert as stored (the worker's, from the ledger).
+    /// A message with its alert as stored, and as a value when the worker has one (then nothing is read back from
+    /// the text).
     public init(
         id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String = "", text: String = "", childId: UUID?,
-        alert: String, link: String? = nil
+        alert: String, event: RelayEvent? = nil, link: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -32,7 +38,14 @@ public struct Message: Sendable {
         self.text = text
         self.childId = childId
         self.alert = alert
-        self.at = RelayEvent.time(inAlert: alert) ?? ""
+        self.event = event
+        if let event {
+            at = ISODate.string(event.at)
+            childName = event.childName ?? ""
+        } else {
+            at = RelayEvent.time(inAlert: alert) ?? ""
+            childName = RelayEvent.childName(inAlert: alert) ?? ""
+        }
         self.link = link
     }
 
@@ -45,7 +58,7 @@ public struct Message: Sendable {
         alert.kind = kind
         self.init(
             id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId, alert: alert.jsonText(currency: currency),
-            link: link)
+            event: alert, link: link)
     }
 }
 
