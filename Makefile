@@ -6,7 +6,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test deps test-deps bench bench-quick reliability sanitize fuzz clean
+.PHONY: all build demo test docs deps test-deps bench bench-quick reliability sanitize fuzz clean
 
 all: build
 
@@ -31,6 +31,10 @@ test-deps: deps
 	if [ -n "$$missing" ] || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
 	  echo "Installing $(TEST_DEBS) (apt-get)"; $(APT) $(TEST_DEBS); \
 	fi
+
+# The SignalRClient library's DocC catalog, built with every warning an error (a broken link, a symbol that moved).
+docs: deps
+	$(SWIFT) package --disable-sandbox generate-documentation --target SignalRClient --warnings-as-errors
 
 build: deps
 	$(SWIFT) build
@@ -63,6 +67,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 4
 
 test: test-deps $(VENV)/.installed
 	$(SWIFT) build
+	$(MAKE) --no-print-directory docs
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(MAKE) --no-print-directory bench-quick
 	@mkdir -p .build/test-artifacts
