@@ -199,14 +199,15 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         case badRequest, unauthorized, forbidden, notFound, conflict, rateLimited, server, network, invalidResponse
 
         init(status: Int) {
-            switch status {
-            case 400, 422: self = .badRequest
-            case 401: self = .unauthorized
-            case 403: self = .forbidden
-            case 404: self = .notFound
-            case 409: self = .conflict
-            case 408, 429: self = .rateLimited
-            default: self = status >= 500 ? .server : .invalidResponse
+            switch (status, AnswerClass(status: status)) {
+            case (400, _), (422, _): self = .badRequest
+            case (401, _): self = .unauthorized
+            case (403, _): self = .forbidden
+            case (404, _): self = .notFound
+            case (409, _): self = .conflict
+            case (408, _), (_, .throttled): self = .rateLimited
+            case (_, .transient): self = .server
+            default: self = .invalidResponse
             }
         }
 

@@ -137,3 +137,35 @@ enum HeaderName {
 
     private static func lower(_ c: UInt8) -> UInt8 { (0x41...0x5A).contains(c) ? c | 0x20 : c }
 }
+
+/// What an answer's status says about the request, the one classification of every part that sends and retries
+/// (the REST client's errors, hence the outbox's retries; the sinks' outcomes). What each part then does with a
+/// class is its own: a sink pauses for a throttle and switches itself off when gone, the outbox retries both.
+public enum AnswerClass: Sendable, Equatable {
+    /// 2xx.
+    case success
+    /// 429: the other side asks to slow down.
+    case throttled
+    /// 408 and 5xx: the same request may go through later.
+    case transient
+    /// 3xx: redirects are never followed (the caller decides; a token must not follow one elsewhere).
+    case redirect
+    /// 410: the resource is gone for good.
+    case gone
+    /// Any other status (4xx): the request will not go through as it is.
+    case refused
+
+    public init(status: Int) {
+        switch status {
+        case 200..<300: self = .success
+        case 429: self = .throttled
+        case 408, 500..<600: self = .transient
+        case 300..<400: self = .redirect
+        case 410: self = .gone
+        default: self = .refused
+        }
+    }
+
+    /// Whether the same request may go through later without a change.
+    public var mayRetry: Bool { self == .throttled || self == .transient }
+}

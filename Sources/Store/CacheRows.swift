@@ -110,11 +110,11 @@ extension Store {
                 try db.cachedStatement(
                     sql: """
                         SELECT t.id FROM txn t JOIN outbox o ON o.local_txn_id = t.id
-                        WHERE o.state = 'in_flight' AND t.origin = 'local-pending' AND t.child_id = ? AND t.amount_minor = ?
+                        WHERE o.state = ? AND t.origin = 'local-pending' AND t.child_id = ? AND t.amount_minor = ?
                             AND t.type = ? AND t.description = ?
                         ORDER BY o.seq LIMIT 1
                         """),
-                arguments: [t.childId.lowercased, minor, t.type.rawValue, t.description])
+                arguments: [OutboxEntry.State.inFlight, t.childId.lowercased, minor, t.type.rawValue, t.description])
         else { return 0 }
         try db.executeCached(sql: "DELETE FROM txn WHERE id = ?", arguments: [local])
         return t.type == .credit ? minor : -minor

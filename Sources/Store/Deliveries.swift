@@ -157,24 +157,20 @@ extension Store {
     ) throws(StoreError) -> (due: [Delivery], next: Date?) {
         var unreadable: [(id: String, reason: String)] = []
         let (due, next) = try read { db -> ([Delivery], Date?) in
-            let due = try Row.fetchAll(
-                try db.cachedStatement(
-                    sql: "SELECT * FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') AND next_attempt_at <= ? ORDER BY created_at, rowid LIMIT ?"),
-                arguments: [sink, ISO.string(now), limit + excluding.count]
+            let due = try JobQueue<Delivery>.waiting(
+                db, dueBy: now, filter: "sink = ?", [sink], order: "created_at, rowid", limit: limit + excluding.count
             ).compactMap { row -> Delivery? in
                 guard !excluding.contains(row["id"]) else { return nil }
-                switch Self.delivery(row) {
-                case .success(let d): return d
-                case .failure(let problem):
-                    unreadable.append((row["id"], problem.message))
+                do {
+                    return try Delivery(row: row)
+                } catch {
+                    unreadable.append((row["id"], Delivery.unreadable(error)))
                     return nil
                 }
             }
             guard withNext else { return (due, nil) }
-            let next = try Row.fetchAll(
-                try db.cachedStatement(
-                    sql: "SELECT id, next_attempt_at FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT ?"),
-                arguments: [sink, ISO.string(now), excluding.count + 1]
+            let next = try JobQueue<Delivery>.waiting(
+                db, dueAfter: now, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
             ).first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
             return (due, next)
         }
@@ -189,26 +185,18 @@ extension Store {
     /// (which waited only to gather) fold into the same digest.
     public func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
         try read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM delivery WHERE sink = ? AND child_id = ? AND state IN ('pending', 'in_flight') AND digest = 1
-                        AND kind = 'transaction.created' AND next_attempt_at <= ?
-                    ORDER BY created_at, rowid
-                    """,
-                arguments: [sink, child.lowercased, ISO.string(dueBy)]
-            ).compactMap { try? Self.delivery($0).get() }
+            try JobQueue<Delivery>.waiting(
+                db, dueBy: dueBy, filter: "sink = ? AND child_id = ? AND digest = 1 AND kind = ?",
+                [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue], order: "created_at, rowid"
+            ).compactMap { try? Delivery(row: $0) }
         }
     }
 
     /// When the next pending delivery of `sink` not in `excluding` falls due (nil: none pending).
     public func nextDeliveryDue(sink: String, excluding: Set<String> = []) throws(StoreError) -> Date? {
         try read { db in
-            try Row.fetchAll(
-                try db.cachedStatement(
-                    sql: "SELECT id, next_attempt_at FROM delivery WHERE sink = ? AND state IN ('pending', 'in_flight') ORDER BY next_attempt_at LIMIT ?"),
-                arguments: [sink, excluding.count + 1]
-            ).first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
+            try JobQueue<Delivery>.waiting(db, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1)
+                .first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
         }
     }
 
@@ -218,14 +206,14 @@ extension Store {
     public func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
         guard !results.isEmpty else { return }
         try writeWithoutSync { db in
-            for (id, result) in results { try WorkQueue.delivery.record(db, id, result) }
+            for (id, result) in results { try JobQueue<Delivery>.record(db, id, result) }
         }
     }
 
     /// Rows an older version left `in_flight` at a crash: pending again (they go out with the same id).
     @discardableResult
     public func requeueInFlightDeliveries() throws(StoreError) -> Int {
-        try write { db in try WorkQueue.delivery.requeueInFlight(db) }
+        try write { db in try JobQueue<Delivery>.requeueInFlight(db) }
     }
 
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts
@@ -239,16 +227,21 @@ extension Store {
             try db.execute(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at)
-                    VALUES (?, ?, ?, 'digest', ?, ?, ?, 0, 'pending', ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
                     """,
                 arguments: [
-                    id, first.sink, first.rule, event.childId?.lowercased, urgency, event.jsonText(currency: currency), ISO.string(now), ISO.string(now),
+                    id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased, urgency,
+                    event.jsonText(currency: currency), Delivery.State.pending, ISO.string(now), ISO.string(now),
                 ])
             for p in parts {
                 try db.execute(
-                    sql: "UPDATE delivery SET state = 'merged', merged_into = ? WHERE id = ? AND state IN ('pending', 'in_flight')", arguments: [id, p.id])
+                    sql: "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
+                arguments: [Delivery.State.merged, id, p.id])
             }
-            return try Self.delivery(try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id])!).get()
+            guard let digest = try Delivery.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]) else {
+                throw StoreError(path: path, "The digest \(id) was not written.")
+            }
+            return digest
         }
     }
 
@@ -269,7 +262,7 @@ extension Store {
     public func enableSink(_ sink: String, at now: Date = Date()) throws(StoreError) {
         try write { db in
             try db.execute(sql: "DELETE FROM sink_state WHERE sink = ?", arguments: [sink])
-            _ = try WorkQueue.delivery.dueNow(db, filter: "sink = ?", [sink], at: now)
+            _ = try JobQueue<Delivery>.dueNow(db, filter: "sink = ?", [sink], at: now)
         }
     }
 
@@ -292,7 +285,7 @@ extension Store {
             return try Row.fetchAll(
                 db, sql: "SELECT * FROM delivery \(clause) ORDER BY created_at DESC, rowid DESC LIMIT :limit",
                 arguments: ["sink": sink, "state": state, "limit": limit]
-            ).compactMap { try? Self.delivery($0).get() }
+            ).compactMap { try? Delivery(row: $0) }
         }
     }
 
@@ -300,9 +293,10 @@ extension Store {
     public func delivery(id: String) throws(StoreError) -> Delivery? {
         let row = try read { db in try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]) }
         guard let row else { return nil }
-        switch Self.delivery(row) {
-        case .success(let d): return d
-        case .failure(let problem): throw StoreError(path: path, "The delivery \(id) cannot be read: \(problem.message).")
+        do {
+            return try Delivery(row: row)
+        } catch {
+            throw StoreError(path: path, "The delivery \(id) cannot be read: \(Delivery.unreadable(error)).")
         }
     }
 
@@ -321,7 +315,7 @@ extension Store {
     @discardableResult
     public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int {
         try write { db in
-            try WorkQueue.delivery.requeue(db, states: ["dead"], filter: "(? IS NULL OR id = ?) AND (? IS NULL OR sink = ?)", [id, id, sink, sink], at: now)
+            try JobQueue<Delivery>.requeue(db, states: [.dead], filter: "(? IS NULL OR id = ?) AND (? IS NULL OR sink = ?)", [id, id, sink, sink], at: now)
         }
     }
 
@@ -329,29 +323,12 @@ extension Store {
     @discardableResult
     public func purgeDeliveries(before: Date, includingDead: Bool) throws(StoreError) -> Int {
         try write { db in
-            let states = includingDead ? "('delivered', 'merged', 'dead')" : "('delivered', 'merged')"
-            try db.execute(sql: "DELETE FROM delivery WHERE state IN \(states) AND created_at < ?", arguments: [ISO.string(before)])
+            let states: [Delivery.State] = includingDead ? [.delivered, .merged, .dead] : [.delivered, .merged]
+            try db.execute(
+                sql: "DELETE FROM delivery WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND created_at < ?",
+                arguments: StatementArguments(states) + [ISO.string(before)])
             return db.changesCount
         }
-    }
-
-    /// A row as a record; an unknown kind or urgency (a row from a newer version, a damaged file) is the failure's
-    /// reason. The alert is not decoded here: the generic webhook never needs it decoded, the others once.
-    static func delivery(_ row: Row) -> Result<Delivery, PayloadError> {
-        func unknown(_ column: String) -> Result<Delivery, PayloadError> {
-            .failure(PayloadError(message: "unknown \(column) '\(row[column] as String? ?? "")'"))
-        }
-        guard let kind = RelayEvent.Kind(rawValue: row["kind"]) else { return unknown("kind") }
-        guard let urgency = PlannedDelivery.Urgency(rawValue: row["urgency"]) else { return unknown("urgency") }
-        guard let state = Delivery.State(rawValue: row["state"]) else { return unknown("state") }
-        return .success(
-            Delivery(
-                id: row["id"], sink: row["sink"], rule: row["rule"], kind: kind,
-                childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)), urgency: urgency, alert: row["alert"],
-                digest: row["digest"], state: state, attempts: row["attempts"],
-                nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
-                createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,
-                deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse)))
     }
 }
 
@@ -393,5 +370,39 @@ extension DeliveryLedger {
         guard due.count < limit else { return (due, now) }
         let next = try nextDeliveryDue(sink: sink, excluding: excluding.union(due.map(\.id)))
         return (due, next)
+    }
+}
+
+extension Delivery.State: JobState {
+    public static var done: Self { .delivered }
+}
+
+/// A ledger row as a typed record (GRDB's `FetchableRecord`); the queue's machine is `JobQueue<Delivery>`.
+extension Delivery: FetchableRecord, TableRecord, QueuedJob {
+    public static let databaseTableName = "delivery"
+    static let keyColumn = "id"
+    static let doneAtColumn: String? = "delivered_at"
+
+    /// A row as a record; an unknown kind, urgency or state (a row from a newer version, a damaged file) throws
+    /// with the reason. The alert is not decoded here: the generic webhook never needs it decoded, the others once.
+    public init(row: Row) throws {
+        func unknown(_ column: String) -> PayloadError {
+            PayloadError(message: "unknown \(column) '\(row[column] as String? ?? "")'")
+        }
+        guard let kind = RelayEvent.Kind(rawValue: row["kind"]) else { throw unknown("kind") }
+        guard let urgency = PlannedDelivery.Urgency(rawValue: row["urgency"]) else { throw unknown("urgency") }
+        guard let state = Delivery.State(rawValue: row["state"]) else { throw unknown("state") }
+        self.init(
+            id: row["id"], sink: row["sink"], rule: row["rule"], kind: kind,
+            childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)), urgency: urgency, alert: row["alert"],
+            digest: row["digest"], state: state, attempts: row["attempts"],
+            nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
+            createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,
+            deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse))
+    }
+
+    /// The reason a row cannot be read, for the dead letter it becomes.
+    static func unreadable(_ error: any Error) -> String {
+        (error as? PayloadError)?.message ?? "\(error)"
     }
 }

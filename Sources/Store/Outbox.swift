@@ -37,7 +37,7 @@ extension Store {
         child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100, at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
         try write { db -> OutboxEntry in
-            let waiting = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0
+            let waiting = try JobQueue<OutboxEntry>.waitingCount(db)
             guard waiting < limit else {
                 throw StoreError(
                     path: path,
@@ -64,10 +64,11 @@ extension Store {
                 sql: """
                     INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state,
                                         next_attempt_at, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [key, localId.lowercased, child.lowercased, minor, type.rawValue, description, stamp, stamp])
-            return try Self.entry(db, seq: db.lastInsertedRowID)!
+                arguments: [key, localId.lowercased, child.lowercased, minor, type.rawValue, description, OutboxEntry.State.pending, stamp, stamp])
+            guard let entry = try Self.entry(db, seq: db.lastInsertedRowID) else { throw StoreError(path: path, "The outbox row was not written.") }
+            return entry
         }
     }
 
@@ -78,9 +79,7 @@ extension Store {
             var held = Set<String>()
             var due: [Int64] = []
             let stamp = ISO.string(now)
-            for row in try Row.fetchAll(
-                db, sql: "SELECT seq, child_id, state, next_attempt_at FROM outbox WHERE state IN ('pending', 'in_flight') ORDER BY seq")
-            {
+            for row in try JobQueue<OutboxEntry>.waiting(db, order: "seq") {
                 let child: String = row["child_id"]
                 guard !held.contains(child) else { continue }
                 if row["state"] == OutboxEntry.State.inFlight || (row["next_attempt_at"] as String) > stamp {
@@ -96,7 +95,7 @@ extension Store {
     /// The backend is back: writes waiting for a retry are due now rather than at the end of their back-off.
     @discardableResult
     public func outboxDueNow(at now: Date = Date()) throws(StoreError) -> Int {
-        try write { db in try WorkQueue.outbox.dueNow(db, at: now) }
+        try write { db in try JobQueue<OutboxEntry>.dueNow(db, at: now) }
     }
 
     /// When the next retry of a waiting write is due (nil: none is waiting for a later time). Never a time already
@@ -104,7 +103,8 @@ extension Store {
     public func nextOutboxAttempt(after now: Date = Date()) throws(StoreError) -> Date? {
         try read { db in
             try String.fetchOne(
-                db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = 'pending' AND next_attempt_at > ?", arguments: [ISO.string(now)]
+                db, sql: "SELECT MIN(next_attempt_at) FROM outbox WHERE state = ? AND next_attempt_at > ?",
+                arguments: [OutboxEntry.State.pending, ISO.string(now)]
             ).flatMap(ISODate.parse)
         }
     }
@@ -116,13 +116,13 @@ extension Store {
     /// A write is being sent: a hub echo of it may come before the answer (`dropLocalEcho` matches in-flight writes
     /// only, so that someone else's identical write on the server is never taken for ours).
     public func markInFlight(_ seq: Int64) throws(StoreError) {
-        try write { db in try WorkQueue.outbox.markInFlight(db, seq) }
+        try write { db in try JobQueue<OutboxEntry>.markInFlight(db, seq) }
     }
 
     /// After a crash nothing is really in flight: send those again (the idempotency key makes it safe).
     @discardableResult
     public func requeueInFlight() throws(StoreError) -> Int {
-        try write { db in try WorkQueue.outbox.requeueInFlight(db) }
+        try write { db in try JobQueue<OutboxEntry>.requeueInFlight(db) }
     }
 
     /// The server accepted the write: its transaction replaces the local one, in one SQLite transaction. When the
@@ -132,7 +132,7 @@ extension Store {
             guard let e = try Self.entry(db, seq: seq) else { return }
             let stamp = ISO.string(now)
             try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
-            try WorkQueue.outbox.record(db, seq, .done(at: now))
+            try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
             try db.execute(
                 sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
                 arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp])
@@ -154,7 +154,7 @@ extension Store {
 
     /// A failure a retry may fix: back to pending, due again at `retryAt`.
     public func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError) {
-        try write { db in try WorkQueue.outbox.record(db, seq, .retry(error: error, at: retryAt)) }
+        try write { db in try JobQueue<OutboxEntry>.record(db, seq, .retry(error: error, at: retryAt)) }
     }
 
     /// The server refused the write for good (400/409/422...): the local transaction and its effect on the balance
@@ -179,7 +179,7 @@ extension Store {
                     sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                     arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
             }
-            try WorkQueue.outbox.record(db, seq, .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state.rawValue)
+            try JobQueue<OutboxEntry>.record(db, seq, .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state)
             let local = Transaction(
                 id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
                 balanceAfter: Money.decimal(cents: try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
@@ -193,11 +193,32 @@ extension Store {
     }
 
     private static func entry(_ db: Database, seq: Int64) throws -> OutboxEntry? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE seq = ?", arguments: [seq]) else { return nil }
-        return OutboxEntry(
-            seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: UUID(uuidString: row["local_txn_id"])!,
-            childId: UUID(uuidString: row["child_id"])!, amount: Money.decimal(cents: row["amount_minor"]),
-            type: TransactionType(rawValue: row["type"])!, description: row["description"], state: row["state"],
+        try OutboxEntry.fetchOne(try db.cachedStatement(sql: "SELECT * FROM outbox WHERE seq = ?"), arguments: [seq])
+    }
+}
+
+extension OutboxEntry.State: JobState {
+    public static var done: Self { .sent }
+}
+
+/// An outbox row as a typed record (GRDB's `FetchableRecord`); the queue's machine is `JobQueue<OutboxEntry>`.
+extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
+    public static let databaseTableName = "outbox"
+    static let keyColumn = "seq"
+    static let doneAtColumn: String? = nil
+
+    /// A row as a record; a value this version cannot read (a damaged file) throws with the column and the value.
+    public init(row: Row) throws {
+        func unreadable(_ column: String) -> PayloadError {
+            PayloadError(message: "outbox row \(row["seq"] as Int64? ?? 0): unreadable \(column) '\(row[column] as String? ?? "")'")
+        }
+        guard let local = (row["local_txn_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("local_txn_id") }
+        guard let child = (row["child_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("child_id") }
+        guard let type = (row["type"] as String?).flatMap(TransactionType.init(rawValue:)) else { throw unreadable("type") }
+        guard let state = (row["state"] as String?).flatMap(State.init(rawValue:)) else { throw unreadable("state") }
+        self.init(
+            seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: local, childId: child,
+            amount: Money.decimal(cents: row["amount_minor"]), type: type, description: row["description"], state: state,
             attempts: row["attempts"], lastError: row["last_error"], createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
     }
 }
@@ -223,9 +244,8 @@ extension Store {
                     balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
                 try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             }
-            try db.execute(
-                sql: "UPDATE outbox SET state = 'pending', attempts = 0, created_at = ?, next_attempt_at = ? WHERE seq = ?",
-                arguments: [ISO.string(now), ISO.string(now), seq])
+            _ = try JobQueue<OutboxEntry>.requeue(db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
+            try db.execute(sql: "UPDATE outbox SET created_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])
         }
     }
 

@@ -38,8 +38,9 @@ extension Store {
                 children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
                 transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
-                outboxWaiting: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'in_flight')") ?? 0,
-                outboxRejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('rejected', 'dead')") ?? 0,
+                outboxWaiting: try JobQueue<OutboxEntry>.waitingCount(db),
+                outboxRejected: try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
                 lastCatchUp: lastCatchUp, lastEvent: lastEvent,
                 lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
         }

@@ -10,6 +10,8 @@ import Store
 public actor SyncCoordinator {
     /// A write that failed for a retryable reason goes again after about 2 s, 4 s, 8 s ... up to 5 minutes.
     static let backoff = Backoff(initial: .seconds(2), maximum: .seconds(300))
+    /// A catch-up that failed is tried again after 2, 4, 8 ... s, at most a minute apart.
+    static let catchUpBackoff = Backoff(initial: .seconds(2), maximum: .seconds(60))
 
     /// When the outbox gives up on a write that keeps failing for a retryable reason (dead letter).
     public struct OutboxLimits: Sendable {
@@ -215,8 +217,8 @@ public actor SyncCoordinator {
                 break
             } catch {
                 attempt += 1
-                let delay = min(60, 1 << min(attempt, 6))
-                let retry = Date().addingTimeInterval(Double(delay))
+                let delay = Self.catchUpBackoff.seconds(retry: attempt)
+                let retry = Date().addingTimeInterval(delay)
                 if let api = error as? APIError, api.kind.isRetryable {
                     transition(.offline, "backend unreachable: \(api.message)", nextRetry: retry)
                 } else {

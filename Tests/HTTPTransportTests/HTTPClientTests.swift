@@ -61,4 +61,16 @@ import Testing
             }
         }
     }
+
+    /// The one classification of answers that the REST client and the sinks share.
+    @Test func everyStatusHasOneClass() {
+        #expect([200, 201, 204, 299].allSatisfy { AnswerClass(status: $0) == .success })
+        #expect(AnswerClass(status: 429) == .throttled)
+        #expect([408, 500, 502, 503, 599].allSatisfy { AnswerClass(status: $0) == .transient })
+        #expect([301, 302, 307, 308].allSatisfy { AnswerClass(status: $0) == .redirect })
+        #expect(AnswerClass(status: 410) == .gone)
+        #expect([400, 401, 403, 404, 409, 413, 422].allSatisfy { AnswerClass(status: $0) == .refused })
+        #expect([429, 408, 503].allSatisfy { AnswerClass(status: $0).mayRetry })
+        #expect(![200, 302, 400, 410].contains { AnswerClass(status: $0).mayRetry })
+    }
 }

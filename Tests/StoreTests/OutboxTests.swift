@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import GRDB
 import Store
 import Testing
 
@@ -18,6 +19,22 @@ import Testing
         let local = try #require(try store.transactions().first)
         #expect(local.id == e.localTransactionId && local.balanceAfter == Decimal(string: "21.00")!)
         #expect(try store.dueOutbox().map(\.seq) == [e.seq])
+    }
+
+    /// A row this version cannot read (a damaged file, a hand edit) is an error that names the row and the column,
+    /// not a crash: the records were read with force-unwraps before.
+    @Test func anUnreadableOutboxRowIsAClearErrorNotACrash() throws {
+        let store = try seeded()
+        let e = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "Chores")
+        try DatabaseQueue(path: store.path).write { db in
+            try db.execute(sql: "UPDATE outbox SET child_id = 'not-a-uuid' WHERE seq = ?", arguments: [e.seq])
+        }
+        do {
+            _ = try store.outbox()
+            Issue.record("a damaged row was read")
+        } catch {
+            #expect("\(error)".contains("outbox row \(e.seq): unreadable child_id 'not-a-uuid'"), "\(error)")
+        }
     }
 
     @Test func sentReplacesTheLocalTransactionWithTheServers() throws {

@@ -167,22 +167,25 @@ public struct HTTPSink: Sink {
         if slackAPI, status == 200, let json = try? JSONValue(parsing: answer.body), json["ok"] == .bool(false) {
             return slackRefusal(json["error"]?.stringValue ?? "unknown_error")
         }
-        if (200..<300).contains(status) { return .delivered }  // the body is not read: nothing in it changes that
+        let answerClass = AnswerClass(status: status)
+        if answerClass == .success { return .delivered }  // the body is not read: nothing in it changes that
         let json = try? JSONValue(parsing: answer.body)
         let detail = Self.detail(json, answer.body)
-        switch status {
-        case 429:
+        switch answerClass {
+        case .success:
+            return .delivered
+        case .throttled:
             return .throttled("HTTP 429 (rate limited)\(detail)", after: retryAfter(answer, json))
-        case 410:
+        case .gone:
             return .disable("HTTP 410: the destination is gone\(detail)")
-        case 404 where kind == .discord && json?["code"]?.intValue == 10015:
+        case .refused where status == 404 && kind == .discord && json?["code"]?.intValue == 10015:
             return .disable("Discord says the webhook is unknown (deleted)\(detail)")
-        case 408, 500..<600:
+        case .transient:
             return .retry("HTTP \(status)\(detail)", after: retryAfter(answer, json))
-        case 300..<400:
+        case .redirect:
             let location = answer.header("Location").map { " to \($0)" } ?? ""
             return .retry("HTTP \(status): redirect\(location) not followed; fix the sink's url", after: nil)
-        default:
+        case .refused:
             return .rejected("HTTP \(status)\(detail)")
         }
     }

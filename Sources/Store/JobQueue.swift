@@ -1,0 +1,141 @@
+import Foundation
+import GRDB
+
+/// How one attempt at a queued job ended, as every queue records it.
+public enum JobOutcome: Sendable, Equatable {
+    /// Done: the write reached the server, the alert the sink.
+    case done(at: Date)
+    /// Pending again, due at `at`.
+    case retry(error: String, at: Date)
+    /// Given up (a dead letter, or `rejected` for a refusal the other side made for good), with the reason.
+    case gaveUp(reason: String)
+}
+
+/// The states of a queued job, stored as their raw values. Each queue names its own (`OutboxEntry.State`,
+/// `Delivery.State`) and says which of them the queue's machine means.
+public protocol JobState: RawRepresentable<String>, CaseIterable, DatabaseValueConvertible, Sendable, Equatable {
+    /// Owed, waiting until it falls due.
+    static var pending: Self { get }
+    /// Being attempted, for a queue that records it (the outbox); a crash leaves it to be requeued.
+    static var inFlight: Self { get }
+    /// The other side has it.
+    static var done: Self { get }
+    /// Given up after too many attempts or too long: a dead letter, kept until retried or pruned.
+    static var dead: Self { get }
+}
+
+extension JobState {
+    /// The states a job is still owed in.
+    public static var waiting: [Self] { [.pending, .inFlight] }
+    /// `waiting` as an SQL list, `('pending', 'in_flight')`: written from the enum, so that no query spells it.
+    static var waitingSQL: String { "(" + waiting.map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")" }
+}
+
+/// A row of a durable queue: its table (`TableRecord`), read as a typed record (`FetchableRecord`), with a state,
+/// a count of attempts, a last error and a due time (`next_attempt_at`).
+protocol QueuedJob: FetchableRecord, TableRecord {
+    associatedtype State: JobState
+    /// The key column.
+    static var keyColumn: String { get }
+    /// Where the time a job was done is kept, if the table keeps it.
+    static var doneAtColumn: String? { get }
+}
+
+/// The one durable-queue machine of the store, shared by the outbox (writes waiting for the server) and the
+/// delivery ledger (alerts owed to sinks): a job is pending until it falls due, is taken without a write (a crash
+/// during its attempt leaves it pending; the retry carries the same idempotency key or `webhook-id`), and its
+/// outcome is recorded as done, a retry at a time, or given up. The statements are written once, here, from the
+/// record type (its table) and its state enum (the values); they are cached, as every statement on the hot path.
+enum JobQueue<Job: QueuedJob> {
+    private static var table: String { Job.databaseTableName }
+    private static var key: String { Job.keyColumn }
+
+    /// The claim's read, the one for every queue: waiting jobs (due by `dueBy`, or due after `dueAfter`, when
+    /// given) that `filter` (SQL over the table's columns) keeps, in `order`, at most `limit`. Rows, not records: a
+    /// caller decides what an unreadable row becomes (the ledger makes it a dead letter). Nothing is written: a
+    /// crash during an attempt leaves the job waiting.
+    static func waiting(
+        _ db: Database, dueBy: Date? = nil, dueAfter: Date? = nil, filter: String = "1", _ arguments: StatementArguments = [],
+        order: String, limit: Int? = nil
+    ) throws -> [Row] {
+        var sql = "SELECT * FROM \(table) WHERE state IN \(Job.State.waitingSQL)"
+        var values: StatementArguments = []
+        if let dueBy {
+            sql += " AND next_attempt_at <= ?"
+            values += [ISO.string(dueBy)]
+        }
+        if let dueAfter {
+            sql += " AND next_attempt_at > ?"
+            values += [ISO.string(dueAfter)]
+        }
+        sql += " AND (\(filter)) ORDER BY \(order)"
+        values += arguments
+        if let limit {
+            sql += " LIMIT ?"
+            values += [limit]
+        }
+        return try Row.fetchAll(try db.cachedStatement(sql: sql), arguments: values)
+    }
+
+    /// How many jobs are still owed (`filter` narrows them).
+    static func waitingCount(_ db: Database, filter: String = "1", _ arguments: StatementArguments = []) throws -> Int {
+        try Int.fetchOne(
+            try db.cachedStatement(sql: "SELECT COUNT(*) FROM \(table) WHERE state IN \(Job.State.waitingSQL) AND (\(filter))"),
+            arguments: arguments) ?? 0
+    }
+
+    /// Records the outcome of one attempt: the attempt is counted (unless `attempted` is false: given up before
+    /// one was made), the state and error set. `gaveUpAs` names another final state than the dead letter (the
+    /// outbox's `rejected`).
+    static func record(
+        _ db: Database, _ key: some DatabaseValueConvertible, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
+    ) throws {
+        let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
+        switch outcome {
+        case .done(let at):
+            let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
+            try db.executeCached(
+                sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(self.key) = ?",
+                arguments: Job.doneAtColumn == nil ? [Job.State.done, key] : [Job.State.done, ISO.string(at), key])
+        case .retry(let error, let at):
+            try db.executeCached(
+                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",
+                arguments: [Job.State.pending, error, ISO.string(at), key])
+        case .gaveUp(let reason):
+            try db.executeCached(
+                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(self.key) = ?",
+                arguments: [gaveUpAs ?? Job.State.dead, reason, key])
+        }
+    }
+
+    /// Marks a job as being attempted, for a queue whose readers must know that it may have reached the other side
+    /// (the outbox: the hub can echo a write before its POST is answered, and the echo is matched to it). The
+    /// attempt is counted with its outcome; a crash leaves the job in flight until `requeueInFlight`.
+    static func markInFlight(_ db: Database, _ key: some DatabaseValueConvertible) throws {
+        try db.executeCached(sql: "UPDATE \(table) SET state = ? WHERE \(self.key) = ?", arguments: [Job.State.inFlight, key])
+    }
+
+    /// Jobs left in flight by a crash: pending again.
+    static func requeueInFlight(_ db: Database) throws -> Int {
+        try db.execute(sql: "UPDATE \(table) SET state = ? WHERE state = ?", arguments: [Job.State.pending, Job.State.inFlight])
+        return db.changesCount
+    }
+
+    /// Queues jobs in `states` again with a fresh count of attempts, due at `now`; `filter` narrows them (SQL over
+    /// the table's columns, with its arguments).
+    static func requeue(_ db: Database, states: [Job.State], filter: String = "1", _ arguments: StatementArguments = [], at now: Date) throws -> Int {
+        let list = states.map { _ in "?" }.joined(separator: ", ")
+        try db.execute(
+            sql: "UPDATE \(table) SET state = ?, attempts = 0, next_attempt_at = ? WHERE state IN (\(list)) AND (\(filter))",
+            arguments: [Job.State.pending, ISO.string(now)] + StatementArguments(states) + arguments)
+        return db.changesCount
+    }
+
+    /// Waiting jobs due later than `now` become due now (the other side is back, or the user asked).
+    static func dueNow(_ db: Database, filter: String = "1", _ arguments: StatementArguments = [], at now: Date) throws -> Int {
+        try db.execute(
+            sql: "UPDATE \(table) SET next_attempt_at = ? WHERE state IN \(Job.State.waitingSQL) AND next_attempt_at > ? AND (\(filter))",
+            arguments: [ISO.string(now), ISO.string(now)] + arguments)
+        return db.changesCount
+    }
+}
