@@ -43,7 +43,7 @@ struct ConnectionStateMachine {
         var stableLinkAfter: Duration
         var shortLinkBackoff: (initial: Duration, maximum: Duration)
         /// A value in 0...1 for the jitter (fixed in tests).
-        var random: () -> Double = { Double.random(in: 0...1) }
+        var random: @Sendable () -> Double = { Double.random(in: 0...1) }
     }
 
     private(set) var state = State.disconnected
@@ -100,7 +100,7 @@ struct ConnectionStateMachine {
     mutating func attemptFailed(_ error: HubConnectionError, at now: ContinuousClock.Instant) -> [Action] {
         switch state {
         case .starting(let attempt, let began):
-            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message)
+            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
             guard error.kind != .unauthorized, let delay = policies.start?.nextRetryDelay(context) else {
                 state = .disconnected
                 return [.failStart(error)]
@@ -112,7 +112,7 @@ struct ConnectionStateMachine {
             if case .transport(.upgradeRejected) = error.kind { return fallBackToNewConnection(error, at: now) }
             if error.kind == .handshakeFailed || error.kind == .unauthorized { return fallBackToNewConnection(error, at: now) }
             let policy = policies.reconnect ?? DefaultRetryPolicy()
-            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message)
+            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
             guard let delay = policy.nextRetryDelay(context) else { return fallBackToNewConnection(error, at: now) }
             state = .reconnecting(.reattach, attempt: attempt + 1, began: began, reason: error)
             return [.log(.warning, "re-attach attempt \(attempt) failed: \(error.message)"), .attempt(.reattach, after: delay)]
@@ -192,7 +192,7 @@ struct ConnectionStateMachine {
     /// The next attempt of a reconnect, or the end when the policy gives up.
     private mutating func nextReconnect(at now: ContinuousClock.Instant) -> [Action] {
         guard case .reconnecting(.newConnection, let attempt, let began, let reason) = state else { return [] }
-        let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: reason.message)
+        let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: reason.message, random: policies.random)
         guard let policy = policies.reconnect, let delay = policy.nextRetryDelay(context) else {
             state = .disconnected
             return [.announce(.closed(error: HubConnectionError(reason.kind, "Reconnect gave up after \(attempt) attempt(s): \(reason.message)")))]

@@ -6,6 +6,16 @@ public struct RetryContext: Sendable {
     public var elapsed: Duration
     /// Why the last attempt (or the connection) failed.
     public var reason: String
+    /// A value in 0...1 for a policy's jitter: the connection's own source (tests inject theirs), so that no policy
+    /// draws randomness of its own.
+    public var random: @Sendable () -> Double
+
+    public init(previousRetryCount: Int, elapsed: Duration, reason: String, random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+        self.previousRetryCount = previousRetryCount
+        self.elapsed = elapsed
+        self.reason = reason
+        self.random = random
+    }
 }
 
 /// Decides how long to wait before the next attempt; nil gives up.
@@ -37,7 +47,7 @@ public struct ExponentialRetryPolicy: RetryPolicy {
 
     public func nextRetryDelay(_ context: RetryContext) -> Duration? {
         if let maxAttempts, context.previousRetryCount >= maxAttempts { return nil }
-        if context.previousRetryCount == 0 { return backoff.initial * Double.random(in: 0...backoff.jitter) }
-        return backoff.delay(retry: context.previousRetryCount)
+        if context.previousRetryCount == 0 { return backoff.initial * (backoff.jitter * context.random()) }
+        return backoff.delay(retry: context.previousRetryCount, random: context.random)
     }
 }

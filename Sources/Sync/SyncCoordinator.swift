@@ -28,15 +28,10 @@ public actor SyncCoordinator {
     private let api: APIClient
     private let catchUp: CatchUp
     private let logger: Logger
-    /// A catch-up's snapshot (balances, then pages of transactions) and an outbox send must not overlap: a write
-    /// the server applies between two of the catch-up's requests is in one half of the snapshot and not the other,
-    /// and the balance stored from it would count the write twice or not at all (a crash test found a balance off
-    /// by one write). So a drain waits for the fetch, and the fetch for the drain.
-    private var draining = false
-    private var fetching = false
+    /// One catch-up at a time, a fetch and a drain never at once, nothing after a conflict: the decisions.
+    private var machine = SyncMachine()
+    /// The catch-up waits here for a drain to end before its fetch.
     private var drainEnded: [CheckedContinuation<Void, Never>] = []
-    private var running = false
-    private var again = false
     private var status: SyncStatus?
     /// Storing fails (a full disk, a lock): the first failure is logged, the same one again is counted until
     /// storing works, so a burst against a full disk is two lines, not two per batch.
@@ -44,7 +39,7 @@ public actor SyncCoordinator {
     private var statusWriteFailing = false
     /// Set when the server's data contradicted the cache (another server, or one reset or restored): from then on
     /// nothing is stored, caught up or sent, so that two servers' data are never mixed. `run --rebuild` starts over.
-    private var conflict: String?
+    private var conflict: String? { machine.conflict }
     /// Catch-ups start at least this far apart: a hub that drops and takes the link back again and again gets
     /// one catch-up for a run of reconnects, not one each (requests meanwhile coalesce into the next).
     private let catchUpSpacing: Duration
@@ -166,8 +161,7 @@ public actor SyncCoordinator {
     /// Said once, with the evidence and the fix; the sinks that ask for `sync.conflict` are told. The hub link
     /// stays up, so `status` and the metrics keep working.
     private func enterConflict(_ message: String) {
-        guard conflict == nil else { return }
-        conflict = message
+        guard machine.enterConflict(message) else { return }
         logger.error("\(message)")
         transition(.error, "the server's data contradicts the cache; nothing is stored until `allowance-relay run --rebuild`")
         do {
@@ -178,29 +172,25 @@ public actor SyncCoordinator {
     }
 
     public func requestCatchUp() {
-        guard conflict == nil else { return }
-        if running {
-            again = true
-            return
-        }
-        running = true
+        guard machine.requestCatchUp() == .start else { return }
         Task { await self.catchUpLoop() }
     }
 
     private func catchUpLoop() async {
         var attempt = 0
+        var failed = false
         repeat {
             if let last = lastCatchUpStart, ContinuousClock.now < last + catchUpSpacing {
                 try? await Task.sleep(until: last + catchUpSpacing)
             }
             lastCatchUpStart = .now
-            again = false
+            machine.roundBegins()
             transition(.syncing, "catching up")
-            while draining { await withCheckedContinuation { drainEnded.append($0) } }
-            fetching = true
+            while !machine.beginFetch() { await withCheckedContinuation { drainEnded.append($0) } }
+            failed = false
             do {
                 do {
-                    defer { fetching = false }
+                    defer { machine.endFetch() }
                     _ = try await catchUp.run()
                 }
                 caughtUp?()
@@ -214,8 +204,8 @@ public actor SyncCoordinator {
                 }
             } catch let error as StoreError where error.isConflict {
                 enterConflict(error.message)
-                break
             } catch {
+                failed = true
                 attempt += 1
                 let delay = Self.catchUpBackoff.seconds(retry: attempt)
                 let retry = Date().addingTimeInterval(delay)
@@ -225,10 +215,8 @@ public actor SyncCoordinator {
                     transition(.error, "catch-up failed: \(error)", nextRetry: retry)
                 }
                 try? await Task.sleep(for: .seconds(delay))
-                again = true
             }
-        } while again
-        running = false
+        } while machine.roundEnded(failed: failed)
     }
 
     /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
@@ -238,10 +226,9 @@ public actor SyncCoordinator {
     @discardableResult
     public func drainOutbox() async -> (ok: Bool, sent: Int) {
         // During a catch-up's fetch the catch-up drains when it is done.
-        guard !draining, !fetching, conflict == nil else { return (false, 0) }
-        draining = true
+        guard machine.beginDrain() else { return (false, 0) }
         defer {
-            draining = false
+            machine.endDrain()
             for waiting in drainEnded { waiting.resume() }
             drainEnded.removeAll()
         }

@@ -30,6 +30,18 @@ import Testing
         #expect(ExponentialRetryPolicy(maxAttempts: 3).nextRetryDelay(ctx(3)) == nil)
     }
 
+    /// The policy's jitter is the connection's injected randomness, none of its own: the same source, the same
+    /// delays.
+    @Test func exponentialPolicyJittersWithTheContextsRandomness() {
+        let p = ExponentialRetryPolicy(initial: .seconds(1), maximum: .seconds(60), jitter: 0.2)
+        func at(_ n: Int, _ r: Double) -> Duration? {
+            p.nextRetryDelay(RetryContext(previousRetryCount: n, elapsed: .zero, reason: "x", random: { r }))
+        }
+        func seconds(_ d: Duration?) -> Double { d.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? -1 }
+        #expect(seconds(at(0, 0)) == 0 && abs(seconds(at(0, 1)) - 0.2) < 1e-9)
+        #expect(abs(seconds(at(3, 0.5)) - 4) < 1e-9 && abs(seconds(at(3, 0)) - 3.2) < 1e-9 && abs(seconds(at(3, 1)) - 4.8) < 1e-9)
+    }
+
     /// The one back-off of the sinks and the outbox: 2 s, 4 s, 8 s ... capped, the jitter at its two ends, and a
     /// server's Retry-After taking precedence.
     @Test func backoffDoublesToItsCapWithJitterAndGivesWayToTheServer() {
