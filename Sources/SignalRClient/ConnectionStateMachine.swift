@@ -44,6 +44,32 @@ struct ConnectionStateMachine {
         var shortLinkBackoff: (initial: Duration, maximum: Duration)
         /// A value in 0...1 for the jitter (fixed in tests).
         var random: @Sendable () -> Double = { Double.random(in: 0...1) }
+        /// A ping goes when nothing was sent for this long (the official clients' 15 s).
+        var keepAliveInterval: Duration = .seconds(15)
+        /// The link is given up when nothing was received for this long (the official clients' 30 s).
+        var serverTimeout: Duration = .seconds(30)
+    }
+
+    /// What the keep-alive does at one look at a live link.
+    enum KeepAliveStep: Equatable {
+        /// Nothing received for the server timeout: the link is ended.
+        case serverTimedOut
+        /// Nothing sent for the interval: a ping now, and the next look at `next`.
+        case ping(next: ContinuousClock.Instant)
+        /// Nothing to do before `until`.
+        case wait(until: ContinuousClock.Instant)
+    }
+
+    /// The keep-alive and the server timeout, decided from when the link last sent and received. While the
+    /// connection holds the server back (a full event buffer: it is not reading), silence is ours, not the
+    /// server's, and does not count.
+    func keepAlive(
+        at now: ContinuousClock.Instant, lastSend: ContinuousClock.Instant, lastReceive: ContinuousClock.Instant, heldBack: Bool
+    ) -> KeepAliveStep {
+        if !heldBack && now - lastReceive >= policies.serverTimeout { return .serverTimedOut }
+        let ping = now - lastSend >= policies.keepAliveInterval
+        let next = min((ping ? now : lastSend) + policies.keepAliveInterval, (heldBack ? now : lastReceive) + policies.serverTimeout)
+        return ping ? .ping(next: next) : .wait(until: next)
     }
 
     private(set) var state = State.disconnected

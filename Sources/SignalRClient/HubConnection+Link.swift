@@ -203,21 +203,21 @@ extension HubConnection {
     func keepAliveLoop(generation: Int) async {
         while !Task.isCancelled {
             guard let link, link.generation == generation else { return }
-            let now = ContinuousClock.now
-            if !link.heldBack && now - link.lastReceive >= options.serverTimeout {
+            let next: ContinuousClock.Instant
+            switch machine.keepAlive(at: .now, lastSend: link.lastSend, lastReceive: link.lastReceive, heldBack: link.heldBack) {
+            case .serverTimedOut:
                 logger.warning("Server timeout elapsed without receiving a message from the server.")
                 self.link?.endReason = HubConnectionError(
                     .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
                 await link.socket.close(code: 1000, reason: "server timeout")
                 return
-            }
-            if now - link.lastSend >= options.keepAliveInterval {
+            case .ping(let at):
                 try? write(.ping)
+                next = at
+            case .wait(let until):
+                next = until
             }
-            let lastSend = self.link?.lastSend ?? now
-            let nextPing = lastSend + options.keepAliveInterval
-            let nextTimeout = (link.heldBack ? now : link.lastReceive) + options.serverTimeout
-            try? await Task.sleep(until: min(nextPing, nextTimeout), clock: .continuous)
+            try? await Task.sleep(until: next, clock: .continuous)
         }
     }
 

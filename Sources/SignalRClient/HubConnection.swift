@@ -102,7 +102,8 @@ public actor HubConnection {
         machine = ConnectionStateMachine(
             policies: .init(
                 start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,
-                shortLinkBackoff: options.shortLinkBackoff))
+                shortLinkBackoff: options.shortLinkBackoff, keepAliveInterval: options.keepAliveInterval,
+                serverTimeout: options.serverTimeout))
         let (stream, continuation) = AsyncStream<@Sendable () async -> Void>.makeStream()
         self.jobs = continuation
         // Handlers run here, one after another, never on the receive loop.

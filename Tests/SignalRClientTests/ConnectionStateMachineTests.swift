@@ -165,4 +165,20 @@ import Testing
         #expect(attempts(end).isEmpty)
         #expect(live.phase == .disconnected)
     }
+
+    /// Keep-alive and server timeout, decided without a socket: a ping after 15 s of our silence, the link given up
+    /// after 30 s of the server's, and no timeout while we hold the server back (our silence, not its).
+    @Test func theKeepAlivePingsOnOurSilenceAndTimesOutOnTheServers() {
+        let m = machine()
+        let t0 = ContinuousClock.now
+        #expect(m.keepAlive(at: t0 + .seconds(5), lastSend: t0, lastReceive: t0, heldBack: false) == .wait(until: t0 + .seconds(15)))
+        #expect(m.keepAlive(at: t0 + .seconds(15), lastSend: t0, lastReceive: t0 + .seconds(10), heldBack: false)
+            == .ping(next: t0 + .seconds(30)))
+        #expect(m.keepAlive(at: t0 + .seconds(29), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false)
+            == .wait(until: t0 + .seconds(30)), "the timeout comes before the next ping")
+        #expect(m.keepAlive(at: t0 + .seconds(30), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false) == .serverTimedOut)
+        #expect(m.keepAlive(at: t0 + .seconds(45), lastSend: t0 + .seconds(40), lastReceive: t0, heldBack: true)
+            == .wait(until: t0 + .seconds(55)), "held back: no timeout, the next ping as usual")
+    }
 }
+
