@@ -66,130 +66,70 @@ struct SinkWorker: Sendable {
         }
     }
 
-    /// Takes due deliveries and starts their sends while there is room. Due rows are read in batches into `queue`
-    /// (only this worker changes a pending row of this sink, so the batch stays true until sent); a pause drops it.
+    /// Takes due deliveries and starts their sends while there is room: performs what `DispatchMachine` decides.
     private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
-        var queue: [Delivery] = []
-        // The last read found every due delivery (fewer than a batch) and all of them have started: nothing else is
-        // due before a signal (a planner's commit, a written outcome) or a timeout, so the next look waits for one
-        // instead of asking the ledger again at once.
-        var drained = false
-        // When the first of the deliveries not yet due falls due, as of the last read (nil: none waits).
-        var nextDue: Date?
-        // Whether the sink is switched off, as last read: a 410 here sets it (and asks again at once), a `deliveries
-        // enable` in another process is seen within a minute, as before; one read a minute instead of one a send.
-        var switchedOff: (reason: String?, readAt: ContinuousClock.Instant)?
-        // The ids of the last read's due rows: a row committed just before that read may also be handed over.
-        var lastRead: Set<String> = []
-        // The drained wait has just ended: what the planner handed over meanwhile may be all that is new.
-        var wokeDrained = false
-        // Every wait but the drained one forgets `drained`: what it waited for (an outcome, a pause, a retry's time)
-        // may leave rows due that the last read did not see.
-        func sleep(upTo timeout: Duration) async {
-            (drained, wokeDrained) = (false, false)
-            await wakeup.wait(upTo: timeout)
-        }
+        var machine = DispatchMachine(ordersByChild: sink.config.ordersByChild)
         while !ending {
             do {
-                let now = Date()
-                if let pause = sends.pausedUntil, pause > now {
-                    queue = []
-                    await sleep(upTo: .seconds(pause.timeIntervalSince(now)))
-                    continue
-                }
-                // A failing destination gets one probe at a time, not `concurrency` requests per round.
-                let room = (sends.probing ? 1 : sink.config.concurrency) - sends.count
-                guard room > 0 else {
-                    await sleep(upTo: .seconds(60))  // a send's outcome, once written, signals
-                    continue
-                }
                 let taken = sends.taken
-                if queue.isEmpty {
-                    if drained {
-                        drained = false
-                        sends.setIdle(true)
-                        await wakeup.wait(upTo: Self.untilDue(nextDue))
-                        sends.setIdle(false)
-                        wokeDrained = true
-                        continue
-                    }
-                    if sends.takeSwitchedOff() || switchedOff.map({ ContinuousClock.now - $0.readAt >= .seconds(60) }) ?? true {
-                        switchedOff = (try ledger.disabledSinks()[name], ContinuousClock.now)
-                    }
-                    // Taken here, whatever comes next: it holds only what came since the last look.
+                let inProgress = DispatchMachine.InProgress(ids: taken.ids, children: taken.children)
+                let room = (sends.probing ? 1 : sink.config.concurrency) - taken.ids.count  // a failing destination: one probe
+                switch machine.step(now: Date(), clock: .now, pausedUntil: sends.pausedUntil, room: room, inProgress: inProgress) {
+                case .paused(let until):
+                    await wakeup.wait(upTo: .seconds(until.timeIntervalSinceNow))
+                case .full:
+                    await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
+                case .drainedWait(let next):
+                    sends.setIdle(true)
+                    await wakeup.wait(upTo: Self.untilDue(next))
+                    sends.setIdle(false)
+                    machine.wokeFromDrainedWait()
+                case .look(let readSwitchedOff):
+                    // A 410 just switched the sink off: read its switch again now rather than within the minute.
+                    let switchedOffRead: String?? =
+                        sends.takeSwitchedOff() || readSwitchedOff ? .some(try ledger.disabledSinks()[name]) : nil
+                    // Taken here, whatever comes next: it holds only what came since the last look. Emptied before the
+                    // read: a row handed over from now on was either committed before the read (then the read has it)
+                    // or is new.
                     let handedOver = handOver.take()
-                    if let reason = switchedOff?.reason {
+                    switch machine.looked(switchedOffRead: switchedOffRead, at: .now, handedOver: handedOver, inProgress: inProgress, now: Date()) {
+                    case .switchedOff(let reason):
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
-                        await sleep(upTo: .seconds(60))
-                        continue
-                    }
-                    if wokeDrained, let handedOver, let fresh = usable(handedOver, known: [lastRead, taken.ids], at: Date()) {
-                        // Everything due had started before the wait, and the planner's rows are all that came since.
-                        queue = fresh
-                        drained = true
-                    } else {
-                        // The hand-over was emptied (taken above) before the read: a row handed over from now on was
-                        // either committed before the read (then it is in `lastRead`) or is new.
-                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: Self.batch, excluding: taken.ids)
-                        lastRead = Set(due.map(\.id))
-                        queue = try fold(due)
-                        (drained, nextDue) = (due.count < Self.batch, next)
-                    }
-                    wokeDrained = false
-                }
-                let ready = startable(queue, busyChildren: taken.children, room: room)
-                if ready.isEmpty {
-                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
-                    let next = sends.count > 0 || !queue.isEmpty ? nil : nextDue  // read with the due ones, just now
-                    await sleep(upTo: Self.untilDue(next))
-                    continue
-                }
-                if ready.count == queue.count {
-                    queue = []
-                } else if sink.config.ordersByChild {
-                    let started = Set(ready.map(\.id))
-                    queue.removeAll { started.contains($0.id) }
-                } else {
-                    queue.removeFirst(ready.count)  // the oldest, in order
-                }
-                let markup = await sink.supportsMarkup()
-                for d in ready {
-                    await rateLimiter.wait()
-                    if ending || sends.isPaused {
-                        queue = []
-                        drained = false
+                        await wakeup.wait(upTo: .seconds(60))
+                    case .handedOver:
                         break
+                    case .readLedger:
+                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: DispatchMachine.batch, excluding: taken.ids)
+                        machine.read(due: due, folded: try fold(due), next: next)
                     }
-                    sends.start(d, child: childKey(d))
-                    group.addTask {
-                        if let result = await deliver(d, markup: markup, sends: sends) {
-                            sends.finish(d.id, result)
-                        } else {
-                            sends.abandon(d.id)  // cut short by the stop: the row stays pending
+                case .wait(let until):
+                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
+                    await wakeup.wait(upTo: Self.untilDue(until))
+                case .start(let ready):
+                    let markup = await sink.supportsMarkup()
+                    for d in ready {
+                        await rateLimiter.wait()
+                        if ending || sends.isPaused {
+                            machine.startInterrupted()
+                            break
+                        }
+                        sends.start(d, child: DispatchMachine.childKey(d))
+                        group.addTask {
+                            if let result = await deliver(d, markup: markup, sends: sends) {
+                                sends.finish(d.id, result)
+                            } else {
+                                sends.abandon(d.id)  // cut short by the stop: the row stays pending
+                            }
                         }
                     }
                 }
             } catch {
                 logger.error("sink \(name): \(error)")
-                queue = []
-                await sleep(upTo: .seconds(5))
+                machine.failed()
+                await wakeup.wait(upTo: .seconds(5))
             }
         }
     }
-
-    /// How many due deliveries one read takes.
-    static let batch = 256
-
-    /// The handed-over rows that the worker does not know yet, when each can go out as it is: nil when none came, or
-    /// when one needs the ledger (not due yet, in quiet hours, or part of a digest that folds rows together).
-    private func usable(_ handedOver: [Delivery], known: [Set<String>], at now: Date) -> [Delivery]? {
-        let fresh = handedOver.filter { d in !known.contains { $0.contains(d.id) } }
-        guard !fresh.isEmpty, fresh.allSatisfy({ $0.nextAttemptAt <= now && !Self.foldable($0) }) else { return nil }
-        return fresh
-    }
-
-    /// A delivery that a digest may take in with others of its child.
-    static func foldable(_ d: Delivery) -> Bool { d.digest && d.kind == .transactionCreated && d.childId != nil }
 
     /// How long to sleep for a delivery due at `date`: at most a minute (nil: a minute).
     static func untilDue(_ date: Date?) -> Duration {
@@ -247,16 +187,6 @@ struct SinkWorker: Sendable {
 
     /// Of the due deliveries, those that may start now (at most `room`): the oldest for the generic webhook; for a
     /// chat, the oldest of each child with nothing under way (a child's next alert waits for the one before).
-    private func startable(_ due: [Delivery], busyChildren: Set<String>, room: Int) -> [Delivery] {
-        guard sink.config.ordersByChild else { return Array(due.prefix(room)) }
-        var seen = busyChildren
-        var out: [Delivery] = []
-        for d in due where out.count < room && seen.insert(childKey(d)).inserted { out.append(d) }
-        return out
-    }
-
-    private func childKey(_ d: Delivery) -> String { d.childId?.lowercased ?? "-" }
-
     /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending).
     private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> JobOutcome? {
         let started = Date()
@@ -320,8 +250,8 @@ struct SinkWorker: Sendable {
     /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
     /// the child's others due within the gathering time come along.
     private func fold(_ due: [Delivery]) throws -> [Delivery] {
-        var out = due.filter { !Self.foldable($0) }
-        let children = Set(due.filter(Self.foldable).compactMap(\.childId))
+        var out = due.filter { !DispatchMachine.foldable($0) }
+        let children = Set(due.filter(DispatchMachine.foldable).compactMap(\.childId))
         for child in children {
             let parts = try ledger.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5)).compactMap { d in
                 (try? d.event).map { (delivery: d, event: $0) }
