@@ -72,19 +72,25 @@ let package = Package(
             name: "SignalRClient",
             dependencies: ["Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
         ),
-        // The Allowance Tracker domain: models, money, hub event decoding, settings.
+        // The Allowance Tracker domain: models, money, hub event decoding, the REST client and its tokens.
         .target(
             name: "AllowanceAPI",
-            dependencies: [
-                "Core", "SignalRProtocol", "HTTPTransport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "Yams", package: "Yams"),
-            ]
+            dependencies: ["Core", "SignalRProtocol", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
         ),
         // What the relay says and decides: alert events and their kinds, planned deliveries, the planner's interface.
         // Below the store, which plans deliveries inside the transaction that stores their event.
         .target(name: "Alerts", dependencies: ["AllowanceAPI", "Core"]),
+        // The configuration, in a room of its own: the YAML file and the environment read once, the settings'
+        // schema (ConfigValues) and the reader of the relay's sections (ConfigReader), one vocabulary of booleans,
+        // every mistake with its file, line, key and fix.
+        .target(
+            name: "Config",
+            dependencies: [
+                "AllowanceAPI", "Core", "HTTPTransport",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
         // The local SQLite cache: schema and migrations, hub events applied atomically, the outbox.
         .target(
             name: "Store",
@@ -108,7 +114,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport", "MQTTTransport",
+                "AllowanceAPI", "Alerts", "Config", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport", "MQTTTransport",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -119,7 +125,7 @@ let package = Package(
         .target(
             name: "RelayDaemon",
             dependencies: [
-                "AllowanceAPI", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -131,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -192,6 +198,7 @@ let package = Package(
         .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "SignalRProtocol", "TestSupport"]),
         .testTarget(name: "AllowanceAPITests", dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
         .testTarget(name: "AlertsTests", dependencies: ["Alerts", "AllowanceAPI"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "AllowanceAPI", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "SyncTests",
@@ -200,7 +207,8 @@ let package = Package(
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "Relay", "Alerts", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                "Relay", "Alerts", "Config", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport", "TestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "RelayDaemonTests", dependencies: ["RelayDaemon"]),
@@ -209,7 +217,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
+                "AllowanceAPI", "Alerts", "Config", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
                 "Sync", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",

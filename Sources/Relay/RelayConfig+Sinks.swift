@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import Store
 import Yams
@@ -7,7 +8,7 @@ import Yams
 /// The `sinks:` section: one sink's keys by kind, with every mistake reported at its line.
 extension RelayConfig {
     /// `timeZone`: the family's (`relay.time_zone`), for quiet hours.
-    static func parseSink(_ name: String, _ r: Reader, _ env: [String: String], timeZone: TimeZone) throws(ConfigError) -> SinkConfig {
+    static func parseSink(_ name: String, _ r: ConfigSection, _ env: [String: String], timeZone: TimeZone) throws(ConfigError) -> SinkConfig {
         // The compact form: `chat: discord://id/token`.
         if let text = r.node.string {
             guard let s = SinkConfig.compact(text, name: name) else {
@@ -122,7 +123,7 @@ extension RelayConfig {
         return sink
     }
 
-    static func parseMQTT(_ r: Reader, into sink: inout SinkConfig) throws(ConfigError) {
+    static func parseMQTT(_ r: ConfigSection, into sink: inout SinkConfig) throws(ConfigError) {
         if let t = try r.string("topic") {
             guard !t.isEmpty, !t.contains("#"), !t.contains("+"), !t.hasPrefix("/"), !t.hasSuffix("/") else {
                 throw r.error("topic '\(t)' cannot be a base topic", fix: "e.g. topic: allowance (no wildcards, no leading or trailing /)", at: "topic")
@@ -139,7 +140,7 @@ extension RelayConfig {
         sink.mqtt.clientId = try r.string("client_id")
     }
 
-    static func parseMail(_ r: Reader, into sink: inout SinkConfig) throws(ConfigError) {
+    static func parseMail(_ r: ConfigSection, into sink: inout SinkConfig) throws(ConfigError) {
         func address(_ a: String, _ key: String) throws(ConfigError) -> String {
             let parts = a.split(separator: "@")
             guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !a.contains(where: { $0 == " " || $0 == "<" || $0 == ">" || $0 == "\n" || $0 == "\r" })

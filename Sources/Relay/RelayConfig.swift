@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import Store
 import Yams
@@ -81,7 +82,7 @@ public struct RelayConfig: Sendable {
             }
             return config
         }
-        let top = Reader(node: root, key: "", file: file.path)
+        let top = ConfigSection(node: root, key: "", file: file.path)
 
         // Single values, from the environment too (ALLOWANCE_RELAY_RELAY_CURRENCY ...); unknown keys are the
         // schema's to report (ConfigValues.unknownKeys).
@@ -150,7 +151,7 @@ public struct RelayConfig: Sendable {
         return config
     }
 
-    private static func parseTemplates(_ r: Reader, into problems: inout [ConfigError]) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+    private static func parseTemplates(_ r: ConfigSection, into problems: inout [ConfigError]) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
         do {
             return try parseTemplates(r)
         } catch {
@@ -159,7 +160,7 @@ public struct RelayConfig: Sendable {
         }
     }
 
-    static func parseTemplates(_ r: Reader) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+    static func parseTemplates(_ r: ConfigSection) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
         guard let entries = r.node.mapping else { throw r.error("must map alert kinds to templates", fix: "e.g. transaction.created: \"{child}: {amount}\"") }
         var texts: [RelayEvent.Kind: Template] = [:]
         var titles: [RelayEvent.Kind: Template] = [:]
@@ -181,7 +182,7 @@ public struct RelayConfig: Sendable {
         return (texts, titles)
     }
 
-    private static func parseRule(_ r: Reader, index: Int, sinks: Set<String>, timeZone: TimeZone) throws(ConfigError) -> Rule {
+    private static func parseRule(_ r: ConfigSection, index: Int, sinks: Set<String>, timeZone: TimeZone) throws(ConfigError) -> Rule {
         try r.allowOnly([
             "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to", "urgency",
             "quiet_hours", "dedup_minutes", "digest", "summary",

@@ -1,4 +1,5 @@
 import AllowanceAPI
+import Config
 import Foundation
 import HTTPTransport
 import Logging

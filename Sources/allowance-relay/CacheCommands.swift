@@ -1,5 +1,6 @@
 import AllowanceAPI
 import ArgumentParser
+import Config
 import Foundation
 import Relay
 import RelayDaemon
@@ -20,20 +21,24 @@ struct CacheOptions: ParsableArguments {
     /// How a column title names the zone of its times.
     func zoneName(_ zone: TimeZone) -> String { utc ? "UTC" : zone.identifier }
 
+    /// The config file, read once for the whole command: the settings, the relay's sections and the time zone
+    /// all come from this one reading.
+    var source: ConfigSource { ConfigSource.once(file: config) }
+
     /// The relay's part of the config file (sinks, rules, time zone); a broken file is reported and exits 78.
     func relayConfig() throws -> RelayConfig {
-        try loadRelayConfig(file: config)
+        try loadRelayConfig(source)
     }
 
     /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc.
     func tableZone() -> TimeZone {
         if utc { return TimeZone(identifier: "UTC")! }
-        return (try? RelayConfig.load(file: config).formatting.timeZone) ?? .current
+        return (try? RelayConfig.parse(source.values()).formatting.timeZone) ?? .current
     }
 
     func settings() async throws -> LocalSettings {
         do {
-            return try await RelaySettings.local(file: config)
+            return try RelaySettings.local(try source.values())
         } catch {
             FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
             throw ExitCode(78)
@@ -300,11 +305,11 @@ enum Exit {
 /// Dates in the CLI's tables and JSON.
 func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 
-/// The relay's part of `file` for a command that needs it; a broken file is reported as `config check` reports it,
-/// exit 78.
-func loadRelayConfig(file: String?) throws -> RelayConfig {
+/// The relay's part of the configuration for a command that needs it; a broken file is reported as `config check`
+/// reports it, exit 78.
+func loadRelayConfig(_ source: ConfigSource) throws -> RelayConfig {
     do {
-        return try RelayConfig.load(file: file)
+        return try RelayConfig.parse(try source.values())
     } catch {
         FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
         throw ExitCode(78)

@@ -1,4 +1,5 @@
 import AllowanceAPI
+import Config
 
 enum Children {
     /// The child `given` names (a first name or an id, any case), or the error that lists the children there are.

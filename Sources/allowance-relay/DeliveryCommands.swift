@@ -1,5 +1,6 @@
 import AllowanceAPI
 import ArgumentParser
+import Config
 import Foundation
 import RelayDaemon
 import Relay
@@ -165,7 +166,7 @@ struct NotifyCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON instead of a sentence.") var json = false
 
         func run() async throws {
-            let relay = try loadRelayConfig(file: config)
+            let relay = try loadRelayConfig(ConfigSource.once(file: config))
             guard let target = relay.sinksByName[sink] else {
                 let names = relay.sinks.map(\.name)
                 let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""

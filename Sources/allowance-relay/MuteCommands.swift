@@ -1,6 +1,7 @@
 import AllowanceAPI
 import ArgumentParser
 import Core
+import Config
 import Foundation
 import Relay
 import RelayDaemon

@@ -1,5 +1,6 @@
 import AllowanceAPI
 import ArgumentParser
+import Config
 import Foundation
 import Logging
 import Relay

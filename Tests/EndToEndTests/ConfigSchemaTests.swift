@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import Relay
 import TestSupport

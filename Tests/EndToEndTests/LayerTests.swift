@@ -14,13 +14,14 @@ import Testing
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],
         ["Alerts"],
+        ["Config"],
         ["Store"],
         ["Sync", "Relay"],
         ["RelayDaemon"],
         ["allowance-relay", "allowance-hub-sim"],
     ]
     /// What the domain must not depend on, directly or through another module: the connection and its socket.
-    static let domain = ["AllowanceAPI", "Alerts", "Store", "Sync", "Relay"]
+    static let domain = ["AllowanceAPI", "Alerts", "Config", "Store", "Sync", "Relay"]
     static let connection: Set = ["SignalRClient", "WebSocketTransport"]
     /// Modules of the toolchain: imported without a declaration.
     static let toolchain: Set = [

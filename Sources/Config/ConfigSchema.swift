@@ -1,4 +1,5 @@
 import Configuration
+import AllowanceAPI
 import Foundation
 import Yams
 

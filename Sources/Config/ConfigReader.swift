@@ -1,28 +1,34 @@
-import Alerts
 import AllowanceAPI
 import Foundation
-import Store
+
 import Yams
 
 /// A YAML node with the key path that leads to it, for typed reads and errors that point at the line.
-struct Reader {
-    let node: Node
-    let key: String
-    let file: String
+public struct ConfigSection {
+    public let node: Node
+    public let key: String
+    public let file: String
     /// Where the key that names this node is written (a mapping's own mark is at its first entry).
-    var at: Mark?
+    public var at: Mark?
 
-    func child(_ node: Node, _ key: String, at mark: Mark? = nil) -> Reader { Reader(node: node, key: key, file: file, at: mark) }
+    public init(node: Node, key: String, file: String, at: Mark? = nil) {
+        self.node = node
+        self.key = key
+        self.file = file
+        self.at = at
+    }
+
+    public func child(_ node: Node, _ key: String, at mark: Mark? = nil) -> ConfigSection { ConfigSection(node: node, key: key, file: file, at: mark) }
 
     /// A mistake at this node, or at its key `sub` (at the value's place with `value`: a compact sink's URL).
-    func error(_ message: String, fix: String, at sub: String? = nil, value: Bool = false) -> ConfigError {
+    public func error(_ message: String, fix: String, at sub: String? = nil, value: Bool = false) -> ConfigError {
         let map = node.mapping
         let place = sub.flatMap { s in map?.first { $0.key.string == s }?.value.mark ?? map?.keys.first { $0.string == s }?.mark }
             ?? (value ? node.mark : nil) ?? at ?? node.mark
         return ConfigError(file: file, line: place?.line ?? 0, column: place?.column ?? 0, key: sub.map { "\(key).\($0)" } ?? key, message, fix: fix)
     }
 
-    func allowOnly(_ keys: Set<String>) throws(ConfigError) {
+    public func allowOnly(_ keys: Set<String>) throws(ConfigError) {
         guard let map = node.mapping else { throw error("must be a mapping", fix: "indent its keys under it") }
         for (k, v) in map {
             let name = k.string ?? ""
@@ -35,14 +41,14 @@ struct Reader {
         }
     }
 
-    func string(_ k: String) throws(ConfigError) -> String? {
+    public func string(_ k: String) throws(ConfigError) -> String? {
         guard let v = node.mapping?[k] else { return nil }
         guard let s = v.scalar?.string else { throw error("must be a single value", fix: "write it on one line", at: k) }
         return s
     }
 
     /// A value or a list of values.
-    func strings(_ k: String) throws(ConfigError) -> [String] {
+    public func strings(_ k: String) throws(ConfigError) -> [String] {
         guard let v = node.mapping?[k] else { return [] }
         if let s = v.scalar?.string { return [s] }
         guard let list = v.sequence else { throw error("must be a value or a list", fix: "e.g. [a, b]", at: k) }
@@ -54,19 +60,19 @@ struct Reader {
         return out
     }
 
-    func int(_ k: String) throws(ConfigError) -> Int? {
+    public func int(_ k: String) throws(ConfigError) -> Int? {
         guard let s = try string(k) else { return nil }
         guard let n = Int(s), n > 0 else { throw error("'\(s)' is not a whole number above 0", fix: "e.g. 5", at: k) }
         return n
     }
 
-    func bool(_ k: String) throws(ConfigError) -> Bool? {
+    public func bool(_ k: String) throws(ConfigError) -> Bool? {
         guard let s = try string(k) else { return nil }
         guard let value = ConfigBool.parse(s) else { throw error("'\(s)' is not true or false", fix: "write true or false", at: k) }
         return value
     }
 
-    func money(_ k: String) throws(ConfigError) -> Decimal? {
+    public func money(_ k: String) throws(ConfigError) -> Decimal? {
         guard let s = try string(k) else { return nil }
         // Plain decimals with at most two places, as `transaction add` takes them: no exponent, no third decimal.
         let digits = s.split(separator: ".", omittingEmptySubsequences: false)

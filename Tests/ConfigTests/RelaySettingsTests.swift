@@ -1,0 +1,138 @@
+import AllowanceAPI
+import Config
+import Foundation
+import TestSupport
+import Testing
+
+@Suite struct RelaySettingsTests {
+    @Test func environmentAloneIsEnough() async throws {
+        let s = try await RelaySettings.load(file: nil, environment: [
+            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5080/", "ALLOWANCE_RELAY_SERVER_TOKEN": "t0k",
+            "ALLOWANCE_RELAY_STORE_PATH": "/tmp/x.sqlite",
+        ])
+        #expect(s.hubURL.absoluteString == "http://127.0.0.1:5080/hubs/family")
+        #expect(try await s.tokenSource()?.token() == "t0k")
+        #expect(s.storePath == "/tmp/x.sqlite")
+        #expect("\(s.token!)" == "<redacted>", "a secret never prints itself")
+    }
+
+    @Test func environmentOverridesTheFile() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-settings-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "server:\n  url: http://file.example:1\n  hub_path: /hubs/other\nlog:\n  level: debug\n".write(to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_URL": "http://env.example:2"])
+        #expect(s.hubURL.absoluteString == "http://env.example:2/hubs/other")
+        #expect(s.logLevel == "debug")
+    }
+
+    /// Booleans written in the file count (they were ignored while `config check` said OK; the environment's
+    /// worked), and a value that is not a boolean is an error naming the key.
+    @Test func booleansInTheFileAreRead() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-bools-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "server:\n  url: https://h.example\n  skip_negotiation: true\n  insecure_tls: yes\n  access_token_in_query: on\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(file: file.path, environment: [:])
+        #expect(s.skipNegotiation && s.insecureTLS && s.accessTokenInQuery)
+        let env = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "false"])
+        #expect(!env.insecureTLS, "the environment still wins")
+        try "server:\n  url: https://h.example\n  insecure_tls: maybe\n".write(to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            ($0 as? ConfigErrors)?.description == "\(file.path):3:17: server.insecure_tls: 'maybe' is not true or false. Fix: write true or false."
+        }
+    }
+
+    @Test func retentionAndOutboxLimitsComeFromTheFile() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-local-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "store:\n  path: /tmp/r.sqlite\n  keep_transactions_days: 30\noutbox:\n  limit: 5\n".write(to: file, atomically: true, encoding: .utf8)
+        let local = try await RelaySettings.local(file: file.path, environment: [:])
+        #expect(local.storePath == "/tmp/r.sqlite" && local.keepTransactionsDays == 30 && local.outboxLimit == 5)
+        #expect(local.outboxMaxAttempts == 10 && local.outboxMaxAgeDays == 7, "defaults")
+        await #expect {
+            try await RelaySettings.local(file: nil, environment: ["ALLOWANCE_RELAY_OUTBOX_LIMIT": "lots"])
+        } throws: {
+            ($0 as? ConfigErrors)?.description == "environment: ALLOWANCE_RELAY_OUTBOX_LIMIT: 'lots' is not a whole number above 0. Fix: e.g. 100."
+        }
+    }
+
+    @Test func tokenFileMustBePrivate() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-token-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "token").path
+        try "s3cret-value\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o644)
+        let s = try await RelaySettings.load(file: nil, environment: [
+            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN_FILE": file,
+        ])
+        await #expect {
+            try await s.tokenSource()?.token()
+        } throws: { error in
+            let message = (error as? SettingsError)?.message ?? ""
+            return message.contains("chmod 600") && !message.contains("s3cret")
+        }
+        chmod(file, 0o600)
+        #expect(try await s.tokenSource()?.token() == "s3cret-value")
+    }
+
+    /// A secret file is read with care: a FIFO would block the start for ever, a huge file would be read whole.
+    @Test func aSecretFileThatIsNotAPrivateLineIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-secret-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let fifo = dir.appending(path: "fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: SettingsError.self) { try Secret.read(file: fifo, what: "token file") }
+        let big = dir.appending(path: "big").path
+        try Data(count: 1 << 20).write(to: URL(fileURLWithPath: big))
+        chmod(big, 0o600)
+        do {
+            _ = try Secret.read(file: big, what: "token file")
+            Issue.record("a 1 MB secret file was accepted")
+        } catch {
+            #expect(error.message.contains("1048576 bytes"), "\(error)")
+        }
+    }
+
+    @Test(arguments: [
+        ([String: String](),
+         "configuration: server.url: is not set. Fix: set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"],
+         "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://x' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "jsn"],
+         "environment: ALLOWANCE_RELAY_LOG_FORMAT: 'jsn' is not one of text, json. Fix: did you mean json?"),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_STORE_DURABILITY": "maybe"],
+         "environment: ALLOWANCE_RELAY_STORE_DURABILITY: 'maybe' is not one of full, normal. Fix: use one of full, normal."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b"],
+         "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set without a password. Fix: set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
+         "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set together with a token. Fix: keep one way to sign in: remove server.token* or server.email."),
+        (["ALLOWANCE_RELAY_SERVER_URL": "ftp://parent:hunter2@allowance.example.org", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
+         "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://allowance.example.org' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."),
+    ])
+    func badSettingsSayWhatToFix(_ env: [String: String], _ expected: String) async {
+        do {
+            _ = try await RelaySettings.load(file: nil, environment: env)
+            Issue.record("accepted \(env)")
+        } catch {
+            #expect(error.all.first?.description == expected, "\(error)")
+            #expect(!error.description.contains("hunter2"), "a password in the URL is never printed back")
+        }
+    }
+
+    @Test func missingConfigFileIsNamed() async {
+        do {
+            _ = try await RelaySettings.load(file: "/nonexistent/relay.yaml", environment: [:])
+            Issue.record("accepted a missing file")
+        } catch {
+            #expect(error.description == "/nonexistent/relay.yaml: cannot be read. Fix: check the path and its permissions.")
+        }
+    }
+}
