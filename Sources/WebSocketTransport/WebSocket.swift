@@ -114,6 +114,13 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     /// Reading resumes once the reader has taken half of what was waiting, by count and by bytes.
     private func drained(_ s: State) -> Bool { s.count <= highWater / 2 && s.bytes <= highWaterBytes / 2 }
 
+    /// Whether the socket is not being read because the messages waiting reached the high-water mark (count or
+    /// bytes): the peer is held back by TCP until the reader has taken half.
+    public var isHoldingBack: Bool { state.withLock { $0.paused } }
+
+    /// How many messages wait for the reader.
+    public var waiting: Int { state.withLock { $0.count } }
+
     func onResume(_ hook: @escaping @Sendable () -> Void) {
         let box = HookBox(hook)
         resumeHook.withLock { $0 = box }

@@ -17,7 +17,9 @@ import Testing
     }
 
     @Test func decodesAFullTransactionWithFractionalAndPlainDates() throws {
-        for date in ["2026-11-22T10:00:00Z", "2026-11-22T10:00:00.123Z", "2026-11-22T12:00:00+02:00"] {
+        // Each form to its exact instant: the milliseconds kept, the offset applied.
+        for (date, seconds) in [("2026-11-22T10:00:00Z", 1_795_341_600.0), ("2026-11-22T10:00:00.123Z", 1_795_341_600.123),
+                                ("2026-11-22T12:00:00+02:00", 1_795_341_600.0), ("2026-11-22T11:30:00.5+01:30", 1_795_341_600.5)] {
             let json = #"[{"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":19.99,"type":"Credit","description":"Chores","balanceAfter":45.49,"createdAt":"\#(date)","createdByName":"Pat"}]"#
             guard case .transactionCreated(let t) = try HubEvent(target: "TransactionCreated", arguments: args("TransactionCreated", json)) else {
                 Issue.record("not a full transaction")
@@ -25,7 +27,7 @@ import Testing
             }
             #expect(t.amount == Decimal(string: "19.99")! && t.balanceAfter == Decimal(string: "45.49")!)
             #expect(t.type == .credit)
-            #expect(abs(t.createdAt.timeIntervalSince1970 - 1_795_341_600) < 1)
+            #expect(abs(t.createdAt.timeIntervalSince1970 - seconds) < 0.000_5, "\(date): \(t.createdAt.timeIntervalSince1970)")
         }
     }
 

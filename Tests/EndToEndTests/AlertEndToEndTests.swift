@@ -32,6 +32,10 @@ import Testing
                 type: slack
                 url: \(chat.absoluteString)/services/T/B/X
                 rate_limit: 200/s
+                # The transaction's id in each message, so that a test can tell which transactions the chat got.
+                link: https://allowance.example.org/t/{transaction_id}
+                templates:
+                  transaction.created: "{child} {amount} ({description}) {link}"
             rules:
               - name: every transaction, one alert each
                 event: transaction.created
@@ -47,6 +51,13 @@ import Testing
     func acknowledged(_ hook: WebhookReceiver) -> (ids: Set<String>, requests: Int, distinctDeliveries: Int) {
         let ids = Set(hook.received.compactMap(Scenario.transactionId))
         return (ids, hook.received.count, Set(hook.received.compactMap { $0.headers["webhook-id"] }).count)
+    }
+
+    /// The transactions the chat's messages name (by the id in their link).
+    func chatTransactionIds(_ chat: WebhookReceiver) -> Set<String> {
+        Set(chat.received.flatMap { r in
+            r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map { String($0.output.1) }
+        })
     }
 
     func serverTransactionIds(_ base: URL) async throws -> Set<String> {
@@ -70,6 +81,7 @@ import Testing
                     await relay.expectCleanStop()
                     let server = try await serverTransactionIds(base)
                     #expect(acknowledged(hook).ids == server && hook.received.count == 20 && chat.received.count == 20)
+                    #expect(chatTransactionIds(chat) == server, "each transaction in the chat, once")
                     #expect(!relay.output.contains("MfKQ9r8"), "the webhook secret never reaches the logs")
                     // Every request verifies with the Standard Webhooks reference library.
                     try #require(PythonPeer.available)
@@ -114,8 +126,8 @@ import Testing
                     // Up before it is stopped (the kills may have left nothing to send: SIGTERM must not meet a start).
                     #expect(await last.waitFor("connected to the hub"))
                     let server = try await serverTransactionIds(base)
-                    let done = await eventually(.seconds(60)) { acknowledged(hook).ids == server && Set(chat.received.map(\.text)).count >= server.count }
-                    #expect(done, "acknowledged \(acknowledged(hook).ids.count) of \(server.count)")
+                    let done = await eventually(.seconds(60)) { acknowledged(hook).ids == server && chatTransactionIds(chat) == server }
+                    #expect(done, "acknowledged \(acknowledged(hook).ids.count) of \(server.count); the chat named \(chatTransactionIds(chat).count)")
                     await last.expectCleanStop()
                     let seen = acknowledged(hook)
                     // A kill between the receiver's 2xx and our commit re-sends the deliveries whose outcome was not

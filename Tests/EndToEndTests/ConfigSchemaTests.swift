@@ -83,9 +83,29 @@ import Testing
             "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
             "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
         ]
-        _ = try await RelaySettings.load(file: file, environment: env)
+        let settings = try await RelaySettings.load(file: file, environment: env)
         let relay = try RelayConfig.load(file: file, environment: env)
-        #expect(name == "reference.yaml" || !relay.sinks.isEmpty)
+        // What each example is for, as read: its sinks by kind, its rules, and the settings it is about.
+        let sinks = Dictionary(uniqueKeysWithValues: relay.sinks.map { ($0.name, $0.kind.rawValue) })
+        switch name {
+        case "demo.yaml":
+            #expect(sinks == ["demo-hook": "webhook"])
+            #expect(settings.serverURL.absoluteString == "http://127.0.0.1:5080" && settings.storePath.hasSuffix(".build/demo/relay.sqlite"))
+        case "family-server.yaml":
+            #expect(sinks == ["family-chat": "discord", "bookkeeping": "webhook"])
+            #expect(relay.rules.count == 4 && relay.formatting.currency == "USD")
+            #expect(relay.sinksByName["family-chat"]?.quietHours != nil && settings.statusListen?.port == 9464)
+        case "desktop.yaml":
+            #expect(sinks == ["popups": "desktop"])
+            #expect(relay.rules.count == 2 && settings.email == "parent@example.org")
+        case "both.yaml":
+            #expect(sinks == ["popups": "desktop", "family-chat": "slack", "phones": "ntfy"])
+            #expect(relay.rules.count == 5 && relay.formatting.currency == "EUR")
+        default:
+            // The reference documents every key in comments: it configures what an empty file does.
+            let empty = try RelayConfig.parse("{}", file: "empty.yaml")
+            #expect(sinks.isEmpty && relay.rules.count == empty.rules.count)
+        }
     }
 
     /// What `install.sh --user` installs: one popup per transaction carrying the new balance, and the low-balance

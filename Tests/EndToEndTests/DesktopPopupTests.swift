@@ -62,9 +62,14 @@ final class DesktopSession {
 }
 
 /// Waits (up to 15 s) until the popups sink has delivered `count` alerts.
-func waitForDelivered(_ count: Int, in store: Store) async throws {
+func waitForDelivered(_ count: Int, in store: Store, sourceLocation: SourceLocation = #_sourceLocation) async throws {
     let deadline = ContinuousClock.now + .seconds(15)
-    while ContinuousClock.now < deadline, (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < count {
+    while (try store.deliveryCounts()["popups"]?["delivered"] ?? 0) < count {
+        guard ContinuousClock.now < deadline else {
+            let delivered = try store.deliveryCounts()["popups"]?["delivered"] ?? 0
+            Issue.record("\(delivered) of \(count) popups delivered within 15 s", sourceLocation: sourceLocation)
+            return
+        }
         try await Task.sleep(for: .milliseconds(50))
     }
 }

@@ -97,8 +97,15 @@ import TestSupport
                 seen += 1
                 if seen == 3 { break }
             }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await call(base, "GET", "/_sim/stats")["canceledStreams"] == 1)
+            // The CancelInvocation reaches the server: wait for it to say so, within a deadline.
+            var canceled: JSONValue?
+            let deadline = ContinuousClock.now + .seconds(10)
+            repeat {
+                canceled = try await call(base, "GET", "/_sim/stats")["canceledStreams"]
+                if canceled == 1 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            } while ContinuousClock.now < deadline
+            #expect(canceled == 1)
             await connection.stop()
         }
     }
@@ -106,15 +113,20 @@ import TestSupport
     @Test func aHandlerCanInvokeOnTheSameConnectionWithoutDeadlock() async throws {
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let received = Collector<JSONValue>()
             let echoed = Collector<JSONValue>()
             await connection.on("TransactionCreated") { [connection] (args: HubArguments) in
                 let id = try args.value(at: 0)["id"] ?? .null
+                received.append(id)
                 echoed.append(try await connection.invoke("Echo", [id]) ?? .null)
             }
             try await connection.start()
             try await call(base, "POST", "/_sim/burst?count=5")
             let values = await echoed.wait(for: 5)
-            #expect(values.count == 5 && values.allSatisfy { $0.stringValue != nil })
+            let ids = await received.wait(for: 5)
+            // Each handler got its own transaction's id back, in the order the transactions came.
+            #expect(values == ids && Set(ids).count == 5)
+            #expect(ids.allSatisfy { $0.stringValue.flatMap(UUID.init(uuidString:)) != nil }, "\(ids)")
             await connection.stop()
         }
     }

@@ -19,5 +19,12 @@ public func runCommand(_ args: [String], env: [String: String] = [:]) throws -> 
     guard posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, envp) == 0 else { throw HarnessError("cannot run \(args[0])") }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    return (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    // A command that failed is an error that says so (its exit status and output), not an empty answer.
+    let exited = status & 0x7f == 0
+    guard exited && (status >> 8) & 0xff == 0 else {
+        let how = exited ? "exited with \((status >> 8) & 0xff)" : "was killed by signal \(status & 0x7f)"
+        throw HarnessError("`\(args.joined(separator: " "))` \(how): \(output.suffix(600))")
+    }
+    return output
 }

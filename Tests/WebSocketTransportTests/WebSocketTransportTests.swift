@@ -176,13 +176,20 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
             var options = WebSocketOptions()
             options.receiveBufferMessages = 16
             let ws = try await WebSocket.connect(to: url(port, "/burst?n=5000"), options: options)
-            try await Task.sleep(for: .milliseconds(300))  // let the burst pile up against the 16-message buffer
+            // Nobody reads yet: the burst fills the 16-message buffer, and the connection stops reading the socket.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !ws.messages.isHoldingBack && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(ws.messages.isHoldingBack, "reading stopped at the high-water mark")
+            // What waits is what one round of reading brought past the mark, not the burst: the rest is in TCP.
+            let waiting = ws.messages.waiting
+            #expect(waiting >= 16 && waiting < 5000, "\(waiting) messages waiting")
             var expected = 0
             for try await m in ws.messages {
                 #expect(String(decoding: m.bytes, as: UTF8.self) == "\(expected)")
                 expected += 1
             }
             #expect(expected == 5000)
+            #expect(!ws.messages.isHoldingBack, "reading resumed as the reader took them")
             await ws.close()
         }
     }
