@@ -27,6 +27,12 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         self.capacity = max(1, capacity)
     }
 
+    /// The producer waits for room (the buffer is full): the connection is not reading.
+    public var isHoldingBackProducer: Bool { state.withLock { $0.producer != nil } }
+
+    /// The consumer waits for events.
+    public var hasWaitingConsumer: Bool { state.withLock { $0.consumer != nil } }
+
     /// How many events wait for the consumer.
     public var count: Int { state.withLock { $0.count } }
 

@@ -50,9 +50,20 @@ final class NotifySocket: Sendable {
                 "NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000",
             ])
             #expect(await relay.waitFor("connected to the hub"))
-            try await Task.sleep(for: .milliseconds(400))
+            // Each wait is for what the socket is told, with a deadline (no guessed sleep).
+            func until(_ what: String, _ condition: ([String]) -> Bool) async {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while !condition(notify.received) {
+                    guard ContinuousClock.now < deadline else {
+                        Issue.record("the notify socket never got \(what): \(notify.received)")
+                        return
+                    }
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            await until("two watchdog pings") { $0.filter { $0 == "WATCHDOG=1" }.count >= 2 }
             await relay.expectCleanStop()
-            try await Task.sleep(for: .milliseconds(200))
+            await until("STOPPING=1") { $0.contains { $0.hasPrefix("STOPPING=1") } }
             let said = notify.received
             #expect(said.first?.hasPrefix("READY=1\nSTATUS=connecting to 127.0.0.1") == true, "\(said)")
             #expect(said.contains("STATUS=connected to the hub"))

@@ -11,6 +11,18 @@ import Testing
 @Suite struct HubEventBufferTests {
     func event(_ i: Int) -> HubEvent { .balanceUpdated(childId: UUID(), balance: Decimal(i)) }
 
+    /// Waits until `condition` holds, up to 10 s; an issue when it never does.
+    func until(_ what: String, _ condition: () -> Bool) async {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("never happened: \(what)")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
     func balance(_ e: HubEvent) -> Decimal? {
         if case .balanceUpdated(_, let b) = e { return b }
         return nil
@@ -43,7 +55,7 @@ import Testing
                 appended.add(1, ordering: .relaxed)
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        await until("the producer waits for room") { queue.isHoldingBackProducer }
         #expect(appended.load(ordering: .relaxed) == 3, "the fourth append waits for room")
         #expect(await queue.next()?.count == 3)
         await producer.value
@@ -54,7 +66,7 @@ import Testing
     @Test func aWaitingWriterWakesOnTheFirstEvent() async throws {
         let queue = HubEventBuffer<HubEvent>()
         let writer = Task { await queue.next() }
-        try await Task.sleep(for: .milliseconds(50))
+        await until("the writer waits") { queue.hasWaitingConsumer }
         await queue.append(event(9))
         #expect(await writer.value?.compactMap(balance) == [9])
     }
@@ -67,11 +79,11 @@ import Testing
         #expect(await queue.next(within: .milliseconds(20)) == [])
         #expect(ContinuousClock.now - started >= .milliseconds(20))
         let writer = Task { await queue.next(within: .seconds(30)) }
-        try await Task.sleep(for: .milliseconds(50))
+        await until("the writer waits") { queue.hasWaitingConsumer }
         await queue.append(event(4))
         #expect(await writer.value?.compactMap(balance) == [4])
         let later = Task { await queue.next(within: .seconds(30)) }
-        try await Task.sleep(for: .milliseconds(50))
+        await until("the second wait") { queue.hasWaitingConsumer }
         await queue.append(event(5))
         #expect(await later.value?.compactMap(balance) == [5], "the first wait's deadline is not this one's")
         queue.finish()

@@ -33,7 +33,12 @@ import Testing
             let waiting = try #require(try store.outbox().first)
             #expect(waiting.state == .pending && waiting.attempts == 1 && waiting.lastError?.contains("503") == true)
             #expect(try store.dueOutbox().isEmpty, "Retry-After: 1 puts the next attempt in the future")
-            try await Task.sleep(for: .milliseconds(1100))
+            // The next attempt falls due when the server said (Retry-After: 1): wait for that, not a guessed time.
+            for _ in 0..<500 {  // at most 10 s
+                let dueNow = try store.dueOutbox()
+                if !dueNow.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(await sync.drainOutbox().sent == 1)
             #expect(try store.outbox().first { $0.seq == w.seq }?.state == .sent)
             #expect(try await serverBalance(api) == before + 5, "applied once")
@@ -121,7 +126,13 @@ import Testing
             let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "during the catch-up")
             try await post(base, "/_sim/rest?mode=slow&ms=150&count=100")  // the catch-up takes several requests of 150 ms
             await sync.requestCatchUp()
-            try await Task.sleep(for: .milliseconds(50))
+            // The catch-up has begun (its state says so) before the drain is asked for.
+            for _ in 0..<2000 {  // at most 10 s
+                let phase = try store.syncStatus()?.phase
+                if phase == .syncing { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(try store.syncStatus()?.phase == .syncing)
             #expect(await sync.drainOutbox().sent == 0, "left to the catch-up")
             for _ in 0..<200 where try store.syncStatus()?.phase != .idle { try await Task.sleep(for: .milliseconds(50)) }
             #expect(try store.outbox().first { $0.seq == w.seq }?.state == .sent)
