@@ -141,7 +141,8 @@ extension RelayConfig {
         if let name {
             guard let found = summaryRules.first(where: { $0.name == name }) else {
                 let names = summaryRules.map(\.name)
-                throw SummaryError(
+                throw RelayError(
+                    .noSuchSummary,
                     names.isEmpty ? "No summary rule '\(name)': the configuration has none (a rule with summary: daily at 19:00)."
                         : "No summary rule '\(name)'; the summary rules are \(names.joined(separator: ", ")).")
             }
@@ -175,7 +176,3 @@ extension RelayConfig {
 }
 
 /// A summary that cannot be made as asked (no such rule).
-public struct SummaryError: Error, CustomStringConvertible {
-    public let description: String
-    init(_ description: String) { self.description = description }
-}

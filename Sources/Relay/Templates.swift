@@ -20,7 +20,7 @@ public struct Template: Sendable, Equatable {
     public let source: String
 
     /// Parses `source`; `{{` and `}}` stand for literal braces.
-    public init(_ source: String) throws(TemplateError) {
+    public init(_ source: String) throws(RelayError) {
         self.source = source
         var parts: [Part] = []
         var text = ""
@@ -36,19 +36,19 @@ public struct Template: Sendable, Equatable {
                 i = source.index(after: next)
             } else if c == "{" {
                 guard let close = source[next...].firstIndex(of: "}") else {
-                    throw TemplateError("an opening { has no closing } (write {{ for a literal brace)")
+                    throw RelayError(.template, "an opening { has no closing } (write {{ for a literal brace)")
                 }
                 let name = String(source[next..<close]).trimmingCharacters(in: .whitespaces)
                 guard Self.placeholders.contains(name) else {
-                    throw TemplateError(
-                        "unknown placeholder {\(name)}; known: " + Self.placeholders.sorted().map { "{\($0)}" }.joined(separator: " "))
+                    throw RelayError(
+                        .template, "unknown placeholder {\(name)}; known: " + Self.placeholders.sorted().map { "{\($0)}" }.joined(separator: " "))
                 }
                 if !text.isEmpty { parts.append(.text(text)) }
                 text = ""
                 parts.append(.value(name))
                 i = source.index(after: close)
             } else if c == "}" {
-                throw TemplateError("a closing } has no opening { (write }} for a literal brace)")
+                throw RelayError(.template, "a closing } has no opening { (write }} for a literal brace)")
             } else {
                 text.append(c)
                 i = next
@@ -67,12 +67,6 @@ public struct Template: Sendable, Equatable {
             }
         }.joined()
     }
-}
-
-public struct TemplateError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    init(_ message: String) { self.message = message }
-    public var description: String { message }
 }
 
 /// The built-in wording, per alert kind: a title (for popups, ntfy, Gotify, Teams) and a text.

@@ -47,7 +47,7 @@ extension Store {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
             guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
-                if let contradiction = try Self.contradiction(db, t) { throw CacheConflict(message: contradiction) }
+                if let contradiction = try Self.contradiction(db, t) { throw StoreError(path: path, contradiction, code: .conflict) }
                 return .duplicate
             }
             // The cached balance includes writes made here and not yet confirmed; the server's does not.
@@ -118,17 +118,19 @@ extension Store {
             let known = ServerIdentity(json: json)
             if let ids = known.accountIds, let now = server.accountIds {
                 guard ids == now else {
-                    throw CacheConflict(
-                        message: "The cache was filled for another account or family (\(ids)); the server at \(server.url) now says \(now). "
-                            + CacheConflict.fix)
+                    throw StoreError(
+                        path: path,
+                        "The cache was filled for another account or family (\(ids)); the server at \(server.url) now says \(now). "
+                            + StoreError.conflictFix, code: .conflict)
                 }
                 guard known.url != server.url else { return nil }
                 try db.execute(sql: statement, arguments: [server.json.serialized])
                 return "the server moved from \(known.url) to \(server.url) (same family): the cache carries on"
             }
             guard known.url == server.url else {
-                throw CacheConflict(
-                    message: "The cache was filled from \(known.url); the configuration now points at \(server.url). " + CacheConflict.fix)
+                throw StoreError(
+                    path: path, "The cache was filled from \(known.url); the configuration now points at \(server.url). " + StoreError.conflictFix,
+                    code: .conflict)
             }
             if server.accountIds != nil { try db.execute(sql: statement, arguments: [server.json.serialized]) }
             return nil
@@ -163,7 +165,7 @@ extension Store {
                 }
                 guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
                 else {
-                    if let contradiction = try Self.contradiction(db, t) { throw CacheConflict(message: contradiction) }
+                    if let contradiction = try Self.contradiction(db, t) { throw StoreError(path: path, contradiction, code: .conflict) }
                     continue
                 }
                 _ = try Self.dropLocalEcho(db, of: t)  // the balances below count it once, as the server's

@@ -35,7 +35,7 @@ extension Store {
         let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(Money.decimal(cents: stored.minor))) at \(stored.at)"
         let server = "\(try name(t.childId.lowercased)) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISO.string(t.createdAt))"
         return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server now says \(server). "
-            + CacheConflict.fix
+            + StoreError.conflictFix
     }
 
     /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.

@@ -48,7 +48,7 @@ extension Store {
             let more = described.count > 3 ? " and \(described.count - 3) more" : ""
             return "The server no longer has \(described.count == 1 ? "a transaction" : "\(described.count) transactions") the cache holds: \(named)\(more). "
                 + "The Allowance Tracker API cannot delete a transaction, so the backend lost data (restored from an older backup?). "
-                + CacheConflict.fix
+                + StoreError.conflictFix
         }
     }
 
@@ -119,7 +119,7 @@ extension Store {
     public static func balanceConflict(_ mismatches: [BalanceMismatch]) -> String {
         "The server's balances do not add up with the transactions the cache holds: " + mismatches.map(\.evidence).joined(separator: "; ")
             + ". Transactions the cache holds are missing on the server, or the server changed a balance without a transaction. "
-            + CacheConflict.fix
+            + StoreError.conflictFix
     }
 
     /// Marks as removed the children the cache knows that are not in the server's list (deleted with the API's
@@ -148,8 +148,6 @@ extension Store {
 
     /// A conflict found outside a write (the catch-up's checks), as the error the sync engine acts on.
     public func conflict(_ message: String) -> StoreError {
-        var error = StoreError(path: path, message)
-        error.isConflict = true
-        return error
+        StoreError(path: path, message, code: .conflict)
     }
 }

@@ -224,44 +224,66 @@ public final class Store: Sendable {
     }
 }
 
-/// A store failure that names the file and says what to do.
+/// The Store module's one error: a failure that names the file and says what to do, with its `code` for the code
+/// that decides what next (the sync engine stops at a conflict; the CLI picks its exit status).
 public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// The store refused the operation as asked (no such row, the outbox full, a state that does not allow it).
+        case refused
+        /// What the server sent contradicts the cache (another server, or a reset one): nothing was stored, and
+        /// retrying will not help.
+        case conflict
+        /// The file is not a readable relay database.
+        case unreadable
+        case diskFull
+        /// Another process holds the database.
+        case locked
+        /// The file or its folder cannot be written.
+        case notWritable
+        /// Any other SQLite failure, with SQLite's own words.
+        case sqlite
+    }
+
     public let path: String
+    public let code: Code
     public let message: String
-    /// What the server sent contradicts the cache (another server, or a reset one): nothing was stored, and
-    /// retrying will not help. The message has the evidence and the fix.
-    public var isConflict = false
+    /// The server's data contradicts the cache: the message has the evidence and the fix.
+    public var isConflict: Bool { code == .conflict }
 
     static let rebuildHint = "Move it aside and rebuild from the server with: allowance-relay run --rebuild"
+    /// What a conflict's message ends with.
+    static let conflictFix =
+        "Nothing was merged and the cached data is kept. If the backend was reset, restored or replaced, start the cache over from it: allowance-relay run --rebuild"
 
-    public init(path: String, _ message: String) {
+    public init(path: String, _ message: String, code: Code = .refused) {
         self.path = path
+        self.code = code
         self.message = message
     }
 
     init(path: String, _ error: any Error) {
         self.path = path
-        if let conflict = error as? CacheConflict {
-            self.message = conflict.message
-            self.isConflict = true
+        if let store = error as? StoreError {
+            (code, message) = (store.code, store.message)
             return
         }
         guard let db = error as? DatabaseError else {
-            self.message = error is StoreError ? (error as! StoreError).message : "\(error)"
-            self.isConflict = (error as? StoreError)?.isConflict ?? false
+            (code, message) = (.sqlite, "\(error)")
             return
         }
         switch db.resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            message = "The file is not a readable relay database (\(db.message ?? "corrupt")). \(Self.rebuildHint)"
+            (code, message) = (.unreadable, "The file is not a readable relay database (\(db.message ?? "corrupt")). \(Self.rebuildHint)")
         case .SQLITE_FULL:
-            message = "The disk is full; nothing was written. Free some space: the relay retries."
+            (code, message) = (.diskFull, "The disk is full; nothing was written. Free some space: the relay retries.")
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            message = "The database is locked by another process for more than 5 s. Is a second relay running on it?"
+            (code, message) = (.locked, "The database is locked by another process for more than 5 s. Is a second relay running on it?")
         case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
-            message = "The database cannot be opened for writing (\(db.message ?? "permission denied")). Check the file's owner and permissions."
+            (code, message) = (
+                .notWritable, "The database cannot be opened for writing (\(db.message ?? "permission denied")). Check the file's owner and permissions."
+            )
         default:
-            message = "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown")."
+            (code, message) = (.sqlite, "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown").")
         }
     }
 
@@ -277,12 +299,4 @@ final class PlannerHooks: Sendable {
         self.planner = planner
         self.onPlanned = onPlanned
     }
-}
-
-/// The server's data contradicts what the cache holds: thrown inside a write, which then stores nothing.
-struct CacheConflict: Error {
-    let message: String
-
-    static let fix =
-        "Nothing was merged and the cached data is kept. If the backend was reset, restored or replaced, start the cache over from it: allowance-relay run --rebuild"
 }

@@ -177,7 +177,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
             _ = try Store.open(path: path)
             Issue.record("opened garbage")
         } catch {
-            #expect(error.path == path)
+            #expect(error.path == path && error.code == .unreadable)
             #expect(error.message.contains("allowance-relay run --rebuild"))
         }
         let aside = try Store.moveAside(path: path)

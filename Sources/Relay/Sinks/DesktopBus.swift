@@ -35,23 +35,23 @@ final class DesktopBus: @unchecked Sendable {
 
     /// Runs `body` (a `clsd_*` call: its result, or < 0 with the reason in the error buffer) on the connection,
     /// opened if needed.
-    func call(_ body: (OpaquePointer, UnsafeMutablePointer<CChar>, Int) -> Int32) -> Result<Int32, DesktopBusError> {
+    func call(_ body: (OpaquePointer, UnsafeMutablePointer<CChar>, Int) -> Int32) -> Result<Int32, RelayError> {
         var err = [CChar](repeating: 0, count: 512)
-        let result: Result<Int32, DesktopBusError> = bus.withLock { b in
+        let result: Result<Int32, RelayError> = bus.withLock { b in
             if b == nil {
                 var opened: OpaquePointer?
                 guard clsd_open(&opened, &err, err.count) >= 0, let connection = opened else {
-                    return .failure(DesktopBusError(message: String(cString: err)))
+                    return .failure(RelayError(.desktopBus, String(cString: err)))
                 }
                 listener.pointee = clsd_action_listener(callback: onActionInvoked, context: Unmanaged.passUnretained(self).toOpaque())
                 if clsd_listen_actions(connection, listener, &err, err.count) < 0 {
                     clsd_free(connection)
-                    return .failure(DesktopBusError(message: String(cString: err)))
+                    return .failure(RelayError(.desktopBus, String(cString: err)))
                 }
                 b = connection
             }
             let r = body(b!, &err, err.count)
-            guard r >= 0 else { return .failure(DesktopBusError(message: String(cString: err))) }
+            guard r >= 0 else { return .failure(RelayError(.desktopBus, String(cString: err))) }
             return .success(r)
         }
         if case .success = result { startListening() }
@@ -100,10 +100,6 @@ final class DesktopBus: @unchecked Sendable {
             b = nil
         }
     }
-}
-
-struct DesktopBusError: Error {
-    let message: String
 }
 
 /// sd-bus calls this from `clsd_process`, with the bus's lock held: the click is handed on, not handled here.
