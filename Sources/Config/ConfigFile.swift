@@ -37,6 +37,14 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     public var all: [ConfigError]
     public init(_ all: [ConfigError]) { self.all = all }
     public var description: String { all.map(\.description).joined(separator: "\n") }
+    /// One line, for the log.
+    public var message: String { all.map(\.description).joined(separator: "; ") }
+
+    /// What `run` and `config check` print: one line per mistake, like a compiler's.
+    public var report: String {
+        let head = all.count == 1 ? "allowance-relay: configuration error:" : "allowance-relay: \(all.count) configuration errors:"
+        return ([head] + all.map { "  " + $0.description }).joined(separator: "\n") + "\n"
+    }
 }
 
 /// The config file, parsed once: every part of the program reads its keys from this one tree (the settings of

@@ -3,30 +3,13 @@ import Config
 import Foundation
 import Relay
 
-/// A configuration `run` would refuse, said the same way by `run`, a SIGHUP reload and `config check`: every
-/// mistake of the file and the environment at once.
-public struct ConfigProblem: Error {
-    public let errors: [ConfigError]
-
-    public init(errors: [ConfigError]) { self.errors = errors }
-    /// One line, for the log.
-    public var message: String { errors.map(\.description).joined(separator: "; ") }
-
-    /// What `run` and `config check` print: one line per mistake, like a compiler's.
-    public var report: String {
-        let head = errors.count == 1 ? "allowance-relay: configuration error:" : "allowance-relay: \(errors.count) configuration errors:"
-        return ([head] + errors.map { "  " + $0.description }).joined(separator: "\n") + "\n"
-    }
-
+/// The whole configuration of the daemon, as `run`, a SIGHUP reload and `config check` read it: the file once, the
+/// environment on top, every mistake of both at once (a `ConfigErrors`, said the same way by all three).
+public enum DaemonConfiguration {
     /// Settings and relay config from `file` (parsed once) and the environment, with the secret files checked.
-    public static func load(file: String?, environment: [String: String]) async throws(ConfigProblem) -> (RelaySettings, RelayConfig) {
-        let parsed: ConfigFile?
-        do {
-            parsed = try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) }
-        } catch {
-            throw ConfigProblem(errors: error.all)
-        }
-        let values = ConfigValues(parsed, environment)  // read once, for the settings and the relay alike
+    public static func load(file: String?, environment: [String: String]) async throws(ConfigErrors) -> (RelaySettings, RelayConfig) {
+        // Read once, for the settings and the relay alike; a new source each time (a reload reads the file as it is).
+        let values = try ConfigSource(file: file, environment: environment).values()
         var errors: [ConfigError] = []
         var settings: RelaySettings?
         do {
@@ -43,7 +26,7 @@ public struct ConfigProblem: Error {
         }
         guard errors.isEmpty, let settings else {
             var seen = Set<String>()
-            throw ConfigProblem(errors: errors.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+            throw ConfigErrors(errors.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
         }
         return (settings, relay)
     }

@@ -22,7 +22,7 @@ public struct Daemon: Sendable {
     public let store: Store
     let engine: RelayEngine
     let metrics: RelayMetrics
-    let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
+    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
     /// The process's one HTTP client: negotiate, REST and the sinks share its connections.
     let http: HTTPClient
     let logger: Logger
@@ -38,7 +38,7 @@ public struct Daemon: Sendable {
     /// The parts already made; `start` makes them as `run` does.
     init(
         settings: RelaySettings, store: Store, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
-        reload: @escaping @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig), logger: Logger
+        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
     ) {
         self.settings = settings
         self.store = store
@@ -120,9 +120,9 @@ public struct Daemon: Sendable {
         var code: Int32 = 0
         do {
             try await group.run()
-        } catch let exit as DaemonExit {
+        } catch let exit as DaemonError {
             logger.critical("\(exit.message)")
-            code = exit.code
+            code = exit.exitCode
         } catch {
             logger.critical("\(error)")
             code = 1
@@ -172,10 +172,12 @@ public struct Daemon: Sendable {
     }
 }
 
-/// Ends the daemon with an exit code (documented in `run --help`) and the reason.
-struct DaemonExit: Error {
-    let code: Int32
+/// The RelayDaemon module's one error: what ends the daemon, with its exit code (documented in `run --help`) and
+/// the reason. Configuration mistakes are `ConfigErrors` and the store's `StoreError`: the executable maps those.
+struct DaemonError: Error, CustomStringConvertible {
+    let exitCode: Int32
     let message: String
+    var description: String { message }
 }
 
 /// The hub connection: events into the sync engine, link changes to the relay, the status endpoint and systemd.
@@ -195,7 +197,7 @@ struct HubService: Service {
                 try await connection.start()
             } catch {
                 if stopping.isSet { return }
-                throw DaemonExit(code: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
+                throw DaemonError(exitCode: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
             }
             for await event in events {
                 switch event {
@@ -215,7 +217,7 @@ struct HubService: Service {
                     await sync.linkLost(reason)
                 case .closed(let error):
                     if let error, !stopping.isSet {
-                        throw DaemonExit(code: error.kind == .unauthorized ? 77 : 1, message: "the hub connection ended: \(error.message)")
+                        throw DaemonError(exitCode: error.kind == .unauthorized ? 77 : 1, message: "the hub connection ended: \(error.message)")
                     }
                     return
                 }
@@ -292,7 +294,7 @@ struct RelayService: Service {
 struct Reloader {
     let current: RelaySettings
     let engine: RelayEngine
-    let reload: @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig)
+    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
     let logger: Logger
 
     func run() async {
@@ -306,7 +308,7 @@ struct Reloader {
     /// One reload; false when the configuration was refused (the running one stays).
     @discardableResult
     func reloadOnce() async -> Bool {
-        do throws(ConfigProblem) {
+        do throws(ConfigErrors) {
             let (settings, relay) = try await reload()
             let summary = engine.reload(relay)
             logger.notice("reloaded the configuration: \(summary.description)")

@@ -142,7 +142,7 @@ struct EndpointService: Service {
         do {
             server = try StatusServer(host: host, port: port)
         } catch {
-            throw DaemonExit(code: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
+            throw DaemonError(exitCode: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
         }
         logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)")
         // It answers until the very end of a graceful stop (the group stops it last), then ends with the group.

@@ -13,7 +13,7 @@ extension Daemon {
     /// the daemon, ready to `run`. A `StoreError` means the database cannot be used (`run` exits 74).
     public static func start(
         settings: RelaySettings, relayConfig: RelayConfig, rebuild: Bool = false, metrics: RelayMetrics, http: HTTPClient,
-        reload: @escaping @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig), logger: Logger
+        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
     ) throws(StoreError) -> Daemon {
         if rebuild, FileManager.default.fileExists(atPath: settings.storePath) {
             let aside = try Store.moveAside(path: settings.storePath)

@@ -26,7 +26,7 @@ final class StatusServer: Sendable {
     static let readTimeout: Int = 5
 
     /// Binds `host:port` (a name is resolved; the first address that binds is kept) and listens.
-    init(host: String, port: Int) throws(StatusServerError) {
+    init(host: String, port: Int) throws(DaemonError) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -34,7 +34,7 @@ final class StatusServer: Sendable {
         var list: UnsafeMutablePointer<addrinfo>?
         let found = getaddrinfo(host, String(port), &hints, &list)
         guard found == 0, let first = list else {
-            throw StatusServerError("cannot resolve \(host): \(String(cString: gai_strerror(found)))")
+            throw DaemonError(exitCode: 1, message: "cannot resolve \(host): \(String(cString: gai_strerror(found)))")
         }
         defer { freeaddrinfo(list) }
         var lastError = "no address"
@@ -55,7 +55,7 @@ final class StatusServer: Sendable {
             lastError = String(cString: strerror(errno))
             close(s)
         }
-        throw StatusServerError(lastError)
+        throw DaemonError(exitCode: 1, message: lastError)
     }
 
     /// The port it listens on (the one asked for, or the one the system chose for 0).
@@ -183,9 +183,4 @@ final class StatusServer: Sendable {
             sent += n
         }
     }
-}
-
-struct StatusServerError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -40,7 +40,7 @@ struct CacheOptions: ParsableArguments {
         do {
             return try RelaySettings.local(try source.values())
         } catch {
-            FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+            FileHandle.standardError.write(Data(ConfigErrors(error.all).report.utf8))
             throw ExitCode(78)
         }
     }
@@ -311,7 +311,7 @@ func loadRelayConfig(_ source: ConfigSource) throws -> RelayConfig {
     do {
         return try RelayConfig.parse(try source.values())
     } catch {
-        FileHandle.standardError.write(Data(ConfigProblem(errors: error.all).report.utf8))
+        FileHandle.standardError.write(Data(ConfigErrors(error.all).report.utf8))
         throw ExitCode(78)
     }
 }

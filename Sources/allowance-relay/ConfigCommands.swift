@@ -38,14 +38,14 @@ struct ConfigCommand: AsyncParsableCommand {
             var summary = ""
             var loaded: (RelaySettings, RelayConfig)?
             do {
-                let (settings, relay) = try await ConfigProblem.load(file: config, environment: ProcessInfo.processInfo.environment)
+                let (settings, relay) = try await DaemonConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
                 summary = "server \(settings.serverURL.redactedForLogs), database \(settings.storePath), "
                     + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
                     + "\(relay.rules.count) rule(s)"
                     + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")
             } catch {
-                problems = error.errors
+                problems = error.all
             }
             var probes: [(what: String, ok: Bool, said: String)] = []
             if probe, let (settings, relay) = loaded {
@@ -66,7 +66,7 @@ struct ConfigCommand: AsyncParsableCommand {
                         "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
                     ] as JSONValue).serialized)
             } else if !problems.isEmpty {
-                FileHandle.standardError.write(Data(ConfigProblem(errors: problems).report.utf8))
+                FileHandle.standardError.write(Data(ConfigErrors(problems).report.utf8))
             } else {
                 print("Configuration OK: \(summary).")
                 for p in probes { print("  \(p.ok ? "ok  " : "FAIL") \(p.what): \(p.said)") }

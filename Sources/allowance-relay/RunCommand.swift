@@ -61,8 +61,8 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }
         let (file, env) = (config, environment)
-        let load = { @Sendable () async throws(ConfigProblem) -> (RelaySettings, RelayConfig) in
-            try await ConfigProblem.load(file: file, environment: env)
+        let load = { @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig) in
+            try await DaemonConfiguration.load(file: file, environment: env)
         }
         let (settings, relayConfig): (RelaySettings, RelayConfig)
         do {

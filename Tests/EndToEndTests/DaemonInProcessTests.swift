@@ -29,11 +29,11 @@ import Testing
                 let config = try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "hook"))\n", file: "t.yaml")
                 let logger = Logger(label: "daemon-in-process")
                 // What a reload reads: the test changes it, as an edited file would.
-                let next = Mutex<Result<RelayConfig, ConfigProblem>>(.success(config))
+                let next = Mutex<Result<RelayConfig, ConfigErrors>>(.success(config))
                 // The production start (`run` calls the same): store, prune, requeue, the relay's rules.
                 let daemon = try Daemon.start(
                     settings: settings, relayConfig: config, metrics: RelayMetrics(bootstrap: false), http: .shared,
-                    reload: { () async throws(ConfigProblem) -> (RelaySettings, RelayConfig) in (settings, try next.withLock { $0 }.get()) },
+                    reload: { () async throws(ConfigErrors) -> (RelaySettings, RelayConfig) in (settings, try next.withLock { $0 }.get()) },
                     logger: logger)
                 let store = daemon.store
                 let running = Task { await daemon.run() }
@@ -50,7 +50,7 @@ import Testing
                 try await simPost(base, "/_sim/burst?count=2")
                 #expect(await eventually(.seconds(15)) { receiver.received.filter { $0.path.hasSuffix("/second") }.count == 2 })
                 // A broken file is refused and the running configuration stays.
-                next.withLock { $0 = .failure(ConfigProblem(errors: [ConfigError(file: "t.yaml", line: 1, column: 1, key: "sinks", "broken", fix: "mend it")])) }
+                next.withLock { $0 = .failure(ConfigErrors([ConfigError(file: "t.yaml", line: 1, column: 1, key: "sinks", "broken", fix: "mend it")])) }
                 #expect(await daemon.reload() == false)
                 try await simPost(base, "/_sim/burst?count=1")
                 #expect(await eventually(.seconds(15)) { receiver.received.filter { $0.path.hasSuffix("/second") }.count == 3 })
