@@ -87,18 +87,8 @@ extension Store {
             {
                 continue
             }
-            var due = p.notBefore ?? now
-            if let child = event.childId {
-                // What a catch-up found comes before what happened after it (the live alert waits for the digest).
-                let key = "\(p.sink)|\(child.lowercased)"
-                gathering.withLock { g in
-                    if event.caughtUp, p.digest, let until = p.notBefore {
-                        g[key] = max(g[key] ?? until, until)
-                    } else if !event.caughtUp, p.urgency != .critical, let until = g[key] {
-                        if until > now { due = max(due, until.addingTimeInterval(0.01)) } else { g[key] = nil }
-                    }
-                }
-            }
+            // What a catch-up found comes before what happened after it (the live alert waits for the digest).
+            let due = gathering.withLock { $0.due(p, for: event, now: now) }
             let alert = alert(of: event, as: p.kind, planner: planner, memo: &alerts)
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,

@@ -24,9 +24,9 @@ public final class Store: Sendable {
     /// observer per write that planned something, not one per event: that made a burst quadratic, and nested
     /// the observers' callbacks until the stack overflowed at about 90,000 events.
     let planned = Mutex<[Delivery]>([])
-    /// Per sink and child ("sink|child"), until when a catch-up's alerts gather into one digest: a live alert about
-    /// the child planned meanwhile waits until then, so the digest of what was missed comes first.
-    let gathering = Mutex<[String: Date]>([:])
+    /// The alerts' ordering rule for catch-ups (a live alert waits for the digest of what was missed): Alerts'
+    /// policy, kept here because it is asked inside the transaction that plans.
+    let gathering = Mutex(DigestGathering())
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
     let session = UUID.random().lowercased
