@@ -30,6 +30,30 @@ public struct OutboxEntry: Sendable, Equatable {
     public var createdAt: Date
 }
 
+/// What the sync engine needs of the outbox, and nothing more: the queue of writes behind one interface, as
+/// `DeliveryLedger` is for the alerts, so that another backend (a server database shared by several relays) could
+/// take the SQLite file's place. `Store` is the one implementation today.
+public protocol OutboxQueue: Sendable {
+    /// Writes due to be sent now, in the order they were made (a waiting write holds back the later ones of its child).
+    func dueOutbox(at now: Date) throws(StoreError) -> [OutboxEntry]
+    /// When the next retry of a waiting write is due (nil: none waits for a later time).
+    func nextOutboxAttempt(after now: Date) throws(StoreError) -> Date?
+    /// The backend is back: waiting writes are due now.
+    @discardableResult func outboxDueNow(at now: Date) throws(StoreError) -> Int
+    /// A write is being sent (a hub echo of it may come before the answer).
+    func markInFlight(_ seq: Int64) throws(StoreError)
+    /// The server took the write: its transaction replaces the local one.
+    func outboxSent(_ seq: Int64, server: Transaction, at now: Date) throws(StoreError)
+    /// A failure a retry may fix: pending again at `retryAt`.
+    func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError)
+    /// Refused for good by the server: undone here.
+    func outboxRejected(_ seq: Int64, reason: String, at now: Date) throws(StoreError)
+    /// Given up (a dead letter): undone here, kept for `outbox list`.
+    func outboxDead(_ seq: Int64, reason: String, at now: Date) throws(StoreError)
+}
+
+extension Store: OutboxQueue {}
+
 extension Store {
     /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
     /// in one SQLite transaction. Works with the backend down. At most `limit` writes wait (`outbox.limit`, 100 by default).

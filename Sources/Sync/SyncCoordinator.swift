@@ -24,6 +24,8 @@ public actor SyncCoordinator {
     }
 
     private let store: Store
+    /// The writes waiting for the server (the store's outbox; another backend could stand in).
+    private let outbox: any OutboxQueue
     private let limits: OutboxLimits
     private let api: APIClient
     private let catchUp: CatchUp
@@ -54,6 +56,7 @@ public actor SyncCoordinator {
 
     public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), logger: Logger) {
         self.store = store
+        self.outbox = store
         self.catchUpSpacing = catchUpSpacing
         self.limits = limits
         self.api = api
@@ -154,7 +157,7 @@ public actor SyncCoordinator {
     /// A new hub connection: the backend is back. Writes waiting for a retry go now (after the catch-up), not at
     /// the end of a back-off that began while it was away.
     public func linkRestored() {
-        do { try store.outboxDueNow() } catch { logger.error("outbox: \(error)") }
+        do { try outbox.outboxDueNow(at: Date()) } catch { logger.error("outbox: \(error)") }
         requestCatchUp()
     }
 
@@ -196,7 +199,7 @@ public actor SyncCoordinator {
                 caughtUp?()
                 attempt = 0
                 if await drainOutbox().ok {
-                    if let next = try? store.nextOutboxAttempt() {
+                    if let next = try? outbox.nextOutboxAttempt(after: Date()) {
                         transition(.offline, "caught up; write(s) waiting in the outbox for their next attempt", nextRetry: next)
                     } else {
                         transition(.idle, "caught up")
@@ -234,14 +237,14 @@ public actor SyncCoordinator {
         }
         var sent = 0
         do {
-            for entry in try store.dueOutbox() {
+            for entry in try outbox.dueOutbox(at: Date()) {
                 if entry.attempts >= limits.maxAttempts || Date().timeIntervalSince(entry.createdAt) > limits.maxAge {
                     let reason = "given up after \(entry.attempts) attempt(s): \(entry.lastError ?? "too old")"
-                    try store.outboxDead(entry.seq, reason: reason)
+                    try outbox.outboxDead(entry.seq, reason: reason, at: Date())
                     logger.error("outbox write \(entry.seq) \(reason); its local effect is undone (`allowance-relay outbox retry \(entry.seq)` queues it again)")
                     continue
                 }
-                try store.markInFlight(entry.seq)
+                try outbox.markInFlight(entry.seq)
                 let answer: Result<Transaction, APIError>
                 do throws(APIError) {
                     answer = .success(
@@ -253,18 +256,18 @@ public actor SyncCoordinator {
                 }
                 switch answer {
                 case .success(let t):
-                    try store.outboxSent(entry.seq, server: t)
+                    try outbox.outboxSent(entry.seq, server: t, at: Date())
                     sent += 1
                     logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.lowercased)"])
                 case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
                     let wait = Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter)
                     let retry = Date().addingTimeInterval(wait)
-                    try store.outboxRetry(entry.seq, error: error.message, retryAt: retry)
+                    try outbox.outboxRetry(entry.seq, error: error.message, retryAt: retry)
                     let waiting = try store.summary().outboxWaiting
                     transition(.offline, "\(waiting) write(s) waiting in the outbox: \(error.message)", nextRetry: retry)
                     return (false, sent)  // keep the order: later writes wait for this one
                 case .failure(let error):
-                    try store.outboxRejected(entry.seq, reason: error.message)
+                    try outbox.outboxRejected(entry.seq, reason: error.message, at: Date())
                     let what = error.kind == .conflict ? "conflicts with the server's data (the server wins)" : "was rejected by the server"
                     logger.error("outbox write \(entry.seq) \(what): \(error.message); its local effect is undone")
                 }
@@ -280,7 +283,7 @@ public actor SyncCoordinator {
     public func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
             // At most `interval`, less when a write waiting for a retry falls due sooner.
-            let next = (try? store.nextOutboxAttempt()).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
+            let next = (try? outbox.nextOutboxAttempt(after: Date())).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
             try? await Task.sleep(for: min(interval, next.map { .seconds($0) } ?? interval))
             let result = await drainOutbox()
             // The outbox was what kept us offline, and it has now gone through.
