@@ -145,6 +145,26 @@ import Testing
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
+    @Test func everyLibraryHasATestTargetOfItsOwn() throws {
+        let targets = try Self.manifest.get()
+        let libraries = targets.values.filter { $0.kind == "regular" && $0.path.hasPrefix("Sources/") }.map(\.name)
+        #expect(libraries.count >= 14)
+        let missing = libraries.filter { targets["\($0)Tests"]?.kind != "test" }
+        #expect(missing.isEmpty, "no test target for \(missing.sorted())")
+    }
+
+    /// One job per file: a source file that grows past this has two (split it along its seams).
+    @Test func noSourceFileOutgrowsOneJob() throws {
+        let sources = PythonPeer.root.appending(path: "Sources")
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        #expect(files.count > 50)
+        let long = try files.compactMap { file -> String? in
+            let lines = try String(contentsOf: sources.appending(path: file), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).count
+            return lines > 460 ? "\(file): \(lines) lines" : nil
+        }
+        #expect(long.isEmpty, "\(long.sorted().joined(separator: "\n"))")
+    }
+
     /// The modules named by `import` lines (with attributes and access levels), outside `#if` conditions too.
     static func imports(in text: String) -> [String] {
         text.split(separator: "\n").compactMap { line in
