@@ -13,17 +13,17 @@ public struct HubArguments: Sendable {
     public var count: Int { values.count }
 
     /// Argument `index` as raw JSON.
-    public func value(at index: Int) throws(HubArgumentError) -> JSONValue {
+    public func value(at index: Int) throws(HubProtocolError) -> JSONValue {
         guard index < values.count else {
-            throw HubArgumentError(
-                target: target, index: index,
-                message: "Invocation provides \(values.count) argument(s) but target expects at least \(index + 1).")
+            throw HubProtocolError(
+                "Invocation provides \(values.count) argument(s) but target expects at least \(index + 1).",
+                code: .argument(target: target, index: index))
         }
         return values[index]
     }
 
     /// Decodes argument `index` as `T`. A mismatch names the target, the index, the type and the value's kind.
-    public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubArgumentError) -> T {
+    public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubProtocolError) -> T {
         let value = try value(at: index)
         if T.self == Decimal.self, case .number(let text) = value, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
             return d as! T
@@ -34,9 +34,9 @@ public struct HubArguments: Sendable {
             let decoded = try JSONDecoder().decode([T].self, from: data)
             return decoded[0]
         } catch {
-            throw HubArgumentError(
-                target: target, index: index,
-                message: "Argument \(index) of '\(target)' is not a \(T.self) (got \(value.kindDescription)): \(Self.reason(error))")
+            throw HubProtocolError(
+                "Argument \(index) of '\(target)' is not a \(T.self) (got \(value.kindDescription)): \(Self.reason(error))",
+                code: .argument(target: target, index: index))
         }
     }
 
@@ -52,14 +52,6 @@ public struct HubArguments: Sendable {
             return "\(error)"
         }
     }
-}
-
-/// An argument that does not have the type a handler expects.
-public struct HubArgumentError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let target: String
-    public let index: Int
-    public let message: String
-    public var description: String { message }
 }
 
 extension JSONValue {
@@ -78,7 +70,7 @@ extension JSONValue {
     public init(encoding value: some Encodable) throws {
         let data = try JSONEncoder().encode([value])
         guard case .array(let items) = try JSONValue(parsing: data), let first = items.first else {
-            throw HubArgumentError(target: "", index: 0, message: "Could not encode \(type(of: value)) as JSON.")
+            throw HubProtocolError("Could not encode \(type(of: value)) as JSON.", code: .unencodable)
         }
         self = first
     }

@@ -234,10 +234,10 @@ import TestSupport
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let errors = Collector<String>()
             await connection.on("BalanceUpdated") { (args: HubArguments) in
-                do throws(HubArgumentError) {
+                do throws(HubProtocolError) {
                     _ = try args.decode(1, as: Decimal.self)
                 } catch {
-                    errors.append(error.message)
+                    errors.append(error.code == .argument(target: "BalanceUpdated", index: 1) ? error.message : "wrong code: \(error.code)")
                 }
             }
             try await connection.start()
