@@ -76,7 +76,7 @@ struct SinkWorker: Sendable {
                 let room = (sends.probing ? 1 : sink.config.concurrency) - taken.ids.count  // a failing destination: one probe
                 switch machine.step(now: Date(), clock: .now, pausedUntil: sends.pausedUntil, room: room, inProgress: inProgress) {
                 case .paused(let until):
-                    await wakeup.wait(upTo: .seconds(until.timeIntervalSinceNow))
+                    await wakeup.wait(upTo: .seconds(max(0.001, until.timeIntervalSinceNow)))
                 case .full:
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                 case .drainedWait(let next):
