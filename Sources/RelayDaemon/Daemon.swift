@@ -83,10 +83,20 @@ public struct Daemon: Sendable {
         // Stops after the hub: what the connection delivered is stored before the end.
         add(EventWriter(events: received, sync: sync, store: store, metrics: metrics, json: settings.logFormat == .json, logger: logger), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
-        add(untilShutdown { await sync.pollOutbox(every: .seconds(5)) }, "outbox")
+        // Writes queued by another process signal (SIGUSR1, below); the poll is the fallback for a signal that
+        // could not be sent, and the clock for retries that fall due.
+        add(untilShutdown { await sync.pollOutbox(every: .seconds(60)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
         add(untilShutdown { await reloader.run() }, "reloader")
-        add(untilShutdown { [engine] in for await _ in await UnixSignalsSequence(trapping: .sigusr1) { engine.mutesChanged() } }, "mutes")
+        // SIGUSR1: another process changed the database (`mute`, `transaction add`, `outbox retry`): the mutes are
+        // read again and the outbox drained now, not at the next poll.
+        add(
+            untilShutdown { [engine] in
+                for await _ in await UnixSignalsSequence(trapping: .sigusr1) {
+                    engine.mutesChanged()
+                    await sync.drainOutbox()
+                }
+            }, "changes from the CLI")
         add(hub, "hub")
 
         var config = ServiceGroupConfiguration(services: services, logger: logger)

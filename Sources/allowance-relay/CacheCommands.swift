@@ -302,6 +302,13 @@ enum Exit {
     static let config: Int32 = 78
 }
 
+/// Tells the relay running on `store`, if one is, that another process changed the database (SIGUSR1: it reads the
+/// mutes again and drains the outbox now). Its pid, or nil when none runs.
+func signalTheRunningRelay(_ store: Store) -> Int32? {
+    guard let link = try? store.linkStatus(), link.state != .stopped, kill(link.pid, 0) == 0, kill(link.pid, SIGUSR1) == 0 else { return nil }
+    return link.pid
+}
+
 /// Dates in the CLI's tables and JSON.
 func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 

@@ -54,10 +54,8 @@ struct MuteCommand: AsyncParsableCommand {
 
         /// Tells a running relay that the mutes changed; says whether there was one.
         func tellTheRelay() -> String {
-            guard let link = try? store.linkStatus(), link.state != .stopped, kill(link.pid, 0) == 0, kill(link.pid, SIGUSR1) == 0 else {
-                return "It applies from the relay's next start."
-            }
-            return "The running relay (pid \(link.pid)) applies it now."
+            guard let pid = signalTheRunningRelay(store) else { return "It applies from the relay's next start." }
+            return "The running relay (pid \(pid)) applies it now."
         }
     }
 

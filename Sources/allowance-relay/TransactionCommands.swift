@@ -62,6 +62,7 @@ struct AddTransactionCommand: AsyncParsableCommand {
             throw CLIError(error.message, code: Exit.dataError)
         }
         let balance = try store.children().first { $0.id == match.id }?.currentBalance ?? 0
+        let relay = signalTheRunningRelay(store)  // it sends the write now, not at its next look
         if options.json {
             options.emit([
                 "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
@@ -69,7 +70,10 @@ struct AddTransactionCommand: AsyncParsableCommand {
             ])
         } else {
             print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName), local balance \(Money.plain(balance)).")
-            print("The running relay sends it when the backend is reachable (`allowance-relay status` shows what waits).")
+            print(
+                relay == nil
+                    ? "No relay runs on this database: the write goes when it starts and the backend is reachable."
+                    : "The running relay (pid \(relay!)) sends it now if the backend is reachable (`allowance-relay status` shows what waits).")
         }
     }
 }
@@ -120,8 +124,13 @@ struct OutboxCommand: AsyncParsableCommand {
         @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
 
         func run() async throws {
-            do { try await options.openStore().retryOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
-            print("Outbox #\(seq) is due now; the running relay sends it within a few seconds.")
+            let store = try await options.openStore()
+            do { try store.retryOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
+            if let pid = signalTheRunningRelay(store) {
+                print("Outbox #\(seq) is due now; the running relay (pid \(pid)) sends it now if the backend is reachable.")
+            } else {
+                print("Outbox #\(seq) is due now; it goes when the relay starts and the backend is reachable.")
+            }
         }
     }
 

@@ -179,6 +179,25 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))
     }
 
+    /// A write queued by `transaction add` while the relay runs goes out at once: the command signals the relay
+    /// (SIGUSR1), which drains the outbox then, not at its next look a minute later.
+    @Test func aWriteQueuedWhileTheRelayRunsGoesAtOnce() async throws {
+        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-signal-\(UUID())/relay.sqlite").path
+        try await withSim { base in
+            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                                               "ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(await relay.waitFor("caught up"))
+            let said = try await RelayProcess.output(
+                ["transaction", "add", "--child", "Alice", "--amount", "1.25", "--type", "credit", "--description", "Signalled"],
+                env: ["ALLOWANCE_RELAY_STORE_PATH": storePath])
+            #expect(said.contains("The running relay (pid"), "\(said)")
+            #expect(await relay.waitFor("outbox write sent", timeout: .seconds(20)), "sent well before the minute's look")
+            await relay.expectCleanStop()
+            let server = try await APIClient(baseURL: base, token: "e2e-token").children()
+            #expect(server.first { $0.firstName == "Alice" }?.currentBalance == Decimal(string: "26.75")!, "25.50 + 1.25, once")
+        }
+    }
+
     @Test func writesMadeWithTheBackendDownAreSentOnceWhenItIsBack() async throws {
         let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-outbox-\(UUID())/relay.sqlite").path
         // A first run fills the cache (children), then everything stops.
