@@ -157,9 +157,9 @@ public struct RelayEvent: Sendable, Equatable {
         return w.text
     }
 
-    public init(json: JSONValue) throws(PayloadError) {
+    public init(json: JSONValue) throws(APIError) {
         guard let k = json["kind"]?.stringValue.flatMap(Kind.init(rawValue:)) else {
-            throw PayloadError(message: "alert: unknown kind \(json["kind"]?.serialized ?? "null")")
+            throw APIError(.invalidPayload, "alert: unknown kind \(json["kind"]?.serialized ?? "null")")
         }
         kind = k
         at = json["at"]?.stringValue.flatMap(ISODate.parse) ?? .distantPast
@@ -175,7 +175,7 @@ public struct RelayEvent: Sendable, Equatable {
         total = json["total"].flatMap(Money.decimal)
         sink = json["sink"]?.stringValue
         if case .array(let items) = json["transactions"] {
-            transactions = try items.map { (item) throws(PayloadError) -> Transaction in try Transaction(json: item) }
+            transactions = try items.map { (item) throws(APIError) -> Transaction in try Transaction(json: item) }
         }
     }
 }

@@ -36,7 +36,7 @@ public struct APIClient: Sendable {
         let json = try await get("api/v1/children")
         guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /api/v1/children did not return an array.") }
         return try items.map { (item) throws(APIError) -> Child in
-            do throws(PayloadError) { return try Child(json: item) } catch { throw APIError(.invalidResponse, "GET /api/v1/children: \(error.message)") }
+            do throws(APIError) { return try Child(json: item) } catch { throw APIError(.invalidResponse, "GET /api/v1/children: \(error.message)") }
         }
     }
 
@@ -82,7 +82,7 @@ public struct APIClient: Sendable {
         let json = try await get(path, query: [("limit", String(limit)), ("offset", String(offset))])
         guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /\(path) did not return an array.") }
         return items.enumerated().map { index, item in
-            do throws(PayloadError) {
+            do throws(APIError) {
                 return .transaction(try Transaction(json: item))
             } catch {
                 let id = item["id"]?.stringValue ?? "unreadable:offset-\(offset + index)"
@@ -193,10 +193,15 @@ public struct APIClient: Sendable {
     }
 }
 
-/// A failed API call, classified by its HTTP answer (retry only what a retry can fix).
-public struct APIError: Error, Sendable, CustomStringConvertible {
+/// The AllowanceAPI module's one error: a failed API call, classified by its HTTP answer (retry only what a retry
+/// can fix); a payload that does not read as the domain's types; a secret file that cannot be used.
+public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case badRequest, unauthorized, forbidden, notFound, conflict, rateLimited, server, network, invalidResponse
+        /// JSON that does not read as a transaction, an alert or an amount (a server's, or a row of our own).
+        case invalidPayload
+        /// A token, password or webhook secret file that cannot be used (`problem` and `fix` apart).
+        case secretFile
 
         init(status: Int) {
             switch (status, AnswerClass(status: status)) {
@@ -216,16 +221,35 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     }
 
     public let kind: Kind
+    /// The whole sentence, for logs: what is wrong (then the fix, when there is one).
     public let message: String
     public let status: Int?
     /// Seconds the server asked us to wait (`Retry-After`), if it said.
     public let retryAfter: Double?
+    /// How to fix it, apart from `problem` (a config check places them in its own format).
+    public let fix: String?
 
     public init(_ kind: Kind, _ message: String, status: Int? = nil, retryAfter: Double? = nil) {
         self.kind = kind
         self.message = message
         self.status = status
         self.retryAfter = retryAfter
+        fix = nil
+    }
+
+    /// A mistake the user can fix: `message` says both, "<problem>. Fix: <fix>."
+    public init(_ kind: Kind, _ problem: String, fix: String) {
+        self.kind = kind
+        message = "\(problem). Fix: \(fix)."
+        status = nil
+        retryAfter = nil
+        self.fix = fix
+    }
+
+    /// What is wrong, without the fix.
+    public var problem: String {
+        if let fix, message.hasSuffix(". Fix: \(fix).") { return String(message.dropLast(" Fix: \(fix).".count + 1)) }
+        return message.hasSuffix(".") ? String(message.dropLast()) : message
     }
 
     public var description: String { message }

@@ -13,36 +13,36 @@ public enum HubEvent: Sendable, Equatable {
     public static let targets = ["TransactionCreated", "BalanceUpdated"]
 
     /// Decodes one invocation; the error names the target, the argument and what was wrong.
-    public init(target: String, arguments: HubArguments) throws(PayloadError) {
+    public init(target: String, arguments: HubArguments) throws(APIError) {
         switch target.lowercased() {
         case "transactioncreated":
             let first: JSONValue
-            do { first = try arguments.value(at: 0) } catch { throw PayloadError(message: error.message) }
+            do { first = try arguments.value(at: 0) } catch { throw APIError(.invalidPayload, error.message) }
             if case .string(let s) = first {
                 guard let id = FastParse.uuid(s) ?? UUID(uuidString: s) else {
-                    throw PayloadError(message: "TransactionCreated: argument 0 is not a transaction id: \"\(s)\".")
+                    throw APIError(.invalidPayload, "TransactionCreated: argument 0 is not a transaction id: \"\(s)\".")
                 }
                 self = .transactionCreatedId(id)
             } else {
                 do {
                     self = .transactionCreated(try Transaction(json: first))
                 } catch {
-                    throw PayloadError(message: "TransactionCreated: \(error.message)")
+                    throw APIError(.invalidPayload, "TransactionCreated: \(error.message)")
                 }
             }
         case "balanceupdated":
             guard arguments.count >= 2 else {
-                throw PayloadError(message: "BalanceUpdated: expected (childId, newBalance), got \(arguments.count) argument(s).")
+                throw APIError(.invalidPayload, "BalanceUpdated: expected (childId, newBalance), got \(arguments.count) argument(s).")
             }
             guard let s = arguments.values[0].stringValue, let id = FastParse.uuid(s) ?? UUID(uuidString: s) else {
-                throw PayloadError(message: "BalanceUpdated: argument 0 (childId) is not a UUID string: \(arguments.values[0].serialized.prefix(40)).")
+                throw APIError(.invalidPayload, "BalanceUpdated: argument 0 (childId) is not a UUID string: \(arguments.values[0].serialized.prefix(40)).")
             }
             guard let balance = Money.decimal(arguments.values[1]) else {
-                throw PayloadError(message: "BalanceUpdated: argument 1 (newBalance) is not a number: \(arguments.values[1].serialized.prefix(40)).")
+                throw APIError(.invalidPayload, "BalanceUpdated: argument 1 (newBalance) is not a number: \(arguments.values[1].serialized.prefix(40)).")
             }
             self = .balanceUpdated(childId: id, balance: balance)
         default:
-            throw PayloadError(message: "'\(target)' is not an Allowance Tracker hub event.")
+            throw APIError(.invalidPayload, "'\(target)' is not an Allowance Tracker hub event.")
         }
     }
 
@@ -53,7 +53,7 @@ public enum HubEvent: Sendable, Equatable {
         HubEventDecoder(
             targets: targets, read: { target, reader in read(target: target, &reader) },
             decode: { target, arguments in try HubEvent(target: target, arguments: arguments) },
-            onError: { _, error in onError((error as? PayloadError)?.message ?? "\(error)") },
+            onError: { _, error in onError((error as? APIError)?.message ?? "\(error)") },
             isFollowed: { if case .balanceUpdated = $0 { false } else { true } }, followerWait: balanceFollows)
     }
 

@@ -106,11 +106,6 @@ public struct RejectedRow: Sendable, Equatable {
 }
 
 /// What went wrong decoding a payload from the server, with the field that was wrong.
-public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let message: String
-    public init(message: String) { self.message = message }
-    public var description: String { message }
-}
 
 extension Transaction {
     /// The transaction as JSON, the one shape every writer uses (the webhook's `data`, the ledger's alerts, the
@@ -138,14 +133,14 @@ extension Transaction {
 }
 
 extension Transaction {
-    public init(json: JSONValue) throws(PayloadError) {
+    public init(json: JSONValue) throws(APIError) {
         let f = Fields(json, what: "transaction")
         let id = try f.uuid("id")
         let childId = try f.uuid("childId")
         let amount = try f.money("amount")
         let typeText = try f.string("type")
         guard let type = TransactionType(rawValue: typeText) else {
-            throw PayloadError(message: "transaction.type must be \"Credit\" or \"Debit\", got \"\(typeText)\".")
+            throw APIError(.invalidPayload, "transaction.type must be \"Credit\" or \"Debit\", got \"\(typeText)\".")
         }
         let description = SafeText.stored(try f.string("description"), limit: SafeText.maxDescription)
         let balanceAfter = try f.money("balanceAfter")
@@ -158,7 +153,7 @@ extension Transaction {
 }
 
 extension Child {
-    public init(json: JSONValue) throws(PayloadError) {
+    public init(json: JSONValue) throws(APIError) {
         let f = Fields(json, what: "child")
         id = try f.uuid("id")
         firstName = SafeText.stored(try f.string("firstName"), limit: SafeText.maxName)
@@ -278,32 +273,32 @@ private struct Fields {
         self.what = what
     }
 
-    func field(_ key: String) throws(PayloadError) -> JSONValue {
-        guard case .object = json else { throw PayloadError(message: "\(what) must be a JSON object, got \(json.serialized.prefix(40)).") }
-        guard let v = json[key], v != .null else { throw PayloadError(message: "\(what).\(key) is missing.") }
+    func field(_ key: String) throws(APIError) -> JSONValue {
+        guard case .object = json else { throw APIError(.invalidPayload, "\(what) must be a JSON object, got \(json.serialized.prefix(40)).") }
+        guard let v = json[key], v != .null else { throw APIError(.invalidPayload, "\(what).\(key) is missing.") }
         return v
     }
 
-    func string(_ key: String) throws(PayloadError) -> String {
-        guard let s = try field(key).stringValue else { throw PayloadError(message: "\(what).\(key) must be a string.") }
+    func string(_ key: String) throws(APIError) -> String {
+        guard let s = try field(key).stringValue else { throw APIError(.invalidPayload, "\(what).\(key) must be a string.") }
         return s
     }
 
-    func uuid(_ key: String) throws(PayloadError) -> UUID {
+    func uuid(_ key: String) throws(APIError) -> UUID {
         let s = try string(key)
-        guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw PayloadError(message: "\(what).\(key) is not a UUID: \"\(s)\".") }
+        guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw APIError(.invalidPayload, "\(what).\(key) is not a UUID: \"\(s)\".") }
         return u
     }
 
-    func money(_ key: String) throws(PayloadError) -> Decimal {
+    func money(_ key: String) throws(APIError) -> Decimal {
         let v = try field(key)
-        guard let d = Money.decimal(v) else { throw PayloadError(message: "\(what).\(key) must be a number, got \(v.serialized.prefix(40)).") }
+        guard let d = Money.decimal(v) else { throw APIError(.invalidPayload, "\(what).\(key) must be a number, got \(v.serialized.prefix(40)).") }
         return d
     }
 
-    func date(_ key: String) throws(PayloadError) -> Date {
+    func date(_ key: String) throws(APIError) -> Date {
         let s = try string(key)
-        guard let d = ISODate.parse(s) else { throw PayloadError(message: "\(what).\(key) is not an ISO-8601 date: \"\(s)\".") }
+        guard let d = ISODate.parse(s) else { throw APIError(.invalidPayload, "\(what).\(key) is not an ISO-8601 date: \"\(s)\".") }
         return d
     }
 }

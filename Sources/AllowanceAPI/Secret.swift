@@ -9,50 +9,28 @@ public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConver
 
     /// Reads a secret file: trimmed, must not be empty; a file others can read is refused (chmod 600 it).
     /// `what` names the file in messages ("token file", "webhook secret file").
-    public static func read(file given: String, what: String) throws(SettingsError) -> Secret {
+    public static func read(file given: String, what: String) throws(APIError) -> Secret {
         let file = (given as NSString).expandingTildeInPath
         var info = stat()
         guard stat(file, &info) == 0 else {
-            throw SettingsError("Cannot read the \(what) '\(file)': \(String(cString: strerror(errno)))", fix: "check the path")
+            throw APIError(.secretFile, "Cannot read the \(what) '\(file)': \(String(cString: strerror(errno)))", fix: "check the path")
         }
         // A pipe or a device would block or never end; a secret is a line, not megabytes.
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw SettingsError("The \(what) '\(file)' is not a regular file", fix: "point it at a file holding the secret on one line")
+            throw APIError(.secretFile, "The \(what) '\(file)' is not a regular file", fix: "point it at a file holding the secret on one line")
         }
         guard info.st_size <= 65536 else {
-            throw SettingsError("The \(what) '\(file)' is \(info.st_size) bytes; a secret file holds one line (at most 64 KB)", fix: "check that it is the right file")
+            throw APIError(.secretFile, "The \(what) '\(file)' is \(info.st_size) bytes; a secret file holds one line (at most 64 KB)", fix: "check that it is the right file")
         }
         if info.st_mode & 0o077 != 0 {
-            throw SettingsError(
+            throw APIError(.secretFile, 
                 "The \(what) '\(file)' can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8)))", fix: "chmod 600 '\(file)'")
         }
         guard let data = FileManager.default.contents(atPath: file) else {
-            throw SettingsError("Cannot read the \(what) '\(file)'", fix: "check its owner and permissions")
+            throw APIError(.secretFile, "Cannot read the \(what) '\(file)'", fix: "check its owner and permissions")
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !text.isEmpty else { throw SettingsError("The \(what) '\(file)' is empty", fix: "write the secret into it, on one line") }
+        guard !text.isEmpty else { throw APIError(.secretFile, "The \(what) '\(file)' is empty", fix: "write the secret into it, on one line") }
         return Secret(text)
     }
-}
-
-public struct SettingsError: Error, Sendable, CustomStringConvertible {
-    /// The whole sentence, for logs: what is wrong, then the fix.
-    public let message: String
-    /// What is wrong, and how to fix it, apart (a config check places them in its own format).
-    public let problem: String
-    public let fix: String?
-
-    public init(_ message: String) {
-        self.message = message
-        problem = message.hasSuffix(".") ? String(message.dropLast()) : message
-        fix = nil
-    }
-
-    public init(_ problem: String, fix: String) {
-        self.problem = problem
-        self.fix = fix
-        message = "\(problem). Fix: \(fix)."
-    }
-
-    public var description: String { message }
 }

@@ -25,7 +25,7 @@ public struct StaticToken: TokenSource {
 public struct TokenFile: TokenSource {
     public let path: String
     public init(path: String) { self.path = path }
-    public func token() throws(SettingsError) -> String? { try Secret.read(file: path, what: "token file").value }
+    public func token() throws(APIError) -> String? { try Secret.read(file: path, what: "token file").value }
 }
 
 /// Email + password login (`POST /api/v1/auth/login`). The token is kept in memory only, and a new

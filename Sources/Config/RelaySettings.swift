@@ -180,7 +180,7 @@ public struct RelaySettings: Sendable {
         if let email {
             let password = self.password
             let passwordFile = self.passwordFile
-            return LoginSession(baseURL: serverURL, email: email, http: http, trust: serverTrust) { () throws(SettingsError) -> Secret in
+            return LoginSession(baseURL: serverURL, email: email, http: http, trust: serverTrust) { () throws(APIError) -> Secret in
                 if let password { return password }
                 return try Secret.read(file: passwordFile!, what: "password file")
             }

@@ -287,7 +287,7 @@ struct SinkWorker: Sendable {
     }
 
     /// The generic webhook forwards the stored alert; the other sinks fill their templates from it.
-    func render(_ d: Delivery, markup: Bool) throws(PayloadError) -> Message {
+    func render(_ d: Delivery, markup: Bool) throws(APIError) -> Message {
         if sink.config.kind == .webhook {
             return Message(id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert, event: d.carried)
         }

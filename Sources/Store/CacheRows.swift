@@ -123,9 +123,9 @@ extension Store {
 
 extension Transaction {
     /// The amounts in cents, or the error for one with more than two decimals.
-    func cents() throws(PayloadError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
+    func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
         guard let amountCents, let balanceAfterCents else {
-            throw PayloadError(message: "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
+            throw APIError(.invalidPayload, "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
         }
         return (amountCents, balanceAfterCents, type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents)
     }
@@ -171,9 +171,9 @@ struct BurstChildren {
 
 /// Money as integer minor units (cents). Exact both ways; more than two decimals is an error, never rounded.
 public enum MinorUnits {
-    public static func from(_ amount: Decimal) throws(PayloadError) -> Int64 {
+    public static func from(_ amount: Decimal) throws(APIError) -> Int64 {
         guard let value = Money.minorUnits(amount) else {
-            throw PayloadError(message: "The amount \(amount) has more than 2 decimal places or is out of range.")
+            throw APIError(.invalidPayload, "The amount \(amount) has more than 2 decimal places or is out of range.")
         }
         return value
     }

@@ -43,10 +43,10 @@ public struct Delivery: Sendable, Equatable {
 
     /// The alert as a value: the one carried, or the stored text decoded once (for templates, digests, the CLI).
     public var event: RelayEvent {
-        get throws(PayloadError) {
+        get throws(APIError) {
             if let carried { return carried }
             let json: JSONValue
-            do { json = try JSONValue(parsing: alert.utf8) } catch { throw PayloadError(message: "alert: \(error)") }
+            do { json = try JSONValue(parsing: alert.utf8) } catch { throw APIError(.invalidPayload, "alert: \(error)") }
             return try RelayEvent(json: json)
         }
     }
@@ -376,8 +376,8 @@ extension Delivery: FetchableRecord, TableRecord, QueuedJob {
     /// A row as a record; an unknown kind, urgency or state (a row from a newer version, a damaged file) throws
     /// with the reason. The alert is not decoded here: the generic webhook never needs it decoded, the others once.
     public init(row: Row) throws {
-        func unknown(_ column: String) -> PayloadError {
-            PayloadError(message: "unknown \(column) '\(row[column] as String? ?? "")'")
+        func unknown(_ column: String) -> APIError {
+            APIError(.invalidPayload, "unknown \(column) '\(row[column] as String? ?? "")'")
         }
         guard let kind = RelayEvent.Kind(rawValue: row["kind"]) else { throw unknown("kind") }
         guard let urgency = PlannedDelivery.Urgency(rawValue: row["urgency"]) else { throw unknown("urgency") }
@@ -393,6 +393,6 @@ extension Delivery: FetchableRecord, TableRecord, QueuedJob {
 
     /// The reason a row cannot be read, for the dead letter it becomes.
     static func unreadable(_ error: any Error) -> String {
-        (error as? PayloadError)?.message ?? "\(error)"
+        (error as? APIError)?.message ?? "\(error)"
     }
 }

@@ -233,8 +233,8 @@ extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
 
     /// A row as a record; a value this version cannot read (a damaged file) throws with the column and the value.
     public init(row: Row) throws {
-        func unreadable(_ column: String) -> PayloadError {
-            PayloadError(message: "outbox row \(row["seq"] as Int64? ?? 0): unreadable \(column) '\(row[column] as String? ?? "")'")
+        func unreadable(_ column: String) -> APIError {
+            APIError(.invalidPayload, "outbox row \(row["seq"] as Int64? ?? 0): unreadable \(column) '\(row[column] as String? ?? "")'")
         }
         guard let local = (row["local_txn_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("local_txn_id") }
         guard let child = (row["child_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("child_id") }

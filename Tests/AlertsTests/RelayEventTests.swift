@@ -36,6 +36,6 @@ import Testing
     }
 
     @Test func anUnknownKindIsACleanError() {
-        #expect(throws: PayloadError.self) { try RelayEvent(json: .object([("kind", .string("balance.exploded"))])) }
+        #expect(throws: APIError.self) { try RelayEvent(json: .object([("kind", .string("balance.exploded"))])) }
     }
 }

@@ -6,7 +6,7 @@ import Testing
 
 @Suite struct HubEventDecodingTests {
     private func args(_ target: String, _ json: String) throws -> HubArguments {
-        guard case .array(let values) = try JSONValue(parsing: Array(json.utf8)) else { throw PayloadError(message: "not an array") }
+        guard case .array(let values) = try JSONValue(parsing: Array(json.utf8)) else { throw APIError(.invalidPayload, "not an array") }
         return HubArguments(target: target, values: values)
     }
 
@@ -45,6 +45,6 @@ import Testing
          "TransactionCreated: transaction.type must be \"Credit\" or \"Debit\", got \"Refund\"."),
     ])
     func wrongPayloadsSayWhatIsWrong(_ target: String, _ json: String, _ expected: String) throws {
-        #expect(throws: PayloadError(message: expected)) { try HubEvent(target: target, arguments: self.args(target, json)) }
+        #expect(throws: APIError(.invalidPayload, expected)) { try HubEvent(target: target, arguments: self.args(target, json)) }
     }
 }

@@ -75,7 +75,7 @@ import Testing
         await #expect {
             try await s.tokenSource()?.token()
         } throws: { error in
-            let message = (error as? SettingsError)?.message ?? ""
+            let message = (error as? APIError)?.message ?? ""
             return message.contains("chmod 600") && !message.contains("s3cret")
         }
         chmod(file, 0o600)
@@ -89,7 +89,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let fifo = dir.appending(path: "fifo").path
         #expect(mkfifo(fifo, 0o600) == 0)
-        #expect(throws: SettingsError.self) { try Secret.read(file: fifo, what: "token file") }
+        #expect(throws: APIError.self) { try Secret.read(file: fifo, what: "token file") }
         let big = dir.appending(path: "big").path
         try Data(count: 1 << 20).write(to: URL(fileURLWithPath: big))
         chmod(big, 0o600)
