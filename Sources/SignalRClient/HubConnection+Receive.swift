@@ -151,8 +151,8 @@ extension HubConnection {
             switch (entry, completion.outcome) {
             case (.invocation(_, let c), .void): c.resume(returning: nil)
             case (.invocation(_, let c), .result(let v)): c.resume(returning: v)
-            case (.invocation(let target, let c), .error(let e)): c.resume(throwing: HubInvocationError(target: target, message: e))
-            case (.stream(_, let c), .error(let e)): c.finish(throwing: HubInvocationError(target: "stream", message: e))
+            case (.invocation(let target, let c), .error(let e)): c.resume(throwing: HubConnectionError(.invocationFailed(target: target), e))
+            case (.stream(_, let c), .error(let e)): c.finish(throwing: HubConnectionError(.invocationFailed(target: "stream"), e))
             case (.stream(_, let c), _): c.finish()
             }
         case .ping:

@@ -1,6 +1,8 @@
 import WebSocketTransport
 
-/// Why a connection could not start, or ended. Messages never contain tokens.
+/// The SignalRClient module's one error: why a connection could not start or ended, why a call could not be made,
+/// or the server's error for one invocation (`.invocationFailed`, .NET's `HubException`). Messages never contain
+/// tokens.
 public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         /// The server refused the token (401/403). Retrying with the same token will not help.
@@ -15,6 +17,9 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
         /// The connection is not in a state for this call (e.g. `invoke` while disconnected).
         case invalidState
         case stopped
+        /// The server answered an invocation of `target` with an error (a Completion with `error`, which is the
+        /// `message`); the connection carries on.
+        case invocationFailed(target: String)
     }
 
     public let kind: Kind
@@ -25,7 +30,10 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
         self.message = message
     }
 
-    public var description: String { message }
+    public var description: String {
+        if case .invocationFailed(let target) = kind { return "'\(target)' failed on the server: \(message)" }
+        return message
+    }
 
     /// The socket went away underneath (as opposed to the server closing the connection on purpose).
     var isLinkLoss: Bool {
@@ -38,16 +46,4 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
     /// The official clients' error for invocations pending when the connection drops.
     public static let canceledByClose = HubConnectionError(
         .stopped, "Invocation canceled due to the underlying connection being closed.")
-}
-
-/// The server's answer to an invocation was an error (Completion with `error`).
-public struct HubInvocationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let target: String
-    public let message: String
-    public var description: String { "'\(target)' failed on the server: \(message)" }
-
-    public init(target: String, message: String) {
-        self.target = target
-        self.message = message
-    }
 }

@@ -53,11 +53,11 @@ import TestSupport
             #expect(try await connection.invoke("Echo", ["hello"]) == "hello")
             #expect(try await connection.invoke("Add", [2, 40], returning: Int.self) == 42)
             #expect(try await connection.invoke("Void") == nil)
-            await #expect(throws: HubInvocationError(target: "Fail", message: "nope")) {
+            await #expect(throws: HubConnectionError(.invocationFailed(target: "Fail"), "nope")) {
                 try await connection.invoke("Fail", ["nope"])
             }
-            await #expect(throws: HubInvocationError(
-                target: "Nope", message: "Failed to invoke 'Nope' due to an error on the server. HubException: Method does not exist.")) {
+            await #expect(throws: HubConnectionError(
+                .invocationFailed(target: "Nope"), "Failed to invoke 'Nope' due to an error on the server. HubException: Method does not exist.")) {
                 try await connection.invoke("Nope")
             }
             try await connection.send("Echo", ["fire and forget"])
