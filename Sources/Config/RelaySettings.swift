@@ -67,11 +67,10 @@ public struct RelaySettings: Sendable {
             } else {
                 // Never a password written in the URL back (user:secret@host).
                 let shown = urlText.contains("@") ? (URL(string: urlText)?.redactedForLogs ?? "the URL") : urlText
-                let bare = !urlText.contains("://") && !urlText.contains(" ") && !urlText.contains("@")
                 problems.append(
                     values.error(
                         "server.url", "'\(shown)' is not an http:// or https:// URL with a host",
-                        fix: bare ? "write the scheme too: http://\(urlText)" : "e.g. https://allowance.example.org"))
+                        fix: URLFix.suggest(urlText).map { "did you mean \($0)?" } ?? "e.g. https://allowance.example.org"))
             }
         } else {
             problems.append(

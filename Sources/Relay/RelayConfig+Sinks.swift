@@ -22,7 +22,7 @@ extension RelayConfig {
             "link", "icon", "password", "password_file", "ca_file", "topic", "discovery_prefix", "protocol", "client_id", "from", "to", "require_tls",
             "channel", "edit",
         ])
-        let envPrefix = "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
+        let envPrefix = SinkConfig.environmentPrefix(name)
         func secret(_ key: String) throws(ConfigError) -> Secret? {
             if let v = env[envPrefix + key.uppercased()], !v.isEmpty { return Secret(v) }
             if let v = try r.string(key) { return Secret(v) }
@@ -49,7 +49,10 @@ extension RelayConfig {
                         let example = kind == .mqtt ? "mqtt://broker.lan:1883 or mqtts://broker.lan:8883"
                             : kind == .email ? "smtp://mail.example.org:587 (STARTTLS) or smtps://mail.example.org:465"
                             : "https://hooks.example.org/allowance"
-                        throw r.error("url is not a \(schemes.map { $0 + "://" }.joined(separator: " or ")) URL", fix: "e.g. \(example)", at: "url")
+                        // The URL may hold a token (Discord's, Slack's): the fix names the scheme, never the rest.
+                        let scheme = URLFix.suggest(u, schemes: schemes).flatMap { $0.components(separatedBy: "://").first }
+                        let fix = scheme.map { "write the URL as \($0)://..." } ?? "e.g. \(example)"
+                        throw r.error("url is not a \(schemes.map { $0 + "://" }.joined(separator: " or ")) URL", fix: fix, at: "url")
                     }
                     sink.url = url
                 }

@@ -128,7 +128,20 @@ public struct RelayConfig: Sendable {
                 problems.append(sinks.error("must map sink names to sinks", fix: "see config/reference.yaml"))
             }
         }
-        let sinkNames = Set(config.sinks.map(\.name))
+        // Every sink the file names, read or not: a rule that sends to a sink whose own keys are wrong is not a
+        // second mistake (the sink's is reported, once, at its line).
+        let sinkNames = Set(map["sinks"]?.mapping?.keys.compactMap(\.string) ?? []).union(config.sinks.map(\.name))
+        // A sink's value from the environment (ALLOWANCE_RELAY_SINKS_<NAME>_URL ...) for a sink the file does not
+        // have would be silently ignored: it is a mistake.
+        let prefixes = sinkNames.map(SinkConfig.environmentPrefix)
+        for variable in environment.keys.sorted() where variable.hasPrefix("ALLOWANCE_RELAY_SINKS_") {
+            guard !prefixes.contains(where: { variable.hasPrefix($0) }) else { continue }
+            problems.append(
+                ConfigError(
+                    file: "environment", key: variable, "names no sink of the configuration",
+                    fix: sinkNames.isEmpty ? "define the sink under sinks: in the file"
+                        : "the sinks are \(sinkNames.sorted().joined(separator: ", ")) (e.g. \(SinkConfig.environmentPrefix(sinkNames.sorted()[0]))URL)"))
+        }
 
         if let tNode = map["templates"] {
             let t = top.child(tNode, "templates", at: map.keys.first { $0.string == "templates" }?.mark)

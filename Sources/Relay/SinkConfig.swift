@@ -5,6 +5,12 @@ import Store
 
 /// One destination, as the config file describes it.
 public struct SinkConfig: Sendable {
+    /// What the environment variables of sink `name` start with: `ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_` for
+    /// `family-chat` (then URL, TOKEN, SECRET, PASSWORD).
+    public static func environmentPrefix(_ name: String) -> String {
+        "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
+    }
+
     public enum Kind: String, Sendable, CaseIterable {
         case webhook, slack, discord, teams, mattermost, ntfy, gotify, matrix, telegram, desktop, mqtt, email
     }

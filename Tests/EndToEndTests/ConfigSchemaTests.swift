@@ -70,19 +70,56 @@ import Testing
             ($0 as? ConfigErrors)?.all.map(\.description) == [
                 "r.yaml:3:11: sinks.a.type: type 'webhok' is not a sink type. Fix: did you mean webhook?",
                 "r.yaml:6:3: templates.transaction.create: 'transaction.create' is not an alert kind. Fix: did you mean transaction.created? (add .title for the title).",
-                "r.yaml:9:9: rules[0].to: sends to 'c', which is not a sink. Fix: define it under sinks: (known: b).",
+                "r.yaml:9:9: rules[0].to: sends to 'c', which is not a sink. Fix: define it under sinks: (known: a, b).",
             ]
         }
+    }
+
+    /// One mistake is one error: a sink whose own key is wrong is reported at that key, and the rule that sends to
+    /// it is not a second error (it was "not a sink (known: )").
+    @Test func aBrokenSinkIsOneErrorNotACascade() {
+        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n    concurrency: yes\nrules:\n  - event: transaction.created\n    to: hook\n"
+        #expect {
+            try RelayConfig.parse(yaml, file: "r.yaml")
+        } throws: {
+            let all = ($0 as? ConfigErrors)?.all ?? []
+            return all.count == 1 && all[0].key == "sinks.hook.concurrency" && all[0].line == 5
+        }
+    }
+
+    /// A value from the environment for a sink the file does not have would be silently ignored: it is an error.
+    @Test func anEnvironmentVariableNamingNoSinkIsAnError() {
+        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n"
+        #expect(throws: Never.self) { try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOOK_URL": "https://x.org/y"]) }
+        #expect {
+            try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOK_URL": "https://x.org/y"])
+        } throws: {
+            ($0 as? ConfigErrors)?.all.map(\.description)
+                == ["environment: ALLOWANCE_RELAY_SINKS_HOK_URL: names no sink of the configuration. Fix: the sinks are hook (e.g. ALLOWANCE_RELAY_SINKS_HOOK_URL)."]
+        }
+    }
+
+    /// A mangled scheme gets the URL it was meant to be, not the scheme glued in front of it.
+    @Test func aMangledSchemeIsPutRight() {
+        #expect(URLFix.suggest("htp//host.example.org") == "http://host.example.org")
+        #expect(URLFix.suggest("https:/host.example.org/x") == "https://host.example.org/x")
+        #expect(URLFix.suggest("htps://host") == "https://host")
+        #expect(URLFix.suggest("127.0.0.1:5000") == "http://127.0.0.1:5000")
+        #expect(URLFix.suggest("user:secret@host") == nil, "never a password echoed")
     }
 
     @Test(arguments: ["demo.yaml", "family-server.yaml", "desktop.yaml", "both.yaml", "reference.yaml"])
     func theExampleConfigsLoad(_ name: String) async throws {
         let file = PythonPeer.root.appending(path: "config/\(name)").path
         // The examples name secret files that exist only on a real server: the environment stands in for them.
+        // (Only for the sinks each example has: a variable naming no sink is a mistake.)
         let env = [
-            "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
-            "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-        ]
+            "family-server.yaml": [
+                "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
+                "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            ],
+            "both.yaml": ["ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://hooks.slack.com/services/T/B/X"],
+        ][name] ?? [:]
         let settings = try await RelaySettings.load(file: file, environment: env)
         let relay = try RelayConfig.load(file: file, environment: env)
         // What each example is for, as read: its sinks by kind, its rules, and the settings it is about.

@@ -316,7 +316,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             check.output.contains(
                 """
                 allowance-relay: 5 configuration errors:
-                  \(file):2:8: server.url: '127.0.0.1:33525' is not an http:// or https:// URL with a host. Fix: write the scheme too: http://127.0.0.1:33525.
+                  \(file):2:8: server.url: '127.0.0.1:33525' is not an http:// or https:// URL with a host. Fix: did you mean http://127.0.0.1:33525?
                   \(file):4:3: relay.currency: must be a single value, not a list or a mapping. Fix: write one value after the colon, e.g. relay.currency: USD.
                   \(file):6:3: log.levl: is not a known key. Fix: did you mean log.level?
                   \(file):9:11: sinks.chat.type: type 'slak' is not a sink type. Fix: did you mean slack?
