@@ -47,6 +47,11 @@ public struct ConfigSection {
         return s
     }
 
+    /// A value that names a file: a relative one is taken from the config file's folder.
+    public func path(_ k: String) throws(ConfigError) -> String? {
+        try string(k).map { ConfigSource.resolve($0, besides: file) }
+    }
+
     /// A value or a list of values.
     public func strings(_ k: String) throws(ConfigError) -> [String] {
         guard let v = node.mapping?[k] else { return [] }

@@ -95,6 +95,15 @@ public struct ConfigValues: Sendable {
         reader.string(forKey: ConfigKey(key.split(separator: ".").map(String.init)), isSecret: ConfigSchema.byKey[key]?.isSecret ?? false)
     }
 
+    /// The value of a file's key (`store.path`, `server.token_file` ...) as a path: one written relative in the file
+    /// is taken from the file's folder, not from wherever the command runs (one from the environment is the
+    /// environment's, relative to the current folder as a shell's would be).
+    public func path(_ key: String) -> String? {
+        guard let text = string(key), !text.isEmpty else { return nil }
+        if environment[ConfigSchema.environmentVariable(key)] != nil { return text }
+        return ConfigSource.resolve(text, besides: file?.path)
+    }
+
     /// A mistake in the value of `key`, placed where the value came from: the environment variable, or the file's line.
     public func error(_ key: String, _ message: String, fix: String) -> ConfigError {
         let variable = ConfigSchema.environmentVariable(key)

@@ -79,10 +79,10 @@ public struct RelaySettings: Sendable {
                     fix: "set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)"))
         }
         let token = values.string("server.token").flatMap { $0.isEmpty ? nil : Secret($0) }
-        let tokenFile = values.string("server.token_file")
+        let tokenFile = values.path("server.token_file")
         let email = values.string("server.email").flatMap { $0.isEmpty ? nil : $0 }
         let password = values.string("server.password").flatMap { $0.isEmpty ? nil : Secret($0) }
-        let passwordFile = values.string("server.password_file")
+        let passwordFile = values.path("server.password_file")
         if email != nil, token != nil || tokenFile != nil {
             problems.append(
                 values.error("server.email", "is set together with a token", fix: "keep one way to sign in: remove server.token* or server.email"))
@@ -125,7 +125,7 @@ public struct RelaySettings: Sendable {
             passwordFile: passwordFile,
             accessTokenInQuery: values.flag("server.access_token_in_query", into: &problems),
             skipNegotiation: values.flag("server.skip_negotiation", into: &problems),
-            caFile: values.string("server.ca_file"),
+            caFile: values.path("server.ca_file"),
             insecureTLS: values.flag("server.insecure_tls", into: &problems),
             maxResponseBytes: maxResponseBytes,
             storeDurability: durability,
@@ -224,7 +224,7 @@ public struct LocalSettings: Sendable {
     public var currency: String
 
     init(_ values: ConfigValues, _ environment: [String: String], into problems: inout [ConfigError]) {
-        storePath = values.string("store.path") ?? RelaySettings.defaultStorePath(environment)
+        storePath = values.path("store.path") ?? RelaySettings.defaultStorePath(environment)
         keepTransactionsDays = values.positive("store.keep_transactions_days", into: &problems)
         outboxLimit = values.positive("outbox.limit", into: &problems) ?? 100
         outboxMaxAttempts = values.positive("outbox.max_attempts", into: &problems) ?? 10

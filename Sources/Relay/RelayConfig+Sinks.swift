@@ -26,7 +26,7 @@ extension RelayConfig {
         func secret(_ key: String) throws(ConfigError) -> Secret? {
             if let v = env[envPrefix + key.uppercased()], !v.isEmpty { return Secret(v) }
             if let v = try r.string(key) { return Secret(v) }
-            if let f = try r.string(key + "_file") {
+            if let f = try r.path(key + "_file") {
                 do { return try Secret.read(file: f, what: "\(key) file of sink \(name)") } catch {
                     throw r.error(error.problem, fix: error.fix ?? "check the file", at: key + "_file")
                 }
@@ -64,7 +64,7 @@ extension RelayConfig {
         }
         if let t = try secret("token") { sink.token = t }
         if let p = try secret("password") { sink.password = p }
-        if let f = try r.string("ca_file") {
+        if let f = try r.path("ca_file") {
             guard FileManager.default.isReadableFile(atPath: f) else { throw r.error("ca_file \(f) cannot be read", fix: "give a PEM file of CA certificates", at: "ca_file") }
             sink.caFile = f
         }

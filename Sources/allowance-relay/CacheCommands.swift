@@ -9,7 +9,9 @@ import Store
 
 /// Options shared by the commands that read the local cache. They work offline and while `run` is running.
 struct CacheOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "YAML config file (only the store and outbox keys are read).")
+    @Option(
+        name: .shortAndLong,
+        help: "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
     var config: String?
 
     @Flag(help: "Print JSON instead of a table.")
@@ -23,11 +25,29 @@ struct CacheOptions: ParsableArguments {
 
     /// The config file, read once for the whole command: the settings, the relay's sections and the time zone
     /// all come from this one reading.
-    var source: ConfigSource { ConfigSource.once(file: config) }
+    var source: ConfigSource { ConfigSource.once(file: ConfigSource.locate(config)) }
+
+    /// The file's values, the whole file checked first as `config check` checks it: a broken file is refused by
+    /// every command (each mistake once, at its line; exit 78), not only by those that read the broken part.
+    func checkedValues() throws -> ConfigValues {
+        do throws(ConfigErrors) {
+            let values = try source.values()
+            var problems = values.unknownKeys()
+            do { _ = try RelaySettings.local(values) } catch { problems += error.all }
+            do { _ = try RelayConfig.parse(values) } catch { problems += error.all }
+            var seen = Set<String>()
+            problems = problems.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+            guard problems.isEmpty else { throw ConfigErrors(problems) }
+            return values
+        } catch {
+            FileHandle.standardError.write(Data(error.report.utf8))
+            throw ExitCode(78)
+        }
+    }
 
     /// The relay's part of the config file (sinks, rules, time zone); a broken file is reported and exits 78.
     func relayConfig() throws -> RelayConfig {
-        try loadRelayConfig(source)
+        try RelayConfig.parse(try checkedValues())
     }
 
     /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc.
@@ -37,12 +57,7 @@ struct CacheOptions: ParsableArguments {
     }
 
     func settings() async throws -> LocalSettings {
-        do {
-            return try RelaySettings.local(try source.values())
-        } catch {
-            FileHandle.standardError.write(Data(ConfigErrors(error.all).report.utf8))
-            throw ExitCode(78)
-        }
+        try RelaySettings.local(try checkedValues())
     }
 
     func openStore() async throws -> Store {

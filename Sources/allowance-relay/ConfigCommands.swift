@@ -29,7 +29,10 @@ struct ConfigCommand: AsyncParsableCommand {
                   allowance-relay config check --config relay.yaml --probe
                 """))
 
-        @Option(name: .shortAndLong, help: "YAML config file.") var config: String?
+        @Option(
+            name: .shortAndLong,
+            help: "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
+        var config: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
         @Flag(help: "Also try the server and send a test alert to each sink.") var probe = false
 
@@ -38,7 +41,7 @@ struct ConfigCommand: AsyncParsableCommand {
             var summary = ""
             var loaded: (RelaySettings, RelayConfig)?
             do {
-                let (settings, relay) = try await DaemonConfiguration.load(file: config, environment: ProcessInfo.processInfo.environment)
+                let (settings, relay) = try await DaemonConfiguration.load(file: ConfigSource.locate(config), environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
                 summary = "server \(settings.serverURL.redactedForLogs), database \(settings.storePath), "
                     + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "

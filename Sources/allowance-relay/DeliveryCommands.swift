@@ -161,19 +161,23 @@ struct NotifyCommand: AsyncParsableCommand {
                   allowance-relay notify test --config relay.yaml --sink desktop --json
                 """))
 
-        @Option(name: .shortAndLong, help: "YAML config file with the sinks.") var config: String
+        @Option(
+            name: .shortAndLong,
+            help: "YAML config file with the sinks (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
+        var config: String?
         @Option(help: "The sink's name.") var sink: String
         @Flag(help: "Print JSON instead of a sentence.") var json = false
 
         func run() async throws {
-            let relay = try loadRelayConfig(ConfigSource.once(file: config))
+            let file = ConfigSource.locate(config)
+            let relay = try loadRelayConfig(ConfigSource.once(file: file))
             guard let target = relay.sinksByName[sink] else {
                 let names = relay.sinks.map(\.name)
                 let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""
                 throw CLIError(
                     names.isEmpty
-                        ? "No sink '\(sink)': \(config) defines no sinks (see config/reference.yaml, sinks:)."
-                        : "No sink '\(sink)' in \(config); its sinks are \(names.joined(separator: ", ")).\(near)",
+                        ? "No sink '\(sink)': \(file ?? "the configuration (no config file found)") defines no sinks (see config/reference.yaml, sinks:)."
+                        : "No sink '\(sink)' in \(file ?? "the configuration"); its sinks are \(names.joined(separator: ", ")).\(near)",
                     code: Exit.dataError)
             }
             let outcome = await relay.sendTest(to: target, http: RelayCommand.http)

@@ -38,7 +38,9 @@ struct RunCommand: AsyncParsableCommand {
             """)
     )
 
-    @Option(name: .shortAndLong, help: "YAML config file (optional: the environment alone is enough).")
+    @Option(
+        name: .shortAndLong,
+        help: "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml; the environment alone is enough).")
     var config: String?
 
     @Option(help: "Override log.level: trace, debug, info, notice, warning, error.")
@@ -60,7 +62,7 @@ struct RunCommand: AsyncParsableCommand {
         var environment = ProcessInfo.processInfo.environment
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }
-        let (file, env) = (config, environment)
+        let (file, env) = (ConfigSource.locate(config, environment: environment), environment)
         let load = { @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig) in
             try await DaemonConfiguration.load(file: file, environment: env)
         }

@@ -179,6 +179,26 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         #expect(missing.output.contains("No database at /nonexistent/relay.sqlite yet"))
     }
 
+    /// Without --config, a command finds the user's config file; a relative path in it is taken from the file's
+    /// folder (not from where the command runs); and a broken file is refused by every command, not only by `run`.
+    @Test func theConfigFindsItselfAndItsPathsAndABrokenOneIsRefusedEverywhere() async throws {
+        let home = FileManager.default.temporaryDirectory.appending(path: "relay-xdg-\(UUID())")
+        let folder = home.appending(path: "allowance-relay")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let file = folder.appending(path: "relay.yaml").path
+        try "store:\n  path: data/relay.sqlite\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let env = ["XDG_CONFIG_HOME": home.path, "ALLOWANCE_RELAY_STORE_PATH": ""]
+        let status = try RelayProcess(env: env, arguments: ["status"])
+        #expect(await status.wait() != 0)
+        #expect(status.output.contains("No database at \(folder.path)/data/relay.sqlite yet"), "\(status.output)")
+        // The same file, broken: `status` refuses it as `config check` and `run` do, with the one mistake.
+        try "store:\n  path: data/relay.sqlite\nsinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n    concurrency: yes\nrules:\n  - event: transaction.created\n    to: hook\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let refused = try RelayProcess(env: env, arguments: ["status"])
+        #expect(await refused.wait() == 78)
+        #expect(refused.output.contains("allowance-relay: configuration error:\n  \(file):7:18: sinks.hook.concurrency:"), "\(refused.output)")
+    }
+
     /// A write queued by `transaction add` while the relay runs goes out at once: the command signals the relay
     /// (SIGUSR1), which drains the outbox then, not at its next look a minute later.
     @Test func aWriteQueuedWhileTheRelayRunsGoesAtOnce() async throws {
@@ -359,10 +379,13 @@ final class RelayProcess: Sendable {
         process.executableURL = URL(fileURLWithPath: relayBinaryPath)
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ALLOWANCE_RELAY_") }
-        // Never the user's real database: a fresh file unless the test names one.
+        // Never the user's real database: a fresh file unless the test names one; never the user's own config
+        // file either (an empty config folder, unless the test gives one).
         environment["ALLOWANCE_RELAY_STORE_PATH"] =
             FileManager.default.temporaryDirectory.appending(path: "relay-e2e-\(UUID())/relay.sqlite").path
+        environment["XDG_CONFIG_HOME"] = FileManager.default.temporaryDirectory.appending(path: "relay-e2e-config-\(UUID())").path
         environment.merge(env) { $1 }
+        if environment["ALLOWANCE_RELAY_STORE_PATH"] == "" { environment["ALLOWANCE_RELAY_STORE_PATH"] = nil }  // the config file's
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
