@@ -81,7 +81,10 @@ public struct ConfigFile: @unchecked Sendable {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
             .composer(let context, let problem, let mark, _):
             let what = context.map { "\($0.text), \(problem)" } ?? problem
-            return ConfigError(file: path, line: mark.line, column: mark.column, key: "", "YAML syntax: \(what)", fix: fix)
+            // libyaml finds an unclosed quote or bracket at the end of the file, past its last line: the mistake
+            // is where the thing it was reading began (its context), so the line named is one the file has.
+            let place = problem.contains("end of stream") ? context?.mark ?? mark : mark
+            return ConfigError(file: path, line: place.line, column: place.column, key: "", "YAML syntax: \(what)", fix: fix)
         case .duplicatedKeysInMapping(let duplicates, let context):
             return ConfigError(
                 file: path, line: context.mark.line, column: context.mark.column, key: duplicates.joined(separator: ", "),

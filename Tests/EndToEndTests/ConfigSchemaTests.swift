@@ -99,6 +99,17 @@ import Testing
         }
     }
 
+    /// An unclosed quote is reported where it opens, not on a line past the end of the file.
+    @Test func anUnclosedQuoteIsReportedWhereItOpens() {
+        let yaml = "server:\n  url: \"http://x\nstore:\n  path: /tmp/a.sqlite\nlog:\n  level: info\n  format: text\n"
+        #expect {
+            try ConfigFile.parse(yaml, path: "q.yaml")
+        } throws: {
+            let e = ($0 as? ConfigErrors)?.all.first
+            return e?.line == 2 && e?.column == 8 && e?.message.contains("quoted scalar") == true
+        }
+    }
+
     /// A mangled scheme gets the URL it was meant to be, not the scheme glued in front of it.
     @Test func aMangledSchemeIsPutRight() {
         #expect(URLFix.suggest("htp//host.example.org") == "http://host.example.org")
