@@ -36,6 +36,13 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     public var all: [ConfigError]
     public init(_ all: [ConfigError]) { self.all = all }
+
+    /// The mistakes found by several readers of one configuration, each once (two readers may meet the same one),
+    /// in the file's order.
+    public init(merging found: [ConfigError]) {
+        var seen = Set<String>()
+        all = found.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+    }
     public var description: String { all.map(\.description).joined(separator: "\n") }
     /// One line, for the log.
     public var message: String { all.map(\.description).joined(separator: "; ") }

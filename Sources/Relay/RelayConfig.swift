@@ -160,7 +160,7 @@ public struct RelayConfig: Sendable {
         } else {
             config.rules = defaultRules(config.sinks)
         }
-        guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
+        guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
         return config
     }
 

@@ -24,10 +24,7 @@ public enum DaemonConfiguration {
         } catch {
             errors += error.all
         }
-        guard errors.isEmpty, let settings else {
-            var seen = Set<String>()
-            throw ConfigErrors(errors.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
-        }
+        guard errors.isEmpty, let settings else { throw ConfigErrors(merging: errors) }
         return (settings, relay)
     }
 }

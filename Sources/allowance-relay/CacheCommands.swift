@@ -27,37 +27,38 @@ struct CacheOptions: ParsableArguments {
     /// all come from this one reading.
     var source: ConfigSource { ConfigSource.once(file: ConfigSource.locate(config)) }
 
-    /// The file's values, the whole file checked first as `config check` checks it: a broken file is refused by
-    /// every command (each mistake once, at its line; exit 78), not only by those that read the broken part.
-    func checkedValues() throws -> ConfigValues {
+    /// The file's values and the relay's sections, the whole file checked first as `config check` checks it: a
+    /// broken file is refused by every command (each mistake once, at its line; exit 78), not only by those that
+    /// read the broken part.
+    func checked() throws -> (values: ConfigValues, relay: RelayConfig) {
         do throws(ConfigErrors) {
             let values = try source.values()
             var problems = values.unknownKeys()
+            var relay = RelayConfig()
             do { _ = try RelaySettings.local(values) } catch { problems += error.all }
-            do { _ = try RelayConfig.parse(values) } catch { problems += error.all }
-            var seen = Set<String>()
-            problems = problems.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
-            guard problems.isEmpty else { throw ConfigErrors(problems) }
-            return values
+            do { relay = try RelayConfig.parse(values) } catch { problems += error.all }
+            guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
+            return (values, relay)
         } catch {
             FileHandle.standardError.write(Data(error.report.utf8))
             throw ExitCode(78)
         }
     }
 
-    /// The relay's part of the config file (sinks, rules, time zone); a broken file is reported and exits 78.
+    /// The relay's part of the config file (sinks, rules, time zone).
     func relayConfig() throws -> RelayConfig {
-        try RelayConfig.parse(try checkedValues())
+        try checked().relay
     }
 
-    /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc.
+    /// The zone of the times in tables: relay.time_zone, else the system's; UTC with --utc. (The file was
+    /// checked when the store was opened.)
     func tableZone() -> TimeZone {
         if utc { return TimeZone(identifier: "UTC")! }
-        return (try? RelayConfig.parse(source.values()).formatting.timeZone) ?? .current
+        return (try? relayConfig().formatting.timeZone) ?? .current
     }
 
     func settings() async throws -> LocalSettings {
-        try RelaySettings.local(try checkedValues())
+        try RelaySettings.local(try checked().values)
     }
 
     func openStore() async throws -> Store {
