@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The bounded hand-off between a connection and the one consumer of its decoded events (a store writer).
+/// The bounded hand-off between a connection and the one consumer of its decoded events (a database writer, say).
 ///
 /// The connection appends the events of the frames it read (up to 256 at a time, whole frames) and, while the
 /// buffer holds `capacity` or more, waits: it stops
@@ -165,10 +165,10 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     /// skipped and the connection carries on).
     public var decode: @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event
     public var onError: @Sendable (_ target: String, _ error: any Error) -> Void
-    /// True for an event the server sends right before another that belongs with it (a transaction before its
-    /// balance): when such an event ends what was read, the connection holds it up to `followerWait` for the next
-    /// frame, so that both reach the buffer in one hand-over (and its consumer stores them in one commit). The wait
-    /// is the connection's loop's own timer.
+    /// True for an event the server sends right before another that belongs with it (an order before its invoice,
+    /// say): when such an event ends what was read, the connection holds it up to `followerWait` for the next frame,
+    /// so that both reach the buffer in one hand-over (and its consumer handles them together). The wait is the
+    /// connection's loop's own timer.
     public var isFollowed: @Sendable (Event) -> Bool
     public var followerWait: Duration
 
