@@ -86,7 +86,7 @@ let package = Package(
         .target(
             name: "Config",
             dependencies: [
-                "AllowanceAPI", "Core", "HTTPTransport",
+                "AllowanceAPI", "Core", "HTTPTransport", "SignalRProtocol",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
             ]
@@ -188,7 +188,7 @@ let package = Package(
             name: "WebSocketTransportTests",
             dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]
         ),
-        .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol"]),
+        .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol", "TestSupport"]),
         .testTarget(
             name: "SignalRClientTests",
             dependencies: [

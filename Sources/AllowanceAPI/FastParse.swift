@@ -1,3 +1,4 @@
+import Core
 import Foundation
 
 /// Parsers for the three value kinds every hub event carries (ids, money, dates), for the common exact form,
@@ -168,7 +169,7 @@ enum FastParse {
             }
             guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54 || b[10] == 0x74, b[13] == 0x3A, b[16] == 0x3A,
                 let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2), let minute = num(14, 2),
-                let second = num(17, 2), year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month, year), hour < 24, minute < 60,
+                let second = num(17, 2), year >= 1, (1...12).contains(month), day >= 1, day <= CivilDate.daysIn(month, year), hour < 24, minute < 60,
                 second < 60
             else { return nil }
             var i = 19
@@ -198,7 +199,7 @@ enum FastParse {
             } else {
                 return nil
             }
-            let seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset
+            let seconds = CivilDate.days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset
             return Date(timeIntervalSince1970: Double(seconds) + fraction)
         }
     }
@@ -214,7 +215,7 @@ enum FastParse {
         // …34.178999…), and plain truncation wrote it back as `…34.178Z`.
         let millis = min(999, Int((t - whole) * 1000 + 0.001))
         let seconds = Int(whole)
-        let (year, month, day) = civilFromDays(seconds / 86400)
+        let (year, month, day) = CivilDate.fromDays(seconds / 86400)
         let clock = seconds % 86400
         return String(unsafeUninitializedCapacity: 24) { b in
             func put(_ value: Int, _ at: Int, _ width: Int) {
@@ -243,35 +244,6 @@ enum FastParse {
     }
 
     /// The civil date of a day count since 1970-01-01 (Howard Hinnant's civil_from_days), for days >= 0.
-    private static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = z / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-
-    static func daysIn(_ month: Int, _ year: Int) -> Int {
-        switch month {
-        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's days_from_civil).
-    private static func daysFromCivil(_ y0: Int, _ m: Int, _ d: Int) -> Int {
-        let y = m <= 2 ? y0 - 1 : y0
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146097 + doe - 719468
-    }
 }
 
 extension UUID {

@@ -260,7 +260,7 @@ public enum ISODate {
             return v
         }
         guard let y = num(0..<4), let m = num(5..<7), let d = num(8..<10), y >= 1, (1...12).contains(m), d >= 1 else { return false }
-        return d <= FastParse.daysIn(m, y)
+        return d <= CivilDate.daysIn(m, y)
     }
 }
 
@@ -275,7 +275,9 @@ private struct Fields {
 
     func field(_ key: String) throws(APIError) -> JSONValue {
         guard case .object = json else { throw APIError(.invalidPayload, "\(what) must be a JSON object, got \(json.serialized.prefix(40)).") }
-        guard let v = json[key], v != .null else { throw APIError(.invalidPayload, "\(what).\(key) is missing.") }
+        // Exactly as named, else ignoring case, as .NET's readers do: a server's MessagePack writes the C# property
+        // names (`ChildId`), its JSON camelCase (`childId`).
+        guard let v = json[key] ?? json[ignoringCase: key], v != .null else { throw APIError(.invalidPayload, "\(what).\(key) is missing.") }
         return v
     }
 

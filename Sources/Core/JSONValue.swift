@@ -45,6 +45,13 @@ public enum JSONValue: Sendable, Hashable {
         return members.last(where: { $0.key == key })?.value
     }
 
+    /// The last member whose name equals `key` ignoring ASCII case.
+    public subscript(ignoringCase key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        let wanted = key.lowercased()
+        return members.last(where: { $0.key.count == key.count && $0.key.lowercased() == wanted })?.value
+    }
+
     public var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil

@@ -64,6 +64,9 @@ final class Transfer: @unchecked Sendable {
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
     var tooLarge = false
+    /// A streamed transfer: its head was handed over; it is paused until its reader has room.
+    var headDelivered = false
+    var paused = false
     /// Set for an e-mail: the transfer speaks SMTP instead of HTTP.
     var mail: MailTransfer?
 
@@ -94,6 +97,7 @@ final class CurlEngine: @unchecked Sendable {
     private struct Inbox {
         var submitted: [Transfer] = []
         var cancelled: [Transfer] = []
+        var resumed: [Transfer] = []
         var stopping = false
     }
 
@@ -125,6 +129,12 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    /// A paused stream's reader has room again.
+    func resume(_ transfer: Transfer) {
+        inbox.withLock { $0.resumed.append(transfer) }
+        curl_multi_wakeup(multi)
+    }
+
     func stop() {
         inbox.withLock { $0.stopping = true }
         curl_multi_wakeup(multi)
@@ -132,9 +142,9 @@ final class CurlEngine: @unchecked Sendable {
 
     private func serve() {
         while true {
-            let (submitted, cancelled, stopping) = inbox.withLock { i in
-                defer { (i.submitted, i.cancelled) = ([], []) }
-                return (i.submitted, i.cancelled, i.stopping)
+            let (submitted, cancelled, resumed, stopping) = inbox.withLock { i in
+                defer { (i.submitted, i.cancelled, i.resumed) = ([], [], []) }
+                return (i.submitted, i.cancelled, i.resumed, i.stopping)
             }
             if stopping {
                 for t in submitted { t.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
@@ -146,6 +156,12 @@ final class CurlEngine: @unchecked Sendable {
             for t in submitted { start(t) }
             for t in cancelled {
                 if let handle = t.handle, active[handle] === t { end(handle, .failure(HTTPError(.cancelled, "cancelled"))) }
+            }
+            for t in resumed where t.paused {
+                if let handle = t.handle, active[handle] === t {
+                    t.paused = false
+                    curl_easy_pause(handle, CURLPAUSE_CONT)
+                }
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
@@ -174,9 +190,14 @@ final class CurlEngine: @unchecked Sendable {
         ccurl_set_string(handle, CURLOPT_URL, r.url.absoluteString)
         ccurl_set_long(handle, CURLOPT_NOSIGNAL, 1)
         let ms = max(1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
-        ccurl_set_long(handle, CURLOPT_TIMEOUT_MS, ms)
         ccurl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(ms, 10_000))
-        ccurl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(r.maxResponseBytes))
+        if let stream = r.stream {
+            // Long-lived: no overall timeout; the reader's own (the hub's server timeout) decides when it is dead.
+            stream.resumeHook.withLock { $0 = { [weak self, weak t] in if let t { self?.resume(t) } } }
+        } else {
+            ccurl_set_long(handle, CURLOPT_TIMEOUT_MS, ms)
+            ccurl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(r.maxResponseBytes))
+        }
         ccurl_set_pointer(handle, CURLOPT_ERRORBUFFER, t.errorBuffer)
         ccurl_set_callback(handle, CURLOPT_WRITEFUNCTION, onBody)
         ccurl_set_pointer(handle, CURLOPT_WRITEDATA, context)
@@ -209,6 +230,8 @@ final class CurlEngine: @unchecked Sendable {
         switch r.method {
         case .get:
             ccurl_set_long(handle, CURLOPT_HTTPGET, 1)
+        case .delete:
+            ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, "DELETE")
         case .post, .put, .patch:
             if r.method != .post { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, r.method.rawValue) }
             ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
@@ -270,6 +293,11 @@ final class CurlEngine: @unchecked Sendable {
     /// multi handle's pool either way).
     private func end(_ handle: UnsafeMutableRawPointer, _ result: Result<HTTPResponse, HTTPError>) {
         guard let t = active.removeValue(forKey: handle) else { return }
+        t.request.stream?.resumeHook.withLock { $0 = nil }
+        if let stream = t.request.stream, !t.headDelivered, case .success(let answer) = result {
+            t.headDelivered = true
+            stream.head(answer.status)
+        }
         curl_multi_remove_handle(multi, handle)
         curl_easy_reset(handle)
         if idle.count < 32 { idle.append(handle) } else { curl_easy_cleanup(handle) }
@@ -282,6 +310,16 @@ final class CurlEngine: @unchecked Sendable {
 private func onBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
     let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     let n = size * count
+    if let stream = t.request.stream {
+        deliverHead(t, stream)
+        // Paused before taking anything: curl hands the same bytes again once resumed.
+        if stream.isFull() {
+            t.paused = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+        stream.body(UnsafeRawBufferPointer(start: data, count: n))
+        return n
+    }
     guard t.body.count + n <= t.request.maxResponseBytes else {
         t.tooLarge = true
         return 0
@@ -296,6 +334,10 @@ private func onHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count
     let n = size * count
     guard let data else { return n }
     let line = UnsafeRawBufferPointer(start: data, count: n)
+    if let stream = t.request.stream, line.elementsEqual("\r\n".utf8) || line.elementsEqual("\n".utf8) {
+        deliverHead(t, stream)  // the head's end: a stream's reader learns its status before any body
+        return n
+    }
     if line.starts(with: "HTTP/".utf8) {
         t.headers.removeAll()
     } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
@@ -314,4 +356,13 @@ private func onHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count
         t.headers.append((name, value))
     }
     return n
+}
+
+/// A streamed answer's status, once, to its reader.
+private func deliverHead(_ t: Transfer, _ stream: HTTPBodyStream) {
+    guard !t.headDelivered, let handle = t.handle else { return }
+    t.headDelivered = true
+    var status = 0
+    ccurl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
+    stream.head(status)
 }

@@ -8,6 +8,7 @@ public struct HTTPRequest: Sendable {
         case post = "POST"
         case put = "PUT"
         case patch = "PATCH"
+        case delete = "DELETE"
     }
 
     /// Whom the TLS peer must prove to be.
@@ -39,6 +40,10 @@ public struct HTTPRequest: Sendable {
     /// network cut killed without anyone knowing (negotiate after a reconnect).
     public var freshConnection = false
 
+    /// Set: the body goes here as it arrives (a long-lived answer: Server-Sent Events) instead of into
+    /// `HTTPResponse.body`; `timeout` then bounds the connect only, and `maxResponseBytes` does not apply.
+    public var stream: HTTPBodyStream?
+
     public static let defaultMaxResponseBytes = 1 << 20
 
     public init(
@@ -61,6 +66,32 @@ public struct HTTPRequest: Sendable {
             if let newValue { headers.append((name, newValue)) }
         }
     }
+}
+
+/// Where a streamed answer goes as it arrives, on the HTTP client's thread. While `isFull` says so, the transfer is
+/// paused (the peer is held back by TCP) until `resume()`.
+public final class HTTPBodyStream: Sendable {
+    let head: @Sendable (_ status: Int) -> Void
+    let body: @Sendable (_ bytes: UnsafeRawBufferPointer) -> Void
+    let isFull: @Sendable () -> Bool
+    /// Set by the client while the transfer runs: asks its thread to go on reading.
+    let resumeHook = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// - Parameters:
+    ///   - head: once, when the answer's head is in, with its status.
+    ///   - body: each piece of the body.
+    ///   - isFull: asked before each piece; true pauses the transfer.
+    public init(
+        head: @escaping @Sendable (_ status: Int) -> Void, body: @escaping @Sendable (_ bytes: UnsafeRawBufferPointer) -> Void,
+        isFull: @escaping @Sendable () -> Bool = { false }
+    ) {
+        self.head = head
+        self.body = body
+        self.isFull = isFull
+    }
+
+    /// The reader has room again: a paused transfer goes on.
+    public func resume() { resumeHook.withLock { $0 }?() }
 }
 
 /// The final answer (an interim `100 Continue` is not one).

@@ -25,7 +25,8 @@ public struct HubArguments: Sendable {
     /// Decodes argument `index` as `T`. A mismatch names the target, the index, the type and the value's kind.
     public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubProtocolError) -> T {
         let value = try value(at: index)
-        if T.self == Decimal.self, case .number(let text) = value, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+        // A decimal is exact from the JSON number's text, and from a string: MessagePack servers write C#'s decimal so.
+        if T.self == Decimal.self, let text = value.decimalText, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
             return d as! T
         }
         do {
@@ -55,6 +56,15 @@ public struct HubArguments: Sendable {
 }
 
 extension JSONValue {
+    /// A number's text, or a string that holds nothing but a plain decimal number.
+    var decimalText: String? {
+        switch self {
+        case .number(let text): text
+        case .string(let text) where !text.isEmpty && text.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2E || $0 == 0x2D }): text
+        default: nil
+        }
+    }
+
     var kindDescription: String {
         switch self {
         case .null: return "null"

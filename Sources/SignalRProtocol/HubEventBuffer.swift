@@ -161,6 +161,8 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     /// From the arguments' JSON bytes, in one pass (`reader` is at the arguments array): the common form. nil leaves
     /// the message to `decode`.
     public var read: @Sendable (_ target: String, _ reader: inout JSONReader) -> Event?
+    /// The same from MessagePack (`reader` is at the arguments array).
+    public var readMessagePack: @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event?
     /// From the parsed arguments, with every check and the exact error (which goes to `onError`; the message is
     /// skipped and the connection carries on).
     public var decode: @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event
@@ -174,12 +176,14 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
 
     public init(
         targets: [String], read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
+        readMessagePack: @escaping @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event? = { _, _ in nil },
         decode: @escaping @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event,
         onError: @escaping @Sendable (_ target: String, _ error: any Error) -> Void,
         isFollowed: @escaping @Sendable (Event) -> Bool = { _ in false }, followerWait: Duration = .zero
     ) {
         self.targets = targets
         self.read = read
+        self.readMessagePack = readMessagePack
         self.decode = decode
         self.onError = onError
         self.isFollowed = isFollowed

@@ -110,6 +110,12 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         self.schedule = schedule
     }
 
+    /// An inbox that another transport fills (Server-Sent Events, Long Polling: `push` and `finish`), read on
+    /// `loop` as a WebSocket's is, with the same bounds.
+    public convenience init(loop: WebSocketLoop, highWater: Int = 4096, highWaterBytes: Int = 1 << 20) {
+        self.init(highWater: highWater, highWaterBytes: highWaterBytes) { delay, action in loop.schedule(after: delay, action) }
+    }
+
     private func full(_ s: State) -> Bool { s.count >= highWater || s.bytes >= highWaterBytes }
     /// Reading resumes once the reader has taken half of what was waiting, by count and by bytes.
     private func drained(_ s: State) -> Bool { s.count <= highWater / 2 && s.bytes <= highWaterBytes / 2 }
@@ -121,15 +127,16 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
     /// How many messages wait for the reader.
     public var waiting: Int { state.withLock { $0.count } }
 
-    func onResume(_ hook: @escaping @Sendable () -> Void) {
+    /// Called when a reader has taken enough that the transport may read again (after `push` said to stop).
+    public func onResume(_ hook: @escaping @Sendable () -> Void) {
         let box = HookBox(hook)
         resumeHook.withLock { $0 = box }
     }
 
-    /// Loop thread: a message arrived. Returns true when the socket should stop being read. The message is queued
+    /// The transport's thread: a message arrived. Returns true when it should stop reading. The message is queued
     /// even when the reader waits: a reader on the loop runs after this round of reading, and then takes every
     /// message the round brought at once.
-    func push(_ message: WebSocketMessage) -> Bool {
+    public func push(_ message: WebSocketMessage) -> Bool {
         let (waiter, pause): (CheckedContinuation<Wake, Never>?, Bool) = state.withLock { s in
             s.queue.append(message)
             s.bytes += message.count
@@ -142,8 +149,8 @@ public final class WebSocketInbox: AsyncSequence, Sendable {
         return pause
     }
 
-    /// Loop thread: no more messages. A clean close ends iteration; an error is thrown after the queued messages.
-    func finish(_ end: Result<Void, WebSocketError>) {
+    /// The transport's thread: no more messages. A clean close ends iteration; an error is thrown after the queued ones.
+    public func finish(_ end: Result<Void, WebSocketError>) {
         let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             guard s.end == nil else { return nil }
             s.end = end
