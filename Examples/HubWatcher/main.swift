@@ -3,6 +3,8 @@
 //
 //   swift run signalr-hub-watcher URL TOKEN TARGET...
 //   e.g. swift run signalr-hub-watcher http://127.0.0.1:5000/hubs/family demo TransactionCreated BalanceUpdated
+//
+// HUB_PROTOCOL=messagepack speaks MessagePack; HUB_TRANSPORTS=ServerSentEvents,LongPolling limits the transports.
 import Foundation
 import SignalRClient
 
@@ -20,6 +22,17 @@ let targets = arguments.dropFirst(2)
 var options = HubConnectionOptions()
 options.accessTokenProvider = { token }
 options.reconnectPolicy = ExponentialRetryPolicy()
+let environment = ProcessInfo.processInfo.environment
+if let name = environment["HUB_PROTOCOL"] {
+    guard let kind = HubProtocolKind(rawValue: name) else {
+        FileHandle.standardError.write(Data("HUB_PROTOCOL must be json or messagepack\n".utf8))
+        exit(64)
+    }
+    options.hubProtocol = kind
+}
+if let names = environment["HUB_TRANSPORTS"] {
+    options.transports = names.split(separator: ",").compactMap { TransportKind(rawValue: String($0)) }
+}
 let connection = HubConnection(url: url, options: options)
 for target in targets {
     await connection.on(target) { arguments in
@@ -28,7 +41,9 @@ for target in targets {
     }
 }
 let watcher = Task {
-    for await event in await connection.events() { say("link: \(event)") }
+    for await event in await connection.events() {
+        say("link: \(event)\(await connection.transport.map { " over \($0.rawValue)" } ?? "")")
+    }
 }
 do {
     try await connection.start()

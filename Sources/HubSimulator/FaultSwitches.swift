@@ -26,6 +26,34 @@ extension HubSimulator {
             self.faults.withLock { $0.down = false }
             return self.json(200, ["down": false])
         }
+        // What negotiate offers and which protocol is required, as servers are set up: `offer=LongPolling` is a server
+        // with WebSockets and Server-Sent Events off; `require=messagepack` refuses JSON handshakes.
+        sim.post("transports") { request, _ in
+            let q = request.uri.queryParameters
+            let known = ["WebSockets", "ServerSentEvents", "LongPolling"]
+            let (offered, required) = self.faults.withLock { f -> ([String], Bool) in
+                if let offer = q["offer"] { f.transports = offer.split(separator: ",").map(String.init).filter(known.contains) }
+                if let require = q["require"] { f.requireMessagePack = require == "messagepack" }
+                return (f.transports, f.requireMessagePack)
+            }
+            if q["offer"] != nil { await self.hub.dropAll(forget: true) }
+            self.logger.notice("negotiate offers \(offered.joined(separator: ", "))\(required ? "; MessagePack required" : "")")
+            return self.json(200, .object([("offered", .array(offered.map(JSONValue.string))), ("requireMessagePack", .bool(required))]))
+        }
+        // A hub without `[Authorize]`: its connection endpoint (polls, sends, event streams) takes requests without a
+        // token; negotiate and REST still want one.
+        sim.post("auth") { request, _ in
+            let open = request.uri.queryParameters["hub"] == "open"
+            self.faults.withLock { $0.openHub = open }
+            return self.json(200, ["openHub": .bool(open)])
+        }
+        // WebSockets offered by negotiate but every upgrade refused: a proxy that strips `Upgrade`.
+        sim.post("upgrades") { request, _ in
+            let refuse = request.uri.queryParameters["refuse"] == "true"
+            self.logger.notice("WebSocket upgrades are \(refuse ? "refused (as behind a proxy that strips them)" : "accepted")")
+            self.faults.withLock { $0.refuseUpgrades = refuse }
+            return self.json(200, ["refusingUpgrades": .bool(refuse)])
+        }
         sim.post("refuse") { request, _ in
             let seconds = Double(request.uri.queryParameters["seconds"].map(String.init) ?? "") ?? 5
             self.logger.notice("fault: refusing hub connections for \(seconds) s")

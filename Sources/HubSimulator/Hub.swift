@@ -27,6 +27,8 @@ final class HubClient: Sendable {
         var nextIncomingId: Int64 = 1
         var awaitingSequence = false
         var forgotten = false
+        /// The connection's hub protocol, from its handshake.
+        var messagePack = false
     }
 
     init(connectionId: String, token: String, stateful: Bool) {
@@ -70,9 +72,15 @@ final class HubClient: Sendable {
         sink?.finish()
     }
 
+    /// Whether the connection speaks MessagePack (set by its handshake).
+    var speaksMessagePack: Bool {
+        get { state.withLock { $0.messagePack } }
+        set { state.withLock { $0.messagePack = newValue } }
+    }
+
     func send(_ message: HubMessage) {
-        let bytes = JSONHubProtocol.encode(message)
         state.withLock { s in
+            let bytes = s.messagePack ? SimMessagePackProtocol.encode(message) : JSONHubProtocol.encode(message)
             if stateful && message.isSequenced {
                 s.unacked.append((s.nextSendId, bytes))
                 s.nextSendId += 1
@@ -98,7 +106,8 @@ final class HubClient: Sendable {
             if resumed {
                 s.awaitingSequence = true
                 let first = s.unacked.first?.id ?? s.nextSendId
-                s.sink?.yield(JSONHubProtocol.encode(.sequence(sequenceId: first)))
+                let sequence = HubMessage.sequence(sequenceId: first)
+                s.sink?.yield(s.messagePack ? SimMessagePackProtocol.encode(sequence) : JSONHubProtocol.encode(sequence))
                 for (_, bytes) in s.unacked { s.sink?.yield(bytes) }
             }
             s.handshaken = true
@@ -173,14 +182,14 @@ actor Hub {
 
     /// Version 1 hands out a secret connection token for `id=`; version 0 (clients that do not ask for 1)
     /// uses the connection id itself, as ASP.NET Core does.
-    func negotiate(version: Int, stateful: Bool) -> NegotiateResponse.Connection {
+    func negotiate(version: Int, stateful: Bool, transports: [String]) -> NegotiateResponse.Connection {
         negotiations += 1
         let id = UUID().uuidString
         let token = version >= 1 ? UUID().uuidString + UUID().uuidString : id
         negotiated[token] = (id, stateful && version >= 1)
         return NegotiateResponse.Connection(
             connectionId: id, connectionToken: version >= 1 ? token : nil, negotiateVersion: min(version, 1),
-            availableTransports: [.init(transport: "WebSockets", transferFormats: ["Text", "Binary"])],
+            availableTransports: transports.map { .init(transport: $0, transferFormats: $0 == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]) },
             useStatefulReconnect: stateful && version >= 1)
     }
 

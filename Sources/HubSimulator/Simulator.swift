@@ -28,6 +28,12 @@ public struct SimulatorConfiguration: Sendable {
     public var clientTimeout: Duration = .seconds(30)
     /// Send hub messages as Binary frames (some servers do).
     public var binaryFrames = false
+    /// The transports negotiate offers, in this order (a proxy that strips WebSocket upgrades: leave WebSockets out).
+    public var transports = ["WebSockets", "ServerSentEvents", "LongPolling"]
+    /// Refuse the JSON protocol: only MessagePack clients get in.
+    public var requireMessagePack = false
+    /// How long a poll is held when there is nothing to send (ASP.NET Core: 90 s).
+    public var longPollTimeout: Duration = .seconds(90)
     /// Where the family is kept across restarts (nil: a fresh family from the seed each start). Written after each
     /// change, so a restarted simulator is the same backend, not a reset one.
     public var stateFile: String?
@@ -48,6 +54,8 @@ public final class HubSimulator: Sendable {
     /// `GET /api/v1/children`: every catch-up starts with one.
     let childrenRequests = Atomic<Int>(0)
     let blast = BlastState()
+    /// Connections over Server-Sent Events or Long Polling, by connection token.
+    let httpLinks = Mutex<[String: HTTPLink]>([:])
 
     struct Faults {
         var fullPayload = true
@@ -72,6 +80,14 @@ public final class HubSimulator: Sendable {
         var flap: String?
         /// The whole backend is down: REST answers 503, the hub refuses, no activity.
         var down = false
+        /// The transports negotiate offers (`POST /_sim/transports?offer=WebSockets,LongPolling`).
+        var transports: [String] = []
+        /// Only MessagePack clients get in (`POST /_sim/transports?require=messagepack`).
+        var requireMessagePack = false
+        /// The hub's connection endpoint takes requests without a token (`POST /_sim/auth?hub=open`).
+        var openHub = false
+        /// WebSocket upgrades refused while negotiate still offers WebSockets (`POST /_sim/upgrades?refuse=true`).
+        var refuseUpgrades = false
         /// The configured bearer token is no longer accepted (`POST /_sim/revoke?static=true`): a token rotated on
         /// the server.
         var staticTokenRevoked = false
@@ -82,7 +98,11 @@ public final class HubSimulator: Sendable {
         self.logger = logger
         family = FamilyStore(seed: configuration.seed, stateFile: configuration.stateFile)
         hub = Hub(logger: logger)
-        faults.withLock { $0.fullPayload = configuration.fullTransactionPayload }
+        faults.withLock { f in
+            f.fullPayload = configuration.fullTransactionPayload
+            f.transports = configuration.transports
+            f.requireMessagePack = configuration.requireMessagePack
+        }
     }
 
     /// The hub methods clients may call are in HubSocket.swift: Echo, Add, Fail, Void, Hang, GetConnectionId,
@@ -101,7 +121,9 @@ public final class HubSimulator: Sendable {
             logger: logger
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
+            // No graceful shutdown on signals: it would wait for every event stream and held poll to end. The
+            // simulator holds nothing unsaved; its command exits at once on SIGTERM and SIGINT.
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
             group.addTask { try await self.generateActivity() }
             try await group.next()
             group.cancelAll()
@@ -298,11 +320,13 @@ public final class HubSimulator: Sendable {
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
             let version = Int(request.uri.queryParameters["negotiateVersion"].map(String.init) ?? "") ?? 0
             let stateful = request.uri.queryParameters["useStatefulReconnect"] == "true"
-            let c = await self.hub.negotiate(version: version, stateful: stateful)
+            let offered = self.faults.withLock { $0.transports }
+            let c = await self.hub.negotiate(version: version, stateful: stateful, transports: offered)
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
         }
+        httpTransportRoutes(router)
         router.addRoutes(faultSwitches(), atPath: "_sim")
         router.addRoutes(blastRoutes(), atPath: "_sim")
         return router
@@ -340,6 +364,15 @@ public final class HubSimulator: Sendable {
 
     /// The "refuse" fault switch is on.
     var flapMode: String? { faults.withLock { $0.flap } }
+
+    /// Whether negotiate offers `transport` ("WebSockets", "ServerSentEvents", "LongPolling").
+    func offers(_ transport: String) -> Bool { faults.withLock { $0.transports.contains(transport) } }
+
+    /// A WebSocket upgrade is refused: WebSockets not offered, or refused as a stripping proxy would.
+    var refusesUpgrades: Bool { faults.withLock { !$0.transports.contains("WebSockets") || $0.refuseUpgrades } }
+
+    /// Whether a handshake for the protocol `name` is accepted.
+    func acceptsProtocol(_ name: String) -> Bool { faults.withLock { !$0.requireMessagePack || name == "messagepack" } }
 
     /// A page item: a real transaction or an injected bad row.
     private enum Either {

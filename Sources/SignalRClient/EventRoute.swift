@@ -4,6 +4,8 @@ import SignalRProtocol
 protocol EventRoute: AnyObject {
     /// Reads the arguments in one pass into a candidate event; false when not in the common form.
     func read(_ target: String, _ reader: inout JSONReader) -> Bool
+    /// The same from MessagePack.
+    func read(_ target: String, _ reader: inout MessagePackReader) -> Bool
     /// Keeps the candidate (its whole message was valid and is to be processed); one not kept is forgotten.
     func commit()
     /// Decodes from the parsed arguments; a refusal goes to the decoder's `onError`.
@@ -39,6 +41,14 @@ final class Route<Event: Sendable>: EventRoute {
     func read(_ target: String, _ reader: inout JSONReader) -> Bool {
         forgetCandidate()
         guard let event = decoder.read(target, &reader) else { return false }
+        staged.append(event)
+        hasCandidate = true
+        return true
+    }
+
+    func read(_ target: String, _ reader: inout MessagePackReader) -> Bool {
+        forgetCandidate()
+        guard let event = decoder.readMessagePack(target, &reader) else { return false }
         staged.append(event)
         hasCandidate = true
         return true

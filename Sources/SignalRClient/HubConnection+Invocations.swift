@@ -6,7 +6,7 @@ extension HubConnection {
     // MARK: - Sending
 
     func write(_ message: HubMessage) throws(HubConnectionError) {
-        let bytes = JSONHubProtocol.encode(message)
+        let bytes = options.hubProtocol.encode(message)
         // Under stateful reconnect a tracked message is kept for replay, so it is not lost with the socket.
         let kept = stateful != nil && message.isSequenced
         if kept { stateful?.sent(bytes) }
@@ -15,10 +15,10 @@ extension HubConnection {
             throw HubConnectionError(.invalidState, "The connection is \(state.rawValue); nothing can be sent.")
         }
         do {
-            try link.socket.send(.text(bytes))
+            try link.transport.send(bytes)
         } catch {
             if kept { return }
-            throw HubConnectionError(.transport(error.kind), error.message)
+            throw error
         }
         self.link?.lastSend = .now
     }

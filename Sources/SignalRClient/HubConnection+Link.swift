@@ -23,9 +23,9 @@ extension HubConnection {
         // A start in progress learns of the stop from the machine and throws there, not here.
         _ = try? perform(machine.stop().filter { if case .failStart = $0 { false } else { true } })
         guard let link else { return }
-        // A graceful end: tell the hub, then close the WebSocket.
-        try? link.socket.send(.text(JSONHubProtocol.encode(.close(.init()))))
-        await link.socket.close(code: 1000, reason: "")
+        // A graceful end: tell the hub, then close the transport.
+        try? link.transport.send(options.hubProtocol.encode(.close(.init())))
+        await link.transport.close()
         await linkEnded(generation: link.generation, error: nil)
     }
 
@@ -51,7 +51,7 @@ extension HubConnection {
             }
             guard machine.phase == .connected else {  // stopped while the attempt was under way
                 if let link {
-                    await link.socket.close(code: 1000, reason: "")
+                    await link.transport.close()
                     await linkEnded(generation: link.generation, error: nil)
                 }
                 dropConnectionState()
@@ -93,31 +93,84 @@ extension HubConnection {
         return cachedToken
     }
 
-    /// One whole connection attempt. The token source is asked each time; a 401 gets one fresh token.
+    /// One whole connection attempt. The token source is asked each time; a 401 gets one fresh token. The transports
+    /// are tried in turn, as the official clients do: one that fails to start leads to the next, after a fresh
+    /// negotiate (a connection token serves one attempt).
     func connect() async throws(HubConnectionError) {
+        var negotiated = try await negotiate()
+        let format = options.hubProtocol.transferFormat
+        let (tries, skipped) = negotiated.plan(allowed: options.transports, format: format)
+        for reason in skipped { logger.debug("skipping a transport: \(reason)") }
+        guard !tries.isEmpty else {
+            let offered = negotiated.offered.map(\.transport).joined(separator: ", ")
+            throw HubConnectionError(
+                .negotiateFailed,
+                "None of the transports supported by the client are supported by the server (it offers \(offered.isEmpty ? "none" : offered); \(skipped.joined(separator: " ")))")
+        }
+        var failures: [(TransportKind, HubConnectionError)] = []
+        for (attempt, kind) in tries.enumerated() {
+            if attempt > 0 {
+                logger.info("trying the next transport", metadata: ["transport": "\(kind.rawValue)", "after": "\(failures.last!.1.message)"])
+                negotiated = try await negotiate()
+            }
+            let transport: any HubTransport
+            do {
+                transport = try await open(kind, negotiated)
+            } catch where error.kind == .unauthorized || tries.count == 1 {
+                throw error
+            } catch {
+                failures.append((kind, error))
+                continue
+            }
+            let stateful = negotiated.statefulReconnect && kind == .webSockets
+            let leftover = try await handshake(transport, version: stateful ? 2 : 1)
+            self.stateful = stateful ? StatefulReconnectBuffer(capacity: options.statefulReconnectBufferSize) : nil
+            reattachTarget = stateful ? negotiated : nil
+            connectionId = negotiated.connectionId
+            try attach(transport, leftover: leftover)
+            logger.info(
+                "connected",
+                metadata: [
+                    "connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)", "transport": "\(kind.rawValue)",
+                    "protocol": "\(options.hubProtocol.rawValue)", "stateful": "\(stateful)",
+                ])
+            return
+        }
+        let list = failures.map { "\($0.0.rawValue) failed: \($0.1.message)" }.joined(separator: " ")
+        throw HubConnectionError(failures.last!.1.kind, "Unable to connect to the server with any of the available transports. \(list)")
+    }
+
+    /// Negotiates, with one fresh token after a refusal.
+    func negotiate() async throws(HubConnectionError) -> Negotiated {
         let negotiator = Negotiator(options: options, logger: logger)
-        var negotiated: NegotiatedTransport
         do {
-            negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+            return try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
         } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
             logger.info("token refused; asking the token source once more")
             await options.accessTokenRefused?()
-            negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+            return try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
         }
-        var wsOptions = options.webSocket
-        wsOptions.headers = options.headers + [("User-Agent", options.userAgent)]
-        if let t = negotiated.accessToken, !options.accessTokenInQuery {
-            wsOptions.headers.append(("Authorization", "Bearer \(t)"))
+    }
+
+    /// Opens `kind` for the negotiated connection, with the headers every request carries.
+    func open(_ kind: TransportKind, _ negotiated: Negotiated) async throws(HubConnectionError) -> any HubTransport {
+        var headers = options.headers + [("User-Agent", options.userAgent)]
+        if let t = negotiated.accessToken, !options.accessTokenInQuery { headers.append(("Authorization", "Bearer \(t)")) }
+        let url = negotiated.transportURL(kind, tokenInQuery: options.accessTokenInQuery)
+        let format = options.hubProtocol.transferFormat
+        switch kind {
+        case .webSockets:
+            var wsOptions = options.webSocket
+            wsOptions.headers = headers
+            return WebSocketHubTransport(try await openSocket(url, wsOptions), format: format)
+        case .serverSentEvents, .longPolling:
+            let target = HTTPTransportTarget(
+                url: url, headers: headers, trust: options.webSocket.trust, client: options.httpClient ?? .shared, format: format)
+            if kind == .serverSentEvents {
+                return try await ServerSentEventsTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
+            }
+            return try await LongPollingTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
         }
-        let socket = try await openSocket(negotiated.webSocketURL, wsOptions)
-        let leftover = try await handshake(socket, version: negotiated.statefulReconnect ? 2 : 1)
-        stateful = negotiated.statefulReconnect ? StatefulReconnectBuffer(capacity: options.statefulReconnectBufferSize) : nil
-        reattachTarget = negotiated.statefulReconnect ? (negotiated.webSocketURL, wsOptions) : nil
-        connectionId = negotiated.connectionId
-        try attach(socket, leftover: leftover)
-        logger.info(
-            "connected",
-            metadata: ["connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)", "stateful": "\(stateful != nil)"])
     }
 
     func openSocket(_ url: URL, _ wsOptions: WebSocketOptions) async throws(HubConnectionError) -> WebSocket {
@@ -131,26 +184,26 @@ extension HubConnection {
         }
     }
 
-    /// Makes `socket` the live link: sends `first` (a re-attach's Sequence and replay), handles what came
+    /// Makes `transport` the live link: sends `first` (a re-attach's Sequence and replay), handles what came
     /// with the handshake answer, starts the loops.
-    func attach(_ socket: WebSocket, leftover: [UInt8], first: [[UInt8]] = []) throws(HubConnectionError) {
-        do {
-            for bytes in first { try socket.send(.text(bytes)) }
-        } catch {
-            throw HubConnectionError(.transport(error.kind), error.message)
-        }
+    func attach(_ transport: any HubTransport, leftover: [UInt8], first: [[UInt8]] = []) throws(HubConnectionError) {
+        for bytes in first { try transport.send(bytes) }
         linkGeneration += 1
         let generation = linkGeneration
-        link = Link(socket: socket, generation: generation)
+        link = Link(transport: transport, generation: generation)
         if !leftover.isEmpty { process(frame: leftover, generation: generation) }
-        link?.receiveTask = Task { [weak self] in await self?.receiveLoop(socket, generation: generation) }
+        link?.receiveTask = Task { [weak self] in await self?.receiveLoop(transport, generation: generation) }
         link?.keepAliveTask = Task { [weak self] in await self?.keepAliveLoop(generation: generation) }
     }
 
-    /// Sends the handshake request and reads the answer; returns what followed it in the same frame.
-    func handshake(_ socket: WebSocket, version: Int) async throws(HubConnectionError) -> [UInt8] {
+    /// Sends the handshake request (JSON text whatever the protocol) and reads the answer; returns what followed it in
+    /// the same transport message.
+    func handshake(_ transport: any HubTransport, version: Int) async throws(HubConnectionError) -> [UInt8] {
+        let request = Handshake.encode(Handshake.Request(protocolName: options.hubProtocol.rawValue, version: version))
         do {
-            try socket.send(.text(Handshake.encode(Handshake.Request(version: version))))
+            // Over a WebSocket the handshake goes in a frame of the protocol's kind (a binary protocol's server reads
+            // binary frames); the bytes are the same.
+            try transport.send(request)
         } catch {
             throw HubConnectionError(.handshakeFailed, "Could not send the handshake: \(error.message)")
         }
@@ -158,11 +211,11 @@ extension HubConnection {
         let began = ContinuousClock.now
         let timer = Task {
             try await Task.sleep(for: timeout)
-            await socket.close(code: 1000, reason: "handshake timeout")
+            await transport.close()
         }
         defer { timer.cancel() }
         var buffer: [UInt8] = []
-        var iterator = socket.messages.makeAsyncIterator()
+        var iterator = transport.inbox.makeAsyncIterator()
         while true {
             let message: WebSocketMessage?
             do {
@@ -171,7 +224,7 @@ extension HubConnection {
                 throw HubConnectionError(.handshakeFailed, "The connection ended during the handshake: \(error.message)")
             }
             guard let message else {
-                await socket.close()
+                await transport.close()
                 if ContinuousClock.now - began >= timeout {
                     throw HubConnectionError(.handshakeFailed, "The server did not answer the handshake within \(timeout).")
                 }
@@ -181,13 +234,13 @@ extension HubConnection {
             do {
                 if let (response, rest) = try Handshake.decodeResponse(buffer) {
                     if let error = response.error {
-                        await socket.close()
+                        await transport.close()
                         throw HubConnectionError(.handshakeFailed, "The server refused the handshake: \(error)")
                     }
                     return Array(rest)
                 }
             } catch let error as HubProtocolError {
-                await socket.close()
+                await transport.close()
                 throw HubConnectionError(.handshakeFailed, "The handshake answer is not valid: \(error.message)")
             } catch let error as HubConnectionError {
                 throw error
@@ -209,7 +262,7 @@ extension HubConnection {
                 logger.warning("Server timeout elapsed without receiving a message from the server.")
                 self.link?.endReason = HubConnectionError(
                     .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
-                await link.socket.close(code: 1000, reason: "server timeout")
+                await link.transport.close()
                 return
             case .ping(let at):
                 try? write(.ping)
@@ -257,10 +310,10 @@ extension HubConnection {
         guard let target = reattachTarget, stateful != nil else {
             throw HubConnectionError(.invalidState, "Nothing to re-attach.")
         }
-        let socket = try await openSocket(target.url, target.options)
-        let leftover = try await handshake(socket, version: 2)
+        let transport = try await open(.webSockets, target)
+        let leftover = try await handshake(transport, version: 2)
         let (sequenceId, replay) = stateful!.beginReattach()
-        try attach(socket, leftover: leftover, first: [JSONHubProtocol.encode(.sequence(sequenceId: sequenceId))] + replay)
+        try attach(transport, leftover: leftover, first: [options.hubProtocol.encode(.sequence(sequenceId: sequenceId))] + replay)
     }
 
     /// Acks are coalesced: one about a second after the first unacknowledged receipt.

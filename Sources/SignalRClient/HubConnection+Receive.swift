@@ -7,7 +7,7 @@ import WebSocketTransport
 extension HubConnection {
     // MARK: - Receiving
 
-    func receiveLoop(_ socket: WebSocket, generation: Int) async {
+    func receiveLoop(_ transport: any HubTransport, generation: Int) async {
         var failure: HubConnectionError?
         await flushRoutes(generation: generation)  // what came with the handshake answer
         do {
@@ -17,7 +17,7 @@ extension HubConnection {
             // Events that end with one the server follows at once (a route's `followerWait`) are held for the next
             // frame, up to that wait: the pair is one hand-over.
             var hold: Duration?
-            reading: while let frames = try await socket.messages.nextBatch(within: hold) {
+            reading: while let frames = try await transport.inbox.nextBatch(within: hold) {
                 for frame in frames {
                     let goOn = process(frame: frame.bytes, generation: generation)
                     if !goOn || stagedEvents >= Self.handOverEvery { await flushRoutes(generation: generation) }
@@ -26,7 +26,7 @@ extension HubConnection {
                 hold = frames.isEmpty ? nil : routeList.lazy.compactMap(\.followerWait).max()
                 // Frames already in the socket are read first: a fast reader would otherwise wake its consumer for
                 // every frame or two (the `handOverEvery` bound still applies).
-                if hold == nil && !socket.hasUnreadInput { await flushRoutes(generation: generation) }
+                if hold == nil && !transport.hasUnreadInput { await flushRoutes(generation: generation) }
             }
         } catch {
             failure = HubConnectionError(.transport(error.kind), error.message)
@@ -34,21 +34,29 @@ extension HubConnection {
         await flushRoutes(generation: generation)  // an event held for a follower that did not come
         let end = link?.generation == generation ? link?.endReason : nil
         if failure == nil && end == nil && machine.state != .disconnecting {
-            let info = socket.closeInfo.map { " (\($0))" } ?? ""
-            failure = HubConnectionError(.transport(.connectionLost), "The server closed the WebSocket\(info).")
+            let info = transport.endDescription.map { " (\($0))" } ?? ""
+            let what = transport.kind == .webSockets ? "WebSocket" : "connection"
+            failure = HubConnectionError(.transport(.connectionLost), "The server closed the \(what)\(info).")
         }
-        await socket.close()
+        await transport.close()
         await linkEnded(generation: generation, error: end ?? failure)
     }
 
-    /// Handles one WebSocket message (one or more hub messages). Returns false when the link must end.
+    /// Handles one transport message (one or more hub messages). Returns false when the link must end.
     @discardableResult
     func process(frame bytes: [UInt8], generation: Int) -> Bool {
         guard link == nil || link?.generation == generation else { return false }
         link?.lastReceive = .now
         defer { flushFrameJobs() }
-        let (pieces, incomplete) = TextMessageFormat.split(bytes)
+        let hubProtocol = options.hubProtocol
         var protocolError: String?
+        let pieces: [ArraySlice<UInt8>], incomplete: Bool
+        do {
+            (pieces, incomplete) = try hubProtocol.split(bytes)
+        } catch {
+            logger.error("protocol error from the server: \(error)")
+            (pieces, incomplete, protocolError) = ([], false, error.message)
+        }
         for piece in pieces {
             if !routes.isEmpty, let route = readRouted(piece) {
                 if acceptSequenced() {
@@ -58,7 +66,7 @@ extension HubConnection {
                 continue
             }
             do {
-                guard let message = try JSONHubProtocol.decode(piece) else {
+                guard let message = try hubProtocol.decode(piece) else {
                     // Ignored, as the protocol asks (a newer server), but said once: it may also be a broken one.
                     warnOnce("unknownType", "ignored a message of a type this client does not know (a newer server?)")
                     continue
@@ -71,7 +79,7 @@ extension HubConnection {
             }
         }
         if incomplete && !bytes.isEmpty {
-            logger.error("protocol error from the server: a message without its 0x1E terminator")
+            logger.error("protocol error from the server: \(hubProtocol == .json ? "a message without its 0x1E terminator" : "a message shorter than its length prefix")")
             protocolError = protocolError ?? "Message is incomplete."
         }
         if let protocolError {
@@ -84,10 +92,20 @@ extension HubConnection {
     /// An invocation of a routed target in the common form, read in one pass; the route holds its event until
     /// `commit`. nil: anything else (decoded by `JSONHubProtocol.decode`).
     func readRouted(_ piece: ArraySlice<UInt8>) -> (any EventRoute)? {
-        piece.withUnsafeBufferPointer { bytes in
-            JSONHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
-                guard let route = route(for: target), route.read(target, &reader) else { return nil }
-                return route
+        switch options.hubProtocol {
+        case .json:
+            piece.withUnsafeBufferPointer { bytes in
+                JSONHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
+                    guard let route = route(for: target), route.read(target, &reader) else { return nil }
+                    return route
+                }
+            }
+        case .messagepack:
+            piece.withUnsafeBytes { bytes in
+                MessagePackHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
+                    guard let route = route(for: target), route.read(target, &reader) else { return nil }
+                    return route
+                }
             }
         }
     }

@@ -19,7 +19,7 @@ public enum HubConnectionEvent: Sendable, Equatable {
     case closed(error: HubConnectionError?)
 }
 
-/// A client connection to a SignalR hub over WebSockets with the JSON protocol.
+/// A client connection to a SignalR hub: JSON or MessagePack, over WebSockets, Server-Sent Events or Long Polling.
 ///
 /// The connection runs on the thread of its `WebSocketLoop` (the actor's executor is the loop): a frame is read,
 /// decoded and handed to its event buffer by the thread that received it. Handlers run one at a time in arrival
@@ -60,7 +60,8 @@ public actor HubConnection {
     var reconnectTask: Task<Void, Never>?
     /// Stateful reconnect: sequencing and replay buffer, and where to re-attach, while it is in use.
     var stateful: StatefulReconnectBuffer?
-    var reattachTarget: (url: URL, options: WebSocketOptions)?
+    /// The negotiated connection a re-attach opens again (WebSockets only).
+    var reattachTarget: Negotiated?
     var ackTask: Task<Void, Never>?
     var sendSpaceWaiters: [CheckedContinuation<Void, Never>] = []
     let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
@@ -72,9 +73,13 @@ public actor HubConnection {
     /// server must not flood the journal (10,000 invocations nobody handles are one warning, not 10,000).
     var warnedAbout: Set<String> = []
 
-    /// One open WebSocket with its handshake done.
+    /// The transport in use while connected.
+    public var transport: TransportKind? { link?.transport.kind }
+    public nonisolated var hubProtocol: HubProtocolKind { options.hubProtocol }
+
+    /// One open transport with its handshake done.
     struct Link {
-        let socket: WebSocket
+        let transport: any HubTransport
         let generation: Int
         let since = ContinuousClock.now
         var lastSend = ContinuousClock.now

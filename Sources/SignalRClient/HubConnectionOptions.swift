@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransport
+import SignalRProtocol
 import WebSocketTransport
 
 /// Everything a `HubConnection` can be told. Defaults are the official clients' defaults.
@@ -14,6 +15,11 @@ public struct HubConnectionOptions: Sendable {
     /// Extra headers on negotiate and on the WebSocket upgrade.
     public var headers: [(name: String, value: String)] = []
     public var userAgent = "SignalRClient-Swift/1.0 (Linux)"
+    /// The hub protocol: JSON (text) or MessagePack (binary; not over Server-Sent Events).
+    public var hubProtocol: HubProtocolKind = .json
+    /// The transports the client may use, in its order of preference; only those the server offers are tried, the
+    /// next after one that fails to start (as the official clients fall back).
+    public var transports: [TransportKind] = TransportKind.allCases
     /// Go straight to the WebSocket (WebSockets only; no connection id, no stateful reconnect, not for Azure).
     public var skipNegotiation = false
     public var handshakeTimeout: Duration = .seconds(15)

@@ -4,13 +4,48 @@ import Logging
 import SignalRProtocol
 import WebSocketTransport
 
-/// The result of negotiating: where to open the WebSocket, and with which token.
-struct NegotiatedTransport: Sendable {
-    var webSocketURL: URL
+/// The result of negotiating: the connection to open, where, with which token, over which transports.
+struct Negotiated: Sendable {
+    /// The hub's URL after the protocol's redirects.
+    var url: URL
+    /// What goes in `id=` (nil: negotiation skipped).
+    var socketId: String?
     var connectionId: String?
     var accessToken: String?
-    /// Both sides agreed on stateful reconnect.
+    /// Both sides agreed on stateful reconnect (WebSockets only).
     var statefulReconnect = false
+    /// What the server offers; empty when it did not say (negotiation skipped, an old server): WebSockets.
+    var offered: [NegotiateResponse.Transport] = []
+
+    /// The transports to try, in the client's order of preference: offered by the server (a transport it did not
+    /// list is never tried), allowed by the client, able to carry `format`. `skipped` says why the others were not.
+    func plan(allowed: [TransportKind], format: TransferFormat) -> (tries: [TransportKind], skipped: [String]) {
+        let offers = offered.isEmpty ? [NegotiateResponse.Transport(transport: "WebSockets", transferFormats: ["Text", "Binary"])] : offered
+        var tries: [TransportKind] = []
+        var skipped: [String] = []
+        for offer in offers where TransportKind(rawValue: offer.transport) == nil {
+            skipped.append("'\(offer.transport)' is not a transport this client knows.")
+        }
+        for kind in allowed {
+            guard let offer = offers.first(where: { $0.transport == kind.rawValue }) else { continue }
+            if !kind.carries(format) || !offer.transferFormats.contains(format.rawValue) {
+                skipped.append("'\(kind.rawValue)' does not support the requested transfer format '\(format.rawValue)'.")
+            } else if !tries.contains(kind) {
+                tries.append(kind)
+            }
+        }
+        for offer in offers {
+            if let kind = TransportKind(rawValue: offer.transport), !allowed.contains(kind) {
+                skipped.append("'\(kind.rawValue)' is disabled by the client.")
+            }
+        }
+        return (tries, skipped)
+    }
+
+    /// The URL of `kind` for this connection: http becomes ws for WebSockets; `id=` and, in the query form, the token.
+    func transportURL(_ kind: TransportKind, tokenInQuery: Bool) -> URL {
+        Negotiator.transportURL(url, webSocket: kind == .webSockets, id: socketId, token: tokenInQuery ? accessToken : nil)
+    }
 }
 
 /// `POST {hub}/negotiate?negotiateVersion=1`, following the protocol's own redirects (a `url` in the answer, at
@@ -21,27 +56,18 @@ struct Negotiator: Sendable {
     let options: HubConnectionOptions
     let logger: Logger
 
-    func negotiate(hubURL: URL, accessToken: String?) async throws(HubConnectionError) -> NegotiatedTransport {
+    func negotiate(hubURL: URL, accessToken: String?) async throws(HubConnectionError) -> Negotiated {
         if options.skipNegotiation {
-            return NegotiatedTransport(
-                webSocketURL: Self.webSocketURL(hubURL, id: nil, token: options.accessTokenInQuery ? accessToken : nil),
-                connectionId: nil, accessToken: accessToken)
+            return Negotiated(url: hubURL, socketId: nil, connectionId: nil, accessToken: accessToken)
         }
         var url = hubURL
         var token = accessToken
         for _ in 0..<Self.maxRedirects {
             switch try await post(url, token: token) {
             case .connection(let c):
-                guard c.availableTransports.isEmpty || c.availableTransports.contains(where: { $0.transport == "WebSockets" })
-                else {
-                    throw HubConnectionError(
-                        .negotiateFailed,
-                        "The server does not offer WebSockets (it offers \(c.availableTransports.map(\.transport).joined(separator: ", "))); this client speaks WebSockets only.")
-                }
-                return NegotiatedTransport(
-                    webSocketURL: Self.webSocketURL(url, id: c.socketId, token: options.accessTokenInQuery ? token : nil),
-                    connectionId: c.connectionId, accessToken: token,
-                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect)
+                return Negotiated(
+                    url: url, socketId: c.socketId, connectionId: c.connectionId, accessToken: token,
+                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect, offered: c.availableTransports)
             case .redirect(let next, let newToken):
                 guard let nextURL = URL(string: next) else {
                     throw HubConnectionError(.negotiateFailed, "The server redirected negotiate to an invalid URL.")
@@ -113,12 +139,12 @@ struct Negotiator: Sendable {
         return c.url!
     }
 
-    /// http→ws, https→wss, plus `id=` (and `access_token=` in the query form).
-    static func webSocketURL(_ url: URL, id: String?, token: String?) -> URL {
+    /// For a WebSocket http→ws, https→wss; plus `id=` (and `access_token=` in the query form).
+    static func transportURL(_ url: URL, webSocket: Bool = true, id: String?, token: String?) -> URL {
         var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
-        switch c.scheme?.lowercased() {
-        case "https": c.scheme = "wss"
-        case "http": c.scheme = "ws"
+        switch (c.scheme?.lowercased(), webSocket) {
+        case ("https", true): c.scheme = "wss"
+        case ("http", true): c.scheme = "ws"
         default: break
         }
         var items = c.queryItems ?? []

@@ -32,6 +32,7 @@ struct HubSimCommand: AsyncParsableCommand {
               allowance-hub-sim --port 0 --token dev-token
               allowance-hub-sim --port 5080 --token dev-token --rate 2 --burst 5
               allowance-hub-sim --port 5080 --token dev-token --rate 1 --state family.json
+              allowance-hub-sim --port 5080 --token dev-token --transports long_polling --require-messagepack
             """
     )
 
@@ -46,15 +47,29 @@ struct HubSimCommand: AsyncParsableCommand {
     @Option(help: "Seconds between server pings on an idle connection.") var keepAlive = 15.0
     @Option(help: "Seconds of client silence before the server drops it.") var clientTimeout = 30.0
     @Flag(help: "Send hub messages as Binary WebSocket frames.") var binaryFrames = false
+    @Option(
+        help: ArgumentHelp(
+            "The transports negotiate offers, comma-separated, in order: websockets, server_sent_events, long_polling.",
+            discussion: "Leave websockets out to play a server behind a proxy that strips the upgrade."))
+    var transports = "websockets,server_sent_events,long_polling"
+    @Flag(help: "Refuse JSON handshakes: only MessagePack clients get in.") var requireMessagepack = false
+    @Option(help: "Seconds a long poll is held when there is nothing to send.") var longPollTimeout = 90.0
     @Option(help: "Keep the family in this file across restarts (written after each change).") var state: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error.") var logLevel = "info"
 
     enum Payload: String, ExpressibleByArgument, CaseIterable { case full, id }
 
+    static let transportNames = ["websockets": "WebSockets", "server_sent_events": "ServerSentEvents", "long_polling": "LongPolling"]
+    var transportNames: [String] { transports.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() } }
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535.") }
         guard rate >= 0, burst >= 0 else { throw ValidationError("--rate and --burst cannot be negative.") }
         guard keepAlive > 0, clientTimeout > 0 else { throw ValidationError("--keep-alive and --client-timeout must be positive.") }
+        guard longPollTimeout > 0 else { throw ValidationError("--long-poll-timeout must be positive.") }
+        for name in transportNames where Self.transportNames[name] == nil {
+            throw ValidationError("--transports: '\(name)' is not one of websockets, server_sent_events, long_polling.")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error.") }
     }
 
@@ -79,6 +94,9 @@ struct HubSimCommand: AsyncParsableCommand {
         config.keepAliveInterval = .seconds(keepAlive)
         config.clientTimeout = .seconds(clientTimeout)
         config.binaryFrames = binaryFrames
+        config.transports = transportNames.compactMap { Self.transportNames[$0] }
+        config.requireMessagePack = requireMessagepack
+        config.longPollTimeout = .seconds(longPollTimeout)
         config.stateFile = state
         let simulator = HubSimulator(configuration: config)
         try await simulator.run { url in
