@@ -40,14 +40,20 @@ build: deps
 	$(SWIFT) build
 
 # The relay against the bundled hub simulator: events flow for DEMO_SECONDS, then both stop.
+# TRANSPORT=server_sent_events|long_polling: the simulator offers only that one (as behind a proxy that strips
+# WebSocket upgrades); PROTOCOL=messagepack: it wants MessagePack and the relay speaks it.
+TRANSPORT ?= websockets,server_sent_events,long_polling
+PROTOCOL ?= json
 demo: build
 	@rm -rf .build/demo; out=$$(mktemp); \
-	$(BIN)/allowance-hub-sim --token demo-token --rate 1 --burst 3 --log-level warning > $$out & sim=$$!; \
+	$(BIN)/allowance-hub-sim --token demo-token --rate 1 --burst 3 --log-level warning --transports $(TRANSPORT) \
+	  $(if $(filter messagepack,$(PROTOCOL)),--require-messagepack) > $$out & sim=$$!; \
 	trap 'kill $$sim 2>/dev/null; rm -f $$out' EXIT INT TERM; \
 	for i in $$(seq 100); do grep -q '^listening ' $$out && break; sleep 0.1; done; \
 	url=$$(sed -n 's/^listening //p' $$out); \
 	echo "hub simulator at $$url; relay runs for $(DEMO_SECONDS) s (Ctrl-C stops it sooner)"; \
 	ALLOWANCE_RELAY_SERVER_URL=$$url ALLOWANCE_RELAY_SINKS_DEMO_HOOK_URL=$$url/_sim/webhook \
+	ALLOWANCE_RELAY_SERVER_TRANSPORTS=$(TRANSPORT) ALLOWANCE_RELAY_SERVER_HUB_PROTOCOL=$(PROTOCOL) \
 	  timeout --preserve-status -s INT $(DEMO_SECONDS) \
 	  $(BIN)/allowance-relay run --config config/demo.yaml
 

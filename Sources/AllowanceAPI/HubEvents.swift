@@ -52,6 +52,7 @@ public enum HubEvent: Sendable, Equatable {
     public static func decoder(onError: @escaping @Sendable (String) -> Void) -> HubEventDecoder<HubEvent> {
         HubEventDecoder(
             targets: targets, read: { target, reader in read(target: target, &reader) },
+            readMessagePack: { target, reader in read(target: target, &reader) },
             decode: { target, arguments in try HubEvent(target: target, arguments: arguments) },
             onError: { _, error in onError((error as? APIError)?.message ?? "\(error)") },
             isFollowed: { if case .balanceUpdated = $0 { false } else { true } }, followerWait: balanceFollows)

@@ -14,6 +14,8 @@ public struct ConfigSetting: Sendable {
     public let help: String
 
     public var environmentVariable: String { ConfigSchema.environmentVariable(key) }
+    /// A list (`[a, b]` in the file, `a,b` in the environment).
+    public var isList: Bool { type.hasPrefix("[") }
     /// Never printed back, in messages or `config check`.
     public var isSecret: Bool { key.hasSuffix(".token") || key.hasSuffix(".password") }
 }
@@ -29,6 +31,10 @@ public enum ConfigSchema {
         .init(key: "server.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the password"),
         .init(key: "server.access_token_in_query", type: "boolean", defaultValue: "false", help: "send the token in the WebSocket URL"),
         .init(key: "server.skip_negotiation", type: "boolean", defaultValue: "false", help: "connect to the WebSocket without negotiating"),
+        .init(key: "server.hub_protocol", type: "json|messagepack", defaultValue: "json", help: "the hub protocol spoken (MessagePack: not over Server-Sent Events)"),
+        .init(
+            key: "server.transports", type: "[websockets, server_sent_events, long_polling]", defaultValue: "[websockets, server_sent_events, long_polling]",
+            help: "the transports the relay may use, in its order of preference; only those the server offers are tried"),
         .init(key: "server.ca_file", type: "file", defaultValue: nil, help: "PEM file of CA certificates trusted for the server"),
         .init(key: "server.insecure_tls", type: "boolean", defaultValue: "false", help: "skip TLS certificate checks (tests only)"),
         .init(key: "server.max_response_bytes", type: "bytes", defaultValue: "8388608", help: "the longest REST answer read"),
@@ -79,7 +85,10 @@ public struct ConfigValues: Sendable {
             for (section, node) in map {
                 guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping else { continue }
                 for (k, v) in entries {
-                    guard let key = k.string, let text = v.scalar?.string else { continue }
+                    guard let key = k.string else { continue }
+                    // A list's items as one text, as the environment gives them: `a,b`.
+                    let items = ConfigSchema.byKey["\(name).\(key)"]?.isList == true ? v.sequence?.compactMap(\.scalar?.string) : nil
+                    guard let text = v.scalar?.string ?? items?.joined(separator: ",") else { continue }
                     values[AbsoluteConfigKey([name, key])] = ConfigValue(.string(text), isSecret: ConfigSchema.byKey["\(name).\(key)"]?.isSecret ?? false)
                 }
             }
@@ -150,7 +159,7 @@ public struct ConfigValues: Sendable {
                         ConfigError(
                             file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "is not a known key",
                             fix: Suggest.fix(for: key, in: known, prefix: name + ".")))
-                } else if ev.scalar == nil {
+                } else if ev.scalar == nil && !(ConfigSchema.byKey["\(name).\(key)"]?.isList == true && ev.sequence?.allSatisfy({ $0.scalar != nil }) == true) {
                     problems.append(
                         ConfigError(
                             file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "must be a single value, not a list or a mapping",
@@ -188,6 +197,25 @@ public struct ConfigValues: Sendable {
             return fallback
         }
         return text
+    }
+
+    /// A list of names from `allowed` (`[a, b]` in the file, `a,b` in the environment), in the order given, each once.
+    public func list(_ key: String, _ allowed: [String], into problems: inout [ConfigError]) -> [String]? {
+        guard let text = string(key) else { return nil }
+        var names: [String] = []
+        let items = text.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " []")) }
+        for item in items where !item.isEmpty {
+            guard allowed.contains(item) else {
+                problems.append(error(key, "'\(item)' is not one of \(allowed.joined(separator: ", "))", fix: Suggest.fix(for: item, in: allowed)))
+                return nil
+            }
+            if !names.contains(item) { names.append(item) }
+        }
+        guard !names.isEmpty else {
+            problems.append(error(key, "names none", fix: "list at least one of \(allowed.joined(separator: ", "))"))
+            return nil
+        }
+        return names
     }
 
     public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, default fallback: T, into problems: inout [ConfigError]) -> T

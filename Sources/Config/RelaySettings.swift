@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import HTTPTransport
+import SignalRProtocol
 
 /// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
 /// environment variables on top (e.g. `server.url` ← `ALLOWANCE_RELAY_SERVER_URL`).
@@ -18,6 +19,10 @@ public struct RelaySettings: Sendable {
     public var passwordFile: String?
     public var accessTokenInQuery: Bool
     public var skipNegotiation: Bool
+    /// `server.hub_protocol`: JSON (the default) or MessagePack.
+    public var hubProtocol: HubProtocolKind = .json
+    /// `server.transports`: the transports the relay may use, in its order of preference.
+    public var transports: [TransportKind] = TransportKind.allCases
     public var caFile: String?
     /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
     public var insecureTLS: Bool
@@ -115,7 +120,24 @@ public struct RelaySettings: Sendable {
             }
         }
         let local = LocalSettings(values, values.environment, into: &problems)
-        let settings = RelaySettings(
+        let hubProtocol = values.choice("server.hub_protocol", HubProtocolKind.self, default: .json, into: &problems)
+        let transports =
+            values.list("server.transports", TransportKind.allCases.map(\.configName), into: &problems)?
+            .compactMap(TransportKind.init(configName:)) ?? TransportKind.allCases
+        if hubProtocol == .messagepack, transports == [.serverSentEvents] {
+            problems.append(
+                values.error(
+                    "server.transports", "allows Server-Sent Events only, which cannot carry MessagePack",
+                    fix: "add websockets or long_polling, or set server.hub_protocol: json"))
+        }
+        let skipNegotiation = values.flag("server.skip_negotiation", into: &problems)
+        if skipNegotiation, !transports.contains(.webSockets) {
+            problems.append(
+                values.error(
+                    "server.skip_negotiation", "is set, but server.transports leaves WebSockets out",
+                    fix: "skipping negotiation is for WebSockets only: remove one of them"))
+        }
+        var settings = RelaySettings(
             serverURL: url,
             hubPath: values.string("server.hub_path") ?? "/hubs/family",
             token: token,
@@ -124,7 +146,7 @@ public struct RelaySettings: Sendable {
             password: password,
             passwordFile: passwordFile,
             accessTokenInQuery: values.flag("server.access_token_in_query", into: &problems),
-            skipNegotiation: values.flag("server.skip_negotiation", into: &problems),
+            skipNegotiation: skipNegotiation,
             caFile: values.path("server.ca_file"),
             insecureTLS: values.flag("server.insecure_tls", into: &problems),
             maxResponseBytes: maxResponseBytes,
@@ -133,6 +155,8 @@ public struct RelaySettings: Sendable {
             logLevel: level,
             logFormat: logFormat,
             statusListen: statusListen)
+        settings.hubProtocol = hubProtocol
+        settings.transports = transports
         guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
         return settings
     }

@@ -172,6 +172,8 @@ public struct Daemon: Sendable {
         }
         options.accessTokenInQuery = settings.accessTokenInQuery
         options.skipNegotiation = settings.skipNegotiation
+        options.hubProtocol = settings.hubProtocol
+        options.transports = settings.transports
         options.userAgent = http.userAgent
         options.httpClient = http
         options.reconnectPolicy = ExponentialRetryPolicy()
@@ -212,9 +214,12 @@ struct HubService: Service {
             for await event in events {
                 switch event {
                 case .connected(let id), .reconnected(let id):
-                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
+                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])  // the client's line says how
                     if case .reconnected = event { metrics.reconnects.increment() }
-                    link.set(.connected, connectionId: id, detail: "connected")
+                    let transport = await connection.transport
+                    link.set(
+                        .connected, connectionId: id, transport: transport?.rawValue, hubProtocol: connection.hubProtocol.rawValue,
+                        detail: "connected")
                     Systemd.status("connected to the hub")
                     // A new connection lost whatever was sent while there was none: fetch it.
                     engine.linkRestored()

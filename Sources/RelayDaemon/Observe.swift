@@ -22,8 +22,10 @@ final class LinkMonitor: Sendable {
 
     var current: LinkStatus { state.withLock { $0 } }
 
-    func set(_ s: LinkStatus.State, connectionId: String? = nil, detail: String) {
-        let status = LinkStatus(state: s, connectionId: connectionId, detail: detail)
+    func set(_ s: LinkStatus.State, connectionId: String? = nil, transport: String? = nil, hubProtocol: String? = nil, detail: String) {
+        var status = LinkStatus(state: s, connectionId: connectionId, detail: detail)
+        status.transport = transport
+        status.hubProtocol = hubProtocol
         state.withLock { $0 = status }
         do {
             try store.setLinkStatus(status)
@@ -124,6 +126,7 @@ struct StatusEndpoint {
             [
                 "status": .string(reasons.isEmpty ? "ok" : "unhealthy"), "reasons": .array(reasons.map { .string($0) }),
                 "hub": .string(link.state.rawValue), "connectionId": link.connectionId.map { .string($0) } ?? .null,
+                "transport": link.transport.map { .string($0) } ?? .null, "protocol": link.hubProtocol.map { .string($0) } ?? .null,
             ]
         )
     }

@@ -76,6 +76,10 @@ public struct LinkStatus: Sendable, Equatable {
 
     public var state: State
     public var connectionId: String?
+    /// How the link is carried while connected: `WebSockets`, `ServerSentEvents` or `LongPolling`, and `json` or
+    /// `messagepack`.
+    public var transport: String?
+    public var hubProtocol: String?
     public var since: Date
     public var detail: String
     /// The daemon's process id: a `status` that finds it gone says "not running" whatever the row says.
@@ -93,6 +97,7 @@ public struct LinkStatus: Sendable, Equatable {
         [
             "state": .string(state.rawValue), "connectionId": connectionId.map { .string($0) } ?? .null,
             "since": .string(ISO.string(since)), "detail": .string(detail), "pid": .number(String(pid)),
+            "transport": transport.map { .string($0) } ?? .null, "protocol": hubProtocol.map { .string($0) } ?? .null,
         ]
     }
 
@@ -101,6 +106,8 @@ public struct LinkStatus: Sendable, Equatable {
             let pid = json["pid"]?.intValue.flatMap({ Int32(exactly: $0) })
         else { return nil }
         self.init(state: s, connectionId: json["connectionId"]?.stringValue, since: since, detail: json["detail"]?.stringValue ?? "", pid: pid)
+        transport = json["transport"]?.stringValue
+        hubProtocol = json["protocol"]?.stringValue
     }
 }
 

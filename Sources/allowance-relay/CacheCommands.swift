@@ -123,7 +123,7 @@ struct StatusCommand: AsyncParsableCommand {
                 "sync": sync?.json ?? .null,
                 "running": .bool(running),
                 "hub": link.map { l -> JSONValue in
-                    running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null]
+                    running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null, "transport": .null, "protocol": .null]
                 } ?? .null,
                 "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
                 "rejected": .array(rejected.map { r in
@@ -152,6 +152,7 @@ struct StatusCommand: AsyncParsableCommand {
         let hub: String =
             if let link, running {
                 "\(link.state.rawValue) since \(local(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
+                    + (link.state == .connected ? link.transport.map { " over \($0) (\(link.hubProtocol ?? "json"))" } ?? "" : "")
                     + (link.state == .connected ? "" : ": \(link.detail)") + " (pid \(link.pid))"
             } else if let link {
                 "not running (last: \(link.state.rawValue) since \(local(link.since)), \(link.detail))"

@@ -46,6 +46,38 @@ import Testing
         }
     }
 
+    /// The hub protocol and the transports: a list in the file, `a,b` in the environment, each name checked.
+    @Test func hubProtocolAndTransports() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-transports-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        let defaults = try await RelaySettings.load(file: nil, environment: ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example"])
+        #expect(defaults.hubProtocol == .json && defaults.transports == [.webSockets, .serverSentEvents, .longPolling])
+
+        try "server:\n  url: https://h.example\n  hub_protocol: messagepack\n  transports: [long_polling, websockets]\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(file: file.path, environment: [:])
+        #expect(s.hubProtocol == .messagepack && s.transports == [.longPolling, .webSockets])
+        let block = try await RelaySettings.load(
+            file: nil, environment: ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example", "ALLOWANCE_RELAY_SERVER_TRANSPORTS": "server_sent_events"])
+        #expect(block.transports == [.serverSentEvents])
+
+        try "server:\n  url: https://h.example\n  transports:\n    - websocket\n".write(to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            "\($0)".contains("server.transports: 'websocket' is not one of websockets, server_sent_events, long_polling. Fix: did you mean websockets?")
+        }
+        try "server:\n  url: https://h.example\n  hub_protocol: messagepack\n  transports: [server_sent_events]\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            "\($0)".contains("allows Server-Sent Events only, which cannot carry MessagePack")
+        }
+        try "server:\n  url: https://h.example\n  hub_protocol: msgpack\n".write(to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            "\($0)".contains("\(file.path):3:17: server.hub_protocol: 'msgpack' is not one of json, messagepack.")
+        }
+    }
+
     @Test func retentionAndOutboxLimitsComeFromTheFile() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-local-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -1,3 +1,4 @@
+import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
@@ -163,6 +164,37 @@ import Testing
         #expect(relay.output.contains("cut short by the stop: pending again"))
         let counts = try Store.open(path: setup.store).deliveryCounts()["a"] ?? [:]
         #expect(counts["pending", default: 0] == 1 && counts["in_flight", default: 0] == 0, "\(counts)")
+        }
+    }
+
+    /// Behind a proxy that strips WebSocket upgrades, against a server that wants MessagePack: the relay goes on over
+    /// Long Polling (Server-Sent Events cannot carry MessagePack), stores and relays every event exactly, and
+    /// `status` says how it is connected.
+    @Test func messagePackOverLongPollingWhenTheUpgradeIsStripped() async throws {
+        try await withRelay { setup, base, a, b in
+        try await simPost(base, "/_sim/upgrades?refuse=true")
+        try await simPost(base, "/_sim/transports?require=messagepack")
+        try setup.write(to: "a", extra: "server:\n  hub_protocol: messagepack")
+        let relay = try setup.start(base)
+        #expect(await relay.waitFor("caught up"))
+        try await simPost(base, "/_sim/burst?count=5")
+        #expect(await eventually { a.received.count == 5 })
+        let store = try Store.open(path: setup.store)
+        let stored = try store.transactions(limit: 100)
+        #expect(stored.count >= 5)
+        // The amounts are exact after MessagePack's decimal text, and the dates to the millisecond.
+        for t in stored {
+            let rest = try await simGet(base, "/api/v1/children/\(t.childId.lowercased)/transactions?after=0&limit=500")
+            let served = rest["items"]?.arrayValue?.first { $0["id"]?.stringValue?.lowercased() == t.id.lowercased }
+            #expect(served?["amount"].flatMap { Decimal(string: $0.serialized) } == t.amount, "\(t.id)")
+            #expect(served?["createdAt"]?.stringValue == ISODate.string(t.createdAt))
+        }
+        let status = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store]).utf8))
+        #expect(status["hub"]?["transport"]?.stringValue == "LongPolling", "\(status.serialized)")
+        #expect(status["hub"]?["protocol"]?.stringValue == "messagepack")
+        let text = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+        #expect(text.contains("over LongPolling (messagepack)"), "\(text)")
+        await relay.expectCleanStop()
         }
     }
 

@@ -73,3 +73,11 @@ public func simStats(_ base: URL) async throws -> JSONValue {
     let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
     return try JSONValue(parsing: Array(data))
 }
+
+/// A REST answer of the simulator (`GET /api/v1/...`) with its token.
+public func simGet(_ base: URL, _ path: String, token: String = "e2e-token") async throws -> JSONValue {
+    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    let (data, _) = try await URLSession.shared.data(for: request)
+    return try JSONValue(parsing: Array(data))
+}

@@ -1,0 +1,94 @@
+import Foundation
+import SignalRProtocol
+
+extension HubEvent {
+    /// The arguments of `target` read straight from MessagePack, in the shape an ASP.NET Core hub writes them with its
+    /// default resolvers: the transaction a map keyed by its C# property names (`Id`, `ChildId`, `Amount`; any case is
+    /// taken), money as a decimal's text (or a number), the date a timestamp (or ISO-8601 text), ids as strings. nil
+    /// for anything else, which `init(target:arguments:)` then decodes from the parsed tree with its exact checks.
+    /// `HubEventReadTests` checks that both give the same event.
+    public static func read(target: String, _ r: inout MessagePackReader) -> HubEvent? {
+        guard let count = r.readArrayHeader() else { return nil }
+        let event: HubEvent
+        switch target {
+        case "TransactionCreated", "transactionCreated", "transactioncreated":
+            guard count == 1 else { return nil }
+            if let id = r.readStringBytes() {
+                guard let uuid = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)) else { return nil }
+                event = .transactionCreatedId(uuid)
+            } else {
+                guard let t = Transaction.read(&r) else { return nil }
+                event = .transactionCreated(t)
+            }
+        case "BalanceUpdated", "balanceUpdated", "balanceupdated":
+            guard count == 2, let id = r.readStringBytes(), let child = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)),
+                let text = Money.text(&r), let balance = FastParse.decimal(text)
+            else { return nil }
+            event = .balanceUpdated(childId: child, balance: balance)
+        default:
+            return nil
+        }
+        return event
+    }
+}
+
+extension Transaction {
+    /// A transaction map in the ASP.NET Core shape (see `HubEvent.read(target:_:)` for MessagePack); nil for anything else.
+    static func read(_ r: inout MessagePackReader) -> Transaction? {
+        guard let count = r.readMapHeader() else { return nil }
+        var id: UUID?, childId: UUID?, amount: Int64?, balanceAfter: Int64?, createdAt: Date?
+        var type: TransactionType?, description: String?, createdByName: String?
+        for _ in 0..<count {
+            guard let key = r.readString() else { return nil }
+            switch key.lowercased() {
+            case "id":
+                guard id == nil, let v = r.readStringBytes().flatMap({ FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self)) }) else { return nil }
+                id = v
+            case "childid":
+                guard childId == nil, let v = r.readStringBytes().flatMap({ FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self)) }) else { return nil }
+                childId = v
+            case "amount":
+                guard amount == nil, let v = Money.text(&r).flatMap(FastParse.cents) else { return nil }
+                amount = v
+            case "balanceafter":
+                guard balanceAfter == nil, let v = Money.text(&r).flatMap(FastParse.cents) else { return nil }
+                balanceAfter = v
+            case "type":
+                guard type == nil, let s = r.readString(), let v = TransactionType(rawValue: s) else { return nil }
+                type = v
+            case "description":
+                guard description == nil, let s = r.readString() else { return nil }
+                description = s
+            case "createdat":
+                guard createdAt == nil else { return nil }
+                if let v = r.readTimestamp() {
+                    createdAt = v
+                } else if let s = r.readString(), let v = FastParse.date(s) {
+                    createdAt = v
+                } else {
+                    return nil
+                }
+            case "createdbyname":
+                guard createdByName == nil else { return nil }
+                if r.readNil() { continue }
+                guard let s = r.readString() else { return nil }
+                createdByName = s
+            default:
+                guard r.skip() else { return nil }
+            }
+        }
+        guard let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else { return nil }
+        return Transaction(
+            id: id, childId: childId, cents: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
+            balanceAfterCents: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
+    }
+}
+
+extension Money {
+    /// Money as an ASP.NET Core hub writes a `decimal` in MessagePack (its text), or a number (another resolver).
+    static func text(_ r: inout MessagePackReader) -> String? {
+        if let s = r.readString() { return s }
+        if let i = r.readInt() { return String(i) }
+        return nil  // floats go to the tree path, which says what it thinks of binary money
+    }
+}
