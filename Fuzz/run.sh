@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer over the SignalR protocol code (Sources/SignalRProtocol and the JSON of Sources/Core: pure, no I/O),
 # with AddressSanitizer.
-#   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub negotiate handshake config (default: all, 60 s each)
+#   Fuzz/run.sh [SECONDS_EACH] [TARGET ...]     targets: hub messagepack negotiate handshake config (default: all, 60 s each)
 # Each protocol harness is compiled together with the module's sources (swiftc -sanitize=fuzzer,address) and
 # started from Fuzz/seeds/<target> (protocol vectors). The config harness needs Yams and the Relay module, so
 # SwiftPM builds it (ALLOWANCE_FUZZ=1 adds its target; .build-fuzz, release, the first build takes minutes) and
@@ -13,7 +13,7 @@ repo=$(dirname "$here")
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hub negotiate handshake config)
+[ ${#targets[@]} -gt 0 ] || targets=(hub messagepack negotiate handshake config)
 failed=0
 for t in "${targets[@]}"; do
   out="$repo/.build/fuzz/$t"

@@ -345,7 +345,9 @@ enum SimMessagePackProtocol {
         case .string(let s): .string(s)
         case .binary(let b): .string(Data(b).base64EncodedString())
         case .array(let items): .array(items.map(json))
-        case .map(let pairs): .object(pairs.map { (k, v) in (json(k).stringValue ?? "\(json(k))", json(v)) })
+        case .map(let pairs):
+            // Keys that are not strings are named by their kind only: a client's nested keys must not be rendered.
+            .object(pairs.map { (k, v) in (json(k).stringValue ?? (k == .nil_ ? "null" : "\(k)".prefix(40).description), json(v)) })
         case .timestamp(let d): .string(d.formatted(.iso8601))
         case .ext: .null
         }

@@ -1,4 +1,3 @@
-import Core
 import Foundation
 
 /// MessagePack (msgpack.org's spec), the part the hub protocol needs: the writer of what a client sends.
@@ -277,7 +276,8 @@ public struct MessagePackReader {
 
     /// One whole value as the JSON the hub protocol's arguments are elsewhere: integers and floats as numbers,
     /// binary as base64 text (as System.Text.Json writes bytes), a timestamp as ISO-8601 UTC text, map keys that
-    /// are not strings as their JSON text. nil when the value is cut short, nested too deep, or of an unknown kind.
+    /// are numbers, booleans or nil as their JSON text. nil when the value is cut short, nested too deep, of an
+    /// unknown kind, or a map keyed by a map or an array.
     public mutating func readValue(depth: Int = 0) -> JSONValue? {
         let start = position
         guard depth < Self.maxDepth, let b = peek else { return nil }
@@ -287,7 +287,8 @@ public struct MessagePackReader {
         if let v = readLargeUnsigned() { return .number(String(v)) }
         if b == 0xCA || b == 0xCB, let v = readDouble() {
             guard v.isFinite else { return .string(v.isNaN ? "NaN" : v > 0 ? "Infinity" : "-Infinity") }
-            return .number(b == 0xCA ? "\(Float(v))" : "\(v)")
+            // The float32's exact value (as a double's shortest text): Float's own shortest text names another double.
+            return .number("\(v)")
         }
         if let v = readString() { return .string(v) }
         if let v = readBinary() { return .string(Data(v).base64EncodedString()) }
@@ -312,7 +313,16 @@ public struct MessagePackReader {
                     position = start
                     return nil
                 }
-                let name = if case .string(let s) = key { s } else { key.serialized }
+                // A key that is not a string is named by its JSON text if it is a scalar; a map or an array as a key
+                // (no .NET type reads one) is refused: its text would double at each level of nesting.
+                let name: String
+                switch key {
+                case .string(let s): name = s
+                case .number, .bool, .null: name = key.serialized
+                case .array, .object:
+                    position = start
+                    return nil
+                }
                 members.append((name, value))
             }
             return .object(members)

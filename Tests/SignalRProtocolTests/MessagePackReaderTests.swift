@@ -101,6 +101,21 @@ import Testing
         }
     }
 
+    /// Found by the fuzzer (Fuzz/harnesses/messagepack.swift): maps keyed by maps keyed by maps... Each key's text
+    /// holds the escaped text of the one below, doubling at each level; such keys are refused instead.
+    @Test func mapsKeyedByMapsAreRefusedQuickly() {
+        let nested = [UInt8](repeating: 0x81, count: 60) + [UInt8](repeating: 0xC0, count: 61)
+        #expect(value(nested) == nil)
+        #expect(value([0x81, 0x91, 0x01, 0x02]) == nil, "an array as a key")
+        #expect(value([0x81, 0xC3, 0x02]) == .object([("true", .number("2"))]))
+    }
+
+    /// Found by the fuzzer: a float32 written as Float's shortest text, read back as a double, is another number
+    /// (about -5.08969e+07 instead of -50896896); its exact value is written instead.
+    @Test func aFloat32KeepsItsExactValue() {
+        #expect(value([0xCA, 0xCC, 0x42, 0x28, 0x00]) == .number("-50896896.0"))
+    }
+
     @Test func invalidUTF8IsNotAString() {
         ([0xA2, 0xC3, 0x28] as [UInt8]).withUnsafeBytes { raw in
             var r = MessagePackReader(raw)
