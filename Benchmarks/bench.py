@@ -271,7 +271,10 @@ class Bench:
             "floor (raw libwebsockets, C)": [str(self.floor), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
                                              count],
             "allowance-relay SignalR client": [str(self.bin / "allowance-bench-client"), base, TOKEN, count],
+            "allowance-relay SignalR client, MessagePack": [str(self.bin / "allowance-bench-client"), base, TOKEN, count],
             "pysignalr 1.3.3": [self.python, str(ROOT / "Benchmarks/peers/pysignalr_count.py"), base, TOKEN, count],
+            "pysignalr 1.3.3, MessagePack": [self.python, str(ROOT / "Benchmarks/peers/pysignalr_count.py"), base, TOKEN, count,
+                                             "messagepack"],
             "signalrcore 1.0.2": [self.python, str(ROOT / "Benchmarks/peers/signalrcore_count.py"), base, TOKEN, count],
         }
 
@@ -296,9 +299,11 @@ rules:
 """)
         return cfg, d / "relay.sqlite"
 
-    def start_relay(self, sim, name, sink_url, listen=None, log_level=None, log_format=None):
+    def start_relay(self, sim, name, sink_url, listen=None, log_level=None, log_format=None, transport=None):
         cfg, db = self.relay_config(name, sink_url, listen)
         env = {"ALLOWANCE_RELAY_SERVER_URL": sim.url, "ALLOWANCE_RELAY_SERVER_TOKEN": TOKEN}
+        if transport:
+            env["ALLOWANCE_RELAY_SERVER_TRANSPORTS"] = transport
         if log_level:
             env["ALLOWANCE_RELAY_LOG_LEVEL"] = log_level
         if log_format:
@@ -307,11 +312,11 @@ rules:
         return relay, db
 
     @contextlib.contextmanager
-    def relay_to_receiver(self, sim, name, settle=True, **log):
+    def relay_to_receiver(self, sim, name, settle=True, **options):
         """A relay with one webhook sink pointing at a fresh Receiver, connected and caught up (and, with `settle`,
         left a moment to go quiet); both stopped afterwards."""
         receiver = Receiver()
-        relay, db = self.start_relay(sim, name, receiver.url, **log)
+        relay, db = self.start_relay(sim, name, receiver.url, **options)
         try:
             wait_until(lambda: self.ready(db), 60, "the relay to connect and catch up")
             if settle:
@@ -389,12 +394,13 @@ rules:
             relay.stop()
         for name, argv in self.clients(sim).items():
             self.log(f"throughput, {batch} per frame: {name}")
-            c = Proc(name.split()[0], argv, workdir=self.work)
+            protocol = "messagepack" if name.endswith("MessagePack") else "json"
+            c = Proc(name.split()[0], argv, workdir=self.work, env={"BENCH_PROTOCOL": protocol})
             try:
                 c.wait_line(lambda l: l == "connected", 60)
                 time.sleep(1 if self.quick else 3)
                 idle = c.status()
-                prep = sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}")
+                prep = sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}&protocol={protocol}")
                 t0 = time.monotonic()
                 sim.post("/_sim/blast/go")
                 line = c.wait_line(lambda l: l.startswith("{"), 900)
@@ -428,26 +434,32 @@ rules:
     def latency(self, sim):
         rows = {}
         # The relay logs each commit's moment (`unix_us`, debug level) on the wall clock the simulator stamps its
-        # sends with: one clock, microseconds.
-        with self.relay_to_receiver(sim, "latency", settle=False, log_level="debug", log_format="json") as (relay, db, receiver):
-            # Hub events per second; each transaction is two events (TransactionCreated and BalanceUpdated).
-            for rate, count in ((100, 50), (1000, 200)) if self.quick else ((100, 1000), (1000, 5000)):
-                self.log(f"latency: {count} transactions at {rate} hub events/s")
-                sent_before = set(sim.get("/_sim/sent-times"))
-                sim.post(f"/_sim/paced?count={count}&rate={rate / 2}")
-                sent = {k: v for k, v in sim.get("/_sim/sent-times").items() if k not in sent_before}
-                wait_until(lambda: all(k in receiver.arrivals for k in sent), 120, "every webhook")
-                webhook = [(receiver.arrivals[k] - t) * 1000 for k, t in sent.items()]
-                stored = relay.commit_times()
-                commit = [(stored[k] - t) * 1000 for k, t in sent.items() if k in stored]
-                row = {"transactions": count}
-                for label, values in (("commit_ms", commit), ("webhook_ms", webhook)):
-                    row[label] = {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values),
-                                  "n": len(values)}
-                rows[f"{rate} events/s"] = row
-                self.log(f"  hub->commit p50 {row['commit_ms']['p50']:.2f} p99 {row['commit_ms']['p99']:.2f} ms; "
-                         f"hub->webhook p50 {row['webhook_ms']['p50']:.2f} p99 {row['webhook_ms']['p99']:.2f} "
-                         f"max {row['webhook_ms']['max']:.2f} ms")
+        # sends with: one clock, microseconds. Over WebSockets at two rates, then over Server-Sent Events and Long
+        # Polling at the lower one.
+        runs = [("websockets", "", ((100, 50), (1000, 200)) if self.quick else ((100, 1000), (1000, 5000)))]
+        for transport, label in (("server_sent_events", ", Server-Sent Events"), ("long_polling", ", Long Polling")):
+            runs.append((transport, label, ((100, 50),) if self.quick else ((100, 1000),)))
+        for transport, label, paces in runs:
+            with self.relay_to_receiver(sim, f"latency-{transport}", settle=False, log_level="debug", log_format="json",
+                                        transport=transport) as (relay, db, receiver):
+                # Hub events per second; each transaction is two events (TransactionCreated and BalanceUpdated).
+                for rate, count in paces:
+                    self.log(f"latency: {count} transactions at {rate} hub events/s over {transport}")
+                    sent_before = set(sim.get("/_sim/sent-times"))
+                    sim.post(f"/_sim/paced?count={count}&rate={rate / 2}")
+                    sent = {k: v for k, v in sim.get("/_sim/sent-times").items() if k not in sent_before}
+                    wait_until(lambda: all(k in receiver.arrivals for k in sent), 120, "every webhook")
+                    webhook = [(receiver.arrivals[k] - t) * 1000 for k, t in sent.items()]
+                    stored = relay.commit_times()
+                    commit = [(stored[k] - t) * 1000 for k, t in sent.items() if k in stored]
+                    row = {"transactions": count}
+                    for key, values in (("commit_ms", commit), ("webhook_ms", webhook)):
+                        row[key] = {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values),
+                                    "n": len(values)}
+                    rows[f"{rate} events/s{label}"] = row
+                    self.log(f"  hub->commit p50 {row['commit_ms']['p50']:.2f} p99 {row['commit_ms']['p99']:.2f} ms; "
+                             f"hub->webhook p50 {row['webhook_ms']['p50']:.2f} p99 {row['webhook_ms']['p99']:.2f} "
+                             f"max {row['webhook_ms']['max']:.2f} ms")
         self.results["latency"] = rows
 
     # 5: webhooks: one sink, a receiver that answers at once ------------------------------------------------------
@@ -704,13 +716,20 @@ def report(r):
     lines += ["", f"At 20 per frame our client reaches {ours / floor:.0%} of the floor's rate; the whole pipeline "
               f"{pipeline:,.0f} events/s (each event committed to SQLite with `synchronous=FULL`, its rules run and its "
               "delivery row written).", ""]
+    mp = tp.get("allowance-relay SignalR client, MessagePack")
+    pymp = tp.get("pysignalr 1.3.3, MessagePack")
+    if mp and pymp:
+        lines += [f"With MessagePack (the simulator writing what ASP.NET Core writes: maps keyed by property names, "
+                  f"decimals as text, dates as timestamps) our client handles {mp['events_per_s']:,.0f} events/s at 20 per "
+                  f"frame ({mp['events_per_s'] / ours:.2f}x its JSON rate), pysignalr {pymp['events_per_s']:,.0f}.", ""]
     lat = r["latency"]
     lines += [
         "## 2. Latency: hub send to SQLite commit, and to the webhook receiver",
         "",
         "The relay with one webhook sink (a receiver on loopback); transactions paced by the simulator. "
         "Send times are the simulator's wall clock; commit times the relay's, logged after each commit at microseconds "
-        "(`stored N hub event(s)`, debug level); webhook times the receiver's: one clock on one machine.",
+        "(`stored N hub event(s)`, debug level); webhook times the receiver's: one clock on one machine. "
+        "Over WebSockets unless the row names Server-Sent Events or Long Polling (`server.transports`).",
         "",
     ]
     if r.get("latency_note"):

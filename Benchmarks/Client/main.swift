@@ -3,6 +3,7 @@
 // consumer counts them; nothing is stored.
 //
 //   allowance-bench-client BASE_URL TOKEN COUNT
+// BENCH_PROTOCOL=messagepack speaks MessagePack; BENCH_TRANSPORT=LongPolling (or ServerSentEvents) uses that transport.
 // Prints "connected", then {"events":N,"seconds":S} (first to last event), then stays connected until killed.
 import AllowanceAPI
 import Foundation
@@ -27,6 +28,9 @@ func say(_ line: String) {
 let failed = Atomic<Int>(0)
 var options = HubConnectionOptions()
 options.accessTokenProvider = { token }
+let environment = ProcessInfo.processInfo.environment
+if let name = environment["BENCH_PROTOCOL"], let kind = HubProtocolKind(rawValue: name) { options.hubProtocol = kind }
+if let name = environment["BENCH_TRANSPORT"], let kind = TransportKind(rawValue: name) { options.transports = [kind] }
 let connection = HubConnection(url: base.appending(path: "hubs/family"), options: options, logger: logger)
 let events = HubEventBuffer<HubEvent>(capacity: 10_000)
 await connection.on(HubEvent.decoder { _ in failed.add(1, ordering: .relaxed) }, into: events)

@@ -2,6 +2,7 @@
 #define CLIBWEBSOCKETS_SHIM_H
 
 #include <libwebsockets.h>
+#include <openssl/x509v3.h>
 #include <sys/ioctl.h>
 
 // Macros and variadic functions Swift cannot import, wrapped as plain functions.
@@ -22,5 +23,20 @@ static inline void clws_set_log(int levels, void (*emit)(int level, const char *
     lws_set_log_level(levels, emit);
 }
 
+
+/// The one TLS name policy of every transport (see CCurl's shim): a server's leaf certificate without a
+/// subjectAltName is refused (1), with X509_V_ERR_APPLICATION_VERIFICATION; anything else is left to OpenSSL (0).
+/// For LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION, whose `user` is the X509_STORE_CTX.
+static inline int clws_refuse_without_subject_alt_name(void *x509_ctx) {
+    X509_STORE_CTX *ctx = (X509_STORE_CTX *)x509_ctx;
+    if (X509_STORE_CTX_get_error_depth(ctx) != 0) return 0;
+    GENERAL_NAMES *names = X509_get_ext_d2i(X509_STORE_CTX_get_current_cert(ctx), NID_subject_alt_name, NULL, NULL);
+    if (names == NULL) {
+        X509_STORE_CTX_set_error(ctx, X509_V_ERR_APPLICATION_VERIFICATION);
+        return 1;
+    }
+    GENERAL_NAMES_free(names);
+    return 0;
+}
 
 #endif

@@ -207,8 +207,10 @@ final class CurlEngine: @unchecked Sendable {
             configureHTTP(t, handle, context: context)
         }
         switch r.trust {
-        case .system: break
-        case .caFile(let path): ccurl_set_string(handle, CURLOPT_CAINFO, path)
+        case .system: ccurl_require_subject_alt_name(handle)
+        case .caFile(let path):
+            ccurl_set_string(handle, CURLOPT_CAINFO, path)
+            ccurl_require_subject_alt_name(handle)
         case .insecure:
             ccurl_set_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
             ccurl_set_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
@@ -237,6 +239,14 @@ final class CurlEngine: @unchecked Sendable {
             ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
         }
+        // The proxy as every transport decides it (ProxyPolicy), not as curl alone would read the environment; through a
+        // CONNECT tunnel whatever the scheme, as libwebsockets does.
+        if let proxy = r.proxy.proxy(for: r.url) {
+            ccurl_set_string(handle, CURLOPT_PROXY, proxy.url)
+            ccurl_set_long(handle, CURLOPT_HTTPPROXYTUNNEL, 1)
+        } else {
+            ccurl_set_string(handle, CURLOPT_PROXY, "")
+        }
         // "Expect:" off: curl would otherwise wait for a 100 Continue before sending a body over 1 KiB.
         var list: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Expect:")
         for (name, value) in r.headers { list = curl_slist_append(list, "\(name): \(value)") }
@@ -261,6 +271,9 @@ final class CurlEngine: @unchecked Sendable {
                 case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM: .tls
                 default: .failed
                 }
+            if code == CURLE_PEER_FAILED_VERIFICATION, reason.contains("application verification failure") {
+                return .failure(HTTPError(.tls, TLSAdvice.commonNameOnly(host)))
+            }
             let what = kind == .timedOut ? "no answer from \(host) within \(t.request.timeout)" : "\(host): \(reason)"
             return .failure(HTTPError(kind, what))
         }
@@ -361,8 +374,9 @@ private func onHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count
 /// A streamed answer's status, once, to its reader.
 private func deliverHead(_ t: Transfer, _ stream: HTTPBodyStream) {
     guard !t.headDelivered, let handle = t.handle else { return }
-    t.headDelivered = true
     var status = 0
     ccurl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
+    guard status != 0 else { return }  // the head of a proxy's CONNECT answer, not the server's
+    t.headDelivered = true
     stream.head(status)
 }

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import Synchronization
 
@@ -40,6 +41,8 @@ public struct HTTPRequest: Sendable {
     /// network cut killed without anyone knowing (negotiate after a reconnect).
     public var freshConnection = false
 
+    /// Which proxy the request goes through (a CONNECT tunnel), if any: the process's environment by default.
+    public var proxy: ProxyPolicy = .environment
     /// Set: the body goes here as it arrives (a long-lived answer: Server-Sent Events) instead of into
     /// `HTTPResponse.body`; `timeout` then bounds the connect only, and `maxResponseBytes` does not apply.
     public var stream: HTTPBodyStream?

@@ -22,12 +22,14 @@ extension HubSimulator {
     func blastRoutes() -> RouteCollection<BasicRequestContext> {
         let sim = RouteCollection(context: BasicRequestContext.self)
         // Records `count` transactions in the family (the REST API lists them) and encodes their two hub events
-        // each into frames of `batch` messages. Nothing is sent: `go` sends. Without `go`, they are the
+        // each into frames of `batch` messages (`protocol=messagepack`: MessagePack's). Nothing is sent: `go` sends. Without `go`, they are the
         // transactions a relay that was down has missed.
         sim.post("blast/prepare") { request, _ in
             let q = request.uri.queryParameters
             let count = Int(q["count"].map(String.init) ?? "") ?? 1000
             let batch = max(1, Int(q["batch"].map(String.init) ?? "") ?? 20)
+            // The protocol the clients of this blast speak (the frames go out as they are).
+            let messagePack = q["protocol"] == "messagepack"
             var frames: [[UInt8]] = []
             var frame: [UInt8] = []
             var inFrame = 0
@@ -37,7 +39,7 @@ extension HubSimulator {
                     childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
                 else { continue }
                 for message in Self.events(t) {
-                    frame += JSONHubProtocol.encode(message)
+                    frame += messagePack ? SimMessagePackProtocol.encode(message) : JSONHubProtocol.encode(message)
                     inFrame += 1
                     if inFrame == batch {
                         frames.append(frame)

@@ -165,7 +165,8 @@ extension HubConnection {
             return WebSocketHubTransport(try await openSocket(url, wsOptions), format: format)
         case .serverSentEvents, .longPolling:
             let target = HTTPTransportTarget(
-                url: url, headers: headers, trust: options.webSocket.trust, client: options.httpClient ?? .shared, format: format)
+                url: url, headers: headers, trust: options.webSocket.trust, proxy: options.webSocket.proxy,
+                client: options.httpClient ?? .shared, format: format)
             if kind == .serverSentEvents {
                 return try await ServerSentEventsTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
             }

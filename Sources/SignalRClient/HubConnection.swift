@@ -103,7 +103,7 @@ public actor HubConnection {
         self.logger = logger
         loop = WebSocketLoop(
             name: "signalr-\(url.port ?? (url.scheme == "https" ? 443 : 80))", caFile: options.webSocket.caFile,
-            connectTimeout: options.webSocket.connectTimeout)
+            connectTimeout: options.webSocket.connectTimeout, proxy: options.webSocket.proxy.proxy(for: url))
         machine = ConnectionStateMachine(
             policies: .init(
                 start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,

@@ -94,6 +94,7 @@ struct Negotiator: Sendable {
         var request = HTTPRequest(.post, negotiateURL, timeout: options.handshakeTimeout, maxResponseBytes: options.maxNegotiateBytes)
         request.freshConnection = true
         request.trust = options.webSocket.trust
+        request.proxy = options.webSocket.proxy
         for (name, value) in options.headers { request[header: name] = value }
         request[header: "User-Agent"] = options.userAgent
         if let token { request[header: "Authorization"] = "Bearer \(token)" }

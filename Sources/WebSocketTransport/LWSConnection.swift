@@ -1,4 +1,5 @@
 import CLibWebSockets
+import Core
 import Foundation
 import Logging
 import Synchronization
@@ -24,7 +25,7 @@ final class LWSConnection: @unchecked Sendable {
 
     let inbox: WebSocketInbox
     private let shared = Mutex(Shared())
-    private let options: WebSocketOptions
+    let options: WebSocketOptions
     private let address: WebSocketAddress
     let loop: WebSocketLoop
     /// A loop made for this connection alone, shut down when it ends.
@@ -44,6 +45,8 @@ final class LWSConnection: @unchecked Sendable {
     private var peerClose: WebSocketClose?
     private var oversize = false
     private var writeBuffer: [UInt8] = []
+    /// The server's certificate was refused for naming its host in the Common Name only (the loop's TLS check).
+    var lacksSubjectAltName = false
 
     // C memory that must live as long as the wsi.
     private let cHost: UnsafeMutablePointer<CChar>
@@ -55,7 +58,11 @@ final class LWSConnection: @unchecked Sendable {
         self.address = address
         self.options = options
         ownsLoop = loop == nil
-        let loop = loop ?? WebSocketLoop(name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout)
+        let loop =
+            loop
+            ?? WebSocketLoop(
+                name: "lws-\(address.port)", caFile: options.caFile, connectTimeout: options.connectTimeout,
+                proxy: options.proxy.proxy(for: address.url))
         self.loop = loop
         cHost = strdup(address.host)
         cHostHeader = strdup(address.hostHeader)
@@ -441,6 +448,7 @@ final class LWSConnection: @unchecked Sendable {
         if lower.contains("timed out") || lower.contains("timeout") {
             return WebSocketError(.timeout, "Connecting to \(target) timed out after \(options.connectTimeout) (\(text)).")
         }
+        if lacksSubjectAltName { return WebSocketError(.tls, TLSAdvice.commonNameOnly(address.host)) }
         if lower.contains("tls") || lower.contains("ssl") || lower.contains("cert") || lower.contains("x509") {
             return WebSocketError(.tls, "TLS with \(target) failed: \(text). Check the server certificate or the CA file.")
         }

@@ -55,6 +55,8 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     private let sul: UnsafeMutableRawPointer
     private var sulDue: ContinuousClock.Instant?
     private let protocols: UnsafeMutablePointer<lws_protocols>
+    /// `[user:password@]host:port`, or empty for none (which also keeps lws from reading `http_proxy` itself).
+    private let proxyAddress: UnsafeMutablePointer<CChar>
     /// The one protocol's name, which each connection asks for.
     let protocolName = strdup("ws")!
 
@@ -62,10 +64,13 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     ///   - name: the thread's name, as `top -H` and gdb show it (at most 15 characters are kept).
     ///   - caFile: PEM file of trusted CAs for `wss://` connections on this loop; the system store when nil.
     ///   - connectTimeout: how long DNS and TCP may take for each connection (lws bounds those two).
-    public init(name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10)) {
+    ///   - proxy: the HTTP proxy this loop's connections tunnel through (CONNECT), as `ProxyPolicy` decided for their
+    ///     host; nil: directly, whatever `http_proxy` says (lws would otherwise read it alone, for every scheme).
+    public init(name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10), proxy: ProxyPolicy.Proxy? = nil) {
         LWSLog.install()
         self.name = name
         self.caFile = caFile.map { strdup($0) }
+        self.proxyAddress = strdup(proxy?.address ?? "")!
         self.connectTimeout = connectTimeout
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
@@ -80,6 +85,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
 
     deinit {
         if let caFile { free(caFile) }
+        free(proxyAddress)
         free(protocolName)
         protocols.deinitialize(count: 2)
         protocols.deallocate()
@@ -263,6 +269,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         let timeout = UInt32(clamping: max(1, connectTimeout.components.seconds))
         info.connect_timeout_secs = timeout
         info.timeout_secs = timeout
+        info.http_proxy_address = UnsafePointer(proxyAddress)
         if tls {
             info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
             if let caFile { info.client_ssl_ca_filepath = UnsafePointer(caFile) }
@@ -307,6 +314,12 @@ private func lwsCallback(
 ) -> Int32 {
     guard let wsi, reason != LWS_CALLBACK_EVENT_WAIT_CANCELLED, let raw = lws_get_opaque_user_data(wsi) else { return 0 }
     let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
+    if reason == LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION {
+        // `user` is the X509_STORE_CTX: the name must be in subjectAltName, as for every other transport.
+        guard let user, !connection.options.allowInsecureTLS, clws_refuse_without_subject_alt_name(user) != 0 else { return 0 }
+        connection.lacksSubjectAltName = true
+        return 1
+    }
     return connection.handle(wsi, reason, input, len)
 }
 

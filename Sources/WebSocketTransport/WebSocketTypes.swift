@@ -49,6 +49,8 @@ public struct WebSocketOptions: Sendable {
     public var allowInsecureTLS = false
     /// How long DNS, TCP, TLS and the upgrade together may take.
     public var connectTimeout: Duration = .seconds(10)
+    /// Which HTTP proxy a connection tunnels through, if any (a given loop's own applies instead).
+    public var proxy: ProxyPolicy = .environment
     /// WebSocket-level pings after this much silence; the connection is dropped when a second interval
     /// passes without anything from the peer. Nil: no pings (a protocol above may keep the link alive itself).
     public var pingInterval: Duration?
@@ -97,6 +99,9 @@ struct WebSocketAddress: Sendable {
     let port: Int
     /// Path and query, as sent in the request line.
     let path: String
+
+    /// The URL again, for the proxy's decision.
+    var url: URL { URL(string: "\(secure ? "wss" : "ws")://\(hostHeader)\(path)")! }
 
     /// The `Host` header: the port only when it is not the scheme's default (RFC 9110 7.2).
     var hostHeader: String {

@@ -49,11 +49,13 @@ struct HTTPTransportTarget: Sendable {
     var url: URL
     var headers: [(name: String, value: String)]
     var trust: HTTPRequest.Trust
+    var proxy: ProxyPolicy
     var client: HTTPClient
     var format: TransferFormat
 
     func request(_ method: HTTPRequest.Method, body: [UInt8] = [], timeout: Duration) -> HTTPRequest {
         var r = HTTPRequest(method, url, body: body, timeout: timeout, trust: trust)
+        r.proxy = proxy
         for (name, value) in headers { r[header: name] = value }
         return r
     }
