@@ -118,12 +118,17 @@ extension HubSimulator {
             let q = request.uri.queryParameters
             let seconds = Double(q["lifetime"].map(String.init) ?? "")
             let close = q["closeOnExpiry"] == "true"
+            // ASP.NET Core 11's EnableAuthenticationRefresh: negotiate reports the token's lifetime and
+            // `POST /hubs/family/refresh?id=` takes a fresh token for a live connection.
+            let refresh = q["refresh"] == "true"
             self.faults.withLock { f in
                 f.tokenLifetime = seconds.map { .milliseconds(Int($0 * 1000)) }
                 f.closeOnTokenExpiry = close
+                f.authRefresh = refresh
             }
-            self.logger.notice("fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")")
-            return self.json(200, ["closeOnExpiry": .bool(close)])
+            self.logger.notice(
+                "fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")\(refresh ? ", refresh offered" : "")")
+            return self.json(200, ["closeOnExpiry": .bool(close), "refresh": .bool(refresh)])
         }
         // The backend restored from an older backup: only the family's first `keep` transactions survive, and each
         // child's balance is what it was after its last surviving one. Nothing is broadcast (a restore is silent).
@@ -228,6 +233,7 @@ extension HubSimulator {
                 ("childrenRequests", .number(String(self.childrenRequests.load(ordering: .relaxed)))),
                 ("webhooksReceived", .number(String(self.webhooks.load(ordering: .relaxed)))),
                 ("reattachments", .number(String(await self.hub.reattachments))),
+                ("refreshes", .number(String(self.refreshes.load(ordering: .relaxed)))),
                 ("clients", .array(clients.map { c in
                     let s = c.snapshot
                     return .object([

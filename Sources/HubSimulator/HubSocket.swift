@@ -62,7 +62,9 @@ extension HubSimulator {
                 logger.warning("client timed out", metadata: ["connectionId": "\(client.connectionId)"])
                 return
             }
-            if mustCloseForExpiry(bearer) {
+            // The token the connection was last authenticated with: a refresh replaces the one it opened with.
+            let current = connectionBearers.withLock { $0[client.token] } ?? bearer
+            if mustCloseForExpiry(current) {
                 logger.notice("ending a connection: its access token expired", metadata: ["connectionId": "\(client.connectionId)"])
                 return
             }

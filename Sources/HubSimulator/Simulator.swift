@@ -53,7 +53,11 @@ public final class HubSimulator: Sendable {
     let webhooks = Atomic<Int>(0)
     /// `GET /api/v1/children`: every catch-up starts with one.
     let childrenRequests = Atomic<Int>(0)
+    /// Successful authentication refreshes.
+    let refreshes = Atomic<Int>(0)
     let blast = BlastState()
+    /// The token each connection was last authenticated with (at negotiate, or by a refresh), by connection token.
+    let connectionBearers = Mutex<[String: String]>([:])
     /// Connections over Server-Sent Events or Long Polling, by connection token.
     let httpLinks = Mutex<[String: HTTPLink]>([:])
 
@@ -68,6 +72,8 @@ public final class HubSimulator: Sendable {
         /// End a hub connection once the token it was opened with expires (ASP.NET Core's
         /// `CloseOnAuthenticationExpiration`): the transport just ends, the client reconnects with a new token.
         var closeOnTokenExpiry = false
+        /// Authentication refresh offered (`POST /_sim/tokens?refresh=true`).
+        var authRefresh = false
         /// A server that returns at most this many transactions per page, whatever `limit` asked.
         var pageCap: Int?
         /// "ok"; "ignore-offset": every page is the first one; "endless": every page is new transactions.
@@ -320,13 +326,17 @@ public final class HubSimulator: Sendable {
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
             let version = Int(request.uri.queryParameters["negotiateVersion"].map(String.init) ?? "") ?? 0
             let stateful = request.uri.queryParameters["useStatefulReconnect"] == "true"
-            let offered = self.faults.withLock { $0.transports }
-            let c = await self.hub.negotiate(version: version, stateful: stateful, transports: offered)
+            let (offered, refresh) = self.faults.withLock { ($0.transports, $0.authRefresh) }
+            var c = await self.hub.negotiate(version: version, stateful: stateful, transports: offered)
+            let bearer = self.bearer(request)
+            if let token = c.connectionToken, let bearer { self.connectionBearers.withLock { $0[token] = bearer } }
+            if refresh, c.connectionToken != nil { c.tokenLifetimeSeconds = self.lifetimeSeconds(of: bearer) }
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
         }
         httpTransportRoutes(router)
+        refreshRoute(router)
         router.addRoutes(faultSwitches(), atPath: "_sim")
         router.addRoutes(blastRoutes(), atPath: "_sim")
         return router
@@ -360,6 +370,30 @@ public final class HubSimulator: Sendable {
     /// The connection opened with `token` must end now (the token expired and the switch says so).
     func mustCloseForExpiry(_ token: String?) -> Bool {
         faults.withLock { $0.closeOnTokenExpiry } && !isValid(token)
+    }
+
+    /// Whole seconds a login token has left; nil for the configured token, which does not expire.
+    func lifetimeSeconds(of token: String?) -> Int? {
+        guard let token, let expiry = tokens.withLock({ $0[token] }) else { return nil }
+        return max(0, Int((expiry - .now).components.seconds))
+    }
+
+    /// `POST /hubs/family/refresh?id=`: a fresh token for a live connection (only while refresh is offered; a server
+    /// without it has no such endpoint). Errors come as `{"error": ...}`, as ASP.NET Core writes them.
+    func refreshRoute(_ router: Router<BasicRequestContext>) {
+        router.post("hubs/family/refresh") { request, _ in
+            guard self.faults.withLock({ $0.authRefresh }) else { return Response(status: .notFound) }
+            guard let id = request.uri.queryParameters["id"].map(String.init), self.connectionBearers.withLock({ $0[id] }) != nil else {
+                return self.json(404, ["error": "No Connection with that ID"])
+            }
+            let bearer = self.bearer(request)
+            guard self.isValid(bearer), let bearer else { return self.json(401, ["error": "The refresh request is not authenticated."]) }
+            self.connectionBearers.withLock { $0[id] = bearer }
+            self.refreshes.add(1, ordering: .relaxed)
+            self.logger.info("refreshed a connection's token")
+            let lifetime = self.lifetimeSeconds(of: bearer)
+            return self.json(200, .object(lifetime.map { [("tokenLifetimeSeconds", .number(String($0)))] } ?? []))
+        }
     }
 
     /// The "refuse" fault switch is on.

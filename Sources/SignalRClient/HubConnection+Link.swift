@@ -128,6 +128,7 @@ extension HubConnection {
             reattachTarget = stateful ? negotiated : nil
             connectionId = negotiated.connectionId
             try attach(transport, leftover: leftover)
+            scheduleAuthenticationRefresh(negotiated)
             logger.info(
                 "connected",
                 metadata: [
@@ -154,19 +155,22 @@ extension HubConnection {
 
     /// Opens `kind` for the negotiated connection, with the headers every request carries.
     func open(_ kind: TransportKind, _ negotiated: Negotiated) async throws(HubConnectionError) -> any HubTransport {
-        var headers = options.headers + [("User-Agent", options.userAgent)]
-        if let t = negotiated.accessToken, !options.accessTokenInQuery { headers.append(("Authorization", "Bearer \(t)")) }
+        let headers = options.headers + [("User-Agent", options.userAgent)]
+        let bearer = options.accessTokenInQuery ? nil : negotiated.accessToken
         let url = negotiated.transportURL(kind, tokenInQuery: options.accessTokenInQuery)
         let format = options.hubProtocol.transferFormat
         switch kind {
         case .webSockets:
+            // The upgrade is authenticated once; a refresh reaches the server through /refresh.
             var wsOptions = options.webSocket
-            wsOptions.headers = headers
+            wsOptions.headers = headers + (bearer.map { [("Authorization", "Bearer \($0)")] } ?? [])
             return WebSocketHubTransport(try await openSocket(url, wsOptions), format: format)
         case .serverSentEvents, .longPolling:
+            let token = BearerToken(bearer)
+            bearerInUse = options.accessTokenInQuery ? nil : token
             let target = HTTPTransportTarget(
-                url: url, headers: headers, trust: options.webSocket.trust, proxy: options.webSocket.proxy,
-                client: options.httpClient ?? .shared, format: format)
+                url: url, headers: headers, bearer: options.accessTokenInQuery ? nil : token, trust: options.webSocket.trust,
+                proxy: options.webSocket.proxy, client: options.httpClient ?? .shared, format: format)
             if kind == .serverSentEvents {
                 return try await ServerSentEventsTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
             }
@@ -299,6 +303,9 @@ extension HubConnection {
         pending = [:]
         stateful = nil
         reattachTarget = nil
+        authRefreshTask?.cancel()
+        authRefreshTask = nil
+        refreshTarget = nil
         ackTask?.cancel()
         ackTask = nil
         let waiters = sendSpaceWaiters

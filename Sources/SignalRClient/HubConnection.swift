@@ -63,6 +63,11 @@ public actor HubConnection {
     /// The negotiated connection a re-attach opens again (WebSockets only).
     var reattachTarget: Negotiated?
     var ackTask: Task<Void, Never>?
+    /// Authentication refresh: where (`{hub}/refresh?id=`) and the timer of the next one, while the server offers it.
+    var refreshTarget: URL?
+    /// The token the live HTTP transport's polls and sends carry, which a refresh replaces.
+    var bearerInUse: BearerToken?
+    var authRefreshTask: Task<Void, Never>?
     var sendSpaceWaiters: [CheckedContinuation<Void, Never>] = []
     let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     /// The handler jobs of the frame being processed, handed to the dispatcher together at its end: one hand-over

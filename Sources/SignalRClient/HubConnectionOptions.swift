@@ -20,6 +20,11 @@ public struct HubConnectionOptions: Sendable {
     /// The transports the client may use, in its order of preference; only those the server offers are tried, the
     /// next after one that fails to start (as the official clients fall back).
     public var transports: [TransportKind] = TransportKind.allCases
+    /// Refresh the token on the live connection before it expires, where the server offers it (ASP.NET Core 11: its
+    /// negotiate answer reports the token's lifetime); elsewhere a new token is taken at the next connect.
+    public var authenticationRefresh = true
+    /// How long before the token expires it is refreshed (one that lives less than this: halfway).
+    public var refreshBeforeExpiration: Duration = .seconds(300)
     /// Go straight to the WebSocket (WebSockets only; no connection id, no stateful reconnect, not for Azure).
     public var skipNegotiation = false
     public var handshakeTimeout: Duration = .seconds(15)

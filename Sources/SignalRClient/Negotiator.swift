@@ -16,6 +16,8 @@ struct Negotiated: Sendable {
     var statefulReconnect = false
     /// What the server offers; empty when it did not say (negotiation skipped, an old server): WebSockets.
     var offered: [NegotiateResponse.Transport] = []
+    /// The token's lifetime, from a server that offers authentication refresh.
+    var tokenLifetime: Duration?
 
     /// The transports to try, in the client's order of preference: offered by the server (a transport it did not
     /// list is never tried), allowed by the client, able to carry `format`. `skipped` says why the others were not.
@@ -67,7 +69,8 @@ struct Negotiator: Sendable {
             case .connection(let c):
                 return Negotiated(
                     url: url, socketId: c.socketId, connectionId: c.connectionId, accessToken: token,
-                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect, offered: c.availableTransports)
+                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect, offered: c.availableTransports,
+                    tokenLifetime: c.tokenLifetimeSeconds.map { .seconds(max(0, $0)) })
             case .redirect(let next, let newToken):
                 guard let nextURL = URL(string: next) else {
                     throw HubConnectionError(.negotiateFailed, "The server redirected negotiate to an invalid URL.")
@@ -137,6 +140,17 @@ struct Negotiator: Sendable {
         items.append(URLQueryItem(name: "negotiateVersion", value: "1"))
         if stateful { items.append(URLQueryItem(name: "useStatefulReconnect", value: "true")) }
         c.queryItems = items
+        return c.url!
+    }
+
+    /// `{hub}/refresh?id=<token>`: `/refresh` on the path as `/negotiate` is, the original query kept.
+    static func refreshURL(_ url: URL, id: String) -> URL {
+        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        var path = c.percentEncodedPath
+        if path.hasSuffix("/") { path.removeLast() }
+        c.percentEncodedPath = path + "/refresh"
+        c.queryItems = (c.queryItems ?? []) + [URLQueryItem(name: "id", value: id)]
+        c.percentEncodedQuery = c.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
         return c.url!
     }
 

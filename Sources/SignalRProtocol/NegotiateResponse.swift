@@ -12,11 +12,15 @@ public enum NegotiateResponse: Sendable, Equatable {
         public var negotiateVersion: Int
         public var availableTransports: [Transport]
         public var useStatefulReconnect: Bool
+        /// ASP.NET Core 11, with authentication refresh on: how long the token negotiate was given lives (the
+        /// client refreshes it before then with `POST {hub}/refresh?id=`).
+        public var tokenLifetimeSeconds: Int?
 
         public init(
             connectionId: String, connectionToken: String? = nil, negotiateVersion: Int = 0,
-            availableTransports: [Transport] = [], useStatefulReconnect: Bool = false
+            availableTransports: [Transport] = [], useStatefulReconnect: Bool = false, tokenLifetimeSeconds: Int? = nil
         ) {
+            self.tokenLifetimeSeconds = tokenLifetimeSeconds
             self.connectionId = connectionId
             self.connectionToken = connectionToken
             self.negotiateVersion = negotiateVersion
@@ -52,6 +56,7 @@ public enum NegotiateResponse: Sendable, Equatable {
         var error: String?
         var transports: [Transport]?
         var stateful = false
+        var lifetime: Int?
         for (key, value) in members {
             switch key {
             case "url":
@@ -78,6 +83,9 @@ public enum NegotiateResponse: Sendable, Equatable {
             case "useStatefulReconnect":
                 guard case .bool(let b) = value else { throw .expected("useStatefulReconnect", "Boolean") }
                 stateful = b
+            case "tokenLifetimeSeconds":
+                guard case .number = value, let v = value.intValue else { throw .expected("tokenLifetimeSeconds", "Number") }
+                lifetime = v
             case "ProtocolVersion":
                 throw HubProtocolError(classicServerMessage)
             default: break
@@ -90,7 +98,7 @@ public enum NegotiateResponse: Sendable, Equatable {
         return .connection(
             Connection(
                 connectionId: connectionId, connectionToken: connectionToken, negotiateVersion: version,
-                availableTransports: transports ?? [], useStatefulReconnect: stateful))
+                availableTransports: transports ?? [], useStatefulReconnect: stateful, tokenLifetimeSeconds: lifetime))
     }
 
     private static func transport(_ value: JSONValue) throws(HubProtocolError) -> Transport {
@@ -121,6 +129,7 @@ public enum NegotiateResponse: Sendable, Equatable {
         ]
         if let t = c.connectionToken { members.append(("connectionToken", .string(t))) }
         if c.useStatefulReconnect { members.append(("useStatefulReconnect", true)) }
+        if let lifetime = c.tokenLifetimeSeconds { members.append(("tokenLifetimeSeconds", .number(String(lifetime)))) }
         members.append(
             ("availableTransports", .array(c.availableTransports.map {
                 .object([("transport", .string($0.transport)), ("transferFormats", .array($0.transferFormats.map { .string($0) }))])

@@ -43,11 +43,22 @@ final class WebSocketHubTransport: HubTransport {
     func close() async { await socket.close() }
 }
 
+/// The bearer token an HTTP transport's requests carry: the one the connection opened with, until an authentication
+/// refresh replaces it (a poll or a send after the old one expired would be refused).
+final class BearerToken: Sendable {
+    private let value: Mutex<String?>
+    init(_ token: String?) { value = Mutex(token) }
+    var current: String? { value.withLock { $0 } }
+    func replace(with token: String?) { value.withLock { $0 = token } }
+}
+
 /// Where an HTTP transport (Server-Sent Events, Long Polling) sends and reads: `{base}?id=<token>`, with the same
-/// headers on every request (the bearer token, the user agent, the caller's own).
+/// headers on every request (the bearer token as it is now, the user agent, the caller's own).
 struct HTTPTransportTarget: Sendable {
     var url: URL
     var headers: [(name: String, value: String)]
+    /// nil when the token goes in the URL instead (`access_token=`).
+    var bearer: BearerToken?
     var trust: HTTPRequest.Trust
     var proxy: ProxyPolicy
     var client: HTTPClient
@@ -57,6 +68,7 @@ struct HTTPTransportTarget: Sendable {
         var r = HTTPRequest(method, url, body: body, timeout: timeout, trust: trust)
         r.proxy = proxy
         for (name, value) in headers { r[header: name] = value }
+        if let token = bearer?.current { r[header: "Authorization"] = "Bearer \(token)" }
         return r
     }
 

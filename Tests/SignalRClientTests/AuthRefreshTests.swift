@@ -1,0 +1,90 @@
+import Foundation
+@testable import SignalRClient
+import SignalRProtocol
+import Testing
+import TestSupport
+
+/// Authentication refresh (ASP.NET Core 11) against the simulator, whose login tokens are made to live 2 s and whose
+/// connections end when their token expires (CloseOnAuthenticationExpiration).
+@Suite(.serialized, .timeLimit(.minutes(2))) struct AuthRefreshTests {
+    /// A token source that signs in afresh each time it is asked, as the relay's does.
+    static func login(_ base: URL, _ asked: Collector<String>) -> HubConnectionOptions {
+        options {
+            $0.accessTokenProvider = {
+                let answer = try await call(base, "POST", "/api/v1/auth/login", body: #"{"email":"parent@example.com","password":"allowance"}"#, token: nil)
+                let token = answer["token"]?.stringValue ?? ""
+                asked.append(token)
+                return token
+            }
+            $0.reconnectPolicy = DefaultRetryPolicy(delays: [.milliseconds(100), .milliseconds(100)])
+        }
+    }
+
+    @Test(arguments: [TransportKind.webSockets, .longPolling])
+    func aServerThatOffersRefreshKeepsTheConnection(_ transport: TransportKind) async throws {
+        try await withSimulator { base in
+            try await call(base, "POST", "/_sim/tokens?lifetime=2&closeOnExpiry=true&refresh=true")
+            let asked = Collector<String>()
+            var o = Self.login(base, asked)
+            o.transports = [transport]
+            let connection = HubConnection(url: hubURL(base), options: o, logger: quietLogger())
+            let events = await connection.events()
+            let lost = Collector<HubConnectionEvent>()
+            let watcher = Task { for await e in events { if case .reconnecting = e { lost.append(e) } } }
+            defer { watcher.cancel() }
+            try await connection.start()
+            let id = await connection.connectionId
+            // Three lifetimes: each token is replaced halfway through its 2 s.
+            try await Task.sleep(for: .seconds(5))
+            let balances = Collector<Decimal>()
+            await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            try await call(base, "POST", "/_sim/burst?count=1")
+            #expect(await balances.wait(for: 1).count == 1, "events still flow on the first connection")
+            #expect(lost.values.isEmpty, "no reconnect: \(lost.values)")
+            #expect(await connection.connectionId == id)
+            let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
+            #expect(refreshes >= 3, "a refresh about every second: \(refreshes)")
+            #expect(Set(asked.values).count == asked.values.count, "a new token each time")
+            await connection.stop()
+        }
+    }
+
+    /// Without the endpoint (an older server, or refresh off), today's behaviour: the server ends the connection when
+    /// the token expires, and the reconnect takes a new token.
+    @Test func aServerWithoutRefreshEndsTheConnectionAndTheReconnectTakesANewToken() async throws {
+        try await withSimulator { base in
+            try await call(base, "POST", "/_sim/tokens?lifetime=2&closeOnExpiry=true")
+            let asked = Collector<String>()
+            let connection = HubConnection(url: hubURL(base), options: Self.login(base, asked), logger: quietLogger())
+            let events = await connection.events()
+            try await connection.start()
+            let id = await connection.connectionId
+            let back = await waitForEvent(events, timeout: .seconds(10)) { if case .reconnected = $0 { true } else { false } }
+            #expect(back != nil)
+            #expect(await connection.connectionId != id)
+            #expect(asked.values.count >= 2)
+            await #expect(throws: HubConnectionError.self) { try await connection.refreshAuthentication() }
+            await connection.stop()
+        }
+    }
+
+    @Test func refreshComesBeforeExpiryOrHalfway() {
+        #expect(HubConnection.refreshDelay(lifetime: .seconds(3600), before: .seconds(300)) == .seconds(3300))
+        #expect(HubConnection.refreshDelay(lifetime: .seconds(120), before: .seconds(300)) == .seconds(60))
+    }
+
+    @Test func theRefreshURLKeepsTheHubsQuery() {
+        #expect(
+            Negotiator.refreshURL(URL(string: "https://h/hubs/family?tenant=a")!, id: "t+1").absoluteString
+                == "https://h/hubs/family/refresh?tenant=a&id=t%2B1")
+    }
+
+    @Test func negotiateReportsTheTokenLifetime() throws {
+        let answer = try NegotiateResponse.decode(Array(#"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","tokenLifetimeSeconds":900}"#.utf8))
+        guard case .connection(let c) = answer else { Issue.record("\(answer)"); return }
+        #expect(c.tokenLifetimeSeconds == 900)
+        #expect(throws: HubProtocolError.self) {
+            try NegotiateResponse.decode(Array(#"{"connectionId":"c","tokenLifetimeSeconds":"soon"}"#.utf8))
+        }
+    }
+}
