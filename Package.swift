@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // Already there through Hummingbird; named because the simulator and its tests use NIOCore's types.
@@ -70,7 +71,11 @@ let package = Package(
         // No allowance words here: it is a library others could use.
         .target(
             name: "SignalRClient",
-            dependencies: ["Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+            ]
         ),
         // The Allowance Tracker domain: models, money, hub event decoding, the REST client and its tokens.
         .target(
@@ -192,7 +197,9 @@ let package = Package(
         .testTarget(
             name: "SignalRClientTests",
             dependencies: [
-                "SignalRClient", "SignalRProtocol", "WebSocketTransport", "HubSimulator", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
+                "SignalRClient", "SignalRProtocol", "WebSocketTransport", "HubSimulator", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"), .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "SignalRProtocol", "TestSupport"]),

@@ -125,6 +125,9 @@ extension HubSimulator {
             outcome = .void
         case "Hang":
             return  // never answers: lets tests see pending invocations fail when the link drops
+        case "Headers":
+            // The invocation's own headers, as the server received them (trace context, for one).
+            outcome = .result(.object(inv.headers.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
         case "GetConnectionId":
             outcome = .result(.string(client.connectionId))
         case "Silence":

@@ -32,17 +32,25 @@ extension HubConnection {
     public func invoke(_ target: String, _ arguments: [JSONValue] = []) async throws -> JSONValue? {
         await waitForSendSpace()
         let id = newInvocationId()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
-                do {
-                    try write(.invocation(.init(invocationId: id, target: target, arguments: arguments)))
-                    pending[id] = .invocation(target: target, c)
-                } catch {
-                    c.resume(throwing: error)
+        let (span, headers) = invocationSpan(target)
+        do {
+            let result = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
+                    do {
+                        try write(.invocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers)))
+                        pending[id] = .invocation(target: target, c)
+                    } catch {
+                        c.resume(throwing: error)
+                    }
                 }
+            } onCancel: {
+                Task { await self.cancelInvocation(id) }
             }
-        } onCancel: {
-            Task { await self.cancelInvocation(id) }
+            span.end(failing: nil)
+            return result
+        } catch {
+            span.end(failing: error)
+            throw error
         }
     }
 
@@ -55,20 +63,36 @@ extension HubConnection {
     /// Sends an invocation without waiting for (or getting) a Completion.
     public func send(_ target: String, _ arguments: [JSONValue] = []) async throws(HubConnectionError) {
         await waitForSendSpace()
-        try write(.invocation(.init(target: target, arguments: arguments)))
+        let (span, headers) = invocationSpan(target)
+        do {
+            try write(.invocation(.init(target: target, arguments: arguments, headers: headers)))
+            span.end(failing: nil)
+        } catch {
+            span.end(failing: error)
+            throw error
+        }
     }
 
     /// Starts a server-to-client stream. Ending the iteration early sends CancelInvocation.
     public func stream(_ target: String, _ arguments: [JSONValue] = []) -> AsyncThrowingStream<JSONValue, any Error> {
         let id = newInvocationId()
         let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+        let (span, headers) = invocationSpan(target)
         do {
-            try write(.streamInvocation(.init(invocationId: id, target: target, arguments: arguments)))
+            try write(.streamInvocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers)))
             pending[id] = .stream(target: target, continuation)
+            // The span lasts as long as the stream.
             continuation.onTermination = { [weak self] reason in
-                if case .cancelled = reason { Task { await self?.cancelStream(id) } }
+                switch reason {
+                case .finished(let error): span.end(failing: error)
+                case .cancelled:
+                    span.end(failing: nil)
+                    Task { await self?.cancelStream(id) }
+                @unknown default: span.end(failing: nil)
+                }
             }
         } catch {
+            span.end(failing: error)
             continuation.finish(throwing: error)
         }
         return stream

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTransport
 import Logging
 import SignalRProtocol
+import Tracing
 import WebSocketTransport
 
 // The link: start and stop, negotiate, the WebSocket and the handshake, keep-alive and server timeout, the end
@@ -97,7 +98,18 @@ extension HubConnection {
     /// are tried in turn, as the official clients do: one that fails to start leads to the next, after a fresh
     /// negotiate (a connection token serves one attempt).
     func connect() async throws(HubConnectionError) {
-        var negotiated = try await negotiate()
+        let span = linkSpan("connect")
+        do {
+            try await connect(span)
+            span.end(failing: nil)
+        } catch {
+            span.end(failing: error)
+            throw error
+        }
+    }
+
+    private func connect(_ span: any Span) async throws(HubConnectionError) {
+        var negotiated = try await negotiate(span)
         let format = options.hubProtocol.transferFormat
         let (tries, skipped) = negotiated.plan(allowed: options.transports, format: format)
         for reason in skipped { logger.debug("skipping a transport: \(reason)") }
@@ -111,7 +123,7 @@ extension HubConnection {
         for (attempt, kind) in tries.enumerated() {
             if attempt > 0 {
                 logger.info("trying the next transport", metadata: ["transport": "\(kind.rawValue)", "after": "\(failures.last!.1.message)"])
-                negotiated = try await negotiate()
+                negotiated = try await negotiate(span)
             }
             let transport: any HubTransport
             do {
@@ -129,6 +141,8 @@ extension HubConnection {
             connectionId = negotiated.connectionId
             try attach(transport, leftover: leftover)
             scheduleAuthenticationRefresh(negotiated)
+            span.attributes["signalr.transport"] = kind.rawValue
+            span.attributes["signalr.protocol"] = options.hubProtocol.rawValue
             logger.info(
                 "connected",
                 metadata: [
@@ -141,15 +155,24 @@ extension HubConnection {
         throw HubConnectionError(failures.last!.1.kind, "Unable to connect to the server with any of the available transports. \(list)")
     }
 
-    /// Negotiates, with one fresh token after a refusal.
-    func negotiate() async throws(HubConnectionError) -> Negotiated {
+    /// Negotiates, with one fresh token after a refusal; a span inside the connection attempt's.
+    func negotiate(_ attempt: any Span) async throws(HubConnectionError) -> Negotiated {
+        let span = linkSpan("negotiate", parent: attempt.context)
         let negotiator = Negotiator(options: options, logger: logger)
         do {
-            return try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
-        } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
-            logger.info("token refused; asking the token source once more")
-            await options.accessTokenRefused?()
-            return try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+            let negotiated: Negotiated
+            do {
+                negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+            } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
+                logger.info("token refused; asking the token source once more")
+                await options.accessTokenRefused?()
+                negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
+            }
+            span.end(failing: nil)
+            return negotiated
+        } catch {
+            span.end(failing: error)
+            throw error
         }
     }
 

@@ -221,9 +221,11 @@ extension HubConnection {
             if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
             return
         }
+        let span = handlerSpan(inv)
         frameJobs.append { [weak self] in
             var results: [JSONValue] = []
             var failure: String?
+            defer { span.end(failing: failure.map { HubConnectionError(.invocationFailed(target: inv.target), $0) }) }
             for handler in list {
                 do {
                     if let r = try await handler(args) { results.append(r) }
