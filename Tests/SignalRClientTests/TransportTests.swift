@@ -208,3 +208,39 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
         }
     }
 }
+
+/// Back-pressure over the HTTP transports: while the consumer does not take, the connection stops reading (Long
+/// Polling makes no poll, Server-Sent Events pause the stream) and the server keeps what it has; nothing is lost
+/// and the order holds once the consumer takes again.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct HTTPTransportBackPressureTests {
+    @Test(arguments: [TransportKind.serverSentEvents, .longPolling])
+    func aSlowConsumerHoldsTheServerBackAndLosesNothing(_ transport: TransportKind) async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options { $0.transports = [transport] }, logger: quietLogger())
+            let buffer = HubEventBuffer<Int>(capacity: 50)
+            let decoder = HubEventDecoder<Int>(
+                targets: ["TransactionCreated", "BalanceUpdated"],
+                decode: { target, arguments in
+                    target == "TransactionCreated" ? (try arguments.value(at: 0))["sequence"]?.intValue ?? -1 : 0
+                }, onError: { _, _ in })
+            await connection.on(decoder, into: buffer)
+            try await connection.start()
+            // 10,000 events, about 3 MB: more than the transport's own inbox holds (4,096 messages, 1 MiB), so the
+            // transport itself stops reading too, not only the route.
+            try await call(base, "POST", "/_sim/burst?count=5000")
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !buffer.isHoldingBackProducer, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(buffer.isHoldingBackProducer, "the connection waits for room instead of reading on")
+            var sequences: [Int] = []
+            var events = 0
+            while events < 10_000, let batch = await buffer.next(limit: 500, within: .seconds(10)) {
+                if batch.isEmpty { break }
+                events += batch.count
+                sequences += batch.filter { $0 > 0 }
+            }
+            #expect(events == 10_000)
+            #expect(sequences == Array(1...5000), "every TransactionCreated, in order")
+            await connection.stop()
+        }
+    }
+}
