@@ -81,6 +81,7 @@ extension HubSimulator {
 
     private func release(_ id: String, _ link: HTTPLink) async {
         httpLinks.withLock { links in if links[id] === link { links[id] = nil } }
+        connectionBearers.withLock { $0[id] = nil }
         await link.session.end()
         await hub.detach(link.client, generation: link.generation)
         logger.info("client disconnected", metadata: ["connectionId": "\(link.client.connectionId)"])

@@ -49,6 +49,8 @@ extension HubSimulator {
                 group.cancelAll()
             }
             await self.hub.detach(client, generation: generation)
+            // A stateful connection may come back with its token; any other is gone.
+            if !client.stateful { self.connectionBearers.withLock { $0[client.token] = nil } }
         }
         return router
     }

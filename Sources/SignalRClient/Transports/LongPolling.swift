@@ -86,8 +86,10 @@ final class LongPollingTransport: HubTransport {
     private func end(_ result: Result<Void, WebSocketError>, reason: String? = nil) {
         let first = ending.withLock { e -> Bool in
             guard e == nil else { return false }
-            e = reason ?? (try? result.get()).map { "ended" } ?? "failed"
-            if case .failure(let error) = result { e = error.message }
+            switch result {
+            case .success: e = reason ?? "ended"
+            case .failure(let error): e = error.message
+            }
             return true
         }
         guard first else { return }
