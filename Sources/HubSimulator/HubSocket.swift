@@ -42,7 +42,11 @@ extension HubSimulator {
                 group.addTask { try await self.keepAlive(client, bearer: bearer) }
                 group.addTask {
                     try await self.serve(client, inbound, resumed: resumed)
+                    // What is queued (a refused handshake's answer, a Close) is written before the socket closes:
+                    // ending the frames lets the writer drain them and finish, which ends the connection. A client
+                    // that reads nothing has a second.
                     client.endSocket(generation: generation)
+                    try await Task.sleep(for: .seconds(1))
                 }
                 // The first task to end (writer finished, timeout, client gone) ends the connection.
                 try await group.next()
