@@ -149,10 +149,11 @@ extension HubSimulator {
     }
 }
 
-/// What waits for a Long Polling client's next poll.
+/// What waits for a Long Polling client's next poll. One answer carries at most about 64 KiB of whole messages, as
+/// ASP.NET Core's answers do (its pipes pause the hub at 64 KiB): a backlog goes out over several polls.
 final class PollBuffer: Sendable {
     private struct State {
-        var waiting: [UInt8] = []
+        var waiting: [[UInt8]] = []
         var ended = false
         var waiter: CheckedContinuation<Void, Never>?
         var timer: Task<Void, Never>?
@@ -161,10 +162,11 @@ final class PollBuffer: Sendable {
     private enum Taken { case bytes([UInt8]), ended, nothing }
 
     private let state = Mutex(State())
+    static let answerBytes = 64 * 1024
 
     func add(_ frame: [UInt8]) {
         state.withLock { s in
-            s.waiting += frame
+            s.waiting.append(frame)
             wake(&s)
         }
     }
@@ -183,8 +185,8 @@ final class PollBuffer: Sendable {
         s.timer = nil
     }
 
-    /// Everything waiting, after waiting up to `timeout` for something ([] when nothing came: the poll timed out);
-    /// nil once the connection ended and all was taken.
+    /// What is waiting (up to `answerBytes`), after waiting up to `timeout` for something ([] when nothing came: the
+    /// poll timed out); nil once the connection ended and all was taken.
     func take(within timeout: Duration) async -> [UInt8]? {
         switch takeNow() {
         case .bytes(let b): return b
@@ -217,11 +219,16 @@ final class PollBuffer: Sendable {
 
     private func takeNow() -> Taken {
         state.withLock { s in
-            if !s.waiting.isEmpty {
-                defer { s.waiting = [] }
-                return .bytes(s.waiting)
+            guard !s.waiting.isEmpty else { return s.ended ? .ended : .nothing }
+            var answer: [UInt8] = []
+            var taken = 0
+            for frame in s.waiting {
+                if taken > 0 && answer.count + frame.count > Self.answerBytes { break }
+                answer += frame
+                taken += 1
             }
-            return s.ended ? .ended : .nothing
+            s.waiting.removeFirst(taken)
+            return .bytes(answer)
         }
     }
 }

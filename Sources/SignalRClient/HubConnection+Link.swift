@@ -193,7 +193,8 @@ extension HubConnection {
             bearerInUse = options.accessTokenInQuery ? nil : token
             let target = HTTPTransportTarget(
                 url: url, headers: headers, bearer: options.accessTokenInQuery ? nil : token, trust: options.webSocket.trust,
-                proxy: options.webSocket.proxy, client: options.httpClient ?? .shared, format: format)
+                proxy: options.webSocket.proxy, maxAnswerBytes: max(4 << 20, 2 * options.webSocket.maxMessageSize),
+                client: options.httpClient ?? .shared, format: format)
             if kind == .serverSentEvents {
                 return try await ServerSentEventsTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
             }

@@ -212,7 +212,7 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
 /// Back-pressure over the HTTP transports: while the consumer does not take, the connection stops reading (Long
 /// Polling makes no poll, Server-Sent Events pause the stream) and the server keeps what it has; nothing is lost
 /// and the order holds once the consumer takes again.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct HTTPTransportBackPressureTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct SlowConsumerOverHTTPTransportsTests {
     @Test(arguments: [TransportKind.serverSentEvents, .longPolling])
     func aSlowConsumerHoldsTheServerBackAndLosesNothing(_ transport: TransportKind) async throws {
         try await withSimulator { base in

@@ -61,11 +61,14 @@ struct HTTPTransportTarget: Sendable {
     var bearer: BearerToken?
     var trust: HTTPRequest.Trust
     var proxy: ProxyPolicy
+    /// The longest answer read: one poll carries several messages (a server's own buffer bounds it: 64 KiB in
+    /// ASP.NET Core), each at most the message size limit.
+    var maxAnswerBytes: Int
     var client: HTTPClient
     var format: TransferFormat
 
     func request(_ method: HTTPRequest.Method, body: [UInt8] = [], timeout: Duration) -> HTTPRequest {
-        var r = HTTPRequest(method, url, body: body, timeout: timeout, trust: trust)
+        var r = HTTPRequest(method, url, body: body, timeout: timeout, maxResponseBytes: maxAnswerBytes, trust: trust)
         r.proxy = proxy
         for (name, value) in headers { r[header: name] = value }
         if let token = bearer?.current { r[header: "Authorization"] = "Bearer \(token)" }
