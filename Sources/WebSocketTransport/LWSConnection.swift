@@ -22,7 +22,7 @@ final class LWSConnection: @unchecked Sendable {
         var ended = false
     }
 
-    let inbox: WebSocketInbox
+    let inbox: MessageInbox
     private let shared = Mutex(Shared())
     let options: WebSocketOptions
     private let address: WebSocketAddress
@@ -74,7 +74,7 @@ final class LWSConnection: @unchecked Sendable {
             policy.secs_since_valid_hangup = secs &* 2
         }
         retryPolicy.initialize(to: policy)
-        inbox = WebSocketInbox(
+        inbox = MessageInbox(
             highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes,
             schedule: { delay, action in loop.schedule(after: delay, action) })
         inbox.onResume { [weak self] in self?.requestResumeReading() }

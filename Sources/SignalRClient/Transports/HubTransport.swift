@@ -8,7 +8,7 @@ import WebSocketTransport
 /// message, one Server-Sent Event, one poll's body) through an inbox read on the connection's loop, and an end.
 protocol HubTransport: AnyObject, Sendable {
     var kind: TransportKind { get }
-    var inbox: WebSocketInbox { get }
+    var inbox: MessageInbox { get }
     /// Queues a payload (one or more framed hub messages); payloads go out in order.
     func send(_ payload: [UInt8]) throws(HubConnectionError)
     /// More input is already waiting, unread (only a WebSocket on its loop can tell).
@@ -23,7 +23,7 @@ final class WebSocketHubTransport: HubTransport {
     let socket: WebSocket
     let format: TransferFormat
     var kind: TransportKind { .webSockets }
-    var inbox: WebSocketInbox { socket.messages }
+    var inbox: MessageInbox { socket.messages }
 
     init(_ socket: WebSocket, format: TransferFormat) {
         self.socket = socket

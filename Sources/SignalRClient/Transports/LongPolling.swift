@@ -10,7 +10,7 @@ import WebSocketTransport
 /// longer knows it). The first poll returns at once and confirms the connection. Sends are POSTs; the end is a DELETE.
 final class LongPollingTransport: HubTransport {
     var kind: TransportKind { .longPolling }
-    let inbox: WebSocketInbox
+    let inbox: MessageInbox
     private let target: HTTPTransportTarget
     private let sender: HTTPSendQueue
     private let poller = Mutex<Task<Void, Never>?>(nil)
@@ -18,7 +18,7 @@ final class LongPollingTransport: HubTransport {
     /// Longer than ASP.NET Core's poll timeout (90 s), so that an answer that is merely held is not taken for a dead peer.
     static let pollTimeout = Duration.seconds(120)
 
-    private init(target: HTTPTransportTarget, inbox: WebSocketInbox) {
+    private init(target: HTTPTransportTarget, inbox: MessageInbox) {
         self.target = target
         self.inbox = inbox
         sender = HTTPSendQueue(target) { error in inbox.finish(.failure(WebSocketError(.connectionLost, error.message))) }
@@ -28,7 +28,7 @@ final class LongPollingTransport: HubTransport {
     static func open(_ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration) async throws(HubConnectionError)
         -> LongPollingTransport
     {
-        let transport = LongPollingTransport(target: target, inbox: WebSocketInbox(loop: loop))
+        let transport = LongPollingTransport(target: target, inbox: MessageInbox(loop: loop))
         let first: HTTPResponse
         do {
             first = try await target.client.send(target.request(.get, timeout: connectTimeout))

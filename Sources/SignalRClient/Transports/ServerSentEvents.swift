@@ -10,12 +10,12 @@ import WebSocketTransport
 /// accepts that for Long Polling only).
 final class ServerSentEventsTransport: HubTransport {
     var kind: TransportKind { .serverSentEvents }
-    let inbox: WebSocketInbox
+    let inbox: MessageInbox
     private let sender: HTTPSendQueue
     private let reader = Mutex<Task<Void, Never>?>(nil)
     private let ending = Mutex<String?>(nil)
 
-    private init(inbox: WebSocketInbox, sender: HTTPSendQueue) {
+    private init(inbox: MessageInbox, sender: HTTPSendQueue) {
         self.inbox = inbox
         self.sender = sender
     }
@@ -24,7 +24,7 @@ final class ServerSentEventsTransport: HubTransport {
     static func open(_ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration) async throws(HubConnectionError)
         -> ServerSentEventsTransport
     {
-        let inbox = WebSocketInbox(loop: loop)
+        let inbox = MessageInbox(loop: loop)
         let sender = HTTPSendQueue(target) { error in inbox.finish(.failure(WebSocketError(.connectionLost, error.message))) }
         let transport = ServerSentEventsTransport(inbox: inbox, sender: sender)
         let parser = Mutex(ServerSentEventParser())

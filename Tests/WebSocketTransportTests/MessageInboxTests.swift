@@ -4,11 +4,11 @@ import Testing
 
 /// The inbox between the service thread and the reader: it asks the service thread to stop reading the socket when
 /// too many messages, or too many bytes, wait; and lets it read again once the reader has taken half.
-@Suite struct WebSocketInboxTests {
+@Suite struct MessageInboxTests {
     func message(_ size: Int) -> WebSocketMessage { .text([UInt8](repeating: 0x61, count: size)) }
 
     @Test func bigFramesPauseReadingByTheirBytesNotTheirCount() async throws {
-        let inbox = WebSocketInbox(highWater: 4096, highWaterBytes: 300_000, schedule: { _, _ in })
+        let inbox = MessageInbox(highWater: 4096, highWaterBytes: 300_000, schedule: { _, _ in })
         #expect(inbox.push(message(100_000)) == false)
         #expect(inbox.push(message(100_000)) == false)
         #expect(inbox.push(message(100_000)) == true, "300,000 bytes wait: stop reading, though only 3 messages do")
@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func takingTheBacklogAtOnceResumesReading() async throws {
-        let inbox = WebSocketInbox(highWater: 4096, highWaterBytes: 1000, schedule: { _, _ in })
+        let inbox = MessageInbox(highWater: 4096, highWaterBytes: 1000, schedule: { _, _ in })
         let resumed = ResumeCount()
         inbox.onResume { resumed.add() }
         for _ in 0..<3 { _ = inbox.push(message(400)) }
