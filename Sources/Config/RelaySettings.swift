@@ -262,3 +262,19 @@ extension String {
         hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }
+
+extension TransportKind {
+    /// As the configuration spells it (`server.transports`): `websockets`, `server_sent_events`, `long_polling`.
+    public var configName: String {
+        switch self {
+        case .webSockets: "websockets"
+        case .serverSentEvents: "server_sent_events"
+        case .longPolling: "long_polling"
+        }
+    }
+
+    public init?(configName: String) {
+        guard let kind = Self.allCases.first(where: { $0.configName == configName }) else { return nil }
+        self = kind
+    }
+}

@@ -40,15 +40,17 @@ final class Route<Event: Sendable>: EventRoute {
 
     func read(_ target: String, _ reader: inout JSONReader) -> Bool {
         forgetCandidate()
-        guard let event = decoder.read(target, &reader) else { return false }
-        staged.append(event)
-        hasCandidate = true
-        return true
+        return stageCandidate(decoder.read(target, &reader))
     }
 
     func read(_ target: String, _ reader: inout MessagePackReader) -> Bool {
         forgetCandidate()
-        guard let event = decoder.readMessagePack(target, &reader) else { return false }
+        return stageCandidate(decoder.readMessagePack(target, &reader))
+    }
+
+    /// Stages what a one-pass reader made as the candidate; false when it made nothing.
+    private func stageCandidate(_ event: Event?) -> Bool {
+        guard let event else { return false }
         staged.append(event)
         hasCandidate = true
         return true

@@ -53,12 +53,7 @@ extension HubConnection {
             throw HubConnectionError(.invalidState, "The server did not offer authentication refresh for this connection.")
         }
         let fresh = try await token(fresh: true)
-        var request = HTTPRequest(.post, target, timeout: options.handshakeTimeout, maxResponseBytes: options.maxNegotiateBytes)
-        request.trust = options.webSocket.trust
-        request.proxy = options.webSocket.proxy
-        for (name, value) in options.headers { request[header: name] = value }
-        request[header: "User-Agent"] = options.userAgent
-        if let fresh { request[header: "Authorization"] = "Bearer \(fresh)" }
+        let request = options.hubRequest(target, token: fresh)
         let answer: HTTPResponse
         do {
             answer = try await (options.httpClient ?? .shared).send(request)

@@ -59,4 +59,16 @@ public struct HubConnectionOptions: Sendable {
     public var maxNegotiateBytes = 64 * 1024
 
     public init() {}
+
+    /// A POST to the hub's own endpoints (negotiate, refresh): bounded like the handshake, with the same trust, proxy
+    /// and headers as every transport, and `token` as the bearer.
+    func hubRequest(_ url: URL, token: String?) -> HTTPRequest {
+        var request = HTTPRequest(.post, url, timeout: handshakeTimeout, maxResponseBytes: maxNegotiateBytes)
+        request.trust = webSocket.trust
+        request.proxy = webSocket.proxy
+        for (name, value) in headers { request[header: name] = value }
+        request[header: "User-Agent"] = userAgent
+        if let token { request[header: "Authorization"] = "Bearer \(token)" }
+        return request
+    }
 }

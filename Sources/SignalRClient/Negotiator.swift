@@ -94,13 +94,8 @@ struct Negotiator: Sendable {
         let negotiateURL = Self.negotiateURL(url, stateful: options.useStatefulReconnect)
         // Bounded like the handshake, and never on a pooled connection: after a network cut the kept-alive one is
         // dead without knowing it (found with a blackholing proxy, NetworkCutTests).
-        var request = HTTPRequest(.post, negotiateURL, timeout: options.handshakeTimeout, maxResponseBytes: options.maxNegotiateBytes)
+        var request = options.hubRequest(negotiateURL, token: token)
         request.freshConnection = true
-        request.trust = options.webSocket.trust
-        request.proxy = options.webSocket.proxy
-        for (name, value) in options.headers { request[header: name] = value }
-        request[header: "User-Agent"] = options.userAgent
-        if let token { request[header: "Authorization"] = "Bearer \(token)" }
         let response: HTTPResponse
         do {
             response = try await (options.httpClient ?? .shared).send(request)

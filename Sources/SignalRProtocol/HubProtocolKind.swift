@@ -44,20 +44,6 @@ public enum TransportKind: String, Sendable, CaseIterable {
     case serverSentEvents = "ServerSentEvents"
     case longPolling = "LongPolling"
 
-    /// As configuration files spell it: `websockets`, `server_sent_events`, `long_polling`.
-    public var configName: String {
-        switch self {
-        case .webSockets: "websockets"
-        case .serverSentEvents: "server_sent_events"
-        case .longPolling: "long_polling"
-        }
-    }
-
-    public init?(configName: String) {
-        guard let kind = Self.allCases.first(where: { $0.configName == configName }) else { return nil }
-        self = kind
-    }
-
     /// Server-Sent Events carry text only.
     public func carries(_ format: TransferFormat) -> Bool { self != .serverSentEvents || format == .text }
 }

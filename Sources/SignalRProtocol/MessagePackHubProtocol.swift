@@ -109,28 +109,19 @@ public enum MessagePackHubProtocol {
             w.write(m.invocationId)
             w.write(m.item)
         case .completion(let m):
-            switch m.outcome {
-            case .error(let e):
-                w.writeArrayHeader(5)
-                w.write(Int64(3))
-                headers(m.headers)
-                w.write(m.invocationId)
-                w.write(Int64(1))
-                w.write(e)
-            case .void:
-                w.writeArrayHeader(4)
-                w.write(Int64(3))
-                headers(m.headers)
-                w.write(m.invocationId)
-                w.write(Int64(2))
-            case .result(let v):
-                w.writeArrayHeader(5)
-                w.write(Int64(3))
-                headers(m.headers)
-                w.write(m.invocationId)
-                w.write(Int64(3))
-                w.write(v)
-            }
+            // ResultKind 1 = error text, 2 = void, 3 = result; void has no fifth field.
+            let (kind, value): (Int64, JSONValue?) =
+                switch m.outcome {
+                case .error(let e): (1, .string(e))
+                case .void: (2, nil)
+                case .result(let v): (3, v)
+                }
+            w.writeArrayHeader(value == nil ? 4 : 5)
+            w.write(Int64(3))
+            headers(m.headers)
+            w.write(m.invocationId)
+            w.write(kind)
+            if let value { w.write(value) }
         case .cancelInvocation(let id, let h):
             w.writeArrayHeader(3)
             w.write(Int64(5))

@@ -6,16 +6,7 @@ Usage: connect_proxy.py LOGFILE. Prints `listening PORT`, runs until killed. Any
 import asyncio
 import sys
 
-
-async def pipe(reader, writer):
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()
+from byte_pipe import pipe
 
 
 async def main(log_path: str) -> None:

@@ -8,16 +8,7 @@ import asyncio
 import ssl
 import sys
 
-
-async def pipe(reader, writer):
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        writer.close()
+from byte_pipe import pipe
 
 
 async def main(cert: str, key: str, upstream: int) -> None:
