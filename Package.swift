@@ -180,7 +180,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "HubSimulator", "SignalRProtocol", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
+                "HubSimulator", "SignalRProtocol", "HTTPTransport", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"

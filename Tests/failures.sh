@@ -9,3 +9,5 @@ echo "==== the failures of this run ($log) ===="
 awk '/^✘|Fatal error|exited with signal|unexpected signal|: error: /{print; detail=1; next}
      detail && /^[[:space:]]*↳/{print; next}
      {detail=0}' "$log" | head -200
+# A crash: the crashed thread's frames (Swift's backtracer prints them first, far above the end of the log).
+awk '/\*\*\* Program crashed/{show=1; n=0} show{print; if (++n >= 45) show=0}' "$log" | head -100

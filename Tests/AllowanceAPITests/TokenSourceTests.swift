@@ -50,7 +50,7 @@ import Testing
             #expect(try await api.children().count == 3)
             var revoke = URLRequest(url: base.appending(path: "_sim/revoke"))
             revoke.httpMethod = "POST"
-            _ = try await URLSession.shared.data(for: revoke)
+            _ = try await TestHTTP.data(for: revoke)
             #expect(try await api.children().count == 3, "the 401 led to one new login")
             #expect(try await logins(base) == 2)
         }

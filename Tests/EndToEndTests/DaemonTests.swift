@@ -63,7 +63,7 @@ import Testing
         }
 
         func get(_ path: String) async throws -> (status: Int, body: String) {
-            let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            let (data, response) = try await TestHTTP.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
         }
 

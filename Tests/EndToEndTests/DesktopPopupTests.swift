@@ -80,7 +80,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
     request.httpMethod = "POST"
     request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
     request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"Test"}"#.utf8)
-    let (_, response) = try await URLSession.shared.data(for: request)
+    let (_, response) = try await TestHTTP.data(for: request)
     guard (response as? HTTPURLResponse)?.statusCode == 201 else { throw HarnessError("POST /api/v1/transactions: \(response)") }
 }
 

@@ -127,7 +127,7 @@ import Testing
             var request = URLRequest(url: base.appending(path: "api/v1/children/\(bob)"))
             request.httpMethod = "DELETE"
             request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-            #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            #expect((try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
             (relay, store) = try await startRelay(base, file, storePath)
             #expect(try store.children().map(\.firstName) == ["Alice", "Carol"])
             // Home Assistant's rule: an empty retained config removes the device and its entities.
@@ -153,7 +153,7 @@ import Testing
             var request = URLRequest(url: base.appending(path: "api/v1/children/\(carol)"))
             request.httpMethod = "DELETE"
             request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-            #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            #expect((try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
             try await simPost(base, "/_sim/drop")
             #expect(await relay.waitFor(count: 2, of: "caught up", timeout: .seconds(30)))
             #expect(await eventually(.seconds(10)) { (try? devices(broker)).map { $0[carol] == nil && $0.count == 2 } ?? false })

@@ -23,7 +23,7 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
             #expect(await relay.waitFor("connected to the hub"))
             var request = URLRequest(url: base.appending(path: "_sim/burst").appending(queryItems: [.init(name: "count", value: "3")]))
             request.httpMethod = "POST"
-            _ = try await URLSession.shared.data(for: request)
+            _ = try await TestHTTP.data(for: request)
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"TransactionCreated\""))
             #expect(await relay.waitFor(count: 3, of: "\"event\":\"BalanceUpdated\""))
             #expect(!relay.output.contains("e2e-token"), "the token never reaches the logs")
@@ -390,12 +390,25 @@ final class RelayProcess: Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        let collected = self.collected
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if !data.isEmpty { collected.append(String(decoding: data, as: UTF8.self)) }
-        }
         try process.run()
+        Self.collect(pipe.fileHandleForReading, into: collected)
+    }
+
+    /// Reads the relay's output with blocking reads on a thread of its own, to its end (the relay's exit). Not
+    /// FileHandle's readabilityHandler: tearing its dispatch read source down races libdispatch's epoll bookkeeping
+    /// on Linux (swift-corelibs-libdispatch#949), which crashed a CI run in `_dispatch_event_loop_drain`.
+    private static func collect(_ handle: FileHandle, into collected: OutputBuffer) {
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                collected.append(String(decoding: buffer[..<n], as: UTF8.self))
+            }
+            try? handle.close()
+        }
+        reader.start()
     }
 
     /// A test that fails (throws) before `stop` would leave its relay running, loading the machine for the tests

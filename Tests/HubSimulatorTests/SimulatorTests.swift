@@ -15,14 +15,14 @@ import Testing
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let (data, response) = try await URLSession.shared.data(for: request)
+        let (data, response) = try await TestHTTP.data(for: request)
         return ((response as! HTTPURLResponse).statusCode, Array(data))
     }
 
     func get(_ url: URL, token: String?) async throws -> Int {
         var request = URLRequest(url: url)
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let (_, response) = try await URLSession.shared.data(for: request)
+        let (_, response) = try await TestHTTP.data(for: request)
         return (response as! HTTPURLResponse).statusCode
     }
 

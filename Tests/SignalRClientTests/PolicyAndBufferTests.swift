@@ -1,5 +1,6 @@
 import Foundation
 import SignalRProtocol
+import TestSupport
 import Testing
 
 @testable import SignalRClient
@@ -153,8 +154,8 @@ import Testing
             request.httpBody = Data(body.utf8)
             request.setValue("Bearer \(testToken)", forHTTPHeaderField: "Authorization")
             request.setValue("key-1", forHTTPHeaderField: "Idempotency-Key")
-            let (first, _) = try await URLSession.shared.data(for: request)
-            let (second, _) = try await URLSession.shared.data(for: request)
+            let (first, _) = try await TestHTTP.data(for: request)
+            let (second, _) = try await TestHTTP.data(for: request)
             #expect(try JSONValue(parsing: first)["id"] == JSONValue(parsing: second)["id"])
             let child = try await call(base, "GET", "/api/v1/children/22222222-2222-4222-8222-222222222222")
             #expect(child["currentBalance"] == .number("10.5"), "12.00 - 1.50 once, not twice")

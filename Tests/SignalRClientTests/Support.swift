@@ -44,7 +44,7 @@ func call(_ base: URL, _ method: String, _ path: String, body: String? = nil, to
     request.httpMethod = method
     if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
     if let body { request.httpBody = Data(body.utf8) }
-    let (data, _) = try await URLSession.shared.data(for: request)
+    let (data, _) = try await TestHTTP.data(for: request)
     return try JSONValue(parsing: data)
 }
 

@@ -23,7 +23,7 @@ func withSimulator(_ body: (URL) async throws -> Void) async throws {
 func post(_ base: URL, _ path: String) async throws {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.httpMethod = "POST"
-    _ = try await URLSession.shared.data(for: request)
+    _ = try await TestHTTP.data(for: request)
 }
 
 @Suite(.serialized, .timeLimit(.minutes(1))) struct CatchUpTests {
@@ -66,7 +66,7 @@ func post(_ base: URL, _ path: String) async throws {
                 request.httpMethod = "POST"
                 request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
                 request.httpBody = Data(#"{"childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit","description":"\#(d)"}"#.utf8)
-                _ = try await URLSession.shared.data(for: request)
+                _ = try await TestHTTP.data(for: request)
             }
             let newest = try await api.transactions(child: alice, limit: 1, offset: 0)
             #expect(try store.apply(.transactionCreated(newest[0])) != .duplicate)  // only the newer one arrives live

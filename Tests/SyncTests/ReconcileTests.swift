@@ -24,7 +24,7 @@ import Testing
         var request = URLRequest(url: URL(string: base.absoluteString + path)!)
         request.httpMethod = method
         request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
-        let (_, response) = try await URLSession.shared.data(for: request)
+        let (_, response) = try await TestHTTP.data(for: request)
         return (response as? HTTPURLResponse)?.statusCode ?? 0
     }
 

@@ -25,7 +25,7 @@ import Testing
         request.httpMethod = "POST"
         request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
         request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"\#(description)"}"#.utf8)
-        let (_, response) = try await URLSession.shared.data(for: request)
+        let (_, response) = try await TestHTTP.data(for: request)
         #expect((response as? HTTPURLResponse)?.statusCode == 201)
     }
 

@@ -16,7 +16,7 @@ import Testing
         var request = URLRequest(url: URL(string: base.absoluteString + path)!)
         request.httpMethod = method
         request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
-        return (try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode ?? 0
+        return (try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode ?? 0
     }
 
     @Test func aRestartedSimulatorWithItsStateIsTheSameBackend() async throws {

@@ -65,12 +65,12 @@ public func freeLoopbackPortOutsideEphemeralRange() throws -> Int {
 public func simPost(_ base: URL, _ path: String) async throws {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.httpMethod = "POST"
-    _ = try await URLSession.shared.data(for: request)
+    _ = try await TestHTTP.data(for: request)
 }
 
 /// The simulator's counters (`GET /_sim/stats`): connections, logins, negotiations...
 public func simStats(_ base: URL) async throws -> JSONValue {
-    let (data, _) = try await URLSession.shared.data(from: base.appending(path: "_sim/stats"))
+    let (data, _) = try await TestHTTP.data(from: base.appending(path: "_sim/stats"))
     return try JSONValue(parsing: Array(data))
 }
 
@@ -78,6 +78,6 @@ public func simStats(_ base: URL) async throws -> JSONValue {
 public func simGet(_ base: URL, _ path: String, token: String = "e2e-token") async throws -> JSONValue {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    let (data, _) = try await URLSession.shared.data(for: request)
+    let (data, _) = try await TestHTTP.data(for: request)
     return try JSONValue(parsing: Array(data))
 }
