@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // OTLP/HTTP export of the relay's traces when `telemetry.otlp_endpoint` is set; its gRPC exporter is not built.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         // Already there through Hummingbird; named because the simulator and its tests use NIOCore's types.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         // `make docs` (part of `make test`): the SignalRClient library's DocC catalog, warnings as errors.
@@ -103,6 +105,7 @@ let package = Package(
                 "AllowanceAPI", "Alerts", "Core",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
@@ -111,6 +114,7 @@ let package = Package(
             dependencies: [
                 "AllowanceAPI", "Alerts", "Store", "SignalRProtocol",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // sd-bus from Debian's libsystemd-dev, for desktop notifications.
@@ -123,6 +127,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The daemon's long-lived parts as swift-service-lifecycle Services (hub link, store writer, relay workers,
@@ -136,6 +141,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The CLI: parses arguments, builds the configuration, wires the daemon; the commands on the cache.

@@ -59,6 +59,9 @@ public struct RelayEvent: Sendable, Equatable {
     public var transactions: [Transaction]?
     /// For a summary: the rule that asked for it (it goes to that rule's sinks only). Not stored in the alert.
     public var summaryRule: String?
+    /// The W3C `traceparent` of the span that handled the event (tracing on): stored with each delivery it plans,
+    /// so that every send continues the event's trace. Not stored in the alert.
+    public var traceParent: String?
 
     public init(
         kind: Kind, at: Date, childId: UUID? = nil, childName: String? = nil, transaction: Transaction? = nil,

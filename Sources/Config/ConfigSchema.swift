@@ -47,6 +47,10 @@ public enum ConfigSchema {
         .init(key: "log.level", type: "trace|debug|info|notice|warning|error|critical", defaultValue: "info", help: "the least level logged"),
         .init(key: "log.format", type: "text|json", defaultValue: "text", help: "one line of text, or one JSON object, per entry"),
         .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
+        .init(
+            key: "telemetry.otlp_endpoint", type: "url", defaultValue: nil,
+            help: "an OpenTelemetry collector's OTLP/HTTP base URL (http://host:4318): traces from each hub event to each delivery; unset: no tracing"),
+        .init(key: "telemetry.service_name", type: "text", defaultValue: "allowance-relay", help: "the service.name the traces carry"),
         .init(key: "relay.currency", type: "ISO 4217 code", defaultValue: "USD", help: "the family's currency"),
         .init(key: "relay.locale", type: "locale", defaultValue: "en_US", help: "how amounts and dates are written in alerts"),
         .init(key: "relay.link", type: "url template", defaultValue: nil, help: "where a click on an alert leads, also {link}; with {child_id}, {child}, {transaction_id}, {kind}"),
@@ -59,7 +63,7 @@ public enum ConfigSchema {
     ]
 
     /// The top-level sections, in the reference file's order.
-    public static let sections = ["server", "store", "outbox", "log", "status", "relay", "sinks", "rules", "templates"]
+    public static let sections = ["server", "store", "outbox", "log", "status", "telemetry", "relay", "sinks", "rules", "templates"]
     /// Sections whose entries the relay reads itself (names of their own, lists).
     static let entrySections: Set<String> = ["sinks", "rules", "templates"]
 

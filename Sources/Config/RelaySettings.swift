@@ -37,6 +37,11 @@ public struct RelaySettings: Sendable {
     public var logFormat: LogFormat
     /// `status.listen`: where `/healthz` and `/metrics` are served (nil: not served).
     public var statusListen: (host: String, port: Int)?
+    /// `telemetry.otlp_endpoint`: the collector's OTLP/HTTP base URL (traces go to `/v1/traces` under it, unless it
+    /// names that path itself); nil: no tracing.
+    public var otlpEndpoint: URL?
+    /// `telemetry.service_name`: the traces' `service.name`.
+    public var serviceName = "allowance-relay"
 
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }
 
@@ -111,6 +116,18 @@ public struct RelaySettings: Sendable {
                 problems.append(values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
         }
+        var otlpEndpoint: URL?
+        if let text = values.string("telemetry.otlp_endpoint"), !text.isEmpty {
+            if let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host()?.isEmpty == false {
+                otlpEndpoint = url
+            } else {
+                problems.append(
+                    values.error(
+                        "telemetry.otlp_endpoint",
+                        "'\(text.contains("@") ? (URL(string: text)?.redactedForLogs ?? "the URL") : text)' is not an http:// or https:// URL with a host",
+                        fix: "e.g. http://127.0.0.1:4318 (an OpenTelemetry collector's OTLP/HTTP port)"))
+            }
+        }
         var maxResponseBytes = APIClient.defaultMaxResponseBytes
         if let text = values.string("server.max_response_bytes") {
             if let n = Int(text), n >= 65536 {
@@ -157,6 +174,8 @@ public struct RelaySettings: Sendable {
             statusListen: statusListen)
         settings.hubProtocol = hubProtocol
         settings.transports = transports
+        settings.otlpEndpoint = otlpEndpoint
+        if let name = values.string("telemetry.service_name"), !name.isEmpty { settings.serviceName = name }
         guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
         return settings
     }
@@ -168,7 +187,7 @@ public struct RelaySettings: Sendable {
             hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "", email ?? "",
             passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "", "\(accessTokenInQuery)",
             "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability,
-            statusListen.map { "\($0.host):\($0.port)" } ?? "",
+            statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
     }
 

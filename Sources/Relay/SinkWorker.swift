@@ -6,6 +6,7 @@ import Metrics
 import Core
 import Store
 import Synchronization
+import Tracing
 
 /// Sends one sink's deliveries from the ledger, oldest first, up to `concurrency` at a time on kept-alive
 /// connections. One worker per sink, so a slow or dead sink never delays the others.
@@ -187,16 +188,41 @@ struct SinkWorker: Sendable {
 
     /// Of the due deliveries, those that may start now (at most `room`): the oldest for the generic webhook; for a
     /// chat, the oldest of each child with nothing under way (a child's next alert waits for the one before).
-    /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending).
+    /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending). A
+    /// delivery planned with tracing on is a span in its event's trace, one per attempt.
     private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> JobOutcome? {
+        guard let parent = d.traceParent else { return await attempt(d, markup: markup, sends: sends, traceParent: nil) }
+        let span = InstrumentationSystem.tracer.startSpan("deliver \(name)", context: TraceParent.context(parent), ofKind: .producer)
+        defer { span.end() }
+        span.attributes["allowance.sink"] = name
+        span.attributes["allowance.sink.kind"] = sink.config.kind.rawValue
+        span.attributes["allowance.alert.kind"] = d.kind.rawValue
+        span.attributes["allowance.delivery.id"] = d.id
+        span.attributes["allowance.delivery.attempt"] = d.attempts + 1
+        let outcome = await attempt(d, markup: markup, sends: sends, traceParent: TraceParent.of(span.context))
+        switch outcome {
+        case .done: span.attributes["allowance.outcome"] = "delivered"
+        case .retry(let error, _):
+            span.attributes["allowance.outcome"] = "retry"
+            span.setStatus(SpanStatus(code: .error, message: error))
+        case .gaveUp(let reason):
+            span.attributes["allowance.outcome"] = "dead letter"
+            span.setStatus(SpanStatus(code: .error, message: reason))
+        case nil: span.attributes["allowance.outcome"] = "stopped"
+        }
+        return outcome
+    }
+
+    private func attempt(_ d: Delivery, markup: Bool, sends: SendsInProgress, traceParent: String?) async -> JobOutcome? {
         let started = Date()
         if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
             return .gaveUp(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
         }
-        let message: Message
+        var message: Message
         do {
             message = try render(d, markup: markup)
+            message.traceParent = traceParent
         } catch {
             logger.error("sink \(name): \(d.kind.rawValue) \(d.id) cannot be read: \(error) (dead letter)")
             return .gaveUp(reason: "unreadable alert: \(error)")

@@ -54,13 +54,20 @@ public struct Daemon: Sendable {
     /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil: only `stop()`
     /// ends it (in-process use).
     public func run(stopSignals: UnixSignalsSequence? = nil) async -> Int32 {
+        let exporter: (any Service)?
+        do {
+            exporter = try Telemetry.exporter(settings, logger: logger)
+        } catch {
+            logger.critical("telemetry.otlp_endpoint: the trace exporter could not be set up: \(error)")
+            return 78  // EX_CONFIG
+        }
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
             store: store, api: settings.apiClient(tokens: tokens, http: http),
             limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
-            logger: logger)
+            tracing: settings.otlpEndpoint != nil, logger: logger)
         await sync.onCaughtUp { [engine] in engine.familyChanged() }
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
         // A few commits' worth (the writer takes up to 1,000 events per commit): more only holds memory.
@@ -76,6 +83,8 @@ public struct Daemon: Sendable {
             services.append(
                 .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
         }
+        // First, so that it stops last: the spans of the others' last moments are sent.
+        if let exporter { add(exporter, "trace exporter") }
         if let listen = settings.statusListen {
             add(StatusEndpoint(host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger).service, "status endpoint")
         }

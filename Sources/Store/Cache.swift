@@ -25,23 +25,29 @@ extension Store {
 
     /// Applies hub events in order, in one SQLite transaction: one commit (one fsync) for a burst. If any fails,
     /// none is stored (the caller catches up, which fetches them again). One that contradicts the cache (another
-    /// server's data) fails the burst with a `StoreError` whose `isConflict` is set.
-    public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
+    /// server's data) fails the burst with a `StoreError` whose `isConflict` is set. `traceParents` (tracing on):
+    /// each event's W3C traceparent, which the deliveries it plans keep.
+    public func apply(_ events: [HubEvent], at now: Date = Date(), traceParents: [String?] = []) throws(StoreError) -> [ApplyResult] {
         try write { db in
             try sizeCache(db, forCommitOf: events.count)
             var children = BurstChildren()
-            let results = try events.map { try applyOne(db, $0, children: &children, now: now) }
+            let results = try events.indices.map { i in
+                try applyOne(db, events[i], children: &children, now: now, traceParent: i < traceParents.count ? traceParents[i] : nil)
+            }
             try children.save(db, now: now)
             return results
         }
     }
 
-    private func applyOne(_ db: Database, _ event: HubEvent, children: inout BurstChildren, now: Date) throws -> ApplyResult {
+    private func applyOne(
+        _ db: Database, _ event: HubEvent, children: inout BurstChildren, now: Date, traceParent: String?
+    ) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
             if let problem = t.problem(now: now) {
                 let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
-                return .rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now))
+                return .rejected(
+                    reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now, traceParent: traceParent))
             }
             guard var child = try children.load(db, t.childId) else {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
@@ -66,11 +72,11 @@ extension Store {
             child.balance = cents.balanceAfter + child.pending
             children.update(t.childId, child)
             if plansAny(.transactionCreated) {
-                try planDeliveries(
-                    db,
-                    RelayEvent(
-                        kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                        balance: t.balanceAfter, previousBalance: Money.decimal(cents: before)))
+                var alert = RelayEvent(
+                    kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
+                    balance: t.balanceAfter, previousBalance: Money.decimal(cents: before))
+                alert.traceParent = traceParent
+                try planDeliveries(db, alert)
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
@@ -93,11 +99,11 @@ extension Store {
             child.balance = server + child.pending  // the server's balance wins: it is calculated there
             children.update(childId, child)
             if plansAny(.balanceUpdated) {
-                try planDeliveries(
-                    db,
-                    RelayEvent(
-                        kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                        previousBalance: Money.decimal(cents: previous)))
+                var alert = RelayEvent(
+                    kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
+                    previousBalance: Money.decimal(cents: previous))
+                alert.traceParent = traceParent
+                try planDeliveries(db, alert)
             }
             return .stored(gap: latest == nil || latest == server ? nil : childId)
         }
@@ -152,15 +158,18 @@ extension Store {
     @discardableResult
     public func storeCaughtUp(
         children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
-        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil, at now: Date = Date()
+        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil, at now: Date = Date(),
+        traceParent: String? = nil
     ) throws(StoreError) -> Int {
         try write { db -> Int in
             var inserted = 0
             for c in children { try Self.upsert(db, c, now: now) }
-            for row in rejected { try setAside(db, row, now: now) }
+            for row in rejected { try setAside(db, row, now: now, traceParent: traceParent) }
             for t in transactions {
                 if let problem = t.problem(now: now) {
-                    try setAside(db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText), now: now)
+                    try setAside(
+                        db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText),
+                        now: now, traceParent: traceParent)
                     continue
                 }
                 guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
@@ -175,6 +184,7 @@ extension Store {
                     kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
                     balance: t.balanceAfter, caughtUp: true)
                 event.history = try history && Self.madeBeforeTheDatabase(db, t)
+                event.traceParent = traceParent
                 try planDeliveries(db, event)
             }
             guard complete else { return inserted }
@@ -197,6 +207,7 @@ extension Store {
                     // History only while nothing came live: a relay that ran (and was stopped) before its first
                     // catch-up completed owes what changed meanwhile.
                     event.history = try history && !(Bool.fetchOne(db, sql: "SELECT 1 FROM inbox WHERE caught_up = 0 LIMIT 1") ?? false)
+                    event.traceParent = traceParent
                     try planDeliveries(db, event)
                 }
             }
@@ -220,16 +231,16 @@ extension Store {
     /// Keeps a row from the server that cannot be stored, with the reason; the first time, a `sync.rejected` alert
     /// names it. Returns whether it was new.
     @discardableResult
-    func setAside(_ db: Database, _ row: RejectedRow, now: Date) throws -> Bool {
+    func setAside(_ db: Database, _ row: RejectedRow, now: Date, traceParent: String? = nil) throws -> Bool {
         try db.executeCached(
             sql: "INSERT OR IGNORE INTO rejected (id, child_id, reason, payload, first_seen_at) VALUES (?, ?, ?, ?, ?)",
             arguments: [row.id, row.childId?.lowercased, row.reason, row.payload, ISO.string(now)])
         guard db.changesCount == 1 else { return false }
-        try planDeliveries(
-            db,
-            RelayEvent(
-                kind: .syncRejected, at: now, childId: row.childId, childName: try row.childId.flatMap { try Self.childName(db, $0) },
-                detail: "the server's transaction \(row.id) was not stored: \(row.reason)"))
+        var alert = RelayEvent(
+            kind: .syncRejected, at: now, childId: row.childId, childName: try row.childId.flatMap { try Self.childName(db, $0) },
+            detail: "the server's transaction \(row.id) was not stored: \(row.reason)")
+        alert.traceParent = traceParent
+        try planDeliveries(db, alert)
         return true
     }
 

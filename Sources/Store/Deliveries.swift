@@ -36,6 +36,8 @@ public struct Delivery: Sendable, Equatable {
     public var lastError: String?
     public var createdAt: Date
     public var deliveredAt: Date?
+    /// The W3C `traceparent` of the event that planned it, when tracing was on: its sends join that trace.
+    public var traceParent: String? = nil
 
     /// The alert as a value, when the delivery was handed from the planner in memory (the steady path); nil when
     /// it was read from the ledger, whose `alert` text `event` then decodes.
@@ -94,16 +96,16 @@ extension Store {
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
                 urgency: p.urgency, alert: alert.text, digest: p.digest,
                 state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
-                createdAt: now, carried: alert.value)
+                createdAt: now, traceParent: event.traceParent, carried: alert.value)
             try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
-                                          next_attempt_at, last_error, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                          next_attempt_at, last_error, created_at, trace_parent)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, p.dedupKey,
-                    d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now),
+                    d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now), d.traceParent,
                 ])
             inserted += 1
             if !p.muted { planned.withLock { $0.append(d) } }  // a muted row is kept, not handed to a worker
@@ -216,12 +218,14 @@ extension Store {
             let urgency = parts.contains { $0.urgency == .critical } ? "critical" : first.urgency.rawValue
             try db.execute(
                 sql: """
-                    INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+                    INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at,
+                                          trace_parent)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased, urgency,
                     event.jsonText(currency: currency), Delivery.State.pending, ISO.string(now), ISO.string(now),
+                    parts.lazy.compactMap(\.traceParent).last,  // the digest's send joins its newest part's trace
                 ])
             for p in parts {
                 try db.execute(
@@ -388,7 +392,7 @@ extension Delivery: FetchableRecord, TableRecord, QueuedJob {
             digest: row["digest"], state: state, attempts: row["attempts"],
             nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
             createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,
-            deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse))
+            deliveredAt: (row["delivered_at"] as String?).flatMap(ISODate.parse), traceParent: row["trace_parent"])
     }
 
     /// The reason a row cannot be read, for the dead letter it becomes.

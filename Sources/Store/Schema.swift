@@ -253,6 +253,10 @@ enum Schema {
             try db.execute(
                 sql: "INSERT OR IGNORE INTO sync_state (key, value) VALUES ('born_at', ?)", arguments: [ISODate.string(Date())])
         }
+        m.registerMigration("v16: the trace each delivery continues") { db in
+            // The W3C traceparent of the event that planned the delivery (tracing on): each send is a span of it.
+            try db.execute(sql: "ALTER TABLE delivery ADD COLUMN trace_parent TEXT")
+        }
         return m
     }
 }

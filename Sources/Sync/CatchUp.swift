@@ -53,12 +53,13 @@ public struct CatchUp: Sendable {
         self.logger = logger
     }
 
-    public func run() async throws -> Report {
+    /// `traceParent` (tracing on): the catch-up's span, which the deliveries it plans continue.
+    public func run(traceParent: String? = nil) async throws -> Report {
         // A balance that does not add up may be a transaction made on the server after its page was read: read once
         // more before calling it lost.
-        var report = try await pass(confirming: [], storedBefore: 0)
+        var report = try await pass(confirming: [], storedBefore: 0, traceParent: traceParent)
         if report.balanceMismatches.isEmpty { return report }
-        let second = try await pass(confirming: report.balanceMismatches, storedBefore: report.stored)
+        let second = try await pass(confirming: report.balanceMismatches, storedBefore: report.stored, traceParent: traceParent)
         report.fetched += second.fetched
         report.stored += second.stored
         report.rejected += second.rejected
@@ -67,7 +68,7 @@ public struct CatchUp: Sendable {
 
     /// `confirming`: what a first pass found not adding up; found again, unchanged, it is a conflict. `storedBefore`:
     /// what that first pass stored (part of the history a first catch-up takes).
-    private func pass(confirming: [BalanceMismatch], storedBefore: Int) async throws -> Report {
+    private func pass(confirming: [BalanceMismatch], storedBefore: Int, traceParent: String?) async throws -> Report {
         // First: is this still the server the cache was filled from? (Throws a conflict when it is not.)
         if let note = try store.bindServer(try await api.identity()) { logger.notice("\(note)") }
         let startedAt = Date()
@@ -126,7 +127,8 @@ public struct CatchUp: Sendable {
                 if cursor == nil || held.fresh.count + held.unreadable.count >= holdLimit {
                     report.fetched += held.fresh.count
                     report.stored += try store.storeCaughtUp(
-                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false, history: history)
+                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false, history: history,
+                        traceParent: traceParent)
                     held = ([], [])
                 }
                 if reachedCursor { break }
@@ -140,7 +142,8 @@ public struct CatchUp: Sendable {
         for (children, fresh, unreadable) in heldBack {
             report.fetched += fresh.count
             report.stored += try store.storeCaughtUp(
-                children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false, history: history)
+                children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false, history: history,
+                traceParent: traceParent)
         }
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let asked = Date()
@@ -160,7 +163,7 @@ public struct CatchUp: Sendable {
         }
         try store.storeCaughtUp(
             children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked, history: history,
-            historyTaken: history ? storedBefore + report.stored : nil)
+            historyTaken: history ? storedBefore + report.stored : nil, traceParent: traceParent)
         if history {
             logger.notice(
                 "first catch-up of a new database: \(storedBefore + report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import SignalRProtocol
 import Store
+import Tracing
 
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was
 /// (re)established or an event shows the cache missed something. Requests during a catch-up coalesce.
@@ -48,14 +49,21 @@ public actor SyncCoordinator {
     private var lastCatchUpStart: ContinuousClock.Instant?
     /// Told after each completed catch-up (the family as the server lists it is in the cache).
     private var caughtUp: (@Sendable () -> Void)?
+    /// Each hub event stored, and each catch-up, is a span whose trace the deliveries it plans continue.
+    private let tracing: Bool
 
     /// `action` runs after each completed catch-up.
     public func onCaughtUp(_ action: @escaping @Sendable () -> Void) {
         caughtUp = action
     }
 
-    public init(store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), logger: Logger) {
+    /// `tracing`: spans through the process's tracer (bootstrapped by the caller) for every event and catch-up.
+    public init(
+        store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
+        logger: Logger
+    ) {
         self.store = store
+        self.tracing = tracing
         self.outbox = store
         self.catchUpSpacing = catchUpSpacing
         self.limits = limits
@@ -76,8 +84,12 @@ public actor SyncCoordinator {
             return
         }
         var catchUpReason: String?
+        let spans = tracing ? events.map(Self.eventSpan) : []
+        defer { for span in spans { span.end() } }
         do {
-            for (event, result) in zip(events, try store.apply(events)) {
+            let results = try store.apply(events, traceParents: spans.map { TraceParent.of($0.context) })
+            for (span, result) in zip(spans, results) { span.attributes["allowance.stored"] = "\(result.outcome)" }
+            for (event, result) in zip(events, results) {
                 switch result {
                 case .stored(gap: nil): break
                 case .stored(gap: let child?):
@@ -95,9 +107,11 @@ public actor SyncCoordinator {
                 storeFailure = nil
             }
         } catch where error.isConflict {
+            for span in spans { span.failed(error.message) }
             enterConflict(error.message)
             return
         } catch {
+            for span in spans { span.failed(error.message) }
             // Not stored: the next catch-up fetches them from the server again.
             let message = "\(error)"
             if storeFailure?.message == message {
@@ -194,7 +208,7 @@ public actor SyncCoordinator {
             do {
                 do {
                     defer { machine.endFetch() }
-                    _ = try await catchUp.run()
+                    try await runCatchUp()
                 }
                 caughtUp?()
                 attempt = 0
@@ -220,6 +234,34 @@ public actor SyncCoordinator {
                 try? await Task.sleep(for: .seconds(delay))
             }
         } while machine.roundEnded(failed: failed)
+    }
+
+    /// One catch-up; a span when tracing, whose trace the deliveries it plans continue.
+    private func runCatchUp() async throws {
+        guard tracing else {
+            _ = try await catchUp.run()
+            return
+        }
+        let span = InstrumentationSystem.tracer.startSpan("catch-up", context: .topLevel, ofKind: .internal)
+        defer { span.end() }
+        do {
+            let report = try await catchUp.run(traceParent: TraceParent.of(span.context))
+            span.attributes["allowance.stored"] = report.stored
+        } catch {
+            span.failed("\(error)")
+            throw error
+        }
+    }
+
+    /// A consumer span for one hub event, from its arrival at the writer to its commit (messaging conventions).
+    private static func eventSpan(_ event: HubEvent) -> any Span {
+        let span = InstrumentationSystem.tracer.startSpan("process \(event.target)", context: .topLevel, ofKind: .consumer)
+        span.attributes["messaging.system"] = "signalr"
+        span.attributes["messaging.operation.type"] = "process"
+        span.attributes["messaging.destination.name"] = event.target
+        if let child = event.childId { span.attributes["allowance.child.id"] = child.lowercased }
+        if case .transactionCreated(let t) = event { span.attributes["allowance.transaction.id"] = t.id.lowercased }
+        return span
     }
 
     /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
@@ -290,6 +332,24 @@ public actor SyncCoordinator {
             if result.ok, result.sent > 0, status?.phase == .offline, status?.detail.contains("outbox") == true {
                 transition(.idle, "outbox sent")
             }
+        }
+    }
+}
+
+extension Span {
+    fileprivate func failed(_ message: String) {
+        setStatus(SpanStatus(code: .error, message: message))
+    }
+}
+
+extension ApplyResult {
+    /// What became of the event, for its span.
+    fileprivate var outcome: String {
+        switch self {
+        case .stored: "stored"
+        case .duplicate: "duplicate"
+        case .needsCatchUp: "needs catch-up"
+        case .rejected: "set aside"
         }
     }
 }

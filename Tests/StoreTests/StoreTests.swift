@@ -14,6 +14,7 @@ let allMigrations = [
     "v5: latest transaction per child by index", "v6: desktop popups by child", "v7: rows from the server set aside",
     "v8: local writes by child", "v9: muted alerts", "v10: scheduled summaries", "v11: dedup index only for rows with a key",
     "v12: children removed on the server", "v13: chat messages edited in place", "v14: muted deliveries", "v15: when the database was made",
+    "v16: the trace each delivery continues",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!

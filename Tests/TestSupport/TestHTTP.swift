@@ -18,6 +18,9 @@ public enum TestHTTP {
             method, url, body: request.httpBody.map { [UInt8]($0) } ?? [], timeout: .seconds(request.timeoutInterval),
             maxResponseBytes: 64 << 20)
         for (name, value) in request.allHTTPHeaderFields ?? [:] { sent[header: name] = value }
+        // Closed afterwards: a kept-alive connection would hold a stopped simulator's port, which a test may take
+        // again for a second one (a server reset).
+        sent.freshConnection = true
         let answer = try await HTTPClient.shared.send(sent)
         var fields: [String: String] = [:]
         for (name, value) in answer.headers { fields[name] = value }

@@ -58,6 +58,7 @@ public struct HTTPSink: Sink {
             body = Array(#"{"type":""#.utf8) + Array(m.kind.rawValue.utf8) + Array(#"","timestamp":""#.utf8) + Array(m.at.utf8)
                 + Array(#"","data":"#.utf8) + Array(m.alert.utf8) + [UInt8(ascii: "}")]
             headers["webhook-id"] = m.id
+            headers["traceparent"] = m.traceParent
             let timestamp = Int(now().timeIntervalSince1970)
             headers["webhook-timestamp"] = String(timestamp)
             if !config.secrets.isEmpty {

@@ -24,6 +24,9 @@ public struct Message: Sendable {
     public var childName: String
     /// Where a click on the alert leads (`relay.link` filled in for this alert); nil: nowhere.
     public var link: String?
+    /// The send's span (tracing on), as W3C `traceparent`: the generic webhook passes it on, so that a receiver
+    /// that traces joins the event's trace. Chat and push services are not told.
+    public var traceParent: String?
 
     /// A message with its alert as stored, and as a value when the worker has one (then nothing is read back from
     /// the text).
