@@ -8,6 +8,7 @@ import PackageDescription
 //   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
 //   AllowanceAPI -> Alerts (alert events, planned deliveries) -> Store
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
+//   HTTPTransport -> Telemetry (the OTLP tracer and exporter) -> RelayDaemon
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 //   Core (JSON values, back-off, redaction for logs) under every layer that needs them
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
@@ -34,8 +35,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        // OTLP/HTTP export of the relay's traces when `telemetry.otlp_endpoint` is set; its gRPC exporter is not built.
-        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         // Already there through Hummingbird; named because the simulator and its tests use NIOCore's types.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         // `make docs` (part of `make test`): the SignalRClient library's DocC catalog, warnings as errors.
@@ -130,18 +129,25 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // The relay's tracer and its OTLP/HTTP exporter (protobuf written here, sent by the one HTTP client).
+        .target(
+            name: "Telemetry",
+            dependencies: [
+                "HTTPTransport", "Core", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The daemon's long-lived parts as swift-service-lifecycle Services (hub link, store writer, relay workers,
         // outbox poller, reloader, status endpoint) and the configuration loading they share with the CLI.
         .target(
             name: "RelayDaemon",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "CSystemd",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "Telemetry", "CSystemd",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
@@ -226,6 +232,13 @@ let package = Package(
             ]
         ),
         .testTarget(name: "RelayDaemonTests", dependencies: ["RelayDaemon"]),
+        .testTarget(
+            name: "TelemetryTests",
+            dependencies: [
+                "Telemetry", "Core", "HTTPTransport", "TestSupport", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The programs as a user runs them (the binaries it starts are built with the package), the daemon
         // in-process, the configuration across modules, and the layer rule.
         .testTarget(

@@ -228,6 +228,7 @@ extension HubSimulator {
                 ("totalConnections", .number(String(total))),
                 ("transactions", .number(String(await self.family.transactions.count))),
                 ("canceledStreams", .number(String(await self.hub.canceledStreams))),
+                ("canceledInvocations", .number(String(await self.hub.canceledInvocations))),
                 ("negotiations", .number(String(await self.hub.negotiations))),
                 ("logins", .number(String(self.logins.load(ordering: .relaxed)))),
                 ("childrenRequests", .number(String(self.childrenRequests.load(ordering: .relaxed)))),

@@ -172,6 +172,8 @@ actor Hub {
     private(set) var totalConnections = 0
     private(set) var negotiations = 0
     private(set) var canceledStreams = 0
+    /// CancelInvocation for an invocation that is not a stream (`Hang`, say).
+    private(set) var canceledInvocations = 0
     private(set) var reattachments = 0
     private var silencedUntil: [String: ContinuousClock.Instant] = [:]
     private let logger: Logger
@@ -243,6 +245,7 @@ actor Hub {
     var connected: [HubClient] { clients.values.filter(\.isAttached) }
 
     func streamCanceled() { canceledStreams += 1 }
+    func invocationCanceled() { canceledInvocations += 1 }
 
     func silence(_ client: HubClient, for duration: Duration) {
         silencedUntil[client.token] = .now + duration

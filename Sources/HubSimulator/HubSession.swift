@@ -76,7 +76,11 @@ actor HubSession {
                 let (sim, client) = (self.sim, self.client)
                 streams[inv.invocationId ?? ""] = Task { await sim.stream(inv, client: client) }
             case .cancelInvocation(let id, _):
-                streams.removeValue(forKey: id)?.cancel()
+                if let stream = streams.removeValue(forKey: id) {
+                    stream.cancel()
+                } else {
+                    await sim.hub.invocationCanceled()  // a non-streaming invocation (ASP.NET Core 11 allows it)
+                }
             case .completion(let c):
                 if !(await sim.hub.clientCompleted(c)) { sim.logger.warning("completion for unknown invocation \(c.invocationId)") }
             case .close:

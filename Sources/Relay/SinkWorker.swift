@@ -186,8 +186,6 @@ struct SinkWorker: Sendable {
     /// Pauses between attempts at writing outcomes the ledger refused.
     static let recordRetry = Backoff(initial: .milliseconds(500), maximum: .seconds(30))
 
-    /// Of the due deliveries, those that may start now (at most `room`): the oldest for the generic webhook; for a
-    /// chat, the oldest of each child with nothing under way (a child's next alert waits for the one before).
     /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending). A
     /// delivery planned with tracing on is a span in its event's trace, one per attempt.
     private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> JobOutcome? {

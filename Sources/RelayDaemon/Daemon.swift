@@ -54,13 +54,7 @@ public struct Daemon: Sendable {
     /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil: only `stop()`
     /// ends it (in-process use).
     public func run(stopSignals: UnixSignalsSequence? = nil) async -> Int32 {
-        let exporter: (any Service)?
-        do {
-            exporter = try Telemetry.exporter(settings, logger: logger)
-        } catch {
-            logger.critical("telemetry.otlp_endpoint: the trace exporter could not be set up: \(error)")
-            return 78  // EX_CONFIG
-        }
+        let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)

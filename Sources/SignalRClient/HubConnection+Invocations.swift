@@ -103,7 +103,12 @@ extension HubConnection {
         try? write(.cancelInvocation(invocationId: id))
     }
 
+    /// The caller gave up waiting: it gets CancellationError, and the server a CancelInvocation, which an ASP.NET
+    /// Core 11 hub turns into its method's cancellation token (as the .NET 11 client does). Older servers ignore a
+    /// CancelInvocation for an id that is not a stream; a Completion that still comes is dropped.
     func cancelInvocation(_ id: String) {
-        if case .invocation(_, let c) = pending.removeValue(forKey: id) { c.resume(throwing: CancellationError()) }
+        guard case .invocation(_, let c) = pending.removeValue(forKey: id) else { return }
+        c.resume(throwing: CancellationError())
+        try? write(.cancelInvocation(invocationId: id))
     }
 }

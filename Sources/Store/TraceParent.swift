@@ -1,7 +1,7 @@
 import Tracing
 
 /// A span's context as the ledger keeps it with each delivery: the W3C `traceparent` the process's instrument writes
-/// (swift-otel's, when tracing is on), and back. With no such instrument both ways give nothing.
+/// (the relay's OTLP tracer, when tracing is on), and back. With no such instrument both ways give nothing.
 public enum TraceParent {
     /// The `traceparent` of `context`, if the instrument writes one.
     public static func of(_ context: ServiceContext) -> String? {

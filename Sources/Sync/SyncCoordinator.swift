@@ -88,7 +88,7 @@ public actor SyncCoordinator {
         defer { for span in spans { span.end() } }
         do {
             let results = try store.apply(events, traceParents: spans.map { TraceParent.of($0.context) })
-            for (span, result) in zip(spans, results) { span.attributes["allowance.stored"] = "\(result.outcome)" }
+            for (span, result) in zip(spans, results) { span.attributes["allowance.stored"] = result.outcome }
             for (event, result) in zip(events, results) {
                 switch result {
                 case .stored(gap: nil): break

@@ -10,7 +10,7 @@ import Testing
     static let layers: [[String]] = [
         ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "Core"],
         ["WebSocketTransport", "HTTPTransport", "MQTTTransport"],
-        ["SignalRProtocol"],
+        ["SignalRProtocol", "Telemetry"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],
         ["Alerts"],

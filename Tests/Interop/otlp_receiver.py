@@ -3,7 +3,7 @@ with the OpenTelemetry project's own protobuf definitions (opentelemetry-proto),
 
   POST /v1/traces   an ExportTraceServiceRequest; answered with an ExportTraceServiceResponse
   GET  /spans       every span received so far, as a JSON array of plain objects
-Prints "listening PORT" once it serves."""
+Prints "listening PORT" once it serves. With --decode: one request as hex on stdin, its spans on stdout."""
 import gzip
 import json
 import sys
@@ -20,6 +20,8 @@ lock = threading.Lock()
 
 def value(any_value):
     kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return [value(v) for v in any_value.array_value.values]
     return getattr(any_value, kind) if kind else None
 
 
@@ -40,6 +42,10 @@ def flatten(request):
                     "attributes": {a.key: value(a.value) for a in span.attributes},
                     "status": Status.StatusCode.Name(span.status.code),
                     "status_message": span.status.message,
+                    "trace_state": span.trace_state,
+                    "flags": span.flags,
+                    "events": [{"name": e.name, "time": e.time_unix_nano,
+                                "attributes": {a.key: value(a.value) for a in e.attributes}} for e in span.events],
                     "service": resource.get("service.name"),
                 })
     return out
@@ -88,7 +94,15 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(answer)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(f"listening {server.server_address[1]}", flush=True)
-sys.stdout.close()
-server.serve_forever()
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--decode"]:
+        # One request as hex on stdin (from a unit test), its spans as JSON on stdout.
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(bytes.fromhex(sys.stdin.read().strip()))
+        print(json.dumps({"spans": flatten(request), "resource": [
+            {a.key: value(a.value) for a in rs.resource.attributes} for rs in request.resource_spans]}))
+        sys.exit(0)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(f"listening {server.server_address[1]}", flush=True)
+    sys.stdout.close()
+    server.serve_forever()

@@ -110,6 +110,29 @@ import TestSupport
         }
     }
 
+    /// ASP.NET Core 11: cancelling a non-streaming invocation is allowed. The caller gets CancellationError at once
+    /// and the server a CancelInvocation for its id; the connection carries on.
+    @Test func cancellingAnInvocationTellsTheServer() async throws {
+        try await withSimulator { base in
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            try await connection.start()
+            let waiting = Task { try await connection.invoke("Hang") }
+            try await Task.sleep(for: .milliseconds(100))
+            waiting.cancel()
+            await #expect(throws: CancellationError.self) { try await waiting.value }
+            var canceled: JSONValue?
+            let deadline = ContinuousClock.now + .seconds(10)
+            repeat {
+                canceled = try await call(base, "GET", "/_sim/stats")["canceledInvocations"]
+                if canceled == 1 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            } while ContinuousClock.now < deadline
+            #expect(canceled == 1)
+            #expect(try await connection.invoke("Add", [2, 3]) == 5)
+            await connection.stop()
+        }
+    }
+
     @Test func aHandlerCanInvokeOnTheSameConnectionWithoutDeadlock() async throws {
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
