@@ -106,18 +106,24 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
         #expect(shown.first?.body.contains("the sink popups works") == true)
     }
 
+    /// `allowance-relay run` in the desktop session, on a database of its own, connected and caught up.
+    func startRelay(on desktop: DesktopSession, _ base: URL, config file: String) async throws -> (RelayProcess, String) {
+        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+        let relay = try RelayProcess(
+            env: desktop.env.merging(
+                ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                 "ALLOWANCE_RELAY_STORE_PATH": storePath]) { $1 },
+            arguments: ["run", "--config", file])
+        #expect(await relay.waitFor("caught up"))
+        return (relay, storePath)
+    }
+
     @Test func theRelayPopsUpTransactionsAndReplacesEachChildsBalancePopup() async throws {
         let desktop = try DesktopSession()
         defer { desktop.stop() }
         let file = try config("rules:\n  - event: [transaction.created, balance.updated]\n    to: popups\n    digest: false\n")
         try await withSim { base in
-            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
-            let relay = try RelayProcess(
-                env: desktop.env.merging(
-                    ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                     "ALLOWANCE_RELAY_STORE_PATH": storePath]) { $1 },
-                arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, storePath) = try await startRelay(on: desktop, base, config: file)
             // Id-only TransactionCreated (older servers): each BalanceUpdated then brings news, and the
             // transactions come by catch-up.
             try await simPost(base, "/_sim/payload?mode=id")
@@ -175,13 +181,7 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
         defer { desktop.stop() }
         let file = try config("rules:\n  - event: balance.low\n    below: 5.00\n    to: popups\n    urgency: critical\n")
         try await withSim { base in
-            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
-            let relay = try RelayProcess(
-                env: desktop.env.merging(
-                    ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                     "ALLOWANCE_RELAY_STORE_PATH": storePath]) { $1 },
-                arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, storePath) = try await startRelay(on: desktop, base, config: file)
             let store = try Store.open(path: storePath)
             try await simTransaction(base, amount: "24.00", type: "Debit")  // 25.50 -> 1.50
             try await waitForDelivered(1, in: store)

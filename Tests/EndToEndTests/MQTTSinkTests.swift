@@ -124,10 +124,7 @@ import Testing
             // The relay's side: stopped, Bob deleted on the server meanwhile, started again.
             await relay.expectCleanStop()
             #expect(try retained(broker)["allowance/status"] == "offline")
-            var request = URLRequest(url: base.appending(path: "api/v1/children/\(bob)"))
-            request.httpMethod = "DELETE"
-            request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-            #expect((try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            try await deleteChildOnTheServer(base, bob)
             (relay, store) = try await startRelay(base, file, storePath)
             #expect(try store.children().map(\.firstName) == ["Alice", "Carol"])
             // Home Assistant's rule: an empty retained config removes the device and its entities.
@@ -140,6 +137,13 @@ import Testing
         }
     }
 
+    func deleteChildOnTheServer(_ base: URL, _ id: String) async throws {
+        var request = URLRequest(url: base.appending(path: "api/v1/children/\(id)"))
+        request.httpMethod = "DELETE"
+        request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
+        #expect((try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+    }
+
     /// A child deleted on the server while the relay runs: the next catch-up (here after a reconnect) removes its device.
     @Test func aChildDeletedWhileTheRelayRunsLosesItsDevice() async throws {
         try #require(PythonPeer.available)
@@ -150,10 +154,7 @@ import Testing
         try await withSim { base in
             let (relay, _) = try await startRelay(base, file, storePath)
             #expect(await eventually(.seconds(10)) { (try? devices(broker))?.count == 3 })
-            var request = URLRequest(url: base.appending(path: "api/v1/children/\(carol)"))
-            request.httpMethod = "DELETE"
-            request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-            #expect((try await TestHTTP.data(for: request).1 as? HTTPURLResponse)?.statusCode == 204)
+            try await deleteChildOnTheServer(base, carol)
             try await simPost(base, "/_sim/drop")
             #expect(await relay.waitFor(count: 2, of: "caught up", timeout: .seconds(30)))
             #expect(await eventually(.seconds(10)) { (try? devices(broker)).map { $0[carol] == nil && $0.count == 2 } ?? false })

@@ -11,17 +11,14 @@ import Testing
     final class SMTPServer {
         let dir = FileManager.default.temporaryDirectory.appending(path: "smtp-\(UUID())")
         let cert: String
+        let key: String
         let port: Int
         let peer: PythonPeer
 
         init(refuse: Bool = false) throws {
             try FileManager.default.createDirectory(at: dir.appending(path: "mail"), withIntermediateDirectories: true)
-            cert = dir.appending(path: "cert.pem").path
-            let key = dir.appending(path: "key.pem").path
-            _ = try runCommand([
-                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-                "-addext", "subjectAltName=DNS:localhost",
-            ])
+            let certificate = try SelfSignedCertificate()
+            (cert, key) = (certificate.cert, certificate.key)
             peer = try PythonPeer(
                 script: "smtp_server.py", arguments: [dir.appending(path: "mail").path, cert, key, "relay@example.org", "mail-s3cret"] + (refuse ? ["--refuse"] : []))
             port = Int(peer.address) ?? 0

@@ -12,15 +12,18 @@ from decimal import Decimal
 from conftest import TOKEN, post_transaction, stats
 
 
-def test_pysignalr_receives_transaction_created_and_balance_updated(simulator):
+def _pysignalr_receives_both_events(simulator, amount, protocol=None):
+    """pysignalr connects, a transaction of `amount` is made over REST; returns it and the arguments of both events."""
     from pysignalr.client import SignalRClient
 
     async def scenario():
         # pysignalr applies access_token_factory to the WebSocket only, not to negotiate: send the header too.
+        options = {"protocol": protocol} if protocol else {}
         client = SignalRClient(
             simulator + "/hubs/family",
             access_token_factory=lambda: TOKEN,
             headers={"Authorization": f"Bearer {TOKEN}"},
+            **options,
         )
         got: dict[str, list] = {"TransactionCreated": [], "BalanceUpdated": []}
         opened = asyncio.Event()
@@ -39,7 +42,7 @@ def test_pysignalr_receives_transaction_created_and_balance_updated(simulator):
         client.on("BalanceUpdated", on_balance)
         runner = asyncio.create_task(client.run())
         await asyncio.wait_for(opened.wait(), 10)
-        created = await asyncio.to_thread(post_transaction, simulator)
+        created = await asyncio.to_thread(post_transaction, simulator, amount)
         for _ in range(200):
             if got["TransactionCreated"] and got["BalanceUpdated"]:
                 break
@@ -47,7 +50,11 @@ def test_pysignalr_receives_transaction_created_and_balance_updated(simulator):
         runner.cancel()
         return created, got
 
-    created, got = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_pysignalr_receives_transaction_created_and_balance_updated(simulator):
+    created, got = _pysignalr_receives_both_events(simulator, "19.99")
     tx = got["TransactionCreated"][0][0]
     assert tx["id"] == created["id"]
     assert tx["type"] == "Credit" and tx["description"] == "Interop"
@@ -139,42 +146,9 @@ def test_signalrcore_over_long_polling(simulator):
 def test_pysignalr_with_messagepack_reads_the_aspnet_shapes(simulator):
     """pysignalr's MessagePack (not ours) reads what the simulator writes: the transaction keyed by its C# property
     names, money as decimal text, the date a timestamp."""
-    from pysignalr.client import SignalRClient
     from pysignalr.protocol.messagepack import MessagepackProtocol
 
-    async def scenario():
-        client = SignalRClient(
-            simulator + "/hubs/family",
-            protocol=MessagepackProtocol(),
-            access_token_factory=lambda: TOKEN,
-            headers={"Authorization": f"Bearer {TOKEN}"},
-        )
-        got: dict[str, list] = {"TransactionCreated": [], "BalanceUpdated": []}
-        opened = asyncio.Event()
-
-        async def on_open() -> None:
-            opened.set()
-
-        async def on_tx(args) -> None:
-            got["TransactionCreated"].append(args)
-
-        async def on_balance(args) -> None:
-            got["BalanceUpdated"].append(args)
-
-        client.on_open(on_open)
-        client.on("TransactionCreated", on_tx)
-        client.on("BalanceUpdated", on_balance)
-        runner = asyncio.create_task(client.run())
-        await asyncio.wait_for(opened.wait(), 10)
-        created = await asyncio.to_thread(post_transaction, simulator, "3.10")
-        for _ in range(200):
-            if got["TransactionCreated"] and got["BalanceUpdated"]:
-                break
-            await asyncio.sleep(0.05)
-        runner.cancel()
-        return created, got
-
-    created, got = asyncio.run(scenario())
+    created, got = _pysignalr_receives_both_events(simulator, "3.10", MessagepackProtocol())
     tx = got["TransactionCreated"][0][0]
     assert tx["Id"] == created["id"]
     assert tx["Type"] == "Credit" and Decimal(tx["Amount"]) == Decimal("3.10")

@@ -11,20 +11,8 @@ struct TLSAndProxyTests {
     /// A self-signed certificate for localhost: with the name in subjectAltName, or (as many home-lab guides still
     /// make them) in the Common Name only.
     static func certificate(subjectAltName: Bool) throws -> (cert: String, key: String) {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "tls-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let (cert, key) = (dir.appending(path: "cert.pem").path, dir.appending(path: "key.pem").path)
-        var args = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"]
-        if subjectAltName { args += ["-addext", "subjectAltName=DNS:localhost"] }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "openssl could not make the certificate")
-        return (cert, key)
+        let made = try SelfSignedCertificate(subjectAltName: subjectAltName)
+        return (made.cert, made.key)
     }
 
     static let transports: [TransportKind] = [.webSockets, .serverSentEvents, .longPolling]

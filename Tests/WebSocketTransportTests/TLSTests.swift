@@ -56,29 +56,10 @@ struct TLSTests {
 enum TLSPeer {
     /// A self-signed certificate for `hostName`, a TLS echo server using it; `body` gets its port and the cert path.
     static func with(hostName: String, _ body: (Int, String) async throws -> Void) async throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "tls-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let cert = dir.appending(path: "cert.pem").path
-        let key = dir.appending(path: "key.pem").path
-        try run("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
-            "-subj", "/CN=\(hostName)", "-addext", "subjectAltName=DNS:\(hostName)",
-        ])
-        let server = try PythonPeer(script: "tls_echo_server.py", arguments: [cert, key])
+        let certificate = try SelfSignedCertificate(host: hostName)
+        let server = try PythonPeer(script: "tls_echo_server.py", arguments: [certificate.cert, certificate.key])
         defer { server.stop() }
         let port = try #require(Int(server.address))
-        try await body(port, cert)
-    }
-
-    private static func run(_ tool: String, _ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "\(tool) failed")
+        try await body(port, certificate.cert)
     }
 }
