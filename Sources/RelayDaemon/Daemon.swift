@@ -12,9 +12,10 @@ import Synchronization
 import UnixSignals
 
 /// `run` as a ServiceGroup. Services start in this order and stop in the reverse one on SIGTERM/SIGINT:
-///   status endpoint, relay workers, event writer, outbox poller, watchdog, reloader, hub connection
+///   trace exporter (with tracing on), status endpoint, relay workers, event writer, outbox poller, watchdog,
+///   reloader, hub connection
 /// so the hub link closes first (no new events), then the outbox poller, then the events received are stored,
-/// then the workers finish the send each is in, and the status endpoint answers until the end. Past `gracePeriod`
+/// then the workers finish the send each is in, the status endpoint answers until the end, and the last spans go. Past `gracePeriod`
 /// whatever is left is cancelled; deliveries cut short are put back to pending. Then the database is checkpointed.
 public struct Daemon: Sendable {
     let settings: RelaySettings

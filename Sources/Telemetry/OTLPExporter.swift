@@ -113,11 +113,13 @@ public final class OTLPExporter: Service, Sendable {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.configuration.scheduleDelay) }
             await exportQueued()
         }
-        await exportQueued()  // what the others' last moments made
+        // What the others' last moments made, in little time: a collector that does not answer must not hold the
+        // stop past the daemon's grace period.
+        await exportQueued(timeout: min(configuration.timeout, .seconds(2)))
     }
 
     /// Sends what waits, a batch at a time.
-    func exportQueued() async {
+    func exportQueued(timeout: Duration? = nil) async {
         let (spans, dropped) = takeQueued()
         if dropped > 0 {
             logger.warning("tracing: \(dropped) span(s) dropped: more than \(configuration.maxQueueSize) waited for the next export (OTEL_BSP_MAX_QUEUE_SIZE)")
@@ -125,7 +127,7 @@ public final class OTLPExporter: Service, Sendable {
         var start = spans.startIndex
         while start < spans.endIndex {
             let end = min(start + configuration.maxExportBatchSize, spans.endIndex)
-            await send(Array(spans[start..<end]))
+            await send(Array(spans[start..<end]), timeout: timeout ?? configuration.timeout)
             start = end
         }
     }
@@ -143,9 +145,9 @@ public final class OTLPExporter: Service, Sendable {
         OTLPProtobuf.request(resource: configuration.resource, scope: ("allowance-relay", "1"), spans: batch)
     }
 
-    private func send(_ batch: [FinishedSpan]) async {
+    private func send(_ batch: [FinishedSpan], timeout: Duration) async {
         let body = requestBody(batch)
-        var request = HTTPRequest(.post, configuration.tracesURL, body: body, timeout: configuration.timeout, maxResponseBytes: 64 << 10, trust: configuration.trust)
+        var request = HTTPRequest(.post, configuration.tracesURL, body: body, timeout: timeout, maxResponseBytes: 64 << 10, trust: configuration.trust)
         request[header: "Content-Type"] = "application/x-protobuf"
         for (name, value) in configuration.headers { request[header: name] = value }
         let problem: String?

@@ -99,6 +99,47 @@ struct TracingEndToEndTests {
         }
     }
 
+    /// A collector that is down costs one log line, not an alert, and the stop stays prompt and clean.
+    @Test func aCollectorThatIsDownCostsOneLogLineNotTheAlerts() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await withSim { base in
+                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-tracing-\(UUID())")
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                let config = dir.appending(path: "relay.yaml").path
+                try """
+                    telemetry:
+                      otlp_endpoint: http://127.0.0.1:9
+                    sinks:
+                      audit:
+                        type: webhook
+                        url: \(hookURL.absoluteString)/allowance
+                    rules:
+                      - name: each transaction
+                        event: transaction.created
+                        to: [audit]
+                        digest: false
+                    """.write(toFile: config, atomically: true, encoding: .utf8)
+                let relay = try RelayProcess(
+                    env: [
+                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                        "OTEL_BSP_SCHEDULE_DELAY": "100",
+                    ],
+                    arguments: ["run", "--config", config])
+                #expect(await relay.waitFor("caught up"))
+                for _ in 0..<3 {
+                    try await simPost(base, "/_sim/burst?count=1")
+                    try await Task.sleep(for: .milliseconds(300))  // an export between each
+                }
+                #expect(await eventually { hook.acknowledged.count == 3 }, "\(relay.output.suffix(2000))")
+                #expect(relay.output.components(separatedBy: "not exported to http://127.0.0.1:9/v1/traces").count - 1 == 1, "\(relay.output)")
+                let stopping = ContinuousClock.now
+                await relay.expectCleanStop()
+                #expect(ContinuousClock.now - stopping < .seconds(8))
+            }
+        }
+    }
+
     @Test func aBrokenEndpointIsRefusedAtLoad() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-tracing-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
