@@ -302,6 +302,7 @@ rules:
     def start_relay(self, sim, name, sink_url, listen=None, log_level=None, log_format=None, transport=None):
         cfg, db = self.relay_config(name, sink_url, listen)
         env = {"ALLOWANCE_RELAY_SERVER_URL": sim.url, "ALLOWANCE_RELAY_SERVER_TOKEN": TOKEN}
+        env.update(dict(pair.split("=", 1) for pair in self.args.relay_env))
         if transport:
             env["ALLOWANCE_RELAY_SERVER_TRANSPORTS"] = transport
         if log_level:
@@ -814,6 +815,8 @@ def main():
     ap.add_argument("--notes", default=str(ROOT / "Benchmarks/notes.md"),
                     help="hand-written analysis appended to the report (what limits each figure, before/after)")
     ap.add_argument("--parts", default="throughput,latency,webhooks,idle,recovery,soak", help="a subset, for working on one figure")
+    ap.add_argument("--relay-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment variable for every relay started (ALLOWANCE_RELAY_TELEMETRY_OTLP_ENDPOINT=..., say)")
     ap.add_argument("--soak-seconds", type=int, default=900, help="the soak's length (a shorter probe while working on it)")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from --json and --notes, measure nothing")
     ap.add_argument("--merge", action="store_true",

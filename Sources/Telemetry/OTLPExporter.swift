@@ -102,6 +102,17 @@ public final class OTLPExporter: Service, Sendable {
         self.logger = logger
     }
 
+    /// Whether a span started now may be kept: false (and counted as dropped) while the queue is full.
+    func admits() -> Bool {
+        queue.withLock { q in
+            guard q.spans.count < configuration.maxQueueSize else {
+                q.dropped += 1
+                return false
+            }
+            return true
+        }
+    }
+
     func add(_ span: FinishedSpan) {
         queue.withLock { q in
             if q.spans.count < configuration.maxQueueSize { q.spans.append(span) } else { q.dropped += 1 }

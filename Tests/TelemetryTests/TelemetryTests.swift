@@ -98,9 +98,14 @@ import Tracing
         let exporter = exporter(["OTEL_BSP_MAX_QUEUE_SIZE": "3"])
         let tracer = OTLPTracer(exporter: exporter)
         for i in 0..<5 { tracer.startSpan("s\(i)", context: .topLevel, ofKind: .internal).end() }
+        // Spans started while the queue is full are not recorded at all, but still carry a context downstream.
+        let late = tracer.startSpan("late", context: .topLevel, ofKind: .internal)
+        #expect(!late.isRecording)
+        #expect(late.context.spanIdentity != nil)
+        late.end()
         let (spans, dropped) = exporter.takeQueued()
-        #expect(spans.count == 3)
-        #expect(dropped == 2)
+        #expect(spans.map(\.name) == ["s0", "s1", "s2"])
+        #expect(dropped == 3)
     }
 
     @Test func theEnvironmentOfTheSpecificationApplies() {
