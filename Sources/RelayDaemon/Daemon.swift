@@ -333,7 +333,7 @@ struct Reloader {
             logger.notice("reloaded the configuration: \(summary.description)")
             if settings.connectionFingerprint != current.connectionFingerprint {
                 logger.warning(
-                    "the server, store or status settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
+                    "the server, store, status or telemetry settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
             }
             return true
         } catch {

@@ -120,8 +120,9 @@ public final class OTLPExporter: Service, Sendable {
     }
 
     public func run() async throws {
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+        while true {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: self.configuration.scheduleDelay) }
+            if Task.isShuttingDownGracefully || Task.isCancelled { break }
             await exportQueued()
         }
         // What the others' last moments made, in little time: a collector that does not answer must not hold the

@@ -27,10 +27,11 @@ enum TracingSetup {
             environment: ProcessInfo.processInfo.environment)
         for name in configuration.ignored { logger.warning("tracing: \(name) is not what the OpenTelemetry specification allows: left out") }
         let exporter = OTLPExporter(configuration, http: http, logger: logger)
-        let installed = bootstrapped.withLock { done in
-            defer { done = true }
-            if !done { InstrumentationSystem.bootstrap(OTLPTracer(exporter: exporter)) }
-            return !done
+        let installed = bootstrapped.withLock { done -> Bool in
+            guard !done else { return false }
+            InstrumentationSystem.bootstrap(OTLPTracer(exporter: exporter))
+            done = true
+            return true
         }
         guard installed else { return nil }
         logger.info("tracing: spans go to \(configuration.tracesURL.redactedForLogs)")
