@@ -75,11 +75,9 @@ public struct RelaySettings: Sendable {
             if let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host() != nil {
                 url = parsed
             } else {
-                // Never a password written in the URL back (user:secret@host).
-                let shown = urlText.contains("@") ? (URL(string: urlText)?.redactedForLogs ?? "the URL") : urlText
                 problems.append(
                     values.error(
-                        "server.url", "'\(shown)' is not an http:// or https:// URL with a host",
+                        "server.url", "'\(Self.shown(urlText))' is not an http:// or https:// URL with a host",
                         fix: URLFix.suggest(urlText).map { "did you mean \($0)?" } ?? "e.g. https://allowance.example.org"))
             }
         } else {
@@ -124,7 +122,7 @@ public struct RelaySettings: Sendable {
                 problems.append(
                     values.error(
                         "telemetry.otlp_endpoint",
-                        "'\(text.contains("@") ? (URL(string: text)?.redactedForLogs ?? "the URL") : text)' is not an http:// or https:// URL with a host",
+                        "'\(Self.shown(text))' is not an http:// or https:// URL with a host",
                         fix: "e.g. http://127.0.0.1:4318 (an OpenTelemetry collector's OTLP/HTTP port)"))
             }
         }
@@ -189,6 +187,11 @@ public struct RelaySettings: Sendable {
             "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability,
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
+    }
+
+    /// A URL from the file as a message may show it: never a password written in it (user:secret@host).
+    static func shown(_ url: String) -> String {
+        url.contains("@") ? (URL(string: url)?.redactedForLogs ?? "the URL") : url
     }
 
     /// What the commands that work on the cache alone need (no server settings).

@@ -28,6 +28,35 @@ struct TracingEndToEndTests {
         return all.map(Span.init)
     }
 
+    /// The relay with tracing to `collector` (batches every 100 ms, not every 5 s) and one webhook sink, `audit`, for
+    /// each transaction; `telemetry` and `sink` add a line to their sections.
+    func startRelay(_ base: URL, collector: URL, hook: URL, telemetry: String = "", sink: String = "") throws -> RelayProcess {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-tracing-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let config = dir.appending(path: "relay.yaml").path
+        try """
+            telemetry:
+              otlp_endpoint: \(collector.absoluteString)
+              \(telemetry)
+            sinks:
+              audit:
+                type: webhook
+                url: \(hook.absoluteString)/allowance
+                \(sink)
+            rules:
+              - name: each transaction
+                event: transaction.created
+                to: [audit]
+                digest: false
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        return try RelayProcess(
+            env: [
+                "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                "OTEL_BSP_SCHEDULE_DELAY": "100",
+            ],
+            arguments: ["run", "--config", config])
+    }
+
     @Test func oneTraceFromTheHubEventToEachDeliveryAttemptAndOnToTheReceiver() async throws {
         let collectorPeer = try PythonPeer(script: "otlp_receiver.py")
         defer { collectorPeer.stop() }
@@ -36,30 +65,7 @@ struct TracingEndToEndTests {
         let hook = WebhookReceiver { _, n in WebhookReceiver.Answer(n == 0 ? 500 : 200) }
         try await hook.run { hookURL in
             try await withSim { base in
-                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-tracing-\(UUID())")
-                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                let config = dir.appending(path: "relay.yaml").path
-                try """
-                    telemetry:
-                      otlp_endpoint: \(collector.absoluteString)
-                      service_name: relay-under-test
-                    sinks:
-                      audit:
-                        type: webhook
-                        url: \(hookURL.absoluteString)/allowance
-                        retry_max_seconds: 1
-                    rules:
-                      - name: each transaction
-                        event: transaction.created
-                        to: [audit]
-                        digest: false
-                    """.write(toFile: config, atomically: true, encoding: .utf8)
-                let relay = try RelayProcess(
-                    env: [
-                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                        "OTEL_BSP_SCHEDULE_DELAY": "100",  // the batch goes every 100 ms, not every 5 s
-                    ],
-                    arguments: ["run", "--config", config])
+                let relay = try startRelay(base, collector: collector, hook: hookURL, telemetry: "service_name: relay-under-test", sink: "retry_max_seconds: 1")
                 #expect(await relay.waitFor("caught up"))
                 #expect(relay.output.contains("tracing: spans go to \(collector.absoluteString)/v1/traces"))
                 try await simPost(base, "/_sim/burst?count=1")
@@ -104,28 +110,7 @@ struct TracingEndToEndTests {
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in
-                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-tracing-\(UUID())")
-                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                let config = dir.appending(path: "relay.yaml").path
-                try """
-                    telemetry:
-                      otlp_endpoint: http://127.0.0.1:9
-                    sinks:
-                      audit:
-                        type: webhook
-                        url: \(hookURL.absoluteString)/allowance
-                    rules:
-                      - name: each transaction
-                        event: transaction.created
-                        to: [audit]
-                        digest: false
-                    """.write(toFile: config, atomically: true, encoding: .utf8)
-                let relay = try RelayProcess(
-                    env: [
-                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                        "OTEL_BSP_SCHEDULE_DELAY": "100",
-                    ],
-                    arguments: ["run", "--config", config])
+                let relay = try startRelay(base, collector: URL(string: "http://127.0.0.1:9")!, hook: hookURL)
                 #expect(await relay.waitFor("caught up"))
                 for _ in 0..<3 {
                     try await simPost(base, "/_sim/burst?count=1")

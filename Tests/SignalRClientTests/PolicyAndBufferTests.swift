@@ -117,6 +117,8 @@ import Testing
         }
     }
 
+    /// The caller gets CancellationError at once, and (as ASP.NET Core 11 allows for a non-streaming invocation) the
+    /// server a CancelInvocation for its id; the connection carries on.
     @Test func cancellingAnInvokeEndsItWithoutWaitingForTheServer() async throws {
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
@@ -125,6 +127,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(100))
             hanging.cancel()
             await #expect(throws: CancellationError.self) { try await hanging.value }
+            #expect(try await simStat(base, "canceledInvocations", reaching: 1) == 1)
             #expect(try await connection.invoke("Echo", ["still fine"]) == "still fine")
             await connection.stop()
         }

@@ -37,6 +37,19 @@ func quietLogger() -> Logger {
     return l
 }
 
+/// A counter of the simulator's `/_sim/stats` once it reaches `value`, or its last reading after 10 s (what the server
+/// saw of a message the client sent arrives a moment later).
+func simStat(_ base: URL, _ key: String, reaching value: JSONValue) async throws -> JSONValue? {
+    var seen: JSONValue?
+    let deadline = ContinuousClock.now + .seconds(10)
+    repeat {
+        seen = try await call(base, "GET", "/_sim/stats")[key]
+        if seen == value { break }
+        try await Task.sleep(for: .milliseconds(20))
+    } while ContinuousClock.now < deadline
+    return seen
+}
+
 /// Calls a simulator endpoint (REST, or a fault switch under /_sim/).
 @discardableResult
 func call(_ base: URL, _ method: String, _ path: String, body: String? = nil, token: String? = testToken) async throws -> JSONValue {
