@@ -51,10 +51,9 @@ public struct Daemon: Sendable {
     }
 
     /// Runs until SIGTERM or SIGINT (a graceful stop), or until the hub connection ends for good; returns the
-    /// exit code (`run --help` lists them). `stopSignals`: SIGTERM and SIGINT, trapped by the executable as early as
-    /// it could (one that came before `run` is kept and stops the daemon gracefully at once); nil: only `stop()`
-    /// ends it (in-process use).
-    public func run(stopSignals: UnixSignalsSequence? = nil) async -> Int32 {
+    /// exit code (`run --help` lists them). `signals`: the ones the executable trapped (`DaemonSignals.trap()`);
+    /// nil in-process, where `stop()` and `reload()` do what SIGTERM and SIGHUP would.
+    public func run(signals: DaemonSignals? = nil) async -> Int32 {
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
@@ -91,16 +90,14 @@ public struct Daemon: Sendable {
         // could not be sent, and the clock for retries that fall due.
         add(untilShutdown { await sync.pollOutbox(every: .seconds(60)) }, "outbox")
         add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
-        add(untilShutdown { await reloader.run() }, "reloader")
-        // SIGUSR1: another process changed the database (`mute`, `transaction add`, `outbox retry`): the mutes are
-        // read again and the outbox drained now, not at the next poll.
-        add(
-            untilShutdown { [engine] in
-                for await _ in await UnixSignalsSequence(trapping: .sigusr1) {
-                    engine.mutesChanged()
-                    await sync.drainOutbox()
-                }
-            }, "changes from the CLI")
+        if let signals {
+            add(untilShutdown { await reloader.run(on: signals.reload) }, "reloader")
+            // SIGUSR1: another process changed the database (`mute`, `transaction add`, `outbox retry`).
+            add(
+                untilShutdown { [engine] in
+                    for await _ in signals.databaseChanged { await Self.databaseChanged(engine: engine, sync: sync) }
+                }, "changes from the CLI")
+        }
         add(hub, "hub")
 
         var config = ServiceGroupConfiguration(services: services, logger: logger)
@@ -121,16 +118,16 @@ public struct Daemon: Sendable {
         // doing its job meanwhile (outbox, deliveries, reconnecting).
         Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
         // Our own signal handling rather than the group's, to say which signal arrived.
-        let signals = Task {
-            guard let stopSignals else { return }
+        let stopping = Task {
+            guard let signals else { return }
             var stopping = false
-            for await signal in stopSignals {
+            for await signal in signals.stop {
                 logger.notice(stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
                 if !stopping { await group.triggerGracefulShutdown() }
                 stopping = true
             }
         }
-        defer { signals.cancel() }
+        defer { stopping.cancel() }
         var code: Int32 = 0
         do {
             try await group.run()
@@ -149,6 +146,12 @@ public struct Daemon: Sendable {
         }
         logger.notice("stopped", metadata: ["exitCode": "\(code)"])
         return code
+    }
+
+    /// What SIGUSR1 does: the mutes read again and the outbox drained now, not at the next poll.
+    private static func databaseChanged(engine: RelayEngine, sync: SyncCoordinator) async {
+        engine.mutesChanged()
+        await sync.drainOutbox()
     }
 
     /// What SIGHUP does: the configuration read again, rules, templates and sinks applied without touching the hub
@@ -316,8 +319,8 @@ struct Reloader {
     let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
     let logger: Logger
 
-    func run() async {
-        for await _ in await UnixSignalsSequence(trapping: .sighup) {
+    func run(on hangups: UnixSignalsSequence) async {
+        for await _ in hangups {
             Systemd.reloading()
             defer { Systemd.reloaded() }
             await reloadOnce()

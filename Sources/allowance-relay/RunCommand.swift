@@ -5,7 +5,6 @@ import Foundation
 import Logging
 import Relay
 import RelayDaemon
-import UnixSignals
 
 /// `allowance-relay run`: connect, log every hub event, reconnect forever, stop cleanly on a signal.
 struct RunCommand: AsyncParsableCommand {
@@ -56,9 +55,8 @@ struct RunCommand: AsyncParsableCommand {
         // First of all (and so before READY=1): a SIGTERM while the config is read or the database opened (a service
         // manager stopping us right after the start) would otherwise kill the process outright. Trapped, it waits
         // for the daemon, which then stops gracefully and exits 0.
-        let stopSignals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        // `allowance-relay mute` signals SIGUSR1 (mutes changed): before the daemon listens for it, ignored, not fatal.
-        signal(SIGUSR1, SIG_IGN)
+        // SIGHUP and SIGUSR1 (`allowance-relay mute` and the other writers) too: each waits for the daemon.
+        let signals = await DaemonSignals.trap()
         var environment = ProcessInfo.processInfo.environment
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }
@@ -85,7 +83,7 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode(74)
         }
-        let code = await daemon.run(stopSignals: stopSignals)
+        let code = await daemon.run(signals: signals)
         if code != 0 { throw ExitCode(code) }
     }
 }

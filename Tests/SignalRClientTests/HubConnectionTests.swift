@@ -315,7 +315,7 @@ func withRedirector(to target: String?, token: String?, _ body: (URL) async thro
     let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                           onServerRunning: { continuation.yield($0.localAddress!.port!) }, logger: logger)
     try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService() }
+        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
         var it = stream.makeAsyncIterator()
         let port = await it.next()!
         portBox.port = port
@@ -363,7 +363,7 @@ final class PortBox: @unchecked Sendable {
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { continuation.yield($0.localAddress!.port!) }, logger: quietLogger())
         await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
             var it = stream.makeAsyncIterator()
             let port = await it.next()!
             defer { group.cancelAll() }

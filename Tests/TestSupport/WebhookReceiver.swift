@@ -71,7 +71,10 @@ public final class WebhookReceiver: Sendable {
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "receiver"),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
+            // No signals trapped (Hummingbird's default is SIGTERM and SIGINT): each trap is a libdispatch signal
+            // source, made and torn down with every server while the suites run side by side, and libdispatch's
+            // epoll bookkeeping on Linux crashed CI runs in `_dispatch_event_loop_drain`. No test server traps any.
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
             var it = stream.makeAsyncIterator()
             guard let port = await it.next() else { throw HarnessError("the receiver did not start") }
             defer { group.cancelAll() }

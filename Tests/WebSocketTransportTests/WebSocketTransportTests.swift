@@ -62,7 +62,7 @@ func withTestServer(_ body: (Int) async throws -> Void) async throws {
         logger: logger
     )
     try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService() }
+        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
         var it = stream.makeAsyncIterator()
         let port = await it.next()!
         defer { group.cancelAll() }
