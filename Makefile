@@ -11,16 +11,17 @@ BIN         := .build/debug
 all: build
 
 # System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups),
-# libcurl (the HTTP client, and SMTP for e-mail), libmosquitto (the MQTT sink), OpenSSL's libcrypto (webhook signatures).
-BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev pkg-config
+# libcurl (the HTTP client, and SMTP for e-mail), libmosquitto (the MQTT sink), OpenSSL's libcrypto (webhook signatures),
+# libpq (relays sharing one PostgreSQL).
+BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev libpq-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
-# systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto).
-TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto
+# systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own).
+TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql
 APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
 deps:
-	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto libcrypto 2>/dev/null; then \
+	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto libcrypto libpq 2>/dev/null; then \
 	  echo "Installing $(BUILD_DEBS) (apt-get)"; $(APT) $(BUILD_DEBS); \
 	fi
 
@@ -28,6 +29,7 @@ test-deps: deps
 	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze; do \
 	  command -v $$c >/dev/null || missing=1; done; \
 	[ -x /usr/sbin/mosquitto ] || missing=1; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \
 	if [ -n "$$missing" ] || ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
 	  echo "Installing $(TEST_DEBS) (apt-get)"; $(APT) $(TEST_DEBS); \
 	fi

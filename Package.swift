@@ -53,6 +53,11 @@ let package = Package(
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libmosquitto, from Debian's libmosquitto-dev: the MQTT sink's client.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // libpq, from Debian's libpq-dev: the PostgreSQL client that relays sharing one database use.
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // A PostgreSQL session on libpq: statements with parameters, LISTEN/NOTIFY, the session's advisory locks.
+        // Knows nothing of the relay (as MQTTTransport).
+        .target(name: "PostgresTransport", dependencies: ["CPostgres"]),
         // An MQTT connection whose QoS 1 publish returns once the broker has the message. Knows nothing of the relay.
         .target(name: "MQTTTransport", dependencies: ["CMosquitto"]),
         // The one HTTP client (libcurl's multi interface on one thread): negotiate, the REST API, every webhook.
@@ -202,6 +207,7 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["Core"]),
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
+        .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
         .testTarget(
             name: "WebSocketTransportTests",
             dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]

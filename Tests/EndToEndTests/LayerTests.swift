@@ -8,8 +8,8 @@ import Testing
 @Suite struct LayerTests {
     /// Bottom to top. A new module must be placed here, or this test fails.
     static let layers: [[String]] = [
-        ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "Core"],
-        ["WebSocketTransport", "HTTPTransport", "MQTTTransport"],
+        ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "CPostgres", "Core"],
+        ["WebSocketTransport", "HTTPTransport", "MQTTTransport", "PostgresTransport"],
         ["SignalRProtocol", "Telemetry"],
         ["SignalRClient", "HubSimulator"],
         ["AllowanceAPI"],

@@ -44,34 +44,12 @@ public final class MosquittoBroker: @unchecked Sendable {
     /// Starts the broker and waits (up to 10 s) until it accepts connections.
     public func start() throws {
         guard let binary = Self.binary else { throw HarnessError("mosquitto is not installed (apt-get install mosquitto)") }
-        // posix_spawn with every signal unblocked and at its default: a test process blocks or ignores SIGTERM
-        // (swift-service-lifecycle), and a child would inherit that and never save its sessions on a stop.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, dir.appending(path: "stdout").path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let conf: String = dir.appending(path: "mosquitto.conf").path
-        let args: [String] = [binary, "-c", conf]
-        let argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child = pid_t()
-        guard posix_spawn(&child, binary, &actions, &attributes, argv, environ) == 0 else { throw HarnessError("cannot start mosquitto") }
-        pid = child
+        let output = dir.appending(path: "stdout").path
+        unlink(output)
+        pid = try spawnServer([binary, "-c", dir.appending(path: "mosquitto.conf").path], output: output)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if Self.accepts(port) { return }
+            if acceptsConnections(port) { return }
             Thread.sleep(forTimeInterval: 0.05)
         }
         throw HarnessError("mosquitto did not start on port \(port): \(log.suffix(500))")
@@ -80,29 +58,9 @@ public final class MosquittoBroker: @unchecked Sendable {
     /// SIGTERM: the broker saves its sessions and queued messages, as on a service restart.
     public func stop() {
         guard let p = pid else { return }
-        kill(p, SIGTERM)
-        var status: Int32 = 0
-        let deadline = Date().addingTimeInterval(5)
-        while waitpid(p, &status, WNOHANG) == 0 {
-            if Date() > deadline {
-                kill(p, SIGKILL)
-                waitpid(p, &status, 0)
-                break
-            }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        stopServer(p)
         pid = nil
     }
 
     public var log: String { (try? String(contentsOf: dir.appending(path: "mosquitto.log"), encoding: .utf8)) ?? "" }
-
-    private static func accepts(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
-    }
 }

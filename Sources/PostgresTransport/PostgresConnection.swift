@@ -1,0 +1,200 @@
+import CPostgres
+import Foundation
+import Synchronization
+
+/// One session with a PostgreSQL server, on libpq: statements with parameters (never spliced into the text),
+/// LISTEN/NOTIFY, and the session itself (advisory locks live as long as it does). Calls block the calling thread
+/// until the server answers, and one call runs at a time; a connection that waits for notifications should do
+/// nothing else. Knows nothing of the relay.
+public final class PostgresConnection: Sendable {
+    public let location: PostgresLocation
+    /// libpq's `PGconn`, nil once closed. libpq connections are not for two threads at once: the mutex sees to it.
+    private let connection: Mutex<Session>
+
+    /// The `PGconn` pointer, only ever touched under the mutex.
+    private struct Session: @unchecked Sendable {
+        var conn: OpaquePointer?
+    }
+
+    /// Connects, or says why not. `password`: from `store.password_file` or the environment; nil leaves it to libpq
+    /// (a `~/.pgpass` file, or a server that asks none). TCP keep-alives are on, so that a server that vanished
+    /// (a machine off, a cable out) is noticed within seconds rather than at the next statement.
+    public init(
+        _ location: PostgresLocation, password: String? = nil, applicationName: String = "allowance-relay",
+        connectTimeout: Int = 5
+    ) throws(PostgresError) {
+        self.location = location
+        var settings: [(String, String)] = [
+            ("host", location.host), ("port", String(location.port)), ("user", location.user), ("dbname", location.database),
+            ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))),
+            ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+        ]
+        if let mode = location.sslMode { settings.append(("sslmode", mode)) }
+        if let cert = location.sslRootCert { settings.append(("sslrootcert", cert)) }
+        if let password { settings.append(("password", password)) }
+        let keys = settings.map { strdup($0.0) } + [nil]
+        let values = settings.map { strdup($0.1) } + [nil]
+        defer {
+            keys.forEach { free($0) }
+            // The password's copy is wiped before it is freed.
+            for value in values { if let value { memset(value, 0, strlen(value)) }; free(value) }
+        }
+        let conn = keys.map { UnsafePointer($0) }.withUnsafeBufferPointer { k in
+            values.map { UnsafePointer($0) }.withUnsafeBufferPointer { v in PQconnectdbParams(k.baseAddress, v.baseAddress, 0) }
+        }
+        guard let conn, PQstatus(conn) == CONNECTION_OK else {
+            let why = conn.map { Self.errorText($0) } ?? "out of memory"
+            PQfinish(conn)
+            throw PostgresError(.connect, "cannot connect to \(location): \(why)")
+        }
+        connection = Mutex(Session(conn: conn))
+    }
+
+    deinit { close() }
+
+    /// Ends the session (and with it the advisory locks it held). Safe to call more than once.
+    public func close() {
+        connection.withLock { session in
+            PQfinish(session.conn)
+            session.conn = nil
+        }
+    }
+
+    /// Runs one statement (several, separated by `;`, when there are no parameters) and returns its rows as text.
+    /// `$1`, `$2`, ... in `sql` take `parameters` in order; nil is SQL NULL.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
+        try connection.withLock { session throws(PostgresError) -> PostgresRows in
+            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            let result: OpaquePointer?
+            if parameters.isEmpty {
+                result = PQexec(conn, sql)
+            } else {
+                let copies = parameters.map { $0.map { strdup($0) } ?? nil }
+                defer { copies.forEach { free($0) } }
+                result = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
+                    PQexecParams(conn, sql, Int32(parameters.count), nil, $0.baseAddress, nil, nil, 0)
+                }
+            }
+            defer { PQclear(result) }
+            return try Self.rows(of: result, conn: conn, location: location)
+        }
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    public func transaction<T>(_ body: () throws(PostgresError) -> T) throws(PostgresError) -> T {
+        try query("BEGIN")
+        do {
+            let value = try body()
+            try query("COMMIT")
+            return value
+        } catch {
+            _ = try? query("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Subscribes this session to `channel` (`NOTIFY channel` from any session then reaches `notifications`).
+    public func listen(_ channel: String) throws(PostgresError) {
+        try query("LISTEN \(Self.identifier(channel))")
+    }
+
+    /// Sends a notification on `channel` (delivered when the surrounding transaction commits, if there is one).
+    public func notify(_ channel: String, payload: String = "") throws(PostgresError) {
+        try query("SELECT pg_notify($1, $2)", [channel, payload])
+    }
+
+    /// The notifications that arrived, waiting up to `timeout` for the first one. Empty after the timeout.
+    public func notifications(timeout: Duration) throws(PostgresError) -> [PostgresNotification] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let (found, socket) = try connection.withLock { session throws(PostgresError) -> ([PostgresNotification], Int32) in
+                guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+                guard PQconsumeInput(conn) == 1 else {
+                    throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
+                }
+                var found: [PostgresNotification] = []
+                while let note = PQnotifies(conn) {
+                    found.append(
+                        PostgresNotification(
+                            channel: String(cString: note.pointee.relname), payload: String(cString: note.pointee.extra),
+                            senderPID: note.pointee.be_pid))
+                    PQfreemem(note)
+                }
+                return (found, PQsocket(conn))
+            }
+            let left = ContinuousClock.now.duration(to: deadline)
+            if !found.isEmpty || left <= .zero { return found }
+            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let ms = Int32(min(Double(Int32.max), (Double(left.components.seconds) * 1000 + Double(left.components.attoseconds) / 1e15).rounded(.up)))
+            _ = poll(&poller, 1, ms)
+        }
+    }
+
+    /// Whether the session still answers (a round trip).
+    public var isAlive: Bool { (try? query("SELECT 1")) != nil }
+
+    /// The server process serving this session (what `pg_stat_activity` and `pg_locks` call `pid`).
+    public func backendPID() -> Int32? {
+        connection.withLock { session in session.conn.map { PQbackendPID($0) } }
+    }
+
+    /// `name` quoted as an SQL identifier (for LISTEN, which takes no parameter).
+    public static func identifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    private static func errorText(_ conn: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
+            .replacingOccurrences(of: "\n", with: "; ")
+    }
+
+    private static func rows(of result: OpaquePointer?, conn: OpaquePointer, location: PostgresLocation) throws(PostgresError) -> PostgresRows {
+        guard let result else {
+            throw PostgresError(PQstatus(conn) == CONNECTION_OK ? .statement : .lost, "PostgreSQL at \(location): \(errorText(conn))")
+        }
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            break
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+                .replacingOccurrences(of: "\n", with: "; ")
+            if PQstatus(conn) != CONNECTION_OK {
+                throw PostgresError(.lost, "lost the connection to \(location): \(message.isEmpty ? errorText(conn) : message)")
+            }
+            throw PostgresError(.statement, message, sqlState: state)
+        }
+        let columns = (0..<PQnfields(result)).map { String(cString: PQfname(result, $0)) }
+        let rows = (0..<PQntuples(result)).map { row in
+            (0..<Int32(columns.count)).map { column -> String? in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
+        }
+        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+        return PostgresRows(columns: columns, rows: rows, affected: affected)
+    }
+}
+
+/// A statement's answer: its rows as text (PostgreSQL's text format), and how many rows a change touched.
+public struct PostgresRows: Sendable, Equatable {
+    public let columns: [String]
+    public let rows: [[String?]]
+    public let affected: Int
+
+    /// The value of `column` in row `row` (nil for NULL or no such column).
+    public subscript(row: Int, column: String) -> String? {
+        guard row < rows.count, let index = columns.firstIndex(of: column) else { return nil }
+        return rows[row][index]
+    }
+
+    /// The first column of the first row: for `SELECT count(*)` and the like.
+    public var scalar: String? { rows.first?.first ?? nil }
+}
+
+/// A `NOTIFY` that reached a listening session.
+public struct PostgresNotification: Sendable, Equatable {
+    public let channel: String
+    public let payload: String
+    public let senderPID: Int32
+}
