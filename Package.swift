@@ -112,6 +112,9 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // What relays sharing one PostgreSQL hold in common: the hub link's lease, the replicas' registry, queues
+        // of jobs claimed with SKIP LOCKED and woken by NOTIFY, the schema's migrations.
+        .target(name: "SharedStore", dependencies: ["PostgresTransport"]),
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
         .target(
             name: "Sync",
@@ -208,6 +211,7 @@ let package = Package(
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
+        .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "PostgresTransport", "TestSupport"]),
         .testTarget(
             name: "WebSocketTransportTests",
             dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]

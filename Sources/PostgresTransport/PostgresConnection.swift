@@ -16,19 +16,34 @@ public final class PostgresConnection: Sendable {
         var conn: OpaquePointer?
     }
 
+    /// How soon a server that vanished (a machine off, a cable out: no FIN, no RST) is given up: TCP keep-alives
+    /// while idle, and a limit on unacknowledged data while a statement waits (`tcp_user_timeout`), which a
+    /// keep-alive alone does not cover.
+    public enum DeadPeer: Sendable {
+        /// About 11 s idle, 10 s in a statement: for the work a replica does.
+        case standard
+        /// About 3 s either way: for a session whose loss must be known before another replica's 5 s are up.
+        case lease
+
+        var settings: [(String, String)] {
+            switch self {
+            case .standard: [("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"), ("tcp_user_timeout", "10000")]
+            case .lease: [("keepalives_idle", "1"), ("keepalives_interval", "1"), ("keepalives_count", "2"), ("tcp_user_timeout", "3000")]
+            }
+        }
+    }
+
     /// Connects, or says why not. `password`: from `store.password_file` or the environment; nil leaves it to libpq
-    /// (a `~/.pgpass` file, or a server that asks none). TCP keep-alives are on, so that a server that vanished
-    /// (a machine off, a cable out) is noticed within seconds rather than at the next statement.
+    /// (a `~/.pgpass` file, or a server that asks none).
     public init(
         _ location: PostgresLocation, password: String? = nil, applicationName: String = "allowance-relay",
-        connectTimeout: Int = 5
+        connectTimeout: Int = 5, deadPeer: DeadPeer = .standard
     ) throws(PostgresError) {
         self.location = location
         var settings: [(String, String)] = [
             ("host", location.host), ("port", String(location.port)), ("user", location.user), ("dbname", location.database),
-            ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))),
-            ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
-        ]
+            ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))), ("keepalives", "1"),
+        ] + deadPeer.settings
         if let mode = location.sslMode { settings.append(("sslmode", mode)) }
         if let cert = location.sslRootCert { settings.append(("sslrootcert", cert)) }
         if let password { settings.append(("password", password)) }

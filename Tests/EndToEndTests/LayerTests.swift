@@ -15,7 +15,7 @@ import Testing
         ["AllowanceAPI"],
         ["Alerts"],
         ["Config"],
-        ["Store"],
+        ["Store", "SharedStore"],
         ["Sync", "Relay"],
         ["RelayDaemon"],
         ["allowance-relay", "allowance-hub-sim"],

@@ -69,9 +69,13 @@ public final class PostgresCluster: @unchecked Sendable {
     /// Runs `sql` with `psql` over the cluster's Unix socket (trusted: no password).
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        try runCommand(psqlCommand(["-c", sql], database: database))
+    }
+
+    /// The command line of `psql` with `arguments` (for a test that needs a client process of its own to kill).
+    public func psqlCommand(_ arguments: [String], database: String = "postgres") throws -> [String] {
         guard let bin = Self.binDir else { throw HarnessError("PostgreSQL is not installed") }
-        return try runCommand(
-            Self.asOwner + ["\(bin)/psql", "-X", "-q", "-At", "-h", dir.path, "-p", String(port), "-U", superuser, "-d", database, "-c", sql])
+        return Self.asOwner + ["\(bin)/psql", "-X", "-q", "-At", "-h", dir.path, "-p", String(port), "-U", superuser, "-d", database] + arguments
     }
 
     /// Starts the server and waits (up to 20 s) until it accepts connections.

@@ -1,9 +1,9 @@
 import Foundation
 
-/// Starts a server program for a test and returns its pid, without waiting: stdin from /dev/null, stdout and
-/// stderr into `output`. Every signal unblocked and at its default: a test process blocks or ignores some
+/// Starts a server program for a test and returns its pid, without waiting: stdin from `input` (/dev/null unless
+/// said), stdout and stderr into `output`. Every signal unblocked and at its default: a test process blocks or ignores some
 /// (swift-service-lifecycle), and a child would inherit that and, say, never save its state on a SIGTERM.
-public func spawnServer(_ args: [String], output: String) throws -> pid_t {
+public func spawnServer(_ args: [String], input: String = "/dev/null", output: String) throws -> pid_t {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -17,7 +17,7 @@ public func spawnServer(_ args: [String], output: String) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
     let argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]

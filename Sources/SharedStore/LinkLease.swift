@@ -1,0 +1,79 @@
+import Synchronization
+import PostgresTransport
+
+/// Work that one replica at a time may do (the hub link and its catch-up), held as a PostgreSQL advisory lock on a
+/// session of its own. The server lets go of the lock when that session ends: at a clean release, and as well when
+/// the holder dies (`kill -9`: its socket closes and the server ends the session at once) or its machine vanishes
+/// (TCP keep-alives end the session within seconds). So the lease needs no expiry of its own to be taken over.
+public final class LinkLease: Sendable {
+    public let name: String
+    public let key: Int64
+    private let location: PostgresLocation
+    private let password: String?
+    private let session: Mutex<PostgresConnection?>
+
+    public init(_ name: String, location: PostgresLocation, password: String?) {
+        self.name = name
+        self.key = AdvisoryKey.key("allowance-relay:link:\(name)")
+        self.location = location
+        self.password = password
+        self.session = Mutex(nil)
+    }
+
+    /// One try: true when this replica holds the lease now (it may have held it already). A session that was lost
+    /// is replaced; a server that cannot be reached throws.
+    public func tryAcquire() throws(PostgresError) -> Bool {
+        let db = try connection()
+        do {
+            if try heldBy(db) { return true }
+            return try db.query("SELECT pg_try_advisory_lock($1)", [String(key)]).scalar == "t"
+        } catch {
+            dropSession()
+            throw error
+        }
+    }
+
+    /// Whether the lease is still ours: the session answers and the server still has our lock (false once the
+    /// server restarted, the session was cut, or it was never acquired).
+    public var isHeld: Bool {
+        guard let db = session.withLock({ $0 }) else { return false }
+        guard let held = try? heldBy(db) else {
+            dropSession()
+            return false
+        }
+        return held
+    }
+
+    /// Lets go (the session ends with it, so nothing can linger). Safe to call when not held.
+    public func release() { dropSession() }
+
+    private func heldBy(_ db: PostgresConnection) throws(PostgresError) -> Bool {
+        // pg_locks shows a bigint key as its high and low 32 bits (classid, objid) with objsubid 1.
+        try db.query(
+            """
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+              AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1::bigint
+            """, [String(key)]
+        ).scalar == "1"
+    }
+
+    private func connection() throws(PostgresError) -> PostgresConnection {
+        if let db = session.withLock({ $0 }) { return db }
+        let db = try PostgresConnection(location, password: password, applicationName: "allowance-relay link lease", deadPeer: .lease)
+        // The server's side of the same promise: a holder whose machine vanished (no FIN, no RST) loses its session,
+        // and so the lock, within about 3 s, before the next holder's 5 s are up; one killed in the middle of a
+        // statement is noticed within 1 s rather than at the statement's end.
+        try db.query(
+            "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'")
+        session.withLock { $0 = db }
+        return db
+    }
+
+    private func dropSession() {
+        let db = session.withLock { s -> PostgresConnection? in
+            defer { s = nil }
+            return s
+        }
+        db?.close()
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import PostgresTransport
+
+/// The relays sharing one database, as `status` shows them: each writes its heartbeat, and whether (and since when)
+/// it holds the hub link. A replica whose heartbeat is older than `staleAfter` is shown as gone (killed, or its
+/// machine down); its row stays until another replica starts under the same name.
+public struct ReplicaRegistry: Sendable {
+    public struct Replica: Sendable, Equatable {
+        public let name: String
+        public let host: String
+        public let pid: Int32
+        public let startedAt: String
+        public let seenAt: String
+        /// When it took the hub link; nil when it does not hold it.
+        public let linkHeldSince: String?
+        public let alive: Bool
+
+        /// Holds the hub link now: it said so in a heartbeat that is not stale.
+        public var holdsLink: Bool { alive && linkHeldSince != nil }
+    }
+
+    public static let migration = PostgresMigration(
+        1, "replicas",
+        """
+        CREATE TABLE relay_replicas (
+            replica text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT now(), seen_at timestamptz NOT NULL DEFAULT now(),
+            link_held_since timestamptz)
+        """)
+
+    public let db: PostgresConnection
+    public let staleAfter: Duration
+
+    public init(_ db: PostgresConnection, staleAfter: Duration = .seconds(10)) {
+        self.db = db
+        self.staleAfter = staleAfter
+    }
+
+    /// This replica is up (its start): a row of its own, replacing one an earlier run of the same name left.
+    public func register(_ name: String, host: String, pid: Int32 = getpid()) throws(PostgresError) {
+        try db.query(
+            """
+            INSERT INTO relay_replicas (replica, host, pid) VALUES ($1, $2, $3)
+            ON CONFLICT (replica) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(),
+              seen_at = now(), link_held_since = NULL
+            """, [name, host, String(pid)])
+    }
+
+    /// This replica is still up, and holds the hub link or not (the time it took it is kept while it does).
+    public func heartbeat(_ name: String, holdsLink: Bool) throws(PostgresError) {
+        try db.query(
+            """
+            UPDATE relay_replicas SET seen_at = now(),
+              link_held_since = CASE WHEN $2 THEN coalesce(link_held_since, now()) ELSE NULL END
+            WHERE replica = $1
+            """, [name, holdsLink ? "true" : "false"])
+    }
+
+    /// Every replica, the link holder first, then by name.
+    public func replicas() throws(PostgresError) -> [Replica] {
+        let seconds = Double(staleAfter.components.seconds) + Double(staleAfter.components.attoseconds) / 1e18
+        return try db.query(
+            """
+            SELECT replica, host, pid, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+              to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+              to_char(link_held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+              seen_at > now() - make_interval(secs => $1::float8)
+            FROM relay_replicas ORDER BY link_held_since IS NULL, replica
+            """, [String(seconds)]
+        ).rows.map { row in
+            Replica(
+                name: row[0] ?? "", host: row[1] ?? "", pid: Int32(row[2] ?? "") ?? 0, startedAt: row[3] ?? "", seenAt: row[4] ?? "",
+                linkHeldSince: row[5], alive: row[6] == "t")
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import PostgresTransport
+import SharedStore
+import Synchronization
+import TestSupport
+import Testing
+
+/// The hub link's lease on a real PostgreSQL server: one holder at a time, taken over when the holder goes.
+@Suite(.timeLimit(.minutes(1))) struct LinkLeaseTests {
+    @Test func oneReplicaHoldsItAndAnotherTakesItOnceReleased() throws {
+        let cluster = try PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        let a = LinkLease("https://family.example/hubs/family", location: location, password: cluster.password)
+        let b = LinkLease("https://family.example/hubs/family", location: location, password: cluster.password)
+        let otherFamily = LinkLease("https://other.example/hubs/family", location: location, password: cluster.password)
+        #expect(try a.tryAcquire())
+        #expect(try a.tryAcquire(), "asking again while holding it keeps it")
+        #expect(try b.tryAcquire() == false)
+        #expect(try otherFamily.tryAcquire(), "another hub's lease is another lock")
+        #expect(a.isHeld && !b.isHeld)
+        a.release()
+        #expect(!a.isHeld)
+        #expect(try b.tryAcquire())
+        #expect(try a.tryAcquire() == false)
+    }
+
+    @Test func aHolderKilledWithSignal9IsTakenOverWithinFiveSeconds() async throws {
+        let cluster = try PostgresCluster()
+        let lease = LinkLease("hub", location: try PostgresLocation(cluster.url()), password: cluster.password)
+        // Another process holds the same lock on an idle session, as a relay replica does between its checks, and
+        // is killed outright: psql reading its commands from a pipe the test keeps open.
+        let fifo = cluster.dir.appending(path: "holder.sql").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        if getuid() == 0 { _ = try runCommand(["chown", "postgres", fifo]) }
+        let commands = open(fifo, O_RDWR)  // read-write: opening it neither blocks nor lets psql see an end
+        defer { close(commands) }
+        let holder = try spawnServer(
+            try cluster.psqlCommand(["-f", fifo]), output: cluster.dir.appending(path: "holder.log").path)
+        defer { stopServer(holder, signal: SIGKILL) }
+        let sql = "SELECT pg_advisory_lock(\(lease.key));\n"
+        #expect(write(commands, sql, sql.utf8.count) == sql.utf8.count)
+        let holding = ContinuousClock.now + .seconds(20)
+        while try cluster.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") != "1\n" {
+            #expect(ContinuousClock.now < holding, "the holder never took the lock")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try lease.tryAcquire() == false, "held by the other process")
+        kill(holder, SIGKILL)
+        let killed = ContinuousClock.now
+        while try !lease.tryAcquire() {
+            try #require(ContinuousClock.now - killed < .seconds(5), "not taken over within 5 s")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        print("lease test: taken over \(ContinuousClock.now - killed) after the holder's kill -9")
+        #expect(lease.isHeld)
+    }
+
+    @Test func aServerRestartEndsTheLeaseAndItIsTakenAgain() throws {
+        let cluster = try PostgresCluster()
+        let lease = LinkLease("hub", location: try PostgresLocation(cluster.url()), password: cluster.password)
+        #expect(try lease.tryAcquire())
+        cluster.stop()
+        #expect(!lease.isHeld, "a lost session holds nothing")
+        #expect(throws: PostgresError.self) { try lease.tryAcquire() }
+        try cluster.start()
+        #expect(try lease.tryAcquire())
+    }
+
+    @Test func theWorkRunsOnOneReplicaAtATimeAndMovesWhenItsHolderStops() async throws {
+        let cluster = try PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        final class Running: Sendable {
+            let state = Mutex<(now: Set<String>, most: Int, ran: [String])>(([], 0, []))
+        }
+        let running = Running()
+        func replica(_ name: String) -> Task<Void, Never> {
+            let lease = LinkLease("hub", location: location, password: cluster.password)
+            return Task {
+                await holdingLease(lease, interval: .milliseconds(200)) {
+                    running.state.withLock { r in
+                        r.now.insert(name)
+                        r.most = max(r.most, r.now.count)
+                        r.ran.append(name)
+                    }
+                    while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+                    running.state.withLock { _ = $0.now.remove(name) }
+                }
+            }
+        }
+        let replicas = ["a", "b", "c"].map { ($0, replica($0)) }
+        defer { replicas.forEach { $0.1.cancel() } }
+        #expect(await eventually(.seconds(10)) { running.state.withLock { $0.now.count } == 1 })
+        let first = try #require(running.state.withLock { $0.now.first })
+        replicas.first { $0.0 == first }?.1.cancel()
+        #expect(await eventually(.seconds(5)) { running.state.withLock { $0.now.count == 1 && !$0.now.contains(first) } }, "taken over")
+        #expect(running.state.withLock { $0.most } == 1, "never two at once")
+        #expect(running.state.withLock { $0.ran.count } == 2)
+    }
+}
