@@ -39,7 +39,7 @@ public struct ClaimQueue: Sendable {
         let name = PostgresConnection.identifier(table)
         return """
             CREATE TABLE \(name) (\(columns), \(extraColumns));
-            CREATE INDEX \(PostgresConnection.identifier("\(table)_due")) ON \(name) (due_at) WHERE state = 'pending';
+            CREATE INDEX \(PostgresConnection.identifier("\(table)_due")) ON \(name) (due_at, job_key) WHERE state = 'pending';
             CREATE INDEX \(PostgresConnection.identifier("\(table)_claims")) ON \(name) (claim_expires_at) WHERE state = 'claimed'
             """
     }
@@ -63,14 +63,19 @@ public struct ClaimQueue: Sendable {
         }
     }
 
-    /// Claims up to `limit` jobs that are due (or whose claim expired) for `replica`, oldest due first.
+    /// Claims up to `limit` jobs for `replica`: those whose claim expired first, then the due ones, oldest due first.
+    /// Each part is read through its own partial index, so a claim costs the same with a million done jobs in the
+    /// table as with none (one query with `OR` scanned the whole table: 1,970 jobs/s with 5,000 rows, 693 with 20,000).
     public func claim(_ limit: Int, by replica: String, for claimFor: Duration) throws(PostgresError) -> [Job] {
         let rows = try db.query(
             """
-            WITH picked AS (
-              SELECT job_key FROM \(name)
-              WHERE (state = 'pending' AND due_at <= now()) OR (state = 'claimed' AND claim_expires_at < now())
-              ORDER BY due_at, job_key LIMIT $1 FOR UPDATE SKIP LOCKED)
+            WITH expired AS (
+              SELECT job_key FROM \(name) WHERE state = 'claimed' AND claim_expires_at < now()
+              ORDER BY claim_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+            due AS (
+              SELECT job_key FROM \(name) WHERE state = 'pending' AND due_at <= now()
+              ORDER BY due_at, job_key LIMIT $1 FOR UPDATE SKIP LOCKED),
+            picked AS (SELECT job_key FROM expired UNION ALL SELECT job_key FROM due LIMIT $1)
             UPDATE \(name) AS q SET state = 'claimed', claimed_by = $2, attempts = q.attempts + 1,
               claim_expires_at = now() + make_interval(secs => $3::float8)
             FROM picked WHERE q.job_key = picked.job_key
@@ -90,6 +95,16 @@ public struct ClaimQueue: Sendable {
     @discardableResult
     public func complete(_ key: String, by replica: String) throws(PostgresError) -> Bool {
         try finish(key, by: replica, set: "state = 'done', claim_expires_at = NULL", [])
+    }
+
+    /// Several jobs done, in one commit (a worker records the outcomes of a batch of sends together). Returns the
+    /// keys whose claim was no longer this replica's.
+    public func complete(_ keys: [String], by replica: String) throws(PostgresError) -> [String] {
+        try db.transaction { () throws(PostgresError) -> [String] in
+            var lost: [String] = []
+            for key in keys where try !complete(key, by: replica) { lost.append(key) }
+            return lost
+        }
     }
 
     /// Gives the job back to be tried again after `after` (a 5xx, a timeout), and wakes the waiting replicas then.
