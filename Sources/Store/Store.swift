@@ -10,7 +10,7 @@ import Synchronization
 #endif
 
 /// The relay's SQLite file: one writer connection (GRDB's DatabasePool), WAL, `synchronous=FULL` by default,
-/// a busy timeout so the CLI and the daemon can share the file, versioned migrations, an integrity check at open.
+/// a busy timeout so the CLI and the daemon can share the file, versioned migrations; an integrity check on request.
 public final class Store: Sendable {
     public let path: String
     let pool: DatabasePool
@@ -108,11 +108,10 @@ public final class Store: Sendable {
             }
         }
         do {
+            // No integrity check here: it reads every page, and every command opens the store (0.3 s at a million
+            // transactions). A file that is not a database fails right here, reading its schema; the daemon checks
+            // the rest in the background (`checkIntegrity`).
             let pool = try DatabasePool(path: path, configuration: config)
-            let check = try pool.read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
-            guard check == "ok" else {
-                throw StoreError(path: path, "The database failed its integrity check (\(check ?? "no answer")). \(StoreError.rebuildHint)")
-            }
             try Schema.migrator.migrate(pool)
             return Store(path: path, pool: pool, durability: durability)
         } catch let error as StoreError {
@@ -122,6 +121,14 @@ public final class Store: Sendable {
         } catch {
             throw StoreError(path: path, "Cannot open the database: \(error).")
         }
+    }
+
+    /// SQLite's `quick_check` of every page, on a reader (the writer goes on meanwhile): nil when the file is sound,
+    /// else what is wrong, with the fix. Its time grows with the file: the daemon runs it after its start, not before.
+    public func integrityProblem() throws(StoreError) -> String? {
+        let check = try read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
+        guard check != "ok" else { return nil }
+        return "The database \(path) failed its integrity check (\(check ?? "no answer")). Stop the relay and rebuild it from the server with: allowance-relay run --rebuild (the old file is kept aside)"
     }
 
     /// The database is readable by its owner only (0600), whatever the umask: created so if missing, tightened if

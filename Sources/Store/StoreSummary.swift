@@ -31,13 +31,15 @@ extension Store {
         return try read { db in
             let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
                 .flatMap(ISODate.parse)
-            let lastReceived = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox").flatMap(ISODate.parse)
-            let lastEvent = try String.fetchOne(db, sql: "SELECT MAX(received_at) FROM inbox WHERE caught_up = 0").flatMap(ISODate.parse)
+            // The newest rows by seq (the order they were stored in), read from the end: no scan of the inbox.
+            let lastReceived = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1").flatMap(ISODate.parse)
+            let lastEvent = try String.fetchOne(db, sql: "SELECT received_at FROM inbox WHERE caught_up = 0 ORDER BY seq DESC LIMIT 1")
+                .flatMap(ISODate.parse)
+            let count = { (table: String) in try Int.fetchOne(db, sql: "SELECT n FROM row_count WHERE tbl = ?", arguments: [table]) ?? 0 }
             return StoreSummary(
                 path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
                 children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
-                transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
-                inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+                transactions: try count("txn"), inboxRows: try count("inbox"),
                 outboxWaiting: try JobQueue<OutboxEntry>.waitingCount(db),
                 outboxRejected: try Int.fetchOne(
                     db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
@@ -54,7 +56,13 @@ extension Store {
     public func prune(inboxDays: Int = 7, transactionDays: Int? = nil, now: Date = Date()) throws(StoreError) -> (inbox: Int, transactions: Int) {
         try write { db in
             let inboxCutoff = ISO.string(now.addingTimeInterval(-Double(inboxDays) * 86400))
-            try db.execute(sql: "DELETE FROM inbox WHERE received_at < ?", arguments: [inboxCutoff])
+            // Rows are stored in seq order, so the old ones are the first ones: read from the start up to the first
+            // recent row (as many rows as go, not the whole inbox), and delete what is before it.
+            try db.execute(
+                sql: """
+                    DELETE FROM inbox WHERE seq < coalesce(
+                        (SELECT seq FROM inbox WHERE received_at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM inbox))
+                    """, arguments: [inboxCutoff])
             let inbox = db.changesCount
             var transactions = 0
             if let transactionDays {

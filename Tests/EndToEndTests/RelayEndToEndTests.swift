@@ -135,6 +135,30 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         }
     }
 
+    @Test func aDamagedPageFoundAfterTheStartIsReportedWithTheFix() async throws {
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-damaged-\(UUID())/relay.sqlite").path
+            let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                       "ALLOWANCE_RELAY_STORE_PATH": storePath]
+            let first = try RelayProcess(env: env)
+            #expect(await first.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=1500")
+            #expect(await first.waitFor(count: 1500, of: "TransactionCreated", timeout: .seconds(60)))
+            await first.expectCleanStop()
+            #expect(!first.output.contains("integrity"), "a sound file passes quietly")
+            let file = try #require(FileHandle(forUpdatingAtPath: storePath))
+            let size = try file.seekToEnd()
+            try file.seek(toOffset: size / 2 / 4096 * 4096 + 8)
+            try file.write(contentsOf: Data(repeating: 0x42, count: 4000))
+            try file.close()
+            // It starts (the check no longer holds the start up), then says what is wrong and what to do.
+            let second = try RelayProcess(env: env)
+            #expect(await second.waitFor("failed its integrity check"))
+            #expect(second.output.contains("allowance-relay run --rebuild"))
+            await second.expectCleanStop()
+        }
+    }
+
     @Test func theCacheCommandsReadTheDatabaseWithoutTheServer() async throws {
         let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-cli-\(UUID())/relay.sqlite").path
         var serverBalances: [String: JSONValue] = [:]
