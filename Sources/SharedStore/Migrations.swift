@@ -19,11 +19,16 @@ public enum PostgresMigrator {
     /// Returns the versions this call applied.
     @discardableResult
     public static func migrate(_ db: PostgresConnection, _ migrations: [PostgresMigration]) throws(PostgresError) -> [Int] {
-        try db.query(
-            """
-            CREATE TABLE IF NOT EXISTS relay_schema_migrations (
-                version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
-            """)
+        // Under the lock too: two sessions running CREATE TABLE IF NOT EXISTS at once can both find no table and
+        // one fails on the catalog's unique index (seen when three replicas started together).
+        try db.transaction { () throws(PostgresError) in
+            try db.query("SELECT pg_advisory_xact_lock($1)", [String(AdvisoryKey.migrations)])
+            try db.query(
+                """
+                CREATE TABLE IF NOT EXISTS relay_schema_migrations (
+                    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
+                """)
+        }
         var applied: [Int] = []
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
             let ran = try db.transaction { () throws(PostgresError) -> Bool in

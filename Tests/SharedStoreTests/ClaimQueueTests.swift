@@ -22,20 +22,21 @@ import Testing
         for i in 0..<300 { try setup.add(key: "job-\(i)", values: ["sink": "chat", "body": "transaction \(i)"]) }
         final class Tally: Sendable { let done = Mutex<[String: Int]>([:]) }
         let done = Tally()
-        await withTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             for replica in ["a", "b", "c"] {
-                let q = try! queue(cluster, database: database)  // a session each, as separate relays have
+                let q = try queue(cluster, database: database)  // a session each, as separate relays have
                 group.addTask {
                     while true {
-                        let jobs = try! q.claim(7, by: replica, for: .seconds(30))
+                        let jobs = try q.claim(7, by: replica, for: .seconds(30))
                         if jobs.isEmpty { return }
                         for job in jobs {
                             done.done.withLock { $0[job.key, default: 0] += 1 }
-                            #expect(try! q.complete(job.key, by: replica))
+                            #expect(try q.complete(job.key, by: replica))
                         }
                     }
                 }
             }
+            try await group.waitForAll()
         }
         let counts = done.done.withLock { $0 }
         #expect(counts.count == 300)
@@ -106,14 +107,14 @@ import Testing
             PostgresMigration(2, "counter", "CREATE TABLE counter (n integer); INSERT INTO counter VALUES (0)"),
             PostgresMigration(3, "bump", "UPDATE counter SET n = n + 1"),
         ]
-        let applied = await withTaskGroup(of: [Int].self) { group in
+        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
             for _ in 0..<3 {
                 group.addTask {
-                    let db = try! PostgresConnection(location, password: cluster.password)
-                    return try! PostgresMigrator.migrate(db, migrations)
+                    let db = try PostgresConnection(location, password: cluster.password)
+                    return try PostgresMigrator.migrate(db, migrations)
                 }
             }
-            return await group.reduce(into: [Int]()) { $0 += $1 }
+            return try await group.reduce(into: [Int]()) { $0 += $1 }
         }
         #expect(applied.sorted() == [1, 2, 3], "each step by one replica")
         let db = try PostgresConnection(location, password: cluster.password)

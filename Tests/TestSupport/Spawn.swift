@@ -1,4 +1,14 @@
 import Foundation
+import Synchronization
+
+/// The servers started and not stopped yet: a test that ended early (a time limit, a failed `#require`) can leave
+/// its server's owner alive until the process exits, and its deinit never runs; they are told to stop at exit.
+private let running = Mutex<Set<pid_t>>([])
+private let stopAtExit: Void = {
+    atexit {
+        for pid in running.withLock({ $0 }) { kill(pid, SIGTERM) }
+    }
+}()
 
 /// Starts a server program for a test and returns its pid, without waiting: stdin from `input` (/dev/null unless
 /// said), stdout and stderr into `output`. Every signal unblocked and at its default: a test process blocks or ignores some
@@ -24,11 +34,14 @@ public func spawnServer(_ args: [String], input: String = "/dev/null", output: S
     defer { argv.forEach { free($0) } }
     var child = pid_t()
     guard posix_spawn(&child, args[0], &actions, &attributes, argv, environ) == 0 else { throw HarnessError("cannot start \(args[0])") }
+    _ = stopAtExit
+    running.withLock { _ = $0.insert(child) }
     return child
 }
 
 /// Sends `signal` and reaps the process, with SIGKILL after `grace`.
 public func stopServer(_ pid: pid_t, signal: Int32 = SIGTERM, grace: TimeInterval = 5) {
+    defer { running.withLock { _ = $0.remove(pid) } }
     kill(pid, signal)
     var status: Int32 = 0
     let deadline = Date().addingTimeInterval(grace)
