@@ -63,10 +63,12 @@ public final class RelayMetrics: Sendable {
     /// The text exposition, with the gauges read now.
     func scrape(store: Store, link: LinkStatus) -> String {
         registry.makeGauge(name: "allowance_relay_hub_connected").set(to: link.state == .connected ? 1 : 0)
-        if let summary = try? store.summary() {
-            registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(summary.outboxWaiting))
-            registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(summary.fileBytes))
-            if let last = summary.lastEvent {
+        if let waiting = try? store.outboxWaiting() {
+            registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(waiting))
+        }
+        registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(store.fileBytes))
+        if let contact = try? store.contact() {
+            if let last = contact.lastEvent {
                 registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(to: max(0, Date().timeIntervalSince(last)))
             }
         }

@@ -262,20 +262,6 @@ enum Schema {
             // the whole history (0.7 s at a million transactions). New transactions go in at its right edge.
             try db.execute(sql: "CREATE INDEX txn_recent ON txn (created_at, stored_at)")
         }
-        m.registerMigration("v18: row counts kept as rows come and go") { db in
-            // `status` counted every transaction and inbox row each time: 0.8 s at a million transactions with a cold
-            // cache. Kept by triggers instead, at 0.4 us a row written. (An upsert that updates fires no insert trigger.)
-            try db.execute(
-                sql: """
-                    CREATE TABLE row_count (tbl TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
-                    INSERT INTO row_count SELECT 'txn', COUNT(*) FROM txn;
-                    INSERT INTO row_count SELECT 'inbox', COUNT(*) FROM inbox;
-                    CREATE TRIGGER txn_counted_in AFTER INSERT ON txn BEGIN UPDATE row_count SET n = n + 1 WHERE tbl = 'txn'; END;
-                    CREATE TRIGGER txn_counted_out AFTER DELETE ON txn BEGIN UPDATE row_count SET n = n - 1 WHERE tbl = 'txn'; END;
-                    CREATE TRIGGER inbox_counted_in AFTER INSERT ON inbox BEGIN UPDATE row_count SET n = n + 1 WHERE tbl = 'inbox'; END;
-                    CREATE TRIGGER inbox_counted_out AFTER DELETE ON inbox BEGIN UPDATE row_count SET n = n - 1 WHERE tbl = 'inbox'; END;
-                    """)
-        }
         return m
     }
 }

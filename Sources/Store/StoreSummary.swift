@@ -22,29 +22,59 @@ public struct StoreSummary: Sendable {
     public var lastContact: Date?
 }
 
+/// When the server was last heard from: what the daemon's metrics, its outbox and the staleness flag of every
+/// command read, without the counts of `summary` (which read every transaction).
+public struct StoreContact: Sendable {
+    public var lastCatchUp: Date?
+    /// The last event pushed by the hub (not caught up); nil once pruned, or never.
+    public var lastEvent: Date?
+    /// The last time anything came from the server (a hub event or a catch-up).
+    public var lastContact: Date?
+}
+
 extension Store {
+    /// Everything `status` shows. It counts the transactions (20 ms at a million with the file cached, most of a
+    /// cold `status`): a count kept by triggers made it constant and cost the relay 5-11% more CPU per event stored
+    /// (BENCHMARKS.md, session 21), which a command a person runs now and then is not worth. The daemon reads
+    /// `contact`, `outboxWaiting` and `fileBytes` instead.
     public func summary() throws(StoreError) -> StoreSummary {
-        let bytes = ["", "-wal"].reduce(Int64(0)) { sum, suffix in
-            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.int64Value
-            return sum + (size ?? 0)
-        }
+        let contact = try contact()
         return try read { db in
+            StoreSummary(
+                path: path, fileBytes: fileBytes, migrations: try Schema.migrator.appliedMigrations(db),
+                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
+                transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
+                inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
+                outboxWaiting: try JobQueue<OutboxEntry>.waitingCount(db),
+                outboxRejected: try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
+                lastCatchUp: contact.lastCatchUp, lastEvent: contact.lastEvent, lastContact: contact.lastContact)
+        }
+    }
+
+    /// The last catch-up, the last hub event and the last contact: a few rows read, whatever the history.
+    public func contact() throws(StoreError) -> StoreContact {
+        try read { db in
             let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
                 .flatMap(ISODate.parse)
             // The newest rows by seq (the order they were stored in), read from the end: no scan of the inbox.
             let lastReceived = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1").flatMap(ISODate.parse)
             let lastEvent = try String.fetchOne(db, sql: "SELECT received_at FROM inbox WHERE caught_up = 0 ORDER BY seq DESC LIMIT 1")
                 .flatMap(ISODate.parse)
-            let count = { (table: String) in try Int.fetchOne(db, sql: "SELECT n FROM row_count WHERE tbl = ?", arguments: [table]) ?? 0 }
-            return StoreSummary(
-                path: path, fileBytes: bytes, migrations: try Schema.migrator.appliedMigrations(db),
-                children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
-                transactions: try count("txn"), inboxRows: try count("inbox"),
-                outboxWaiting: try JobQueue<OutboxEntry>.waitingCount(db),
-                outboxRejected: try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
-                lastCatchUp: lastCatchUp, lastEvent: lastEvent,
-                lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
+            return StoreContact(lastCatchUp: lastCatchUp, lastEvent: lastEvent, lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
+        }
+    }
+
+    /// Writes waiting to be sent (pending or in flight).
+    public func outboxWaiting() throws(StoreError) -> Int {
+        try read { db in try JobQueue<OutboxEntry>.waitingCount(db) }
+    }
+
+    /// The database's size on disk, its log included.
+    public var fileBytes: Int64 {
+        ["", "-wal"].reduce(Int64(0)) { sum, suffix in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.int64Value
+            return sum + (size ?? 0)
         }
     }
 }

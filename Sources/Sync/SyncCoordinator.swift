@@ -305,7 +305,7 @@ public actor SyncCoordinator {
                     let wait = Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter)
                     let retry = Date().addingTimeInterval(wait)
                     try outbox.outboxRetry(entry.seq, error: error.message, retryAt: retry)
-                    let waiting = try store.summary().outboxWaiting
+                    let waiting = try store.outboxWaiting()
                     transition(.offline, "\(waiting) write(s) waiting in the outbox: \(error.message)", nextRetry: retry)
                     return (false, sent)  // keep the order: later writes wait for this one
                 case .failure(let error):

@@ -84,8 +84,8 @@ struct Staleness: ParsableArguments {
     @Option(help: "Data older than this many hours is flagged stale.")
     var maxAgeHours = 24.0
 
-    func isStale(_ summary: StoreSummary) -> Bool {
-        guard let last = summary.lastContact else { return true }
+    func isStale(_ lastContact: Date?) -> Bool {
+        guard let last = lastContact else { return true }
         return Date().timeIntervalSince(last) > maxAgeHours * 3600
     }
 }
@@ -105,7 +105,7 @@ struct StatusCommand: AsyncParsableCommand {
         let sync = try store.syncStatus()
         let link = try store.linkStatus()
         let running = link.map { $0.state != .stopped && processIsAlive($0.pid) } ?? false
-        let stale = staleness.isStale(s)
+        let stale = staleness.isStale(s.lastContact)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
         let rejected = try store.rejectedRows()
@@ -207,7 +207,7 @@ struct BalancesCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.openStore()
-        let stale = staleness.isStale(try store.summary())
+        let stale = staleness.isStale(try store.contact().lastContact)
         let children = try store.children()
         if options.json {
             let currency = try await options.settings().currency

@@ -31,11 +31,11 @@ struct StoreCommand: AsyncParsableCommand {
         func run() async throws {
             guard inboxDays >= 0, deliveriesDays >= 0, (transactionsDays ?? 0) >= 0 else { throw ValidationError("Ages are days, 0 or more.") }
             let store = try await options.openStore()
-            let before = try store.summary().fileBytes
+            let before = store.fileBytes
             let pruned = try store.prune(inboxDays: inboxDays, transactionDays: transactionsDays)
             let deliveries = try store.purgeDeliveries(before: Date().addingTimeInterval(-Double(deliveriesDays) * 86400), includingDead: dead)
             try store.vacuum()
-            let after = try store.summary().fileBytes
+            let after = store.fileBytes
             if options.json {
                 options.emit([
                     "inbox": .number(String(pruned.inbox)), "transactions": .number(String(pruned.transactions)),
