@@ -35,6 +35,9 @@ struct APIFailure: Error {
 actor FamilyStore {
     private(set) var children: [SimChild]
     private(set) var transactions: [SimTransaction] = []
+    /// Each child's transactions, oldest first, as positions in `transactions`: a page is a lookup, not a scan of
+    /// the family's whole history (a million transactions in `make bench`'s history part).
+    private var byChild: [UUID: [Int]] = [:]
     private var byIdempotencyKey: [String: SimTransaction] = [:]
     private var random: SeededRandom
     /// Where the family is saved after each change (nil: it lives as long as the process).
@@ -48,7 +51,9 @@ actor FamilyStore {
         var idempotencyKeys: [String: UUID]
     }
 
-    init(seed: UInt64, stateFile: String? = nil) {
+    /// `extraChildren` more children after the three fixed ones, and `history` transactions spread over the three
+    /// years before now (for measuring a large history; neither is saved apart from the state file).
+    init(seed: UInt64, stateFile: String? = nil, extraChildren: Int = 0, history: Int = 0) {
         self.stateFile = stateFile
         random = SeededRandom(seed: seed)
         // Fixed ids so that tests, docs and a restarted simulator agree.
@@ -63,6 +68,15 @@ actor FamilyStore {
                 id: UUID(uuidString: "33333333-3333-4333-8333-333333333333")!, firstName: "Carol", lastName: "Example",
                 weeklyAllowance: 5, currentBalance: Decimal(string: "3.75")!, lastAllowanceDate: nil),
         ]
+        var family = children
+        for n in 0..<extraChildren {
+            family.append(
+                SimChild(
+                    id: random.uuid(), firstName: "Child\(n + 4)", lastName: "Example", weeklyAllowance: 5,
+                    currentBalance: Decimal(100), lastAllowanceDate: nil))
+        }
+        transactions = Self.history(history, children: &family, random: &random)
+        children = family
         if let saved = Self.load(stateFile) {
             children = saved.children
             transactions = saved.transactions
@@ -70,6 +84,55 @@ actor FamilyStore {
             let byId = Dictionary(transactions.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             byIdempotencyKey = saved.idempotencyKeys.compactMapValues { byId[$0] }
         }
+        byChild = Self.index(transactions)
+    }
+
+    /// `count` credits of 1.00 spread over the three years before now, round-robin over the children.
+    private static func history(_ count: Int, children: inout [SimChild], random: inout SeededRandom) -> [SimTransaction] {
+        let span = 3 * 365 * 86400.0
+        let start = Date().addingTimeInterval(-span)
+        var made: [SimTransaction] = []
+        made.reserveCapacity(count)
+        for i in 0..<count {
+            let c = i % children.count
+            children[c].currentBalance += 1
+            made.append(
+                SimTransaction(
+                    id: random.uuid(), childId: children[c].id, amount: 1, type: "Credit", description: "Chores",
+                    balanceAfter: children[c].currentBalance, createdAt: start.addingTimeInterval(span * Double(i) / Double(count)),
+                    createdByName: "Parent", sequence: i + 1))
+        }
+        return made
+    }
+
+    private static func index(_ transactions: [SimTransaction]) -> [UUID: [Int]] {
+        Dictionary(grouping: transactions.indices, by: { transactions[$0].childId })
+    }
+
+    private func reindex() { byChild = Self.index(transactions) }
+
+    /// A child's transactions, oldest first.
+    func transactions(of child: UUID) -> [SimTransaction] {
+        (byChild[child] ?? []).map { transactions[$0] }
+    }
+
+    /// A child's transactions after the family-wide `sequence`, oldest first, at most `limit` (the catch-up form).
+    func transactions(of child: UUID, after sequence: Int, limit: Int) -> [SimTransaction] {
+        let positions = byChild[child] ?? []
+        var low = 0
+        var high = positions.count
+        while low < high {
+            let mid = (low + high) / 2
+            if transactions[positions[mid]].sequence <= sequence { low = mid + 1 } else { high = mid }
+        }
+        return positions[low...].prefix(limit).map { transactions[$0] }
+    }
+
+    /// A child's transactions newest first, from `offset`, at most `limit` (the app's form).
+    func newestTransactions(of child: UUID, offset: Int, limit: Int) -> [SimTransaction] {
+        let positions = byChild[child] ?? []
+        let end = max(0, positions.count - offset)
+        return positions[max(0, end - limit)..<end].reversed().map { transactions[$0] }
     }
 
     /// The family as `stateFile` keeps it, when there is one (none or a missing file: the seed's family, saved from
@@ -127,6 +190,7 @@ actor FamilyStore {
             id: random.uuid(), childId: childId, amount: amount, type: type, description: trimmed, balanceAfter: balance,
             createdAt: Date(), createdByName: by, sequence: transactions.count + 1)
         transactions.append(t)
+        byChild[childId, default: []].append(transactions.count - 1)
         if let key = idempotencyKey { byIdempotencyKey[key] = t }
         save()
         return (t, true)
@@ -137,6 +201,7 @@ actor FamilyStore {
         guard children.contains(where: { $0.id == id }) else { return false }
         children.removeAll { $0.id == id }
         transactions.removeAll { $0.childId == id }
+        reindex()
         save()
         return true
     }
@@ -161,6 +226,7 @@ actor FamilyStore {
         let lostIds = Set(lost.map(\.id))
         byIdempotencyKey = byIdempotencyKey.filter { !lostIds.contains($0.value.id) }
         transactions.removeLast(lost.count)
+        reindex()
         save()
         return lost.count
     }

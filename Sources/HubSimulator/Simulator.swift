@@ -22,6 +22,10 @@ public struct SimulatorConfiguration: Sendable {
     public var activityRate = 0.0
     /// Transactions generated at start.
     public var burst = 0
+    /// Children in the family: the three fixed ones, and generated ones beyond three.
+    public var children = 3
+    /// Transactions already in the family at start, spread over the three years before (a large history).
+    public var history = 0
     /// Server pings every this often when nothing else was sent.
     public var keepAliveInterval: Duration = .seconds(15)
     /// A client silent for this long is dropped.
@@ -102,7 +106,9 @@ public final class HubSimulator: Sendable {
     public init(configuration: SimulatorConfiguration, logger: Logger = Logger(label: "hub-sim")) {
         self.configuration = configuration
         self.logger = logger
-        family = FamilyStore(seed: configuration.seed, stateFile: configuration.stateFile)
+        family = FamilyStore(
+            seed: configuration.seed, stateFile: configuration.stateFile, extraChildren: max(0, configuration.children - 3),
+            history: configuration.history)
         hub = Hub(logger: logger)
         faults.withLock { f in
             f.fullPayload = configuration.fullTransactionPayload
@@ -260,10 +266,9 @@ public final class HubSimulator: Sendable {
             }
             let q = request.uri.queryParameters
             let limit = min(max(Int(q["limit"].map(String.init) ?? "") ?? 50, 1), 500)
-            let all = await self.family.transactions.filter { $0.childId == id }
             if let after = q["after"].map(String.init) {
                 guard let cursor = Int(after), cursor >= 0 else { return self.problem(400, "after must be a sequence number.") }
-                let page = Array(all.filter { $0.sequence > cursor }.prefix(limit))
+                let page = await self.family.transactions(of: id, after: cursor, limit: limit)
                 let next = page.last?.sequence ?? cursor
                 return self.json(200, JSONValue.object([("items", SimJSON.value(page)), ("nextCursor", .string(String(next)))]))
             }
@@ -282,8 +287,9 @@ public final class HubSimulator: Sendable {
                 return self.json(200, .array(fresh))
             }
             guard !bad.isEmpty else {
-                return self.json(200, SimJSON.value(Array(all.reversed().dropFirst(offset).prefix(size))))
+                return self.json(200, SimJSON.value(await self.family.newestTransactions(of: id, offset: offset, limit: size)))
             }
+            let all = await self.family.transactions(of: id)
             // The bad rows in their place in time among the real ones; only the page is encoded.
             var oldestFirst: [Either] = []
             var waiting = bad[...]

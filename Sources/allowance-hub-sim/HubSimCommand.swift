@@ -42,6 +42,9 @@ struct HubSimCommand: AsyncParsableCommand {
     @Option(help: "Seed of the deterministic family and activity.") var seed: UInt64 = 42
     @Option(help: "Generated transactions per second (0: none).") var rate = 0.0
     @Option(help: "Transactions generated right after start.") var burst = 0
+    @Option(help: "Children in the family (the three fixed ones, then generated ones).") var children = 3
+    @Option(help: "Transactions already in the family at start, spread over the three years before (a large history).")
+    var history = 0
     @Option(help: "TransactionCreated payload: full (the transaction object) or id (its id string).")
     var payload: Payload = .full
     @Option(help: "Seconds between server pings on an idle connection.") var keepAlive = 15.0
@@ -90,6 +93,10 @@ struct HubSimCommand: AsyncParsableCommand {
         config.seed = seed
         config.activityRate = rate
         config.burst = burst
+        guard children >= 1 else { throw ValidationError("--children must be at least 1.") }
+        guard history >= 0 else { throw ValidationError("--history cannot be negative.") }
+        config.children = children
+        config.history = history
         config.fullTransactionPayload = payload == .full
         config.keepAliveInterval = .seconds(keepAlive)
         config.clientTimeout = .seconds(clientTimeout)
