@@ -7,8 +7,15 @@ the daemon's start-up (launch to its "starting" line: open, prune, requeue, rule
     python3 Benchmarks/history.py --bin .build/release --base relay.sqlite [--count 1000000] [--runs 3]
 
 `--base`: a database the relay made (run it once against the simulator). The hub is the simulator, started here.
+
+    python3 Benchmarks/history.py --bin .build/release --catch-up [--count 1000000] [--missed 10000] [--sinks 50]
+
+`--catch-up`: the same history on both sides for real: a simulator with 100 children and COUNT transactions over
+three years, a relay with SINKS webhook sinks (on a closed port: the rows are planned, nothing is sent) that takes
+the history in its first catch-up; then MISSED transactions while it is stopped, and its catch-up of them at the
+next start: time to "caught up", delivery rows planned, resident memory.
 """
-import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, signal, sqlite3, statistics, subprocess, sys, tempfile, time, urllib.request
 
 GROW = """
 BEGIN;
@@ -46,14 +53,72 @@ def start_up(relay, env):
     p.communicate(timeout=30)
     return seconds, rss
 
+def catch_up(args):
+    folder = tempfile.mkdtemp(prefix="history-catch-up-")
+    sim = subprocess.Popen([args.sim or f"{args.bin}/allowance-hub-sim", "--token", "t", "--children", "100",
+                            "--history", str(args.count), "--log-level", "error"], stdout=subprocess.PIPE, text=True)
+    url = next(l.split()[1] for l in sim.stdout if l.startswith("listening "))
+    db = f"{folder}/relay.sqlite"
+    sinks = "".join(f"  hook{i}:\n    type: webhook\n    url: http://127.0.0.1:9/closed\n" for i in range(args.sinks))
+    rules = "rules:\n  - event: transaction.created\n    to: [" + ", ".join(f"hook{i}" for i in range(args.sinks)) + "]\n"
+    with open(f"{folder}/relay.yaml", "w") as f:
+        f.write(f"store:\n  path: {db}\nlog:\n  level: info\nsinks:\n{sinks}{rules}")
+    env = dict(os.environ, ALLOWANCE_RELAY_SERVER_URL=url, ALLOWANCE_RELAY_SERVER_TOKEN="t", XDG_CONFIG_HOME=f"{folder}/config")
+
+    def run_until_caught_up():
+        start = time.monotonic()
+        p = subprocess.Popen([f"{args.bin}/allowance-relay", "run", "--config", f"{folder}/relay.yaml"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seconds, lines = None, []
+        for line in p.stdout:
+            lines.append(line)
+            if "caught up" in line:
+                seconds = time.monotonic() - start
+                break
+        rss = next((int(l.split()[1]) / 1024 for l in open(f"/proc/{p.pid}/status") if l.startswith("VmHWM:")), 0)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=120)
+        if seconds is None:
+            sys.exit("the relay never caught up:\n" + "".join(lines[-20:]))
+        return seconds, rss
+
+    def count(sql):
+        with sqlite3.connect(db) as c:
+            return c.execute(sql).fetchone()[0]
+
+    try:
+        first, first_rss = run_until_caught_up()
+        stored = count("SELECT COUNT(*) FROM txn")
+        rows = count("SELECT COUNT(*) FROM delivery")
+        before = json.load(urllib.request.urlopen(f"{url}/_sim/stats"))["transactions"]
+        urllib.request.urlopen(urllib.request.Request(f"{url}/_sim/burst?count={args.missed}", method="POST")).read()
+        while json.load(urllib.request.urlopen(f"{url}/_sim/stats"))["transactions"] < before + args.missed:
+            time.sleep(0.1)
+        second, second_rss = run_until_caught_up()
+        print(f"| catch-up | transactions fetched | seconds to `caught up` | delivery rows planned | peak RSS MiB |")
+        print(f"|---|---:|---:|---:|---:|")
+        print(f"| first, a new database ({args.count:,} of history, 100 children) | {stored:,} | {first:.1f} | {rows:,} | {first_rss:.1f} |")
+        print(f"| {args.missed:,} missed, {args.sinks} webhook sinks | {count('SELECT COUNT(*) FROM txn') - stored:,} | {second:.1f} | "
+              f"{count('SELECT COUNT(*) FROM delivery') - rows:,} | {second_rss:.1f} |")
+    finally:
+        sim.terminate(); sim.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=".build/release")
-    ap.add_argument("--base", required=True)
+    ap.add_argument("--base", help="a relay database to grow (the start-up, status and transactions part)")
+    ap.add_argument("--catch-up", action="store_true", help="the catch-up part instead")
+    ap.add_argument("--missed", type=int, default=10_000)
+    ap.add_argument("--sinks", type=int, default=50)
     ap.add_argument("--sim", help="the simulator binary (default: the one in --bin)")
     ap.add_argument("--count", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
+    if args.catch_up:
+        return catch_up(args)
+    if not args.base:
+        ap.error("--base is needed (or --catch-up)")
     folder = tempfile.mkdtemp(prefix="history-")
     sim = subprocess.Popen([args.sim or f"{args.bin}/allowance-hub-sim", "--token", "t"], stdout=subprocess.PIPE, text=True)
     url = next(l.split()[1] for l in sim.stdout if l.startswith("listening "))

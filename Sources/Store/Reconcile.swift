@@ -52,6 +52,15 @@ extension Store {
         }
     }
 
+    /// Whether the cache held any of the child's transactions from the server before `date` (`stored_at`).
+    public func hasTransactions(child: UUID, storedBefore date: Date) throws(StoreError) -> Bool {
+        try read { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM txn WHERE child_id = ? AND origin = 'server' AND stored_at < ?)",
+                arguments: [child.lowercased, ISO.string(date)]) ?? false
+        }
+    }
+
     /// The transactions `window` shows the server lost, described, newest first. Only transactions stored before the
     /// catch-up began count: the server had each of them when its pages were read, so each one newer than the cursor
     /// (all of them, when paging never met the cursor) is in them. One stored live meanwhile may be newer than the pages.

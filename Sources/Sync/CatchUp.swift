@@ -135,6 +135,10 @@ public struct CatchUp: Sendable {
                 offset += page.count
             }
             if !held.fresh.isEmpty || !held.unreadable.isEmpty { heldBack.append((children, held.fresh, held.unreadable)) }
+            // A child the cache held nothing of when this catch-up began cannot have lost anything: its ids need not
+            // be kept for the check (a new database's first catch-up of a long history kept every one: 166 MiB at
+            // a million transactions).
+            if window.cursor == nil, try !store.hasTransactions(child: child.id, storedBefore: startedAt) { window.seen = [] }
             windows.append(window)
         }
         // After every child's pages: a server handing out the same ids for other data is said as such first.
