@@ -114,7 +114,7 @@ let package = Package(
         ),
         // What relays sharing one PostgreSQL hold in common: the hub link's lease, the replicas' registry, queues
         // of jobs claimed with SKIP LOCKED and woken by NOTIFY, the schema's migrations.
-        .target(name: "SharedStore", dependencies: ["PostgresTransport"]),
+        .target(name: "SharedStore", dependencies: ["PostgresTransport", "Core"]),
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
         .target(
             name: "Sync",

@@ -21,7 +21,6 @@ public struct Backoff: Sendable, Equatable {
     /// As `delay`, in seconds, unless the other side said how long to wait (`Retry-After` and its kin): that wins.
     public func seconds(retry: Int, serverAsked: Double? = nil, random: () -> Double = { Double.random(in: 0...1) }) -> Double {
         if let serverAsked { return max(0, serverAsked) }
-        let d = delay(retry: retry, random: random)
-        return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+        return delay(retry: retry, random: random).inSeconds
     }
 }

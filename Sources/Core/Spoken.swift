@@ -1,7 +1,6 @@
 /// A wait as a log line says it: "0.15 s", "12 s", "2 min 30 s", "3 h 5 min" (never "0.14869768387041213 seconds").
 public func spoken(_ d: Duration) -> String {
-    let seconds = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-    return spoken(seconds: seconds)
+    spoken(seconds: d.inSeconds)
 }
 
 public func spoken(seconds: Double) -> String {

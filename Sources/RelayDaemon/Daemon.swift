@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Config
+import Core
 import Foundation
 import HTTPTransport
 import Logging
@@ -154,13 +155,13 @@ public struct Daemon: Sendable {
     /// A file that is not a database at all was refused at open already.
     private static func checkIntegrityInBackground(_ store: Store, logger: Logger) {
         let thread = Thread {
+            ThreadName.set("integrity-check")
             do {
                 if let problem = try store.integrityProblem() { logger.critical("\(problem)") }
             } catch {
                 logger.error("could not check the database's integrity: \(error)")
             }
         }
-        thread.name = "integrity-check"
         thread.start()
     }
 

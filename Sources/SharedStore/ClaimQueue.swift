@@ -1,3 +1,4 @@
+import Core
 import PostgresTransport
 
 /// Jobs that any replica may do and exactly one does at a time (deliveries, outbox writes), in a table of the
@@ -56,7 +57,7 @@ public struct ClaimQueue: Sendable {
         return try db.transaction { () throws(PostgresError) -> Bool in
             let added = try db.query(
                 "INSERT INTO \(name) (\(columns)) VALUES (\(placeholders)) ON CONFLICT (job_key) DO NOTHING",
-                [key, String(Self.seconds(dueIn))] + names.map { values[$0] ?? nil }
+                [key, String(dueIn.inSeconds)] + names.map { values[$0] ?? nil }
             ).affected == 1
             if added { try db.notify(table) }
             return added
@@ -80,7 +81,7 @@ public struct ClaimQueue: Sendable {
               claim_expires_at = now() + make_interval(secs => $3::float8)
             FROM picked WHERE q.job_key = picked.job_key
             RETURNING q.*
-            """, [String(limit), replica, String(Self.seconds(claimFor))])
+            """, [String(limit), replica, String(claimFor.inSeconds)])
         return rows.rows.map { row in
             var values: [String: String?] = [:]
             for (column, value) in zip(rows.columns, row) where !Self.ownColumns.contains(column) { values[column] = value }
@@ -112,7 +113,7 @@ public struct ClaimQueue: Sendable {
     public func retry(_ key: String, by replica: String, after: Duration, error: String) throws(PostgresError) -> Bool {
         try finish(
             key, by: replica, set: "state = 'pending', due_at = now() + make_interval(secs => $3::float8), last_error = $4, claimed_by = NULL, claim_expires_at = NULL",
-            [String(Self.seconds(after)), error])
+            [String(after.inSeconds), error])
     }
 
     /// The job will not be tried again (a 4xx, too many attempts).
@@ -150,8 +151,4 @@ public struct ClaimQueue: Sendable {
     }
 
     static let ownColumns: Set = ["job_key", "state", "attempts", "due_at", "claimed_by", "claim_expires_at", "last_error", "created_at"]
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }

@@ -1,4 +1,3 @@
-import Foundation
 import PostgresTransport
 
 /// Runs `work` on this replica only while it holds `lease`: tries to take it every `interval`, starts `work` when
@@ -31,30 +30,5 @@ public func holdingLease(
         }
         lease.release()
         await changed(false)
-    }
-}
-
-/// Runs a blocking call (a round trip to the database, a connect that may wait for its timeout) on a thread of its
-/// own, so that the cooperative pool's few threads are not held by the network.
-func offThread<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
-    let result: Result<T, E> = await withCheckedContinuation { continuation in
-        let thread = Thread {
-            do throws(E) {
-                continuation.resume(returning: .success(try body()))
-            } catch {
-                continuation.resume(returning: .failure(error))
-            }
-        }
-        thread.name = "postgres-call"
-        thread.start()
-    }
-    return try result.get()
-}
-
-func offThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.name = "postgres-call"
-        thread.start()
     }
 }

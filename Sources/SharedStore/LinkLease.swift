@@ -60,8 +60,8 @@ public final class LinkLease: Sendable {
     private func connection() throws(PostgresError) -> PostgresConnection {
         if let db = session.withLock({ $0 }) { return db }
         let db = try PostgresConnection(location, password: password, applicationName: "allowance-relay link lease", deadPeer: .lease)
-        // The server's side of the same promise: a holder whose machine vanished (no FIN, no RST) loses its session,
-        // and so the lock, within about 3 s, before the next holder's 5 s are up; one killed in the middle of a
+        // The server's side of the same aim: a holder whose machine vanished (no FIN, no RST) should lose its session,
+        // and so the lock, in about 3 s (configured, not measured), before the next holder's 5 s are up; one killed in the middle of a
         // statement is noticed within 1 s rather than at the statement's end.
         try db.query(
             "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'")

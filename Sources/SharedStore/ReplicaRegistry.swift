@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import PostgresTransport
 
@@ -58,15 +59,14 @@ public struct ReplicaRegistry: Sendable {
 
     /// Every replica, the link holder first, then by name.
     public func replicas() throws(PostgresError) -> [Replica] {
-        let seconds = Double(staleAfter.components.seconds) + Double(staleAfter.components.attoseconds) / 1e18
-        return try db.query(
+        try db.query(
             """
             SELECT replica, host, pid, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               to_char(link_held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               seen_at > now() - make_interval(secs => $1::float8)
             FROM relay_replicas ORDER BY link_held_since IS NULL, replica
-            """, [String(seconds)]
+            """, [String(staleAfter.inSeconds)]
         ).rows.map { row in
             Replica(
                 name: row[0] ?? "", host: row[1] ?? "", pid: Int32(row[2] ?? "") ?? 0, startedAt: row[3] ?? "", seenAt: row[4] ?? "",

@@ -128,7 +128,7 @@ public final class Store: Sendable {
     public func integrityProblem() throws(StoreError) -> String? {
         let check = try read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
         guard check != "ok" else { return nil }
-        return "The database \(path) failed its integrity check (\(check ?? "no answer")). Stop the relay and rebuild it from the server with: allowance-relay run --rebuild (the old file is kept aside)"
+        return "The database \(path) failed its integrity check (\(check ?? "no answer")). Stop the relay. \(StoreError.rebuildHint)"
     }
 
     /// The database is readable by its owner only (0600), whatever the umask: created so if missing, tightened if

@@ -1,8 +1,8 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import GRDB
-import Core
 
 /// What `status` shows about the cache.
 public struct StoreSummary: Sendable {
@@ -38,31 +38,39 @@ extension Store {
     /// (BENCHMARKS.md, session 21), which a command a person runs now and then is not worth. The daemon reads
     /// `contact`, `outboxWaiting` and `fileBytes` instead.
     public func summary() throws(StoreError) -> StoreSummary {
-        let contact = try contact()
-        return try read { db in
-            StoreSummary(
+        try read { db in
+            let contact = try Self.contact(db)
+            return StoreSummary(
                 path: path, fileBytes: fileBytes, migrations: try Schema.migrator.appliedMigrations(db),
                 children: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM child WHERE removed_at IS NULL") ?? 0,
                 transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? 0,
                 inboxRows: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM inbox") ?? 0,
                 outboxWaiting: try JobQueue<OutboxEntry>.waitingCount(db),
                 outboxRejected: try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)", arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
+                    db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN (?, ?)",
+                    arguments: [OutboxEntry.State.rejected, OutboxEntry.State.dead]) ?? 0,
                 lastCatchUp: contact.lastCatchUp, lastEvent: contact.lastEvent, lastContact: contact.lastContact)
         }
     }
 
     /// The last catch-up, the last hub event and the last contact: a few rows read, whatever the history.
     public func contact() throws(StoreError) -> StoreContact {
-        try read { db in
-            let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
-                .flatMap(ISODate.parse)
-            // The newest rows by seq (the order they were stored in), read from the end: no scan of the inbox.
-            let lastReceived = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1").flatMap(ISODate.parse)
-            let lastEvent = try String.fetchOne(db, sql: "SELECT received_at FROM inbox WHERE caught_up = 0 ORDER BY seq DESC LIMIT 1")
-                .flatMap(ISODate.parse)
-            return StoreContact(lastCatchUp: lastCatchUp, lastEvent: lastEvent, lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
-        }
+        try read { db in try Self.contact(db) }
+    }
+
+    private static func contact(_ db: Database) throws -> StoreContact {
+        let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
+            .flatMap(ISODate.parse)
+        // The newest rows by seq (the order they were stored in), read from the end: no scan of the inbox.
+        let lastReceived = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1")
+            .flatMap(ISODate.parse)
+        let lastEvent = try String.fetchOne(
+            db, sql: "SELECT received_at FROM inbox WHERE caught_up = 0 ORDER BY seq DESC LIMIT 1"
+        )
+        .flatMap(ISODate.parse)
+        return StoreContact(
+            lastCatchUp: lastCatchUp, lastEvent: lastEvent,
+            lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
     }
 
     /// Writes waiting to be sent (pending or in flight).
@@ -73,7 +81,8 @@ extension Store {
     /// The database's size on disk, its log included.
     public var fileBytes: Int64 {
         ["", "-wal"].reduce(Int64(0)) { sum, suffix in
-            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.int64Value
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?
+                .int64Value
             return sum + (size ?? 0)
         }
     }
@@ -83,7 +92,9 @@ extension Store {
     /// Retention: inbox rows (kept for deduplication) older than `inboxDays`, and, when `transactionDays` is set,
     /// synced transactions older than that. Local writes still waiting are never pruned. Returns what was deleted.
     @discardableResult
-    public func prune(inboxDays: Int = 7, transactionDays: Int? = nil, now: Date = Date()) throws(StoreError) -> (inbox: Int, transactions: Int) {
+    public func prune(
+        inboxDays: Int = 7, transactionDays: Int? = nil, now: Date = Date()
+    ) throws(StoreError) -> (inbox: Int, transactions: Int) {
         try write { db in
             let inboxCutoff = ISO.string(now.addingTimeInterval(-Double(inboxDays) * 86400))
             // Rows are stored in seq order, so the old ones are the first ones: read from the start up to the first

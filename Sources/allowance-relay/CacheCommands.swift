@@ -325,20 +325,12 @@ enum Exit {
 /// traps no signals for it (`Daemon.run(signals: nil)`), and SIGUSR1's default is to end the process. Such a relay
 /// sees the change at its next outbox poll (60 s at most).
 func signalTheRunningRelay(_ store: Store) -> Int32? {
-    guard let link = try? store.linkStatus(), link.state != .stopped, link.pid > 0, catches(SIGUSR1, pid: link.pid),
+    guard let link = try? store.linkStatus(), link.state != .stopped, link.pid > 0, SignalDisposition.caught(SIGUSR1, by: link.pid),
         kill(link.pid, SIGUSR1) == 0
     else { return nil }
     return link.pid
 }
 
-/// Whether process `pid` has a handler for `signal` (`SigCgt` in /proc/PID/status).
-func catches(_ signal: Int32, pid: Int32) -> Bool {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
-        let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-    else { return false }
-    return mask & (1 << UInt64(signal - 1)) != 0
-}
 
 /// Dates in the CLI's tables and JSON.
 func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }

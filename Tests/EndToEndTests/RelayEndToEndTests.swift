@@ -1,4 +1,5 @@
 import AllowanceAPI
+import Core
 import Foundation
 import SignalRProtocol
 import TestSupport
@@ -484,14 +485,8 @@ final class RelayProcess: Sendable {
             sourceLocation: sourceLocation)
     }
 
-    /// Whether the relay has a handler for `signal` yet (`SigCgt` in /proc/PID/status).
-    func catches(_ signal: Int32) -> Bool {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
-            let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-        else { return false }
-        return mask & (1 << UInt64(signal - 1)) != 0
-    }
+    /// Whether the relay has a handler for `signal` yet.
+    func catches(_ signal: Int32) -> Bool { SignalDisposition.caught(signal, by: pid) }
 
     func waitUntilCatching(_ signal: Int32, timeout: Duration = .seconds(15)) async -> Bool {
         let deadline = ContinuousClock.now + timeout

@@ -12,6 +12,17 @@ import Testing
         func handled(_ key: String, by replica: String) { keys.withLock { $0[key, default: []].append(replica) } }
     }
 
+    /// Runs `worker`, recording each job it takes; `hangs`: the first job's send lasts until the worker is stopped.
+    func start(_ worker: ClaimWorker, _ seen: Seen, hangs: Bool = false) -> Task<Void, any Error> {
+        Task {
+            try await worker.run { job in
+                seen.handled(job.key, by: worker.replica)
+                while hangs && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
+                return .done
+            }
+        }
+    }
+
     func worker(_ cluster: PostgresCluster, _ database: String, _ replica: String, claimFor: Duration = .seconds(60)) throws -> ClaimWorker {
         let location = try PostgresLocation(cluster.url(database: database))
         let db = try PostgresConnection(location, password: cluster.password)
@@ -30,14 +41,7 @@ import Testing
         let b = try worker(cluster, database, "b")
         for i in 0..<200 { try a.queue.add(key: "msg_\(i)", values: ["sink": "chat"]) }
         let seen = Seen()
-        let running = [a, b].map { w in
-            Task {
-                try await w.run { job in
-                    seen.handled(job.key, by: w.replica)
-                    return .done
-                }
-            }
-        }
+        let running = [a, b].map { start($0, seen) }
         defer { running.forEach { $0.cancel() } }
         #expect(await eventually(.seconds(20)) { seen.keys.withLock { $0.count } == 200 })
         let late = ContinuousClock.now
@@ -59,23 +63,12 @@ import Testing
         let seen = Seen()
         // The doomed replica takes a batch, starts sending, and never finishes: its sessions end as a killed
         // process's would.
-        let dying = Task {
-            try await doomed.run { job in
-                seen.handled(job.key, by: "doomed")
-                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
-                return .done
-            }
-        }
+        let dying = start(doomed, seen, hangs: true)
         #expect(await eventually(.seconds(10)) { seen.keys.withLock { !$0.isEmpty } })
         doomed.queue.db.close()  // its sessions end first, as a killed process's do: it can record nothing more
         doomed.listener.close()
         dying.cancel()
-        let running = Task {
-            try await survivor.run { job in
-                seen.handled(job.key, by: "survivor")
-                return .done
-            }
-        }
+        let running = start(survivor, seen)
         defer { running.cancel() }
         #expect(await eventually(.seconds(20)) { seen.keys.withLock { $0.count == 40 && $0.values.allSatisfy { $0.last == "survivor" } } })
         let keys = seen.keys.withLock { $0 }
@@ -92,17 +85,11 @@ import Testing
         let other = try worker(cluster, database, "other")
         for i in 0..<10 { try stopping.queue.add(key: "msg_\(i)", values: ["sink": "chat"]) }
         let seen = Seen()
-        let first = Task {
-            try await stopping.run { job in
-                seen.handled(job.key, by: "stopping")
-                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
-                return .done  // the send in flight ends well
-            }
-        }
+        let first = start(stopping, seen, hangs: true)  // the send in flight ends well at the stop
         #expect(await eventually(.seconds(10)) { seen.keys.withLock { $0.count == 1 } })
         first.cancel()
         try await first.value
-        let running = Task { try await other.run { job in seen.handled(job.key, by: "other"); return .done } }
+        let running = start(other, seen)
         defer { running.cancel() }
         let handedOver = ContinuousClock.now
         #expect(await eventually(.seconds(10)) { seen.keys.withLock { $0.count == 10 } })
