@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "Config",
             dependencies: [
-                "AllowanceAPI", "Core", "HTTPTransport", "SignalRProtocol",
+                "AllowanceAPI", "Core", "HTTPTransport", "SignalRProtocol", "PostgresTransport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
             ]
@@ -114,7 +114,7 @@ let package = Package(
         ),
         // What relays sharing one PostgreSQL hold in common: the hub link's lease, the replicas' registry, queues
         // of jobs claimed with SKIP LOCKED and woken by NOTIFY, the schema's migrations.
-        .target(name: "SharedStore", dependencies: ["PostgresTransport", "Core"]),
+        .target(name: "SharedStore", dependencies: ["PostgresTransport", "Core", "Alerts", "AllowanceAPI", "Store"]),
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
         .target(
             name: "Sync",
@@ -151,6 +151,7 @@ let package = Package(
             name: "RelayDaemon",
             dependencies: [
                 "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "Telemetry", "CSystemd",
+                "SharedStore", "PostgresTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -163,7 +164,7 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon", "SharedStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

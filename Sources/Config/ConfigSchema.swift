@@ -39,6 +39,12 @@ public enum ConfigSchema {
         .init(key: "server.insecure_tls", type: "boolean", defaultValue: "false", help: "skip TLS certificate checks (tests only)"),
         .init(key: "server.max_response_bytes", type: "bytes", defaultValue: "8388608", help: "the longest REST answer read"),
         .init(key: "store.path", type: "file", defaultValue: nil, help: "the SQLite database"),
+        .init(
+            key: "store.url", type: "postgres://USER@HOST:PORT/DB", defaultValue: nil,
+            help: "a PostgreSQL database shared by several relays (replicas) instead of the SQLite file; no password in it"),
+        .init(key: "store.password", type: "secret", defaultValue: nil, help: "the database password (better: password_file or the environment)"),
+        .init(key: "store.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the database password"),
+        .init(key: "store.replica_name", type: "text", defaultValue: nil, help: "this relay's name among the replicas (default: host name and process id)"),
         .init(key: "store.durability", type: "full|normal", defaultValue: "full", help: "what a commit waits for"),
         .init(key: "store.keep_transactions_days", type: "days", defaultValue: nil, help: "prune synced transactions older than this"),
         .init(key: "outbox.limit", type: "count", defaultValue: "100", help: "most writes waiting for the server"),

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import HTTPTransport
+import PostgresTransport
 import SignalRProtocol
 
 /// Where the relay connects and keeps its state. Read from a YAML file, with `ALLOWANCE_RELAY_*`
@@ -184,7 +185,8 @@ public struct RelaySettings: Sendable {
         [
             hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "", email ?? "",
             passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "", "\(accessTokenInQuery)",
-            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability,
+            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability, local.sharedStore?.description ?? "",
+            local.sharedStorePasswordFile ?? "", local.replicaName ?? "",
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
     }
@@ -268,6 +270,20 @@ public struct LocalSettings: Sendable {
     public var outboxMaxAgeDays: Int
     /// The family's currency (`relay.currency`), named next to every amount the CLI prints as JSON.
     public var currency: String
+    /// `store.url`: a PostgreSQL database shared by replicas, in place of the SQLite file (nil: the file).
+    public var sharedStore: PostgresLocation?
+    /// Its password (`store.password`, `ALLOWANCE_RELAY_STORE_PASSWORD`, or read from `store.password_file`).
+    public var sharedStorePassword: Secret?
+    public var sharedStorePasswordFile: String?
+    /// `store.replica_name`: this relay's name among the replicas.
+    public var replicaName: String?
+
+    /// The shared database's password, read now (a file is read afresh: it may have been rotated).
+    public func storePassword() throws(APIError) -> String? {
+        if let sharedStorePassword { return sharedStorePassword.value }
+        guard let file = sharedStorePasswordFile else { return nil }
+        return try Secret.read(file: file, what: "store.password_file").value
+    }
 
     init(_ values: ConfigValues, _ environment: [String: String], into problems: inout [ConfigError]) {
         storePath = values.path("store.path") ?? RelaySettings.defaultStorePath(environment)
@@ -276,6 +292,20 @@ public struct LocalSettings: Sendable {
         outboxMaxAttempts = values.positive("outbox.max_attempts", into: &problems) ?? 10
         outboxMaxAgeDays = values.positive("outbox.max_age_days", into: &problems) ?? 7
         currency = (values.string("relay.currency") ?? "USD").uppercased()
+        if let text = values.string("store.url"), !text.isEmpty {
+            do throws(PostgresError) {
+                sharedStore = try PostgresLocation(text)
+            } catch {
+                // The message never repeats the URL: it may hold the password it refuses.
+                problems.append(values.error("store.url", error.message, fix: "e.g. postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full"))
+            }
+        }
+        sharedStorePassword = values.string("store.password").flatMap { $0.isEmpty ? nil : Secret($0) }
+        sharedStorePasswordFile = values.path("store.password_file")
+        if sharedStorePassword != nil, sharedStorePasswordFile != nil {
+            problems.append(values.error("store.password", "is set together with store.password_file", fix: "keep one of them"))
+        }
+        replicaName = values.string("store.replica_name").flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

@@ -43,6 +43,9 @@ public final class PostgresConnection: Sendable {
         var settings: [(String, String)] = [
             ("host", location.host), ("port", String(location.port)), ("user", location.user), ("dbname", location.database),
             ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))), ("keepalives", "1"),
+            // libpq prints a server's notices ("relation ... already exists, skipping") to stderr, in the middle of a
+            // command's output: only warnings and worse are sent.
+            ("options", "-c client_min_messages=warning"),
         ] + deadPeer.settings
         if let mode = location.sslMode { settings.append(("sslmode", mode)) }
         if let cert = location.sslRootCert { settings.append(("sslrootcert", cert)) }

@@ -23,6 +23,8 @@ public final class RelayEngine: Sendable {
     /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
     private let changed = Wakeup()
     private let lostTimer = Mutex<Task<Void, Never>?>(nil)
+    /// Where else the rules plan (the shared database's store, when the ledger is there).
+    private let alsoPlanning: (@Sendable ((any AlertPlanner)?) -> Void)?
 
     private struct State {
         var current: Generation
@@ -36,10 +38,15 @@ public final class RelayEngine: Sendable {
         let stop: StopFlag
     }
 
-    /// `ledger`: where the workers take deliveries and record outcomes (the store's ledger unless another stands in).
-    public init(store: Store, config: RelayConfig, http: HTTPClient = .shared, ledger: (any DeliveryLedger)? = nil, logger: Logger) {
+    /// `ledger`: where the workers take deliveries and record outcomes (the store's ledger unless another stands in);
+    /// `alsoPlanning`: given each generation's rules, for a store that plans into that other ledger.
+    public init(
+        store: Store, config: RelayConfig, http: HTTPClient = .shared, ledger: (any DeliveryLedger)? = nil,
+        alsoPlanning: (@Sendable ((any AlertPlanner)?) -> Void)? = nil, logger: Logger
+    ) {
         self.store = store
         self.ledger = ledger ?? store
+        self.alsoPlanning = alsoPlanning
         self.http = http
         self.logger = logger
         let mutes = MuteList(store: store)
@@ -75,6 +82,7 @@ public final class RelayEngine: Sendable {
         let config = generation.config
         let planner = RulePlanner(
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes, history: config.history)
+        alsoPlanning?(planner)
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows.
             for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {
@@ -139,10 +147,16 @@ public final class RelayEngine: Sendable {
         changed.signal()
     }
 
+    /// Deliveries may be waiting that no planner of this process handed over (another replica planned them, or
+    /// gave its claims back): every worker looks at the ledger.
+    public func wakeWorkers() {
+        for w in state.withLock({ $0.current.workers }) { w.wakeup.signal() }
+    }
+
     /// The hub link is down: if it stays down for `connectionLostAfter`, raise `connection.lost` once.
     public func linkLost(_ reason: String) {
         let after = config.connectionLostAfter
-        let store = self.store
+        let ledger = self.ledger
         let logger = self.logger
         lostTimer.withLock { timer in
             guard timer == nil else { return }
@@ -150,7 +164,7 @@ public final class RelayEngine: Sendable {
                 try? await Task.sleep(for: .seconds(after))
                 guard !Task.isCancelled else { return }
                 do {
-                    try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "no connection for \(after >= 120 ? "\(Int(after / 60)) minutes" : "\(Int(after)) seconds"): \(reason)"))
+                    try ledger.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "no connection for \(after >= 120 ? "\(Int(after / 60)) minutes" : "\(Int(after)) seconds"): \(reason)"))
                 } catch {
                     logger.error("could not record connection.lost: \(error)")
                 }

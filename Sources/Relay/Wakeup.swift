@@ -3,7 +3,7 @@ import Synchronization
 
 /// A wake-up call for a sleeping worker: `signal()` from anywhere; `wait(upTo:)` returns at the first signal
 /// (or one that came while it was not waiting), at the timeout, or when the task is cancelled.
-final class Wakeup: Sendable {
+public final class Wakeup: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
@@ -14,11 +14,11 @@ final class Wakeup: Sendable {
     private let state = Mutex(State())
     private let clock: AlarmClock
 
-    init(clock: AlarmClock = .shared) {
+    public init(clock: AlarmClock = .shared) {
         self.clock = clock
     }
 
-    func signal() {
+    public func signal() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
             guard let w = s.waiter else {
                 s.pending = true
@@ -31,7 +31,7 @@ final class Wakeup: Sendable {
     }
 
     /// `evenIfCancelled`: a cancelled task still waits (for a signal or the timeout) rather than returning at once.
-    func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async {
+    public func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async {
         // The timeout is an alarm on the process's one clock thread, not a task with a timer: a wait that a signal
         // ends (the usual case) costs no thread a wake-up. Only a timeout that ran out ends the wait; it leaves no
         // pending signal behind, or every next wait would return at once and the worker would spin.

@@ -57,7 +57,7 @@ public struct Daemon: Sendable {
     public func run(signals: DaemonSignals? = nil) async -> Int32 {
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
-        let connection = HubConnection(url: settings.hubURL, options: hubOptions(tokens), logger: Logger(label: "signalr"))
+        let connection = HubConnection(url: settings.hubURL, options: Self.hubOptions(settings, http: http, tokens: tokens), logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
             store: store, api: settings.apiClient(tokens: tokens, http: http),
@@ -188,7 +188,8 @@ public struct Daemon: Sendable {
         await group?.triggerGracefulShutdown()
     }
 
-    private func hubOptions(_ tokens: (any TokenSource)?) -> HubConnectionOptions {
+    /// The hub connection's options, from the settings: one for the daemon and for a replica's link.
+    static func hubOptions(_ settings: RelaySettings, http: HTTPClient, tokens: (any TokenSource)?) -> HubConnectionOptions {
         var options = HubConnectionOptions()
         if let tokens {
             options.accessTokenProvider = { try await tokens.token() }

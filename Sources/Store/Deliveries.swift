@@ -43,6 +43,30 @@ public struct Delivery: Sendable, Equatable {
     /// it was read from the ledger, whose `alert` text `event` then decodes.
     public var carried: RelayEvent? = nil
 
+    /// Every field, for another ledger's rows (the shared PostgreSQL one).
+    public init(
+        id: String, sink: String, rule: String, kind: RelayEvent.Kind, childId: UUID?, urgency: PlannedDelivery.Urgency, alert: String,
+        digest: Bool, state: State, attempts: Int, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, deliveredAt: Date? = nil,
+        traceParent: String? = nil, carried: RelayEvent? = nil
+    ) {
+        self.id = id
+        self.sink = sink
+        self.rule = rule
+        self.kind = kind
+        self.childId = childId
+        self.urgency = urgency
+        self.alert = alert
+        self.digest = digest
+        self.state = state
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.deliveredAt = deliveredAt
+        self.traceParent = traceParent
+        self.carried = carried
+    }
+
     /// The alert as a value: the one carried, or the stored text decoded once (for templates, digests, the CLI).
     public var event: RelayEvent {
         get throws(APIError) {

@@ -100,6 +100,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var staleness: Staleness
 
     func run() async throws {
+        if let shared = try await options.openShared() { return try sharedStatus(shared) }
         let store = try await options.openStore()
         let s = try store.summary()
         let sync = try store.syncStatus()
@@ -265,14 +266,18 @@ struct TransactionsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await options.openStore()
-        let children = try store.children()
+        let shared = try await options.openShared()
+        defer { shared?.close() }
+        let store = shared == nil ? try await options.openStore() : nil
+        let children = try shared?.children() ?? store!.children()
         var childId: UUID?
         if let child {
             childId = try Children.find(child, in: children).id
         }
-        let names = Dictionary(uniqueKeysWithValues: children.map { ($0.id, $0.firstName) })
-        let list = try store.transactions(child: childId, since: since.flatMap { Self.parseSince($0) }, limit: limit)
+        let names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
+        let sinceDate = since.flatMap { Self.parseSince($0) }
+        let list = try shared?.transactions(child: childId, since: sinceDate, limit: limit)
+            ?? store!.transactions(child: childId, since: sinceDate, limit: limit)
         if options.json {
             let currency = try await options.settings().currency
             options.emit(.array(list.map { t in

@@ -37,8 +37,10 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Option(help: "How many.") var limit = 50
 
         func run() async throws {
-            let store = try await options.openStore()
-            let rows = try store.deliveries(sink: sink, state: state, limit: limit)
+            let shared = try await options.openShared()
+            defer { shared?.close() }
+            let store = shared == nil ? try await options.openStore() : nil
+            let rows = try shared?.deliveries(sink: sink, state: state, limit: limit) ?? store!.deliveries(sink: sink, state: state, limit: limit)
             if options.json {
                 options.emit(.array(rows.map(\.json)))
                 return

@@ -1,0 +1,169 @@
+import Alerts
+import AllowanceAPI
+import Core
+import Foundation
+import PostgresTransport
+import Store
+
+/// The delivery ledger the sink workers use, on the shared database: the same interface as the SQLite file's,
+/// with a read of due deliveries that claims them for this replica (see `SharedRelayStore`).
+extension SharedRelayStore: DeliveryLedger {
+    public func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery] {
+        try working { db throws(PostgresError) -> [Delivery] in
+            // Two parts, each through its own partial index (one query with OR scans the table; see ClaimQueue).
+            try db.query(
+                """
+                WITH expired AS (
+                  SELECT id FROM relay_delivery WHERE sink = $1 AND state = 'in_flight' AND claim_expires_at < now()
+                    AND NOT (id = ANY($5::text[])) ORDER BY claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                due AS (
+                  SELECT id FROM relay_delivery WHERE sink = $1 AND state = 'pending' AND due_at <= $4::timestamptz
+                    AND NOT (id = ANY($5::text[])) ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+                picked AS (SELECT id FROM expired UNION ALL SELECT id FROM due LIMIT $2)
+                UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $3,
+                  claim_expires_at = now() + make_interval(secs => $6::float8)
+                FROM picked WHERE d.id = picked.id
+                RETURNING \(Self.deliveryColumns("d"))
+                """,
+                [sink, String(limit), replica, ISODate.string(now), Self.array(excluding), String(Self.claimFor.inSeconds)]
+            ).rows.compactMap(Self.delivery).map { d in
+                var d = d
+                d.state = .pending  // to the worker, a job to send
+                return d
+            }.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+        }
+    }
+
+    public func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date? {
+        try working { db throws(PostgresError) -> Date? in
+            // The next due time by this replica's clock; a claim's expiry is the server's, read as seconds from now.
+            let row = try db.query(
+                """
+                SELECT extract(epoch FROM (SELECT min(due_at) FROM relay_delivery WHERE sink = $1 AND state = 'pending'
+                                             AND NOT (id = ANY($2::text[])))),
+                       extract(epoch FROM (SELECT min(claim_expires_at) FROM relay_delivery WHERE sink = $1 AND state = 'in_flight'
+                                             AND claimed_by <> $3) - now())
+                """, [sink, Self.array(excluding), replica]
+            ).rows.first
+            let due = row?[0].flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
+            let expiry = row?[1].flatMap(Double.init).map { Date().addingTimeInterval(max(0, $0) + 0.05) }
+            return [due, expiry].compactMap { $0 }.min()
+        }
+    }
+
+    public func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
+        guard !results.isEmpty else { return }
+        try working { db throws(PostgresError) in
+            try db.transaction { () throws(PostgresError) in
+                var retried = false
+                for (id, outcome) in results {
+                    switch outcome {
+                    case .done:
+                        try finish(db, id, "state = 'delivered', delivered_at = now(), last_error = NULL", [])
+                    case .retry(let error, let at):
+                        try finish(db, id, "state = 'pending', last_error = $3, due_at = $4::timestamptz", [error, ISODate.string(at)])
+                        retried = true
+                    case .gaveUp(let reason):
+                        try finish(db, id, "state = 'dead', last_error = $3", [reason])
+                    }
+                }
+                if retried { try db.notify(Self.channel) }
+            }
+        }
+    }
+
+    /// An outcome, written only where the claim is still this replica's (else another replica took the delivery
+    /// after this one's claim expired, and its outcome is the one kept).
+    private func finish(_ db: PostgresConnection, _ id: String, _ set: String, _ more: [String?]) throws(PostgresError) {
+        try db.query(
+            """
+            UPDATE relay_delivery SET \(set), attempts = attempts + 1, claimed_by = NULL, claim_expires_at = NULL
+            WHERE id = $1 AND claimed_by = $2 AND state = 'in_flight'
+            """, [id, replica] + more)
+    }
+
+    /// Claims them too: no other replica sends a part while this one folds it.
+    public func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
+        try working { db throws(PostgresError) -> [Delivery] in
+            try db.query(
+                """
+                WITH parts AS (
+                  SELECT id FROM relay_delivery WHERE sink = $1 AND child_id = $2 AND digest AND kind = $3
+                    AND ((state = 'pending' AND due_at <= $4::timestamptz) OR (state = 'in_flight' AND claimed_by = $5))
+                  FOR UPDATE SKIP LOCKED)
+                UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $5,
+                  claim_expires_at = now() + make_interval(secs => $6::float8)
+                FROM parts WHERE d.id = parts.id
+                RETURNING \(Self.deliveryColumns("d"))
+                """,
+                [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue, ISODate.string(dueBy), replica, String(Self.claimFor.inSeconds)]
+            ).rows.compactMap(Self.delivery).sorted { $0.createdAt < $1.createdAt }
+        }
+    }
+
+    /// The digest is claimed by this replica from the start; its parts are merged into it.
+    public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery {
+        precondition(!parts.isEmpty)
+        let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
+        let first = parts[0]
+        let urgency: PlannedDelivery.Urgency = parts.contains { $0.urgency == .critical } ? .critical : first.urgency
+        let alert = event.jsonText(currency: currency)
+        let trace = parts.lazy.compactMap(\.traceParent).last
+        try working { db throws(PostgresError) in
+            try db.transaction { () throws(PostgresError) in
+                try db.query(
+                    """
+                    INSERT INTO relay_delivery (id, sink, rule, kind, child_id, urgency, alert, state, due_at, created_at, trace_parent,
+                                                claimed_by, claim_expires_at)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', $8::timestamptz, $8::timestamptz, $9, $10,
+                            now() + make_interval(secs => $11::float8))
+                    """,
+                    [
+                        id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased, urgency.rawValue, alert,
+                        ISODate.string(now), trace, replica, String(Self.claimFor.inSeconds),
+                    ])
+                try db.query(
+                    "UPDATE relay_delivery SET state = 'merged', merged_into = $1, claimed_by = NULL, claim_expires_at = NULL WHERE id = ANY($2::text[]) AND claimed_by = $3",
+                    [id, Self.array(parts.map(\.id)), replica])
+            }
+        }
+        return Delivery(
+            id: id, sink: first.sink, rule: first.rule, kind: .digest, childId: event.childId, urgency: urgency, alert: alert, digest: false,
+            state: .pending, attempts: 0, nextAttemptAt: now, lastError: nil, createdAt: now, traceParent: trace, carried: event)
+    }
+
+    public func disabledSinks() throws(StoreError) -> [String: String] {
+        try working { db throws(PostgresError) -> [String: String] in
+            Dictionary(
+                try db.query("SELECT sink, disabled_reason FROM relay_sink_state").rows.map { ($0[0] ?? "", $0[1] ?? "") },
+                uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    public func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) {
+        try working { db throws(PostgresError) in
+            try db.query(
+                """
+                INSERT INTO relay_sink_state (sink, disabled_reason, disabled_at) VALUES ($1, $2, $3::timestamptz)
+                ON CONFLICT (sink) DO UPDATE SET disabled_reason = EXCLUDED.disabled_reason, disabled_at = EXCLUDED.disabled_at
+                """, [sink, reason, ISODate.string(now)])
+        }
+    }
+
+    @discardableResult
+    public func raise(_ event: RelayEvent) throws(StoreError) -> Int {
+        try writing { db throws(PostgresError) -> Int in
+            try db.transaction { () throws(PostgresError) -> Int in
+                let n = try plan(db, event, now: Date())
+                if n > 0 { try db.notify(Self.channel) }
+                return n
+            }
+        }
+    }
+
+    public func currentBalance(child: UUID) throws(StoreError) -> Decimal? {
+        try working { db throws(PostgresError) -> Decimal? in
+            try db.query("SELECT balance_minor FROM relay_child WHERE id = $1", [child.lowercased]).scalar.flatMap { Int64($0) }.map(Money.decimal(cents:))
+        }
+    }
+}

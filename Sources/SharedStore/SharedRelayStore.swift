@@ -1,0 +1,429 @@
+import Alerts
+import AllowanceAPI
+import Core
+import Foundation
+import PostgresTransport
+import Store
+import Synchronization
+
+/// The relay's state on a PostgreSQL server that several replicas share (`store.url`): the family's children and
+/// transactions, and the delivery ledger as a queue that any replica claims from.
+///
+/// - The link holder (one replica at a time, `LinkLease`) stores each hub event and plans its deliveries in one
+///   transaction, as the SQLite store does; the commit notifies `relay_delivery`, which wakes every replica's workers.
+/// - A worker's read of due deliveries claims them (`FOR UPDATE SKIP LOCKED`, state `in_flight`, owned by its replica)
+///   for `claimFor`. The replica renews its claims while it lives (`renewClaims`), so a slow send is not taken by
+///   another; a killed replica stops renewing, and its claims are taken again within `claimFor`, with the same ids:
+///   the `webhook-id` a receiver deduplicates on.
+/// - Outcomes are written only where the claim is still this replica's.
+public final class SharedRelayStore: Sendable {
+    public let location: PostgresLocation
+    /// This replica's name: the owner of its claims, its row in `relay_replicas`.
+    public let replica: String
+    /// The link holder's writes (events, catch-ups) and the CLI's reads.
+    let writer: SessionSlot
+    /// The workers' claims and outcomes.
+    let work: SessionSlot
+    private let planner = Mutex<PlannerBox?>(nil)
+    private let gathering = Mutex(DigestGathering())
+
+    /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
+    public static let claimFor: Duration = .seconds(4)
+    /// The channel a commit that planned deliveries notifies.
+    public static let channel = "relay_delivery"
+
+    public static let migrations = [ReplicaRegistry.migration, relayTables]
+
+    static let relayTables = PostgresMigration(
+        2, "relay",
+        """
+        CREATE TABLE relay_child (
+            id text PRIMARY KEY, name text NOT NULL, balance_minor bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now());
+        CREATE TABLE relay_txn (
+            id text PRIMARY KEY, child_id text NOT NULL, amount_minor bigint NOT NULL, type text NOT NULL,
+            description text NOT NULL, balance_after_minor bigint NOT NULL, created_at timestamptz NOT NULL,
+            created_by text NOT NULL, via text NOT NULL, stored_at timestamptz NOT NULL DEFAULT now());
+        CREATE INDEX relay_txn_recent ON relay_txn (created_at DESC, id);
+        CREATE TABLE relay_delivery (
+            id text PRIMARY KEY, sink text NOT NULL, rule text NOT NULL, kind text NOT NULL, child_id text,
+            urgency text NOT NULL, alert text NOT NULL, digest boolean NOT NULL DEFAULT false, dedup_key text,
+            state text NOT NULL, attempts integer NOT NULL DEFAULT 0, due_at timestamptz NOT NULL,
+            claimed_by text, claim_expires_at timestamptz, last_error text, merged_into text,
+            created_at timestamptz NOT NULL DEFAULT now(), delivered_at timestamptz, trace_parent text);
+        CREATE INDEX relay_delivery_due ON relay_delivery (sink, due_at, id) WHERE state = 'pending';
+        CREATE INDEX relay_delivery_claims ON relay_delivery (sink, claim_expires_at) WHERE state = 'in_flight';
+        CREATE INDEX relay_delivery_owner ON relay_delivery (claimed_by) WHERE state = 'in_flight';
+        CREATE INDEX relay_delivery_dedup ON relay_delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
+        CREATE INDEX relay_delivery_recent ON relay_delivery (created_at DESC, id);
+        CREATE TABLE relay_sink_state (sink text PRIMARY KEY, disabled_reason text NOT NULL, disabled_at timestamptz NOT NULL);
+        CREATE TABLE relay_sync (key text PRIMARY KEY, value text NOT NULL)
+        """)
+
+    private final class PlannerBox: Sendable {
+        let planner: any AlertPlanner
+        init(_ planner: any AlertPlanner) { self.planner = planner }
+    }
+
+    private init(location: PostgresLocation, password: String?, replica: String) {
+        self.location = location
+        self.replica = replica
+        writer = SessionSlot(location, password: password, applicationName: "allowance-relay \(replica)")
+        work = SessionSlot(location, password: password, applicationName: "allowance-relay \(replica) workers")
+    }
+
+    /// Connects and brings the schema up to date (replicas starting together apply each step once).
+    public static func open(_ location: PostgresLocation, password: String?, replica: String) throws(StoreError) -> SharedRelayStore {
+        let store = SharedRelayStore(location: location, password: password, replica: replica)
+        try store.writing { db throws(PostgresError) in try PostgresMigrator.migrate(db, migrations) }
+        return store
+    }
+
+    public func close() {
+        writer.close()
+        work.close()
+    }
+
+    /// The rules that plan deliveries for each stored event (nil: nothing is planned).
+    public func setPlanner(_ planner: (any AlertPlanner)?) {
+        self.planner.withLock { $0 = planner.map(PlannerBox.init) }
+    }
+
+    // MARK: - The link holder's writes
+
+    /// Stores hub events in order, in one transaction with the deliveries they plan. What `Store.apply` answers,
+    /// for the same events.
+    public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
+        try writing { db throws(PostgresError) -> [ApplyResult] in
+            try db.transaction { () throws(PostgresError) -> [ApplyResult] in
+                var planned = false
+                let results = try events.map { (event) throws(PostgresError) -> ApplyResult in
+                    let (result, planning) = try applyOne(db, event, now: now)
+                    planned = planned || planning
+                    return result
+                }
+                if planned { try db.notify(Self.channel) }
+                return results
+            }
+        }
+    }
+
+    private func applyOne(_ db: PostgresConnection, _ event: HubEvent, now: Date) throws(PostgresError) -> (ApplyResult, Bool) {
+        switch event {
+        case .transactionCreated(let t):
+            if let problem = t.problem(now: now) { return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: true), false) }
+            guard let child = try childRow(db, t.childId) else {
+                return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not known yet"), false)
+            }
+            guard try insert(db, t, via: "hub") else { return (.duplicate, false) }
+            let amount = t.amountCents ?? 0
+            let after = t.balanceAfterCents ?? 0
+            let before = t.type == .credit ? after - amount : after + amount
+            try setBalance(db, t.childId, after)
+            let alert = RelayEvent(
+                kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
+                balance: t.balanceAfter, previousBalance: Money.decimal(cents: before))
+            let count = try plan(db, alert, now: now)
+            return (.stored(gap: child.balance != before ? t.childId : nil), count > 0)
+        case .transactionCreatedId(let id):
+            let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
+            return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), false)
+        case .balanceUpdated(let childId, let balance):
+            guard let child = try childRow(db, childId) else {
+                return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not known yet"), false)
+            }
+            let server = Money.minorUnits(balance) ?? child.balance
+            try setBalance(db, childId, server)
+            let alert = RelayEvent(
+                kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
+                previousBalance: Money.decimal(cents: child.balance))
+            return (.stored(gap: nil), try plan(db, alert, now: now) > 0)
+        }
+    }
+
+    /// The children as the server lists them (names and balances), at each catch-up.
+    public func saveChildren(_ children: [Child]) throws(StoreError) {
+        try writing { db throws(PostgresError) in
+            try db.transaction { () throws(PostgresError) in
+                for c in children {
+                    try db.query(
+                        """
+                        INSERT INTO relay_child (id, name, balance_minor) VALUES ($1, $2, $3)
+                        ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, balance_minor = EXCLUDED.balance_minor, updated_at = now()
+                        """, [c.id.lowercased, c.firstName, String(Money.minorUnits(c.currentBalance) ?? 0)])
+                }
+            }
+        }
+    }
+
+    /// Which of `ids` (lowercased transaction ids) are stored.
+    public func knownTransactions(_ ids: [String]) throws(StoreError) -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        return try writing { db throws(PostgresError) -> Set<String> in
+            Set(try db.query("SELECT id FROM relay_txn WHERE id = ANY($1::text[])", [Self.array(ids)]).rows.compactMap { $0[0] })
+        }
+    }
+
+    /// Stores transactions a catch-up fetched (oldest first), each not stored yet planning its alerts as a
+    /// caught-up event, unless `alerting` is false (the family's history, at a new database's first catch-up).
+    /// Returns how many were new.
+    @discardableResult
+    public func storeCaughtUp(_ transactions: [Transaction], alerting: Bool, at now: Date = Date()) throws(StoreError) -> Int {
+        try writing { db throws(PostgresError) -> Int in
+            try db.transaction { () throws(PostgresError) -> Int in
+                var stored = 0
+                var planned = false
+                for t in transactions where t.problem(now: now) == nil {
+                    guard try insert(db, t, via: "catch-up") else { continue }
+                    stored += 1
+                    guard alerting, let child = try childRow(db, t.childId) else { continue }
+                    let amount = t.amountCents ?? 0
+                    let after = t.balanceAfterCents ?? 0
+                    let alert = RelayEvent(
+                        kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
+                        balance: t.balanceAfter, previousBalance: Money.decimal(cents: t.type == .credit ? after - amount : after + amount),
+                        caughtUp: true)
+                    if try plan(db, alert, now: now) > 0 { planned = true }
+                }
+                if planned { try db.notify(Self.channel) }
+                return stored
+            }
+        }
+    }
+
+    /// A value the link holder keeps (`history_taken`, the server's identity).
+    public func syncValue(_ key: String) throws(StoreError) -> String? {
+        try writing { db throws(PostgresError) -> String? in try db.query("SELECT value FROM relay_sync WHERE key = $1", [key]).scalar }
+    }
+
+    public func setSyncValue(_ key: String, _ value: String) throws(StoreError) {
+        try writing { db throws(PostgresError) in
+            try db.query(
+                "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", [key, value])
+        }
+    }
+
+    private func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
+        let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
+        guard let row = rows.rows.first else { return nil }
+        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
+    }
+
+    private func setBalance(_ db: PostgresConnection, _ child: UUID, _ minor: Int64) throws(PostgresError) {
+        try db.query("UPDATE relay_child SET balance_minor = $2, updated_at = now() WHERE id = $1", [child.lowercased, String(minor)])
+    }
+
+    /// True when the transaction was new.
+    private func insert(_ db: PostgresConnection, _ t: Transaction, via: String) throws(PostgresError) -> Bool {
+        try db.query(
+            """
+            INSERT INTO relay_txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by, via)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING
+            """,
+            [
+                t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
+                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via,
+            ]
+        ).affected == 1
+    }
+
+    /// Plans `event`'s deliveries inside the caller's transaction; how many were written (muted ones included).
+    @discardableResult
+    func plan(_ db: PostgresConnection, _ event: RelayEvent, now: Date) throws(PostgresError) -> Int {
+        guard let planner = planner.withLock({ $0?.planner }), planner.mayPlan(for: event.kind) else { return 0 }
+        var written = 0
+        var alerts: [RelayEvent.Kind: String] = [:]
+        for p in planner.plan(event) {
+            if let key = p.dedupKey, let window = p.dedupWindow {
+                let seen = try db.query(
+                    "SELECT 1 FROM relay_delivery WHERE sink = $1 AND dedup_key = $2 AND created_at >= $3::timestamptz LIMIT 1",
+                    [p.sink, key, ISODate.string(now.addingTimeInterval(-window))])
+                if !seen.rows.isEmpty { continue }
+            }
+            let due = gathering.withLock { $0.due(p, for: event, now: now) }
+            let alert = alerts[p.kind] ?? {
+                var e = event
+                e.kind = p.kind
+                return e.jsonText(currency: planner.currency)
+            }()
+            alerts[p.kind] = alert
+            try db.query(
+                """
+                INSERT INTO relay_delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, due_at,
+                                            last_error, created_at, trace_parent)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz, $12, $13::timestamptz, $14)
+                """,
+                [
+                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
+                    p.urgency.rawValue, alert, p.digest ? "true" : "false", p.dedupKey,
+                    (p.muted ? Delivery.State.muted : .pending).rawValue, ISODate.string(due), p.muted ? "muted" : nil,
+                    ISODate.string(now), event.traceParent,
+                ])
+            written += 1
+        }
+        return written
+    }
+
+    // MARK: - Claims
+
+    /// This replica still lives: its claims last another `claimFor`. Returns how many it holds.
+    @discardableResult
+    public func renewClaims() throws(StoreError) -> Int {
+        try working { db throws(PostgresError) -> Int in
+            try db.query(
+                """
+                UPDATE relay_delivery SET claim_expires_at = now() + make_interval(secs => $2::float8)
+                WHERE state = 'in_flight' AND claimed_by = $1
+                """, [replica, String(Self.claimFor.inSeconds)]
+            ).affected
+        }
+    }
+
+    /// A graceful stop: what this replica claimed and did not finish is pending again at once, for any replica.
+    @discardableResult
+    public func releaseClaims() throws(StoreError) -> Int {
+        let released = try working { db throws(PostgresError) -> Int in
+            try db.transaction { () throws(PostgresError) -> Int in
+                let n = try db.query(
+                    "UPDATE relay_delivery SET state = 'pending', claimed_by = NULL, claim_expires_at = NULL WHERE state = 'in_flight' AND claimed_by = $1",
+                    [replica]
+                ).affected
+                if n > 0 { try db.notify(Self.channel) }
+                return n
+            }
+        }
+        return released
+    }
+
+    // MARK: - The CLI's and status's reads
+
+    /// Per sink: how many deliveries are in each state (`in_flight`: claimed by a replica now).
+    public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
+        try writing { db throws(PostgresError) -> [String: [String: Int]] in
+            var counts: [String: [String: Int]] = [:]
+            for row in try db.query("SELECT sink, state, count(*) FROM relay_delivery GROUP BY sink, state").rows {
+                counts[row[0] ?? "", default: [:]][row[1] ?? ""] = Int(row[2] ?? "") ?? 0
+            }
+            return counts
+        }
+    }
+
+    /// The newest deliveries, newest first (`sink`, `state`: only those).
+    public func deliveries(sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100) throws(StoreError) -> [Delivery] {
+        try writing { db throws(PostgresError) -> [Delivery] in
+            try db.query(
+                """
+                SELECT \(Self.deliveryColumns()) FROM relay_delivery
+                WHERE ($1::text IS NULL OR sink = $1) AND ($2::text IS NULL OR state = $2)
+                ORDER BY created_at DESC, id DESC LIMIT $3
+                """, [sink, state?.rawValue, String(limit)]
+            ).rows.compactMap(Self.delivery)
+        }
+    }
+
+    /// The newest transactions, newest first (`child`, `since`: only those).
+    public func transactions(child: UUID? = nil, since: Date? = nil, limit: Int = 50) throws(StoreError) -> [Transaction] {
+        try writing { db throws(PostgresError) -> [Transaction] in
+            try db.query(
+                """
+                SELECT id, child_id, amount_minor, type, description, balance_after_minor, extract(epoch FROM created_at), created_by
+                FROM relay_txn WHERE ($1::text IS NULL OR child_id = $1) AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)
+                ORDER BY created_at DESC, id DESC LIMIT $3
+                """, [child?.lowercased, since.map(ISODate.string), String(limit)]
+            ).rows.compactMap { row -> Transaction? in
+                guard let id = row[0].flatMap(UUID.init(uuidString:)), let child = row[1].flatMap(UUID.init(uuidString:)),
+                    let amount = row[2].flatMap({ Int64($0) }), let type = row[3].flatMap(TransactionType.init(rawValue:)),
+                    let after = row[5].flatMap({ Int64($0) }), let at = row[6].flatMap(Double.init)
+                else { return nil }
+                return Transaction(
+                    id: id, childId: child, amount: Money.decimal(cents: amount), type: type, description: row[4] ?? "",
+                    balanceAfter: Money.decimal(cents: after), createdAt: Date(timeIntervalSince1970: at), createdByName: row[7] ?? "")
+            }
+        }
+    }
+
+    /// The children, by name (first names only: the hub's events carry no more).
+    public func children() throws(StoreError) -> [Child] {
+        try writing { db throws(PostgresError) -> [Child] in
+            try db.query("SELECT id, name, balance_minor FROM relay_child ORDER BY name, id").rows.compactMap { row -> Child? in
+                guard let id = row[0].flatMap(UUID.init(uuidString:)) else { return nil }
+                return Child(
+                    id: id, firstName: row[1] ?? "", lastName: "", weeklyAllowance: 0,
+                    currentBalance: Money.decimal(cents: Int64(row[2] ?? "") ?? 0))
+            }
+        }
+    }
+
+    /// How many transactions and children are stored.
+    public func counts() throws(StoreError) -> (children: Int, transactions: Int) {
+        try writing { db throws(PostgresError) -> (Int, Int) in
+            let row = try db.query("SELECT (SELECT count(*) FROM relay_child), (SELECT count(*) FROM relay_txn)").rows.first
+            return (Int(row?[0] ?? "") ?? 0, Int(row?[1] ?? "") ?? 0)
+        }
+    }
+
+    /// This replica is up: its row in `relay_replicas`.
+    public func register(host: String) throws(StoreError) {
+        try working { db throws(PostgresError) in try ReplicaRegistry(db).register(replica, host: host) }
+    }
+
+    /// This replica still lives, and holds the hub link or not.
+    public func heartbeat(holdsLink: Bool) throws(StoreError) {
+        try working { db throws(PostgresError) in try ReplicaRegistry(db).heartbeat(replica, holdsLink: holdsLink) }
+    }
+
+    /// The replicas sharing this database, the link holder first.
+    public func replicas() throws(StoreError) -> [ReplicaRegistry.Replica] {
+        try writing { db throws(PostgresError) -> [ReplicaRegistry.Replica] in try ReplicaRegistry(db).replicas() }
+    }
+
+    // MARK: - Sessions and rows
+
+    /// A PostgreSQL failure as the store's error: the server's words, never a password (libpq has none in them).
+    func writing<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
+        do { return try writer.with(body) } catch { throw Self.storeError(error, location) }
+    }
+
+    func working<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
+        do { return try work.with(body) } catch { throw Self.storeError(error, location) }
+    }
+
+    static func storeError(_ error: PostgresError, _ location: PostgresLocation) -> StoreError {
+        switch error.kind {
+        case .connect, .lost:
+            StoreError(path: location.description, "\(error.message). The relay tries again; check that the server is up and store.url is right.", code: .unreadable)
+        case .location:
+            StoreError(path: location.description, error.message, code: .refused)
+        case .statement:
+            StoreError(path: location.description, "PostgreSQL refused a statement: \(error)", code: .sqlite)
+        }
+    }
+
+    /// A text array as PostgreSQL's literal (`{a,b}`), for ids made of letters, digits, `_` and `-`.
+    static func array(_ values: some Collection<String>) -> String {
+        "{" + values.joined(separator: ",") + "}"
+    }
+
+    /// The columns `delivery(_:)` reads, of the table named `table` (or the only one).
+    static func deliveryColumns(_ table: String = "") -> String {
+        let t = table.isEmpty ? "" : table + "."
+        return """
+            \(t)id, \(t)sink, \(t)rule, \(t)kind, \(t)child_id, \(t)urgency, \(t)alert, \(t)digest, \(t)state, \(t)attempts,
+            extract(epoch FROM \(t)due_at), \(t)last_error, extract(epoch FROM \(t)created_at), extract(epoch FROM \(t)delivered_at),
+            \(t)trace_parent
+            """
+    }
+
+    /// A row of `deliveryColumns` as a delivery (nil: a kind, urgency or state this version does not know).
+    static func delivery(_ row: [String?]) -> Delivery? {
+        guard let id = row[0], let sink = row[1], let kind = row[3].flatMap(RelayEvent.Kind.init(rawValue:)),
+            let urgency = row[5].flatMap(PlannedDelivery.Urgency.init(rawValue:)), let state = row[8].flatMap(Delivery.State.init(rawValue:))
+        else { return nil }
+        func date(_ text: String?) -> Date? { text.flatMap(Double.init).map(Date.init(timeIntervalSince1970:)) }
+        return Delivery(
+            id: id, sink: sink, rule: row[2] ?? "", kind: kind, childId: row[4].flatMap(UUID.init(uuidString:)), urgency: urgency,
+            alert: row[6] ?? "", digest: row[7] == "t", state: state, attempts: Int(row[9] ?? "") ?? 0,
+            nextAttemptAt: date(row[10]) ?? .distantPast, lastError: row[11], createdAt: date(row[12]) ?? .distantPast,
+            deliveredAt: date(row[13]), traceParent: row[14])
+    }
+}
