@@ -214,7 +214,7 @@ let package = Package(
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
-        .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "PostgresTransport", "TestSupport"]),
+        .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "PostgresTransport", "Store", "Alerts", "AllowanceAPI", "TestSupport"]),
         .testTarget(
             name: "WebSocketTransportTests",
             dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]

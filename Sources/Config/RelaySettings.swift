@@ -296,8 +296,10 @@ public struct LocalSettings: Sendable {
             do throws(PostgresError) {
                 sharedStore = try PostgresLocation(text)
             } catch {
-                // The message never repeats the URL: it may hold the password it refuses.
-                problems.append(values.error("store.url", error.message, fix: "e.g. postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full"))
+                // The message never repeats the URL: it may hold the password it refuses. Its advice is the fix.
+                let parts = error.message.components(separatedBy: ": ")
+                let (what, fix) = parts.count > 1 ? (parts[0], parts.dropFirst().joined(separator: ": ")) : (error.message, "see store.url in config/reference.yaml")
+                problems.append(values.error("store.url", what, fix: fix))
             }
         }
         sharedStorePassword = values.string("store.password").flatMap { $0.isEmpty ? nil : Secret($0) }

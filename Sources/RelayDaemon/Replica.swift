@@ -31,25 +31,37 @@ public struct ReplicaDaemon: Sendable {
     let lease: LinkLease
     let password: String?
     let http: HTTPClient
+    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
     let logger: Logger
     private let stopping = StopFlag()
     private let stopSignal = Wakeup()
 
     /// Connects to the shared database (migrating it), opens the local file, installs the rules.
-    public static func start(settings: RelaySettings, relayConfig: RelayConfig, http: HTTPClient, logger: Logger) throws(StoreError) -> ReplicaDaemon {
-        guard let location = settings.local.sharedStore else { throw StoreError(path: settings.storePath, "store.url is not set") }
+    public static func start(
+        settings: RelaySettings, relayConfig: RelayConfig, http: HTTPClient,
+        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
+    ) throws(StoreError) -> ReplicaDaemon {
+        guard let location = settings.local.sharedStore else {
+            throw StoreError(path: settings.storePath, "store.url is not set")
+        }
         let password: String?
         do { password = try settings.local.storePassword() } catch {
             throw StoreError(path: location.description, error.message, code: .refused)
         }
         let name = settings.local.replicaName ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
         let shared = try SharedRelayStore.open(location, password: password, replica: name)
-        let local = try Store.open(path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
-        let engine = RelayEngine(store: local, config: relayConfig, http: http, ledger: shared, alsoPlanning: { shared.setPlanner($0) }, logger: logger)
+        let local = try Store.open(
+            path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
+        let engine = RelayEngine(
+            store: local, config: relayConfig, http: http, ledger: shared, alsoPlanning: { shared.setPlanner($0) },
+            logger: logger)
         try engine.install()
         // One lease per hub: relays of different families may share one database.
         let lease = LinkLease(settings.hubURL.absoluteString, location: location, password: password)
-        return ReplicaDaemon(settings: settings, shared: shared, local: local, engine: engine, lease: lease, password: password, http: http, logger: logger)
+        return ReplicaDaemon(
+            settings: settings, shared: shared, local: local, engine: engine, lease: lease, password: password,
+            http: http, reload: reload,
+            logger: logger)
     }
 
     /// Runs until SIGTERM/SIGINT or `stop()`; returns the exit code.
@@ -61,7 +73,16 @@ public struct ReplicaDaemon: Sendable {
             logger.critical("\(error)")
             return 74
         }
-        logger.info("replica \(shared.replica) starting", metadata: ["store": "\(shared.location)", "hub": "\(settings.hubURL.redactedForLogs)"])
+        logger.info(
+            "replica \(shared.replica) starting",
+            metadata: ["store": "\(shared.location)", "hub": "\(settings.hubURL.redactedForLogs)"])
+        if settings.statusListen != nil || settings.otlpEndpoint != nil
+            || engine.config.rules.contains(where: { $0.summary != nil })
+        {
+            logger.warning(
+                "with store.url, status.listen, telemetry and summary rules are not run yet (docs/scaling.md): use `allowance-relay status`"
+            )
+        }
         Systemd.ready(status: "replica \(shared.replica): waiting for the hub link or deliveries")
         let holdsLink = LinkHeld()
         let signalWatch = Task {
@@ -71,7 +92,15 @@ public struct ReplicaDaemon: Sendable {
                 await stop()
             }
         }
-        defer { signalWatch.cancel() }
+        // SIGHUP: rules, templates and sinks read again, as for a single relay (each replica its own file).
+        let reloads = Task { [settings, reload] in
+            guard let signals else { return }
+            await Reloader(current: settings, engine: engine, reload: reload, logger: logger).run(on: signals.reload)
+        }
+        defer {
+            signalWatch.cancel()
+            reloads.cancel()
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await engine.run() }
             group.addTask { await heartbeat(holdsLink: holdsLink) }
@@ -79,10 +108,14 @@ public struct ReplicaDaemon: Sendable {
             group.addTask {
                 await holdingLease(lease) { held in
                     holdsLink.value.store(held, ordering: .relaxed)
-                    logger.notice(held ? "replica \(shared.replica) holds the hub link" : "replica \(shared.replica) no longer holds the hub link")
+                    logger.notice(
+                        held
+                            ? "replica \(shared.replica) holds the hub link"
+                            : "replica \(shared.replica) no longer holds the hub link")
                     try? shared.heartbeat(holdsLink: held)
                 } work: {
-                    await ReplicaLink(settings: settings, shared: shared, engine: engine, http: http, logger: logger).run()
+                    await ReplicaLink(settings: settings, shared: shared, engine: engine, http: http, logger: logger)
+                        .run()
                 }
             }
             await stopSignal.wait(upTo: .seconds(365 * 86400))
@@ -135,7 +168,8 @@ public struct ReplicaDaemon: Sendable {
                 var failing = false
                 while !stopping.isSet {
                     do throws(PostgresError) {
-                        let db = try PostgresConnection(location, password: password, applicationName: "allowance-relay listener")
+                        let db = try PostgresConnection(
+                            location, password: password, applicationName: "allowance-relay listener")
                         defer { db.close() }
                         try db.listen(SharedRelayStore.channel)
                         // What was planned before LISTEN took effect is looked at once.
@@ -170,9 +204,13 @@ struct ReplicaLink: Sendable {
     func run() async {
         let tokens = settings.tokenSource(http: http)
         let api = settings.apiClient(tokens: tokens, http: http)
-        let connection = HubConnection(url: settings.hubURL, options: Daemon.hubOptions(settings, http: http, tokens: tokens), logger: Logger(label: "signalr"))
+        let connection = HubConnection(
+            url: settings.hubURL, options: Daemon.hubOptions(settings, http: http, tokens: tokens),
+            logger: Logger(label: "signalr"))
         let received = HubEventBuffer<HubEvent>(capacity: 4_000)
-        await connection.on(HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") }, into: received)
+        await connection.on(
+            HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") },
+            into: received)
         let events = await connection.events()
         let catchUp = CatchUpRequests()
         let (shared, engine, logger) = (shared, engine, logger)
@@ -285,7 +323,10 @@ struct ReplicaCatchUp: Sendable {
             var stored = 0
             for child in children { stored += try await catchUp(child.id, history: history) }
             if history { try shared.setSyncValue("history_taken", ISODate.string(Date())) }
-            logger.info(history ? "took the family's history: \(stored) transaction(s), not alerted" : "caught up: \(stored) missed transaction(s)")
+            logger.info(
+                history
+                    ? "took the family's history: \(stored) transaction(s), not alerted"
+                    : "caught up: \(stored) missed transaction(s)")
         } catch {
             logger.error("catch-up failed (tried again at the next connect or gap): \(error)")
         }

@@ -50,15 +50,18 @@ public struct ClaimQueue: Sendable {
     /// Adds a job (its key once: a second add of the same key is ignored) and wakes the waiting replicas.
     /// `values`: the table's other columns. True when it was added.
     @discardableResult
-    public func add(key: String, values: [String: String?] = [:], dueIn: Duration = .zero) throws(PostgresError) -> Bool {
+    public func add(key: String, values: [String: String?] = [:], dueIn: Duration = .zero) throws(PostgresError) -> Bool
+    {
         let names = values.keys.sorted()
         let columns = (["job_key", "due_at"] + names).map(PostgresConnection.identifier).joined(separator: ", ")
-        let placeholders = (["$1", "now() + make_interval(secs => $2::float8)"] + names.indices.map { "$\($0 + 3)" }).joined(separator: ", ")
+        let placeholders = (["$1", "now() + make_interval(secs => $2::float8)"] + names.indices.map { "$\($0 + 3)" })
+            .joined(separator: ", ")
         return try db.transaction { () throws(PostgresError) -> Bool in
-            let added = try db.query(
-                "INSERT INTO \(name) (\(columns)) VALUES (\(placeholders)) ON CONFLICT (job_key) DO NOTHING",
-                [key, String(dueIn.inSeconds)] + names.map { values[$0] ?? nil }
-            ).affected == 1
+            let added =
+                try db.query(
+                    "INSERT INTO \(name) (\(columns)) VALUES (\(placeholders)) ON CONFLICT (job_key) DO NOTHING",
+                    [key, String(dueIn.inSeconds)] + names.map { values[$0] ?? nil }
+                ).affected == 1
             if added { try db.notify(table) }
             return added
         }
@@ -84,7 +87,9 @@ public struct ClaimQueue: Sendable {
             """, [String(limit), replica, String(claimFor.inSeconds)])
         return rows.rows.map { row in
             var values: [String: String?] = [:]
-            for (column, value) in zip(rows.columns, row) where !Self.ownColumns.contains(column) { values[column] = value }
+            for (column, value) in zip(rows.columns, row) where !Self.ownColumns.contains(column) {
+                values[column] = value
+            }
             let key = rows.columns.firstIndex(of: "job_key").flatMap { row[$0] } ?? ""
             let attempts = rows.columns.firstIndex(of: "attempts").flatMap { row[$0] }.flatMap { Int($0) } ?? 0
             return Job(key: key, attempts: attempts, values: values)
@@ -112,7 +117,9 @@ public struct ClaimQueue: Sendable {
     @discardableResult
     public func retry(_ key: String, by replica: String, after: Duration, error: String) throws(PostgresError) -> Bool {
         try finish(
-            key, by: replica, set: "state = 'pending', due_at = now() + make_interval(secs => $3::float8), last_error = $4, claimed_by = NULL, claim_expires_at = NULL",
+            key, by: replica,
+            set:
+                "state = 'pending', due_at = now() + make_interval(secs => $3::float8), last_error = $4, claimed_by = NULL, claim_expires_at = NULL",
             [String(after.inSeconds), error])
     }
 
@@ -144,11 +151,15 @@ public struct ClaimQueue: Sendable {
         return text.flatMap(Double.init).map { .milliseconds(max(0, Int64(($0 * 1000).rounded(.up)))) }
     }
 
-    private func finish(_ key: String, by replica: String, set: String, _ more: [String?]) throws(PostgresError) -> Bool {
+    private func finish(_ key: String, by replica: String, set: String, _ more: [String?]) throws(PostgresError) -> Bool
+    {
         try db.query(
-            "UPDATE \(name) SET \(set) WHERE job_key = $1 AND claimed_by = $2 AND state = 'claimed'", [key, replica] + more
+            "UPDATE \(name) SET \(set) WHERE job_key = $1 AND claimed_by = $2 AND state = 'claimed'",
+            [key, replica] + more
         ).affected == 1
     }
 
-    static let ownColumns: Set = ["job_key", "state", "attempts", "due_at", "claimed_by", "claim_expires_at", "last_error", "created_at"]
+    static let ownColumns: Set = [
+        "job_key", "state", "attempts", "due_at", "claimed_by", "claim_expires_at", "last_error", "created_at",
+    ]
 }

@@ -34,14 +34,18 @@ public struct ClaimWorker: Sendable {
     public func run(_ handle: @escaping @Sendable (ClaimQueue.Job) async -> Outcome) async throws(PostgresError) {
         let (queue, listener, replica, batch, claimFor, maxWait) = (queue, listener, replica, batch, claimFor, maxWait)
         while !Task.isCancelled {
-            let jobs = try await offThread { () throws(PostgresError) in try queue.claim(batch, by: replica, for: claimFor) }
+            let jobs = try await offThread { () throws(PostgresError) in
+                try queue.claim(batch, by: replica, for: claimFor)
+            }
             var finished: [String] = []
             for (n, job) in jobs.enumerated() {
                 // Stopping: the job in hand was finished; the rest go back now, for this or another replica, rather
                 // than wait out their claims.
                 if Task.isCancelled {
                     for rest in jobs[n...] {
-                        _ = try await offThread { () throws(PostgresError) in try queue.retry(rest.key, by: replica, after: .zero, error: "given back at a stop") }
+                        _ = try await offThread { () throws(PostgresError) in
+                            try queue.retry(rest.key, by: replica, after: .zero, error: "given back at a stop")
+                        }
                     }
                     break
                 }
@@ -49,9 +53,13 @@ public struct ClaimWorker: Sendable {
                 case .done:
                     finished.append(job.key)
                 case .retry(let after, let error):
-                    _ = try await offThread { () throws(PostgresError) in try queue.retry(job.key, by: replica, after: after, error: error) }
+                    _ = try await offThread { () throws(PostgresError) in
+                        try queue.retry(job.key, by: replica, after: after, error: error)
+                    }
                 case .giveUp(let error):
-                    _ = try await offThread { () throws(PostgresError) in try queue.giveUp(job.key, by: replica, error: error) }
+                    _ = try await offThread { () throws(PostgresError) in
+                        try queue.giveUp(job.key, by: replica, error: error)
+                    }
                 }
             }
             if !finished.isEmpty {
@@ -59,7 +67,9 @@ public struct ClaimWorker: Sendable {
                 _ = try await offThread { () throws(PostgresError) in try queue.complete(done, by: replica) }
             }
             guard jobs.isEmpty else { continue }
-            let wait = try await offThread { () throws(PostgresError) in try queue.nextDue() }.map { min($0, maxWait) } ?? maxWait
+            let wait =
+                try await offThread { () throws(PostgresError) in try queue.nextDue() }.map { min($0, maxWait) }
+                ?? maxWait
             _ = try await offThread { () throws(PostgresError) in try listener.notifications(timeout: wait) }
         }
     }

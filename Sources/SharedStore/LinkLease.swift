@@ -1,5 +1,5 @@
-import Synchronization
 import PostgresTransport
+import Synchronization
 
 /// Work that one replica at a time may do (the hub link and its catch-up), held as a PostgreSQL advisory lock on a
 /// session of its own. The server lets go of the lock when that session ends: at a clean release, and as well when
@@ -59,12 +59,14 @@ public final class LinkLease: Sendable {
 
     private func connection() throws(PostgresError) -> PostgresConnection {
         if let db = session.withLock({ $0 }) { return db }
-        let db = try PostgresConnection(location, password: password, applicationName: "allowance-relay link lease", deadPeer: .lease)
+        let db = try PostgresConnection(
+            location, password: password, applicationName: "allowance-relay link lease", deadPeer: .lease)
         // The server's side of the same aim: a holder whose machine vanished (no FIN, no RST) should lose its session,
         // and so the lock, in about 3 s (configured, not measured), before the next holder's 5 s are up; one killed in the middle of a
         // statement is noticed within 1 s rather than at the statement's end.
         try db.query(
-            "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'")
+            "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'"
+        )
         session.withLock { $0 = db }
         return db
     }

@@ -18,7 +18,9 @@ public enum PostgresMigrator {
     /// together wait for each other on a transaction-scoped advisory lock, so each step runs exactly once.
     /// Returns the versions this call applied.
     @discardableResult
-    public static func migrate(_ db: PostgresConnection, _ migrations: [PostgresMigration]) throws(PostgresError) -> [Int] {
+    public static func migrate(
+        _ db: PostgresConnection, _ migrations: [PostgresMigration]
+    ) throws(PostgresError) -> [Int] {
         // Under the lock too: two sessions running CREATE TABLE IF NOT EXISTS at once can both find no table and
         // one fails on the catalog's unique index (seen when three replicas started together).
         try db.transaction { () throws(PostgresError) in
@@ -33,10 +35,13 @@ public enum PostgresMigrator {
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
             let ran = try db.transaction { () throws(PostgresError) -> Bool in
                 try db.query("SELECT pg_advisory_xact_lock($1)", [String(AdvisoryKey.migrations)])
-                let done = try db.query("SELECT 1 FROM relay_schema_migrations WHERE version = $1", [String(migration.version)])
+                let done = try db.query(
+                    "SELECT 1 FROM relay_schema_migrations WHERE version = $1", [String(migration.version)])
                 guard done.rows.isEmpty else { return false }
                 try db.query(migration.sql)
-                try db.query("INSERT INTO relay_schema_migrations (version, name) VALUES ($1, $2)", [String(migration.version), migration.name])
+                try db.query(
+                    "INSERT INTO relay_schema_migrations (version, name) VALUES ($1, $2)",
+                    [String(migration.version), migration.name])
                 return true
             }
             if ran { applied.append(migration.version) }
@@ -46,7 +51,9 @@ public enum PostgresMigrator {
 
     /// The versions applied so far, in order.
     public static func applied(_ db: PostgresConnection) throws(PostgresError) -> [Int] {
-        try db.query("SELECT version FROM relay_schema_migrations ORDER BY version").rows.compactMap { $0.first.flatMap { $0 }.flatMap { Int($0) } }
+        try db.query("SELECT version FROM relay_schema_migrations ORDER BY version").rows.compactMap {
+            $0.first.flatMap { $0 }.flatMap { Int($0) }
+        }
     }
 }
 

@@ -15,9 +15,9 @@ public struct ReplicaRegistry: Sendable {
         /// When it took the hub link; nil when it does not hold it.
         public let linkHeldSince: String?
         public let alive: Bool
-
-        /// Holds the hub link now: it said so in a heartbeat that is not stale.
-        public var holdsLink: Bool { alive && linkHeldSince != nil }
+        /// Holds the hub link now: of the replicas that said so in a heartbeat that is not stale, the one that took
+        /// it last (a killed holder's last heartbeat still says so until it is stale; its successor took it after).
+        public let holdsLink: Bool
     }
 
     public static let migration = PostgresMigration(
@@ -32,7 +32,7 @@ public struct ReplicaRegistry: Sendable {
     public let db: PostgresConnection
     public let staleAfter: Duration
 
-    public init(_ db: PostgresConnection, staleAfter: Duration = .seconds(10)) {
+    public init(_ db: PostgresConnection, staleAfter: Duration = .seconds(3)) {
         self.db = db
         self.staleAfter = staleAfter
     }
@@ -59,18 +59,23 @@ public struct ReplicaRegistry: Sendable {
 
     /// Every replica, the link holder first, then by name.
     public func replicas() throws(PostgresError) -> [Replica] {
-        try db.query(
+        let rows = try db.query(
             """
             SELECT replica, host, pid, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-              to_char(link_held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+              to_char(link_held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
               seen_at > now() - make_interval(secs => $1::float8)
             FROM relay_replicas ORDER BY link_held_since IS NULL, replica
             """, [String(staleAfter.inSeconds)]
-        ).rows.map { row in
+        ).rows
+        let holder = rows.filter { $0[6] == "t" && $0[5] != nil }.max {
+            ($0[5] ?? "", $0[0] ?? "") < ($1[5] ?? "", $1[0] ?? "")
+        }?[0]
+        return rows.map { row in
             Replica(
-                name: row[0] ?? "", host: row[1] ?? "", pid: Int32(row[2] ?? "") ?? 0, startedAt: row[3] ?? "", seenAt: row[4] ?? "",
-                linkHeldSince: row[5], alive: row[6] == "t")
-        }
+                name: row[0] ?? "", host: row[1] ?? "", pid: Int32(row[2] ?? "") ?? 0, startedAt: row[3] ?? "",
+                seenAt: row[4] ?? "",
+                linkHeldSince: row[5], alive: row[6] == "t", holdsLink: row[0] == holder)
+        }.sorted { ($0.holdsLink ? 0 : 1, $0.name) < ($1.holdsLink ? 0 : 1, $1.name) }
     }
 }

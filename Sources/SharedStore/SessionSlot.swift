@@ -1,5 +1,5 @@
-import Synchronization
 import PostgresTransport
+import Synchronization
 
 /// One PostgreSQL session that one body at a time uses whole (a transaction's statements are not interleaved with
 /// another thread's), made at first use and made again after it was lost (the server restarted, the network cut
@@ -40,7 +40,8 @@ public final class SessionSlot: Sendable {
 
     /// Runs `body` in one transaction of the session.
     public func transaction<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(PostgresError) -> T {
-        try with { db throws(PostgresError) -> T in try db.transaction { () throws(PostgresError) -> T in try body(db) } }
+        try with { db throws(PostgresError) -> T in try db.transaction { () throws(PostgresError) -> T in try body(db) }
+        }
     }
 
     public func close() {

@@ -8,7 +8,9 @@ import Store
 /// The delivery ledger the sink workers use, on the shared database: the same interface as the SQLite file's,
 /// with a read of due deliveries that claims them for this replica (see `SharedRelayStore`).
 extension SharedRelayStore: DeliveryLedger {
-    public func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery] {
+    public func dueDeliveries(
+        sink: String, at now: Date, limit: Int, excluding: Set<String>
+    ) throws(StoreError) -> [Delivery] {
         try working { db throws(PostgresError) -> [Delivery] in
             // Two parts, each through its own partial index (one query with OR scans the table; see ClaimQueue).
             try db.query(
@@ -25,7 +27,10 @@ extension SharedRelayStore: DeliveryLedger {
                 FROM picked WHERE d.id = picked.id
                 RETURNING \(Self.deliveryColumns("d"))
                 """,
-                [sink, String(limit), replica, ISODate.string(now), Self.array(excluding), String(Self.claimFor.inSeconds)]
+                [
+                    sink, String(limit), replica, ISODate.string(now), Self.array(excluding),
+                    String(Self.claimFor.inSeconds),
+                ]
             ).rows.compactMap(Self.delivery).map { d in
                 var d = d
                 d.state = .pending  // to the worker, a job to send
@@ -61,7 +66,9 @@ extension SharedRelayStore: DeliveryLedger {
                     case .done:
                         try finish(db, id, "state = 'delivered', delivered_at = now(), last_error = NULL", [])
                     case .retry(let error, let at):
-                        try finish(db, id, "state = 'pending', last_error = $3, due_at = $4::timestamptz", [error, ISODate.string(at)])
+                        try finish(
+                            db, id, "state = 'pending', last_error = $3, due_at = $4::timestamptz",
+                            [error, ISODate.string(at)])
                         retried = true
                     case .gaveUp(let reason):
                         try finish(db, id, "state = 'dead', last_error = $3", [reason])
@@ -74,7 +81,8 @@ extension SharedRelayStore: DeliveryLedger {
 
     /// An outcome, written only where the claim is still this replica's (else another replica took the delivery
     /// after this one's claim expired, and its outcome is the one kept).
-    private func finish(_ db: PostgresConnection, _ id: String, _ set: String, _ more: [String?]) throws(PostgresError) {
+    private func finish(_ db: PostgresConnection, _ id: String, _ set: String, _ more: [String?]) throws(PostgresError)
+    {
         try db.query(
             """
             UPDATE relay_delivery SET \(set), attempts = attempts + 1, claimed_by = NULL, claim_expires_at = NULL
@@ -96,13 +104,18 @@ extension SharedRelayStore: DeliveryLedger {
                 FROM parts WHERE d.id = parts.id
                 RETURNING \(Self.deliveryColumns("d"))
                 """,
-                [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue, ISODate.string(dueBy), replica, String(Self.claimFor.inSeconds)]
+                [
+                    sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue, ISODate.string(dueBy), replica,
+                    String(Self.claimFor.inSeconds),
+                ]
             ).rows.compactMap(Self.delivery).sorted { $0.createdAt < $1.createdAt }
         }
     }
 
     /// The digest is claimed by this replica from the start; its parts are merged into it.
-    public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery {
+    public func foldIntoDigest(
+        _ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date
+    ) throws(StoreError) -> Delivery {
         precondition(!parts.isEmpty)
         let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
         let first = parts[0]
@@ -119,7 +132,8 @@ extension SharedRelayStore: DeliveryLedger {
                             now() + make_interval(secs => $11::float8))
                     """,
                     [
-                        id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased, urgency.rawValue, alert,
+                        id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased,
+                        urgency.rawValue, alert,
                         ISODate.string(now), trace, replica, String(Self.claimFor.inSeconds),
                     ])
                 try db.query(
@@ -128,14 +142,18 @@ extension SharedRelayStore: DeliveryLedger {
             }
         }
         return Delivery(
-            id: id, sink: first.sink, rule: first.rule, kind: .digest, childId: event.childId, urgency: urgency, alert: alert, digest: false,
-            state: .pending, attempts: 0, nextAttemptAt: now, lastError: nil, createdAt: now, traceParent: trace, carried: event)
+            id: id, sink: first.sink, rule: first.rule, kind: .digest, childId: event.childId, urgency: urgency,
+            alert: alert, digest: false,
+            state: .pending, attempts: 0, nextAttemptAt: now, lastError: nil, createdAt: now, traceParent: trace,
+            carried: event)
     }
 
     public func disabledSinks() throws(StoreError) -> [String: String] {
         try working { db throws(PostgresError) -> [String: String] in
             Dictionary(
-                try db.query("SELECT sink, disabled_reason FROM relay_sink_state").rows.map { ($0[0] ?? "", $0[1] ?? "") },
+                try db.query("SELECT sink, disabled_reason FROM relay_sink_state").rows.map {
+                    ($0[0] ?? "", $0[1] ?? "")
+                },
                 uniquingKeysWith: { a, _ in a })
         }
     }
@@ -163,7 +181,9 @@ extension SharedRelayStore: DeliveryLedger {
 
     public func currentBalance(child: UUID) throws(StoreError) -> Decimal? {
         try working { db throws(PostgresError) -> Decimal? in
-            try db.query("SELECT balance_minor FROM relay_child WHERE id = $1", [child.lowercased]).scalar.flatMap { Int64($0) }.map(Money.decimal(cents:))
+            try db.query("SELECT balance_minor FROM relay_child WHERE id = $1", [child.lowercased]).scalar.flatMap {
+                Int64($0)
+            }.map(Money.decimal(cents:))
         }
     }
 }

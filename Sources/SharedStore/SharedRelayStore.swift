@@ -73,7 +73,9 @@ public final class SharedRelayStore: Sendable {
     }
 
     /// Connects and brings the schema up to date (replicas starting together apply each step once).
-    public static func open(_ location: PostgresLocation, password: String?, replica: String) throws(StoreError) -> SharedRelayStore {
+    public static func open(
+        _ location: PostgresLocation, password: String?, replica: String
+    ) throws(StoreError) -> SharedRelayStore {
         let store = SharedRelayStore(location: location, password: password, replica: replica)
         try store.writing { db throws(PostgresError) in try PostgresMigrator.migrate(db, migrations) }
         return store
@@ -108,12 +110,18 @@ public final class SharedRelayStore: Sendable {
         }
     }
 
-    private func applyOne(_ db: PostgresConnection, _ event: HubEvent, now: Date) throws(PostgresError) -> (ApplyResult, Bool) {
+    private func applyOne(
+        _ db: PostgresConnection, _ event: HubEvent, now: Date
+    ) throws(PostgresError) -> (ApplyResult, Bool) {
         switch event {
         case .transactionCreated(let t):
-            if let problem = t.problem(now: now) { return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: true), false) }
+            if let problem = t.problem(now: now) {
+                return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: true), false)
+            }
             guard let child = try childRow(db, t.childId) else {
-                return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not known yet"), false)
+                return (
+                    .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not known yet"), false
+                )
             }
             guard try insert(db, t, via: "hub") else { return (.duplicate, false) }
             let amount = t.amountCents ?? 0
@@ -160,7 +168,10 @@ public final class SharedRelayStore: Sendable {
     public func knownTransactions(_ ids: [String]) throws(StoreError) -> Set<String> {
         guard !ids.isEmpty else { return [] }
         return try writing { db throws(PostgresError) -> Set<String> in
-            Set(try db.query("SELECT id FROM relay_txn WHERE id = ANY($1::text[])", [Self.array(ids)]).rows.compactMap { $0[0] })
+            Set(
+                try db.query("SELECT id FROM relay_txn WHERE id = ANY($1::text[])", [Self.array(ids)]).rows.compactMap {
+                    $0[0]
+                })
         }
     }
 
@@ -168,7 +179,9 @@ public final class SharedRelayStore: Sendable {
     /// caught-up event, unless `alerting` is false (the family's history, at a new database's first catch-up).
     /// Returns how many were new.
     @discardableResult
-    public func storeCaughtUp(_ transactions: [Transaction], alerting: Bool, at now: Date = Date()) throws(StoreError) -> Int {
+    public func storeCaughtUp(
+        _ transactions: [Transaction], alerting: Bool, at now: Date = Date()
+    ) throws(StoreError) -> Int {
         try writing { db throws(PostgresError) -> Int in
             try db.transaction { () throws(PostgresError) -> Int in
                 var stored = 0
@@ -181,7 +194,8 @@ public final class SharedRelayStore: Sendable {
                     let after = t.balanceAfterCents ?? 0
                     let alert = RelayEvent(
                         kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                        balance: t.balanceAfter, previousBalance: Money.decimal(cents: t.type == .credit ? after - amount : after + amount),
+                        balance: t.balanceAfter,
+                        previousBalance: Money.decimal(cents: t.type == .credit ? after - amount : after + amount),
                         caughtUp: true)
                     if try plan(db, alert, now: now) > 0 { planned = true }
                 }
@@ -193,24 +207,30 @@ public final class SharedRelayStore: Sendable {
 
     /// A value the link holder keeps (`history_taken`, the server's identity).
     public func syncValue(_ key: String) throws(StoreError) -> String? {
-        try writing { db throws(PostgresError) -> String? in try db.query("SELECT value FROM relay_sync WHERE key = $1", [key]).scalar }
+        try writing { db throws(PostgresError) -> String? in
+            try db.query("SELECT value FROM relay_sync WHERE key = $1", [key]).scalar
+        }
     }
 
     public func setSyncValue(_ key: String, _ value: String) throws(StoreError) {
         try writing { db throws(PostgresError) in
             try db.query(
-                "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", [key, value])
+                "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                [key, value])
         }
     }
 
-    private func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
+    private func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)?
+    {
         let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
         guard let row = rows.rows.first else { return nil }
         return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
     }
 
     private func setBalance(_ db: PostgresConnection, _ child: UUID, _ minor: Int64) throws(PostgresError) {
-        try db.query("UPDATE relay_child SET balance_minor = $2, updated_at = now() WHERE id = $1", [child.lowercased, String(minor)])
+        try db.query(
+            "UPDATE relay_child SET balance_minor = $2, updated_at = now() WHERE id = $1",
+            [child.lowercased, String(minor)])
     }
 
     /// True when the transaction was new.
@@ -241,11 +261,13 @@ public final class SharedRelayStore: Sendable {
                 if !seen.rows.isEmpty { continue }
             }
             let due = gathering.withLock { $0.due(p, for: event, now: now) }
-            let alert = alerts[p.kind] ?? {
-                var e = event
-                e.kind = p.kind
-                return e.jsonText(currency: planner.currency)
-            }()
+            let alert =
+                alerts[p.kind]
+                ?? {
+                    var e = event
+                    e.kind = p.kind
+                    return e.jsonText(currency: planner.currency)
+                }()
             alerts[p.kind] = alert
             try db.query(
                 """
@@ -254,7 +276,8 @@ public final class SharedRelayStore: Sendable {
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz, $12, $13::timestamptz, $14)
                 """,
                 [
-                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue, event.childId?.lowercased,
+                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue,
+                    event.childId?.lowercased,
                     p.urgency.rawValue, alert, p.digest ? "true" : "false", p.dedupKey,
                     (p.muted ? Delivery.State.muted : .pending).rawValue, ISODate.string(due), p.muted ? "muted" : nil,
                     ISODate.string(now), event.traceParent,
@@ -309,7 +332,9 @@ public final class SharedRelayStore: Sendable {
     }
 
     /// The newest deliveries, newest first (`sink`, `state`: only those).
-    public func deliveries(sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100) throws(StoreError) -> [Delivery] {
+    public func deliveries(
+        sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100
+    ) throws(StoreError) -> [Delivery] {
         try writing { db throws(PostgresError) -> [Delivery] in
             try db.query(
                 """
@@ -322,7 +347,9 @@ public final class SharedRelayStore: Sendable {
     }
 
     /// The newest transactions, newest first (`child`, `since`: only those).
-    public func transactions(child: UUID? = nil, since: Date? = nil, limit: Int = 50) throws(StoreError) -> [Transaction] {
+    public func transactions(
+        child: UUID? = nil, since: Date? = nil, limit: Int = 50
+    ) throws(StoreError) -> [Transaction] {
         try writing { db throws(PostgresError) -> [Transaction] in
             try db.query(
                 """
@@ -331,13 +358,16 @@ public final class SharedRelayStore: Sendable {
                 ORDER BY created_at DESC, id DESC LIMIT $3
                 """, [child?.lowercased, since.map(ISODate.string), String(limit)]
             ).rows.compactMap { row -> Transaction? in
-                guard let id = row[0].flatMap(UUID.init(uuidString:)), let child = row[1].flatMap(UUID.init(uuidString:)),
-                    let amount = row[2].flatMap({ Int64($0) }), let type = row[3].flatMap(TransactionType.init(rawValue:)),
+                guard let id = row[0].flatMap(UUID.init(uuidString:)),
+                    let child = row[1].flatMap(UUID.init(uuidString:)),
+                    let amount = row[2].flatMap({ Int64($0) }),
+                    let type = row[3].flatMap(TransactionType.init(rawValue:)),
                     let after = row[5].flatMap({ Int64($0) }), let at = row[6].flatMap(Double.init)
                 else { return nil }
                 return Transaction(
                     id: id, childId: child, amount: Money.decimal(cents: amount), type: type, description: row[4] ?? "",
-                    balanceAfter: Money.decimal(cents: after), createdAt: Date(timeIntervalSince1970: at), createdByName: row[7] ?? "")
+                    balanceAfter: Money.decimal(cents: after), createdAt: Date(timeIntervalSince1970: at),
+                    createdByName: row[7] ?? "")
             }
         }
     }
@@ -345,7 +375,8 @@ public final class SharedRelayStore: Sendable {
     /// The children, by name (first names only: the hub's events carry no more).
     public func children() throws(StoreError) -> [Child] {
         try writing { db throws(PostgresError) -> [Child] in
-            try db.query("SELECT id, name, balance_minor FROM relay_child ORDER BY name, id").rows.compactMap { row -> Child? in
+            try db.query("SELECT id, name, balance_minor FROM relay_child ORDER BY name, id").rows.compactMap {
+                row -> Child? in
                 guard let id = row[0].flatMap(UUID.init(uuidString:)) else { return nil }
                 return Child(
                     id: id, firstName: row[1] ?? "", lastName: "", weeklyAllowance: 0,
@@ -357,7 +388,8 @@ public final class SharedRelayStore: Sendable {
     /// How many transactions and children are stored.
     public func counts() throws(StoreError) -> (children: Int, transactions: Int) {
         try writing { db throws(PostgresError) -> (Int, Int) in
-            let row = try db.query("SELECT (SELECT count(*) FROM relay_child), (SELECT count(*) FROM relay_txn)").rows.first
+            let row = try db.query("SELECT (SELECT count(*) FROM relay_child), (SELECT count(*) FROM relay_txn)").rows
+                .first
             return (Int(row?[0] ?? "") ?? 0, Int(row?[1] ?? "") ?? 0)
         }
     }
@@ -391,7 +423,10 @@ public final class SharedRelayStore: Sendable {
     static func storeError(_ error: PostgresError, _ location: PostgresLocation) -> StoreError {
         switch error.kind {
         case .connect, .lost:
-            StoreError(path: location.description, "\(error.message). The relay tries again; check that the server is up and store.url is right.", code: .unreadable)
+            StoreError(
+                path: location.description,
+                "\(error.message). The relay tries again; check that the server is up and store.url is right.",
+                code: .unreadable)
         case .location:
             StoreError(path: location.description, error.message, code: .refused)
         case .statement:
@@ -417,11 +452,13 @@ public final class SharedRelayStore: Sendable {
     /// A row of `deliveryColumns` as a delivery (nil: a kind, urgency or state this version does not know).
     static func delivery(_ row: [String?]) -> Delivery? {
         guard let id = row[0], let sink = row[1], let kind = row[3].flatMap(RelayEvent.Kind.init(rawValue:)),
-            let urgency = row[5].flatMap(PlannedDelivery.Urgency.init(rawValue:)), let state = row[8].flatMap(Delivery.State.init(rawValue:))
+            let urgency = row[5].flatMap(PlannedDelivery.Urgency.init(rawValue:)),
+            let state = row[8].flatMap(Delivery.State.init(rawValue:))
         else { return nil }
         func date(_ text: String?) -> Date? { text.flatMap(Double.init).map(Date.init(timeIntervalSince1970:)) }
         return Delivery(
-            id: id, sink: sink, rule: row[2] ?? "", kind: kind, childId: row[4].flatMap(UUID.init(uuidString:)), urgency: urgency,
+            id: id, sink: sink, rule: row[2] ?? "", kind: kind, childId: row[4].flatMap(UUID.init(uuidString:)),
+            urgency: urgency,
             alert: row[6] ?? "", digest: row[7] == "t", state: state, attempts: Int(row[9] ?? "") ?? 0,
             nextAttemptAt: date(row[10]) ?? .distantPast, lastError: row[11], createdAt: date(row[12]) ?? .distantPast,
             deliveredAt: date(row[13]), traceParent: row[14])

@@ -62,7 +62,15 @@ struct CacheOptions: ParsableArguments {
     }
 
     func openStore() async throws -> Store {
-        let path = try await settings().storePath
+        let local = try await settings()
+        if let shared = local.sharedStore {
+            // The local file is not where a replica keeps the family's data: reading it would show nothing, and a
+            // write there would reach no replica.
+            throw CLIError(
+                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions and deliveries list.",
+                code: Exit.unavailable)
+        }
+        let path = local.storePath
         guard FileManager.default.fileExists(atPath: path) else {
             throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).", code: Exit.unavailable)
         }

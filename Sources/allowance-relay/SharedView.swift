@@ -36,33 +36,50 @@ extension StatusCommand {
                 "store": .string(shared.location.description),
                 "children": .number(String(counts.children)), "transactions": .number(String(counts.transactions)),
                 "linkHolder": holder.map { .string($0.name) } ?? .null,
-                "replicas": .array(replicas.map { r in
-                    [
-                        "name": .string(r.name), "host": .string(r.host), "pid": .number(String(r.pid)), "alive": .bool(r.alive),
-                        "startedAt": .string(r.startedAt), "seenAt": .string(r.seenAt), "holdsLink": .bool(r.holdsLink),
-                        "linkHeldSince": r.holdsLink ? r.linkHeldSince.map { .string($0) } ?? .null : .null,
-                    ]
-                }),
-                "deliveries": .object(deliveries.keys.sorted().map { sink in
-                    (sink, JSONValue.object(deliveries[sink]!.keys.sorted().map { ($0, .number(String(deliveries[sink]![$0]!))) }))
-                }),
+                "replicas": .array(
+                    replicas.map { r in
+                        [
+                            "name": .string(r.name), "host": .string(r.host), "pid": .number(String(r.pid)),
+                            "alive": .bool(r.alive),
+                            "startedAt": .string(r.startedAt), "seenAt": .string(r.seenAt),
+                            "holdsLink": .bool(r.holdsLink),
+                            "linkHeldSince": r.holdsLink ? r.linkHeldSince.map { .string($0) } ?? .null : .null,
+                        ]
+                    }),
+                "deliveries": .object(
+                    deliveries.keys.sorted().map { sink in
+                        (
+                            sink,
+                            JSONValue.object(
+                                deliveries[sink]!.keys.sorted().map { ($0, .number(String(deliveries[sink]![$0]!))) })
+                        )
+                    }),
             ])
             return
         }
         print("Store:         \(shared.location) (shared by replicas)")
         print("Cached:        \(counts.children) children, \(counts.transactions) transactions")
-        print("Hub link:      " + (holder.map { "held by \($0.name) since \($0.linkHeldSince ?? "?")" } ?? "held by no live replica"))
+        print(
+            "Hub link:      "
+                + (holder.map { "held by \($0.name) since \($0.linkHeldSince ?? "?")" } ?? "held by no live replica"))
         print("Replicas:")
-        let rows = [["NAME", "HOST", "PID", "STATE", "STARTED", "LAST SEEN"]] + replicas.map { r in
-            [r.name, r.host, String(r.pid), r.holdsLink ? "link holder" : r.alive ? "up" : "gone", r.startedAt, r.seenAt]
-        }
+        let rows =
+            [["NAME", "HOST", "PID", "STATE", "STARTED", "LAST SEEN"]]
+            + replicas.map { r in
+                [
+                    r.name, r.host, String(r.pid), r.holdsLink ? "link holder" : r.alive ? "up" : "gone", r.startedAt,
+                    r.seenAt,
+                ]
+            }
         print(Table.render(rows, rightAligned: [2]))
         if !deliveries.isEmpty {
             print("Deliveries:")
             let states = ["pending", "in_flight", "delivered", "dead", "merged", "muted"]
-            let table = [["SINK"] + states.map { $0.uppercased() }] + deliveries.keys.sorted().map { sink in
-                [sink] + states.map { String(deliveries[sink]?[$0] ?? 0) }
-            }
+            let table =
+                [["SINK"] + states.map { $0.uppercased() }]
+                + deliveries.keys.sorted().map { sink in
+                    [sink] + states.map { String(deliveries[sink]?[$0] ?? 0) }
+                }
             print(Table.render(table, rightAligned: Set(1...states.count)))
         }
     }

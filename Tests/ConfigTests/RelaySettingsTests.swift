@@ -167,4 +167,32 @@ import Testing
             #expect(error.description == "/nonexistent/relay.yaml: cannot be read. Fix: check the path and its permissions.")
         }
     }
+    /// `store.url` selects the shared PostgreSQL store; a URL holding a password is refused without repeating it,
+    /// the password comes from a file (read afresh) or the environment.
+    @Test func aSharedStoreURLIsCheckedAndItsPasswordNeverSitsInIt() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-store-url-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let passwordFile = dir.appending(path: "db-password").path
+        try "s3cret-db\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        let base = ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example"]
+        let plain = try await RelaySettings.load(file: nil, environment: base)
+        #expect(plain.local.sharedStore == nil, "SQLite stays the default")
+        let shared = try await RelaySettings.load(file: nil, environment: base.merging([
+            "ALLOWANCE_RELAY_STORE_URL": "postgres://relay@db.home.lan/allowance?sslmode=verify-full",
+            "ALLOWANCE_RELAY_STORE_PASSWORD_FILE": passwordFile, "ALLOWANCE_RELAY_STORE_REPLICA_NAME": "relay-a",
+        ]) { $1 })
+        #expect(shared.local.sharedStore?.description == "postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full")
+        #expect(try shared.local.storePassword() == "s3cret-db")
+        #expect(shared.local.replicaName == "relay-a")
+        await #expect { try await RelaySettings.load(file: nil, environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "postgres://relay:hunter2@db/allowance"]) { $1 }) } throws: {
+            let text = "\($0)"
+            return text == "environment: ALLOWANCE_RELAY_STORE_URL: the URL holds a password. Fix: take it out and put it in store.password_file (a file only the relay's user can read) or ALLOWANCE_RELAY_STORE_PASSWORD."
+                && !text.contains("hunter2")
+        }
+        await #expect { try await RelaySettings.load(file: nil, environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "mysql://relay@db/allowance"]) { $1 }) } throws: {
+            "\($0)".hasPrefix("environment: ALLOWANCE_RELAY_STORE_URL: the scheme is 'mysql', not postgres://. Fix: write it as postgres://")
+        }
+    }
 }

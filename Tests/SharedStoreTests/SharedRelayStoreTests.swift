@@ -1,0 +1,126 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+import PostgresTransport
+import SharedStore
+import Store
+import TestSupport
+import Testing
+
+/// The relay's store on a real PostgreSQL server, as replicas use it: events stored once with their deliveries,
+/// claims that never overlap, expire to another replica under the same id, and outcomes only from the holder.
+@Suite(.timeLimit(.minutes(1))) struct SharedRelayStoreTests {
+    /// One delivery per event to the sink `hook`; digests when asked.
+    struct EveryEvent: AlertPlanner {
+        var digest = false
+        func plan(_ event: RelayEvent) -> [PlannedDelivery] {
+            [PlannedDelivery(sink: "hook", rule: "all", kind: event.kind, urgency: .normal, digest: digest)]
+        }
+    }
+
+    let child = Child(id: UUID(), firstName: "Alice", lastName: "A", weeklyAllowance: 5, currentBalance: 10)
+
+    func open(
+        _ cluster: PostgresCluster, _ database: String, _ replica: String, digest: Bool = false
+    ) throws -> SharedRelayStore {
+        let store = try SharedRelayStore.open(
+            try PostgresLocation(cluster.url(database: database)), password: cluster.password, replica: replica)
+        store.setPlanner(EveryEvent(digest: digest))
+        return store
+    }
+
+    func transaction(_ n: Int, balanceBefore: Int64) -> Transaction {
+        Transaction(
+            id: UUID(), childId: child.id, amount: 1, type: .credit, description: "t\(n)",
+            balanceAfter: Money.decimal(cents: balanceBefore + 100),
+            createdAt: Date().addingTimeInterval(Double(n) - 100), createdByName: "Parent")
+    }
+
+    @Test func anEventIsStoredOnceWithItsDeliveryAndAnUnknownChildAsksForACatchUp() throws {
+        let cluster = try PostgresCluster()
+        let store = try open(cluster, try cluster.createDatabase(), "a")
+        let t = transaction(1, balanceBefore: 1000)
+        #expect(
+            try store.apply([.transactionCreated(t)]) == [
+                .needsCatchUp(reason: "transaction \(t.id) is for child \(child.id), who is not known yet")
+            ])
+        try store.saveChildren([child])
+        #expect(try store.apply([.transactionCreated(t)]) == [.stored(gap: nil)])
+        #expect(try store.apply([.transactionCreated(t)]) == [.duplicate])
+        #expect(try store.deliveryCounts() == ["hook": ["pending": 1]])
+        #expect(try store.transactions().map(\.id) == [t.id])
+        #expect(try store.currentBalance(child: child.id) == 11)
+        // A balance that does not follow from the cached one is a gap: the caller catches up.
+        #expect(try store.apply([.transactionCreated(transaction(2, balanceBefore: 5000))]) == [.stored(gap: child.id)])
+    }
+
+    @Test func twoReplicasNeverClaimTheSameDelivery() throws {
+        let cluster = try PostgresCluster()
+        let database = try cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        try a.saveChildren([child])
+        _ = try a.apply((0..<20).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
+        let takenByA = try a.dueDeliveries(sink: "hook", at: Date(), limit: 12, excluding: [])
+        let takenByB = try b.dueDeliveries(sink: "hook", at: Date(), limit: 20, excluding: [])
+        #expect(takenByA.count == 12 && takenByB.count == 8)
+        #expect(Set(takenByA.map(\.id)).isDisjoint(with: takenByB.map(\.id)))
+        #expect(try a.dueDeliveries(sink: "hook", at: Date(), limit: 20, excluding: []).isEmpty, "all claimed")
+        #expect(try a.deliveryCounts() == ["hook": ["in_flight": 20]])
+    }
+
+    @Test func anExpiredClaimGoesToAnotherReplicaUnderTheSameIdAndOnlyItsOutcomeCounts() throws {
+        let cluster = try PostgresCluster()
+        let database = try cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        try a.saveChildren([child])
+        _ = try a.apply([.transactionCreated(transaction(1, balanceBefore: 1000))])
+        let first = try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
+        #expect(first.count == 1)
+        #expect(try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).isEmpty, "held by a")
+        #expect(try a.renewClaims() == 1)
+        // a stops renewing (killed): its claim runs out.
+        try cluster.psql("UPDATE relay_delivery SET claim_expires_at = now() - interval '1 second'", database: database)
+        #expect(try b.nextDeliveryDue(sink: "hook", excluding: []) != nil, "b knows when to look again")
+        let again = try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
+        #expect(again.map(\.id) == first.map(\.id), "the same id: the receiver's webhook-id")
+        try a.record([(first[0].id, .done(at: Date()))])  // too late: b holds it
+        #expect(try a.deliveryCounts() == ["hook": ["in_flight": 1]])
+        try b.record([(again[0].id, .retry(error: "HTTP 503", at: Date()))])
+        #expect(try b.deliveries().first?.state == .pending)
+        #expect(try b.deliveries().first?.lastError == "HTTP 503")
+        let third = try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
+        try a.record([(third[0].id, .done(at: Date()))])
+        #expect(try a.deliveries().first?.state == .delivered)
+        #expect(try a.deliveries().first?.attempts == 2)
+    }
+
+    @Test func aGracefulStopGivesItsClaimsBackAtOnce() throws {
+        let cluster = try PostgresCluster()
+        let database = try cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        try a.saveChildren([child])
+        _ = try a.apply([
+            .transactionCreated(transaction(1, balanceBefore: 1000)),
+            .transactionCreated(transaction(2, balanceBefore: 1100)),
+        ])
+        #expect(try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).count == 2)
+        #expect(try a.releaseClaims() == 2)
+        #expect(try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).count == 2)
+    }
+
+    @Test func aDigestClaimsWhatItFoldsSoNoOtherReplicaSendsAPart() throws {
+        let cluster = try PostgresCluster()
+        let database = try cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a", digest: true), try open(cluster, database, "b", digest: true))
+        try a.saveChildren([child])
+        _ = try a.apply((0..<3).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
+        let parts = try a.foldableDeliveries(sink: "hook", child: child.id, dueBy: Date().addingTimeInterval(5))
+        #expect(parts.count == 3)
+        #expect(try b.foldableDeliveries(sink: "hook", child: child.id, dueBy: Date().addingTimeInterval(5)).isEmpty)
+        #expect(try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).isEmpty)
+        let digest = try a.foldIntoDigest(
+            parts, digest: RelayEvent(kind: .digest, at: Date(), childId: child.id), currency: "USD", at: Date())
+        try a.record([(digest.id, .done(at: Date()))])
+        #expect(try a.deliveryCounts() == ["hook": ["merged": 3, "delivered": 1]])
+    }
+}
