@@ -9,8 +9,6 @@ import Tracing
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was
 /// (re)established or an event shows the cache missed something. Requests during a catch-up coalesce.
 public actor SyncCoordinator {
-    /// A write that failed for a retryable reason goes again after about 2 s, 4 s, 8 s ... up to 5 minutes.
-    static let backoff = Backoff(initial: .seconds(2), maximum: .seconds(300))
     /// A catch-up that failed is tried again after 2, 4, 8 ... s, at most a minute apart.
     static let catchUpBackoff = Backoff(initial: .seconds(2), maximum: .seconds(60))
 
@@ -264,10 +262,8 @@ public actor SyncCoordinator {
         return span
     }
 
-    /// Sends due outbox writes in order. Classifies each answer: retry later (408/429/5xx/network, honouring
-    /// Retry-After; a 401 after the token source had its one fresh try), or rejected for good (400/409/422 and
-    /// other 4xx: the server wins and the local write is undone). A write that failed `maxAttempts` times or is
-    /// older than `maxAge` is given up (dead letter) so it stops holding back the writes after it.
+    /// Sends due outbox writes in order (`OutboxDrain`); a write that must wait for a retry makes the link offline
+    /// until it goes.
     @discardableResult
     public func drainOutbox() async -> (ok: Bool, sent: Int) {
         // During a catch-up's fetch the catch-up drains when it is done.
@@ -277,46 +273,15 @@ public actor SyncCoordinator {
             for waiting in drainEnded { waiting.resume() }
             drainEnded.removeAll()
         }
-        var sent = 0
-        do {
-            for entry in try outbox.dueOutbox(at: Date()) {
-                if entry.attempts >= limits.maxAttempts || Date().timeIntervalSince(entry.createdAt) > limits.maxAge {
-                    let reason = "given up after \(entry.attempts) attempt(s): \(entry.lastError ?? "too old")"
-                    try outbox.outboxDead(entry.seq, reason: reason, at: Date())
-                    logger.error("outbox write \(entry.seq) \(reason); its local effect is undone (`allowance-relay outbox retry \(entry.seq)` queues it again)")
-                    continue
-                }
-                try outbox.markInFlight(entry.seq)
-                let answer: Result<Transaction, APIError>
-                do throws(APIError) {
-                    answer = .success(
-                        try await api.createTransaction(
-                            child: entry.childId, amount: entry.amount, type: entry.type, description: entry.description,
-                            idempotencyKey: entry.idempotencyKey))
-                } catch {
-                    answer = .failure(error)
-                }
-                switch answer {
-                case .success(let t):
-                    try outbox.outboxSent(entry.seq, server: t, at: Date())
-                    sent += 1
-                    logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.lowercased)"])
-                case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
-                    let wait = Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter)
-                    let retry = Date().addingTimeInterval(wait)
-                    try outbox.outboxRetry(entry.seq, error: error.message, retryAt: retry)
-                    let waiting = try store.outboxWaiting()
-                    transition(.offline, "\(waiting) write(s) waiting in the outbox: \(error.message)", nextRetry: retry)
-                    return (false, sent)  // keep the order: later writes wait for this one
-                case .failure(let error):
-                    try outbox.outboxRejected(entry.seq, reason: error.message, at: Date())
-                    let what = error.kind == .conflict ? "conflicts with the server's data (the server wins)" : "was rejected by the server"
-                    logger.error("outbox write \(entry.seq) \(what): \(error.message); its local effect is undone")
-                }
-            }
+        let (end, sent) = await OutboxDrain(outbox: outbox, api: api, limits: limits, logger: logger).run()
+        switch end {
+        case .emptied:
             return (true, sent)
-        } catch {
-            logger.error("outbox: \(error)")
+        case .waiting(let retry, let error):
+            let waiting = (try? store.outboxWaiting()) ?? 0
+            transition(.offline, "\(waiting) write(s) waiting in the outbox: \(error)", nextRetry: retry)
+            return (false, sent)
+        case .failed:
             return (false, sent)
         }
     }
