@@ -9,6 +9,7 @@ import Relay
 import SharedStore
 import SignalRClient
 import Store
+import Sync
 import Synchronization
 import UnixSignals
 
@@ -35,6 +36,8 @@ public struct ReplicaDaemon: Sendable {
     let logger: Logger
     private let stopping = StopFlag()
     private let stopSignal = Wakeup()
+    /// Rung by a notification that a write was queued or settled, for the outbox's drain.
+    private let outboxWake = Wakeup()
 
     /// Connects to the shared database (migrating it), opens the local file, installs the rules.
     public static func start(
@@ -105,6 +108,7 @@ public struct ReplicaDaemon: Sendable {
             group.addTask { await engine.run() }
             group.addTask { await heartbeat(holdsLink: holdsLink) }
             group.addTask { await listen() }
+            group.addTask { await drainOutbox() }
             group.addTask {
                 await holdingLease(lease) { held in
                     holdsLink.value.store(held, ordering: .relaxed)
@@ -121,6 +125,7 @@ public struct ReplicaDaemon: Sendable {
             await stopSignal.wait(upTo: .seconds(365 * 86400))
             // The link first (no new events), then the workers finish the sends they are in.
             engine.stop()
+            outboxWake.signal()
             group.cancelAll()
         }
         do {
@@ -158,10 +163,28 @@ public struct ReplicaDaemon: Sendable {
         }
     }
 
+    /// Sends the shared outbox's writes, as any replica may: at each notification, when a retry falls due, and at
+    /// least every minute.
+    private func drainOutbox() async {
+        let api = settings.apiClient(tokens: settings.tokenSource(http: http), http: http)
+        let limits = SyncCoordinator.OutboxLimits(
+            maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400)
+        let drain = OutboxDrain(outbox: shared, api: api, limits: limits, logger: logger)
+        while !Task.isCancelled, !stopping.isSet {
+            if case .waiting(let at, let error) = await drain.run().end {
+                logger.warning("outbox: a write waits for a retry at \(ISODate.string(at)): \(error)")
+            }
+            let next = (try? shared.nextOutboxAttempt(after: Date())).flatMap { $0 }
+            await outboxWake.wait(upTo: .seconds(min(60, max(0.05, next?.timeIntervalSinceNow ?? 60))))
+        }
+    }
+
     /// Wakes the workers at each notification that deliveries were planned or given back, on a session of its own
     /// (one that waits for notifications does nothing else). Reconnects after a lost database.
     private func listen() async {
-        let (location, password, engine, logger, stopping) = (shared.location, password, engine, logger, stopping)
+        let (location, password, engine, logger, stopping, outboxWake) = (
+            shared.location, password, engine, logger, stopping, outboxWake
+        )
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Thread {
                 ThreadName.set("pg-listen")
@@ -172,12 +195,16 @@ public struct ReplicaDaemon: Sendable {
                             location, password: password, applicationName: "allowance-relay listener")
                         defer { db.close() }
                         try db.listen(SharedRelayStore.channel)
-                        // What was planned before LISTEN took effect is looked at once.
+                        try db.listen(SharedRelayStore.outboxChannel)
+                        // What was planned or queued before LISTEN took effect is looked at once.
                         engine.wakeWorkers()
+                        outboxWake.signal()
                         if failing { logger.notice("listening for deliveries again") }
                         failing = false
                         while !stopping.isSet {
-                            if !(try db.notifications(timeout: .milliseconds(500))).isEmpty { engine.wakeWorkers() }
+                            let channels = Set(try db.notifications(timeout: .milliseconds(500)).map(\.channel))
+                            if channels.contains(SharedRelayStore.channel) { engine.wakeWorkers() }
+                            if channels.contains(SharedRelayStore.outboxChannel) { outboxWake.signal() }
                         }
                     } catch {
                         if !failing { logger.error("cannot listen for deliveries (polling meanwhile): \(error)") }

@@ -32,7 +32,7 @@ public final class SharedRelayStore: Sendable {
     /// The channel a commit that planned deliveries notifies.
     public static let channel = "relay_delivery"
 
-    public static let migrations = [ReplicaRegistry.migration, relayTables]
+    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable]
 
     static let relayTables = PostgresMigration(
         2, "relay",
@@ -289,16 +289,21 @@ public final class SharedRelayStore: Sendable {
 
     // MARK: - Claims
 
-    /// This replica still lives: its claims last another `claimFor`. Returns how many it holds.
+    /// This replica still lives: its claims (deliveries and outbox writes) last another `claimFor`. Returns how
+    /// many it holds.
     @discardableResult
     public func renewClaims() throws(StoreError) -> Int {
         try working { db throws(PostgresError) -> Int in
-            try db.query(
-                """
-                UPDATE relay_delivery SET claim_expires_at = now() + make_interval(secs => $2::float8)
-                WHERE state = 'in_flight' AND claimed_by = $1
-                """, [replica, String(Self.claimFor.inSeconds)]
-            ).affected
+            var held = 0
+            for table in ["relay_delivery", "relay_outbox"] {
+                held += try db.query(
+                    """
+                    UPDATE \(table) SET claim_expires_at = now() + make_interval(secs => $2::float8)
+                    WHERE state = 'in_flight' AND claimed_by = $1
+                    """, [replica, String(Self.claimFor.inSeconds)]
+                ).affected
+            }
+            return held
         }
     }
 
@@ -312,7 +317,12 @@ public final class SharedRelayStore: Sendable {
                     [replica]
                 ).affected
                 if n > 0 { try db.notify(Self.channel) }
-                return n
+                let writes = try db.query(
+                    "UPDATE relay_outbox SET state = 'pending', claimed_by = NULL, claim_expires_at = NULL WHERE state = 'in_flight' AND claimed_by = $1",
+                    [replica]
+                ).affected
+                if writes > 0 { try db.notify(Self.outboxChannel) }
+                return n + writes
             }
         }
         return released

@@ -28,6 +28,24 @@ public struct OutboxEntry: Sendable, Equatable {
     public var attempts: Int
     public var lastError: String?
     public var createdAt: Date
+
+    /// Every field, for another outbox's rows (the shared PostgreSQL one).
+    public init(
+        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amount: Decimal, type: TransactionType, description: String,
+        state: State, attempts: Int, lastError: String?, createdAt: Date
+    ) {
+        self.seq = seq
+        self.idempotencyKey = idempotencyKey
+        self.localTransactionId = localTransactionId
+        self.childId = childId
+        self.amount = amount
+        self.type = type
+        self.description = description
+        self.state = state
+        self.attempts = attempts
+        self.lastError = lastError
+        self.createdAt = createdAt
+    }
 }
 
 /// What the sync engine needs of the outbox, and nothing more: the queue of writes behind one interface, as

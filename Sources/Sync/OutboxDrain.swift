@@ -56,13 +56,18 @@ public struct OutboxDrain: Sendable {
         }
     }
 
-    private enum Step { case sent, settled, waiting(Date, String) }
+    private enum Step {
+        case sent, settled
+        case waiting(Date, String)
+    }
 
     private func send(_ entry: OutboxEntry) async throws(StoreError) -> Step {
         if entry.attempts >= limits.maxAttempts || Date().timeIntervalSince(entry.createdAt) > limits.maxAge {
             let reason = "given up after \(entry.attempts) attempt(s): \(entry.lastError ?? "too old")"
             try outbox.outboxDead(entry.seq, reason: reason, at: Date())
-            logger.error("outbox write \(entry.seq) \(reason); its local effect is undone (`allowance-relay outbox retry \(entry.seq)` queues it again)")
+            logger.error(
+                "outbox write \(entry.seq) \(reason); its local effect is undone (`allowance-relay outbox retry \(entry.seq)` queues it again)"
+            )
             return .settled
         }
         try outbox.markInFlight(entry.seq)
@@ -81,12 +86,15 @@ public struct OutboxDrain: Sendable {
             logger.info("outbox write sent", metadata: ["outbox": "\(entry.seq)", "transaction": "\(t.id.lowercased)"])
             return .sent
         case .failure(let error) where error.kind.isRetryable || error.kind == .unauthorized:
-            let retry = Date().addingTimeInterval(Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter))
+            let retry = Date().addingTimeInterval(
+                Self.backoff.seconds(retry: entry.attempts + 1, serverAsked: error.retryAfter))
             try outbox.outboxRetry(entry.seq, error: error.message, retryAt: retry)
             return .waiting(retry, error.message)
         case .failure(let error):
             try outbox.outboxRejected(entry.seq, reason: error.message, at: Date())
-            let what = error.kind == .conflict ? "conflicts with the server's data (the server wins)" : "was rejected by the server"
+            let what =
+                error.kind == .conflict
+                ? "conflicts with the server's data (the server wins)" : "was rejected by the server"
             logger.error("outbox write \(entry.seq) \(what): \(error.message); its local effect is undone")
             return .settled
         }

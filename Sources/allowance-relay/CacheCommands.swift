@@ -67,7 +67,7 @@ struct CacheOptions: ParsableArguments {
             // The local file is not where a replica keeps the family's data: reading it would show nothing, and a
             // write there would reach no replica.
             throw CLIError(
-                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions and deliveries list.",
+                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions, deliveries list, transaction add and outbox list.",
                 code: Exit.unavailable)
         }
         let path = local.storePath

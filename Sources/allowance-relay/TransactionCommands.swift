@@ -49,25 +49,30 @@ struct AddTransactionCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try await options.settings()
-        let store = try await options.openStore()
-        let children = try store.children()
-        let match = try Children.find(child, in: children)
+        // On a shared store (store.url) the write waits there, and whichever replica claims it sends it.
+        let shared = try await options.openShared()
+        defer { shared?.close() }
+        let store = shared == nil ? try await options.openStore() : nil
+        let match = try Children.find(child, in: try shared?.children() ?? store!.children())
         let entry: OutboxEntry
         do {
-            entry = try store.enqueueTransaction(
-                child: match.id, amount: Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!,
-                type: type.lowercased() == "credit" ? .credit : .debit, description: description.trimmingCharacters(in: .whitespaces),
-                limit: settings.outboxLimit)
-        } catch {
+            let (amount, type) = (Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!, type.lowercased() == "credit" ? TransactionType.credit : .debit)
+            let description = description.trimmingCharacters(in: .whitespaces)
+            entry = try shared?.enqueueTransaction(child: match.id, amount: amount, type: type, description: description, limit: settings.outboxLimit)
+                ?? store!.enqueueTransaction(child: match.id, amount: amount, type: type, description: description, limit: settings.outboxLimit)
+        } catch let error as StoreError {
             throw CLIError(error.message, code: Exit.dataError)
         }
-        let balance = try store.children().first { $0.id == match.id }?.currentBalance ?? 0
-        let relay = signalTheRunningRelay(store)  // it sends the write now, not at its next look
+        let balance = try (shared?.children() ?? store!.children()).first { $0.id == match.id }?.currentBalance ?? 0
+        let relay = store.flatMap(signalTheRunningRelay)  // it sends the write now, not at its next look
         if options.json {
             options.emit([
                 "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
                 "childId": .string(match.id.lowercased), "localBalance": Money.json(balance), "currency": .string(settings.currency), "state": "pending",
             ])
+        } else if shared != nil {
+            print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName) (balance before it \(Money.plain(balance))).")
+            print("A replica sends it as soon as the backend is reachable (`allowance-relay outbox list` shows it).")
         } else {
             print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName), local balance \(Money.plain(balance)).")
             print(
@@ -92,12 +97,15 @@ struct OutboxCommand: AsyncParsableCommand {
             discussion: "Examples:\n  allowance-relay outbox list\n  allowance-relay outbox list --json | jq '.[] | select(.state == \"dead\")'")
         @OptionGroup var options: CacheOptions
 
-        func run() async throws {
-            let store = try await options.openStore()
-            let entries = try store.outbox()
+            func run() async throws {
+            let shared = try await options.openShared()
+            defer { shared?.close() }
+            let store = shared == nil ? try await options.openStore() : nil
+            let entries = try shared?.outbox() ?? store!.outbox()
+            let children = try shared?.children() ?? store!.children()
             if options.json {
                 let currency = try await options.settings().currency
-                let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
+                let names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
                 options.emit(.array(entries.map { e in
                     [
                         "seq": .number(String(e.seq)), "state": .string(e.state.rawValue), "childId": .string(e.childId.lowercased),
@@ -108,7 +116,7 @@ struct OutboxCommand: AsyncParsableCommand {
                 }))
                 return
             }
-            let names = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.firstName) })
+            let names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
             let rows = [["#", "STATE", "CHILD", "AMOUNT", "DESCRIPTION", "ATTEMPTS", "LAST ERROR"]] + entries.map { e in
                 [String(e.seq), e.state.rawValue, names[e.childId] ?? e.childId.lowercased, Money.signed(e.amount, e.type), e.description,
                  String(e.attempts), e.lastError ?? ""]

@@ -259,4 +259,60 @@ import Testing
             }
         }
     }
+    /// `transaction add` on the shared store while the backend is down: the writes wait in the shared outbox, and
+    /// once it is back a replica sends them, each once and in the order they were made.
+    @Test func writesQueuedOnTheSharedOutboxReachTheServerOnceAndInOrder() async throws {
+        let hook = WebhookReceiver()
+        try await withCluster { setup in
+            try await hook.run { hookURL in
+                try await withSim { base in
+                    let config = try writeConfig(hook: hookURL)
+                    let relays = try ["a", "b"].map { name in
+                        try RelayProcess(
+                            env: env(
+                                base, setup.cluster, database: setup.database, passwordFile: setup.passwordFile,
+                                name: name),
+                            arguments: ["run", "--config", config])
+                    }
+                    guard let holder = await linkHolder(relays) else {
+                        Issue.record("no link holder")
+                        return
+                    }
+                    #expect(await relays[holder].waitFor("took the family's history"))
+                    try await simPost(base, "/_sim/down")
+                    let cli = env(
+                        base, setup.cluster, database: setup.database, passwordFile: setup.passwordFile, name: "cli")
+                    for n in 1...3 {
+                        let out = try await RelayProcess.output(
+                            [
+                                "transaction", "add", "--child", "Alice", "--amount", "1.0\(n)", "--type", "credit",
+                                "--description", "shared write \(n)",
+                                "--config", config,
+                            ], env: cli)
+                        #expect(out.contains("Queued as outbox #\(n)"), "\(out)")
+                    }
+                    let waiting = try await RelayProcess.output(
+                        ["outbox", "list", "--json", "--config", config], env: cli)
+                    #expect(waiting.contains("shared write 3"))
+                    try await Task.sleep(for: .seconds(1))
+                    try await simPost(base, "/_sim/up")
+                    let sent = await eventually(.seconds(60)) {
+                        let list =
+                            (try? await RelayProcess.output(["outbox", "list", "--json", "--config", config], env: cli))
+                            ?? ""
+                        return list.components(separatedBy: "\"sent\"").count - 1 == 3
+                    }
+                    #expect(sent, "every write sent")
+                    let server = try await Scenario.serverTransactions(base).filter {
+                        $0.description.hasPrefix("shared write")
+                    }
+                    #expect(
+                        server.sorted { $0.createdAt < $1.createdAt }.map(\.description) == [
+                            "shared write 1", "shared write 2", "shared write 3",
+                        ])
+                    for r in relays { await r.expectCleanStop() }
+                }
+            }
+        }
+    }
 }

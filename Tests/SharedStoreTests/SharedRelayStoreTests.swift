@@ -123,4 +123,37 @@ import Testing
         try a.record([(digest.id, .done(at: Date()))])
         #expect(try a.deliveryCounts() == ["hook": ["merged": 3, "delivered": 1]])
     }
+    @Test func theSharedOutboxHandsOutEachChildsOldestWriteOnlyAndAnExpiredClaimKeepsItsKey() throws {
+        let cluster = try PostgresCluster()
+        let database = try cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        let bob = Child(id: UUID(), firstName: "Bob", lastName: "B", weeklyAllowance: 5, currentBalance: 1)
+        try a.saveChildren([child, bob])
+        let first = try a.enqueueTransaction(child: child.id, amount: 2, type: .credit, description: "one")
+        _ = try a.enqueueTransaction(child: child.id, amount: 3, type: .credit, description: "two")
+        _ = try a.enqueueTransaction(child: bob.id, amount: 1, type: .debit, description: "bob's")
+        #expect(throws: StoreError.self) {
+            try a.enqueueTransaction(child: bob.id, amount: 0.01, type: .debit, description: "too much")
+        }
+        let takenByA = try a.dueOutbox(at: Date())
+        #expect(takenByA.map(\.description) == ["one", "bob's"], "one write per child: the oldest")
+        #expect(try b.dueOutbox(at: Date()).isEmpty, "Alice's second waits for her first")
+        try a.outboxSent(takenByA[1].seq, server: transaction(9, balanceBefore: 100), at: Date())
+        // a dies holding Alice's first write: b takes it when the claim runs out, with the same key.
+        try cluster.psql(
+            "UPDATE relay_outbox SET claim_expires_at = now() - interval '1 second' WHERE state = 'in_flight'",
+            database: database)
+        let again = try b.dueOutbox(at: Date())
+        #expect(again.map(\.idempotencyKey) == [first.idempotencyKey])
+        try a.outboxSent(first.seq, server: transaction(10, balanceBefore: 100), at: Date())  // too late: b holds it
+        #expect(try b.dueOutbox(at: Date()).isEmpty)
+        try b.outboxRetry(first.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(60))
+        #expect(try b.dueOutbox(at: Date()).isEmpty, "the retry holds back the write after it")
+        #expect(try b.nextOutboxAttempt(after: Date()) != nil)
+        #expect(try b.outboxDueNow(at: Date()) == 1)
+        let due = try b.dueOutbox(at: Date())
+        try b.outboxSent(due[0].seq, server: transaction(11, balanceBefore: 100), at: Date())
+        #expect(try b.dueOutbox(at: Date()).map(\.description) == ["two"])
+        #expect(try a.outbox().map(\.state) == [.sent, .inFlight, .sent])
+    }
 }
