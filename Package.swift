@@ -119,7 +119,7 @@ let package = Package(
         .target(
             name: "Sync",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Store", "SignalRProtocol",
+                "AllowanceAPI", "Alerts", "Core", "Store", "SignalRProtocol",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]

@@ -58,36 +58,40 @@ extension SharedRelayStore: DeliveryLedger {
 
     public func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
         guard !results.isEmpty else { return }
-        try working { db throws(PostgresError) in
-            try db.transaction { () throws(PostgresError) in
-                var retried = false
-                for (id, outcome) in results {
-                    switch outcome {
-                    case .done:
-                        try finish(db, id, "state = 'delivered', delivered_at = now(), last_error = NULL", [])
-                    case .retry(let error, let at):
-                        try finish(
-                            db, id, "state = 'pending', last_error = $3, due_at = $4::timestamptz",
-                            [error, ISODate.string(at)])
-                        retried = true
-                    case .gaveUp(let reason):
-                        try finish(db, id, "state = 'dead', last_error = $3", [reason])
-                    }
-                }
-                if retried { try db.notify(Self.channel) }
+        // The usual batch, all delivered, is one statement; a retry or a give-up is a statement of its own.
+        var delivered: [String] = []
+        var others: [(id: String, set: String, values: [String?])] = []
+        for (id, outcome) in results {
+            switch outcome {
+            case .done: delivered.append(id)
+            case .retry(let error, let at):
+                others.append(
+                    (id, "state = 'pending', last_error = $3, due_at = $4::timestamptz", [error, ISODate.string(at)]))
+            case .gaveUp(let reason): others.append((id, "state = 'dead', last_error = $3", [reason]))
             }
+        }
+        try working { db throws(PostgresError) in
+            let write = { () throws(PostgresError) in
+                if !delivered.isEmpty {
+                    try self.finish(
+                        db, ids: delivered, "state = 'delivered', delivered_at = now(), last_error = NULL", [])
+                }
+                for other in others { try self.finish(db, ids: [other.id], other.set, other.values) }
+                if !others.isEmpty { try db.notify(Self.channel) }
+            }
+            if others.isEmpty { try write() } else { try db.transaction(write) }
         }
     }
 
-    /// An outcome, written only where the claim is still this replica's (else another replica took the delivery
+    /// Outcomes, written only where the claim is still this replica's (else another replica took the delivery
     /// after this one's claim expired, and its outcome is the one kept).
-    private func finish(_ db: PostgresConnection, _ id: String, _ set: String, _ more: [String?]) throws(PostgresError)
+    private func finish(_ db: PostgresConnection, ids: [String], _ set: String, _ more: [String?]) throws(PostgresError)
     {
         try db.query(
             """
             UPDATE relay_delivery SET \(set), attempts = attempts + 1, claimed_by = NULL, claim_expires_at = NULL
-            WHERE id = $1 AND claimed_by = $2 AND state = 'in_flight'
-            """, [id, replica] + more)
+            WHERE id = ANY($1::text[]) AND claimed_by = $2 AND state = 'in_flight'
+            """, [Self.array(ids), replica] + more)
     }
 
     /// Claims them too: no other replica sends a part while this one folds it.

@@ -99,26 +99,48 @@ public final class SharedRelayStore: Sendable {
         try writing { db throws(PostgresError) -> [ApplyResult] in
             try db.transaction { () throws(PostgresError) -> [ApplyResult] in
                 var planned = false
+                var children = BurstChildren()
                 let results = try events.map { (event) throws(PostgresError) -> ApplyResult in
-                    let (result, planning) = try applyOne(db, event, now: now)
+                    let (result, planning) = try applyOne(db, event, children: &children, now: now)
                     planned = planned || planning
                     return result
                 }
+                // Each child's balance written once per burst, not once per event.
+                for (id, child) in children.rows where child.changed { try setBalance(db, id, child.balance) }
                 if planned { try db.notify(Self.channel) }
                 return results
             }
         }
     }
 
+    /// The children a burst touches, each read once.
+    private struct BurstChildren {
+        var rows: [UUID: (name: String, balance: Int64, changed: Bool)] = [:]
+
+        mutating func load(
+            _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
+        ) throws(PostgresError) -> (name: String, balance: Int64)? {
+            if let row = rows[id] { return (row.name, row.balance) }
+            guard let row = try store.childRow(db, id) else { return nil }
+            rows[id] = (row.name, row.balance, false)
+            return row
+        }
+
+        mutating func set(_ id: UUID, balance: Int64) {
+            rows[id]?.balance = balance
+            rows[id]?.changed = true
+        }
+    }
+
     private func applyOne(
-        _ db: PostgresConnection, _ event: HubEvent, now: Date
+        _ db: PostgresConnection, _ event: HubEvent, children: inout BurstChildren, now: Date
     ) throws(PostgresError) -> (ApplyResult, Bool) {
         switch event {
         case .transactionCreated(let t):
             if let problem = t.problem(now: now) {
                 return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: true), false)
             }
-            guard let child = try childRow(db, t.childId) else {
+            guard let child = try children.load(db, t.childId, via: self) else {
                 return (
                     .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not known yet"), false
                 )
@@ -127,7 +149,7 @@ public final class SharedRelayStore: Sendable {
             let amount = t.amountCents ?? 0
             let after = t.balanceAfterCents ?? 0
             let before = t.type == .credit ? after - amount : after + amount
-            try setBalance(db, t.childId, after)
+            children.set(t.childId, balance: after)
             let alert = RelayEvent(
                 kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
                 balance: t.balanceAfter, previousBalance: Money.decimal(cents: before))
@@ -137,11 +159,11 @@ public final class SharedRelayStore: Sendable {
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), false)
         case .balanceUpdated(let childId, let balance):
-            guard let child = try childRow(db, childId) else {
+            guard let child = try children.load(db, childId, via: self) else {
                 return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not known yet"), false)
             }
             let server = Money.minorUnits(balance) ?? child.balance
-            try setBalance(db, childId, server)
+            children.set(childId, balance: server)
             let alert = RelayEvent(
                 kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
                 previousBalance: Money.decimal(cents: child.balance))
@@ -220,8 +242,7 @@ public final class SharedRelayStore: Sendable {
         }
     }
 
-    private func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)?
-    {
+    func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
         let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
         guard let row = rows.rows.first else { return nil }
         return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
@@ -326,97 +347,6 @@ public final class SharedRelayStore: Sendable {
             }
         }
         return released
-    }
-
-    // MARK: - The CLI's and status's reads
-
-    /// Per sink: how many deliveries are in each state (`in_flight`: claimed by a replica now).
-    public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
-        try writing { db throws(PostgresError) -> [String: [String: Int]] in
-            var counts: [String: [String: Int]] = [:]
-            for row in try db.query("SELECT sink, state, count(*) FROM relay_delivery GROUP BY sink, state").rows {
-                counts[row[0] ?? "", default: [:]][row[1] ?? ""] = Int(row[2] ?? "") ?? 0
-            }
-            return counts
-        }
-    }
-
-    /// The newest deliveries, newest first (`sink`, `state`: only those).
-    public func deliveries(
-        sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100
-    ) throws(StoreError) -> [Delivery] {
-        try writing { db throws(PostgresError) -> [Delivery] in
-            try db.query(
-                """
-                SELECT \(Self.deliveryColumns()) FROM relay_delivery
-                WHERE ($1::text IS NULL OR sink = $1) AND ($2::text IS NULL OR state = $2)
-                ORDER BY created_at DESC, id DESC LIMIT $3
-                """, [sink, state?.rawValue, String(limit)]
-            ).rows.compactMap(Self.delivery)
-        }
-    }
-
-    /// The newest transactions, newest first (`child`, `since`: only those).
-    public func transactions(
-        child: UUID? = nil, since: Date? = nil, limit: Int = 50
-    ) throws(StoreError) -> [Transaction] {
-        try writing { db throws(PostgresError) -> [Transaction] in
-            try db.query(
-                """
-                SELECT id, child_id, amount_minor, type, description, balance_after_minor, extract(epoch FROM created_at), created_by
-                FROM relay_txn WHERE ($1::text IS NULL OR child_id = $1) AND ($2::timestamptz IS NULL OR created_at >= $2::timestamptz)
-                ORDER BY created_at DESC, id DESC LIMIT $3
-                """, [child?.lowercased, since.map(ISODate.string), String(limit)]
-            ).rows.compactMap { row -> Transaction? in
-                guard let id = row[0].flatMap(UUID.init(uuidString:)),
-                    let child = row[1].flatMap(UUID.init(uuidString:)),
-                    let amount = row[2].flatMap({ Int64($0) }),
-                    let type = row[3].flatMap(TransactionType.init(rawValue:)),
-                    let after = row[5].flatMap({ Int64($0) }), let at = row[6].flatMap(Double.init)
-                else { return nil }
-                return Transaction(
-                    id: id, childId: child, amount: Money.decimal(cents: amount), type: type, description: row[4] ?? "",
-                    balanceAfter: Money.decimal(cents: after), createdAt: Date(timeIntervalSince1970: at),
-                    createdByName: row[7] ?? "")
-            }
-        }
-    }
-
-    /// The children, by name (first names only: the hub's events carry no more).
-    public func children() throws(StoreError) -> [Child] {
-        try writing { db throws(PostgresError) -> [Child] in
-            try db.query("SELECT id, name, balance_minor FROM relay_child ORDER BY name, id").rows.compactMap {
-                row -> Child? in
-                guard let id = row[0].flatMap(UUID.init(uuidString:)) else { return nil }
-                return Child(
-                    id: id, firstName: row[1] ?? "", lastName: "", weeklyAllowance: 0,
-                    currentBalance: Money.decimal(cents: Int64(row[2] ?? "") ?? 0))
-            }
-        }
-    }
-
-    /// How many transactions and children are stored.
-    public func counts() throws(StoreError) -> (children: Int, transactions: Int) {
-        try writing { db throws(PostgresError) -> (Int, Int) in
-            let row = try db.query("SELECT (SELECT count(*) FROM relay_child), (SELECT count(*) FROM relay_txn)").rows
-                .first
-            return (Int(row?[0] ?? "") ?? 0, Int(row?[1] ?? "") ?? 0)
-        }
-    }
-
-    /// This replica is up: its row in `relay_replicas`.
-    public func register(host: String) throws(StoreError) {
-        try working { db throws(PostgresError) in try ReplicaRegistry(db).register(replica, host: host) }
-    }
-
-    /// This replica still lives, and holds the hub link or not.
-    public func heartbeat(holdsLink: Bool) throws(StoreError) {
-        try working { db throws(PostgresError) in try ReplicaRegistry(db).heartbeat(replica, holdsLink: holdsLink) }
-    }
-
-    /// The replicas sharing this database, the link holder first.
-    public func replicas() throws(StoreError) -> [ReplicaRegistry.Replica] {
-        try writing { db throws(PostgresError) -> [ReplicaRegistry.Replica] in try ReplicaRegistry(db).replicas() }
     }
 
     // MARK: - Sessions and rows

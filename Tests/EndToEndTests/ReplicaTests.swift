@@ -150,7 +150,7 @@ import Testing
                         env: env(
                             base, setup.cluster, database: setup.database, passwordFile: setup.passwordFile, name: "cli"
                         ),
-                        arguments: ["outbox", "list", "--config", config])
+                        arguments: ["outbox", "retry", "1", "--config", config])
                     #expect(await outbox.wait() == 69)
                     #expect(outbox.output.contains("works on the SQLite store only"), "\(outbox.output)")
                     let listed = try await RelayProcess.output(
