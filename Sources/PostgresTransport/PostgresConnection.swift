@@ -164,7 +164,7 @@ public final class PostgresConnection: Sendable {
 
     private static func errorText(_ conn: OpaquePointer) -> String {
         String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
-            .replacingOccurrences(of: "\n", with: "; ")
+            .replacingOccurrences(of: "\n", with: "; ").replacingOccurrences(of: "\t", with: "")
     }
 
     private static func rows(of result: OpaquePointer?, conn: OpaquePointer, location: PostgresLocation) throws(PostgresError) -> PostgresRows {
@@ -177,7 +177,7 @@ public final class PostgresConnection: Sendable {
         default:
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
             let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
-                .replacingOccurrences(of: "\n", with: "; ")
+                .replacingOccurrences(of: "\n", with: "; ").replacingOccurrences(of: "\t", with: "")
             if PQstatus(conn) != CONNECTION_OK {
                 throw PostgresError(.lost, "lost the connection to \(location): \(message.isEmpty ? errorText(conn) : message)")
             }

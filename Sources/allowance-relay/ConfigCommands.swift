@@ -3,6 +3,8 @@ import ArgumentParser
 import Config
 import Foundation
 import RelayDaemon
+import SharedStore
+import Store
 import Relay
 import Core
 
@@ -43,7 +45,8 @@ struct ConfigCommand: AsyncParsableCommand {
             do {
                 let (settings, relay) = try await DaemonConfiguration.load(file: ConfigSource.locate(config), environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
-                summary = "server \(settings.serverURL.redactedForLogs), database \(settings.storePath), "
+                let database = settings.local.sharedStore.map { "shared database \($0) (replicas)" } ?? "database \(settings.storePath)"
+                summary = "server \(settings.serverURL.redactedForLogs), \(database), "
                     + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
                     + "\(relay.rules.count) rule(s)"
                     + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")
@@ -87,6 +90,19 @@ struct ConfigCommand: AsyncParsableCommand {
                 out.append(("server \(settings.serverURL.redactedForLogs)", true, "answered: \(children.count) child(ren)"))
             } catch {
                 out.append(("server \(settings.serverURL.redactedForLogs)", false, error.message))
+            }
+            if let location = settings.local.sharedStore {
+                // Connects and brings the schema up to date, as a replica's start would.
+                do {
+                    let shared = try SharedRelayStore.open(location, password: try settings.local.storePassword(), replica: "config-check-\(getpid())")
+                    let replicas = try shared.replicas().filter(\.alive).count
+                    shared.close()
+                    out.append(("shared database \(location)", true, "answered: \(replicas) replica(s) up"))
+                } catch let error as StoreError {
+                    out.append(("shared database \(location)", false, error.message))
+                } catch {
+                    out.append(("shared database \(location)", false, "\(error)"))
+                }
             }
             for sink in relay.sinks {
                 let outcome = await relay.sendTest(to: sink, http: RelayCommand.http)
