@@ -104,27 +104,35 @@ public struct ReplicaDaemon: Sendable {
             signalWatch.cancel()
             reloads.cancel()
         }
+        let workers = Task { await engine.run() }
+        let link = Task {
+            await holdingLease(lease) { held in
+                holdsLink.value.store(held, ordering: .relaxed)
+                logger.notice(
+                    held
+                        ? "replica \(shared.replica) holds the hub link"
+                        : "replica \(shared.replica) no longer holds the hub link")
+                try? shared.heartbeat(holdsLink: held)
+            } work: {
+                await ReplicaLink(settings: settings, shared: shared, engine: engine, http: http, logger: logger).run()
+            }
+        }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await engine.run() }
             group.addTask { await heartbeat(holdsLink: holdsLink) }
             group.addTask { await listen() }
             group.addTask { await drainOutbox() }
-            group.addTask {
-                await holdingLease(lease) { held in
-                    holdsLink.value.store(held, ordering: .relaxed)
-                    logger.notice(
-                        held
-                            ? "replica \(shared.replica) holds the hub link"
-                            : "replica \(shared.replica) no longer holds the hub link")
-                    try? shared.heartbeat(holdsLink: held)
-                } work: {
-                    await ReplicaLink(settings: settings, shared: shared, engine: engine, http: http, logger: logger)
-                        .run()
-                }
-            }
             await stopSignal.wait(upTo: .seconds(365 * 86400))
-            // The link first (no new events), then the workers finish the sends they are in.
+            // The link first (no new events, the lease free for another replica), then the workers finish the sends
+            // they are in (up to the grace period) while the heartbeat still renews their claims.
+            link.cancel()
+            await link.value
             engine.stop()
+            let deadline = Task {
+                try? await Task.sleep(for: Daemon.gracePeriod)
+                workers.cancel()
+            }
+            await workers.value
+            deadline.cancel()
             outboxWake.signal()
             group.cancelAll()
         }
@@ -149,7 +157,7 @@ public struct ReplicaDaemon: Sendable {
     /// Every second: this replica lives (its row, its claims renewed).
     private func heartbeat(holdsLink: LinkHeld) async {
         var failing = false
-        while !Task.isCancelled, !stopping.isSet {
+        while !Task.isCancelled {
             do {
                 try shared.heartbeat(holdsLink: holdsLink.value.load(ordering: .relaxed))
                 try shared.renewClaims()
@@ -268,6 +276,8 @@ struct ReplicaLink: Sendable {
                         try await connection.start()
                     } catch {
                         logger.error("could not connect to the hub: \(error.message)")
+                        // Holding the lease a while: another replica would meet the same server.
+                        try? await Task.sleep(for: .seconds(5))
                         return
                     }
                     for await event in events {
@@ -279,7 +289,10 @@ struct ReplicaLink: Sendable {
                         case .reconnecting(let reason):
                             engine.linkLost(reason)
                         case .closed(let error):
-                            if let error { logger.error("the hub connection ended: \(error.message)") }
+                            if let error {
+                                logger.error("the hub connection ended: \(error.message)")
+                                try? await Task.sleep(for: .seconds(5))
+                            }
                             return
                         }
                     }
@@ -319,16 +332,30 @@ final class CatchUpRequests: Sendable {
         wakeup.signal()
     }
 
-    func serve(_ body: @Sendable () async -> Void) async {
+    /// Runs `body` for each request; one that failed (false) is tried again after 2, 4, 8 ... s, at most a minute.
+    func serve(_ body: @Sendable () async -> Bool) async {
+        var failures = 0
         while true {
             let (asked, finished) = state.withLock { s in
                 defer { s.asked = false }
                 return (s.asked, s.finished)
             }
             if finished || Task.isCancelled { return }
-            if asked { await body() } else { await wakeup.wait(upTo: .seconds(3600)) }
+            guard asked else {
+                await wakeup.wait(upTo: .seconds(3600))
+                continue
+            }
+            if await body() {
+                failures = 0
+            } else {
+                failures += 1
+                await wakeup.wait(upTo: .seconds(Self.retry.seconds(retry: failures, serverAsked: nil)))
+                state.withLock { $0.asked = true }
+            }
         }
     }
+
+    static let retry = Backoff(initial: .seconds(2), maximum: .seconds(60))
 }
 
 /// What the link holder fetches after a (re)connect or a takeover: each child's transactions, newest first, down to
@@ -342,7 +369,8 @@ struct ReplicaCatchUp: Sendable {
     static let pageSize = 100
     static let maxPages = 2_000
 
-    func run() async {
+    /// False when it failed (it is tried again).
+    func run() async -> Bool {
         do {
             let children = try await api.children()
             try shared.saveChildren(children)
@@ -354,8 +382,10 @@ struct ReplicaCatchUp: Sendable {
                 history
                     ? "took the family's history: \(stored) transaction(s), not alerted"
                     : "caught up: \(stored) missed transaction(s)")
+            return true
         } catch {
-            logger.error("catch-up failed (tried again at the next connect or gap): \(error)")
+            logger.error("catch-up failed (tried again shortly): \(error)")
+            return false
         }
     }
 
