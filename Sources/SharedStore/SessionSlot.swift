@@ -4,20 +4,20 @@ import Synchronization
 /// One PostgreSQL session that one body at a time uses whole (a transaction's statements are not interleaved with
 /// another thread's), made at first use and made again after it was lost (the server restarted, the network cut
 /// it): the call that found it lost fails, the next one reconnects.
-public final class SessionSlot: Sendable {
-    public let location: PostgresLocation
+final class SessionSlot: Sendable {
+    let location: PostgresLocation
     private let password: String?
     private let applicationName: String
     private let session = Mutex<PostgresConnection?>(nil)
 
-    public init(_ location: PostgresLocation, password: String?, applicationName: String) {
+    init(_ location: PostgresLocation, password: String?, applicationName: String) {
         self.location = location
         self.password = password
         self.applicationName = applicationName
     }
 
     /// Runs `body` with the session, alone.
-    public func with<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(PostgresError) -> T {
+    func with<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(PostgresError) -> T {
         try session.withLock { slot throws(PostgresError) -> T in
             let db: PostgresConnection
             if let open = slot {
@@ -38,13 +38,7 @@ public final class SessionSlot: Sendable {
         }
     }
 
-    /// Runs `body` in one transaction of the session.
-    public func transaction<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(PostgresError) -> T {
-        try with { db throws(PostgresError) -> T in try db.transaction { () throws(PostgresError) -> T in try body(db) }
-        }
-    }
-
-    public func close() {
+    func close() {
         session.withLock { slot in
             slot?.close()
             slot = nil

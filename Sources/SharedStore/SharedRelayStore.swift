@@ -146,15 +146,10 @@ public final class SharedRelayStore: Sendable {
                 )
             }
             guard try insert(db, t, via: "hub") else { return (.duplicate, false) }
-            let amount = t.amountCents ?? 0
-            let after = t.balanceAfterCents ?? 0
-            let before = t.type == .credit ? after - amount : after + amount
-            children.set(t.childId, balance: after)
-            let alert = RelayEvent(
-                kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                balance: t.balanceAfter, previousBalance: Money.decimal(cents: before))
+            let (alert, cents) = Self.alert(of: t, childName: child.name, caughtUp: false, at: now)
+            children.set(t.childId, balance: cents.balanceAfter)
             let count = try plan(db, alert, now: now)
-            return (.stored(gap: child.balance != before ? t.childId : nil), count > 0)
+            return (.stored(gap: child.balance != cents.balanceBefore ? t.childId : nil), count > 0)
         case .transactionCreatedId(let id):
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), false)
@@ -169,6 +164,19 @@ public final class SharedRelayStore: Sendable {
                 previousBalance: Money.decimal(cents: child.balance))
             return (.stored(gap: nil), try plan(db, alert, now: now) > 0)
         }
+    }
+
+    /// A stored transaction's alert, and its amounts in cents (the balance before it: what a gap is told by).
+    /// Only for a transaction without a `problem`, whose amounts are whole cents.
+    private static func alert(
+        of t: Transaction, childName: String, caughtUp: Bool, at now: Date
+    ) -> (alert: RelayEvent, cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64)) {
+        let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
+        let alert = RelayEvent(
+            kind: .transactionCreated, at: now, childId: t.childId, childName: childName, transaction: t,
+            balance: t.balanceAfter,
+            previousBalance: Money.decimal(cents: cents.balanceBefore), caughtUp: caughtUp)
+        return (alert, cents)
     }
 
     /// The children as the server lists them (names and balances), at each catch-up.
@@ -208,18 +216,16 @@ public final class SharedRelayStore: Sendable {
             try db.transaction { () throws(PostgresError) -> Int in
                 var stored = 0
                 var planned = false
+                var children = BurstChildren()
                 for t in transactions where t.problem(now: now) == nil {
                     guard try insert(db, t, via: "catch-up") else { continue }
                     stored += 1
-                    guard alerting, let child = try childRow(db, t.childId) else { continue }
-                    let amount = t.amountCents ?? 0
-                    let after = t.balanceAfterCents ?? 0
-                    let alert = RelayEvent(
-                        kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                        balance: t.balanceAfter,
-                        previousBalance: Money.decimal(cents: t.type == .credit ? after - amount : after + amount),
-                        caughtUp: true)
-                    if try plan(db, alert, now: now) > 0 { planned = true }
+                    guard alerting, let child = try children.load(db, t.childId, via: self) else { continue }
+                    if try plan(db, Self.alert(of: t, childName: child.name, caughtUp: true, at: now).alert, now: now)
+                        > 0
+                    {
+                        planned = true
+                    }
                 }
                 if planned { try db.notify(Self.channel) }
                 return stored

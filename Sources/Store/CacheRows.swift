@@ -123,7 +123,7 @@ extension Store {
 
 extension Transaction {
     /// The amounts in cents, or the error for one with more than two decimals.
-    func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
+    public func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
         guard let amountCents, let balanceAfterCents else {
             throw APIError(.invalidPayload, "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
         }

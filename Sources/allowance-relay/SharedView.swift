@@ -7,8 +7,8 @@ import Store
 /// The commands that read the cache, on a shared PostgreSQL store (`store.url`): `status`, `transactions` and
 /// `deliveries list` read it instead of the local file.
 extension CacheOptions {
-    /// The shared store when `store.url` is set (nil: the SQLite file is the store). Connecting applies no
-    /// migration a running replica has not: the CLI reads what the replicas made.
+    /// The shared store when `store.url` is set (nil: the SQLite file is the store). Opening it brings its schema up
+    /// to date as a replica's start does (each step once, under the migrations' lock).
     func openShared() async throws -> SharedRelayStore? {
         let local = try await settings()
         guard let location = local.sharedStore else { return nil }

@@ -21,26 +21,12 @@ struct Scenario {
     /// the webhook sink (indented 4). `login`: sign in with the simulator's email and password instead of a
     /// static token. `storeDirectory`: where the database lives (a small tmpfs, say).
     init(
-        base: URL, server: URL? = nil, hook: URL, sinkOptions: String = "", login: Bool = false, storeDirectory: URL? = nil
+        base: URL, server: URL? = nil, hook: URL, sinkOptions: String = "", login: Bool = false,
+        storeDirectory: URL? = nil
     ) async throws {
         self.base = base
-        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-scenario-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let yaml = """
-            sinks:
-              audit:
-                type: webhook
-                url: \(hook.absoluteString)/allowance
-                secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
-            \(sinkOptions)
-            rules:
-              - name: every transaction, one alert each
-                event: transaction.created
-                to: [audit]
-                digest: false
-            """
-        config = dir.appending(path: "relay.yaml").path
-        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        config = try Self.writeConfig(hook: hook, sinkOptions: sinkOptions)
+        let dir = URL(fileURLWithPath: config).deletingLastPathComponent()
         var env = [
             "ALLOWANCE_RELAY_SERVER_URL": (server ?? base).absoluteString,
             "ALLOWANCE_RELAY_STORE_PATH": (storeDirectory ?? dir).appending(path: "relay.sqlite").path,
@@ -77,7 +63,8 @@ struct Scenario {
         o.lostEvents = serverIds.subtracting(cached).count
         o.extraEvents = cached.count - Set(cached).count + Set(cached).subtracting(serverIds).count
         let balances = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.currentBalance) })
-        for c in try await APIClient(baseURL: base, token: "e2e-token").children() where balances[c.id] != c.currentBalance {
+        for c in try await APIClient(baseURL: base, token: "e2e-token").children()
+        where balances[c.id] != c.currentBalance {
             o.wrongBalances += 1
         }
         let acked = hook.acknowledged
@@ -104,9 +91,12 @@ struct Scenario {
             try await Task.sleep(for: .milliseconds(250))
         } while ContinuousClock.now < deadline
         #expect(o.nothingLost, "\(scenario): \(o)\n\(relay?.output.suffix(3000) ?? "")")
-        #expect(o.repeats <= repeatsAllowed, "\(scenario): \(o.repeats) alerts acknowledged twice (allowed \(repeatsAllowed))")
+        #expect(
+            o.repeats <= repeatsAllowed,
+            "\(scenario): \(o.repeats) alerts acknowledged twice (allowed \(repeatsAllowed))")
         let figures: [(String, Int)] = [
-            ("events", o.events), ("alerts", o.alertsOwed), ("lost_events", o.lostEvents), ("lost_alerts", o.lostAlerts),
+            ("events", o.events), ("alerts", o.alertsOwed), ("lost_events", o.lostEvents),
+            ("lost_alerts", o.lostAlerts),
             ("wrong_balances", o.wrongBalances), ("requests", o.requests), ("repeats", o.repeats),
         ]
         ReliabilityFigures.record(scenario, figures + extra)
@@ -132,5 +122,30 @@ struct Scenario {
             }
         }
         return all
+    }
+}
+
+extension Scenario {
+    /// A config file with one signed webhook sink, `audit`, at `hook` (`sinkOptions`: more of its YAML, indented 4),
+    /// and one rule: every transaction, one alert each. Returns its path.
+    static func writeConfig(hook: URL, sinkOptions: String = "") throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-scenario-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let yaml = """
+            sinks:
+              audit:
+                type: webhook
+                url: \(hook.absoluteString)/allowance
+                secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+            \(sinkOptions)
+            rules:
+              - name: every transaction, one alert each
+                event: transaction.created
+                to: [audit]
+                digest: false
+            """
+        let config = dir.appending(path: "relay.yaml").path
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        return config
     }
 }
