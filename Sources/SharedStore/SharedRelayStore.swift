@@ -28,7 +28,9 @@ public final class SharedRelayStore: Sendable {
     private let gathering = Mutex(DigestGathering())
 
     /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
-    public static let claimFor: Duration = .seconds(4)
+    /// Renewed every second, so two heartbeats may be late; with 4 s, a killed sender left a 3.4 s pause in one
+    /// test run, too near the 5 s a takeover may take.
+    public static let claimFor: Duration = .seconds(3)
     /// The channel a commit that planned deliveries notifies.
     public static let channel = "relay_delivery"
 
