@@ -44,8 +44,13 @@ public final class LinkLease: Sendable {
         return held
     }
 
-    /// Lets go (the session ends with it, so nothing can linger). Safe to call when not held.
-    public func release() { dropSession() }
+    /// Lets go at once: the lock is unlocked on the session before it is closed, because the server ends a closed
+    /// session a moment later, and until then another replica would still find the lease taken. Safe to call when
+    /// not held.
+    public func release() {
+        if let db = session.withLock({ $0 }) { _ = try? db.query("SELECT pg_advisory_unlock_all()") }
+        dropSession()
+    }
 
     private func heldBy(_ db: PostgresConnection) throws(PostgresError) -> Bool {
         // pg_locks shows a bigint key as its high and low 32 bits (classid, objid) with objsubid 1.
