@@ -57,40 +57,62 @@ public struct Daemon: Sendable {
     public func run(signals: DaemonSignals? = nil) async -> Int32 {
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
-        let connection = HubConnection(url: settings.hubURL, options: Self.hubOptions(settings, http: http, tokens: tokens), logger: Logger(label: "signalr"))
+        let connection = HubConnection(
+            url: settings.hubURL, options: Self.hubOptions(settings, http: http, tokens: tokens),
+            logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
             store: store, api: settings.apiClient(tokens: tokens, http: http),
-            limits: .init(maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
+            limits: .init(
+                maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             tracing: settings.otlpEndpoint != nil, logger: logger)
         await sync.onCaughtUp { [engine] in engine.familyChanged() }
         // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
         // A few commits' worth (the writer takes up to 1,000 events per commit): more only holds memory.
         let received = HubEventBuffer<HubEvent>(capacity: 4_000)
         await connection.on(
-            HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") }, into: received)
+            HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") },
+            into: received)
         let hub = HubService(
-            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link, metrics: metrics,
+            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link,
+            metrics: metrics,
             logger: logger)
 
+        let relayThread = ThreadExecutor(name: "relay")
+        defer { relayThread.shutdown() }  // after the group, whose tasks prefer it
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         func add(_ service: some Service, _ name: String) {
             services.append(
-                .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
+                .init(
+                    service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                    failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
         }
         // First, so that it stops last: the spans of the others' last moments are sent.
         if let exporter { add(exporter, "trace exporter") }
         if let listen = settings.statusListen {
-            add(StatusEndpoint(host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger).service, "status endpoint")
+            add(
+                StatusEndpoint(
+                    host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger
+                ).service, "status endpoint")
         }
-        add(RelayService(engine: engine), "relay")
+        // The writer and the workers share one thread: the writer's commit reaches the workers, and a worker's send
+        // its outcome, as jobs queued on that thread rather than wake-ups of pool threads. It is not the connection's
+        // thread: a burst is decoded there while the last one commits here.
+        add(RelayService(engine: engine, executor: relayThread), "relay")
         // Stops after the hub: what the connection delivered is stored before the end.
-        add(EventWriter(events: received, sync: sync, store: store, metrics: metrics, json: settings.logFormat == .json, logger: logger), "store")
+        add(
+            EventWriter(
+                events: received, sync: sync, store: store, metrics: metrics, json: settings.logFormat == .json,
+                executor: relayThread, logger: logger), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         // Writes queued by another process signal (SIGUSR1, below); the poll is the fallback for a signal that
         // could not be sent, and the clock for retries that fall due.
         add(untilShutdown { await sync.pollOutbox(every: .seconds(60)) }, "outbox")
-        add(untilShutdown { await Systemd.watchdog(); await untilCancelled() }, "watchdog")
+        add(
+            untilShutdown {
+                await Systemd.watchdog()
+                await untilCancelled()
+            }, "watchdog")
         if let signals {
             add(untilShutdown { await reloader.run(on: signals.reload) }, "reloader")
             // SIGUSR1: another process changed the database (`mute`, `transaction add`, `outbox retry`).
@@ -124,7 +146,8 @@ public struct Daemon: Sendable {
             guard let signals else { return }
             var stopping = false
             for await signal in signals.stop {
-                logger.notice(stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
+                logger.notice(
+                    stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
                 if !stopping { await group.triggerGracefulShutdown() }
                 stopping = true
             }
@@ -144,7 +167,8 @@ public struct Daemon: Sendable {
         do {
             try store.checkpoint()
         } catch {
-            logger.warning("could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
+            logger.warning(
+                "could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
         }
         logger.notice("stopped", metadata: ["exitCode": "\(code)"])
         return code
@@ -189,7 +213,9 @@ public struct Daemon: Sendable {
     }
 
     /// The hub connection's options, from the settings: one for the daemon and for a replica's link.
-    static func hubOptions(_ settings: RelaySettings, http: HTTPClient, tokens: (any TokenSource)?) -> HubConnectionOptions {
+    static func hubOptions(
+        _ settings: RelaySettings, http: HTTPClient, tokens: (any TokenSource)?
+    ) -> HubConnectionOptions {
         var options = HubConnectionOptions()
         if let tokens {
             options.accessTokenProvider = { try await tokens.token() }
@@ -234,7 +260,8 @@ struct HubService: Service {
                 try await connection.start()
             } catch {
                 if stopping.isSet { return }
-                throw DaemonError(exitCode: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
+                throw DaemonError(
+                    exitCode: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
             }
             for await event in events {
                 switch event {
@@ -243,7 +270,8 @@ struct HubService: Service {
                     if case .reconnected = event { metrics.reconnects.increment() }
                     let transport = await connection.transport
                     link.set(
-                        .connected, connectionId: id, transport: transport?.rawValue, hubProtocol: connection.hubProtocol.rawValue,
+                        .connected, connectionId: id, transport: transport?.rawValue,
+                        hubProtocol: connection.hubProtocol.rawValue,
                         detail: "connected")
                     Systemd.status("connected to the hub")
                     // A new connection lost whatever was sent while there was none: fetch it.
@@ -257,7 +285,9 @@ struct HubService: Service {
                     await sync.linkLost(reason)
                 case .closed(let error):
                     if let error, !stopping.isSet {
-                        throw DaemonError(exitCode: error.kind == .unauthorized ? 77 : 1, message: "the hub connection ended: \(error.message)")
+                        throw DaemonError(
+                            exitCode: error.kind == .unauthorized ? 77 : 1,
+                            message: "the hub connection ended: \(error.message)")
                     }
                     return
                 }
@@ -278,9 +308,14 @@ struct EventWriter: Service {
     let store: Store
     let metrics: RelayMetrics
     let json: Bool
+    let executor: any TaskExecutor
     let logger: Logger
 
     func run() async {
+        await withTaskExecutorPreference(executor) { await write() }
+    }
+
+    private func write() async {
         let (metrics, json, logger, store) = (metrics, json, logger, store)
         // The children's names for the log lines, read again when an event names a child not seen yet.
         var names: [UUID: String] = [:]
@@ -305,10 +340,12 @@ struct EventWriter: Service {
                 let ids = batch.compactMap { event -> String? in
                     if case .transactionCreated(let t) = event { t.id.uuidString.lowercased() } else { nil }
                 }
-                logger.debug("stored \(batch.count) hub event(s)", metadata: [
-                    "transactions": .string(ids.joined(separator: ",")),
-                    "unix_us": .stringConvertible(Int64((Date().timeIntervalSince1970 * 1e6).rounded())),
-                ])
+                logger.debug(
+                    "stored \(batch.count) hub event(s)",
+                    metadata: [
+                        "transactions": .string(ids.joined(separator: ",")),
+                        "unix_us": .stringConvertible(Int64((Date().timeIntervalSince1970 * 1e6).rounded())),
+                    ])
             }
         } onGracefulShutdown: {
             events.finish()
@@ -319,12 +356,16 @@ struct EventWriter: Service {
 /// The relay's workers, stopped gracefully: the send in flight finishes, no other starts.
 struct RelayService: Service {
     let engine: RelayEngine
+    /// Where the workers run (the thread they share with the writer).
+    let executor: any TaskExecutor
 
     func run() async {
-        await withGracefulShutdownHandler {
-            await engine.run()
-        } onGracefulShutdown: {
-            engine.stop()
+        await withTaskExecutorPreference(executor) {
+            await withGracefulShutdownHandler {
+                await engine.run()
+            } onGracefulShutdown: {
+                engine.stop()
+            }
         }
     }
 }
@@ -354,7 +395,8 @@ struct Reloader {
             logger.notice("reloaded the configuration: \(summary.description)")
             if settings.connectionFingerprint != current.connectionFingerprint {
                 logger.warning(
-                    "the server, store, status or telemetry settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now")
+                    "the server, store, status or telemetry settings changed: they apply at the next start (systemctl restart allowance-relay); rules, templates and sinks are applied now"
+                )
             }
             return true
         } catch {

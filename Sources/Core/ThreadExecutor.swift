@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One thread that runs the jobs of the tasks that prefer it (`withTaskExecutorPreference`, SE-0417), and of the
+/// actors without an executor of their own that those tasks call.
+///
+/// For work that hands itself along: the relay's store writer, then its sink workers, then their outcomes. On the
+/// global pool each hand-over (a continuation resumed, an actor entered) woke another pool thread; here it is a job
+/// queued on the same thread, and only a hand-over from another thread (the connection's, the HTTP client's) wakes
+/// it. A continuation resumes its task on the task's preferred executor, so the work stays here.
+///
+/// The executor must outlive the tasks that prefer it: `shutdown()` once they have ended. A job that still comes
+/// after it goes to the global pool rather than nowhere.
+public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    // @unchecked: every field but `name` is behind `mutex`, a pthread mutex (with `condition`).
+
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var jobs: [UnownedJob] = []
+    /// The thread waits on `condition`: the next job signals it (and only then: a busy thread needs no system call).
+    private var sleeping = false
+    private var stopping = false
+    /// The thread has ended: jobs go to the global pool.
+    private var ended = false
+    public let name: String
+
+    /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept).
+    public init(name: String) {
+        self.name = name
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let started = pthread_create(
+            &thread, nil,
+            { context in
+                let executor = Unmanaged<ThreadExecutor>.fromOpaque(context!).takeRetainedValue()
+                ThreadName.set(executor.name)
+                executor.serve()
+                return nil
+            }, context)
+        precondition(started == 0, "cannot start the \(name) thread: error \(started)")
+        pthread_detach(thread)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        pthread_mutex_lock(mutex)
+        guard !ended else {
+            pthread_mutex_unlock(mutex)
+            return globalConcurrentExecutor.enqueue(ExecutorJob(job))
+        }
+        jobs.append(job)
+        if sleeping {
+            sleeping = false
+            pthread_cond_signal(condition)
+        }
+        pthread_mutex_unlock(mutex)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    /// The thread ends once the jobs queued have run.
+    public func shutdown() {
+        pthread_mutex_lock(mutex)
+        stopping = true
+        if sleeping {
+            sleeping = false
+            pthread_cond_signal(condition)
+        }
+        pthread_mutex_unlock(mutex)
+    }
+
+    private func serve() {
+        let executor = asUnownedTaskExecutor()
+        var batch: [UnownedJob] = []
+        pthread_mutex_lock(mutex)
+        while true {
+            if jobs.isEmpty {
+                if stopping { break }
+                sleeping = true
+                pthread_cond_wait(condition, mutex)
+                continue
+            }
+            swap(&batch, &jobs)
+            pthread_mutex_unlock(mutex)
+            for job in batch { job.runSynchronously(on: executor) }
+            batch.removeAll(keepingCapacity: true)
+            pthread_mutex_lock(mutex)
+        }
+        ended = true
+        pthread_mutex_unlock(mutex)
+    }
+}

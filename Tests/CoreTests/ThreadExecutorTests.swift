@@ -1,0 +1,62 @@
+import Core
+import Foundation
+import Synchronization
+import Testing
+
+/// The relay's own thread: the tasks that prefer it run there, and so do the actors they call and the continuations
+/// another thread resumes; after its shutdown, what still comes runs on the global pool rather than nowhere.
+@Suite struct ThreadExecutorTests {
+    /// The calling thread's name, as the kernel has it.
+    static func threadName() -> String {
+        (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
+            ?? "?"
+    }
+
+    /// A default actor: no executor of its own, so it runs where its caller's task prefers.
+    actor Counter {
+        var seen: [String] = []
+        func note() { seen.append(ThreadExecutorTests.threadName()) }
+    }
+
+    @Test func aPreferringTaskItsActorsAndItsResumptionsRunOnTheThread() async {
+        let executor = ThreadExecutor(name: "test-relay")
+        defer { executor.shutdown() }
+        let counter = Counter()
+        let names = await withTaskExecutorPreference(executor) { () async -> [String] in
+            var names = [Self.threadName()]
+            await counter.note()
+            // Resumed from a thread of its own, as the HTTP client's and the connection's threads resume their waiters.
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Thread { c.resume() }.start()
+            }
+            names.append(Self.threadName())
+            // A child task inherits the preference.
+            names.append(
+                await withTaskGroup(of: String.self) { group in
+                    group.addTask { Self.threadName() }
+                    return await group.next() ?? "none"
+                })
+            return names
+        }
+        #expect(names == ["test-relay", "test-relay", "test-relay"])
+        #expect(await counter.seen == ["test-relay"])
+        #expect(Self.threadName() != "test-relay", "outside the preference, back on the pool")
+    }
+
+    @Test func aJobAfterTheShutdownRunsOnThePool() async {
+        let executor = ThreadExecutor(name: "test-ended")
+        let task = Task(executorPreference: executor) { () async -> String in
+            // Waits past the shutdown, then is resumed: the job that continues it comes after the thread ended.
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Thread {
+                    executor.shutdown()
+                    Thread.sleep(forTimeInterval: 0.2)
+                    c.resume()
+                }.start()
+            }
+            return Self.threadName()
+        }
+        let name = await task.value
+        #expect(name != "test-ended" && name != "?")
+    }
+}
