@@ -1,10 +1,9 @@
-import CLibWebSockets
 import Core
+import CLibWebSockets
 import Foundation
 import Synchronization
 
-/// One libwebsockets context served by one thread, and that thread as a `SerialExecutor` (SE-0392) and a
-/// `TaskExecutor` (SE-0417).
+/// One libwebsockets context served by one thread, and that thread as a `SerialExecutor` (SE-0392).
 ///
 /// lws is single-threaded: every lws call happens on the loop's thread. An actor that takes the loop's executor as
 /// its own (the hub connection does) runs on that thread too, so a frame is read, decoded and handed on by the thread
@@ -12,14 +11,10 @@ import Synchronization
 /// `lws_cancel_service`, the one lws call allowed from any thread. Between two rounds of `lws_service` the loop runs
 /// the jobs queued for it, then whatever its connections were asked to do (write, close, read again).
 ///
-/// A task that prefers the loop as its task executor (a hub connection's receive loop does) is resumed here by a
-/// continuation, rather than on the global pool, which would only queue it back here: a frame read wakes no other
-/// thread.
-///
 /// The thread starts at the loop's first work and its context lives with the loop, for every connection made on it;
 /// the context is made again with TLS when a `wss://` connection comes to one without it (while none is open), so a
 /// `ws://` link never loads a CA store.
-public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked: `shared` is a Mutex; every other field is touched by the loop's thread alone (and `init`).
 
     private struct Shared {
@@ -71,10 +66,7 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
     ///   - connectTimeout: how long DNS and TCP may take for each connection (lws bounds those two).
     ///   - proxy: the HTTP proxy this loop's connections tunnel through (CONNECT), as `ProxyPolicy` decided for their
     ///     host; nil: directly, whatever `http_proxy` says (lws would otherwise read it alone, for every scheme).
-    public init(
-        name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10),
-        proxy: ProxyPolicy.Proxy? = nil
-    ) {
+    public init(name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10), proxy: ProxyPolicy.Proxy? = nil) {
         LWSLog.install()
         self.name = name
         self.caFile = caFile.map { strdup($0) }
@@ -86,12 +78,9 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
         protocols[0].callback = lwsCallback
         protocols[0].rx_buffer_size = 65536
         // The sul first (lws hands its address back), then this loop, for the callback to find.
-        sul = .allocate(
-            byteCount: MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeRawPointer>.stride,
-            alignment: 16)
+        sul = .allocate(byteCount: MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeRawPointer>.stride, alignment: 16)
         sul.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<lws_sorted_usec_list_t>.stride)
-        (sul + MemoryLayout<lws_sorted_usec_list_t>.stride).storeBytes(
-            of: Unmanaged.passUnretained(self).toOpaque(), as: UnsafeMutableRawPointer.self)
+        (sul + MemoryLayout<lws_sorted_usec_list_t>.stride).storeBytes(of: Unmanaged.passUnretained(self).toOpaque(), as: UnsafeMutableRawPointer.self)
     }
 
     deinit {
@@ -116,10 +105,6 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
-    }
-
-    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
     }
 
     public func checkIsolated() {
@@ -236,8 +221,8 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
                 spareRequests = requests
                 return
             }
-            let (serial, task) = (asUnownedSerialExecutor(), asUnownedTaskExecutor())
-            for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
+            let executor = asUnownedSerialExecutor()
+            for job in jobs { job.runSynchronously(on: executor) }
             for connection in requests { connection.serve() }
             for timer in due { timer.action() }
             jobs.removeAll(keepingCapacity: true)
@@ -317,8 +302,7 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
 /// lws's timer callback: the loop is stored right after the sul.
 private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
     guard let sul else { return }
-    let raw = (UnsafeMutableRawPointer(sul) + MemoryLayout<lws_sorted_usec_list_t>.stride).load(
-        as: UnsafeMutableRawPointer.self)
+    let raw = (UnsafeMutableRawPointer(sul) + MemoryLayout<lws_sorted_usec_list_t>.stride).load(as: UnsafeMutableRawPointer.self)
     Unmanaged<WebSocketLoop>.fromOpaque(raw).takeUnretainedValue().timerFired()
 }
 
@@ -328,15 +312,11 @@ private func lwsCallback(
     wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
     input: UnsafeMutableRawPointer?, len: Int
 ) -> Int32 {
-    guard let wsi, reason != LWS_CALLBACK_EVENT_WAIT_CANCELLED, let raw = lws_get_opaque_user_data(wsi) else {
-        return 0
-    }
+    guard let wsi, reason != LWS_CALLBACK_EVENT_WAIT_CANCELLED, let raw = lws_get_opaque_user_data(wsi) else { return 0 }
     let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
     if reason == LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION {
         // `user` is the X509_STORE_CTX: the name must be in subjectAltName, as for every other transport.
-        guard let user, !connection.options.allowInsecureTLS, clws_refuse_without_subject_alt_name(user) != 0 else {
-            return 0
-        }
+        guard let user, !connection.options.allowInsecureTLS, clws_refuse_without_subject_alt_name(user) != 0 else { return 0 }
         connection.lacksSubjectAltName = true
         return 1
     }
