@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// One thread that keeps every deadline of the process: a waiter's timeout, a gathering window.
 ///
@@ -44,16 +45,7 @@ public final class AlarmClock: @unchecked Sendable {
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         pthread_cond_init(condition, &attributes)
         pthread_condattr_destroy(&attributes)
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let started = pthread_create(&thread, nil, { context in
-            let clock = Unmanaged<AlarmClock>.fromOpaque(context!).takeRetainedValue()
-            ThreadName.set("alarm-clock")
-            clock.ring()
-            return nil
-        }, context)
-        precondition(started == 0, "cannot start the alarm clock's thread: error \(started)")
-        pthread_detach(thread)
+        DetachedThread.start(named: "alarm-clock") { self.ring() }  // the thread holds the clock for good
     }
 
     /// Calls `action` on the clock's thread at `due` (at once if it has passed), unless cancelled first. `action`

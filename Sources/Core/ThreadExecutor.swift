@@ -32,18 +32,7 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         self.name = name
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let started = pthread_create(
-            &thread, nil,
-            { context in
-                let executor = Unmanaged<ThreadExecutor>.fromOpaque(context!).takeRetainedValue()
-                ThreadName.set(executor.name)
-                executor.serve()
-                return nil
-            }, context)
-        precondition(started == 0, "cannot start the \(name) thread: error \(started)")
-        pthread_detach(thread)
+        DetachedThread.start(named: name) { self.serve() }  // the thread holds the executor until it ends
     }
 
     deinit {

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Names the calling thread as `top -H`, gdb, /proc and the benchmarks' per-thread counts show it (at most 15 bytes
@@ -11,11 +11,39 @@ import Darwin
 public enum ThreadName {
     public static func set(_ name: String) {
         #if os(Linux)
-        let fd = open("/proc/thread-self/comm", O_WRONLY)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var bytes = Array(name.utf8.prefix(15))
-        _ = write(fd, &bytes, bytes.count)
+            let fd = open("/proc/thread-self/comm", O_WRONLY)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            var bytes = Array(name.utf8.prefix(15))
+            _ = write(fd, &bytes, bytes.count)
         #endif
+    }
+}
+
+/// A thread of the process's own, outside the Swift pool and libdispatch, for a loop that owns it for good.
+public enum DetachedThread {
+    private final class Body {
+        let name: String
+        let run: () -> Void
+        init(_ name: String, _ run: @escaping () -> Void) {
+            (self.name, self.run) = (name, run)
+        }
+    }
+
+    /// Starts `body` on a new, detached thread named `name` (see `ThreadName`); what `body` captures lives until it
+    /// returns. A thread that cannot be started (the process is out of threads) is a fatal error that says so.
+    public static func start(named name: String, _ body: @escaping () -> Void) {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Body(name, body)).toOpaque()
+        let started = pthread_create(
+            &thread, nil,
+            { context in
+                let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
+                ThreadName.set(body.name)
+                body.run()
+                return nil
+            }, context)
+        precondition(started == 0, "cannot start the \(name) thread: error \(started)")
+        pthread_detach(thread)
     }
 }
