@@ -78,7 +78,8 @@ let package = Package(
         .target(
             name: "SignalRClient",
             dependencies: [
-                "Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport", .product(name: "Logging", package: "swift-log"),
+                "Core", "SignalRProtocol", "WebSocketTransport", "HTTPTransport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ]
@@ -130,7 +131,8 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Config", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport", "MQTTTransport",
+                "AllowanceAPI", "Alerts", "Config", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
+                "MQTTTransport",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -142,7 +144,8 @@ let package = Package(
             name: "Telemetry",
             dependencies: [
                 "HTTPTransport", "Core", .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Logging", package: "swift-log"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // The daemon's long-lived parts as swift-service-lifecycle Services (hub link, store writer, relay workers,
@@ -150,7 +153,8 @@ let package = Package(
         .target(
             name: "RelayDaemon",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "Telemetry", "CSystemd",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay",
+                "Telemetry", "CSystemd",
                 "SharedStore", "PostgresTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -164,7 +168,8 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay", "RelayDaemon", "SharedStore",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay",
+                "RelayDaemon", "SharedStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -199,13 +204,17 @@ let package = Package(
             path: "Benchmarks/Client"
         ),
         // `Benchmarks/claims.py`: the shared PostgreSQL queue with 1, 2 and 3 claimers (BENCHMARKS.md).
-        .executableTarget(name: "allowance-bench-claims", dependencies: ["SharedStore", "PostgresTransport"], path: "Benchmarks/Claims"),
+        .executableTarget(
+            name: "allowance-bench-claims", dependencies: ["SharedStore", "PostgresTransport"],
+            path: "Benchmarks/Claims"),
         // Shared by the test targets: the in-process simulator, and the Python peers from Tests/Interop.
         .target(
             name: "TestSupport",
             dependencies: [
-                "HubSimulator", "SignalRProtocol", "HTTPTransport", .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
+                "Core", "HubSimulator", "SignalRProtocol", "HTTPTransport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"
         ),
@@ -214,33 +223,53 @@ let package = Package(
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
-        .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "PostgresTransport", "Store", "Alerts", "AllowanceAPI", "TestSupport"]),
+        .testTarget(
+            name: "SharedStoreTests",
+            dependencies: ["SharedStore", "PostgresTransport", "Store", "Alerts", "AllowanceAPI", "TestSupport"]),
         .testTarget(
             name: "WebSocketTransportTests",
-            dependencies: ["WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "WebSocketTransport", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(name: "SignalRProtocolTests", dependencies: ["SignalRProtocol", "TestSupport"]),
         .testTarget(
             name: "SignalRClientTests",
             dependencies: [
-                "SignalRClient", "SignalRProtocol", "WebSocketTransport", "HubSimulator", "TestSupport", .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"), .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Instrumentation", package: "swift-distributed-tracing"), .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"), .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
+                "SignalRClient", "SignalRProtocol", "WebSocketTransport", "HubSimulator", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "SignalRProtocol", "TestSupport"]),
-        .testTarget(name: "AllowanceAPITests", dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
+        .testTarget(
+            name: "AllowanceAPITests",
+            dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
         .testTarget(name: "AlertsTests", dependencies: ["Alerts", "AllowanceAPI"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "AllowanceAPI", "TestSupport"]),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: [
+                "Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(
             name: "SyncTests",
-            dependencies: ["Sync", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Sync", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "Relay", "Alerts", "Config", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport", "TestSupport",
+                "Relay", "Alerts", "Config", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport",
+                "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -248,7 +277,8 @@ let package = Package(
         .testTarget(
             name: "TelemetryTests",
             dependencies: [
-                "Telemetry", "Core", "HTTPTransport", "TestSupport", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                "Telemetry", "Core", "HTTPTransport", "TestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -257,7 +287,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Config", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport", "Store", "Relay", "RelayDaemon", "HubSimulator",
+                "AllowanceAPI", "Alerts", "Config", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport",
+                "Store", "Relay", "RelayDaemon", "HubSimulator",
                 "Sync", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",

@@ -1,3 +1,4 @@
+import Core
 import PostgresTransport
 
 /// Runs `work` on this replica only while it holds `lease`: tries to take it every `interval`, starts `work` when
@@ -10,7 +11,10 @@ public func holdingLease(
 ) async {
     defer { lease.release() }
     while !Task.isCancelled {
-        guard (try? await offThread { () throws(PostgresError) in try lease.tryAcquire() }) == true else {
+        guard
+            (try? await offThread(named: "postgres-call") { () throws(PostgresError) in try lease.tryAcquire() })
+                == true
+        else {
             try? await Task.sleep(for: interval)
             continue
         }
@@ -21,7 +25,7 @@ public func holdingLease(
                 while !Task.isCancelled {
                     try? await Task.sleep(for: interval)
                     if Task.isCancelled { return }
-                    if !(await offThread { lease.isHeld }) { return }
+                    if !(await offThread(named: "postgres-call") { lease.isHeld }) { return }
                 }
             }
             // Whichever ends first (the work, the lease lost, or the caller's cancellation) ends the other.

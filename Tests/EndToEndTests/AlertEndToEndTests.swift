@@ -1,6 +1,6 @@
 import AllowanceAPI
-import HubSimulator
 import Foundation
+import HubSimulator
 import Relay
 import SignalRProtocol
 import Store
@@ -55,9 +55,12 @@ import Testing
 
     /// The transactions the chat's messages name (by the id in their link).
     func chatTransactionIds(_ chat: WebhookReceiver) -> Set<String> {
-        Set(chat.received.flatMap { r in
-            r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map { String($0.output.1) }
-        })
+        Set(
+            chat.received.flatMap { r in
+                r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map {
+                    String($0.output.1)
+                }
+            })
     }
 
     func serverTransactionIds(_ base: URL) async throws -> Set<String> {
@@ -72,11 +75,16 @@ import Testing
                 try await withSim { base in
                     let config = try writeConfig(hook: hookURL, chat: chatURL)
                     let relay = try RelayProcess(
-                        env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"],
+                        env: [
+                            "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString,
+                            "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                        ],
                         arguments: ["run", "--config", config])
                     #expect(await relay.waitFor("caught up"))
                     try await simPost(base, "/_sim/burst?count=20")
-                    #expect(await eventually { hook.received.count >= 20 && chat.received.count >= 20 }, "\(relay.output.suffix(2000))")
+                    #expect(
+                        await eventually { hook.received.count >= 20 && chat.received.count >= 20 },
+                        "\(relay.output.suffix(2000))")
                     try await Task.sleep(for: .milliseconds(300))
                     await relay.expectCleanStop()
                     let server = try await serverTransactionIds(base)
@@ -87,13 +95,19 @@ import Testing
                     try #require(PythonPeer.available)
                     let lines = hook.received.map { r -> String in
                         let headers: JSONValue = [
-                            "webhook-id": .string(r.headers["webhook-id"] ?? ""), "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
+                            "webhook-id": .string(r.headers["webhook-id"] ?? ""),
+                            "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
                             "webhook-signature": .string(r.headers["webhook-signature"] ?? ""),
                         ]
-                        return (["secret": .string(Self.secret), "body": .string(r.text), "headers": headers] as JSONValue).serialized
+                        return
+                            (["secret": .string(Self.secret), "body": .string(r.text), "headers": headers] as JSONValue)
+                            .serialized
                     }
-                    let verified = try PythonPeer.run(script: "verify_standard_webhooks.py", input: lines.joined(separator: "\n") + "\n")
-                    #expect(verified.status == 0 && verified.output.split(separator: "\n").count == 20, "\(verified.output)")
+                    let verified = try await PythonPeer.run(
+                        script: "verify_standard_webhooks.py", input: lines.joined(separator: "\n") + "\n")
+                    #expect(
+                        verified.status == 0 && verified.output.split(separator: "\n").count == 20, "\(verified.output)"
+                    )
                 }
             }
         }
@@ -109,7 +123,9 @@ import Testing
                     let config = try writeConfig(hook: hookURL, chat: chatURL)
                     let env = [
                         "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                        "ALLOWANCE_RELAY_STORE_PATH": FileManager.default.temporaryDirectory.appending(path: "relay-alert-kill-\(UUID())/relay.sqlite").path,
+                        "ALLOWANCE_RELAY_STORE_PATH": FileManager.default.temporaryDirectory.appending(
+                            path: "relay-alert-kill-\(UUID())/relay.sqlite"
+                        ).path,
                     ]
                     var kills = 0
                     for round in 1...4 {
@@ -120,21 +136,30 @@ import Testing
                         try await Task.sleep(for: .milliseconds(delay))
                         _ = await relay.stop(signal: SIGKILL)
                         kills += 1
-                        print("alert crash test: round \(round) killed after \(delay) ms; \(hook.received.count) webhook requests so far")
+                        print(
+                            "alert crash test: round \(round) killed after \(delay) ms; \(hook.received.count) webhook requests so far"
+                        )
                     }
                     let last = try RelayProcess(env: env, arguments: ["run", "--config", config])
                     // Up before it is stopped (the kills may have left nothing to send: SIGTERM must not meet a start).
                     #expect(await last.waitFor("connected to the hub"))
                     let server = try await serverTransactionIds(base)
-                    let done = await eventually(.seconds(60)) { acknowledged(hook).ids == server && chatTransactionIds(chat) == server }
-                    #expect(done, "acknowledged \(acknowledged(hook).ids.count) of \(server.count); the chat named \(chatTransactionIds(chat).count)")
+                    let done = await eventually(.seconds(60)) {
+                        acknowledged(hook).ids == server && chatTransactionIds(chat) == server
+                    }
+                    #expect(
+                        done,
+                        "acknowledged \(acknowledged(hook).ids.count) of \(server.count); the chat named \(chatTransactionIds(chat).count)"
+                    )
                     await last.expectCleanStop()
                     let seen = acknowledged(hook)
                     // A kill between the receiver's 2xx and our commit re-sends the deliveries whose outcome was not
                     // written yet, with the same webhook-id: at most the sink's concurrency (default 4) per kill. The
                     // receiver can drop them by their id.
                     let duplicates = seen.requests - seen.distinctDeliveries
-                    print("alert crash test: \(server.count) transactions, \(seen.requests) webhook requests, \(duplicates) repeated ids after \(kills) kills")
+                    print(
+                        "alert crash test: \(server.count) transactions, \(seen.requests) webhook requests, \(duplicates) repeated ids after \(kills) kills"
+                    )
                     #expect(duplicates <= kills * SinkConfig(name: "hook", kind: .webhook).concurrency)
                     #expect(seen.distinctDeliveries == server.count, "one delivery id per transaction")
                 }

@@ -91,79 +91,83 @@ import Testing
 
     @Test func sighupChangesRoutingWithoutAReconnectAndRefusesABrokenFile() async throws {
         try await withRelay { setup, base, a, b in
-        let relay = try setup.start(base)
-        #expect(await relay.waitFor("caught up"))
-        let before = try await setup.health().json["connectionId"]?.stringValue
-        #expect(before != nil)
-        try await simPost(base, "/_sim/burst?count=3")
-        #expect(await eventually { a.received.count == 3 })
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            let before = try await setup.health().json["connectionId"]?.stringValue
+            #expect(before != nil)
+            try await simPost(base, "/_sim/burst?count=3")
+            #expect(await eventually { a.received.count == 3 })
 
-        try setup.write(to: "b")
-        kill(relay.pid, SIGHUP)
-        #expect(await relay.waitFor("reloaded the configuration"))
-        try await simPost(base, "/_sim/burst?count=3")
-        #expect(await eventually { b.received.count == 3 })
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(a.received.count == 3, "after the reload nothing more goes to a")
+            try setup.write(to: "b")
+            kill(relay.pid, SIGHUP)
+            #expect(await relay.waitFor("reloaded the configuration"))
+            try await simPost(base, "/_sim/burst?count=3")
+            #expect(await eventually { b.received.count == 3 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(a.received.count == 3, "after the reload nothing more goes to a")
 
-        // A broken file: refused with file, line and fix; the running config (to b) stays.
-        try setup.write(to: "b", extra: "bogus: 1")
-        kill(relay.pid, SIGHUP)
-        #expect(await relay.waitFor("reload refused, still running with the previous configuration: \(setup.config):"))
-        #expect(relay.output.contains("bogus: is not a known section. Fix:"))
-        try await simPost(base, "/_sim/burst?count=2")
-        #expect(await eventually { b.received.count == 5 })
+            // A broken file: refused with file, line and fix; the running config (to b) stays.
+            try setup.write(to: "b", extra: "bogus: 1")
+            kill(relay.pid, SIGHUP)
+            #expect(
+                await relay.waitFor("reload refused, still running with the previous configuration: \(setup.config):"))
+            #expect(relay.output.contains("bogus: is not a known section. Fix:"))
+            try await simPost(base, "/_sim/burst?count=2")
+            #expect(await eventually { b.received.count == 5 })
 
-        // One hub connection all along.
-        #expect(try await setup.health().json["connectionId"]?.stringValue == before)
-        #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1)
-        await relay.expectCleanStop()
+            // One hub connection all along.
+            #expect(try await setup.health().json["connectionId"]?.stringValue == before)
+            #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1)
+            await relay.expectCleanStop()
         }
     }
 
     @Test func sigtermLetsTheSendInFlightFinishAndLeavesTheRestPending() async throws {
         // A receiver that takes 1.5 s per request: SIGTERM lands in the middle of a send. Sink a sends one at a
         // time (`concurrency: 1` in the setup), so that the rest are still waiting when the stop comes.
-        try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .milliseconds(1500)) }) { setup, base, a, b in
-        let relay = try setup.start(base)
-        #expect(await relay.waitFor("caught up"))
-        try await simPost(base, "/_sim/burst?count=4")
-        #expect(await eventually { a.arrivals.count >= 1 })  // the first request has arrived, not answered
-        let stopped = ContinuousClock.now
-        await relay.expectCleanStop()
-        #expect(ContinuousClock.now - stopped < .seconds(8))
-        #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
+        try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .milliseconds(1500)) }) {
+            setup, base, a, b in
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=4")
+            #expect(await eventually { a.arrivals.count >= 1 })  // the first request has arrived, not answered
+            let stopped = ContinuousClock.now
+            await relay.expectCleanStop()
+            #expect(ContinuousClock.now - stopped < .seconds(8))
+            #expect(relay.output.contains("received SIGTERM, stopping gracefully"))
 
-        let store = try Store.open(path: setup.store)
-        let counts = try store.deliveryCounts()["a"] ?? [:]
-        #expect(counts["in_flight", default: 0] == 0, "nothing left in flight: \(counts)")
-        #expect(counts["delivered", default: 0] == a.received.count, "the send in flight finished and was recorded: \(relay.output.suffix(3000))")
-        #expect(counts["delivered", default: 0] + counts["pending", default: 0] == 4)
+            let store = try Store.open(path: setup.store)
+            let counts = try store.deliveryCounts()["a"] ?? [:]
+            #expect(counts["in_flight", default: 0] == 0, "nothing left in flight: \(counts)")
+            #expect(
+                counts["delivered", default: 0] == a.received.count,
+                "the send in flight finished and was recorded: \(relay.output.suffix(3000))")
+            #expect(counts["delivered", default: 0] + counts["pending", default: 0] == 4)
 
-        // The next start sends the rest; each delivery reaches the receiver once.
-        a.respond { _, _ in .init(200) }
-        let again = try setup.start(base)
-        #expect(await again.waitFor("connected to the hub"))  // up before it is stopped
-        #expect(await eventually { a.received.count >= 4 })
-        try await Task.sleep(for: .milliseconds(300))
-        await again.expectCleanStop()
-        #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
+            // The next start sends the rest; each delivery reaches the receiver once.
+            a.respond { _, _ in .init(200) }
+            let again = try setup.start(base)
+            #expect(await again.waitFor("connected to the hub"))  // up before it is stopped
+            #expect(await eventually { a.received.count >= 4 })
+            try await Task.sleep(for: .milliseconds(300))
+            await again.expectCleanStop()
+            #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
         }
     }
 
     @Test func aSendLongerThanTheGracePeriodIsCutAndPendingAgain() async throws {
         try await withRelay(a: WebhookReceiver { _, _ in .init(200, delay: .seconds(40)) }) { setup, base, a, b in
-        let relay = try setup.start(base)
-        #expect(await relay.waitFor("caught up"))
-        try await simPost(base, "/_sim/burst?count=1")
-        #expect(await eventually { a.arrivals.count >= 1 })
-        let stopped = ContinuousClock.now
-        await relay.expectCleanStop()
-        let took = ContinuousClock.now - stopped
-        #expect(took >= .seconds(9) && took < .seconds(20), "the 10 s grace period, then the cut: \(took)")
-        #expect(relay.output.contains("cut short by the stop: pending again"))
-        let counts = try Store.open(path: setup.store).deliveryCounts()["a"] ?? [:]
-        #expect(counts["pending", default: 0] == 1 && counts["in_flight", default: 0] == 0, "\(counts)")
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=1")
+            #expect(await eventually { a.arrivals.count >= 1 })
+            let stopped = ContinuousClock.now
+            await relay.expectCleanStop()
+            let took = ContinuousClock.now - stopped
+            #expect(took >= .seconds(9) && took < .seconds(20), "the 10 s grace period, then the cut: \(took)")
+            #expect(relay.output.contains("cut short by the stop: pending again"))
+            let counts = try Store.open(path: setup.store).deliveryCounts()["a"] ?? [:]
+            #expect(counts["pending", default: 0] == 1 && counts["in_flight", default: 0] == 0, "\(counts)")
         }
     }
 
@@ -172,94 +176,103 @@ import Testing
     /// `status` says how it is connected.
     @Test func messagePackOverLongPollingWhenTheUpgradeIsStripped() async throws {
         try await withRelay { setup, base, a, b in
-        try await simPost(base, "/_sim/upgrades?refuse=true")
-        try await simPost(base, "/_sim/transports?require=messagepack")
-        try setup.write(to: "a", extra: "server:\n  hub_protocol: messagepack")
-        let relay = try setup.start(base)
-        #expect(await relay.waitFor("caught up"))
-        try await simPost(base, "/_sim/burst?count=5")
-        #expect(await eventually { a.received.count == 5 })
-        let store = try Store.open(path: setup.store)
-        let stored = try store.transactions(limit: 100)
-        #expect(stored.count >= 5)
-        // The amounts are exact after MessagePack's decimal text, and the dates to the millisecond.
-        for t in stored {
-            let rest = try await simGet(base, "/api/v1/children/\(t.childId.lowercased)/transactions?after=0&limit=500")
-            let served = rest["items"]?.arrayValue?.first { $0["id"]?.stringValue?.lowercased() == t.id.lowercased }
-            #expect(served?["amount"].flatMap { Decimal(string: $0.serialized) } == t.amount, "\(t.id)")
-            #expect(served?["createdAt"]?.stringValue == ISODate.string(t.createdAt))
-        }
-        let status = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store]).utf8))
-        #expect(status["hub"]?["transport"]?.stringValue == "LongPolling", "\(status.serialized)")
-        #expect(status["hub"]?["protocol"]?.stringValue == "messagepack")
-        let text = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
-        #expect(text.contains("over LongPolling (messagepack)"), "\(text)")
-        await relay.expectCleanStop()
+            try await simPost(base, "/_sim/upgrades?refuse=true")
+            try await simPost(base, "/_sim/transports?require=messagepack")
+            try setup.write(to: "a", extra: "server:\n  hub_protocol: messagepack")
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=5")
+            #expect(await eventually { a.received.count == 5 })
+            let store = try Store.open(path: setup.store)
+            let stored = try store.transactions(limit: 100)
+            #expect(stored.count >= 5)
+            // The amounts are exact after MessagePack's decimal text, and the dates to the millisecond.
+            for t in stored {
+                let rest = try await simGet(
+                    base, "/api/v1/children/\(t.childId.lowercased)/transactions?after=0&limit=500")
+                let served = rest["items"]?.arrayValue?.first { $0["id"]?.stringValue?.lowercased() == t.id.lowercased }
+                #expect(served?["amount"].flatMap { Decimal(string: $0.serialized) } == t.amount, "\(t.id)")
+                #expect(served?["createdAt"]?.stringValue == ISODate.string(t.createdAt))
+            }
+            let status = try JSONValue(
+                parsing: Array(
+                    try await RelayProcess.output(
+                        ["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store]
+                    ).utf8))
+            #expect(status["hub"]?["transport"]?.stringValue == "LongPolling", "\(status.serialized)")
+            #expect(status["hub"]?["protocol"]?.stringValue == "messagepack")
+            let text = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+            #expect(text.contains("over LongPolling (messagepack)"), "\(text)")
+            await relay.expectCleanStop()
         }
     }
 
     @Test func healthzMetricsAndStatusTellTheTruth() async throws {
         try await withRelay { setup, base, a, b in
-        let relay = try setup.start(base)
-        #expect(await relay.waitFor("caught up"))
-        let up = try await setup.health()
-        #expect(up.status == 200 && up.json["status"]?.stringValue == "ok", "\(up.json.serialized)")
-        let id = try #require(up.json["connectionId"]?.stringValue)
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            let up = try await setup.health()
+            #expect(up.status == 200 && up.json["status"]?.stringValue == "ok", "\(up.json.serialized)")
+            let id = try #require(up.json["connectionId"]?.stringValue)
 
-        try await simPost(base, "/_sim/burst?count=5")
-        #expect(await eventually { a.received.count == 5 })
-        try await Task.sleep(for: .milliseconds(200))
-        let (status, text) = try await setup.get("/metrics")
-        #expect(status == 200)
-        try #require(PythonPeer.available)
-        let parsed = try PythonPeer.run(script: "parse_prometheus.py", input: text)
-        #expect(parsed.status == 0, "the reference parser refused /metrics: \(parsed.output)")
-        let samples = Set(parsed.output.split(separator: "\n").map(String.init))
-        #expect(samples.contains("allowance_relay_hub_events_total{type=TransactionCreated} 5"), "\(samples)")
-        #expect(samples.contains("allowance_relay_deliveries_total{outcome=delivered,sink=a} 5"))
-        #expect(samples.contains("allowance_relay_delivery_latency_seconds_count{sink=a} 5"))
-        #expect(samples.contains("allowance_relay_hub_connected{} 1.0"))
-        #expect(samples.contains("allowance_relay_outbox_depth{} 0.0"))
-        #expect(samples.contains("allowance_relay_deliveries{sink=a,state=pending} 0.0"))
-        #expect(samples.contains { $0.hasPrefix("allowance_relay_last_event_age_seconds{} ") })
+            try await simPost(base, "/_sim/burst?count=5")
+            #expect(await eventually { a.received.count == 5 })
+            try await Task.sleep(for: .milliseconds(200))
+            let (status, text) = try await setup.get("/metrics")
+            #expect(status == 200)
+            try #require(PythonPeer.available)
+            let parsed = try await PythonPeer.run(script: "parse_prometheus.py", input: text)
+            #expect(parsed.status == 0, "the reference parser refused /metrics: \(parsed.output)")
+            let samples = Set(parsed.output.split(separator: "\n").map(String.init))
+            #expect(samples.contains("allowance_relay_hub_events_total{type=TransactionCreated} 5"), "\(samples)")
+            #expect(samples.contains("allowance_relay_deliveries_total{outcome=delivered,sink=a} 5"))
+            #expect(samples.contains("allowance_relay_delivery_latency_seconds_count{sink=a} 5"))
+            #expect(samples.contains("allowance_relay_hub_connected{} 1.0"))
+            #expect(samples.contains("allowance_relay_outbox_depth{} 0.0"))
+            #expect(samples.contains("allowance_relay_deliveries{sink=a,state=pending} 0.0"))
+            #expect(samples.contains { $0.hasPrefix("allowance_relay_last_event_age_seconds{} ") })
 
-        let running = try await RelayProcess.output(["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
-        let json = try JSONValue(parsing: Array(running.utf8))
-        #expect(json["running"]?.boolValue == true && json["hub"]?["connectionId"]?.stringValue == id, "\(running)")
-        #expect(json["hub"]?["state"]?.stringValue == "connected" && json["lastEvent"]?.stringValue != nil)
+            let running = try await RelayProcess.output(
+                ["status", "--json"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+            let json = try JSONValue(parsing: Array(running.utf8))
+            #expect(json["running"]?.boolValue == true && json["hub"]?["connectionId"]?.stringValue == id, "\(running)")
+            #expect(json["hub"]?["state"]?.stringValue == "connected" && json["lastEvent"]?.stringValue != nil)
 
-        // The hub goes away: /healthz says so, with the reason.
-        try await simPost(base, "/_sim/refuse?seconds=30")
-        #expect(await eventually { (try? await setup.health().status) == 503 })
-        let down = try await setup.health()
-        #expect(down.json["reasons"]?.arrayValue?.first?.stringValue?.hasPrefix("hub reconnecting since") == true, "\(down.json.serialized)")
-        let text2 = try await setup.get("/metrics").body
-        #expect(text2.contains("allowance_relay_hub_connected 0.0"))
+            // The hub goes away: /healthz says so, with the reason.
+            try await simPost(base, "/_sim/refuse?seconds=30")
+            #expect(await eventually { (try? await setup.health().status) == 503 })
+            let down = try await setup.health()
+            #expect(
+                down.json["reasons"]?.arrayValue?.first?.stringValue?.hasPrefix("hub reconnecting since") == true,
+                "\(down.json.serialized)")
+            let text2 = try await setup.get("/metrics").body
+            #expect(text2.contains("allowance_relay_hub_connected 0.0"))
 
-        await relay.expectCleanStop()
-        let after = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
-        #expect(after.contains("not running (last: stopped"), "\(after)")
+            await relay.expectCleanStop()
+            let after = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
+            #expect(after.contains("not running (last: stopped"), "\(after)")
         }
     }
 
     @Test func configCheckProbeTriesTheServerAndEachSink() async throws {
         try await withRelay(b: WebhookReceiver { _, _ in .init(404, body: "no such hook") }) { setup, base, a, b in
-        let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]
-        let check = try RelayProcess(env: env, arguments: ["config", "check", "--config", setup.config, "--probe", "--json"])
-        #expect(await check.wait() == 1, "a sink refused the test alert: exit 1")
-        let json = try JSONValue(parsing: Array(check.output.utf8))
-        let probes = json["probes"]?.arrayValue ?? []
-        #expect(probes.map { $0["ok"]?.boolValue } == [true, true, false], "\(check.output)")
-        #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
-        #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
-        #expect(a.received.count == 1 && b.received.count == 1)
+            let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]
+            let check = try RelayProcess(
+                env: env, arguments: ["config", "check", "--config", setup.config, "--probe", "--json"])
+            #expect(await check.wait() == 1, "a sink refused the test alert: exit 1")
+            let json = try JSONValue(parsing: Array(check.output.utf8))
+            let probes = json["probes"]?.arrayValue ?? []
+            #expect(probes.map { $0["ok"]?.boolValue } == [true, true, false], "\(check.output)")
+            #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
+            #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
+            #expect(a.received.count == 1 && b.received.count == 1)
 
-        let refused = try RelayProcess(
-            env: env.merging(["ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"]) { $1 },
-            arguments: ["config", "check", "--config", setup.config, "--probe"])
-        #expect(await refused.wait() == 1)
-        #expect(refused.output.contains("FAIL server"), "\(refused.output)")
-        #expect(!refused.output.contains("wrong-token"), "the token never reaches the output")
+            let refused = try RelayProcess(
+                env: env.merging(["ALLOWANCE_RELAY_SERVER_TOKEN": "wrong-token"]) { $1 },
+                arguments: ["config", "check", "--config", setup.config, "--probe"])
+            #expect(await refused.wait() == 1)
+            #expect(refused.output.contains("FAIL server"), "\(refused.output)")
+            #expect(!refused.output.contains("wrong-token"), "the token never reaches the output")
         }
     }
 
@@ -272,7 +285,11 @@ import Testing
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_port = in_port_t(UInt16(setup.port).bigEndian)
             addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
             try #require(bound == 0 && listen(holder, 1) == 0)
             try setup.write(to: "a")
             let relay = try setup.start(base)

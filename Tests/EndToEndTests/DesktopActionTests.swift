@@ -43,25 +43,31 @@ import Testing
     }
 
     @Test func aClickOnAPopupOpensTheChildsPageAndThePopupShowsTheIcon() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
         let (file, storePath, bin, opened) = try setUp()
         try await withSim { base in
-            let relay = try RelayProcess(env: env(desktop, base, store: storePath, bin: bin), arguments: ["run", "--config", file])
+            let relay = try RelayProcess(
+                env: env(desktop, base, store: storePath, bin: bin), arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             try await simTransaction(base, amount: "3.00", type: "Credit")
             try await waitForDelivered(1, in: try Store.open(path: storePath))
             try await Task.sleep(for: .milliseconds(300))
-            desktop.screenshot("desktop-popup-with-icon")
-            #expect(try desktop.displayed() == 1)
+            await desktop.screenshot("desktop-popup-with-icon")
+            #expect(try await desktop.displayed() == 1)
             // dunst drew the icon: it warns in its log about one it cannot find (it did for dialog-information).
             #expect(!desktop.dunstLog.contains("No icon found"), "\(desktop.dunstLog)")
-            _ = try runCommand(["dunstctl", "action", "0"], env: desktop.env)
-            #expect(await eventually(.seconds(10)) { FileManager.default.fileExists(atPath: opened) }, "\(relay.output.suffix(1500))")
-            let link = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            _ = try await runCommand(["dunstctl", "action", "0"], env: desktop.env)
+            #expect(
+                await eventually(.seconds(10)) { FileManager.default.fileExists(atPath: opened) },
+                "\(relay.output.suffix(1500))")
+            let link = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             #expect(link == "https://allowance.example.org/children/\(Self.alice)")
             // The relay says so once the handler has run: the file can be there before the line.
-            #expect(await relay.waitFor("opened https://allowance.example.org (popup clicked)"), "\(relay.output.suffix(1500))")
+            #expect(
+                await relay.waitFor("opened https://allowance.example.org (popup clicked)"),
+                "\(relay.output.suffix(1500))")
             await relay.expectCleanStop()
         }
     }
@@ -73,7 +79,7 @@ import Testing
         let menu = bin + "/menu.txt"
         try "#!/bin/sh\ntee \(menu) | grep -m1 'Mute today'\n".write(toFile: picker, atomically: true, encoding: .utf8)
         chmod(picker, 0o755)
-        let desktop = try DesktopSession(dunstrc: "[global]\n    dmenu = \(picker)\n")
+        let desktop = try await DesktopSession(dunstrc: "[global]\n    dmenu = \(picker)\n")
         defer { desktop.stop() }
         try await withSim { base in
             let environment = env(desktop, base, store: storePath, bin: bin)
@@ -83,7 +89,7 @@ import Testing
             let store = try Store.open(path: storePath)
             try await waitForDelivered(1, in: store)
             try await Task.sleep(for: .milliseconds(300))
-            _ = try runCommand(["dunstctl", "context"], env: desktop.env)
+            _ = try await runCommand(["dunstctl", "context"], env: desktop.env)
             #expect(await relay.waitFor("muted until"), "\(relay.output.suffix(1500))")
             // The popup's menu offers "Open" once (it offered it twice: the default action and a button).
             let offered = try String(contentsOfFile: menu, encoding: .utf8)
@@ -93,43 +99,54 @@ import Testing
             #expect(mute.until > Date() && mute.until <= Date().addingTimeInterval(86400), "until midnight")
             // Muted: a transaction of Alice's is stored, its popup is recorded as muted, not shown.
             try await simTransaction(base, amount: "2.00", type: "Credit")
-            #expect(await eventually(.seconds(10)) { (try? store.transactions(child: UUID(uuidString: Self.alice)!).count) ?? 0 >= 2 })
+            #expect(
+                await eventually(.seconds(10)) {
+                    (try? store.transactions(child: UUID(uuidString: Self.alice)!).count) ?? 0 >= 2
+                })
             try await Task.sleep(for: .milliseconds(300))
             let shown = { try store.deliveries(sink: "popups").filter { $0.state != .muted } }
             #expect(try shown().count == 1)
-            #expect(try store.deliveries(sink: "popups", state: .muted).count == 1, "what the mute held back is recorded")
+            #expect(
+                try store.deliveries(sink: "popups", state: .muted).count == 1, "what the mute held back is recorded")
             await relay.expectCleanStop()
             // Still muted after a restart; another child is not.
             relay = try RelayProcess(env: environment, arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
             try await simTransaction(base, amount: "2.50", type: "Debit")
-            try await simTransaction(base, child: "22222222-2222-4222-8222-222222222222", amount: "1.25", type: "Credit")
+            try await simTransaction(
+                base, child: "22222222-2222-4222-8222-222222222222", amount: "1.25", type: "Credit")
             #expect(await eventually(.seconds(10)) { (try? shown().count) == 2 })
             try await Task.sleep(for: .milliseconds(300))
             let planned = try shown()
-            #expect(planned.count == 2 && planned.filter { $0.childId?.uuidString.lowercased() == Self.alice }.count == 1)
+            #expect(
+                planned.count == 2 && planned.filter { $0.childId?.uuidString.lowercased() == Self.alice }.count == 1)
             #expect(try store.deliveries(sink: "popups", state: .muted).count == 2)
             await relay.expectCleanStop()
         }
     }
 
     @Test func aBurstOfTransactionsIsOnePopupPerChildUpdatedInPlace() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
         let (file, storePath, bin, _) = try setUp()
         try await withSim { base in
-            let relay = try RelayProcess(env: env(desktop, base, store: storePath, bin: bin), arguments: ["run", "--config", file])
+            let relay = try RelayProcess(
+                env: env(desktop, base, store: storePath, bin: bin), arguments: ["run", "--config", file])
             #expect(await relay.waitFor("caught up"))
-            for amount in ["1.00", "2.00", "3.00", "4.00", "5.00", "6.00"] { try await simTransaction(base, amount: amount, type: "Credit") }
+            for amount in ["1.00", "2.00", "3.00", "4.00", "5.00", "6.00"] {
+                try await simTransaction(base, amount: amount, type: "Credit")
+            }
             try await waitForDelivered(6, in: try Store.open(path: storePath))
             try await Task.sleep(for: .milliseconds(300))
-            #expect(try desktop.displayed() == 1, "six transactions of one child, one popup on the screen")
-            desktop.screenshot("desktop-burst-grouped")
+            #expect(try await desktop.displayed() == 1, "six transactions of one child, one popup on the screen")
+            await desktop.screenshot("desktop-burst-grouped")
             await relay.expectCleanStop()
-            let shown = try desktop.popups()
+            let shown = try await desktop.popups()
             #expect(shown.count == 1, "\(shown)")
             #expect(shown.first?.summary == "Alice: 6 transactions", "\(shown)")
-            #expect(shown.first?.body.contains("+$6.00") == true && shown.first?.body.contains("(and 2 before)") == true, "\(shown)")
+            #expect(
+                shown.first?.body.contains("+$6.00") == true && shown.first?.body.contains("(and 2 before)") == true,
+                "\(shown)")
         }
     }
 }

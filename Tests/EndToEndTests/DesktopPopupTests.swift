@@ -17,13 +17,14 @@ final class DesktopSession {
 
     /// Popups stay until the test closes them: a loaded machine must not see one expire (dunst's default is 10 s)
     /// between the alerts that replace it, or before the test looks.
-    static let keepPopups = "[urgency_low]\n    timeout = 0\n[urgency_normal]\n    timeout = 0\n[urgency_critical]\n    timeout = 0\n"
+    static let keepPopups =
+        "[urgency_low]\n    timeout = 0\n[urgency_normal]\n    timeout = 0\n[urgency_critical]\n    timeout = 0\n"
 
     /// `dunstrc`: more of dunst's configuration (a `[global]` section, say).
-    init(notifier: Bool = true, dunstrc: String = "") throws {
+    init(notifier: Bool = true, dunstrc: String = "") async throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try (dunstrc + "\n" + Self.keepPopups).write(toFile: dir + "/dunstrc", atomically: true, encoding: .utf8)
-        let out = try runCommand([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
+        let out = try await runCommand([Self.script, "start", dir] + (notifier ? [] : ["--no-notifier"]))
         for line in out.split(separator: "\n") {
             let kv = line.split(separator: "=", maxSplits: 1).map(String.init)
             if kv.count == 2 { env[kv[0]] = kv[1] }
@@ -32,33 +33,39 @@ final class DesktopSession {
     }
 
     /// Keeps a screenshot for people to look at (.build/test-artifacts/NAME.png).
-    func screenshot(_ name: String) {
-        _ = try? runCommand([Self.script, "shot", dir])
+    func screenshot(_ name: String) async {
+        _ = try? await runCommand([Self.script, "shot", dir])
         let artifacts = PythonPeer.root.appending(path: ".build/test-artifacts")
         try? FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: artifacts.appending(path: "\(name).png"))
-        try? FileManager.default.copyItem(atPath: dir + "/desktop.png", toPath: artifacts.appending(path: "\(name).png").path)
+        try? FileManager.default.copyItem(
+            atPath: dir + "/desktop.png", toPath: artifacts.appending(path: "\(name).png").path)
     }
 
     /// The popups dunst showed: closes them all, then reads its history (summary, body, app name).
-    func popups() throws -> [(summary: String, body: String, app: String)] {
-        _ = try runCommand(["dunstctl", "close-all"], env: env)
-        Thread.sleep(forTimeInterval: 0.2)
-        let json = try JSONValue(parsing: Array(try runCommand(["dunstctl", "history"], env: env).utf8))
+    func popups() async throws -> [(summary: String, body: String, app: String)] {
+        _ = try await runCommand(["dunstctl", "close-all"], env: env)
+        try await Task.sleep(for: .milliseconds(200))
+        let history = try await runCommand(["dunstctl", "history"], env: env)
+        let json = try JSONValue(parsing: Array(history.utf8))
         return (json["data"]?.arrayValue?.first?.arrayValue ?? []).map { n in
-            (n["summary"]?["data"]?.stringValue ?? "", n["body"]?["data"]?.stringValue ?? "", n["appname"]?["data"]?.stringValue ?? "")
+            (
+                n["summary"]?["data"]?.stringValue ?? "", n["body"]?["data"]?.stringValue ?? "",
+                n["appname"]?["data"]?.stringValue ?? ""
+            )
         }
     }
 
     /// How many popups are on the screen now (without closing them).
-    func displayed() throws -> Int {
-        Int(try runCommand(["dunstctl", "count", "displayed"], env: env).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    func displayed() async throws -> Int {
+        let count = try await runCommand(["dunstctl", "count", "displayed"], env: env)
+        return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
     /// What dunst said (it warns there about an icon it cannot find).
     var dunstLog: String { (try? String(contentsOfFile: dir + "/dunst.log", encoding: .utf8)) ?? "" }
 
-    func stop() { _ = try? runCommand([Self.script, "stop", dir]) }
+    func stop() { _ = try? runCommandBlocking([Self.script, "stop", dir]) }
 }
 
 /// Waits (up to 15 s) until the popups sink has delivered `count` alerts.
@@ -75,13 +82,17 @@ func waitForDelivered(_ count: Int, in store: Store, sourceLocation: SourceLocat
 }
 
 /// A transaction made on the simulator through its REST API (as the app would), for a known child.
-func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111111111", amount: String, type: String) async throws {
+func simTransaction(
+    _ base: URL, child: String = "11111111-1111-4111-8111-111111111111", amount: String, type: String
+) async throws {
     var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
     request.httpMethod = "POST"
     request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
     request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"Test"}"#.utf8)
     let (_, response) = try await TestHTTP.data(for: request)
-    guard (response as? HTTPURLResponse)?.statusCode == 201 else { throw HarnessError("POST /api/v1/transactions: \(response)") }
+    guard (response as? HTTPURLResponse)?.statusCode == 201 else {
+        throw HarnessError("POST /api/v1/transactions: \(response)")
+    }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DesktopPopupTests {
@@ -94,34 +105,40 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
     }
 
     @Test func notifyTestPopsUpOnARealNotificationServer() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
-        let run = try RelayProcess(env: desktop.env, arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
+        let run = try RelayProcess(
+            env: desktop.env, arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
         #expect(await run.wait() == 0, "\(run.output)")
         #expect(run.output.contains("Sink popups (desktop) accepted the test alert."))
-        desktop.screenshot("desktop-notify-test")
-        let shown = try desktop.popups()
+        await desktop.screenshot("desktop-notify-test")
+        let shown = try await desktop.popups()
         #expect(shown.count == 1)
         #expect(shown.first?.summary == "allowance-relay test" && shown.first?.app == "allowance-relay")
         #expect(shown.first?.body.contains("the sink popups works") == true)
     }
 
     /// `allowance-relay run` in the desktop session, on a database of its own, connected and caught up.
-    func startRelay(on desktop: DesktopSession, _ base: URL, config file: String) async throws -> (RelayProcess, String) {
-        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+    func startRelay(on desktop: DesktopSession, _ base: URL, config file: String) async throws -> (RelayProcess, String)
+    {
+        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite")
+            .path
         let relay = try RelayProcess(
             env: desktop.env.merging(
-                ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                 "ALLOWANCE_RELAY_STORE_PATH": storePath]) { $1 },
+                [
+                    "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                    "ALLOWANCE_RELAY_STORE_PATH": storePath,
+                ]) { $1 },
             arguments: ["run", "--config", file])
         #expect(await relay.waitFor("caught up"))
         return (relay, storePath)
     }
 
     @Test func theRelayPopsUpTransactionsAndReplacesEachChildsBalancePopup() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
-        let file = try config("rules:\n  - event: [transaction.created, balance.updated]\n    to: popups\n    digest: false\n")
+        let file = try config(
+            "rules:\n  - event: [transaction.created, balance.updated]\n    to: popups\n    digest: false\n")
         try await withSim { base in
             let (relay, storePath) = try await startRelay(on: desktop, base, config: file)
             // Id-only TransactionCreated (older servers): each BalanceUpdated then brings news, and the
@@ -130,18 +147,22 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             try await simPost(base, "/_sim/burst?count=4")
             let store = try Store.open(path: storePath)
             try await waitForDelivered(8, in: store)
-            desktop.screenshot("desktop-relay")
+            await desktop.screenshot("desktop-relay")
             await relay.expectCleanStop()
             let children = Set(try store.transactions().map(\.childId)).count
-            let shown = try desktop.popups()
+            let shown = try await desktop.popups()
             // A burst makes one transaction popup per child, each listing the child's transactions.
             let transactions = shown.filter { $0.body.contains(" for \"") }
             let balances = shown.filter { $0.body.contains("balance is now") }
             #expect(transactions.count == children, "\(shown)")
             #expect(transactions.map { $0.body.split(separator: "\n").count }.reduce(0, +) == 4, "\(shown)")
             #expect(balances.count == children, "one balance popup per child, updated in place: \(balances)")
-            let balanceAlerts = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated && $0.state == .delivered }.count
-            #expect(balanceAlerts > children, "more balance alerts (\(balanceAlerts)) than children: some popups were replaced")
+            let balanceAlerts = try store.deliveries(sink: "popups").filter {
+                $0.kind == .balanceUpdated && $0.state == .delivered
+            }.count
+            #expect(
+                balanceAlerts > children,
+                "more balance alerts (\(balanceAlerts)) than children: some popups were replaced")
         }
     }
 
@@ -149,13 +170,18 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
     /// `balance.updated` fires once per transaction (the confirming BalanceUpdated adds nothing), and the child's one
     /// balance popup is replaced in place, also by a relay started again.
     @Test func theBalancePopupFollowsEachChangeInPlaceAcrossARestart() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
         let file = try config("rules:\n  - event: balance.updated\n    to: popups\n")
         try await withSim { base in
-            let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+            let storePath = FileManager.default.temporaryDirectory.appending(
+                path: "relay-desktop-\(UUID())/relay.sqlite"
+            ).path
             let env = desktop.env.merging(
-                ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token", "ALLOWANCE_RELAY_STORE_PATH": storePath]
+                [
+                    "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                    "ALLOWANCE_RELAY_STORE_PATH": storePath,
+                ]
             ) { $1 }
             for round in 1...2 {
                 let relay = try RelayProcess(env: env, arguments: ["run", "--config", file])
@@ -167,51 +193,66 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
                 try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
                 await relay.expectCleanStop()
                 let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
-                #expect(updates.count == 2 * round, "one per change of the balance: \(updates.map { (try? $0.event.balance) ?? 0 })")
+                #expect(
+                    updates.count == 2 * round,
+                    "one per change of the balance: \(updates.map { (try? $0.event.balance) ?? 0 })")
             }
-            desktop.screenshot("desktop-balance-in-place")
-            let shown = try desktop.popups().filter { $0.body.contains("balance is now") }
+            await desktop.screenshot("desktop-balance-in-place")
+            let shown = try await desktop.popups().filter { $0.body.contains("balance is now") }
             #expect(shown.count == 1, "Alice's one balance popup, replaced four times, across two runs: \(shown)")
-            #expect(shown.first?.body.contains("$26.50") == true, "the latest balance (25.50 + 1.00 - 0.50 + 1.00 - 0.50): \(shown)")
+            #expect(
+                shown.first?.body.contains("$26.50") == true,
+                "the latest balance (25.50 + 1.00 - 0.50 + 1.00 - 0.50): \(shown)")
         }
     }
 
     @Test func theLowBalancePopupClosesWhenTheBalanceRecovers() async throws {
-        let desktop = try DesktopSession()
+        let desktop = try await DesktopSession()
         defer { desktop.stop() }
-        let file = try config("rules:\n  - event: balance.low\n    below: 5.00\n    to: popups\n    urgency: critical\n")
+        let file = try config(
+            "rules:\n  - event: balance.low\n    below: 5.00\n    to: popups\n    urgency: critical\n")
         try await withSim { base in
             let (relay, storePath) = try await startRelay(on: desktop, base, config: file)
             let store = try Store.open(path: storePath)
             try await simTransaction(base, amount: "24.00", type: "Debit")  // 25.50 -> 1.50
             try await waitForDelivered(1, in: store)
-            #expect(try desktop.displayed() == 1, "the critical low-balance popup is up")
-            desktop.screenshot("desktop-balance-low")
+            #expect(try await desktop.displayed() == 1, "the critical low-balance popup is up")
+            await desktop.screenshot("desktop-balance-low")
             try await simTransaction(base, amount: "10.00", type: "Credit")  // 1.50 -> 11.50: no longer low
             try await waitForDelivered(2, in: store)
             try await Task.sleep(for: .milliseconds(300))
-            #expect(try desktop.displayed() == 0, "closed when the balance recovered")
-            #expect(try store.popup(sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil)
-            #expect(try store.deliveries(sink: "popups").map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.balanceLow, .balanceRecovered])
+            #expect(try await desktop.displayed() == 0, "closed when the balance recovered")
+            #expect(
+                try store.popup(
+                    sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil
+            )
+            #expect(
+                try store.deliveries(sink: "popups").map(\.kind).sorted { $0.rawValue < $1.rawValue } == [
+                    .balanceLow, .balanceRecovered,
+                ])
             await relay.expectCleanStop()
         }
     }
 
     @Test func withoutANotificationServerTheSinkSaysSoOnceAndTheOthersCarryOn() async throws {
-        let desktop = try DesktopSession(notifier: false)
+        let desktop = try await DesktopSession(notifier: false)
         defer { desktop.stop() }
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             let file = try config("  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n")
             try await withSim { base in
                 let relay = try RelayProcess(
-                    env: desktop.env.merging(["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]) { $1 },
+                    env: desktop.env.merging([
+                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                    ]) { $1 },
                     arguments: ["run", "--config", file])
                 #expect(await relay.waitFor("caught up"))
                 try await simPost(base, "/_sim/burst?count=3")
                 #expect(await relay.waitFor("sink popups is unavailable"))
                 let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline, hook.received.count < 3 { try await Task.sleep(for: .milliseconds(50)) }
+                while ContinuousClock.now < deadline, hook.received.count < 3 {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
                 #expect(hook.received.count == 3, "the webhook is not held back by the desktop")
                 await relay.expectCleanStop()
                 #expect(relay.output.components(separatedBy: "sink popups is unavailable").count == 2, "said once")
@@ -226,6 +267,9 @@ func simTransaction(_ base: URL, child: String = "11111111-1111-4111-8111-111111
             arguments: ["notify", "test", "--config", try config(), "--sink", "popups"])
         #expect(await run.wait() == 1)
         #expect(run.output.contains("cannot connect to the session bus"), "\(run.output)")
-        #expect(run.output.contains("run the relay as that user's service, `systemctl --user`, or set DBUS_SESSION_BUS_ADDRESS"), "\(run.output)")
+        #expect(
+            run.output.contains(
+                "run the relay as that user's service, `systemctl --user`, or set DBUS_SESSION_BUS_ADDRESS"),
+            "\(run.output)")
     }
 }

@@ -22,10 +22,12 @@ import Testing
             ])
             #expect(await relay.waitFor("caught up"))
             // Another program holds the write lock for 8 s, longer than the relay's 5 s busy timeout.
-            let holder = try PythonPeer(script: "hold_lock.py", arguments: [db, "8"])
+            let holder = try await PythonPeer(script: "hold_lock.py", arguments: [db, "8"])
             defer { holder.stop() }
             try await simPost(base, "/_sim/burst?count=5")
-            #expect(await relay.waitFor("The database is locked by another process for more than 5 s", timeout: .seconds(20)))
+            #expect(
+                await relay.waitFor(
+                    "The database is locked by another process for more than 5 s", timeout: .seconds(20)))
             #expect(relay.output.contains(db), "the message names the file")
             // Once the lock is gone, the catch-up the failure asked for stores what the hub had sent.
             let server = try await Scenario.serverTransactions(base).count

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import TestSupport
 import Testing
@@ -41,6 +42,11 @@ import Testing
         let products: [String]
     }
 
+    /// The targets, read once; off the pool, for `swift package dump-package` can take many seconds on a fresh clone.
+    static func targets() async throws -> [String: Target] {
+        try await offThread(named: "test-harness") { try manifest.get() }
+    }
+
     static let manifest: Result<[String: Target], ManifestError> = {
         // Its own scratch folder: `swift test` holds the lock on .build while the tests run.
         let scratch = FileManager.default.temporaryDirectory.appending(path: "layer-tests-\(getpid())")
@@ -48,7 +54,9 @@ import Testing
         let out = Pipe()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["swift", "package", "--package-path", PythonPeer.root.path, "--scratch-path", scratch.path, "dump-package"]
+        process.arguments = [
+            "swift", "package", "--package-path", PythonPeer.root.path, "--scratch-path", scratch.path, "dump-package",
+        ]
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         do { try process.run() } catch { return .failure(ManifestError(message: "cannot run swift: \(error)")) }
@@ -57,11 +65,14 @@ import Testing
         guard process.terminationStatus == 0,
             let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let targets = json["targets"] as? [[String: Any]]
-        else { return .failure(ManifestError(message: "swift package dump-package failed (\(process.terminationStatus))")) }
+        else {
+            return .failure(ManifestError(message: "swift package dump-package failed (\(process.terminationStatus))"))
+        }
         var byName: [String: Target] = [:]
         for t in targets {
             guard let name = t["name"] as? String, let kind = t["type"] as? String else { continue }
-            var local: [String] = [], products: [String] = []
+            var local: [String] = []
+            var products: [String] = []
             for dependency in t["dependencies"] as? [[String: [Any]]] ?? [] {
                 for (how, values) in dependency {
                     guard let dependencyName = values.first as? String else { continue }
@@ -69,7 +80,9 @@ import Testing
                 }
             }
             let folder = kind == "test" ? "Tests" : "Sources"
-            byName[name] = Target(name: name, kind: kind, path: t["path"] as? String ?? "\(folder)/\(name)", targets: local, products: products)
+            byName[name] = Target(
+                name: name, kind: kind, path: t["path"] as? String ?? "\(folder)/\(name)", targets: local,
+                products: products)
         }
         return .success(byName)
     }()
@@ -94,8 +107,8 @@ import Testing
         return seen
     }
 
-    @Test func everyDeclaredDependencyPointsDown() throws {
-        let targets = try Self.manifest.get()
+    @Test func everyDeclaredDependencyPointsDown() async throws {
+        let targets = try await Self.targets()
         var violations: [String] = []
         for target in targets.values where target.path.hasPrefix("Sources/") {
             guard let level = Self.layer(target.name) else {
@@ -104,40 +117,48 @@ import Testing
             }
             for dependency in target.targets {
                 guard let other = Self.layer(dependency) else { continue }
-                if other >= level { violations.append("\(target.name) depends on \(dependency) (layer \(other), not below \(level))") }
+                if other >= level {
+                    violations.append("\(target.name) depends on \(dependency) (layer \(other), not below \(level))")
+                }
             }
         }
         #expect(targets["Store"]?.targets.contains("Alerts") == true, "the manifest was read")
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
-    @Test func theDomainDoesNotReachTheConnection() throws {
-        let targets = try Self.manifest.get()
+    @Test func theDomainDoesNotReachTheConnection() async throws {
+        let targets = try await Self.targets()
         for module in Self.domain {
             let reached = Self.closure(of: module, in: targets)
             #expect(reached.contains("Core"), "\(module)'s dependencies were read")
-            #expect(reached.isDisjoint(with: Self.connection), "\(module) reaches \(reached.intersection(Self.connection).sorted())")
+            #expect(
+                reached.isDisjoint(with: Self.connection),
+                "\(module) reaches \(reached.intersection(Self.connection).sorted())")
         }
         // The rule can fail: the daemon does reach the connection.
         #expect(Self.closure(of: "RelayDaemon", in: targets).contains("SignalRClient"))
     }
 
-    @Test func everyImportIsDeclared() throws {
-        let targets = try Self.manifest.get()
+    @Test func everyImportIsDeclared() async throws {
+        let targets = try await Self.targets()
         var violations: [String] = []
         var checkedImports = 0
         for target in targets.values where target.kind != "system" {
             var declared = Self.toolchain.union(target.targets)
             for product in target.products { declared.formUnion(Self.productModules[product] ?? [product]) }
             let folder = PythonPeer.root.appending(path: target.path)
-            let files = FileManager.default.enumerator(atPath: folder.path)?
+            let files =
+                FileManager.default.enumerator(atPath: folder.path)?
                 .compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
             for file in files {
                 let text = try String(contentsOf: folder.appending(path: file), encoding: .utf8)
                 for imported in Self.imports(in: text) {
                     checkedImports += 1
-                    if !declared.contains(imported) && !declared.contains(imported.replacingOccurrences(of: "_", with: "-")) {
-                        violations.append("\(target.path)/\(file) imports \(imported), which \(target.name) does not declare")
+                    if !declared.contains(imported)
+                        && !declared.contains(imported.replacingOccurrences(of: "_", with: "-"))
+                    {
+                        violations.append(
+                            "\(target.path)/\(file) imports \(imported), which \(target.name) does not declare")
                     }
                 }
             }
@@ -146,8 +167,8 @@ import Testing
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
-    @Test func everyLibraryHasATestTargetOfItsOwn() throws {
-        let targets = try Self.manifest.get()
+    @Test func everyLibraryHasATestTargetOfItsOwn() async throws {
+        let targets = try await Self.targets()
         let libraries = targets.values.filter { $0.kind == "regular" && $0.path.hasPrefix("Sources/") }.map(\.name)
         #expect(libraries.count >= 14)
         let missing = libraries.filter { targets["\($0)Tests"]?.kind != "test" }
@@ -157,10 +178,15 @@ import Testing
     /// One job per file: a source file that grows past this has two (split it along its seams).
     @Test func noSourceFileOutgrowsOneJob() throws {
         let sources = PythonPeer.root.appending(path: "Sources")
-        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        let files =
+            FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter {
+                $0.hasSuffix(".swift")
+            } ?? []
         #expect(files.count > 50)
         let long = try files.compactMap { file -> String? in
-            let lines = try String(contentsOf: sources.appending(path: file), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).count
+            let lines = try String(contentsOf: sources.appending(path: file), encoding: .utf8).split(
+                separator: "\n", omittingEmptySubsequences: false
+            ).count
             return lines > 460 ? "\(file): \(lines) lines" : nil
         }
         #expect(long.isEmpty, "\(long.sorted().joined(separator: "\n"))")
@@ -171,7 +197,9 @@ import Testing
         text.split(separator: "\n").compactMap { line in
             let words = line.split(separator: " ")
             guard let at = words.firstIndex(of: "import"), at + 1 < words.count,
-                words[..<at].allSatisfy({ $0.hasPrefix("@") || ["public", "internal", "package", "private", "fileprivate"].contains($0) })
+                words[..<at].allSatisfy({
+                    $0.hasPrefix("@") || ["public", "internal", "package", "private", "fileprivate"].contains($0)
+                })
             else { return nil }
             // `import struct Logging.Logger` names the module after the kind.
             let kinds: Set<Substring> = ["struct", "class", "enum", "protocol", "func", "var", "let", "typealias"]
@@ -181,7 +209,10 @@ import Testing
     }
 
     @Test func importLinesAreRead() {
-        #expect(Self.imports(in: "import Foundation\n@_exported import Core\npublic import struct Logging.Logger\n// import No") ==
-            ["Foundation", "Core", "Logging"])
+        #expect(
+            Self.imports(
+                in: "import Foundation\n@_exported import Core\npublic import struct Logging.Logger\n// import No") == [
+                    "Foundation", "Core", "Logging",
+                ])
     }
 }

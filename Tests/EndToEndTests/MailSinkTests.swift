@@ -15,12 +15,14 @@ import Testing
         let port: Int
         let peer: PythonPeer
 
-        init(refuse: Bool = false) throws {
+        init(refuse: Bool = false) async throws {
             try FileManager.default.createDirectory(at: dir.appending(path: "mail"), withIntermediateDirectories: true)
-            let certificate = try SelfSignedCertificate()
+            let certificate = try await SelfSignedCertificate()
             (cert, key) = (certificate.cert, certificate.key)
-            peer = try PythonPeer(
-                script: "smtp_server.py", arguments: [dir.appending(path: "mail").path, cert, key, "relay@example.org", "mail-s3cret"] + (refuse ? ["--refuse"] : []))
+            peer = try await PythonPeer(
+                script: "smtp_server.py",
+                arguments: [dir.appending(path: "mail").path, cert, key, "relay@example.org", "mail-s3cret"]
+                    + (refuse ? ["--refuse"] : []))
             port = Int(peer.address) ?? 0
         }
 
@@ -28,8 +30,11 @@ import Testing
 
         /// The mails received so far, oldest first.
         var mails: [JSONValue] {
-            let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir.appending(path: "mail").path)) ?? []).filter { $0.hasSuffix(".json") }.sorted()
-            return files.compactMap { try? JSONValue(parsing: Array(Data(contentsOf: dir.appending(path: "mail/\($0)")))) }
+            let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir.appending(path: "mail").path)) ?? [])
+                .filter { $0.hasSuffix(".json") }.sorted()
+            return files.compactMap {
+                try? JSONValue(parsing: Array(Data(contentsOf: dir.appending(path: "mail/\($0)"))))
+            }
         }
 
         /// The relay against the simulator with a rule sending each transaction to this server, caught up.
@@ -37,7 +42,8 @@ import Testing
             let file = try config("rules:\n  - event: transaction.created\n    to: parents\n    digest: false\n")
             let storePath = dir.appending(path: "relay.sqlite").path
             try await withSim { base in
-                let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
+                let relay = try RelayProcess(
+                    env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
                 #expect(await relay.waitFor("caught up"))
                 try await body(base, relay, storePath)
             }
@@ -70,13 +76,15 @@ import Testing
 
     @Test func notifyTestSendsAPlainAndAnHTMLPartOverSTARTTLS() async throws {
         try #require(PythonPeer.available)
-        let server = try SMTPServer()
-        let run = try RelayProcess(env: [:], arguments: ["notify", "test", "--config", try server.config(), "--sink", "parents"])
+        let server = try await SMTPServer()
+        let run = try RelayProcess(
+            env: [:], arguments: ["notify", "test", "--config", try server.config(), "--sink", "parents"])
         #expect(await run.wait() == 0, "\(run.output)")
         #expect(!run.output.contains("mail-s3cret"))
         let mail = try #require(server.mails.first)
         #expect(mail["tls"] == true && mail["authenticated"] == true, "STARTTLS, then the login")
-        #expect(mail["from"]?.stringValue == "relay@example.org" && mail["to"] == ["mum@example.org", "dad@example.org"])
+        #expect(
+            mail["from"]?.stringValue == "relay@example.org" && mail["to"] == ["mum@example.org", "dad@example.org"])
         #expect(mail["subject"]?.stringValue == "allowance-relay test")
         #expect(mail["parts"]?["text/plain"]?.stringValue?.contains("the sink parents works") == true)
         #expect(mail["parts"]?["text/html"]?.stringValue?.contains("<b>allowance-relay test</b>") == true)
@@ -84,7 +92,7 @@ import Testing
 
     @Test func eachTransactionIsOneMailWithItsLinkAndTheDeliveryIdAsMessageId() async throws {
         try #require(PythonPeer.available)
-        let server = try SMTPServer()
+        let server = try await SMTPServer()
         try await server.withRelay { base, relay, storePath in
             try await simTransaction(base, amount: "2.50", type: "Debit")
             #expect(await eventually(.seconds(20)) { server.mails.count >= 1 }, "\(relay.output.suffix(2000))")
@@ -95,18 +103,25 @@ import Testing
             let delivery = try #require(try store.deliveries(sink: "parents").first)
             #expect(mail["messageId"]?.stringValue == "<\(delivery.id)@allowance-relay>", "a resend is the same mail")
             let text = mail["parts"]?["text/plain"]?.stringValue ?? ""
-            #expect(text.contains("-$2.50 for \"Test\"") && text.contains("https://allowance.example.org/children/11111111-1111-4111-8111-111111111111"), "\(text)")
-            #expect(mail["parts"]?["text/html"]?.stringValue?.contains("href=\"https://allowance.example.org/children/11111111-") == true)
+            #expect(
+                text.contains("-$2.50 for \"Test\"")
+                    && text.contains("https://allowance.example.org/children/11111111-1111-4111-8111-111111111111"),
+                "\(text)")
+            #expect(
+                mail["parts"]?["text/html"]?.stringValue?.contains(
+                    "href=\"https://allowance.example.org/children/11111111-") == true)
         }
     }
 
     @Test func aRecipientTheServerRefusesBecomesADeadLetterWithTheReason() async throws {
         try #require(PythonPeer.available)
-        let server = try SMTPServer(refuse: true)
+        let server = try await SMTPServer(refuse: true)
         try await server.withRelay { base, relay, storePath in
             try await simTransaction(base, amount: "1.00", type: "Credit")
             let store = try Store.open(path: storePath)
-            #expect(await eventually(.seconds(20)) { (try? store.deliveries(sink: "parents", state: .dead).count) == 1 }, "\(relay.output.suffix(2000))")
+            #expect(
+                await eventually(.seconds(20)) { (try? store.deliveries(sink: "parents", state: .dead).count) == 1 },
+                "\(relay.output.suffix(2000))")
             await relay.expectCleanStop()
             let dead = try #require(try store.deliveries(sink: "parents", state: .dead).first)
             #expect(dead.lastError?.contains("550") == true, "\(dead.lastError ?? "")")

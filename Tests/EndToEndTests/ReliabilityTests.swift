@@ -1,7 +1,7 @@
 import AllowanceAPI
 import Foundation
-import Relay
 import HubSimulator
+import Relay
 import SignalRProtocol
 import Store
 import Synchronization
@@ -36,7 +36,9 @@ import Testing
                     let atOutage = try await simStats(base)["transactions"]?.intValue ?? 0
                     try await burst.value
                     let at = atOutage - (round - 1) * 300
-                    print("reliability (seed \(seed)): hub outage \(round) after \(delay) ms, at transaction \(at) of 300")
+                    print(
+                        "reliability (seed \(seed)): hub outage \(round) after \(delay) ms, at transaction \(at) of 300"
+                    )
                     #expect(at > 0 && at < 300, "the outage landed in the middle of the burst")
                     #expect(await relay.waitFor(count: round + 1, of: "connected to the hub", timeout: .seconds(30)))
                 }
@@ -84,14 +86,17 @@ import Testing
             try await withSim { base in
                 let proxy = try TCPProxy(to: base.port!)
                 defer { proxy.close() }
-                let s = try await Scenario(base: base, server: URL(string: "http://127.0.0.1:\(proxy.port)")!, hook: hookURL)
+                let s = try await Scenario(
+                    base: base, server: URL(string: "http://127.0.0.1:\(proxy.port)")!, hook: hookURL)
                 let relay = try s.start()
                 #expect(await relay.waitFor("caught up"))
                 // Every chunk held 300 ms each way: late, in order, and the link stays up.
                 proxy.mode = .delay(.milliseconds(300))
                 try await simPost(base, "/_sim/burst?count=50")
                 #expect(try await eventually { try await s.outcome(hook).lostEvents == 0 })
-                #expect(relay.output.components(separatedBy: "connected to the hub").count - 1 == 1, "no reconnect on a slow path")
+                #expect(
+                    relay.output.components(separatedBy: "connected to the hub").count - 1 == 1,
+                    "no reconnect on a slow path")
                 // Then every connection reset (RST) in the middle of a burst, 3 times.
                 proxy.mode = .pass
                 for round in 1...3 {
@@ -102,7 +107,8 @@ import Testing
                     #expect(await relay.waitFor(count: round + 1, of: "connected to the hub", timeout: .seconds(30)))
                 }
                 try await s.expectNothingLost(
-                    hook, "300 ms path, then 3 connection resets mid-burst (TCP proxy)", extra: [("resets", 3)], relay: relay)
+                    hook, "300 ms path, then 3 connection resets mid-burst (TCP proxy)", extra: [("resets", 3)],
+                    relay: relay)
                 await relay.expectCleanStop()
             }
         }
@@ -125,10 +131,13 @@ import Testing
                 let connects = relay.output.components(separatedBy: "connected to the hub").count - 1
                 let logins = try await simStats(base)["logins"]?.intValue ?? 0
                 #expect(connects >= 3, "the hub ended the link at each expiry: \(connects) connections")
-                #expect(logins >= connects, "each connection with a fresh token: \(logins) sign-ins for \(connects) connections")
+                #expect(
+                    logins >= connects,
+                    "each connection with a fresh token: \(logins) sign-ins for \(connects) connections")
                 #expect(!relay.output.contains("sim-"), "no token in the logs")
                 try await s.expectNothingLost(
-                    hook, "token expiring every 3 s during a long run", extra: [("connections", connects), ("sign_ins", logins)],
+                    hook, "token expiring every 3 s during a long run",
+                    extra: [("connections", connects), ("sign_ins", logins)],
                     relay: relay)
                 await relay.expectCleanStop()
             }
@@ -154,7 +163,8 @@ import Testing
             let back = ContinuousClock.now
             try await hook.run(port: port) { _ in
                 try await s.expectNothingLost(
-                    hook, "webhook receiver down 30 s, then up", extra: [("down_seconds", 30), ("tries_while_down", tries)],
+                    hook, "webhook receiver down 30 s, then up",
+                    extra: [("down_seconds", 30), ("tries_while_down", tries)],
                     relay: relay)
                 #expect(ContinuousClock.now - back < .seconds(15), "delivered within the back-off cap of the return")
             }
@@ -179,7 +189,9 @@ import Testing
                 // Retry-After: about 5 in the 5 s storm.
                 let throttled = o.requests - hook.acknowledged.count
                 let concurrency = SinkConfig(name: "audit", kind: .webhook).concurrency
-                #expect(throttled <= 7 + concurrency, "Retry-After honoured: \(throttled) requests answered 429 in a 5 s storm")
+                #expect(
+                    throttled <= 7 + concurrency,
+                    "Retry-After honoured: \(throttled) requests answered 429 in a 5 s storm")
                 await relay.expectCleanStop()
             }
         }
@@ -213,7 +225,8 @@ import Testing
                 #expect(await relay.waitFor("caught up"))
                 try await simPost(base, "/_sim/burst?count=5")
                 #expect(await relay.waitFor("sink audit:", timeout: .seconds(45)))  // a resolver without a network can take its time
-                let line = relay.output.split(separator: "\n").first { $0.contains("sink audit:") }.map(String.init) ?? ""
+                let line =
+                    relay.output.split(separator: "\n").first { $0.contains("sink audit:") }.map(String.init) ?? ""
                 #expect(line.contains("alerts.allowance-relay.invalid"), "names the host: \(line)")
                 #expect(!relay.output.contains("gave up"), "a DNS failure is retried, not a dead letter")
                 // The config fixed and reloaded (SIGHUP): the waiting alerts go out.
@@ -232,11 +245,13 @@ import Testing
     @Test(.enabled(if: getuid() == 0)) func aFullDiskIsNamedAndNothingIsLostOnceThereIsSpace() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-diskfull-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let mounted = try runCommand(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir.path])
-        defer { _ = try? runCommand(["umount", "-l", dir.path]) }
+        let mounted = try await runCommand(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir.path])
+        defer { _ = try? runCommandBlocking(["umount", "-l", dir.path]) }
         // Never fill the real disk: go on only on the 6 MB filesystem.
         var fs = statvfs()
-        try #require(statvfs(dir.path, &fs) == 0 && Int(fs.f_blocks) * Int(fs.f_frsize) <= 8 << 20, "no tmpfs mounted: \(mounted)")
+        try #require(
+            statvfs(dir.path, &fs) == 0 && Int(fs.f_blocks) * Int(fs.f_frsize) <= 8 << 20,
+            "no tmpfs mounted: \(mounted)")
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in
@@ -257,8 +272,9 @@ import Testing
                 unlink(ballast)
                 try await s.expectNothingLost(hook, "disk full under the database, then space again", relay: relay)
                 await relay.expectCleanStop()
-                let check = try runCommand([
-                    "python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0])",
+                let check = try await runCommand([
+                    "python3", "-c",
+                    "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0])",
                     s.storePath,
                 ])
                 #expect(check.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "integrity_check: \(check)")
@@ -276,11 +292,15 @@ import Testing
                 let relay = try s.start()
                 #expect(await relay.waitFor("caught up"))
                 let startKB = memoryKB(relay.pid).peak
-                for kind in ["json", "type", "args", "unknown", "incomplete", "deep", "utf8", "completion", "headers", "flood", "huge"] {
+                for kind in [
+                    "json", "type", "args", "unknown", "incomplete", "deep", "utf8", "completion", "headers", "flood",
+                    "huge",
+                ] {
                     // A frame that ends the link makes it a short one, and the relay waits longer before each new one
                     // (0.5 s, 1, 2, 4 ...): the next frame goes out once it is connected again.
                     let deadline = ContinuousClock.now + .seconds(40)
-                    while ContinuousClock.now < deadline, (try await simStats(base)["connections"]?.intValue ?? 0) == 0 {
+                    while ContinuousClock.now < deadline, (try await simStats(base)["connections"]?.intValue ?? 0) == 0
+                    {
                         try await Task.sleep(for: .milliseconds(100))
                     }
                     let lines = relay.output.split(separator: "\n").count
@@ -290,7 +310,8 @@ import Testing
                     // Lines about the hostile message (the simulator's good one after it, SimNotice, has no handler here).
                     // (The one line saying that the hub keeps ending the link is about the series, not this frame.)
                     let said = new.filter {
-                        ($0.contains("warning") || $0.contains("error")) && !$0.contains("SimNotice") && !$0.contains("keeps ending the link")
+                        ($0.contains("warning") || $0.contains("error")) && !$0.contains("SimNotice")
+                            && !$0.contains("keeps ending the link")
                     }
                     let mem = memoryKB(relay.pid)
                     #expect(kill(relay.pid, 0) == 0, "\(kind): the relay is running")
@@ -298,14 +319,21 @@ import Testing
                     // What was wrong, and the link's end where the protocol ends it: never one line per message.
                     #expect(said.count <= 2, "\(kind): a line or two, not a flood: \(said.joined(separator: "\n"))")
                     #expect(mem.peak < 200 << 10, "\(kind): peak memory \(mem.peak / 1024) MB")
-                    print("hostile \(kind): \(said.first ?? "-") | rss \(mem.now / 1024) MB, peak \(mem.peak / 1024) MB")
-                    ReliabilityFigures.record("hostile frame: \(kind)", [("rss_kb", mem.now), ("peak_kb", mem.peak), ("log_lines", said.count)])
+                    print(
+                        "hostile \(kind): \(said.first ?? "-") | rss \(mem.now / 1024) MB, peak \(mem.peak / 1024) MB")
+                    ReliabilityFigures.record(
+                        "hostile frame: \(kind)",
+                        [("rss_kb", mem.now), ("peak_kb", mem.peak), ("log_lines", said.count)])
                 }
-                #expect(relay.output.contains("1009") || relay.output.contains("too big"), "the 100 MB message is refused")
-                #expect(relay.output.components(separatedBy: "keeps ending the link").count - 1 <= 1, "the series is said once")
+                #expect(
+                    relay.output.contains("1009") || relay.output.contains("too big"), "the 100 MB message is refused")
+                #expect(
+                    relay.output.components(separatedBy: "keeps ending the link").count - 1 <= 1,
+                    "the series is said once")
                 try await simPost(base, "/_sim/burst?count=20")
                 try await s.expectNothingLost(
-                    hook, "11 hostile frames, then a burst", extra: [("start_peak_kb", startKB), ("peak_kb", memoryKB(relay.pid).peak)],
+                    hook, "11 hostile frames, then a burst",
+                    extra: [("start_peak_kb", startKB), ("peak_kb", memoryKB(relay.pid).peak)],
                     relay: relay)
                 await relay.expectCleanStop()
             }
@@ -330,6 +358,7 @@ func fillDisk(_ path: String, leaving: Int) throws {
     let free = Int(fs.f_bavail) * Int(fs.f_frsize)
     let fd = open(path, O_WRONLY | O_CREAT, 0o600)
     defer { close(fd) }
-    guard fd >= 0, posix_fallocate(fd, 0, off_t(max(free - leaving, 0))) == 0 else { throw HarnessError("cannot fill \(path)") }
+    guard fd >= 0, posix_fallocate(fd, 0, off_t(max(free - leaving, 0))) == 0 else {
+        throw HarnessError("cannot fill \(path)")
+    }
 }
-

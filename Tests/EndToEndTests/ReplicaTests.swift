@@ -49,8 +49,8 @@ import Testing
     /// Starts a cluster, the simulator and the replicas `names` relaying every transaction to `hook` (concurrency
     /// 1); `body` runs once one of them holds the link and has taken the family's history.
     func withReplicas(_ names: [String], hook: WebhookReceiver, _ body: (Replicas) async throws -> Void) async throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let passwordFile = cluster.dir.appending(path: "relay-password").path
         try cluster.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
         chmod(passwordFile, 0o600)
@@ -176,7 +176,7 @@ import Testing
             try await Task.sleep(for: .seconds(1))
             r.cluster.stop()
             try await Task.sleep(for: .seconds(1))
-            try r.cluster.start()
+            try await r.cluster.start()
             try await paced.value
             let made = try await r.serverIds().subtracting(before)
             await expectDelivered(made, to: hook, repeatsAtMost: 2, "replica restart test")

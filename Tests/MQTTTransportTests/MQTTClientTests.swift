@@ -22,11 +22,13 @@ struct MQTTClientTests {
     }
 
     @Test func aPublishReturnsOnceTheBrokerHasItAndASubscriberGetsIt() async throws {
-        let broker = try MosquittoBroker()
-        try broker.start()
+        let broker = try await MosquittoBroker()
+        try await broker.start()
         let listener = try client(broker, "listener")
         let seen = Mutex<[(String, String)]>([])
-        listener.onMessage = { topic, payload in seen.withLock { $0.append((topic, String(decoding: payload, as: UTF8.self))) } }
+        listener.onMessage = { topic, payload in
+            seen.withLock { $0.append((topic, String(decoding: payload, as: UTF8.self))) }
+        }
         #expect(await listener.waitConnected(timeout: .seconds(10)))
         listener.subscribe("family/#")
         let sender = try client(broker, "sender")
@@ -49,8 +51,8 @@ struct MQTTClientTests {
     }
 
     @Test func aPublishWithoutAConnectionFailsAtOnce() async throws {
-        let broker = try MosquittoBroker()
-        try broker.start()
+        let broker = try await MosquittoBroker()
+        try await broker.start()
         let sender = try client(broker, "never-started")
         let started = ContinuousClock.now
         do throws(MQTTError) {

@@ -5,12 +5,13 @@ import Testing
 
 /// Against a real PostgreSQL server the test starts (Debian's `postgresql`), with password authentication.
 @Suite(.timeLimit(.minutes(1))) struct PostgresConnectionTests {
-    @Test func parametersTravelApartFromTheStatementAndComeBackExact() throws {
-        let cluster = try PostgresCluster()
+    @Test func parametersTravelApartFromTheStatementAndComeBackExact() async throws {
+        let cluster = try await PostgresCluster()
         let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
         try db.query("CREATE TABLE notes (id bigserial PRIMARY KEY, body text, amount numeric(12,2))")
         let tricky = "Robert'); DROP TABLE notes;-- ünïcødé ✓"
-        let inserted = try db.query("INSERT INTO notes (body, amount) VALUES ($1, $2), ($3, $4)", [tricky, "12345678.91", nil, "0.10"])
+        let inserted = try db.query(
+            "INSERT INTO notes (body, amount) VALUES ($1, $2), ($3, $4)", [tricky, "12345678.91", nil, "0.10"])
         #expect(inserted.affected == 2)
         let rows = try db.query("SELECT body, amount FROM notes ORDER BY id")
         #expect(rows.rows == [[tricky, "12345678.91"], [nil, "0.10"]])
@@ -18,8 +19,8 @@ import Testing
         #expect(try db.query("SELECT count(*) FROM notes").scalar == "2", "the table is still there")
     }
 
-    @Test func aRefusedStatementSaysWhyWithItsSQLState() throws {
-        let cluster = try PostgresCluster()
+    @Test func aRefusedStatementSaysWhyWithItsSQLState() async throws {
+        let cluster = try await PostgresCluster()
         let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
         try db.query("CREATE TABLE ids (id int PRIMARY KEY)")
         try db.query("INSERT INTO ids VALUES (1)")
@@ -32,8 +33,8 @@ import Testing
         #expect(db.isAlive, "a refused statement leaves the session usable")
     }
 
-    @Test func aTransactionThatThrowsLeavesNothingBehind() throws {
-        let cluster = try PostgresCluster()
+    @Test func aTransactionThatThrowsLeavesNothingBehind() async throws {
+        let cluster = try await PostgresCluster()
         let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
         try db.query("CREATE TABLE ids (id int PRIMARY KEY)")
         #expect(throws: PostgresError.self) {
@@ -45,8 +46,8 @@ import Testing
         #expect(try db.query("SELECT count(*) FROM ids").scalar == "0")
     }
 
-    @Test func aWrongPasswordIsNamedAndTheSecretIsNot() throws {
-        let cluster = try PostgresCluster()
+    @Test func aWrongPasswordIsNamedAndTheSecretIsNot() async throws {
+        let cluster = try await PostgresCluster()
         let wrong = "not-the-password-\(UUID())"
         #expect {
             try PostgresConnection(PostgresLocation(cluster.url()), password: wrong)
@@ -57,8 +58,8 @@ import Testing
         }
     }
 
-    @Test func sslRequiredOfAServerWithoutTLSIsRefused() throws {
-        let cluster = try PostgresCluster()
+    @Test func sslRequiredOfAServerWithoutTLSIsRefused() async throws {
+        let cluster = try await PostgresCluster()
         #expect {
             try PostgresConnection(PostgresLocation(cluster.url(query: "sslmode=require")), password: cluster.password)
         } throws: { error in
@@ -67,7 +68,7 @@ import Testing
     }
 
     @Test func aNotifyReachesTheListeningSessionAndSilenceTimesOut() async throws {
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())
         let listener = try PostgresConnection(location, password: cluster.password)
         let sender = try PostgresConnection(location, password: cluster.password)
@@ -86,8 +87,8 @@ import Testing
         #expect(got.first?.senderPID == sender.backendPID())
     }
 
-    @Test func aServerThatStopsIsALostConnectionAndANewOneWorksOnceItIsBack() throws {
-        let cluster = try PostgresCluster()
+    @Test func aServerThatStopsIsALostConnectionAndANewOneWorksOnceItIsBack() async throws {
+        let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())
         let db = try PostgresConnection(location, password: cluster.password)
         cluster.stop()
@@ -97,7 +98,7 @@ import Testing
             (error as? PostgresError)?.kind == .lost
         }
         #expect(throws: PostgresError.self) { try PostgresConnection(location, password: cluster.password) }
-        try cluster.start()
+        try await cluster.start()
         let again = try PostgresConnection(location, password: cluster.password)
         #expect(try again.query("SELECT 40 + 2").scalar == "42")
     }

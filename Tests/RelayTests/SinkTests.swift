@@ -33,7 +33,10 @@ import Testing
         f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         for (offset, expected) in [(30.0, 30.0), (-30, 0)] {
             let header = f.string(from: Date().addingTimeInterval(offset))
-            guard case .throttled(_, let after?) = HTTPSink.classify(HTTPResponse(status: 429, headers: [("Retry-After", header)]), kind: .slack) else {
+            guard
+                case .throttled(_, let after?) = HTTPSink.classify(
+                    HTTPResponse(status: 429, headers: [("Retry-After", header)]), kind: .slack)
+            else {
                 Issue.record("no wait read from \(header)")
                 continue
             }
@@ -45,21 +48,35 @@ import Testing
         (200, [String: String](), "", SinkConfig.Kind.webhook, DeliveryOutcome.delivered),
         (204, [:], "", .discord, .delivered),
         (429, ["Retry-After": "7"], "", .slack, .throttled("HTTP 429 (rate limited)", after: 7)),
-        (429, [:], #"{"retry_after": 1.5, "global": false}"#, .discord, .throttled("HTTP 429 (rate limited)", after: 1.5)),
-        (429, [:], #"{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":2500}"#, .matrix, .throttled("HTTP 429 (rate limited)", after: 2.5)),
-        (429, [:], #"{"ok":false,"parameters":{"retry_after":3}}"#, .telegram, .throttled("HTTP 429 (rate limited)", after: 3)),
+        (
+            429, [:], #"{"retry_after": 1.5, "global": false}"#, .discord,
+            .throttled("HTTP 429 (rate limited)", after: 1.5)
+        ),
+        (
+            429, [:], #"{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":2500}"#, .matrix,
+            .throttled("HTTP 429 (rate limited)", after: 2.5)
+        ),
+        (
+            429, [:], #"{"ok":false,"parameters":{"retry_after":3}}"#, .telegram,
+            .throttled("HTTP 429 (rate limited)", after: 3)
+        ),
         (503, ["Retry-After": "4"], "", .webhook, .retry("HTTP 503", after: 4)),
         (500, [:], "", .webhook, .retry("HTTP 500", after: nil)),
         (408, [:], "", .webhook, .retry("HTTP 408", after: nil)),
         (410, [:], "channel_is_archived", .slack, .disable("HTTP 410: the destination is gone")),
-        (404, [:], #"{"message": "Unknown Webhook", "code": 10015}"#, .discord, .disable("Discord says the webhook is unknown (deleted)")),
+        (
+            404, [:], #"{"message": "Unknown Webhook", "code": 10015}"#, .discord,
+            .disable("Discord says the webhook is unknown (deleted)")
+        ),
         (404, [:], "", .webhook, .rejected("HTTP 404")),
         (400, [:], #"{"message":"bad"}"#, .webhook, .rejected("HTTP 400")),
     ])
     func eachAnswerHasItsOutcome(
         _ status: Int, _ headers: [String: String], _ body: String, _ kind: SinkConfig.Kind, _ expected: DeliveryOutcome
     ) {
-        let outcome = HTTPSink.classify(HTTPResponse(status: status, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8)), kind: kind)
+        let outcome = HTTPSink.classify(
+            HTTPResponse(status: status, headers: headers.map { ($0.key, $0.value) }, body: Array(body.utf8)),
+            kind: kind)
         switch (outcome, expected) {
         case (.delivered, .delivered): break
         case (.throttled(let a, let x), .throttled(let b, let y)), (.retry(let a, let x), .retry(let b, let y)):
@@ -76,14 +93,19 @@ import Testing
 @Suite(.serialized) struct DestinationRequestTests {
     func message(_ text: String = "Alice: -$7.77 <b>", urgency: PlannedDelivery.Urgency = .normal) -> Message {
         let e = created(transaction("7.77", after: "13.16"))
-        return Message(id: "dlv_fixed-id", kind: .transactionCreated, urgency: urgency, title: "Alice -$7.77", text: text, event: e)
+        return Message(
+            id: "dlv_fixed-id", kind: .transactionCreated, urgency: urgency, title: "Alice -$7.77", text: text, event: e
+        )
     }
 
-    func send(_ yaml: String, _ m: Message, answer: WebhookReceiver.Answer = .init()) async throws -> (DeliveryOutcome, WebhookReceiver.Received) {
+    func send(
+        _ yaml: String, _ m: Message, answer: WebhookReceiver.Answer = .init()
+    ) async throws -> (DeliveryOutcome, WebhookReceiver.Received) {
         let receiver = WebhookReceiver { _, _ in answer }
         var result: (DeliveryOutcome, WebhookReceiver.Received)?
         try await receiver.run { base in
-            let config = try RelayConfig.parse(yaml.replacingOccurrences(of: "BASE", with: base.absoluteString), file: "t.yaml")
+            let config = try RelayConfig.parse(
+                yaml.replacingOccurrences(of: "BASE", with: base.absoluteString), file: "t.yaml")
             let outcome = await makeSink(config.sinks[0]).send(m)
             #expect(receiver.received.count == 1, "one request per message (and no redirect followed)")
             result = (outcome, try #require(receiver.received.first))
@@ -93,7 +115,8 @@ import Testing
 
     @Test func genericWebhookIsSignedAndVerifiesWithTheReferenceLibrary() async throws {
         let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-        let (outcome, r) = try await send("sinks:\n  hook:\n    type: webhook\n    url: BASE/hooks/allowance\n    secret: \(secret)\n", message())
+        let (outcome, r) = try await send(
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE/hooks/allowance\n    secret: \(secret)\n", message())
         #expect(outcome == .delivered)
         #expect(r.method == "POST" && r.path == "/hooks/allowance")
         #expect(r.headers["webhook-id"] == "dlv_fixed-id")
@@ -105,7 +128,8 @@ import Testing
         let line: JSONValue = [
             "secret": .string(secret), "body": .string(r.text),
             "headers": [
-                "webhook-id": .string(r.headers["webhook-id"] ?? ""), "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
+                "webhook-id": .string(r.headers["webhook-id"] ?? ""),
+                "webhook-timestamp": .string(r.headers["webhook-timestamp"] ?? ""),
                 "webhook-signature": .string(r.headers["webhook-signature"] ?? ""),
             ],
         ]
@@ -113,21 +137,23 @@ import Testing
             "secret": .string(secret), "body": .string(r.text.replacingOccurrences(of: "7.77", with: "9.99")),
             "headers": line["headers"]!,
         ]
-        let good = try PythonPeer.run(script: "verify_standard_webhooks.py", input: line.serialized + "\n")
+        let good = try await PythonPeer.run(script: "verify_standard_webhooks.py", input: line.serialized + "\n")
         #expect(good.status == 0, "\(good.output)")
-        let bad = try PythonPeer.run(script: "verify_standard_webhooks.py", input: tampered.serialized + "\n")
+        let bad = try await PythonPeer.run(script: "verify_standard_webhooks.py", input: tampered.serialized + "\n")
         #expect(bad.status == 1 && bad.output.hasPrefix("bad"), "a changed body fails verification: \(bad.output)")
     }
 
     @Test func slackGetsTextWithItsMarkupEscapedByTheTemplateLayer() async throws {
-        let (outcome, r) = try await send("sinks:\n  chat:\n    type: slack\n    url: BASE/services/T/B/X\n", message("Fish &amp; chips"))
+        let (outcome, r) = try await send(
+            "sinks:\n  chat:\n    type: slack\n    url: BASE/services/T/B/X\n", message("Fish &amp; chips"))
         #expect(outcome == .delivered && r.path == "/services/T/B/X")
         #expect(try JSONValue(parsing: r.body) == ["text": "Fish &amp; chips"])
     }
 
     @Test func discordWaitsForTheAnswerSuppressesMentionsAndKeepsTo2000Characters() async throws {
         let long = String(repeating: "x", count: 2500)
-        let (_, r) = try await send("sinks:\n  chat:\n    type: discord\n    url: BASE/api/webhooks/1/tok\n", message(long, urgency: .low))
+        let (_, r) = try await send(
+            "sinks:\n  chat:\n    type: discord\n    url: BASE/api/webhooks/1/tok\n", message(long, urgency: .low))
         #expect(r.query == "wait=true")
         let body = try JSONValue(parsing: r.body)
         #expect(body["allowed_mentions"] == ["parse": []])
@@ -143,9 +169,13 @@ import Testing
     }
 
     @Test func ntfyGetsTitlePriorityAndAPlainBody() async throws {
-        let (_, r) = try await send("sinks:\n  phone:\n    type: ntfy\n    url: BASE/family-money\n    token: tk_secret\n", message(urgency: .critical))
+        let (_, r) = try await send(
+            "sinks:\n  phone:\n    type: ntfy\n    url: BASE/family-money\n    token: tk_secret\n",
+            message(urgency: .critical))
         #expect(r.path == "/family-money" && r.text == "Alice: -$7.77 <b>")
-        #expect(r.headers["title"] == "Alice -$7.77" && r.headers["priority"] == "5" && r.headers["authorization"] == "Bearer tk_secret")
+        #expect(
+            r.headers["title"] == "Alice -$7.77" && r.headers["priority"] == "5"
+                && r.headers["authorization"] == "Bearer tk_secret")
     }
 
     @Test func gotifyGetsItsKeyAndPriority() async throws {
@@ -155,7 +185,9 @@ import Testing
     }
 
     @Test func matrixPutsWithTheDeliveryIdAsTransactionId() async throws {
-        let (_, r) = try await send("sinks:\n  m:\n    type: matrix\n    url: BASE\n    token: syt_x\n    room: \"!abc:example.org\"\n", message())
+        let (_, r) = try await send(
+            "sinks:\n  m:\n    type: matrix\n    url: BASE\n    token: syt_x\n    room: \"!abc:example.org\"\n",
+            message())
         #expect(r.method == "PUT")
         #expect(r.path == "/_matrix/client/v3/rooms/%21abc%3Aexample.org/send/m.room.message/dlv_fixed-id")
         #expect(r.headers["authorization"] == "Bearer syt_x")
@@ -163,7 +195,9 @@ import Testing
     }
 
     @Test func telegramSendsHTMLToTheChat() async throws {
-        let (_, r) = try await send("sinks:\n  tg:\n    type: telegram\n    url: BASE\n    token: \"123:abc\"\n    chat_id: \"42\"\n", message())
+        let (_, r) = try await send(
+            "sinks:\n  tg:\n    type: telegram\n    url: BASE\n    token: \"123:abc\"\n    chat_id: \"42\"\n", message()
+        )
         #expect(r.path == "/bot123:abc/sendMessage")
         let body = try JSONValue(parsing: r.body)
         #expect(body["chat_id"] == "42" && body["parse_mode"] == "HTML")
@@ -171,8 +205,12 @@ import Testing
 
     @Test func aRedirectIsReportedNotFollowed() async throws {
         let (outcome, _) = try await send(
-            "sinks:\n  hook:\n    type: webhook\n    url: BASE/old\n", message(), answer: .init(301, headers: ["Location": "/new"]))
-        guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE/old\n", message(),
+            answer: .init(301, headers: ["Location": "/new"]))
+        guard case .retry(let reason, _) = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
         #expect(reason.contains("301") && reason.contains("not followed"))
     }
 
@@ -184,11 +222,15 @@ import Testing
         defer { silent.close() }
         silent.mode = .blackhole
         let config = try RelayConfig.parse(
-            "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:\(silent.port)/hook\n    timeout_seconds: 1\n", file: "t.yaml")
+            "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:\(silent.port)/hook\n    timeout_seconds: 1\n",
+            file: "t.yaml")
         let cpuBefore = threadCPUSeconds(named: "http")
         let outcome = await makeSink(config.sinks[0]).send(message())
         let waited = threadCPUSeconds(named: "http") - cpuBefore
-        guard case .retry(let reason, _) = outcome else { Issue.record("\(outcome)"); return }
+        guard case .retry(let reason, _) = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
         #expect(reason.contains("no answer from 127.0.0.1 within 1.0 seconds"), "\(reason)")
         #expect(silent.accepted == 1)
         // A second of waiting; the busy wait this replaced spent all of it (other suites' requests add a little).
@@ -199,9 +241,10 @@ import Testing
 /// The generic webhook's body is what `docs/webhook.schema.json` documents, for every kind of alert, checked by the
 /// reference JSON Schema validator: money as exact strings with the currency, a digest with its transactions.
 @Suite struct WebhookSchemaTests {
-    @Test func everyKindOfAlertMatchesTheDocumentedSchema() throws {
+    @Test func everyKindOfAlertMatchesTheDocumentedSchema() async throws {
         let config = try RelayConfig.parse(
-            "relay:\n  currency: EUR\nsinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\n", file: "t.yaml")
+            "relay:\n  currency: EUR\nsinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\n",
+            file: "t.yaml")
         let sink = try #require(makeSink(config.sinks[0]) as? HTTPSink)
         let t1 = transaction("26.00", after: "4.50", description: "Lego set")
         var t2 = transaction("0.05", .credit, after: "4.55")
@@ -209,24 +252,35 @@ import Testing
         let now = Date()
         let events: [RelayEvent] = [
             created(t1, previous: "30.50"),
-            RelayEvent(kind: .balanceUpdated, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: Decimal(string: "30.5")!),
-            RelayEvent(kind: .balanceLow, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: 30),
-            RelayEvent(kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, caughtUp: true,
-                detail: "While the relay was offline", count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
-            RelayEvent(kind: .outboxRejected, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "HTTP 400"),
-            RelayEvent(kind: .outboxDead, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "gave up"),
+            RelayEvent(
+                kind: .balanceUpdated, at: now, childId: alice, childName: "Alice", balance: 4.5,
+                previousBalance: Decimal(string: "30.5")!),
+            RelayEvent(
+                kind: .balanceLow, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: 30),
+            RelayEvent(
+                kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
+                caughtUp: true,
+                detail: "While the relay was offline", count: 2, total: Decimal(string: "-25.95")!,
+                transactions: [t1, t2]),
+            RelayEvent(
+                kind: .outboxRejected, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "HTTP 400"),
+            RelayEvent(
+                kind: .outboxDead, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "gave up"),
             RelayEvent(kind: .connectionLost, at: now, detail: "no connection for 5 minutes"),
             RelayEvent(kind: .deliveryDisabled, at: now, detail: "HTTP 410", sink: "chat"),
             RelayEvent(kind: .test, at: now, sink: "hook"),
             RelayEvent(kind: .syncConflict, at: now, detail: "The server no longer has a transaction the cache holds"),
             RelayEvent(kind: .syncRejected, at: now, childId: alice, childName: "Alice", detail: "an amount of 0"),
             RelayEvent(
-                kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, detail: "daily at 19:00",
+                kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
+                detail: "daily at 19:00",
                 count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
             { () -> RelayEvent in
                 var e = RelayEvent(
-                    kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!, caughtUp: true,
-                    detail: "Before the relay started", count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2])
+                    kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
+                    caughtUp: true,
+                    detail: "Before the relay started", count: 2, total: Decimal(string: "-25.95")!,
+                    transactions: [t1, t2])
                 e.history = true
                 return e
             }(),
@@ -235,7 +289,8 @@ import Testing
         #expect(Set(events.map(\.kind)) == Set(RelayEvent.Kind.allCases).subtracting([.balanceRecovered]))
         var lines: [String] = []
         for e in events {
-            let m = config.message(id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
+            let m = config.message(
+                id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
             lines.append(String(decoding: sink.request(for: m).body, as: UTF8.self))
         }
         let digest = try JSONValue(parsing: Array(lines[3].utf8))["data"]
@@ -246,13 +301,15 @@ import Testing
         #expect(first["data"]?["previousBalance"] == "30.50")
         try #require(PythonPeer.available, "the Python venv with jsonschema (make test makes it)")
         let schema = PythonPeer.root.appending(path: "docs/webhook.schema.json").path
-        let result = try PythonPeer.run(script: "validate_json_schema.py", arguments: [schema], input: lines.joined(separator: "\n") + "\n")
+        let result = try await PythonPeer.run(
+            script: "validate_json_schema.py", arguments: [schema], input: lines.joined(separator: "\n") + "\n")
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.split(separator: "\n").count == events.count)
         // And the validator does reject what the relay used to send: an amount as a JSON number.
         let old = lines[0].replacingOccurrences(of: #""amount":"26.00""#, with: #""amount":26"#)
         #expect(old != lines[0])
-        let refused = try PythonPeer.run(script: "validate_json_schema.py", arguments: [schema], input: old + "\n")
+        let refused = try await PythonPeer.run(
+            script: "validate_json_schema.py", arguments: [schema], input: old + "\n")
         #expect(refused.status == 1 && refused.output.contains("amount"), "\(refused.output)")
     }
 }
@@ -261,9 +318,13 @@ import Testing
 /// log line or a reversed filename.
 @Suite struct ServerTextTests {
     private func text(_ kind: String, description: String) throws -> String {
-        let config = try RelayConfig.parse("sinks:\n  s:\n    type: \(kind)\n    url: https://chat.example/hook\n    chat_id: '1'\n    token: t\n    room: '!r:x'\n", file: "t.yaml")
+        let config = try RelayConfig.parse(
+            "sinks:\n  s:\n    type: \(kind)\n    url: https://chat.example/hook\n    chat_id: '1'\n    token: t\n    room: '!r:x'\n",
+            file: "t.yaml")
         let e = created(transaction("1.50", after: "2.00", description: description))
-        return config.message(id: "d", kind: .transactionCreated, urgency: .normal, event: e, sink: config.sinks[0], markup: true).text
+        return config.message(
+            id: "d", kind: .transactionCreated, urgency: .normal, event: e, sink: config.sinks[0], markup: true
+        ).text
     }
 
     @Test(arguments: ["discord", "teams", "mattermost"])
@@ -283,20 +344,28 @@ import Testing
         let long = String(repeating: "&", count: 5000)
         let t = try text("telegram", description: long)
         let config = try RelayConfig.parse("sinks:\n  s: tgram://123:abc/42\n", file: "t.yaml")
-        let body = try #require((makeSink(config.sinks[0]) as? HTTPSink)?.request(
-            for: Message(id: "d", kind: .transactionCreated, urgency: .normal, title: "t", text: t, event: created(transaction("1", after: "1")))).body)
+        let body = try #require(
+            (makeSink(config.sinks[0]) as? HTTPSink)?.request(
+                for: Message(
+                    id: "d", kind: .transactionCreated, urgency: .normal, title: "t", text: t,
+                    event: created(transaction("1", after: "1")))
+            ).body)
         let sent = try #require(try JSONValue(parsing: Array(body))["text"]?.stringValue)
         #expect(sent.count <= 4096 && sent.hasSuffix("&amp;"), "ends on a whole entity: …\(sent.suffix(12))")
     }
 
     @Test func aServerValueIsStoredWithoutNULAndCutToItsDocumentedSize() throws {
-        let json = try JSONValue(parsing: Array(#"""
-            {"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit",
-             "description":"before\u0000after\#(String(repeating: "x", count: 10_000))","balanceAfter":1,"createdAt":"2026-11-22T10:00:00Z",
-             "createdByName":"Pat"}
-            """#.utf8))
+        let json = try JSONValue(
+            parsing: Array(
+                #"""
+                {"id":"00000000-0000-4000-8000-000000000001","childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit",
+                 "description":"before\u0000after\#(String(repeating: "x", count: 10_000))","balanceAfter":1,"createdAt":"2026-11-22T10:00:00Z",
+                 "createdByName":"Pat"}
+                """#.utf8))
         let t = try Transaction(json: json)
-        #expect(t.description.hasPrefix("beforeafterxxx") && t.description.count == SafeText.maxDescription, "\(t.description.count)")
+        #expect(
+            t.description.hasPrefix("beforeafterxxx") && t.description.count == SafeText.maxDescription,
+            "\(t.description.count)")
         #expect(t.description.hasSuffix("…"))
     }
 
@@ -305,7 +374,8 @@ import Testing
         t.createdByName = "Pat\u{202E}"
         let line = HubEvent.transactionCreated(t).summary
         #expect(!line.contains("\n") && !line.contains("\u{1B}"))
-        #expect(line.contains(#"description="Candy\nerror allowance-relay: forged\u{1B}[31m" by="Pat\u{202E}""#), "\(line)")
+        #expect(
+            line.contains(#"description="Candy\nerror allowance-relay: forged\u{1B}[31m" by="Pat\u{202E}""#), "\(line)")
     }
 }
 
@@ -314,7 +384,9 @@ func threadCPUSeconds(named name: String) -> Double {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     return tasks.reduce(0) { sum, tid in
-        guard (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name,
+        guard
+            (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(
+                in: .newlines) == name,
             let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return sum }
@@ -327,7 +399,11 @@ func threadCPUSeconds(named name: String) -> Double {
 /// One link template, each destination's way of showing it.
 @Suite struct LinkTests {
     func request(_ kind: String, _ extra: String = "") throws -> HTTPRequest {
-        let url = ["telegram": "", "gotify": "    url: https://push.example.org\n    token: t\n", "matrix": "    url: https://m.example.org\n    token: t\n    room: \"!r:x\"\n"][kind]
+        let url =
+            [
+                "telegram": "", "gotify": "    url: https://push.example.org\n    token: t\n",
+                "matrix": "    url: https://m.example.org\n    token: t\n    room: \"!r:x\"\n",
+            ][kind]
             ?? "    url: https://hooks.example.org/x\n"
         let chat = kind == "telegram" ? "    token: \"1:a\"\n    chat_id: \"42\"\n" : ""
         let yaml = """
@@ -343,12 +419,15 @@ func threadCPUSeconds(named name: String) -> Double {
         var t = transaction("1", after: "1")
         t.id = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
         let event = created(t)
-        let m = config.message(id: "d", kind: .transactionCreated, urgency: .normal, event: event, sink: config.sinks[0], markup: false)
+        let m = config.message(
+            id: "d", kind: .transactionCreated, urgency: .normal, event: event, sink: config.sinks[0], markup: false)
         let sink = try #require(makeSink(config.sinks[0], formatting: config.formatting) as? HTTPSink)
         return sink.request(for: m)
     }
 
-    var link: String { "https://allowance.example.org/children/\(alice.lowercased)?t=00000000-0000-4000-8000-000000000001" }
+    var link: String {
+        "https://allowance.example.org/children/\(alice.lowercased)?t=00000000-0000-4000-8000-000000000001"
+    }
 
     @Test func ntfyGetsClickAnOpenButtonTheIconAndMarkdown() throws {
         let r = try request("ntfy")
@@ -367,18 +446,30 @@ func threadCPUSeconds(named name: String) -> Double {
         let action = teams["attachments"]?.arrayValue?.first?["content"]?["actions"]?.arrayValue?.first
         #expect(action?["type"]?.stringValue == "Action.OpenUrl" && action?["url"]?.stringValue == link)
         let telegram = try JSONValue(parsing: try request("telegram").body)
-        #expect(telegram["reply_markup"]?["inline_keyboard"]?.arrayValue?.first?.arrayValue?.first?["url"]?.stringValue == link)
-        #expect(try JSONValue(parsing: try request("slack").body)["text"]?.stringValue?.hasSuffix("<\(link)|Open in Allowance Tracker>") == true)
-        #expect(try JSONValue(parsing: try request("discord").body)["content"]?.stringValue?.hasSuffix("(<\(link)>)") == true)
-        #expect(try JSONValue(parsing: try request("mattermost").body)["text"]?.stringValue?.hasSuffix("(\(link))") == true)
+        #expect(
+            telegram["reply_markup"]?["inline_keyboard"]?.arrayValue?.first?.arrayValue?.first?["url"]?.stringValue
+                == link)
+        #expect(
+            try JSONValue(parsing: try request("slack").body)["text"]?.stringValue?.hasSuffix(
+                "<\(link)|Open in Allowance Tracker>") == true)
+        #expect(
+            try JSONValue(parsing: try request("discord").body)["content"]?.stringValue?.hasSuffix("(<\(link)>)")
+                == true)
+        #expect(
+            try JSONValue(parsing: try request("mattermost").body)["text"]?.stringValue?.hasSuffix("(\(link))") == true)
         let matrix = try JSONValue(parsing: try request("matrix").body)
-        #expect(matrix["formatted_body"]?.stringValue?.contains("<a href=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">") == true)
+        #expect(
+            matrix["formatted_body"]?.stringValue?.contains(
+                "<a href=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">") == true)
     }
 
     @Test func aSinksOwnTemplateWinsAndAnAlertWithoutAChildLeadsToTheFrontPage() throws {
         let own = try request("ntfy", "    link: https://other.example.org/{child}\n")
         #expect(own[header: "Click"] == "https://other.example.org/Alice")
-        let config = try RelayConfig.parse("relay:\n  link: https://allowance.example.org/children/{child_id}\n", file: "t.yaml")
-        #expect(config.formatting.link(for: RelayEvent(kind: .connectionLost, at: Date())) == "https://allowance.example.org/")
+        let config = try RelayConfig.parse(
+            "relay:\n  link: https://allowance.example.org/children/{child_id}\n", file: "t.yaml")
+        #expect(
+            config.formatting.link(for: RelayEvent(kind: .connectionLost, at: Date()))
+                == "https://allowance.example.org/")
     }
 }

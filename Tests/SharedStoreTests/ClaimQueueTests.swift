@@ -7,7 +7,10 @@ import Testing
 
 /// Jobs claimed by several replicas from one real PostgreSQL table.
 @Suite(.timeLimit(.minutes(1))) struct ClaimQueueTests {
-    static let schema = [PostgresMigration(1, "jobs", ClaimQueue.creating(table: "test_jobs", extraColumns: "sink text NOT NULL, body text"))]
+    static let schema = [
+        PostgresMigration(
+            1, "jobs", ClaimQueue.creating(table: "test_jobs", extraColumns: "sink text NOT NULL, body text"))
+    ]
 
     func queue(_ cluster: PostgresCluster, database: String) throws -> ClaimQueue {
         let db = try PostgresConnection(PostgresLocation(cluster.url(database: database)), password: cluster.password)
@@ -16,8 +19,8 @@ import Testing
     }
 
     @Test func threeReplicasClaimingAtOnceDoEachJobExactlyOnce() async throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let setup = try queue(cluster, database: database)
         for i in 0..<300 { try setup.add(key: "job-\(i)", values: ["sink": "chat", "body": "transaction \(i)"]) }
         final class Tally: Sendable { let done = Mutex<[String: Int]>([:]) }
@@ -45,8 +48,8 @@ import Testing
     }
 
     @Test func aClaimNobodyFinishesIsTakenAgainWithTheSameKeyAndTheOldClaimerCannotFinishIt() async throws {
-        let cluster = try PostgresCluster()
-        let q = try queue(cluster, database: try cluster.createDatabase())
+        let cluster = try await PostgresCluster()
+        let q = try await queue(cluster, database: cluster.createDatabase())
         try q.add(key: "webhook-msg_1", values: ["sink": "chat", "body": "hello"])
         let first = try q.claim(10, by: "killed-replica", for: .milliseconds(300))
         #expect(first.map(\.key) == ["webhook-msg_1"])
@@ -63,8 +66,8 @@ import Testing
     }
 
     @Test func aRetryComesDueLaterAndAGiveUpIsKept() async throws {
-        let cluster = try PostgresCluster()
-        let q = try queue(cluster, database: try cluster.createDatabase())
+        let cluster = try await PostgresCluster()
+        let q = try await queue(cluster, database: cluster.createDatabase())
         try q.add(key: "a", values: ["sink": "chat"])
         try q.add(key: "b", values: ["sink": "chat"])
         #expect(try q.add(key: "a", values: ["sink": "other"]) == false, "a key is added once")
@@ -83,10 +86,11 @@ import Testing
     }
 
     @Test func addingAJobWakesAWaitingReplica() async throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let q = try queue(cluster, database: database)
-        let listener = try PostgresConnection(PostgresLocation(cluster.url(database: database)), password: cluster.password)
+        let listener = try PostgresConnection(
+            PostgresLocation(cluster.url(database: database)), password: cluster.password)
         try listener.listen("test_jobs")
         let woken = Task.detached { try listener.notifications(timeout: .seconds(10)) }
         try await Task.sleep(for: .milliseconds(100))
@@ -100,8 +104,8 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct MigratorAndRegistryTests {
     @Test func replicasStartingTogetherApplyEachMigrationOnce() async throws {
-        let cluster = try PostgresCluster()
-        let location = try PostgresLocation(cluster.url(database: try cluster.createDatabase()))
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url(database: try await cluster.createDatabase()))
         let migrations = [
             ReplicaRegistry.migration,
             PostgresMigration(2, "counter", "CREATE TABLE counter (n integer); INSERT INTO counter VALUES (0)"),
@@ -123,8 +127,9 @@ import Testing
     }
 
     @Test func theRegistryShowsWhoHoldsTheLinkAndWhoIsGone() async throws {
-        let cluster = try PostgresCluster()
-        let db = try PostgresConnection(PostgresLocation(cluster.url(database: try cluster.createDatabase())), password: cluster.password)
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
+        let db = try PostgresConnection(PostgresLocation(cluster.url(database: database)), password: cluster.password)
         try PostgresMigrator.migrate(db, [ReplicaRegistry.migration])
         let registry = ReplicaRegistry(db, staleAfter: .milliseconds(600))
         try registry.register("relay-a", host: "box1", pid: 101)

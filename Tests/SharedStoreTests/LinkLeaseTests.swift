@@ -7,8 +7,8 @@ import Testing
 
 /// The hub link's lease on a real PostgreSQL server: one holder at a time, taken over when the holder goes.
 @Suite(.timeLimit(.minutes(1))) struct LinkLeaseTests {
-    @Test func oneReplicaHoldsItAndAnotherTakesItOnceReleased() throws {
-        let cluster = try PostgresCluster()
+    @Test func oneReplicaHoldsItAndAnotherTakesItOnceReleased() async throws {
+        let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())
         let a = LinkLease("https://family.example/hubs/family", location: location, password: cluster.password)
         let b = LinkLease("https://family.example/hubs/family", location: location, password: cluster.password)
@@ -25,13 +25,13 @@ import Testing
     }
 
     @Test func aHolderKilledWithSignal9IsTakenOverWithinFiveSeconds() async throws {
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster()
         let lease = LinkLease("hub", location: try PostgresLocation(cluster.url()), password: cluster.password)
         // Another process holds the same lock on an idle session, as a relay replica does between its checks, and
         // is killed outright: psql reading its commands from a pipe the test keeps open.
         let fifo = cluster.dir.appending(path: "holder.sql").path
         #expect(mkfifo(fifo, 0o644) == 0)
-        if getuid() == 0 { _ = try runCommand(["chown", "postgres", fifo]) }
+        if getuid() == 0 { _ = try await runCommand(["chown", "postgres", fifo]) }
         let commands = open(fifo, O_RDWR)  // read-write: opening it neither blocks nor lets psql see an end
         defer { close(commands) }
         let holder = try spawnServer(
@@ -40,7 +40,7 @@ import Testing
         let sql = "SELECT pg_advisory_lock(\(lease.key));\n"
         #expect(write(commands, sql, sql.utf8.count) == sql.utf8.count)
         let holding = ContinuousClock.now + .seconds(20)
-        while try cluster.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") != "1\n" {
+        while try await cluster.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") != "1\n" {
             #expect(ContinuousClock.now < holding, "the holder never took the lock")
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -55,19 +55,19 @@ import Testing
         #expect(lease.isHeld)
     }
 
-    @Test func aServerRestartEndsTheLeaseAndItIsTakenAgain() throws {
-        let cluster = try PostgresCluster()
+    @Test func aServerRestartEndsTheLeaseAndItIsTakenAgain() async throws {
+        let cluster = try await PostgresCluster()
         let lease = LinkLease("hub", location: try PostgresLocation(cluster.url()), password: cluster.password)
         #expect(try lease.tryAcquire())
         cluster.stop()
         #expect(!lease.isHeld, "a lost session holds nothing")
         #expect(throws: PostgresError.self) { try lease.tryAcquire() }
-        try cluster.start()
+        try await cluster.start()
         #expect(try lease.tryAcquire())
     }
 
     @Test func theWorkRunsOnOneReplicaAtATimeAndMovesWhenItsHolderStops() async throws {
-        let cluster = try PostgresCluster()
+        let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())
         final class Running: Sendable {
             let state = Mutex<(now: Set<String>, most: Int, ran: [String])>(([], 0, []))
@@ -92,7 +92,9 @@ import Testing
         #expect(await eventually(.seconds(10)) { running.state.withLock { $0.now.count } == 1 })
         let first = try #require(running.state.withLock { $0.now.first })
         replicas.first { $0.0 == first }?.1.cancel()
-        #expect(await eventually(.seconds(5)) { running.state.withLock { $0.now.count == 1 && !$0.now.contains(first) } }, "taken over")
+        #expect(
+            await eventually(.seconds(5)) { running.state.withLock { $0.now.count == 1 && !$0.now.contains(first) } },
+            "taken over")
         #expect(running.state.withLock { $0.most } == 1, "never two at once")
         #expect(running.state.withLock { $0.ran.count } == 2)
     }

@@ -36,9 +36,9 @@ import Testing
             createdAt: Date().addingTimeInterval(Double(n) - 100), createdByName: "Parent")
     }
 
-    @Test func anEventIsStoredOnceWithItsDeliveryAndAnUnknownChildAsksForACatchUp() throws {
-        let cluster = try PostgresCluster()
-        let store = try open(cluster, try cluster.createDatabase(), "a")
+    @Test func anEventIsStoredOnceWithItsDeliveryAndAnUnknownChildAsksForACatchUp() async throws {
+        let cluster = try await PostgresCluster()
+        let store = try await open(cluster, try cluster.createDatabase(), "a")
         let t = transaction(1, balanceBefore: 1000)
         #expect(
             try store.apply([.transactionCreated(t)]) == [
@@ -54,9 +54,9 @@ import Testing
         #expect(try store.apply([.transactionCreated(transaction(2, balanceBefore: 5000))]) == [.stored(gap: child.id)])
     }
 
-    @Test func twoReplicasNeverClaimTheSameDelivery() throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+    @Test func twoReplicasNeverClaimTheSameDelivery() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
         try a.saveChildren([child])
         _ = try a.apply((0..<20).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
@@ -68,9 +68,9 @@ import Testing
         #expect(try a.deliveryCounts() == ["hook": ["in_flight": 20]])
     }
 
-    @Test func anExpiredClaimGoesToAnotherReplicaUnderTheSameIdAndOnlyItsOutcomeCounts() throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+    @Test func anExpiredClaimGoesToAnotherReplicaUnderTheSameIdAndOnlyItsOutcomeCounts() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
         try a.saveChildren([child])
         _ = try a.apply([.transactionCreated(transaction(1, balanceBefore: 1000))])
@@ -79,7 +79,8 @@ import Testing
         #expect(try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).isEmpty, "held by a")
         #expect(try a.renewClaims() == 1)
         // a stops renewing (killed): its claim runs out.
-        try cluster.psql("UPDATE relay_delivery SET claim_expires_at = now() - interval '1 second'", database: database)
+        try await cluster.psql(
+            "UPDATE relay_delivery SET claim_expires_at = now() - interval '1 second'", database: database)
         #expect(try b.nextDeliveryDue(sink: "hook", excluding: []) != nil, "b knows when to look again")
         let again = try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
         #expect(again.map(\.id) == first.map(\.id), "the same id: the receiver's webhook-id")
@@ -94,9 +95,9 @@ import Testing
         #expect(try a.deliveries().first?.attempts == 2)
     }
 
-    @Test func aGracefulStopGivesItsClaimsBackAtOnce() throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+    @Test func aGracefulStopGivesItsClaimsBackAtOnce() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
         try a.saveChildren([child])
         _ = try a.apply([
@@ -108,9 +109,9 @@ import Testing
         #expect(try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).count == 2)
     }
 
-    @Test func aDigestClaimsWhatItFoldsSoNoOtherReplicaSendsAPart() throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+    @Test func aDigestClaimsWhatItFoldsSoNoOtherReplicaSendsAPart() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a", digest: true), try open(cluster, database, "b", digest: true))
         try a.saveChildren([child])
         _ = try a.apply((0..<3).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
@@ -123,9 +124,9 @@ import Testing
         try a.record([(digest.id, .done(at: Date()))])
         #expect(try a.deliveryCounts() == ["hook": ["merged": 3, "delivered": 1]])
     }
-    @Test func theSharedOutboxHandsOutEachChildsOldestWriteOnlyAndAnExpiredClaimKeepsItsKey() throws {
-        let cluster = try PostgresCluster()
-        let database = try cluster.createDatabase()
+    @Test func theSharedOutboxHandsOutEachChildsOldestWriteOnlyAndAnExpiredClaimKeepsItsKey() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
         let bob = Child(id: UUID(), firstName: "Bob", lastName: "B", weeklyAllowance: 5, currentBalance: 1)
         try a.saveChildren([child, bob])
@@ -140,7 +141,7 @@ import Testing
         #expect(try b.dueOutbox(at: Date()).isEmpty, "Alice's second waits for her first")
         try a.outboxSent(takenByA[1].seq, server: transaction(9, balanceBefore: 100), at: Date())
         // a dies holding Alice's first write: b takes it when the claim runs out, with the same key.
-        try cluster.psql(
+        try await cluster.psql(
             "UPDATE relay_outbox SET claim_expires_at = now() - interval '1 second' WHERE state = 'in_flight'",
             database: database)
         let again = try b.dueOutbox(at: Date())

@@ -1,14 +1,16 @@
 import Foundation
 import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
 
-@Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: PythonPeer.available, "needs .venv with the peers: make test creates it"))
+@Suite(
+    .serialized, .timeLimit(.minutes(2)),
+    .enabled(if: PythonPeer.available, "needs .venv with the peers: make test creates it"))
 struct InteropTests {
     /// Our client against aiosignalr, a Python server nobody here wrote, which sends JSON in Binary frames.
     @Test func ourClientReceivesInvocationsFromAiosignalr() async throws {
-        let peer = try PythonPeer(script: "aiosignalr_server.py")
+        let peer = try await PythonPeer(script: "aiosignalr_server.py")
         defer { peer.stop() }
         let url = try #require(URL(string: peer.address))
 
@@ -18,7 +20,9 @@ struct InteropTests {
         await connection.on("TransactionCreated") { (args: HubArguments) in
             transactions.append(try args.value(at: 0)["description"]?.stringValue ?? "?")
         }
-        await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+        await connection.on("BalanceUpdated") { (args: HubArguments) in
+            balances.append(try args.decode(1, as: Decimal.self))
+        }
         try await connection.start()
         #expect(try await connection.invoke("Echo", ["interop"]) == "interop")
         #expect(try await connection.invoke("start", [3]) == 3)

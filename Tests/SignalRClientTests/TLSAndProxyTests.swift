@@ -1,8 +1,8 @@
 import Foundation
 import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
 
 /// One TLS and proxy policy for every transport, against certificates made by openssl for the test, a TLS front for
 /// the simulator (Tests/Interop/tls_front.py) and a CONNECT-only proxy (Tests/Interop/connect_proxy.py).
@@ -10,14 +10,15 @@ import TestSupport
 struct TLSAndProxyTests {
     /// A self-signed certificate for localhost: with the name in subjectAltName, or (as many home-lab guides still
     /// make them) in the Common Name only.
-    static func certificate(subjectAltName: Bool) throws -> (cert: String, key: String) {
-        let made = try SelfSignedCertificate(subjectAltName: subjectAltName)
+    static func certificate(subjectAltName: Bool) async throws -> (cert: String, key: String) {
+        let made = try await SelfSignedCertificate(subjectAltName: subjectAltName)
         return (made.cert, made.key)
     }
 
     static let transports: [TransportKind] = [.webSockets, .serverSentEvents, .longPolling]
 
-    func connection(_ base: URL, _ transport: TransportKind, ca: String, proxy: ProxyPolicy = .direct) -> HubConnection {
+    func connection(_ base: URL, _ transport: TransportKind, ca: String, proxy: ProxyPolicy = .direct) -> HubConnection
+    {
         HubConnection(
             url: hubURL(base),
             options: options {
@@ -30,14 +31,15 @@ struct TLSAndProxyTests {
 
     /// With the name in subjectAltName and the certificate given as the CA file, every transport connects over TLS.
     @Test(arguments: transports) func aProperCertificateWorksOnEveryTransport(_ transport: TransportKind) async throws {
-        let (cert, key) = try Self.certificate(subjectAltName: true)
+        let (cert, key) = try await Self.certificate(subjectAltName: true)
         try await withSimulator { base in
-            let front = try PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
+            let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
             let tls = URL(string: "https://localhost:\(front.address)")!
             let c = connection(tls, transport, ca: cert)
             let balances = Collector<Decimal>()
-            await c.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await c.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self))
+            }
             try await c.start()
             #expect(await c.transport == transport)
             try await call(base, "POST", "/_sim/burst?count=2")
@@ -49,10 +51,12 @@ struct TLSAndProxyTests {
     /// A certificate that names the host in its Common Name only is refused on every transport alike (curl alone
     /// would have taken it for negotiate, and the WebSocket then failed with "error:00000001:lib(0)::reason(1)"),
     /// with a message that says what is wrong and how to make one that works.
-    @Test(arguments: transports) func aCommonNameOnlyCertificateIsRefusedWithAdvice(_ transport: TransportKind) async throws {
-        let (cert, key) = try Self.certificate(subjectAltName: false)
+    @Test(arguments: transports) func aCommonNameOnlyCertificateIsRefusedWithAdvice(
+        _ transport: TransportKind
+    ) async throws {
+        let (cert, key) = try await Self.certificate(subjectAltName: false)
         try await withSimulator { base in
-            let front = try PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
+            let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
             let c = connection(URL(string: "https://localhost:\(front.address)")!, transport, ca: cert)
             do throws(HubConnectionError) {
@@ -67,9 +71,9 @@ struct TLSAndProxyTests {
 
     /// The WebSocket alone (negotiation skipped) says the same.
     @Test func theWebSocketAloneGivesTheSameAdvice() async throws {
-        let (cert, key) = try Self.certificate(subjectAltName: false)
+        let (cert, key) = try await Self.certificate(subjectAltName: false)
         try await withSimulator { base in
-            let front = try PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
+            let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
             let c = HubConnection(
                 url: hubURL(URL(string: "https://localhost:\(front.address)")!),
@@ -89,19 +93,20 @@ struct TLSAndProxyTests {
     /// `https_proxy` is used by every transport (negotiate, the transport itself, sends), through CONNECT tunnels;
     /// `no_proxy` exempts them all alike.
     @Test(arguments: transports) func everyTransportGoesThroughTheSameProxy(_ transport: TransportKind) async throws {
-        let (cert, key) = try Self.certificate(subjectAltName: true)
+        let (cert, key) = try await Self.certificate(subjectAltName: true)
         let log = FileManager.default.temporaryDirectory.appending(path: "proxy-\(UUID()).log").path
         FileManager.default.createFile(atPath: log, contents: nil)
         try await withSimulator { base in
-            let front = try PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
+            let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
-            let proxy = try PythonPeer(script: "connect_proxy.py", arguments: [log])
+            let proxy = try await PythonPeer(script: "connect_proxy.py", arguments: [log])
             defer { proxy.stop() }
             let target = "localhost:\(front.address)"
             let through = ProxyPolicy(environment: ["https_proxy": "http://127.0.0.1:\(proxy.address)"])
             let c = connection(URL(string: "https://\(target)")!, transport, ca: cert, proxy: through)
             let balances = Collector<Decimal>()
-            await c.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await c.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self))
+            }
             try await c.start()
             _ = try await c.invoke("Echo", [.string("through the tunnel")])
             try await call(base, "POST", "/_sim/burst?count=1")
@@ -112,7 +117,9 @@ struct TLSAndProxyTests {
             #expect(tunnels.allSatisfy { $0 == "CONNECT \(target)" }, "\(tunnels)")
 
             // Exempted by no_proxy: nothing more goes through the proxy.
-            let exempt = ProxyPolicy(environment: ["https_proxy": "http://127.0.0.1:\(proxy.address)", "no_proxy": "example.org,localhost"])
+            let exempt = ProxyPolicy(environment: [
+                "https_proxy": "http://127.0.0.1:\(proxy.address)", "no_proxy": "example.org,localhost",
+            ])
             let direct = connection(URL(string: "https://\(target)")!, transport, ca: cert, proxy: exempt)
             try await direct.start()
             await direct.stop()
@@ -124,9 +131,12 @@ struct TLSAndProxyTests {
 @Suite struct ProxyPolicyTests {
     @Test func schemesPickTheirProxyAndNoProxyExempts() {
         let p = ProxyPolicy(environment: [
-            "https_proxy": "http://user:pw@secure.proxy:3128", "http_proxy": "plain.proxy:8080", "no_proxy": ".internal, example.org",
+            "https_proxy": "http://user:pw@secure.proxy:3128", "http_proxy": "plain.proxy:8080",
+            "no_proxy": ".internal, example.org",
         ])
-        #expect(p.proxy(for: URL(string: "https://hub.example.com/hubs/family")!)?.url == "http://user:pw@secure.proxy:3128")
+        #expect(
+            p.proxy(for: URL(string: "https://hub.example.com/hubs/family")!)?.url == "http://user:pw@secure.proxy:3128"
+        )
         #expect(p.proxy(for: URL(string: "wss://hub.example.com/hubs/family")!)?.address == "user:pw@secure.proxy:3128")
         #expect(p.proxy(for: URL(string: "ws://hub.example.com/")!)?.address == "plain.proxy:8080")
         #expect(p.proxy(for: URL(string: "https://example.org/")!) == nil)
@@ -137,9 +147,14 @@ struct TLSAndProxyTests {
 
     @Test func upperCaseNamesAllProxyAndWhatIsNotUsed() {
         #expect(ProxyPolicy(environment: ["HTTPS_PROXY": "p:1"]).proxy(for: URL(string: "https://h/")!)?.port == 1)
-        #expect(ProxyPolicy(environment: ["HTTP_PROXY": "p:1"]).proxy(for: URL(string: "http://h/")!) == nil, "HTTP_PROXY can come from a CGI request")
+        #expect(
+            ProxyPolicy(environment: ["HTTP_PROXY": "p:1"]).proxy(for: URL(string: "http://h/")!) == nil,
+            "HTTP_PROXY can come from a CGI request")
         #expect(ProxyPolicy(environment: ["all_proxy": "p:2"]).proxy(for: URL(string: "http://h/")!)?.port == 2)
-        #expect(ProxyPolicy(environment: ["https_proxy": "socks5://p:1080"]).proxy(for: URL(string: "https://h/")!) == nil)
-        #expect(ProxyPolicy(environment: ["https_proxy": "p:1", "NO_PROXY": "*"]).proxy(for: URL(string: "https://h/")!) == nil)
+        #expect(
+            ProxyPolicy(environment: ["https_proxy": "socks5://p:1080"]).proxy(for: URL(string: "https://h/")!) == nil)
+        #expect(
+            ProxyPolicy(environment: ["https_proxy": "p:1", "NO_PROXY": "*"]).proxy(for: URL(string: "https://h/")!)
+                == nil)
     }
 }

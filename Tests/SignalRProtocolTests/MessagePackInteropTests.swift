@@ -1,14 +1,14 @@
 import Foundation
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
 
 /// Our MessagePack against Python's msgpack, an implementation nobody here wrote (Tests/Interop/msgpack_peer.py): what
 /// it packs we read, what we write it unpacks to the same values, and hub messages it frames we decode.
 @Suite(.enabled(if: PythonPeer.available, "needs .venv with msgpack: make test creates it"))
 struct MessagePackInteropTests {
-    static func lines(_ mode: String, input: String = "") throws -> [(hex: String, json: JSONValue)] {
-        let (status, output) = try PythonPeer.run(script: "msgpack_peer.py", arguments: [mode], input: input)
+    static func lines(_ mode: String, input: String = "") async throws -> [(hex: String, json: JSONValue)] {
+        let (status, output) = try await PythonPeer.run(script: "msgpack_peer.py", arguments: [mode], input: input)
         try #require(status == 0, "msgpack_peer.py \(mode) failed: \(output.prefix(500))")
         return try output.split(separator: "\n").map { line in
             let space = line.firstIndex(of: " ")!
@@ -38,8 +38,8 @@ struct MessagePackInteropTests {
         }
     }
 
-    @Test func readsWhatPythonPacks() throws {
-        let cases = try Self.lines("pack")
+    @Test func readsWhatPythonPacks() async throws {
+        let cases = try await Self.lines("pack")
         #expect(cases.count > 40)
         for (hex, expected) in cases {
             let got = Self.bytes(hex).withUnsafeBytes { raw -> JSONValue? in
@@ -47,16 +47,22 @@ struct MessagePackInteropTests {
                 guard let v = r.readValue(), r.isAtEnd else { return nil }
                 return v
             }
-            #expect(got.map { Self.same($0, expected) } == true, "\(hex.prefix(60)): got \(got.map(\.serialized)?.prefix(80) ?? "nil"), want \(expected.serialized.prefix(80))")
+            #expect(
+                got.map { Self.same($0, expected) } == true,
+                "\(hex.prefix(60)): got \(got.map(\.serialized)?.prefix(80) ?? "nil"), want \(expected.serialized.prefix(80))"
+            )
         }
     }
 
-    @Test func pythonUnpacksWhatWeWrite() throws {
+    @Test func pythonUnpacksWhatWeWrite() async throws {
         let values: [JSONValue] = [
-            .number("0"), .number("-1"), .number("-33"), .number("300"), .number("70000"), .number("5000000000"), .number("-5000000000"),
-            .number("18446744073709551615"), .number("2.5"), .bool(true), .null, .string(""), .string(String(repeating: "é", count: 200)),
+            .number("0"), .number("-1"), .number("-33"), .number("300"), .number("70000"), .number("5000000000"),
+            .number("-5000000000"),
+            .number("18446744073709551615"), .number("2.5"), .bool(true), .null, .string(""),
+            .string(String(repeating: "é", count: 200)),
             .string(String(repeating: "z", count: 70_000)), .array((0..<20).map { .number(String($0)) }),
-            .object((0..<20).map { ("k\($0)", .number(String($0))) }), .object([("nested", .array([.object([("a", .null)])]))]),
+            .object((0..<20).map { ("k\($0)", .number(String($0))) }),
+            .object([("nested", .array([.object([("a", .null)])]))]),
         ]
         var hex = ""
         for v in values {
@@ -64,15 +70,19 @@ struct MessagePackInteropTests {
             w.write(v)
             hex += w.bytes.map { String(format: "%02x", $0) }.joined() + "\n"
         }
-        let (status, output) = try PythonPeer.run(script: "msgpack_peer.py", arguments: ["unpack"], input: hex)
+        let (status, output) = try await PythonPeer.run(script: "msgpack_peer.py", arguments: ["unpack"], input: hex)
         try #require(status == 0, "\(output.prefix(500))")
         let seen = try output.split(separator: "\n").map { try JSONValue(parsing: Array($0.utf8)) }
         #expect(seen.count == values.count)
-        for (got, want) in zip(seen, values) { #expect(Self.same(got, want), "python read \(got.serialized.prefix(80)), we wrote \(want.serialized.prefix(80))") }
+        for (got, want) in zip(seen, values) {
+            #expect(
+                Self.same(got, want), "python read \(got.serialized.prefix(80)), we wrote \(want.serialized.prefix(80))"
+            )
+        }
     }
 
-    @Test func decodesHubMessagesPythonFrames() throws {
-        let cases = try Self.lines("hub")
+    @Test func decodesHubMessagesPythonFrames() async throws {
+        let cases = try await Self.lines("hub")
         #expect(cases.count == 12)
         for (hex, meaning) in cases {
             let (pieces, incomplete) = try BinaryMessageFormat.split(Self.bytes(hex))

@@ -35,7 +35,8 @@ import Tracing
     }
 
     @Test func aLaterVersionIsReadUpToTheFlags() {
-        let id = SpanIdentity(traceparent: "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds")
+        let id = SpanIdentity(
+            traceparent: "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds")
         #expect(id?.traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
     }
 }
@@ -43,7 +44,9 @@ import Tracing
 @Suite struct OTLPTracerTests {
     func exporter(_ environment: [String: String] = [:]) -> OTLPExporter {
         OTLPExporter(
-            .init(endpoint: URL(string: "http://127.0.0.1:9")!, serviceName: "tests", serviceVersion: "0", environment: environment),
+            .init(
+                endpoint: URL(string: "http://127.0.0.1:9")!, serviceName: "tests", serviceVersion: "0",
+                environment: environment),
             http: HTTPClient(), logger: Logger(label: "tests"))
     }
 
@@ -74,7 +77,10 @@ import Tracing
         let tracer = OTLPTracer(exporter: exporter)
         var context = ServiceContext.topLevel
         tracer.extract(
-            ["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "congo=t61rcWkgMzE"],
+            [
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "tracestate": "congo=t61rcWkgMzE",
+            ],
             into: &context, using: Headers())
         tracer.startSpan("continued", context: context, ofKind: .server).end()
         let span = try #require(exporter.takeQueued().spans.first)
@@ -84,7 +90,9 @@ import Tracing
 
         // A parent the caller did not sample: nothing is recorded, and the decision is passed on.
         var unsampled = ServiceContext.topLevel
-        tracer.extract(["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"], into: &unsampled, using: Headers())
+        tracer.extract(
+            ["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"], into: &unsampled,
+            using: Headers())
         let quiet = tracer.startSpan("quiet", context: unsampled, ofKind: .server)
         #expect(!quiet.isRecording)
         var headers: [String: String] = [:]
@@ -112,8 +120,10 @@ import Tracing
         let c = OTLPExporter.Configuration(
             endpoint: URL(string: "https://collector.example:4318/")!, serviceName: "relay", serviceVersion: "1",
             environment: [
-                "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc%20def,tenant=family", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500",
-                "OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "oops", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=home,service.name=ignored",
+                "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc%20def,tenant=family",
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500",
+                "OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "oops",
+                "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=home,service.name=ignored",
             ])
         #expect(c.tracesURL.absoluteString == "https://collector.example:4318/v1/traces")
         #expect(c.headers.map { "\($0.0)=\($0.1)" } == ["api-key=abc def", "tenant=family"])
@@ -125,7 +135,8 @@ import Tracing
         #expect(c.resource.filter { $0.0 == "service.name" }.count == 1, "the configured name wins")
         // A URL that names the path already is taken as it is.
         let exact = OTLPExporter.Configuration(
-            endpoint: URL(string: "http://127.0.0.1:4318/custom/v1/traces")!, serviceName: "relay", serviceVersion: "1", environment: [:])
+            endpoint: URL(string: "http://127.0.0.1:4318/custom/v1/traces")!, serviceName: "relay", serviceVersion: "1",
+            environment: [:])
         #expect(exact.tracesURL.absoluteString == "http://127.0.0.1:4318/custom/v1/traces")
     }
 }
@@ -134,15 +145,19 @@ import Tracing
 /// an encoder written here is checked against a decoder no one here wrote.
 @Suite(.enabled(if: PythonPeer.available, "needs .venv with opentelemetry-proto: make test creates it"))
 struct OTLPProtobufTests {
-    @Test func opentelemetryProtoReadsEveryField() throws {
+    @Test func opentelemetryProtoReadsEveryField() async throws {
         let exporter = OTLPExporter(
-            .init(endpoint: URL(string: "http://127.0.0.1:9")!, serviceName: "relay-tests", serviceVersion: "9.9", environment: [:]),
+            .init(
+                endpoint: URL(string: "http://127.0.0.1:9")!, serviceName: "relay-tests", serviceVersion: "9.9",
+                environment: [:]),
             http: HTTPClient(), logger: Logger(label: "tests"))
         let tracer = OTLPTracer(exporter: exporter)
         var context = ServiceContext.topLevel
         context.spanIdentity = SpanIdentity(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
         context.spanIdentity?.traceState = "congo=t61rcWkgMzE"
-        let span = tracer.startSpan("deliver audit", context: context, ofKind: .producer, at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: 1_700_000_000_000_000_123))
+        let span = tracer.startSpan(
+            "deliver audit", context: context, ofKind: .producer,
+            at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: 1_700_000_000_000_000_123))
         span.attributes["text"] = "Lego ✓"
         span.attributes["count"] = 42
         span.attributes["negative"] = -7
@@ -155,7 +170,7 @@ struct OTLPProtobufTests {
         span.end(at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: 1_700_000_000_500_000_000))
         let batch = exporter.takeQueued().spans
         let hex = exporter.requestBody(batch).map { String(format: "%02x", $0) }.joined()
-        let (status, output) = try PythonPeer.run(script: "otlp_receiver.py", arguments: ["--decode"], input: hex)
+        let (status, output) = try await PythonPeer.run(script: "otlp_receiver.py", arguments: ["--decode"], input: hex)
         try #require(status == 0, "\(output)")
         let decoded = try JSONValue(parsing: Array(output.utf8))
         let s = try #require(decoded["spans"]?.arrayValue?.first)

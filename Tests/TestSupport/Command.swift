@@ -1,8 +1,17 @@
+import Core
 import Foundation
 
 /// Runs a command to its end; its output goes through a file. (Not Foundation's Process: a script that leaves
-/// daemons behind made its waitUntilExit hang here, with the script already a zombie.)
-public func runCommand(_ args: [String], env: [String: String] = [:]) throws -> String {
+/// daemons behind made its waitUntilExit hang here, with the script already a zombie.) It waits off the pool: the
+/// suites share one process, and two blocking waits on a two-core machine stalled every other suite's tasks and timers
+/// (in CI, a simulator's token expiry overtook a client's refresh timer).
+public func runCommand(_ args: [String], env: [String: String] = [:]) async throws -> String {
+    try await offThread(named: "test-harness") { try runCommandBlocking(args, env: env) }
+}
+
+/// `runCommand` on the calling thread: for harness code already off the pool, and for a quick clean-up in a `defer`,
+/// which cannot wait.
+public func runCommandBlocking(_ args: [String], env: [String: String] = [:]) throws -> String {
     let outPath = FileManager.default.temporaryDirectory.appending(path: "shell-\(UUID()).out").path
     defer { unlink(outPath) }
     var actions = posix_spawn_file_actions_t()
@@ -16,7 +25,9 @@ public func runCommand(_ args: [String], env: [String: String] = [:]) throws -> 
     let envp = environment.map { strdup($0) } + [nil]
     defer { (argv + envp).forEach { free($0) } }
     var pid = pid_t()
-    guard posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, envp) == 0 else { throw HarnessError("cannot run \(args[0])") }
+    guard posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, envp) == 0 else {
+        throw HarnessError("cannot run \(args[0])")
+    }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
     let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""

@@ -11,7 +11,7 @@ public final class MosquittoBroker: @unchecked Sendable {
         ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    public init(users: [(name: String, password: String)] = []) throws {
+    public init(users: [(name: String, password: String)] = []) async throws {
         port = try freeLoopbackPortOutsideEphemeralRange()
         dir = FileManager.default.temporaryDirectory.appending(path: "mosquitto-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -28,13 +28,15 @@ public final class MosquittoBroker: @unchecked Sendable {
         if !users.isEmpty {
             let passwords = dir.appending(path: "passwords").path
             FileManager.default.createFile(atPath: passwords, contents: nil)
-            for user in users { _ = try runCommand(["mosquitto_passwd", "-b", passwords, user.name, user.password]) }
+            for user in users {
+                _ = try await runCommand(["mosquitto_passwd", "-b", passwords, user.name, user.password])
+            }
             conf += "allow_anonymous false\npassword_file \(passwords)\n"
         } else {
             conf += "allow_anonymous true\n"
         }
         try conf.write(to: dir.appending(path: "mosquitto.conf"), atomically: true, encoding: .utf8)
-        try start()
+        try await start()
     }
 
     deinit { stop() }
@@ -42,15 +44,17 @@ public final class MosquittoBroker: @unchecked Sendable {
     public var url: String { "mqtt://127.0.0.1:\(port)" }
 
     /// Starts the broker and waits (up to 10 s) until it accepts connections.
-    public func start() throws {
-        guard let binary = Self.binary else { throw HarnessError("mosquitto is not installed (apt-get install mosquitto)") }
+    public func start() async throws {
+        guard let binary = Self.binary else {
+            throw HarnessError("mosquitto is not installed (apt-get install mosquitto)")
+        }
         let output = dir.appending(path: "stdout").path
         unlink(output)
         pid = try spawnServer([binary, "-c", dir.appending(path: "mosquitto.conf").path], output: output)
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if acceptsConnections(port) { return }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw HarnessError("mosquitto did not start on port \(port): \(log.suffix(500))")
     }

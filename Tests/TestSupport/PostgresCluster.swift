@@ -1,3 +1,4 @@
+import Core
 import Foundation
 
 /// A real PostgreSQL server (Debian's `postgresql`) of the test's own: `initdb` into a temporary folder, `postgres`
@@ -16,37 +17,47 @@ public final class PostgresCluster: @unchecked Sendable {
         let root = "/usr/lib/postgresql"
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
         let newest = versions.compactMap { Int($0) }.sorted().last
-        guard let newest, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else { return nil }
+        guard let newest, FileManager.default.isExecutableFile(atPath: "\(root)/\(newest)/bin/initdb") else {
+            return nil
+        }
         return "\(root)/\(newest)/bin"
     }
 
-    public init() throws {
-        guard let bin = Self.binDir else { throw HarnessError("PostgreSQL is not installed (apt-get install postgresql)") }
+    /// `initdb` and a started server; the waits are off the cooperative pool (see `offThread`).
+    public init() async throws {
+        guard let bin = Self.binDir else {
+            throw HarnessError("PostgreSQL is not installed (apt-get install postgresql)")
+        }
         port = try freeLoopbackPortOutsideEphemeralRange()
         dir = FileManager.default.temporaryDirectory.appending(path: "pg-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let passwordFile = dir.appending(path: "pwfile").path
-        try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
-        if getuid() == 0 { _ = try runCommand(["chown", "-R", "postgres:postgres", dir.path]) }
-        _ = try runCommand(
-            Self.asOwner + [
-                "\(bin)/initdb", "-D", data, "-U", superuser, "--pwfile=\(passwordFile)", "--auth-host=scram-sha-256",
-                "--auth-local=trust", "--no-sync", "-E", "UTF8", "--locale=C",
-            ])
-        // Enough sessions for several replicas and their tests side by side; no fsync (a test cluster, not data).
-        try """
-        listen_addresses = '127.0.0.1'
-        port = \(port)
-        unix_socket_directories = '\(dir.path)'
-        max_connections = 100
-        fsync = off
-        synchronous_commit = off
-        full_page_writes = off
-        logging_collector = off
+        try await offThread(named: "test-harness") { [dir, port, superuser, password, data] in
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let passwordFile = dir.appending(path: "pwfile").path
+            try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            if getuid() == 0 { _ = try runCommandBlocking(["chown", "-R", "postgres:postgres", dir.path]) }
+            _ = try runCommandBlocking(
+                Self.asOwner + [
+                    "\(bin)/initdb", "-D", data, "-U", superuser, "--pwfile=\(passwordFile)",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=trust", "--no-sync", "-E", "UTF8", "--locale=C",
+                ])
+            // Enough sessions for several replicas and their tests side by side; no fsync (a test cluster, not data).
+            try """
+            listen_addresses = '127.0.0.1'
+            port = \(port)
+            unix_socket_directories = '\(dir.path)'
+            max_connections = 100
+            fsync = off
+            synchronous_commit = off
+            full_page_writes = off
+            logging_collector = off
 
-        """.write(toFile: "\(data)/postgresql.auto.conf", atomically: true, encoding: .utf8)
-        if getuid() == 0 { _ = try runCommand(["chown", "postgres:postgres", "\(data)/postgresql.auto.conf"]) }
-        try start()
+            """.write(toFile: "\(data)/postgresql.auto.conf", atomically: true, encoding: .utf8)
+            if getuid() == 0 {
+                _ = try runCommandBlocking(["chown", "postgres:postgres", "\(data)/postgresql.auto.conf"])
+            }
+        }
+        try await start()
     }
 
     deinit {
@@ -60,32 +71,35 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     /// A fresh database for one test, so that tests sharing a cluster share no rows.
-    public func createDatabase() throws -> String {
+    public func createDatabase() async throws -> String {
         let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
-        _ = try psql("CREATE DATABASE \(name)")
+        _ = try await psql("CREATE DATABASE \(name)")
         return name
     }
 
     /// Runs `sql` with `psql` over the cluster's Unix socket (trusted: no password).
     @discardableResult
-    public func psql(_ sql: String, database: String = "postgres") throws -> String {
-        try runCommand(psqlCommand(["-c", sql], database: database))
+    public func psql(_ sql: String, database: String = "postgres") async throws -> String {
+        try await runCommand(psqlCommand(["-c", sql], database: database))
     }
 
     /// The command line of `psql` with `arguments` (for a test that needs a client process of its own to kill).
     public func psqlCommand(_ arguments: [String], database: String = "postgres") throws -> [String] {
         guard let bin = Self.binDir else { throw HarnessError("PostgreSQL is not installed") }
-        return Self.asOwner + ["\(bin)/psql", "-X", "-q", "-At", "-h", dir.path, "-p", String(port), "-U", superuser, "-d", database] + arguments
+        return Self.asOwner + [
+            "\(bin)/psql", "-X", "-q", "-At", "-h", dir.path, "-p", String(port), "-U", superuser, "-d", database,
+        ] + arguments
     }
 
     /// Starts the server and waits (up to 20 s) until it accepts connections.
-    public func start() throws {
+    public func start() async throws {
         guard let bin = Self.binDir else { throw HarnessError("PostgreSQL is not installed") }
-        pid = try spawnServer(Self.asOwner + ["\(bin)/postgres", "-D", data], output: dir.appending(path: "server.log").path)
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            if acceptsConnections(port), (try? psql("SELECT 1")) != nil { return }
-            Thread.sleep(forTimeInterval: 0.05)
+        pid = try spawnServer(
+            Self.asOwner + ["\(bin)/postgres", "-D", data], output: dir.appending(path: "server.log").path)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if acceptsConnections(port), (try? await psql("SELECT 1")) != nil { return }
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw HarnessError("PostgreSQL did not start on port \(port): \(log.suffix(800))")
     }

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 
 /// A Python program from Tests/Interop run with the project's venv (`make test` creates .venv with the peers).
@@ -6,7 +7,9 @@ public final class PythonPeer: Sendable {
         .deletingLastPathComponent()
 
     public static var python: String? {
-        let path = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_PYTHON"] ?? root.appending(path: ".venv/bin/python").path
+        let path =
+            ProcessInfo.processInfo.environment["ALLOWANCE_TEST_PYTHON"]
+            ?? root.appending(path: ".venv/bin/python").path
         return FileManager.default.isExecutableFile(atPath: path) ? path : nil
     }
 
@@ -17,8 +20,8 @@ public final class PythonPeer: Sendable {
     /// What the peer printed on its first line after "listening ".
     public let address: String
 
-    /// Starts `Tests/Interop/<script>` and waits (up to 20 s) for its `listening ...` line.
-    public init(script: String, arguments: [String] = []) throws {
+    /// Starts `Tests/Interop/<script>` and waits (up to 20 s, off the pool) for its `listening ...` line.
+    public init(script: String, arguments: [String] = []) async throws {
         guard let python = Self.python else { throw PeerError("no Python venv with the test peers: run `make test`") }
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
@@ -27,7 +30,9 @@ public final class PythonPeer: Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        guard let line = Self.firstLine(output.fileHandleForReading), line.hasPrefix("listening ") else {
+        let reading = output.fileHandleForReading
+        let line = await offThread(named: "test-harness") { Self.firstLine(reading) }
+        guard let line, line.hasPrefix("listening ") else {
             Self.kill(process)
             throw PeerError("\(script) did not start")
         }
@@ -35,8 +40,16 @@ public final class PythonPeer: Sendable {
     }
 
     /// Runs a one-shot script from Tests/Interop with `input` on stdin; returns its exit status and stdout.
-    public static func run(script: String, arguments: [String] = [], input: String) throws -> (status: Int32, output: String) {
+    public static func run(
+        script: String, arguments: [String] = [], input: String
+    ) async throws -> (status: Int32, output: String) {
         guard let python else { throw PeerError("no Python venv with the test peers: run `make test`") }
+        return try await offThread(named: "test-harness") { try runBlocking(python, script, arguments, input) }
+    }
+
+    private static func runBlocking(
+        _ python: String, _ script: String, _ arguments: [String], _ input: String
+    ) throws -> (status: Int32, output: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: python)
         p.arguments = [root.appending(path: "Tests/Interop/\(script)").path] + arguments

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import WebSocketTransport
 
 /// wss:// against a real TLS server (Python websockets) with certificates made by openssl for the test.
@@ -56,8 +56,8 @@ struct TLSTests {
 enum TLSPeer {
     /// A self-signed certificate for `hostName`, a TLS echo server using it; `body` gets its port and the cert path.
     static func with(hostName: String, _ body: (Int, String) async throws -> Void) async throws {
-        let certificate = try SelfSignedCertificate(host: hostName)
-        let server = try PythonPeer(script: "tls_echo_server.py", arguments: [certificate.cert, certificate.key])
+        let certificate = try await SelfSignedCertificate(host: hostName)
+        let server = try await PythonPeer(script: "tls_echo_server.py", arguments: [certificate.cert, certificate.key])
         defer { server.stop() }
         let port = try #require(Int(server.address))
         try await body(port, certificate.cert)
