@@ -75,8 +75,7 @@ final class LWSConnection: @unchecked Sendable {
         }
         retryPolicy.initialize(to: policy)
         inbox = MessageInbox(
-            highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes,
-            schedule: { delay, action in loop.schedule(after: delay, action) })
+            loop: loop, highWater: options.receiveBufferMessages, highWaterBytes: options.receiveBufferBytes)
         inbox.onResume { [weak self] in self?.requestResumeReading() }
     }
 
@@ -120,9 +119,11 @@ final class LWSConnection: @unchecked Sendable {
             return
         }
         if !established && deadline {
-            fail(WebSocketError(
-                .timeout,
-                "Connecting to \(address.host):\(address.port) timed out after \(options.connectTimeout) without a WebSocket upgrade answer."))
+            fail(
+                WebSocketError(
+                    .timeout,
+                    "Connecting to \(address.host):\(address.port) timed out after \(options.connectTimeout) without a WebSocket upgrade answer."
+                ))
             end(kill: true)
             return
         }
@@ -142,7 +143,9 @@ final class LWSConnection: @unchecked Sendable {
 
     /// Loop thread: the loop is shutting down with this connection open.
     func abandon() {
-        if failure == nil { failure = WebSocketError(.connectionLost, "The WebSocket loop was shut down with the connection open.") }
+        if failure == nil {
+            failure = WebSocketError(.connectionLost, "The WebSocket loop was shut down with the connection open.")
+        }
         end(kill: true)
     }
 
@@ -167,8 +170,9 @@ final class LWSConnection: @unchecked Sendable {
         if address.secure {
             var flags = Int32(LCCSCF_USE_SSL.rawValue)
             if options.allowInsecureTLS {
-                flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
-                    | LCCSCF_ALLOW_EXPIRED.rawValue | LCCSCF_ALLOW_INSECURE.rawValue)
+                flags |= Int32(
+                    LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
+                        | LCCSCF_ALLOW_EXPIRED.rawValue | LCCSCF_ALLOW_INSECURE.rawValue)
             }
             ci.ssl_connection = flags
         }
@@ -209,9 +213,11 @@ final class LWSConnection: @unchecked Sendable {
         if let result { freeaddrinfo(result) }
         if rc != 0 {
             let why = String(cString: gai_strerror(rc))
-            return WebSocketError(.dnsFailure, "Could not resolve the host name '\(address.host)' (\(why)). Check the URL and DNS.")
+            return WebSocketError(
+                .dnsFailure, "Could not resolve the host name '\(address.host)' (\(why)). Check the URL and DNS.")
         }
-        return WebSocketError(.setupFailed, "libwebsockets could not start a connection to \(address.host):\(address.port).")
+        return WebSocketError(
+            .setupFailed, "libwebsockets could not start a connection to \(address.host):\(address.port).")
     }
 
     func enqueue(_ message: WebSocketMessage) throws(WebSocketError) {
@@ -221,7 +227,9 @@ final class LWSConnection: @unchecked Sendable {
             s.bufferedBytes += message.bytes.count
             return true
         }
-        guard ok else { throw WebSocketError(.notConnected, "The WebSocket connection is closed; the message was not sent.") }
+        guard ok else {
+            throw WebSocketError(.notConnected, "The WebSocket connection is closed; the message was not sent.")
+        }
         loop.request(self)
     }
 
@@ -291,7 +299,10 @@ final class LWSConnection: @unchecked Sendable {
                     }
                 }
                 if ok != 0 {
-                    fail(WebSocketError(.setupFailed, "The request headers do not fit in libwebsockets' buffer (header '\(name)')."))
+                    fail(
+                        WebSocketError(
+                            .setupFailed, "The request headers do not fit in libwebsockets' buffer (header '\(name)').")
+                    )
                     return -1
                 }
             }
@@ -306,7 +317,8 @@ final class LWSConnection: @unchecked Sendable {
             let status = Int(lws_http_client_http_response(wsi))
             fail(
                 .connecting(
-                    to: address, text, status: status, connectTimeout: options.connectTimeout, lacksSubjectAltName: lacksSubjectAltName))
+                    to: address, text, status: status, connectTimeout: options.connectTimeout,
+                    lacksSubjectAltName: lacksSubjectAltName))
             end(kill: false)
         case LWS_CALLBACK_CLIENT_RECEIVE:
             if let input, len > 0 {
@@ -316,9 +328,11 @@ final class LWSConnection: @unchecked Sendable {
                     // and close with 1009 from WRITEABLE, where lws expects it.
                     if !oversize {
                         oversize = true
-                        fail(WebSocketError(
-                            .messageTooLarge,
-                            "The server sent a message larger than the \(options.maxMessageSize)-byte limit; closed with code 1009. Raise the maximum message size if such messages are expected."))
+                        fail(
+                            WebSocketError(
+                                .messageTooLarge,
+                                "The server sent a message larger than the \(options.maxMessageSize)-byte limit; closed with code 1009. Raise the maximum message size if such messages are expected."
+                            ))
                         shared.withLock { $0.closeRequest = WebSocketClose(code: 1009, reason: "message too big") }
                         lws_rx_flow_control(wsi, 0)
                         lws_callback_on_writable(wsi)
@@ -413,7 +427,11 @@ final class LWSConnection: @unchecked Sendable {
     private func finishInbox() {
         if let done = onEstablished {
             onEstablished = nil
-            done(.failure(failure ?? WebSocketError(.connectionLost, "The connection closed before the WebSocket upgrade completed.")))
+            done(
+                .failure(
+                    failure
+                        ?? WebSocketError(
+                            .connectionLost, "The connection closed before the WebSocket upgrade completed.")))
         }
         let ownClose = shared.withLock { $0.closeInfo }
         if let peerClose {
@@ -424,8 +442,11 @@ final class LWSConnection: @unchecked Sendable {
         } else if peerClose != nil || ownClose != nil {
             inbox.finish(.success(()))
         } else {
-            inbox.finish(.failure(WebSocketError(
-                .connectionLost, "The connection to \(address.host):\(address.port) was lost without a close handshake.")))
+            inbox.finish(
+                .failure(
+                    WebSocketError(
+                        .connectionLost,
+                        "The connection to \(address.host):\(address.port) was lost without a close handshake.")))
         }
     }
 }

@@ -15,11 +15,18 @@ public final class MessageInbox: AsyncSequence, Sendable {
         var waiter: CheckedContinuation<Wake, Never>?
         /// The number of the last wait, so that a timer meant for an earlier one does not end a later one.
         var waits = 0
+        /// The timer of the waiter's timed wait, taken back when the wait ends another way.
+        var timer: WebSocketLoop.TimerID?
         var end: Result<Void, WebSocketError>?
         var paused = false
         /// The bytes of the messages waiting.
         var bytes = 0
         var count: Int { queue.count - head }
+
+        mutating func takeWaiter() -> Waiter? {
+            defer { (waiter, timer) = (nil, nil) }
+            return waiter.map { ($0, timer) }
+        }
     }
 
     private enum Wake { case ready, timedOut }
@@ -30,19 +37,15 @@ public final class MessageInbox: AsyncSequence, Sendable {
     /// Asks the service thread to read the socket again (set once by the connection).
     /// Boxed: a closure stored directly in a Mutex gains two reabstraction thunks per `withLock` (see Store).
     private let resumeHook = Mutex<HookBox?>(nil)
-    /// Runs an action after a delay on the connection's loop (for `nextBatch(within:)`).
-    private let schedule: @Sendable (Duration, @escaping @Sendable () -> Void) -> Void
+    /// The connection's loop, whose timers end `nextBatch(within:)` (nil: such a wait does not time out).
+    private let loop: WebSocketLoop?
 
-    init(highWater: Int, highWaterBytes: Int = .max, schedule: @escaping @Sendable (Duration, @escaping @Sendable () -> Void) -> Void) {
+    /// An inbox read on `loop`: by a WebSocket of it, or by another transport that fills it (Server-Sent Events,
+    /// Long Polling: `push` and `finish`), with the same bounds.
+    public init(loop: WebSocketLoop?, highWater: Int = 4096, highWaterBytes: Int = 1 << 20) {
         self.highWater = Swift.max(2, highWater)
         self.highWaterBytes = Swift.max(1, highWaterBytes)
-        self.schedule = schedule
-    }
-
-    /// An inbox that another transport fills (Server-Sent Events, Long Polling: `push` and `finish`), read on
-    /// `loop` as a WebSocket's is, with the same bounds.
-    public convenience init(loop: WebSocketLoop, highWater: Int = 4096, highWaterBytes: Int = 1 << 20) {
-        self.init(highWater: highWater, highWaterBytes: highWaterBytes) { delay, action in loop.schedule(after: delay, action) }
+        self.loop = loop
     }
 
     private func full(_ s: State) -> Bool { s.count >= highWater || s.bytes >= highWaterBytes }
@@ -66,33 +69,42 @@ public final class MessageInbox: AsyncSequence, Sendable {
     /// even when the reader waits: a reader on the loop runs after this round of reading, and then takes every
     /// message the round brought at once.
     public func push(_ message: WebSocketMessage) -> Bool {
-        let (waiter, pause): (CheckedContinuation<Wake, Never>?, Bool) = state.withLock { s in
+        let (waiter, pause): (Waiter?, Bool) = state.withLock { s in
             s.queue.append(message)
             s.bytes += message.count
             let pause = full(s) && !s.paused
             if pause { s.paused = true }
-            defer { s.waiter = nil }
-            return (s.waiter, pause)
+            return (s.takeWaiter(), pause)
         }
-        waiter?.resume(returning: .ready)
+        wake(waiter)
         return pause
+    }
+
+    private typealias Waiter = (continuation: CheckedContinuation<Wake, Never>, timer: WebSocketLoop.TimerID?)
+
+    /// Resumes a waiter woken by a message or the end, and takes back its timer.
+    private func wake(_ waiter: Waiter?) {
+        guard let waiter else { return }
+        if let timer = waiter.timer { loop?.cancel(timer) }
+        waiter.continuation.resume(returning: .ready)
     }
 
     /// The transport's thread: no more messages. A clean close ends iteration; an error is thrown after the queued ones.
     public func finish(_ end: Result<Void, WebSocketError>) {
-        let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
+        let waiter = state.withLock { s -> Waiter? in
             guard s.end == nil else { return nil }
             s.end = end
-            defer { s.waiter = nil }
-            return s.waiter
+            return s.takeWaiter()
         }
-        waiter?.resume(returning: .ready)
+        wake(waiter)
     }
 
     /// Every message waiting (at least one, waiting for it if need be); nil after a clean close. A reader that
     /// falls behind takes the backlog in one wake-up instead of one per message. The wait stays on the caller's
     /// actor: a reader on the connection's loop is resumed on the loop's thread, with no other thread woken.
-    public func nextBatch(isolation: isolated (any Actor)? = #isolation) async throws(WebSocketError) -> [WebSocketMessage]? {
+    public func nextBatch(
+        isolation: isolated (any Actor)? = #isolation
+    ) async throws(WebSocketError) -> [WebSocketMessage]? {
         try await nextBatch(within: nil, isolation: isolation)
     }
 
@@ -120,7 +132,10 @@ public final class MessageInbox: AsyncSequence, Sendable {
         }
     }
 
-    private enum Taken { case messages([WebSocketMessage]), nothing, closed }
+    private enum Taken {
+        case messages([WebSocketMessage])
+        case nothing, closed
+    }
 
     /// Every waiting message (`all`) or the oldest one; `.closed` once the connection closed cleanly and all was
     /// taken. Throws the connection's error once all was taken. Asks the loop to read again when the reader has taken
@@ -167,9 +182,9 @@ public final class MessageInbox: AsyncSequence, Sendable {
                 if s.count > 0 || s.end != nil { return true }
                 s.waiter = continuation
                 s.waits += 1
-                if let timeout {
+                if let timeout, let loop {
                     let ticket = s.waits
-                    schedule(timeout) { [self] in expire(ticket) }
+                    s.timer = loop.schedule(after: timeout) { [self] in expire(ticket) }
                 }
                 return false
             }
@@ -180,16 +195,19 @@ public final class MessageInbox: AsyncSequence, Sendable {
     private func expire(_ ticket: Int) {
         let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             guard s.waits == ticket else { return nil }
-            defer { s.waiter = nil }
-            return s.waiter
+            return s.takeWaiter()?.continuation
         }
         waiter?.resume(returning: .timedOut)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let inbox: MessageInbox
-        public mutating func next() async throws(WebSocketError) -> WebSocketMessage? { try await inbox.next(isolation: nil) }
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> WebSocketMessage? {
+        public mutating func next() async throws(WebSocketError) -> WebSocketMessage? {
+            try await inbox.next(isolation: nil)
+        }
+        public mutating func next(
+            isolation actor: isolated (any Actor)?
+        ) async throws(WebSocketError) -> WebSocketMessage? {
             try await inbox.next(isolation: actor)
         }
     }

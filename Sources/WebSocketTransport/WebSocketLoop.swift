@@ -1,5 +1,5 @@
-import Core
 import CLibWebSockets
+import Core
 import Foundation
 import Synchronization
 
@@ -23,6 +23,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         var requests: [LWSConnection] = []
         /// In order of `due`: the earliest first, the due ones a prefix.
         var timers: [Timer] = []
+        var lastTimer: UInt64 = 0
         var shutdown = false
         var threadStarted = false
         /// The context while it may be woken; cleared under the lock before it is destroyed.
@@ -32,8 +33,14 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     }
 
     private struct Timer: Sendable {
+        let id: TimerID
         let due: ContinuousClock.Instant
         let action: @Sendable () -> Void
+    }
+
+    /// A timer of the loop's, for `cancel`.
+    public struct TimerID: Sendable, Equatable {
+        fileprivate let value: UInt64
     }
 
     private let shared = Mutex(Shared())
@@ -66,7 +73,10 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     ///   - connectTimeout: how long DNS and TCP may take for each connection (lws bounds those two).
     ///   - proxy: the HTTP proxy this loop's connections tunnel through (CONNECT), as `ProxyPolicy` decided for their
     ///     host; nil: directly, whatever `http_proxy` says (lws would otherwise read it alone, for every scheme).
-    public init(name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10), proxy: ProxyPolicy.Proxy? = nil) {
+    public init(
+        name: String = "lws", caFile: String? = nil, connectTimeout: Duration = .seconds(10),
+        proxy: ProxyPolicy.Proxy? = nil
+    ) {
         LWSLog.install()
         self.name = name
         self.caFile = caFile.map { strdup($0) }
@@ -78,9 +88,12 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         protocols[0].callback = lwsCallback
         protocols[0].rx_buffer_size = 65536
         // The sul first (lws hands its address back), then this loop, for the callback to find.
-        sul = .allocate(byteCount: MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeRawPointer>.stride, alignment: 16)
+        sul = .allocate(
+            byteCount: MemoryLayout<lws_sorted_usec_list_t>.stride + MemoryLayout<UnsafeRawPointer>.stride,
+            alignment: 16)
         sul.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<lws_sorted_usec_list_t>.stride)
-        (sul + MemoryLayout<lws_sorted_usec_list_t>.stride).storeBytes(of: Unmanaged.passUnretained(self).toOpaque(), as: UnsafeMutableRawPointer.self)
+        (sul + MemoryLayout<lws_sorted_usec_list_t>.stride).storeBytes(
+            of: Unmanaged.passUnretained(self).toOpaque(), as: UnsafeMutableRawPointer.self)
     }
 
     deinit {
@@ -119,16 +132,31 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
 
     /// Runs `action` on the loop's thread after `delay`, between two rounds of lws service (never inside an lws
     /// callback). The wait is lws's own poll timeout: it costs no thread of its own.
-    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
+    @discardableResult
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> TimerID {
         let onLoop = isLoopThread
-        let timer = Timer(due: .now + delay, action: action)
-        shared.withLock { s in
+        let due = ContinuousClock.now + delay
+        return shared.withLock { s in
+            s.lastTimer += 1
+            let timer = Timer(id: TimerID(value: s.lastTimer), due: due, action: action)
             // Usually last (the same waits again and again): found from the end.
             let at = s.timers.lastIndex { $0.due <= timer.due }.map { $0 + 1 } ?? 0
             s.timers.insert(timer, at: at)
             wakeLocked(&s, onLoop: onLoop)
+            return timer.id
         }
     }
+
+    /// Takes back a timer that has not run yet (one that ran, or is running, is left alone): a wait that ended
+    /// early does not wake the loop later for nothing.
+    public func cancel(_ timer: TimerID) {
+        shared.withLock { s in
+            if let at = s.timers.lastIndex(where: { $0.id == timer }) { s.timers.remove(at: at) }
+        }
+    }
+
+    /// Timers not run yet (for tests).
+    var pendingTimers: Int { shared.withLock { $0.timers.count } }
 
     /// Ends the loop: open connections are dropped, the context is destroyed and the thread exits once it has run
     /// what was queued.
@@ -302,7 +330,8 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
 /// lws's timer callback: the loop is stored right after the sul.
 private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
     guard let sul else { return }
-    let raw = (UnsafeMutableRawPointer(sul) + MemoryLayout<lws_sorted_usec_list_t>.stride).load(as: UnsafeMutableRawPointer.self)
+    let raw = (UnsafeMutableRawPointer(sul) + MemoryLayout<lws_sorted_usec_list_t>.stride).load(
+        as: UnsafeMutableRawPointer.self)
     Unmanaged<WebSocketLoop>.fromOpaque(raw).takeUnretainedValue().timerFired()
 }
 
@@ -312,11 +341,15 @@ private func lwsCallback(
     wsi: OpaquePointer?, reason: lws_callback_reasons, user: UnsafeMutableRawPointer?,
     input: UnsafeMutableRawPointer?, len: Int
 ) -> Int32 {
-    guard let wsi, reason != LWS_CALLBACK_EVENT_WAIT_CANCELLED, let raw = lws_get_opaque_user_data(wsi) else { return 0 }
+    guard let wsi, reason != LWS_CALLBACK_EVENT_WAIT_CANCELLED, let raw = lws_get_opaque_user_data(wsi) else {
+        return 0
+    }
     let connection = Unmanaged<LWSConnection>.fromOpaque(raw).takeUnretainedValue()
     if reason == LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION {
         // `user` is the X509_STORE_CTX: the name must be in subjectAltName, as for every other transport.
-        guard let user, !connection.options.allowInsecureTLS, clws_refuse_without_subject_alt_name(user) != 0 else { return 0 }
+        guard let user, !connection.options.allowInsecureTLS, clws_refuse_without_subject_alt_name(user) != 0 else {
+            return 0
+        }
         connection.lacksSubjectAltName = true
         return 1
     }
