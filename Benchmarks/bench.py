@@ -364,9 +364,35 @@ rules:
         self.results["throughput_1"] = self.throughput_at(sim, 1)
         return sim
 
-    def throughput_at(self, sim, batch):
-        """The relay first, then each client on the same kind of stream."""
+    def throughput_at(self, sim, batch, relay=True):
+        """The relay first (unless not `relay`), then each client on the same kind of stream."""
         rows = {}
+        if relay:
+            self.relay_throughput_at(sim, batch, rows)
+        for name, argv in self.clients(sim).items():
+            self.log(f"throughput, {batch} per frame: {name}")
+            protocol = "messagepack" if name.endswith("MessagePack") else "json"
+            c = Proc(name.split()[0], argv, workdir=self.work, env={"BENCH_PROTOCOL": protocol})
+            try:
+                c.wait_line(lambda l: l == "connected", 60)
+                time.sleep(1 if self.quick else 3)
+                idle = c.status()
+                prep = sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}&protocol={protocol}")
+                t0 = time.monotonic()
+                sim.post("/_sim/blast/go")
+                line = c.wait_line(lambda l: l.startswith("{"), 900)
+                wall = time.monotonic() - t0
+                own = json.loads(line)
+                s = c.status()
+                rows[name] = {"events": own["events"], "seconds_wall": wall, "seconds_first_to_last": own["seconds"],
+                              "events_per_s": own["events"] / wall, "rss_idle_mib": idle["VmRSS"],
+                              "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "frames": prep["frames"]}
+                self.log(f"  {rows[name]['events_per_s']:.0f} events/s, peak RSS {s['VmHWM']:.1f} MiB")
+            finally:
+                c.stop(signal.SIGKILL)
+        return rows
+
+    def relay_throughput_at(self, sim, batch, rows):
         # The whole pipeline: the relay binary stores each event durably, runs the rules and writes the delivery rows.
         # Its sink points at a closed port: the rows are written, and sending does not compete for the CPU.
         name = "allowance-relay run (stored, rules, delivery rows)"
@@ -393,30 +419,8 @@ rules:
             self.log(f"  {rows[name]['events_per_s']:.0f} events/s, {deliveries} delivery rows, peak RSS {s['VmHWM']:.1f} MiB")
         finally:
             relay.stop()
-        for name, argv in self.clients(sim).items():
-            self.log(f"throughput, {batch} per frame: {name}")
-            protocol = "messagepack" if name.endswith("MessagePack") else "json"
-            c = Proc(name.split()[0], argv, workdir=self.work, env={"BENCH_PROTOCOL": protocol})
-            try:
-                c.wait_line(lambda l: l == "connected", 60)
-                time.sleep(1 if self.quick else 3)
-                idle = c.status()
-                prep = sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}&protocol={protocol}")
-                t0 = time.monotonic()
-                sim.post("/_sim/blast/go")
-                line = c.wait_line(lambda l: l.startswith("{"), 900)
-                wall = time.monotonic() - t0
-                own = json.loads(line)
-                s = c.status()
-                rows[name] = {"events": own["events"], "seconds_wall": wall, "seconds_first_to_last": own["seconds"],
-                              "events_per_s": own["events"] / wall, "rss_idle_mib": idle["VmRSS"],
-                              "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "frames": prep["frames"]}
-                self.log(f"  {rows[name]['events_per_s']:.0f} events/s, peak RSS {s['VmHWM']:.1f} MiB")
-            finally:
-                c.stop(signal.SIGKILL)
         if batch == 20:
-            self.pipeline_db = db
-        return rows
+            self.pipeline_db = db  # the storage part measures it
 
     # 6: storage --------------------------------------------------------------------------------------------------
     def storage(self):
