@@ -121,10 +121,12 @@ extension HubSimulator {
             // ASP.NET Core 11's EnableAuthenticationRefresh: negotiate reports the token's lifetime and
             // `POST /hubs/family/refresh?id=` takes a fresh token for a live connection.
             let refresh = q["refresh"] == "true"
+            let failures = q["refreshFailures"].flatMap { Int($0) } ?? 0
             self.faults.withLock { f in
                 f.tokenLifetime = seconds.map { .milliseconds(Int($0 * 1000)) }
                 f.closeOnTokenExpiry = close
                 f.authRefresh = refresh
+                f.refreshFailures = failures
             }
             self.logger.notice(
                 "fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")\(refresh ? ", refresh offered" : "")")

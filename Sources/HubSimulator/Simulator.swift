@@ -78,6 +78,8 @@ public final class HubSimulator: Sendable {
         var closeOnTokenExpiry = false
         /// Authentication refresh offered (`POST /_sim/tokens?refresh=true`).
         var authRefresh = false
+        /// The next this many refreshes fail with 503 (`refreshFailures=N`), as a refresh meeting a restarting server.
+        var refreshFailures = 0
         /// A server that returns at most this many transactions per page, whatever `limit` asked.
         var pageCap: Int?
         /// "ok"; "ignore-offset": every page is the first one; "endless": every page is new transactions.
@@ -389,6 +391,11 @@ public final class HubSimulator: Sendable {
     func refreshRoute(_ router: Router<BasicRequestContext>) {
         router.post("hubs/family/refresh") { request, _ in
             guard self.faults.withLock({ $0.authRefresh }) else { return Response(status: .notFound) }
+            let fails = self.faults.withLock { f in
+                defer { f.refreshFailures = max(0, f.refreshFailures - 1) }
+                return f.refreshFailures > 0
+            }
+            if fails { return Response(status: .serviceUnavailable) }
             guard let id = request.uri.queryParameters["id"].map(String.init), self.connectionBearers.withLock({ $0[id] }) != nil else {
                 return self.json(404, ["error": "No Connection with that ID"])
             }

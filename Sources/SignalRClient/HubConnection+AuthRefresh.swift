@@ -19,11 +19,20 @@ extension HubConnection {
         authRefreshTask?.cancel()
         authRefreshTask = nil
         refreshTarget = nil
+        tokenExpiry = nil
         guard options.authenticationRefresh, options.accessTokenProvider != nil, let id = negotiated.socketId,
             let lifetime = negotiated.tokenLifetime
         else { return }
         refreshTarget = Negotiator.refreshURL(negotiated.url, id: id)
+        tokenExpiry = .now + lifetime
         scheduleRefresh(in: Self.refreshDelay(lifetime: lifetime, before: options.refreshBeforeExpiration))
+    }
+
+    /// When to try a failed refresh again: halfway to the token's expiry, while that is a second or more away.
+    static func retryDelay(now: ContinuousClock.Instant, expiry: ContinuousClock.Instant?) -> Duration? {
+        guard let expiry else { return nil }
+        let half = (expiry - now) / 2
+        return half >= .seconds(1) ? half : nil
     }
 
     private func scheduleRefresh(in delay: Duration) {
@@ -39,9 +48,17 @@ extension HubConnection {
         do {
             _ = try await refreshAuthentication()
         } catch {
-            // The server will end the connection when the old token expires (if it closes on expiry); the reconnect
-            // then takes a new token, as without refresh.
-            logger.warning("could not refresh the access token on the live connection: \(error.message)")
+            // A server restarting or a network blip: tried again halfway to the expiry while a second or more is
+            // left. After that, the server ends the connection when the old token expires (if it closes on
+            // expiry), and the reconnect takes a new token, as without refresh.
+            if let again = Self.retryDelay(now: .now, expiry: tokenExpiry) {
+                logger.warning(
+                    "could not refresh the access token on the live connection (trying again in \(again)): \(error.message)"
+                )
+                scheduleRefresh(in: again)
+            } else {
+                logger.warning("could not refresh the access token on the live connection: \(error.message)")
+            }
         }
     }
 
@@ -50,7 +67,8 @@ extension HubConnection {
     @discardableResult
     public func refreshAuthentication() async throws(HubConnectionError) -> Duration? {
         guard let target = refreshTarget else {
-            throw HubConnectionError(.invalidState, "The server did not offer authentication refresh for this connection.")
+            throw HubConnectionError(
+                .invalidState, "The server did not offer authentication refresh for this connection.")
         }
         let fresh = try await token(fresh: true)
         let request = options.hubRequest(target, token: fresh)
@@ -63,7 +81,8 @@ extension HubConnection {
         let body = try? JSONValue(parsing: answer.body)
         if let error = body?["error"]?.stringValue {
             throw HubConnectionError(
-                answer.status == 401 || answer.status == 403 ? .unauthorized : .negotiateFailed, "The server refused the refresh: \(error)")
+                answer.status == 401 || answer.status == 403 ? .unauthorized : .negotiateFailed,
+                "The server refused the refresh: \(error)")
         }
         guard answer.status == 200 else {
             throw HubConnectionError(
@@ -74,7 +93,11 @@ extension HubConnection {
         let lifetime = body?["tokenLifetimeSeconds"]?.intValue.map { Duration.seconds($0) }
         logger.info(
             "refreshed the access token on the live connection",
-            metadata: ["next": "\(lifetime.map { "\(Self.refreshDelay(lifetime: $0, before: options.refreshBeforeExpiration))" } ?? "-")"])
+            metadata: [
+                "next":
+                    "\(lifetime.map { "\(Self.refreshDelay(lifetime: $0, before: options.refreshBeforeExpiration))" } ?? "-")"
+            ])
+        tokenExpiry = lifetime.map { .now + $0 }
         if let lifetime, options.authenticationRefresh {
             scheduleRefresh(in: Self.refreshDelay(lifetime: lifetime, before: options.refreshBeforeExpiration))
         }

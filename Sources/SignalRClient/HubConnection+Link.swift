@@ -354,6 +354,7 @@ extension HubConnection {
         authRefreshTask?.cancel()
         authRefreshTask = nil
         refreshTarget = nil
+        tokenExpiry = nil
         ackTask?.cancel()
         ackTask = nil
         let waiters = sendSpaceWaiters

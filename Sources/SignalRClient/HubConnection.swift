@@ -68,6 +68,8 @@ public actor HubConnection {
     /// The token the live HTTP transport's polls and sends carry, which a refresh replaces.
     var bearerInUse: BearerToken?
     var authRefreshTask: Task<Void, Never>?
+    /// When the token in use expires, as the server last reported its lifetime (a failed refresh is retried before).
+    var tokenExpiry: ContinuousClock.Instant?
     var sendSpaceWaiters: [CheckedContinuation<Void, Never>] = []
     let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     /// The handler jobs of the frame being processed, handed to the dispatcher together at its end: one hand-over

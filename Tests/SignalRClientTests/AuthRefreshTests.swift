@@ -1,8 +1,9 @@
 import Foundation
-@testable import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
+
+@testable import SignalRClient
 
 /// Authentication refresh (ASP.NET Core 11) against the simulator, whose login tokens are made to live a few seconds
 /// and whose connections end when their token expires (CloseOnAuthenticationExpiration).
@@ -11,7 +12,9 @@ import TestSupport
     static func login(_ base: URL, _ asked: Collector<String>) -> HubConnectionOptions {
         options {
             $0.accessTokenProvider = {
-                let answer = try await call(base, "POST", "/api/v1/auth/login", body: #"{"email":"parent@example.com","password":"allowance"}"#, token: nil)
+                let answer = try await call(
+                    base, "POST", "/api/v1/auth/login", body: #"{"email":"parent@example.com","password":"allowance"}"#,
+                    token: nil)
                 let token = answer["token"]?.stringValue ?? ""
                 asked.append(token)
                 return token
@@ -38,7 +41,9 @@ import TestSupport
             // Over two lifetimes: each token is replaced about halfway through its 4 s.
             try await Task.sleep(for: .seconds(9))
             let balances = Collector<Decimal>()
-            await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await connection.on("BalanceUpdated") { (args: HubArguments) in
+                balances.append(try args.decode(1, as: Decimal.self))
+            }
             try await call(base, "POST", "/_sim/burst?count=1")
             #expect(await balances.wait(for: 1).count == 1, "events still flow on the first connection")
             #expect(lost.values.isEmpty, "no reconnect: \(lost.values)")
@@ -48,6 +53,41 @@ import TestSupport
             #expect(Set(asked.values).count == asked.values.count, "a new token each time")
             await connection.stop()
         }
+    }
+
+    /// A refresh that meets a server restarting (503) is tried again before the token expires: the connection holds.
+    @Test func aFailedRefreshIsTriedAgainBeforeTheTokenExpires() async throws {
+        try await withSimulator { base in
+            // 6 s tokens: refreshed about 2.5 s in; that one fails, and the retry comes halfway to the expiry.
+            try await call(base, "POST", "/_sim/tokens?lifetime=6&closeOnExpiry=true&refresh=true&refreshFailures=1")
+            let asked = Collector<String>()
+            var o = Self.login(base, asked)
+            o.transports = [.webSockets]
+            let connection = HubConnection(url: hubURL(base), options: o, logger: quietLogger())
+            let events = await connection.events()
+            let lost = Collector<HubConnectionEvent>()
+            let watcher = Task { for await e in events { if case .reconnecting = e { lost.append(e) } } }
+            defer { watcher.cancel() }
+            try await connection.start()
+            let id = await connection.connectionId
+            try await Task.sleep(for: .seconds(7))
+            #expect(lost.values.isEmpty, "no reconnect: \(lost.values)")
+            #expect(await connection.connectionId == id)
+            let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
+            #expect(refreshes >= 1, "the retry got through: \(refreshes)")
+            #expect(
+                asked.values.count >= 3,
+                "a token for the start, the failed refresh and the retry: \(asked.values.count)")
+            await connection.stop()
+        }
+    }
+
+    @Test func aFailedRefreshIsTriedAgainHalfwayToTheExpiryWhileASecondIsLeft() {
+        let now = ContinuousClock.now
+        #expect(HubConnection.retryDelay(now: now, expiry: now + .seconds(300)) == .seconds(150))
+        #expect(HubConnection.retryDelay(now: now, expiry: now + .seconds(2)) == .seconds(1))
+        #expect(HubConnection.retryDelay(now: now, expiry: now + .milliseconds(1500)) == nil, "too late: the reconnect")
+        #expect(HubConnection.retryDelay(now: now, expiry: nil) == nil, "the lifetime is not known")
     }
 
     /// Without the endpoint (an older server, or refresh off), today's behaviour: the server ends the connection when
@@ -60,7 +100,9 @@ import TestSupport
             let events = await connection.events()
             try await connection.start()
             let id = await connection.connectionId
-            let back = await waitForEvent(events, timeout: .seconds(10)) { if case .reconnected = $0 { true } else { false } }
+            let back = await waitForEvent(events, timeout: .seconds(10)) {
+                if case .reconnected = $0 { true } else { false }
+            }
             #expect(back != nil)
             #expect(await connection.connectionId != id)
             #expect(asked.values.count >= 2)
@@ -81,8 +123,12 @@ import TestSupport
     }
 
     @Test func negotiateReportsTheTokenLifetime() throws {
-        let answer = try NegotiateResponse.decode(Array(#"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","tokenLifetimeSeconds":900}"#.utf8))
-        guard case .connection(let c) = answer else { Issue.record("\(answer)"); return }
+        let answer = try NegotiateResponse.decode(
+            Array(#"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","tokenLifetimeSeconds":900}"#.utf8))
+        guard case .connection(let c) = answer else {
+            Issue.record("\(answer)")
+            return
+        }
         #expect(c.tokenLifetimeSeconds == 900)
         #expect(throws: HubProtocolError.self) {
             try NegotiateResponse.decode(Array(#"{"connectionId":"c","tokenLifetimeSeconds":"soon"}"#.utf8))
