@@ -16,16 +16,21 @@ extension HubConnection {
     /// Starts (or restarts) the timer for the connection negotiated as `negotiated`: nothing to schedule without a
     /// lifetime, a token source, a connection token, or with refresh turned off.
     func scheduleAuthenticationRefresh(_ negotiated: Negotiated) {
-        authRefreshTask?.cancel()
-        authRefreshTask = nil
-        refreshTarget = nil
-        tokenExpiry = nil
+        stopAuthenticationRefresh()
         guard options.authenticationRefresh, options.accessTokenProvider != nil, let id = negotiated.socketId,
             let lifetime = negotiated.tokenLifetime
         else { return }
         refreshTarget = Negotiator.refreshURL(negotiated.url, id: id)
         tokenExpiry = .now + lifetime
         scheduleRefresh(in: Self.refreshDelay(lifetime: lifetime, before: options.refreshBeforeExpiration))
+    }
+
+    /// Forgets the live connection's refresh: its timer, where it goes, when the token expires.
+    func stopAuthenticationRefresh() {
+        authRefreshTask?.cancel()
+        authRefreshTask = nil
+        refreshTarget = nil
+        tokenExpiry = nil
     }
 
     /// When to try a failed refresh again: halfway to the token's expiry, while that is a second or more away.

@@ -351,10 +351,7 @@ extension HubConnection {
         pending = [:]
         stateful = nil
         reattachTarget = nil
-        authRefreshTask?.cancel()
-        authRefreshTask = nil
-        refreshTarget = nil
-        tokenExpiry = nil
+        stopAuthenticationRefresh()
         ackTask?.cancel()
         ackTask = nil
         let waiters = sendSpaceWaiters

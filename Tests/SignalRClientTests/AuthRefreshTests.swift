@@ -23,20 +23,40 @@ import Testing
         }
     }
 
+    /// The reconnects a connection reported, while `watcher` runs.
+    struct Reconnects {
+        let seen: Collector<HubConnectionEvent>
+        let watcher: Task<Void, Never>
+    }
+
+    /// A started connection over `transport` whose token source signs in afresh each time (the tokens it gave in
+    /// `asked`), and the reconnects it reports.
+    static func started(
+        _ base: URL, _ transport: TransportKind
+    ) async throws -> (HubConnection, asked: Collector<String>, lost: Reconnects) {
+        let asked = Collector<String>()
+        var o = login(base, asked)
+        o.transports = [transport]
+        let connection = HubConnection(url: hubURL(base), options: o, logger: quietLogger())
+        let events = await connection.events()
+        let seen = Collector<HubConnectionEvent>()
+        let watcher = Task { for await e in events { if case .reconnecting = e { seen.append(e) } } }
+        do {
+            try await connection.start()
+        } catch {
+            watcher.cancel()
+            throw error
+        }
+        return (connection, asked, Reconnects(seen: seen, watcher: watcher))
+    }
+
     @Test(arguments: [TransportKind.webSockets, .longPolling])
     func aServerThatOffersRefreshKeepsTheConnection(_ transport: TransportKind) async throws {
         try await withSimulator { base in
             // 4 s tokens, refreshed halfway: 2 s of slack for a loaded machine's late timers.
             try await call(base, "POST", "/_sim/tokens?lifetime=4&closeOnExpiry=true&refresh=true")
-            let asked = Collector<String>()
-            var o = Self.login(base, asked)
-            o.transports = [transport]
-            let connection = HubConnection(url: hubURL(base), options: o, logger: quietLogger())
-            let events = await connection.events()
-            let lost = Collector<HubConnectionEvent>()
-            let watcher = Task { for await e in events { if case .reconnecting = e { lost.append(e) } } }
-            defer { watcher.cancel() }
-            try await connection.start()
+            let (connection, asked, lost) = try await Self.started(base, transport)
+            defer { lost.watcher.cancel() }
             let id = await connection.connectionId
             // Over two lifetimes: each token is replaced about halfway through its 4 s.
             try await Task.sleep(for: .seconds(9))
@@ -46,7 +66,7 @@ import Testing
             }
             try await call(base, "POST", "/_sim/burst?count=1")
             #expect(await balances.wait(for: 1).count == 1, "events still flow on the first connection")
-            #expect(lost.values.isEmpty, "no reconnect: \(lost.values)")
+            #expect(lost.seen.values.isEmpty, "no reconnect: \(lost.seen.values)")
             #expect(await connection.connectionId == id)
             let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
             #expect(refreshes >= 3, "a refresh about every two seconds: \(refreshes)")
@@ -60,18 +80,11 @@ import Testing
         try await withSimulator { base in
             // 6 s tokens: refreshed about 2.5 s in; that one fails, and the retry comes halfway to the expiry.
             try await call(base, "POST", "/_sim/tokens?lifetime=6&closeOnExpiry=true&refresh=true&refreshFailures=1")
-            let asked = Collector<String>()
-            var o = Self.login(base, asked)
-            o.transports = [.webSockets]
-            let connection = HubConnection(url: hubURL(base), options: o, logger: quietLogger())
-            let events = await connection.events()
-            let lost = Collector<HubConnectionEvent>()
-            let watcher = Task { for await e in events { if case .reconnecting = e { lost.append(e) } } }
-            defer { watcher.cancel() }
-            try await connection.start()
+            let (connection, asked, lost) = try await Self.started(base, .webSockets)
+            defer { lost.watcher.cancel() }
             let id = await connection.connectionId
             try await Task.sleep(for: .seconds(7))
-            #expect(lost.values.isEmpty, "no reconnect: \(lost.values)")
+            #expect(lost.seen.values.isEmpty, "no reconnect: \(lost.seen.values)")
             #expect(await connection.connectionId == id)
             let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
             #expect(refreshes >= 1, "the retry got through: \(refreshes)")
