@@ -3,8 +3,7 @@ import Core
 import Foundation
 import Synchronization
 
-/// One libwebsockets context served by one thread, and that thread as a `SerialExecutor` (SE-0392) and a
-/// `TaskExecutor` (SE-0417).
+/// One libwebsockets context served by one thread, and that thread as a `SerialExecutor` (SE-0392).
 ///
 /// lws is single-threaded: every lws call happens on the loop's thread. An actor that takes the loop's executor as
 /// its own (the hub connection does) runs on that thread too, so a frame is read, decoded and handed on by the thread
@@ -12,14 +11,10 @@ import Synchronization
 /// `lws_cancel_service`, the one lws call allowed from any thread. Between two rounds of `lws_service` the loop runs
 /// the jobs queued for it, then whatever its connections were asked to do (write, close, read again).
 ///
-/// A task that prefers the loop as its task executor (a hub connection's receive loop does) is resumed here by a
-/// continuation, rather than on the global pool, which would only queue it back here: a frame read wakes no other
-/// thread.
-///
 /// The thread starts at the loop's first work and its context lives with the loop, for every connection made on it;
 /// the context is made again with TLS when a `wss://` connection comes to one without it (while none is open), so a
 /// `ws://` link never loads a CA store.
-public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked: `shared` is a Mutex; every other field is touched by the loop's thread alone (and `init`).
 
     private struct Shared {
@@ -123,10 +118,6 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
-    }
-
-    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
     }
 
     public func checkIsolated() {
@@ -258,8 +249,8 @@ public final class WebSocketLoop: SerialExecutor, TaskExecutor, @unchecked Senda
                 spareRequests = requests
                 return
             }
-            let (serial, task) = (asUnownedSerialExecutor(), asUnownedTaskExecutor())
-            for job in jobs { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
+            let executor = asUnownedSerialExecutor()
+            for job in jobs { job.runSynchronously(on: executor) }
             for connection in requests { connection.serve() }
             for timer in due { timer.action() }
             jobs.removeAll(keepingCapacity: true)
