@@ -54,6 +54,9 @@ import Testing
             (#"{"type":1,"target":"TransactionCreated","arguments":[\#(transaction(id, amount: "5", balance: "1", description: #"say \"hi\"\n\u00e9"#))]}"#, true),
             (#"{"type":1,"target":"TransactionCreated","arguments":["\#(id.lowercased)"]}"#, true),
             (#"{"type":1,"target":"TransactionCreated","arguments":[\#(transaction(id, amount: "5", balance: "1"))],"x":true}"#, true),
+            // Names with escapes or beyond ASCII are decoded, then matched as the plain ones are.
+            (#"{"type":1,"t\u0061rget":"BalanceUpdated","\u0061rguments":["6f9619ff-8b86-d011-b42d-00c04fc964ff",1]}"#, true),
+            (#"{"type":1,"target":"TransactionCreated","arguments":[\#(transaction(id, amount: "5", balance: "1", extra: #","\u00fcber":1,"ünter":2"#))]}"#, true),
             // Left to the tree: another spelling, arguments before the target, more decimals, an exponent, extra
             // arguments, null or missing fields, an invocation id.
             (#"{"type":1,"target":"TRANSACTIONCREATED","arguments":[\#(transaction(id, amount: "5", balance: "1"))]}"#, false),
