@@ -15,6 +15,17 @@ import Testing
                     "111111111111-4111-8111-1111111111111", "{11111111-1111-4111-8111-111111111111}"] {
             #expect(FastParse.uuid(bad) == nil, "\(bad)")
         }
+        // Every digit's place, with each kind of byte that is not a hex digit (or is one just outside a range).
+        let good = Array("6F9619FF-8b86-D011-b42d-00C04FC964FF".utf8)
+        for at in good.indices where good[at] != UInt8(ascii: "-") {
+            for byte in Array("/:@G`g -\u{7f}".utf8) + [0x00, 0xC3] {
+                var text = good
+                text[at] = byte
+                let string = String(decoding: text, as: UTF8.self)
+                #expect(FastParse.uuid(string) == nil, "\(string)")  // (Foundation takes some of them: it decides)
+            }
+        }
+        #expect(FastParse.uuid(String(decoding: good, as: UTF8.self)) == UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff"))
     }
 
     @Test func decimalsAgreeWithFoundation() {
