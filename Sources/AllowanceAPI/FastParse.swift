@@ -13,34 +13,21 @@ enum FastParse {
     }
 
     static func uuid(bytes b: UnsafeBufferPointer<UInt8>) -> UUID? {
-        guard b.count == 36, let p = b.baseAddress, p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D else {
-            return nil
-        }
+        guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
         var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        // Every digit is read, and a bad one seen at the end: ids are parsed several times per event.
-        let bad = withUnsafeMutableBytes(of: &value) { out -> UInt8 in
-            var seen: UInt8 = 0
+        let ok = withUnsafeMutableBytes(of: &value) { out -> Bool in
             var i = 0
-            for o in 0..<16 {
-                if i == 8 || i == 13 || i == 18 || i == 23 { i += 1 }
-                let hi = nibble(p[i])
-                let lo = nibble(p[i + 1])
-                seen |= hi | lo
-                out[o] = hi << 4 | lo & 0x0F
+            var o = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 { i += 1; continue }
+                guard let hi = hex(b[i]), let lo = hex(b[i + 1]) else { return false }
+                out[o] = hi << 4 | lo
+                o += 1
                 i += 2
             }
-            return seen
+            return true
         }
-        return bad < 16 ? UUID(uuid: value) : nil
-    }
-
-    /// A hex digit's value; 0xFF for anything else.
-    @inline(__always)
-    private static func nibble(_ c: UInt8) -> UInt8 {
-        let digit = c &- 0x30
-        if digit < 10 { return digit }
-        let letter = (c | 0x20) &- 0x61  // either case
-        return letter < 6 ? letter + 10 : 0xFF
+        return ok ? UUID(uuid: value) : nil
     }
 
     /// `uuid` in lower case, as the database and the REST API write ids. Foundation's `uuidString` goes through
@@ -90,16 +77,22 @@ enum FastParse {
         }
     }
 
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        case 0x41...0x46: c - 0x41 + 10
+        default: nil
+        }
+    }
+
     /// `-?digits(.digits)?` with at most 18 digits: exact as significand and exponent.
     static func decimal(_ text: String) -> Decimal? {
         var text = text
         return text.withUTF8 { b -> Decimal? in
             var i = 0
             var negative = false
-            if i < b.count, b[i] == 0x2D {
-                negative = true
-                i += 1
-            }
+            if i < b.count, b[i] == 0x2D { negative = true; i += 1 }
             var significand: UInt64 = 0
             var digits = 0
             var fraction = 0
@@ -121,9 +114,7 @@ enum FastParse {
                 i += 1
             }
             guard digits > 0, !(seenDot && fraction == 0) else { return nil }
-            return Decimal(
-                sign: negative && significand != 0 ? .minus : .plus, exponent: -fraction,
-                significand: Decimal(significand))
+            return Decimal(sign: negative && significand != 0 ? .minus : .plus, exponent: -fraction, significand: Decimal(significand))
         }
     }
 
@@ -176,12 +167,9 @@ enum FastParse {
                 }
                 return v
             }
-            guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54 || b[10] == 0x74, b[13] == 0x3A,
-                b[16] == 0x3A,
-                let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2),
-                let minute = num(14, 2),
-                let second = num(17, 2), year >= 1, (1...12).contains(month), day >= 1,
-                day <= CivilDate.daysIn(month, year), hour < 24, minute < 60,
+            guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54 || b[10] == 0x74, b[13] == 0x3A, b[16] == 0x3A,
+                let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2), let minute = num(14, 2),
+                let second = num(17, 2), year >= 1, (1...12).contains(month), day >= 1, day <= CivilDate.daysIn(month, year), hour < 24, minute < 60,
                 second < 60
             else { return nil }
             var i = 19
@@ -206,9 +194,7 @@ enum FastParse {
             if b[i] == 0x5A || b[i] == 0x7A {
                 guard i + 1 == b.count else { return nil }
             } else if b[i] == 0x2B || b[i] == 0x2D {
-                guard i + 6 == b.count, b[i + 3] == 0x3A, let oh = num(i + 1, 2), let om = num(i + 4, 2), oh < 24,
-                    om < 60
-                else { return nil }
+                guard i + 6 == b.count, b[i + 3] == 0x3A, let oh = num(i + 1, 2), let om = num(i + 4, 2), oh < 24, om < 60 else { return nil }
                 offset = (oh * 3600 + om * 60) * (b[i] == 0x2D ? -1 : 1)
             } else {
                 return nil
