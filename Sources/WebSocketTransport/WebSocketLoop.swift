@@ -255,6 +255,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         // queued: no thread is left that may run it.
         let left = shared.withLock { s in
             s.ended = true
+            defer { s.jobs.removeAll { if case .preferring = $0 { true } else { false } } }
             return s.jobs
         }
         for case .preferring(let job, _) in left { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
