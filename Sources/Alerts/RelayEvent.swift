@@ -90,13 +90,13 @@ public struct RelayEvent: Sendable, Equatable {
     public static func childName(inAlert alert: String) -> String? { string("childName", inAlert: alert) }
 
     /// A top-level string member of a stored alert, read up to it and no further.
-    static func string(_ name: String, inAlert alert: String) -> String? {
+    static func string(_ name: StaticString, inAlert alert: String) -> String? {
         var text = alert
         return text.withUTF8 { bytes in
             JSONReader.read(bytes) { r -> String? in
                 guard r.enterObject() else { return nil }
                 while let key = r.nextKey() {
-                    if key == name { return r.string() }
+                    if name ~= key { return r.string() }
                     guard r.skipValue() else { return nil }
                 }
                 return nil
