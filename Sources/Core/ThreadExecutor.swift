@@ -13,7 +13,9 @@
 /// it. A continuation resumes its task on the task's preferred executor, so the work stays here.
 ///
 /// The executor must outlive the tasks that prefer it: `shutdown()` once they have ended. A job that still comes
-/// after it goes to the global pool rather than nowhere.
+/// after it goes to the global pool rather than nowhere. `shutdown()` returns once the thread has wholly ended (its
+/// thread-local destructors and its share of the allocator's caches included), so that the end of a thread never
+/// overlaps the teardown of what its jobs used: the daemon's shutdown returns to an exit with nothing still ending.
 public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: every field but `name` is behind `mutex`, a pthread mutex (with `condition`).
 
@@ -25,6 +27,9 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     private var stopping = false
     /// The thread has ended: jobs go to the global pool.
     private var ended = false
+    /// Joined by the first `shutdown()` (detached instead when that is called on the thread itself).
+    private var thread = pthread_t()
+    private var joined = false
     public let name: String
 
     /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept).
@@ -32,7 +37,9 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         self.name = name
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
-        DetachedThread.start(named: name) { self.serve() }  // the thread holds the executor until it ends
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        thread = DetachedThread.startJoinable(named: name) { self.serve() }  // it holds the executor until it ends
     }
 
     deinit {
@@ -61,7 +68,8 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         UnownedTaskExecutor(ordinary: self)
     }
 
-    /// The thread ends once the jobs queued have run.
+    /// The thread ends once the jobs queued have run; this waits for that end, unless called from a job on the
+    /// thread itself.
     public func shutdown() {
         pthread_mutex_lock(mutex)
         stopping = true
@@ -69,7 +77,16 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
             sleeping = false
             pthread_cond_signal(condition)
         }
+        let join = !joined
+        joined = true
+        let thread = self.thread
         pthread_mutex_unlock(mutex)
+        guard join else { return }
+        if pthread_equal(thread, pthread_self()) != 0 {
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
     }
 
     private func serve() {

@@ -33,6 +33,12 @@ public enum DetachedThread {
     /// Starts `body` on a new, detached thread named `name` (see `ThreadName`); what `body` captures lives until it
     /// returns. A thread that cannot be started (the process is out of threads) is a fatal error that says so.
     public static func start(named name: String, _ body: @escaping () -> Void) {
+        pthread_detach(startJoinable(named: name, body))
+    }
+
+    /// The same, but the thread is left joinable: its owner waits for its whole end with `pthread_join` (or detaches
+    /// it). What `body` captures lives until it returns.
+    public static func startJoinable(named name: String, _ body: @escaping () -> Void) -> pthread_t {
         var thread = pthread_t()
         let context = Unmanaged.passRetained(Body(name, body)).toOpaque()
         let started = pthread_create(
@@ -44,6 +50,6 @@ public enum DetachedThread {
                 return nil
             }, context)
         precondition(started == 0, "cannot start the \(name) thread: error \(started)")
-        pthread_detach(thread)
+        return thread
     }
 }

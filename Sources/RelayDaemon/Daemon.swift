@@ -79,7 +79,7 @@ public struct Daemon: Sendable {
             logger: logger)
 
         let relayThread = ThreadExecutor(name: "relay")
-        defer { relayThread.shutdown() }  // after the group, whose tasks prefer it
+        defer { relayThread.shutdown() }  // after the group, whose tasks prefer it; returns once the thread has ended
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         func add(_ service: some Service, _ name: String) {
             services.append(

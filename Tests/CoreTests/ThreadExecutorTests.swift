@@ -43,6 +43,34 @@ import Testing
         #expect(Self.threadName() != "test-relay", "outside the preference, back on the pool")
     }
 
+    /// The names of the process's threads, as the kernel has them.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .newlines) }
+    }
+
+    /// The shutdown returns once the thread has wholly ended, so that its end never overlaps the process's exit.
+    @Test func theShutdownReturnsOnceTheThreadHasEnded() async {
+        let executor = ThreadExecutor(name: "test-joined")
+        let ran = await withTaskExecutorPreference(executor) { Self.threadName() }
+        #expect(ran == "test-joined")
+        #expect(Self.threadNames().contains("test-joined"))
+        executor.shutdown()
+        #expect(!Self.threadNames().contains("test-joined"), "the thread is gone when shutdown() returns")
+        executor.shutdown()  // a second call has nothing left to wait for
+    }
+
+    /// Called from a job on the thread itself, the shutdown cannot wait for the thread: it lets it end by itself.
+    @Test func aShutdownFromTheThreadItselfDoesNotWaitForItself() async {
+        let executor = ThreadExecutor(name: "test-self-end")
+        let ran = await withTaskExecutorPreference(executor) { () async -> String in
+            executor.shutdown()
+            return Self.threadName()
+        }
+        #expect(ran == "test-self-end")
+    }
+
     @Test func aJobAfterTheShutdownRunsOnThePool() async {
         let executor = ThreadExecutor(name: "test-ended")
         let task = Task(executorPreference: executor) { () async -> String in
