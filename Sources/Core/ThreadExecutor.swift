@@ -27,9 +27,9 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     private var stopping = false
     /// The thread has ended: jobs go to the global pool.
     private var ended = false
-    /// Joined by the first `shutdown()` (detached instead when that is called on the thread itself).
+    /// Joined by the first `shutdown()`, the one that sets `stopping` (detached instead when that is called on the
+    /// thread itself).
     private var thread = pthread_t()
-    private var joined = false
     public let name: String
 
     /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept).
@@ -72,16 +72,15 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     /// thread itself.
     public func shutdown() {
         pthread_mutex_lock(mutex)
+        let first = !stopping
         stopping = true
         if sleeping {
             sleeping = false
             pthread_cond_signal(condition)
         }
-        let join = !joined
-        joined = true
         let thread = self.thread
         pthread_mutex_unlock(mutex)
-        guard join else { return }
+        guard first else { return }
         if pthread_equal(thread, pthread_self()) != 0 {
             pthread_detach(thread)
         } else {
