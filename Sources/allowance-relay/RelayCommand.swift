@@ -36,6 +36,7 @@ struct RelayCommand: AsyncParsableCommand {
     /// The parser's own main, but a command's failure (`CLIError`) is said on one line without a usage line that
     /// does not apply, and ends with its sysexits code.
     static func main() async {
+        LibCrypto.skipCleanupAtExit()
         do {
             var command = try parseAsRoot()
             if var command = command as? AsyncParsableCommand {
