@@ -63,16 +63,20 @@ extension HubConnection {
     }
 
     /// Carries out everything but an attempt, which it returns (mode and pause). A failed start throws.
-    func perform(_ actions: [ConnectionStateMachine.Action]) throws(HubConnectionError) -> (ConnectionStateMachine.Mode, Duration)? {
+    func perform(
+        _ actions: [ConnectionStateMachine.Action]
+    ) throws(HubConnectionError) -> (ConnectionStateMachine.Mode, Duration)? {
         var next: (ConnectionStateMachine.Mode, Duration)?
         for action in actions {
             switch action {
             case .attempt(let mode, let pause): next = (mode, pause)
-            case .announceConnected(let again): emit(again ? .reconnected(connectionId: connectionId) : .connected(connectionId: connectionId))
+            case .announceConnected(let again):
+                emit(again ? .reconnected(connectionId: connectionId) : .connected(connectionId: connectionId))
             case .announce(let event): emit(event)
             case .forgetConnection: dropConnectionState()
             case .failStart(let error): throw error
-            case .log(let level, let text, let reason): logger.log(level: level, "\(text)", metadata: reason.map { ["reason": "\($0)"] })
+            case .log(let level, let text, let reason):
+                logger.log(level: level, "\(text)", metadata: reason.map { ["reason": "\($0)"] })
             }
         }
         return next
@@ -89,7 +93,8 @@ extension HubConnection {
         if let token = cachedToken, !HeaderValue.isSafe(token) {
             cachedToken = nil
             throw HubConnectionError(
-                .unauthorized, "The access token holds a line break or another control character: refused (check the token file).")
+                .unauthorized,
+                "The access token holds a line break or another control character: refused (check the token file).")
         }
         return cachedToken
     }
@@ -117,12 +122,15 @@ extension HubConnection {
             let offered = negotiated.offered.map(\.transport).joined(separator: ", ")
             throw HubConnectionError(
                 .negotiateFailed,
-                "None of the transports supported by the client are supported by the server (it offers \(offered.isEmpty ? "none" : offered); \(skipped.joined(separator: " ")))")
+                "None of the transports supported by the client are supported by the server (it offers \(offered.isEmpty ? "none" : offered); \(skipped.joined(separator: " ")))"
+            )
         }
         var failures: [(TransportKind, HubConnectionError)] = []
         for (attempt, kind) in tries.enumerated() {
             if attempt > 0 {
-                logger.info("trying the next transport", metadata: ["transport": "\(kind.rawValue)", "after": "\(failures.last!.1.message)"])
+                logger.info(
+                    "trying the next transport",
+                    metadata: ["transport": "\(kind.rawValue)", "after": "\(failures.last!.1.message)"])
                 negotiated = try await negotiate(span)
             }
             let transport: any HubTransport
@@ -146,13 +154,15 @@ extension HubConnection {
             logger.info(
                 "connected",
                 metadata: [
-                    "connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)", "transport": "\(kind.rawValue)",
+                    "connectionId": "\(connectionId ?? "-")", "url": "\(url.redactedForLogs)",
+                    "transport": "\(kind.rawValue)",
                     "protocol": "\(options.hubProtocol.rawValue)", "stateful": "\(stateful)",
                 ])
             return
         }
         let list = failures.map { "\($0.0.rawValue) failed: \($0.1.message)" }.joined(separator: " ")
-        throw HubConnectionError(failures.last!.1.kind, "Unable to connect to the server with any of the available transports. \(list)")
+        throw HubConnectionError(
+            failures.last!.1.kind, "Unable to connect to the server with any of the available transports. \(list)")
     }
 
     /// Negotiates, with one fresh token after a refusal; a span inside the connection attempt's.
@@ -192,13 +202,16 @@ extension HubConnection {
             let token = BearerToken(bearer)
             bearerInUse = options.accessTokenInQuery ? nil : token
             let target = HTTPTransportTarget(
-                url: url, headers: headers, bearer: options.accessTokenInQuery ? nil : token, trust: options.webSocket.trust,
+                url: url, headers: headers, bearer: options.accessTokenInQuery ? nil : token,
+                trust: options.webSocket.trust,
                 proxy: options.webSocket.proxy, maxAnswerBytes: max(4 << 20, 2 * options.webSocket.maxMessageSize),
                 client: options.httpClient ?? .shared, format: format)
             if kind == .serverSentEvents {
-                return try await ServerSentEventsTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
+                return try await ServerSentEventsTransport.open(
+                    target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
             }
-            return try await LongPollingTransport.open(target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
+            return try await LongPollingTransport.open(
+                target, loop: loop, connectTimeout: options.webSocket.connectTimeout)
         }
     }
 
@@ -221,8 +234,15 @@ extension HubConnection {
         let generation = linkGeneration
         link = Link(transport: transport, generation: generation)
         if !leftover.isEmpty { process(frame: leftover, generation: generation) }
-        link?.receiveTask = Task { [weak self] in await self?.receiveLoop(transport, generation: generation) }
-        link?.keepAliveTask = Task { [weak self] in await self?.keepAliveLoop(generation: generation) }
+        // Both prefer the loop as their task executor: a continuation resumes a task on its preferred executor, or
+        // else on the global pool, which then hops to this actor. Without the preference each frame woke a pool
+        // thread only for it to queue the receive loop back on the loop's thread.
+        link?.receiveTask = Task(executorPreference: loop.taskExecutor) { [weak self] in
+            await self?.receiveLoop(transport, generation: generation)
+        }
+        link?.keepAliveTask = Task(executorPreference: loop.taskExecutor) { [weak self] in
+            await self?.keepAliveLoop(generation: generation)
+        }
     }
 
     /// Sends the handshake request (JSON text whatever the protocol) and reads the answer; returns what followed it in
@@ -250,12 +270,14 @@ extension HubConnection {
             do {
                 message = try await iterator.next()
             } catch {
-                throw HubConnectionError(.handshakeFailed, "The connection ended during the handshake: \(error.message)")
+                throw HubConnectionError(
+                    .handshakeFailed, "The connection ended during the handshake: \(error.message)")
             }
             guard let message else {
                 await transport.close()
                 if ContinuousClock.now - began >= timeout {
-                    throw HubConnectionError(.handshakeFailed, "The server did not answer the handshake within \(timeout).")
+                    throw HubConnectionError(
+                        .handshakeFailed, "The server did not answer the handshake within \(timeout).")
                 }
                 throw HubConnectionError(.handshakeFailed, "The connection closed during the handshake.")
             }
@@ -279,14 +301,15 @@ extension HubConnection {
         }
     }
 
-
     // MARK: - Keep-alive and server timeout
 
     func keepAliveLoop(generation: Int) async {
         while !Task.isCancelled {
             guard let link, link.generation == generation else { return }
             let next: ContinuousClock.Instant
-            switch machine.keepAlive(at: .now, lastSend: link.lastSend, lastReceive: link.lastReceive, heldBack: link.heldBack) {
+            switch machine.keepAlive(
+                at: .now, lastSend: link.lastSend, lastReceive: link.lastReceive, heldBack: link.heldBack)
+            {
             case .serverTimedOut:
                 logger.warning("Server timeout elapsed without receiving a message from the server.")
                 self.link?.endReason = HubConnectionError(
@@ -311,7 +334,8 @@ extension HubConnection {
         current.receiveTask?.cancel()
         link = nil
         // What is to be said is said now (subscribers hear of the loss before any retry); the retries run apart.
-        guard let (mode, pause) = (try? perform(machine.linkEnded(error, stateful: stateful != nil, at: .now))) ?? nil else { return }
+        guard let (mode, pause) = (try? perform(machine.linkEnded(error, stateful: stateful != nil, at: .now))) ?? nil
+        else { return }
         reconnectTask = Task { [weak self] in try? await self?.drive([.attempt(mode, after: pause)], fromStart: false) }
     }
 
@@ -343,7 +367,9 @@ extension HubConnection {
         let transport = try await open(.webSockets, target)
         let leftover = try await handshake(transport, version: 2)
         let (sequenceId, replay) = stateful!.beginReattach()
-        try attach(transport, leftover: leftover, first: [options.hubProtocol.encode(.sequence(sequenceId: sequenceId))] + replay)
+        try attach(
+            transport, leftover: leftover,
+            first: [options.hubProtocol.encode(.sequence(sequenceId: sequenceId))] + replay)
     }
 
     /// Acks are coalesced: one about a second after the first unacknowledged receipt.

@@ -11,6 +11,9 @@ import Synchronization
 /// `lws_cancel_service`, the one lws call allowed from any thread. Between two rounds of `lws_service` the loop runs
 /// the jobs queued for it, then whatever its connections were asked to do (write, close, read again).
 ///
+/// A task that prefers `taskExecutor` (a hub connection's receive loop does) is resumed here by a continuation, rather
+/// than on the global pool, which would only queue it back here: a frame read wakes no other thread.
+///
 /// The thread starts at the loop's first work and its context lives with the loop, for every connection made on it;
 /// the context is made again with TLS when a `wss://` connection comes to one without it (while none is open), so a
 /// `ws://` link never loads a CA store.
@@ -18,7 +21,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked: `shared` is a Mutex; every other field is touched by the loop's thread alone (and `init`).
 
     private struct Shared {
-        var jobs: [UnownedJob] = []
+        var jobs: [Job] = []
         /// Connections that were asked to do something (start, write, close, read again, give up).
         var requests: [LWSConnection] = []
         /// In order of `due`: the earliest first, the due ones a prefix.
@@ -26,10 +29,18 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         var lastTimer: UInt64 = 0
         var shutdown = false
         var threadStarted = false
+        /// The thread has ended: a job of a task that prefers the loop goes to the global pool.
+        var ended = false
         /// The context while it may be woken; cleared under the lock before it is destroyed.
         var wakeTarget: UncheckedPointer?
         /// A wake-up is on its way: the loop will look at the queues before it sleeps again.
         var woken = false
+    }
+
+    /// A job of an actor on the loop (the serial executor), or of a task that prefers the loop (`taskExecutor`).
+    private enum Job {
+        case serial(UnownedJob)
+        case preferring(UnownedJob, UnownedTaskExecutor)
     }
 
     private struct Timer: Sendable {
@@ -56,7 +67,7 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
     private var live: [ObjectIdentifier: LWSConnection] = [:]
     /// Connections that ended during a round of `lws_service`, released after it (never inside an lws callback).
     private var ended: [LWSConnection] = []
-    private var spareJobs: [UnownedJob] = []
+    private var spareJobs: [Job] = []
     private var spareRequests: [LWSConnection] = []
     /// lws's timer: wakes the loop for the earliest of `Shared.timers` (an lws poll timeout, not another thread).
     private let sul: UnsafeMutableRawPointer
@@ -111,9 +122,24 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         let job = UnownedJob(job)
         let onLoop = isLoopThread
         shared.withLock { s in
-            s.jobs.append(job)
+            s.jobs.append(.serial(job))
             wakeLocked(&s, onLoop: onLoop)
         }
+    }
+
+    /// The loop as the task executor of tasks that prefer it (SE-0417): their jobs run on the loop's thread, between
+    /// two rounds of service, as the actors' do; once the loop has ended, on the global pool. Each holds the loop.
+    public var taskExecutor: some TaskExecutor { LoopTaskExecutor(loop: self) }
+
+    fileprivate func enqueue(_ job: UnownedJob, preferring executor: UnownedTaskExecutor) {
+        let onLoop = isLoopThread
+        let ended = shared.withLock { s in
+            if s.ended { return true }
+            s.jobs.append(.preferring(job, executor))
+            wakeLocked(&s, onLoop: onLoop)
+            return false
+        }
+        if ended { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -225,6 +251,14 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
         live = [:]
         ended.removeAll()
         destroyContext()
+        // What the abandoned connections woke: their readers end on the pool. An actor's job that comes now stays
+        // queued: no thread is left that may run it.
+        let left = shared.withLock { s in
+            s.ended = true
+            defer { s.jobs.removeAll { if case .preferring = $0 { true } else { false } } }
+            return s.jobs
+        }
+        for case .preferring(let job, _) in left { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
     }
 
     /// Jobs, then connection requests, then due timers, until none is left.
@@ -250,7 +284,12 @@ public final class WebSocketLoop: SerialExecutor, @unchecked Sendable {
                 return
             }
             let executor = asUnownedSerialExecutor()
-            for job in jobs { job.runSynchronously(on: executor) }
+            for job in jobs {
+                switch job {
+                case .serial(let job): job.runSynchronously(on: executor)
+                case .preferring(let job, let task): job.runSynchronously(isolatedTo: executor, taskExecutor: task)
+                }
+            }
             for connection in requests { connection.serve() }
             for timer in due { timer.action() }
             jobs.removeAll(keepingCapacity: true)
@@ -360,4 +399,15 @@ private func lwsCallback(
 struct UncheckedPointer: @unchecked Sendable {
     let pointer: OpaquePointer
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
+/// `WebSocketLoop.taskExecutor`: a task holds its preferred executor, and this holds the loop.
+private final class LoopTaskExecutor: TaskExecutor {
+    let loop: WebSocketLoop
+
+    init(loop: WebSocketLoop) { self.loop = loop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        loop.enqueue(UnownedJob(job), preferring: asUnownedTaskExecutor())
+    }
 }

@@ -65,6 +65,52 @@ func currentThreadName() -> String {
         #expect(fired.0 == "test-loop")
         #expect(fired.1 >= .milliseconds(50), "not before it is due: \(fired.1)")
     }
+
+    /// A task that prefers the loop starts there, and a continuation resumed on another thread resumes it there.
+    @Test func aTaskThatPrefersTheLoopIsResumedOnItsThread() async throws {
+        let loop = WebSocketLoop(name: "prefer-loop")
+        defer { loop.shutdown() }
+        let threads = await Task(executorPreference: loop.taskExecutor) { () async -> [String] in
+            let first = currentThreadName()
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Thread { c.resume() }.start()
+            }
+            return [first, currentThreadName()]
+        }.value
+        #expect(threads == ["prefer-loop", "prefer-loop"])
+    }
+
+    /// Once the loop's thread has ended, a task that still prefers it runs on the global pool: it is not left in a
+    /// queue that no thread reads (as a reader woken by a connection the ending loop abandons would be).
+    @Test func aTaskThatPrefersAnEndedLoopStillRuns() async throws {
+        let loop = WebSocketLoop(name: "ended-loop")
+        let actor = OnLoop(loop)
+        #expect(await actor.thread() == "ended-loop")  // the thread runs
+        loop.shutdown()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while threadNames().contains("ended-loop"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(!threadNames().contains("ended-loop"), "the loop's thread ends")
+        let ran = Atomic<Bool>(false)
+        let task = Task(executorPreference: loop.taskExecutor) { () -> String in
+            ran.store(true, ordering: .releasing)
+            return currentThreadName()
+        }
+        while !ran.load(ordering: .acquiring), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let didRun = ran.load(ordering: .acquiring)
+        #expect(didRun, "the task ran")
+        if didRun { #expect(await task.value != "ended-loop") }
+    }
+}
+
+/// The names of this process's threads.
+func threadNames() -> [String] {
+    let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return ids.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
 /// An event the server follows at once (a transaction, then its balance, in the next frame) is held for the follower:
