@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The relay's start/stop suites again and again, to catch a rare crash at a graceful stop (issue 30: a double free
 # seen as signal 6 while the relay thread exits: two relays in five runs of these suites, with the receive loop on
-# the connection's loop; the cause was OpenSSL's clean-up at exit, RELIABILITY.md). Runs a copy of the built test binaries, so that `swift build` may go on meanwhile; core dumps
-# on (root sets core_pattern to CORES), and a relay that ended with signal 6 is counted per run.
+# the connection's loop; the cause was OpenSSL's clean-up at exit, RELIABILITY.md). Runs a copy of the built test
+# binaries, so that `swift build` may go on meanwhile; core dumps on (root sets core_pattern to CORES), and a relay
+# that ended with signal 6 is counted per run.
 #   Tests/stop-stress.sh [RUNS] [CORES]      (after `swift build --build-tests`)
 # BUILD=.build-address/debug for the AddressSanitizer build (`make sanitize`'s): its reports go to CORES/asan.*.
 set -u
