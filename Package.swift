@@ -219,7 +219,7 @@ let package = Package(
             path: "Tests/TestSupport"
         ),
         // One test target per library, bottom to top; EndToEndTests runs the programs and checks the layer rule.
-        .testTarget(name: "CoreTests", dependencies: ["Core"]),
+        .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport"]),
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),

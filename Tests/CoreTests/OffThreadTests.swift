@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// A blocking call runs on a thread of its own, named, and its answer or its typed error comes back.
@@ -8,8 +9,8 @@ import Testing
     struct Refused: Error, Equatable { let code: Int }
 
     @Test func theCallRunsOnANamedThreadAndItsAnswerComesBack() async {
-        let caller = ThreadExecutorTests.threadName()
-        let name = await offThread(named: "blocking-call") { ThreadExecutorTests.threadName() }
+        let caller = ProcessThreads.current()
+        let name = await offThread(named: "blocking-call") { ProcessThreads.current() }
         #expect(name == "blocking-call")
         #expect(caller != "blocking-call")
     }

@@ -1,21 +1,16 @@
 import Core
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// The relay's own thread: the tasks that prefer it run there, and so do the actors they call and the continuations
 /// another thread resumes; after its shutdown, what still comes runs on the global pool rather than nowhere.
 @Suite struct ThreadExecutorTests {
-    /// The calling thread's name, as the kernel has it.
-    static func threadName() -> String {
-        (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines)
-            ?? "?"
-    }
-
     /// A default actor: no executor of its own, so it runs where its caller's task prefers.
     actor Counter {
         var seen: [String] = []
-        func note() { seen.append(ThreadExecutorTests.threadName()) }
+        func note() { seen.append(ProcessThreads.current()) }
     }
 
     @Test func aPreferringTaskItsActorsAndItsResumptionsRunOnTheThread() async {
@@ -23,41 +18,34 @@ import Testing
         defer { executor.shutdown() }
         let counter = Counter()
         let names = await withTaskExecutorPreference(executor) { () async -> [String] in
-            var names = [Self.threadName()]
+            var names = [ProcessThreads.current()]
             await counter.note()
             // Resumed from a thread of its own, as the HTTP client's and the connection's threads resume their waiters.
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 Thread { c.resume() }.start()
             }
-            names.append(Self.threadName())
+            names.append(ProcessThreads.current())
             // A child task inherits the preference.
             names.append(
                 await withTaskGroup(of: String.self) { group in
-                    group.addTask { Self.threadName() }
+                    group.addTask { ProcessThreads.current() }
                     return await group.next() ?? "none"
                 })
             return names
         }
         #expect(names == ["test-relay", "test-relay", "test-relay"])
         #expect(await counter.seen == ["test-relay"])
-        #expect(Self.threadName() != "test-relay", "outside the preference, back on the pool")
-    }
-
-    /// The names of the process's threads, as the kernel has them.
-    static func threadNames() -> [String] {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-            .map { $0.trimmingCharacters(in: .newlines) }
+        #expect(ProcessThreads.current() != "test-relay", "outside the preference, back on the pool")
     }
 
     /// The shutdown returns once the thread has wholly ended, so that its end never overlaps the process's exit.
     @Test func theShutdownReturnsOnceTheThreadHasEnded() async {
         let executor = ThreadExecutor(name: "test-joined")
-        let ran = await withTaskExecutorPreference(executor) { Self.threadName() }
+        let ran = await withTaskExecutorPreference(executor) { ProcessThreads.current() }
         #expect(ran == "test-joined")
-        #expect(Self.threadNames().contains("test-joined"))
+        #expect(ProcessThreads.names().contains("test-joined"))
         executor.shutdown()
-        #expect(!Self.threadNames().contains("test-joined"), "the thread is gone when shutdown() returns")
+        #expect(!ProcessThreads.names().contains("test-joined"), "the thread is gone when shutdown() returns")
         executor.shutdown()  // a second call has nothing left to wait for
     }
 
@@ -66,7 +54,7 @@ import Testing
         let executor = ThreadExecutor(name: "test-self-end")
         let ran = await withTaskExecutorPreference(executor) { () async -> String in
             executor.shutdown()
-            return Self.threadName()
+            return ProcessThreads.current()
         }
         #expect(ran == "test-self-end")
     }
@@ -82,7 +70,7 @@ import Testing
                     c.resume()
                 }.start()
             }
-            return Self.threadName()
+            return ProcessThreads.current()
         }
         let name = await task.value
         #expect(name != "test-ended" && name != "?")

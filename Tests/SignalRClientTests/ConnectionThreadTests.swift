@@ -3,13 +3,9 @@ import HubSimulator
 import SignalRClient
 import SignalRProtocol
 import Synchronization
+import TestSupport
 import Testing
 import WebSocketTransport
-
-/// The name of the thread the caller runs on, as `top -H` shows it.
-func currentThreadName() -> String {
-    ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
-}
 
 /// A frame is decoded on the thread that received it: the connection's loop, not a thread it wakes.
 @Suite struct ConnectionThreadTests {
@@ -19,7 +15,7 @@ func currentThreadName() -> String {
             let decoder = HubEventDecoder<Int>(
                 targets: ["TransactionCreated", "BalanceUpdated"],
                 read: { _, reader in
-                    let name = currentThreadName()
+                    let name = ProcessThreads.current()
                     threads.withLock { $0[name, default: 0] += 1 }
                     return reader.skipValue() ? 1 : nil
                 },
@@ -50,7 +46,7 @@ func currentThreadName() -> String {
         nonisolated let loop: WebSocketLoop
         nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
         init(_ loop: WebSocketLoop) { self.loop = loop }
-        func thread() -> String { currentThreadName() }
+        func thread() -> String { ProcessThreads.current() }
     }
 
     @Test func anActorOnTheLoopRunsOnItsThreadAndSoDoItsTimers() async throws {
@@ -60,7 +56,7 @@ func currentThreadName() -> String {
         #expect(await actor.thread() == "test-loop")
         let began = ContinuousClock.now
         let fired: (String, Duration) = await withCheckedContinuation { c in
-            loop.schedule(after: .milliseconds(50)) { c.resume(returning: (currentThreadName(), ContinuousClock.now - began)) }
+            loop.schedule(after: .milliseconds(50)) { c.resume(returning: (ProcessThreads.current(), ContinuousClock.now - began)) }
         }
         #expect(fired.0 == "test-loop")
         #expect(fired.1 >= .milliseconds(50), "not before it is due: \(fired.1)")
@@ -71,11 +67,11 @@ func currentThreadName() -> String {
         let loop = WebSocketLoop(name: "prefer-loop")
         defer { loop.shutdown() }
         let threads = await Task(executorPreference: loop.taskExecutor) { () async -> [String] in
-            let first = currentThreadName()
+            let first = ProcessThreads.current()
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 Thread { c.resume() }.start()
             }
-            return [first, currentThreadName()]
+            return [first, ProcessThreads.current()]
         }.value
         #expect(threads == ["prefer-loop", "prefer-loop"])
     }
@@ -88,14 +84,14 @@ func currentThreadName() -> String {
         #expect(await actor.thread() == "ended-loop")  // the thread runs
         loop.shutdown()
         let deadline = ContinuousClock.now + .seconds(10)
-        while threadNames().contains("ended-loop"), ContinuousClock.now < deadline {
+        while ProcessThreads.names().contains("ended-loop"), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
-        #expect(!threadNames().contains("ended-loop"), "the loop's thread ends")
+        #expect(!ProcessThreads.names().contains("ended-loop"), "the loop's thread ends")
         let ran = Atomic<Bool>(false)
         let task = Task(executorPreference: loop.taskExecutor) { () -> String in
             ran.store(true, ordering: .releasing)
-            return currentThreadName()
+            return ProcessThreads.current()
         }
         while !ran.load(ordering: .acquiring), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
@@ -104,13 +100,6 @@ func currentThreadName() -> String {
         #expect(didRun, "the task ran")
         if didRun { #expect(await task.value != "ended-loop") }
     }
-}
-
-/// The names of this process's threads.
-func threadNames() -> [String] {
-    let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    return ids.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-        .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
 /// An event the server follows at once (a transaction, then its balance, in the next frame) is held for the follower:

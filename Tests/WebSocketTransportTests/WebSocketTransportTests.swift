@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import TestSupport
 import Testing
 import WebSocketTransport
 
@@ -339,11 +340,7 @@ final class CannedHTTPListener: @unchecked Sendable {
 
     /// Service threads of connections to `port` (named lws-<port>; other suites run in parallel).
     private func serviceThreads(to port: Int) -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.filter { tid in
-            let name = readProcFile("/proc/self/task/\(tid)/comm")
-            return name.trimmingCharacters(in: .whitespacesAndNewlines) == "lws-\(port)"
-        }.count
+        ProcessThreads.names().filter { $0 == "lws-\(port)" }.count
     }
 
     /// Open descriptors of this process that are TCP sockets connected to `port` (our client ends).
