@@ -45,7 +45,7 @@ public final class AlarmClock: @unchecked Sendable {
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         pthread_cond_init(condition, &attributes)
         pthread_condattr_destroy(&attributes)
-        DetachedThread.start(named: "alarm-clock") { self.ring() }  // the thread holds the clock for good
+        OwnThread.startDetached(named: "alarm-clock") { self.ring() }  // the thread holds the clock for good
     }
 
     /// Calls `action` on the clock's thread at `due` (at once if it has passed), unless cancelled first. `action`

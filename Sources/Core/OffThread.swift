@@ -6,7 +6,7 @@ public func offThread<T: Sendable, E: Error>(
     named name: String, _ body: @escaping @Sendable () throws(E) -> T
 ) async throws(E) -> T {
     let result: Result<T, E> = await withCheckedContinuation { continuation in
-        DetachedThread.start(named: name) {
+        OwnThread.startDetached(named: name) {
             do throws(E) {
                 continuation.resume(returning: .success(try body()))
             } catch {

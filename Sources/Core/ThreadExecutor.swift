@@ -39,7 +39,7 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         pthread_cond_init(condition, nil)
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        thread = DetachedThread.startJoinable(named: name) { self.serve() }  // it holds the executor until it ends
+        thread = OwnThread.startJoinable(named: name) { self.serve() }  // it holds the executor until it ends
     }
 
     deinit {

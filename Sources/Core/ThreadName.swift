@@ -20,8 +20,9 @@ public enum ThreadName {
     }
 }
 
-/// A thread of the process's own, outside the Swift pool and libdispatch, for a loop that owns it for good.
-public enum DetachedThread {
+/// A named thread of the process's own, outside the Swift pool and libdispatch: detached for a loop that owns it for
+/// good, joinable for an owner that waits for its end.
+public enum OwnThread {
     private final class Body {
         let name: String
         let run: () -> Void
@@ -32,7 +33,7 @@ public enum DetachedThread {
 
     /// Starts `body` on a new, detached thread named `name` (see `ThreadName`); what `body` captures lives until it
     /// returns. A thread that cannot be started (the process is out of threads) is a fatal error that says so.
-    public static func start(named name: String, _ body: @escaping () -> Void) {
+    public static func startDetached(named name: String, _ body: @escaping () -> Void) {
         pthread_detach(startJoinable(named: name, body))
     }
 
