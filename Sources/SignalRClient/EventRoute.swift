@@ -23,8 +23,9 @@ final class Route<Event: Sendable>: EventRoute {
     let buffer: HubEventBuffer<Event>
     /// Events kept for the buffer, and after them at most one candidate (`hasCandidate`), read but not yet kept:
     /// its message may still prove not to be in the common form, or be a replay. The candidate sits in `staged`
-    /// rather than in an `Event?`: this class is generic, and each use of an `Event?` looked up its metadata at
-    /// run time. A candidate not kept is forgotten by whatever comes next.
+    /// rather than in an `Event?`, and the decoder's `stage` puts it there: this class is generic, and each use of an
+    /// `Event?` or `[Event]` here looks up its metadata at run time. A candidate not kept is forgotten by whatever
+    /// comes next.
     var staged: [Event] = []
     var hasCandidate = false
 
@@ -40,20 +41,14 @@ final class Route<Event: Sendable>: EventRoute {
 
     func read(_ target: String, _ reader: inout JSONReader) -> Bool {
         forgetCandidate()
-        return stageCandidate(decoder.read(target, &reader))
+        hasCandidate = decoder.stage(target, &reader, &staged)
+        return hasCandidate
     }
 
     func read(_ target: String, _ reader: inout MessagePackReader) -> Bool {
         forgetCandidate()
-        return stageCandidate(decoder.readMessagePack(target, &reader))
-    }
-
-    /// Stages what a one-pass reader made as the candidate; false when it made nothing.
-    private func stageCandidate(_ event: Event?) -> Bool {
-        guard let event else { return false }
-        staged.append(event)
-        hasCandidate = true
-        return true
+        hasCandidate = decoder.stageMessagePack(target, &reader, &staged)
+        return hasCandidate
     }
 
     func commit() {

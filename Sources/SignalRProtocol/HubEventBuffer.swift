@@ -44,7 +44,8 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         while true {
             let (appended, consumer) = state.withLock { s -> (Bool, CheckedContinuation<Void, Never>?) in
                 guard s.count < capacity || s.finished else { return (false, nil) }
-                s.events.append(contentsOf: batch)
+                // An empty buffer (the consumer keeps up) takes the batch whole, without copying each event.
+                if s.events.isEmpty { s.events = batch } else { s.events.append(contentsOf: batch) }
                 defer { s.consumer = nil }
                 return (true, s.consumer)
             }
@@ -123,14 +124,20 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         let (taken, producer) = state.withLock { s -> ([Event]??, CheckedContinuation<Void, Never>?) in
             guard s.count > 0 else { return (s.finished ? .some(nil) : nil, nil) }
             let end = min(s.events.count, s.head + limit)
-            let batch = Array(s.events[s.head..<end])
-            s.head = end
-            if s.head == s.events.count {
-                s.events.removeAll(keepingCapacity: s.events.capacity <= 4 * capacity)
-                s.head = 0
-            } else if s.head > capacity {
-                s.events.removeFirst(s.head)
-                s.head = 0
+            let batch: [Event]
+            if s.head == 0 && end == s.events.count {
+                batch = s.events  // everything waiting: handed over whole, without copying each event
+                s.events = []
+            } else {
+                batch = Array(s.events[s.head..<end])
+                s.head = end
+                if s.head == s.events.count {
+                    s.events.removeAll(keepingCapacity: s.events.capacity <= 4 * capacity)
+                    s.head = 0
+                } else if s.head > capacity {
+                    s.events.removeFirst(s.head)
+                    s.head = 0
+                }
             }
             // The producer goes on once there is room again.
             guard s.count < capacity, let p = s.producer else { return (.some(batch), nil) }
@@ -160,9 +167,15 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     public var targets: [String]
     /// From the arguments' JSON bytes, in one pass (`reader` is at the arguments array): the common form. nil leaves
     /// the message to `decode`.
-    public var read: @Sendable (_ target: String, _ reader: inout JSONReader) -> Event?
+    public let read: @Sendable (_ target: String, _ reader: inout JSONReader) -> Event?
     /// The same from MessagePack (`reader` is at the arguments array).
-    public var readMessagePack: @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event?
+    public let readMessagePack: @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event?
+    /// `read` and `readMessagePack` appending to the connection's staged events (false: nothing read). They are made
+    /// in the inlinable `init`, where the caller's `Event` is a known type: the connection, generic over `Event`,
+    /// would otherwise look up the metadata of `Event?` and `[Event]` at run time for every event it reads.
+    @usableFromInline package let stage: @Sendable (_ target: String, _ reader: inout JSONReader, _ into: inout [Event]) -> Bool
+    @usableFromInline package let stageMessagePack:
+        @Sendable (_ target: String, _ reader: inout MessagePackReader, _ into: inout [Event]) -> Bool
     /// From the parsed arguments, with every check and the exact error (which goes to `onError`; the message is
     /// skipped and the connection carries on).
     public var decode: @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event
@@ -174,7 +187,7 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     public var isFollowed: @Sendable (Event) -> Bool
     public var followerWait: Duration
 
-    public init(
+    @inlinable public init(
         targets: [String], read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
         readMessagePack: @escaping @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event? = { _, _ in nil },
         decode: @escaping @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event,
@@ -184,6 +197,16 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
         self.targets = targets
         self.read = read
         self.readMessagePack = readMessagePack
+        self.stage = { target, reader, staged in
+            guard let event = read(target, &reader) else { return false }
+            staged.append(event)
+            return true
+        }
+        self.stageMessagePack = { target, reader, staged in
+            guard let event = readMessagePack(target, &reader) else { return false }
+            staged.append(event)
+            return true
+        }
         self.decode = decode
         self.onError = onError
         self.isFollowed = isFollowed
