@@ -65,11 +65,10 @@ enum FastParse {
         }
     }
 
-    /// A new random (version 4) UUID from the system generator (getrandom). Foundation's `UUID()` opens and reads
-    /// /dev/urandom for each one: a thousand file opens a second when every event plans a delivery.
+    /// A new random (version 4) UUID. Foundation's `UUID()` opens and reads /dev/urandom for each one: a thousand file
+    /// opens a second when every event plans a delivery.
     static func randomUUID() -> UUID {
-        var g = SystemRandomNumberGenerator()
-        var halves = (g.next() as UInt64, g.next() as UInt64)
+        var halves = RandomPool.shared.next()
         return withUnsafeMutableBytes(of: &halves) { b in
             b[6] = b[6] & 0x0F | 0x40  // version 4
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
@@ -80,23 +79,13 @@ enum FastParse {
     /// A version 7 UUID: the time in milliseconds first, then random bits. Ids made one after another sort one
     /// after another, so a table keyed by them grows at its end instead of at random pages of its index.
     static func timeOrderedUUID(at date: Date) -> UUID {
-        var g = SystemRandomNumberGenerator()
-        var halves = (g.next() as UInt64, g.next() as UInt64)
+        var halves = RandomPool.shared.next()
         let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
         return withUnsafeMutableBytes(of: &halves) { b in
             for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
             b[6] = b[6] & 0x0F | 0x70  // version 7
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
             return UUID(uuid: b.load(as: uuid_t.self))
-        }
-    }
-
-    private static func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x61...0x66: c - 0x61 + 10
-        case 0x41...0x46: c - 0x41 + 10
-        default: nil
         }
     }
 
