@@ -1,6 +1,6 @@
 // Throughput client for `make bench`: our SignalR client alone. TransactionCreated and BalanceUpdated are decoded
 // into the domain's HubEvent as the relay does it (one pass from the frame's bytes into a bounded buffer), then a
-// consumer counts them; nothing is stored.
+// consumer on the connection's thread counts them; nothing is stored.
 //
 //   allowance-bench-client BASE_URL TOKEN COUNT
 // BENCH_PROTOCOL=messagepack speaks MessagePack; BENCH_TRANSPORT=LongPolling (or ServerSentEvents) uses that transport.
@@ -34,7 +34,9 @@ if let name = environment["BENCH_TRANSPORT"], let kind = TransportKind(rawValue:
 let connection = HubConnection(url: base.appending(path: "hubs/family"), options: options, logger: logger)
 let events = HubEventBuffer<HubEvent>(capacity: 10_000)
 await connection.on(HubEvent.decoder { _ in failed.add(1, ordering: .relaxed) }, into: events)
-let counter = Task {
+// The counter does next to nothing per event: it runs on the connection's own thread, as pysignalr's callbacks run on
+// its asyncio loop, and a frame wakes that one thread (a consumer on the global pool costs a second wake per hand-over).
+let counter = Task(executorPreference: connection.taskExecutor) {
     var n = 0
     var first: ContinuousClock.Instant?
     while n + failed.load(ordering: .relaxed) < target, let batch = await events.next(limit: 10_000) {

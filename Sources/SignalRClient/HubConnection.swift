@@ -32,6 +32,12 @@ public actor HubConnection {
     /// The thread this actor runs on, which also serves its WebSockets.
     nonisolated let loop: WebSocketLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    /// The connection's thread as a task executor (SE-0417), for a consumer of its event buffer that does little per
+    /// event (counts, forwards): `Task(executorPreference: connection.taskExecutor) { ... }`. The thread that decoded
+    /// the events then resumes it too, so a frame wakes one thread, not two. Such a consumer must not block: while it
+    /// runs, the connection reads nothing and sends no ping. One that waits on a disk (a database writer) belongs on
+    /// a thread of its own. Once the connection is gone, the tasks that prefer it run on the global pool.
+    public nonisolated var taskExecutor: any TaskExecutor { loop.taskExecutor }
     let options: HubConnectionOptions
     let logger: Logger
 

@@ -40,6 +40,40 @@ import WebSocketTransport
     }
 }
 
+/// A consumer that prefers the connection's executor is resumed by the thread that decoded the events: each hand-over
+/// it takes runs on the connection's loop, so no other thread is woken for it.
+@Suite struct ConsumerOnTheConnectionTests {
+    @Test func aConsumerThatPrefersTheConnectionRunsOnItsThread() async throws {
+        try await withSimulator { base in
+            let decoder = HubEventDecoder<Int>(
+                targets: ["TransactionCreated", "BalanceUpdated"], read: { _, reader in reader.skipValue() ? 1 : nil },
+                decode: { _, _ in 1 }, onError: { _, _ in })
+            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+            let buffer = HubEventBuffer<Int>(capacity: 10_000)
+            await connection.on(decoder, into: buffer)
+            try await connection.start()
+            let prepared = try await call(base, "POST", "/_sim/blast/prepare?count=300&batch=1")
+            let expected = prepared["events"]?.intValue ?? 0
+            let consumer = Task(executorPreference: connection.taskExecutor) { () async -> (Int, [String: Int]) in
+                var received = 0
+                var threads: [String: Int] = [:]
+                let deadline = ContinuousClock.now + .seconds(20)
+                while received < expected, ContinuousClock.now < deadline {
+                    let batch = await buffer.next(limit: 1000, within: .milliseconds(100)) ?? []
+                    if !batch.isEmpty { threads[ProcessThreads.current(), default: 0] += 1 }
+                    received += batch.count
+                }
+                return (received, threads)
+            }
+            _ = try await call(base, "POST", "/_sim/blast/go")
+            let (received, threads) = await consumer.value
+            await connection.stop()
+            #expect(received == expected)
+            #expect(Set(threads.keys) == ["signalr-\(base.port!)"], "hand-overs taken on: \(threads)")
+        }
+    }
+}
+
 /// The loop is an executor: an actor on it runs on the loop's thread, and so do its timers.
 @Suite struct WebSocketLoopTests {
     actor OnLoop {
