@@ -190,6 +190,7 @@ public final class Store: Sendable {
     func writeWithoutSync<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.writeWithoutTransaction { db in
+                // Prepared each time, not cached: SQLite applies this pragma when it compiles it, not when it runs.
                 if durability != .normal { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
                 defer { if durability != .normal { try? db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)") } }
                 var result: T?
