@@ -7,25 +7,32 @@ import TestSupport
 import Testing
 import WebSocketTransport
 
-/// A frame is decoded on the thread that received it: the connection's loop, not a thread it wakes.
+/// A frame is decoded on the thread that received it: the connection's loop, not a thread it wakes. A consumer that
+/// prefers the connection's executor is resumed by that thread too, so no other thread is woken for it.
 @Suite struct ConnectionThreadTests {
+    /// A started connection whose events (`read` decodes each to 1) go to the returned buffer, and a blast of `count`
+    /// transactions prepared at the simulator, one message a frame: the number of events it will send.
+    func connectionWithBlast(
+        _ base: URL, count: Int, read: @escaping @Sendable (String, inout JSONReader) -> Int?
+    ) async throws -> (HubConnection, HubEventBuffer<Int>, expected: Int) {
+        let decoder = HubEventDecoder<Int>(
+            targets: ["TransactionCreated", "BalanceUpdated"], read: read, decode: { _, _ in 1 }, onError: { _, _ in })
+        let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
+        let buffer = HubEventBuffer<Int>(capacity: 10_000)
+        await connection.on(decoder, into: buffer)
+        try await connection.start()
+        let prepared = try await call(base, "POST", "/_sim/blast/prepare?count=\(count)&batch=1")
+        return (connection, buffer, prepared["events"]?.intValue ?? 0)
+    }
+
     @Test func framesAreDecodedOnTheLoopThreadThatReadThem() async throws {
         try await withSimulator { base in
             let threads = Mutex<[String: Int]>([:])
-            let decoder = HubEventDecoder<Int>(
-                targets: ["TransactionCreated", "BalanceUpdated"],
-                read: { _, reader in
-                    let name = ProcessThreads.current()
-                    threads.withLock { $0[name, default: 0] += 1 }
-                    return reader.skipValue() ? 1 : nil
-                },
-                decode: { _, _ in 1 }, onError: { _, _ in })
-            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
-            let buffer = HubEventBuffer<Int>(capacity: 10_000)
-            await connection.on(decoder, into: buffer)
-            try await connection.start()
-            let prepared = try await call(base, "POST", "/_sim/blast/prepare?count=500&batch=1")
-            let expected = prepared["events"]?.intValue ?? 0
+            let (connection, buffer, expected) = try await connectionWithBlast(base, count: 500) { _, reader in
+                let name = ProcessThreads.current()
+                threads.withLock { $0[name, default: 0] += 1 }
+                return reader.skipValue() ? 1 : nil
+            }
             _ = try await call(base, "POST", "/_sim/blast/go")
             var received = 0
             let deadline = ContinuousClock.now + .seconds(20)
@@ -38,22 +45,12 @@ import WebSocketTransport
             #expect(seen == ["signalr-\(base.port!)": expected], "decoded on: \(seen)")
         }
     }
-}
 
-/// A consumer that prefers the connection's executor is resumed by the thread that decoded the events: each hand-over
-/// it takes runs on the connection's loop, so no other thread is woken for it.
-@Suite struct ConsumerOnTheConnectionTests {
     @Test func aConsumerThatPrefersTheConnectionRunsOnItsThread() async throws {
         try await withSimulator { base in
-            let decoder = HubEventDecoder<Int>(
-                targets: ["TransactionCreated", "BalanceUpdated"], read: { _, reader in reader.skipValue() ? 1 : nil },
-                decode: { _, _ in 1 }, onError: { _, _ in })
-            let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
-            let buffer = HubEventBuffer<Int>(capacity: 10_000)
-            await connection.on(decoder, into: buffer)
-            try await connection.start()
-            let prepared = try await call(base, "POST", "/_sim/blast/prepare?count=300&batch=1")
-            let expected = prepared["events"]?.intValue ?? 0
+            let (connection, buffer, expected) = try await connectionWithBlast(base, count: 300) { _, reader in
+                reader.skipValue() ? 1 : nil
+            }
             let consumer = Task(executorPreference: connection.taskExecutor) { () async -> (Int, [String: Int]) in
                 var received = 0
                 var threads: [String: Int] = [:]
