@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Synchronization
 
 /// Parsers for the three value kinds every hub event carries (ids, money, dates), for the common exact form,
 /// byte by byte. Foundation's general parsers (sscanf for UUIDs, a locale for Decimal, ISO8601FormatStyle) were a
@@ -72,10 +73,10 @@ enum FastParse {
         }
     }
 
-    /// A new random (version 4) UUID. Foundation's `UUID()` opens and reads /dev/urandom for each one: a thousand file
-    /// opens a second when every event plans a delivery.
+    /// A new random (version 4) UUID. Foundation's `UUID()` opens and reads /dev/urandom for each one, and the system
+    /// generator makes a system call per 8 bytes: every event of a blast plans a delivery, each with a new id.
     static func randomUUID() -> UUID {
-        var halves = RandomPool.shared.next()
+        var halves = nextRandomHalves()
         return withUnsafeMutableBytes(of: &halves) { b in
             b[6] = b[6] & 0x0F | 0x40  // version 4
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
@@ -83,10 +84,17 @@ enum FastParse {
         }
     }
 
+    /// The 128 random bits of a new id, from one generator for the process.
+    private static let ids = Mutex(Xoshiro256StarStar())
+
+    private static func nextRandomHalves() -> (UInt64, UInt64) {
+        ids.withLock { g in (g.next(), g.next()) }
+    }
+
     /// A version 7 UUID: the time in milliseconds first, then random bits. Ids made one after another sort one
     /// after another, so a table keyed by them grows at its end instead of at random pages of its index.
     static func timeOrderedUUID(at date: Date) -> UUID {
-        var halves = RandomPool.shared.next()
+        var halves = nextRandomHalves()
         let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
         return withUnsafeMutableBytes(of: &halves) { b in
             for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits

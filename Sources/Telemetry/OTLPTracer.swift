@@ -1,3 +1,4 @@
+import Core
 import Synchronization
 import Tracing
 
@@ -142,30 +143,4 @@ public final class OTLPSpan: Span {
         guard exporter != nil else { return }
         state.withLock { s in if !s.ended { body(&s) } }
     }
-}
-
-/// xoshiro256** (Blackman and Vigna): a small, fast generator of well-spread 64-bit numbers, for ids, not secrets.
-struct Xoshiro256StarStar: RandomNumberGenerator {
-    private var s: (UInt64, UInt64, UInt64, UInt64)
-
-    init() {
-        var system = SystemRandomNumberGenerator()
-        repeat {
-            s = (system.next(), system.next(), system.next(), system.next())
-        } while s == (0, 0, 0, 0)
-    }
-
-    mutating func next() -> UInt64 {
-        let result = rotate(s.1 &* 5, 7) &* 9
-        let t = s.1 << 17
-        s.2 ^= s.0
-        s.3 ^= s.1
-        s.1 ^= s.2
-        s.0 ^= s.3
-        s.2 ^= t
-        s.3 = rotate(s.3, 45)
-        return result
-    }
-
-    private func rotate(_ x: UInt64, _ k: UInt64) -> UInt64 { (x << k) | (x >> (64 - k)) }
 }
