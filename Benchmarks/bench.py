@@ -400,6 +400,11 @@ rules:
         relay, db = self.start_relay(sim, f"pipeline-{batch}", "http://127.0.0.1:9/closed")
         try:
             wait_until(lambda: self.ready(db), 60, "the relay to connect and catch up")
+            # The store floor starts from the same database: the relay's schema and family, before its blast.
+            template = self.work / f"store-floor-{batch}.sqlite"
+            template.unlink(missing_ok=True)
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as src, sqlite3.connect(template) as dst:
+                src.backup(dst)
             time.sleep(1 if self.quick else 3)
             idle = relay.status()
             # MAX(seq), not COUNT(*): a full count every few ms would take CPU from the relay and hold read
@@ -421,6 +426,34 @@ rules:
             relay.stop()
         if batch == 20:
             self.pipeline_db = db  # the storage part measures it
+        self.store_floor_throughput_at(sim, batch, rows, template)
+
+    def store_floor_throughput_at(self, sim, batch, rows, db):
+        """The same blast through Benchmarks/floor/store_floor.c, on a copy of the relay's database taken before
+        its blast: the relay's rows for each event, in C, committed durably once per read of the socket."""
+        name = "floor: the relay's rows (C: libwebsockets, SQLite)"
+        self.log(f"throughput, {batch} per frame: {name}")
+        proc = Proc("store-floor", [str(self.store_floor), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
+                                    str(db)], workdir=self.work)
+        try:
+            proc.wait_line(lambda l: l == "connected", 30)
+            time.sleep(1 if self.quick else 3)
+            idle = proc.status()
+            before = self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0
+            deliveries_before = self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0
+            sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}")
+            t0 = time.monotonic()
+            sim.post("/_sim/blast/go")
+            wait_until(lambda: (self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0) - before >= self.n, 900,
+                       "the store floor to store every event", every=0.02)
+            wall = time.monotonic() - t0
+            s = proc.status()
+            deliveries = (self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0) - deliveries_before
+            rows[name] = {"events": self.n, "seconds_wall": wall, "events_per_s": self.n / wall, "rss_idle_mib": idle["VmRSS"],
+                          "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "delivery_rows": deliveries}
+            self.log(f"  {rows[name]['events_per_s']:.0f} events/s, {deliveries} delivery rows, {rows[name]['cpu_s']:.2f} CPU s")
+        finally:
+            proc.stop()
 
     # 6: storage --------------------------------------------------------------------------------------------------
     def storage(self):
@@ -671,6 +704,7 @@ rules:
         self.environment()
         self.floor = self.build_floor("lws_floor", ["libwebsockets"])
         self.soak_floor = self.build_floor("soak_floor", ["libwebsockets", "sqlite3", "libcurl"])
+        self.store_floor = self.build_floor("store_floor", ["libwebsockets", "sqlite3"])
         # A fresh simulator for each part: a relay's first catch-up then fetches only the seeded family.
         for part in (getattr(self, p) for p in parts):
             sim = Sim(self)
@@ -721,6 +755,14 @@ def report(r):
     lines += ["", f"At 20 per frame our client reaches {ours / floor:.0%} of the floor's rate; the whole pipeline "
               f"{pipeline:,.0f} events/s (each event committed to SQLite with `synchronous=FULL`, its rules run and its "
               "delivery row written).", ""]
+    store_floor = "floor: the relay's rows (C: libwebsockets, SQLite)"
+    sf, relay_row = tp.get(store_floor), tp["allowance-relay run (stored, rules, delivery rows)"]
+    if sf:
+        lines += [f"The floor for the whole pipeline (`Benchmarks/floor/store_floor.c`) writes the relay's rows for each "
+                  "event in C, into a copy of the relay's database taken before its blast, one thread, committed once "
+                  f"the socket has nothing more waiting: {sf['events_per_s']:,.0f} events/s on {sf['cpu_s']:.2f} CPU s at "
+                  f"20 per frame. The relay reaches {pipeline / sf['events_per_s']:.0%} of its rate on "
+                  f"{relay_row['cpu_s'] / sf['cpu_s']:.2f}x its CPU.", ""]
     mp = tp.get("allowance-relay SignalR client, MessagePack")
     pymp = tp.get("pysignalr 1.3.3, MessagePack")
     if mp and pymp:

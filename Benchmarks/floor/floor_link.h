@@ -48,8 +48,10 @@ static void floor_on_link_end(const char *name, enum lws_callback_reasons reason
     }
 }
 
-// Services the link until a signal or its end, then frees the context.
-static void floor_run(struct lws_context *context) {
-    while (!floor_interrupted && lws_service(context, 0) >= 0) {}
+// Services the link until a signal or its end, then frees the context. `after_turn` (optional) runs after each
+// turn of the loop: one poll and whatever it brought.
+static void floor_run(struct lws_context *context, void (*after_turn)(void)) {
+    while (!floor_interrupted && lws_service(context, 0) >= 0)
+        if (after_turn) after_turn();
     lws_context_destroy(context);
 }

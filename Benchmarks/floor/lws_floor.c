@@ -68,6 +68,6 @@ int main(int argc, char **argv) {
     target = atol(argv[4]);
     struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;
-    floor_run(context);
+    floor_run(context, NULL);
     return 0;
 }

@@ -1,0 +1,309 @@
+// The floor for the whole relay's blast: the rows the relay writes for each hub event, written directly in C on
+// the same two libraries (libwebsockets, SQLite) into a copy of the relay's own database (its schema, its indexes,
+// its seeded family). What it keeps of the relay's promise: every event lands in the inbox under the relay's dedup
+// key with its normalised payload, each transaction in `txn`, each child's balance, and for each transaction one
+// delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL, synchronous=FULL,
+// the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at 1,000 events: what
+// came in while the last commit ran, as the relay's writer takes it (in a blast the relay commits 600-1,900 events
+// at a time; committing after every read instead gave the floor 20 events a commit and 20,000 events/s, less
+// than the relay). What it leaves out: a parser (it finds each field by searching the text, and trusts it), money
+// checks, local writes awaiting confirmation, rules, templates, logging, a second thread.
+//
+//   store_floor HOST PORT PATH DB
+// Prints "connected" once the handshake is answered, then runs until SIGTERM.
+#define _GNU_SOURCE  // memmem
+#include <ctype.h>
+#include <sqlite3.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "floor_link.h"
+
+static int connected, in_batch, batch_events;
+static struct lws *link_wsi;
+static sqlite3 *db;
+static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *insert_txn, *insert_delivery, *latest_balance,
+    *load_child, *save_child;
+static char now_iso[32];
+static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
+
+// The children a batch touched: loaded once, written once at its commit.
+enum { MAX_CHILDREN = 64 };
+static struct child { char id[37]; char name[64]; long long balance; int changed; } children[MAX_CHILDREN];
+static int child_count;
+
+static char *message;
+static size_t message_len, message_cap;
+
+static void check(int rc, const char *what) {
+    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        fprintf(stderr, "store_floor: %s: %s\n", what, sqlite3_errmsg(db));
+        exit(1);
+    }
+}
+
+static void step(sqlite3_stmt *s, const char *what) {
+    check(sqlite3_step(s), what);
+    sqlite3_reset(s);
+}
+
+static void text(sqlite3_stmt *s, int i, const char *t) { sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC); }
+
+// A string member's value (no escapes in the simulator's text), lowercased when asked; NULL when absent.
+static const char *string_member(const char *m, size_t len, const char *key, char *out, size_t cap, int lower) {
+    const char *p = memmem(m, len, key, strlen(key));
+    if (!p) return NULL;
+    p += strlen(key);
+    size_t n = 0;
+    while (p < m + len && *p != '"' && n + 1 < cap) out[n++] = lower ? (char)tolower((unsigned char)*p++) : *p++;
+    out[n] = 0;
+    return out;
+}
+
+// A number in minor units (two decimals at most: the simulator's money).
+static long long cents_at(const char *p) {
+    int negative = *p == '-';
+    if (negative) p++;
+    long long whole = 0, fraction = 0;
+    while (isdigit((unsigned char)*p)) whole = whole * 10 + (*p++ - '0');
+    if (*p == '.') {
+        p++;
+        for (int i = 0; i < 2; i++) fraction = fraction * 10 + (isdigit((unsigned char)*p) ? *p++ - '0' : 0);
+    }
+    return (negative ? -1 : 1) * (whole * 100 + fraction);
+}
+
+static long long number_member(const char *m, size_t len, const char *key) {
+    const char *p = memmem(m, len, key, strlen(key));
+    return p ? cents_at(p + strlen(key)) : 0;
+}
+
+static void money(char *out, long long c) {
+    sprintf(out, "%s%lld.%02lld", c < 0 ? "-" : "", llabs(c) / 100, llabs(c) % 100);
+}
+
+static struct child *child_of(const char *id) {
+    for (int i = 0; i < child_count; i++)
+        if (!strcmp(children[i].id, id)) return &children[i];
+    if (child_count == MAX_CHILDREN) return NULL;
+    text(load_child, 1, id);
+    struct child *c = NULL;
+    if (sqlite3_step(load_child) == SQLITE_ROW) {
+        c = &children[child_count++];
+        strcpy(c->id, id);
+        snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(load_child, 1));
+        c->balance = sqlite3_column_int64(load_child, 0);
+        c->changed = 0;
+    }
+    sqlite3_reset(load_child);
+    return c;
+}
+
+static void begin_batch(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(now_iso, sizeof now_iso, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(now_iso + n, sizeof now_iso - n, ".%03ldZ", (long)(tv.tv_usec / 1000));
+    step(begin_stmt, "begin");
+    in_batch = 1;
+}
+
+// After each turn of the loop: the batch is committed unless more is waiting to be read.
+static void commit_batch(void) {
+    if (!in_batch) return;
+    int waiting = 0;
+    if (link_wsi && batch_events < 1000 && ioctl(lws_get_socket_fd(link_wsi), FIONREAD, &waiting) == 0 && waiting > 0) return;
+    for (int i = 0; i < child_count; i++) {
+        if (!children[i].changed) continue;
+        sqlite3_bind_int64(save_child, 1, children[i].balance);
+        text(save_child, 2, now_iso);
+        text(save_child, 3, children[i].id);
+        step(save_child, "save child");
+    }
+    child_count = 0;
+    step(commit_stmt, "commit");
+    commits++;
+    in_batch = 0;
+    batch_events = 0;
+}
+
+static void transaction_created(const char *m, size_t len) {
+    char id[40], child_id[40], type[16], description[256], created_at[40], created_by[128];
+    if (!string_member(m, len, "\"id\":\"", id, sizeof id, 1) ||
+        !string_member(m, len, "\"childId\":\"", child_id, sizeof child_id, 1)) return;
+    const char *args = memmem(m, len, "\"arguments\":", 12);  // the transaction's own "type", not the message's
+    if (!args) return;
+    size_t rest = len - (size_t)(args - m);
+    string_member(args, rest, "\"type\":\"", type, sizeof type, 0);
+    string_member(args, rest, "\"description\":\"", description, sizeof description, 0);
+    string_member(args, rest, "\"createdAt\":\"", created_at, sizeof created_at, 0);
+    string_member(args, rest, "\"createdByName\":\"", created_by, sizeof created_by, 0);
+    long long amount = number_member(args, rest, "\"amount\":"), after = number_member(args, rest, "\"balanceAfter\":");
+    struct child *child = child_of(child_id);
+    if (!child) return;  // the relay catches up here; the blast's children are all known
+    char amount_text[32], after_text[32], before_text[32], key[64], members[1024], payload[1100], alert[1400];
+    money(amount_text, amount);
+    money(after_text, after);
+    money(before_text, child->balance);
+    snprintf(members, sizeof members,
+             "\"id\":\"%s\",\"childId\":\"%s\",\"type\":\"%s\",\"amount\":\"%s\",\"description\":\"%s\","
+             "\"balanceAfter\":\"%s\",\"createdAt\":\"%s\",\"createdByName\":\"%s\"",
+             id, child_id, type, amount_text, description, after_text, created_at, created_by);
+    snprintf(key, sizeof key, "TransactionCreated:%s", id);
+    snprintf(payload, sizeof payload, "{\"event\":\"TransactionCreated\",%s}", members);
+    text(insert_inbox, 1, key);
+    text(insert_inbox, 2, "TransactionCreated");
+    text(insert_inbox, 3, payload);
+    text(insert_inbox, 4, now_iso);
+    step(insert_inbox, "insert inbox");
+    if (sqlite3_changes(db) != 1) return;  // a duplicate
+    const char *values[] = {id, child_id, NULL, type, description, NULL, created_at, created_by, now_iso};
+    for (int i = 0; i < 9; i++) if (values[i]) text(insert_txn, i + 1, values[i]);
+    sqlite3_bind_int64(insert_txn, 3, amount);
+    sqlite3_bind_int64(insert_txn, 6, after);
+    step(insert_txn, "insert txn");
+    // The delivery: a time-ordered id, as the relay's, and the alert the rule's sink is sent.
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    char delivery_id[48];
+    snprintf(delivery_id, sizeof delivery_id, "dlv_%08llx-%04llx-7%03llx-%04llx-%012llx", ms >> 16, ms & 0xffff,
+             rng & 0xfff, 0x8000 | ((rng >> 12) & 0x3fff), (rng >> 26) & 0xffffffffffffULL);
+    snprintf(alert, sizeof alert,
+             "{\"kind\":\"transaction.created\",\"at\":\"%s\",\"currency\":\"USD\",\"childId\":\"%s\",\"childName\":\"%s\","
+             "\"transaction\":{%s},\"balance\":\"%s\",\"previousBalance\":\"%s\",\"caughtUp\":false}",
+             now_iso, child_id, child->name, members, after_text, before_text);
+    text(insert_delivery, 1, delivery_id);
+    text(insert_delivery, 2, child_id);
+    text(insert_delivery, 3, alert);
+    text(insert_delivery, 4, now_iso);
+    step(insert_delivery, "insert delivery");
+    child->balance = after;
+    child->changed = 1;
+}
+
+static void balance_updated(const char *m, size_t len) {
+    const char *args = memmem(m, len, "\"arguments\":[\"", 14);
+    if (!args) return;
+    args += 14;
+    char child_id[40];
+    size_t n = 0;
+    while (args < m + len && *args != '"' && n + 1 < sizeof child_id) child_id[n++] = (char)tolower((unsigned char)*args++);
+    child_id[n] = 0;
+    const char *comma = memchr(args, ',', (size_t)(m + len - args));
+    if (!comma) return;
+    long long balance = cents_at(comma + 1);
+    struct child *child = child_of(child_id);
+    if (!child) return;
+    char key[96], payload[160], balance_text[32];
+    money(balance_text, balance);
+    snprintf(key, sizeof key, "BalanceUpdated:floor-%llu", ++balance_updates);
+    snprintf(payload, sizeof payload, "{\"event\":\"BalanceUpdated\",\"childId\":\"%s\",\"balance\":\"%s\"}", child_id,
+             balance_text);
+    text(insert_inbox, 1, key);
+    text(insert_inbox, 2, "BalanceUpdated");
+    text(insert_inbox, 3, payload);
+    text(insert_inbox, 4, now_iso);
+    step(insert_inbox, "insert inbox");
+    // The relay compares the server's balance with its newest transaction's (a gap means missed events).
+    text(latest_balance, 1, child_id);
+    check(sqlite3_step(latest_balance), "latest balance");
+    sqlite3_reset(latest_balance);
+    child->balance = balance;
+    child->changed = 1;
+}
+
+static void handle(const char *m, size_t len) {
+    if (!connected) {  // the handshake answer
+        connected = 1;
+        printf("connected\n");
+        fflush(stdout);
+        return;
+    }
+    int created = NULL != memmem(m, len, "\"target\":\"TransactionCreated\"", 29);
+    if (!created && !memmem(m, len, "\"target\":\"BalanceUpdated\"", 25)) return;  // pings and the rest
+    if (!in_batch) begin_batch();
+    events++;
+    batch_events++;
+    if (created) transaction_created(m, len);
+    else balance_updated(m, len);
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
+    (void)user;
+    static const char handshake[] = "{\"protocol\":\"json\",\"version\":1}\x1e";
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        link_wsi = wsi;
+        lws_callback_on_writable(wsi);
+        break;
+    case LWS_CALLBACK_CLIENT_WRITEABLE: {
+        unsigned char buf[LWS_PRE + 64];
+        memcpy(buf + LWS_PRE, handshake, sizeof handshake - 1);
+        lws_write(wsi, buf + LWS_PRE, sizeof handshake - 1, LWS_WRITE_TEXT);
+        break;
+    }
+    case LWS_CALLBACK_CLIENT_RECEIVE: {
+        if (message_len + len > message_cap) {
+            message_cap = (message_len + len) * 2;
+            message = realloc(message, message_cap);
+        }
+        memcpy(message + message_len, in, len);
+        message_len += len;
+        if (!lws_is_final_fragment(wsi)) break;
+        size_t start = 0;
+        for (size_t i = 0; i < message_len; i++) {
+            if (message[i] != 0x1e) continue;
+            handle(message + start, i - start);
+            start = i + 1;
+        }
+        message_len = 0;
+        break;
+    }
+    default:
+        if (reason == LWS_CALLBACK_CLIENT_CLOSED) link_wsi = NULL;
+        floor_on_link_end("store_floor", reason, in);
+        break;
+    }
+    return 0;
+}
+
+static void prepare(const char *sql, sqlite3_stmt **s) { check(sqlite3_prepare_v2(db, sql, -1, s, NULL), sql); }
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: store_floor HOST PORT PATH DB (a copy of the relay's database)\n");
+        return 2;
+    }
+    check(sqlite3_open(argv[4], &db), "open");
+    check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-6144;"
+                           "PRAGMA wal_autocheckpoint=4000;", NULL, NULL, NULL), "pragmas");
+    prepare("BEGIN IMMEDIATE", &begin_stmt);
+    prepare("COMMIT", &commit_stmt);
+    prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, 0, ?)",
+            &insert_inbox);
+    prepare("INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,"
+            " origin, received_via, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'hub', ?)"
+            " ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor",
+            &insert_txn);
+    prepare("INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,"
+            " next_attempt_at, last_error, created_at, trace_parent)"
+            " VALUES (?1, 'hook', 'rule 1', 'transaction.created', ?2, 'normal', ?3, 0, NULL, 'pending', ?4, NULL, ?4, NULL)",
+            &insert_delivery);
+    prepare("SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server'"
+            " ORDER BY created_at DESC, stored_at DESC LIMIT 1", &latest_balance);
+    prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
+    prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
+
+    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
+    if (!context) return 1;
+    floor_run(context, commit_batch);
+    link_wsi = NULL;
+    commit_batch();  // what came before the signal
+    fprintf(stderr, "store_floor: %llu events in %llu commits\n", events, commits);
+    return 0;
+}
