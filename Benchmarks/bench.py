@@ -433,7 +433,7 @@ rules:
         its blast: the relay's rows for each event, in C, committed durably once per read of the socket."""
         name = "floor: the relay's rows (C: libwebsockets, SQLite)"
         self.log(f"throughput, {batch} per frame: {name}")
-        proc = Proc("store-floor", [str(self.store_floor), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
+        proc = Proc(f"store-floor-{batch}", [str(self.store_floor), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
                                     str(db)], workdir=self.work)
         try:
             proc.wait_line(lambda l: l == "connected", 30)
@@ -755,14 +755,16 @@ def report(r):
     lines += ["", f"At 20 per frame our client reaches {ours / floor:.0%} of the floor's rate; the whole pipeline "
               f"{pipeline:,.0f} events/s (each event committed to SQLite with `synchronous=FULL`, its rules run and its "
               "delivery row written).", ""]
-    store_floor = "floor: the relay's rows (C: libwebsockets, SQLite)"
-    sf, relay_row = tp.get(store_floor), tp["allowance-relay run (stored, rules, delivery rows)"]
-    if sf:
+    store_floor, relay_name = "floor: the relay's rows (C: libwebsockets, SQLite)", "allowance-relay run (stored, rules, delivery rows)"
+    if tp.get(store_floor):
+        def beside(rows, label):
+            sf, relay_row = rows[store_floor], rows[relay_name]
+            return (f"{sf['events_per_s']:,.0f} events/s on {sf['cpu_s']:.2f} CPU s at {label} (the relay "
+                    f"{relay_row['events_per_s'] / sf['events_per_s']:.0%} of that rate on {relay_row['cpu_s'] / sf['cpu_s']:.2f}x the CPU)")
+        framings = [beside(tp, "20 per frame")] + ([beside(one, "1 per frame")] if one.get(store_floor) else [])
         lines += [f"The floor for the whole pipeline (`Benchmarks/floor/store_floor.c`) writes the relay's rows for each "
                   "event in C, into a copy of the relay's database taken before its blast, one thread, committed once "
-                  f"the socket has nothing more waiting: {sf['events_per_s']:,.0f} events/s on {sf['cpu_s']:.2f} CPU s at "
-                  f"20 per frame. The relay reaches {pipeline / sf['events_per_s']:.0%} of its rate on "
-                  f"{relay_row['cpu_s'] / sf['cpu_s']:.2f}x its CPU.", ""]
+                  f"the socket has nothing more waiting: {' and '.join(framings)}.", ""]
     mp = tp.get("allowance-relay SignalR client, MessagePack")
     pymp = tp.get("pysignalr 1.3.3, MessagePack")
     if mp and pymp:
