@@ -131,7 +131,7 @@ static void commit_batch(void) {
 }
 
 static void transaction_created(const char *m, size_t len) {
-    char id[40], child_id[40], type[16], description[256], created_at[40], created_by[128];
+    char id[40], child_id[40], type[16] = "", description[256] = "", created_at[40] = "", created_by[128] = "";
     if (!string_member(m, len, "\"id\":\"", id, sizeof id, 1) ||
         !string_member(m, len, "\"childId\":\"", child_id, sizeof child_id, 1)) return;
     const char *args = memmem(m, len, "\"arguments\":", 12);  // the transaction's own "type", not the message's
