@@ -430,7 +430,7 @@ rules:
 
     def store_floor_throughput_at(self, sim, batch, rows, db):
         """The same blast through Benchmarks/floor/store_floor.c, on a copy of the relay's database taken before
-        its blast: the relay's rows for each event, in C, committed durably once per read of the socket."""
+        its blast: the relay's rows for each event, in C, committed durably once the socket has nothing more waiting."""
         name = "floor: the relay's rows (C: libwebsockets, SQLite)"
         self.log(f"throughput, {batch} per frame: {name}")
         proc = Proc(f"store-floor-{batch}", [str(self.store_floor), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",

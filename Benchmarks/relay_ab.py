@@ -2,8 +2,8 @@
 """Before and after, side by side: bench.py's whole-relay throughput part alone (100,000 hub events, 20 and then 1
 per frame, stored with their rules and delivery rows) for each folder of release binaries, alternating, ROUNDS
 times, each beside the C floor that writes the relay's rows (`Benchmarks/floor/store_floor.c`); prints events/s and
-CPU seconds per run. With `client`, the SignalR client alone instead
-(allowance-bench-client, JSON), beside the C floor on libwebsockets in the same round. A folder holds
+CPU seconds per run. With `client`, the SignalR client alone instead (allowance-bench-client, JSON), beside the C
+floor on libwebsockets in the same round. A folder holds
 allowance-relay, allowance-hub-sim and allowance-bench-client (copy the relay of each build beside the same simulator).
 
     .venv/bin/python Benchmarks/relay_ab.py BEFORE_DIR,AFTER_DIR [ROUNDS] [client]
