@@ -405,23 +405,7 @@ rules:
             template.unlink(missing_ok=True)
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as src, sqlite3.connect(template) as dst:
                 src.backup(dst)
-            time.sleep(1 if self.quick else 3)
-            idle = relay.status()
-            # MAX(seq), not COUNT(*): a full count every few ms would take CPU from the relay and hold read
-            # transactions that keep SQLite from checkpointing its WAL.
-            before = self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0
-            deliveries_before = self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0
-            sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}")
-            t0 = time.monotonic()
-            sim.post("/_sim/blast/go")
-            wait_until(lambda: (self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0) - before >= self.n, 900,
-                       "the relay to store every event", every=0.02)
-            wall = time.monotonic() - t0
-            s = relay.status()
-            deliveries = (self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0) - deliveries_before
-            rows[name] = {"events": self.n, "seconds_wall": wall, "events_per_s": self.n / wall, "rss_idle_mib": idle["VmRSS"],
-                          "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "delivery_rows": deliveries}
-            self.log(f"  {rows[name]['events_per_s']:.0f} events/s, {deliveries} delivery rows, peak RSS {s['VmHWM']:.1f} MiB")
+            rows[name] = self.blast_stored(sim, batch, relay, db, "the relay")
         finally:
             relay.stop()
         if batch == 20:
@@ -437,23 +421,31 @@ rules:
                                     str(db)], workdir=self.work)
         try:
             proc.wait_line(lambda l: l == "connected", 30)
-            time.sleep(1 if self.quick else 3)
-            idle = proc.status()
-            before = self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0
-            deliveries_before = self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0
-            sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}")
-            t0 = time.monotonic()
-            sim.post("/_sim/blast/go")
-            wait_until(lambda: (self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0) - before >= self.n, 900,
-                       "the store floor to store every event", every=0.02)
-            wall = time.monotonic() - t0
-            s = proc.status()
-            deliveries = (self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0) - deliveries_before
-            rows[name] = {"events": self.n, "seconds_wall": wall, "events_per_s": self.n / wall, "rss_idle_mib": idle["VmRSS"],
-                          "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "delivery_rows": deliveries}
-            self.log(f"  {rows[name]['events_per_s']:.0f} events/s, {deliveries} delivery rows, {rows[name]['cpu_s']:.2f} CPU s")
+            rows[name] = self.blast_stored(sim, batch, proc, db, "the store floor")
         finally:
             proc.stop()
+
+    def blast_stored(self, sim, batch, proc, db, who):
+        """A blast of self.n events at `batch` per frame, timed until `proc` (connected) has stored every one in `db`."""
+        time.sleep(1 if self.quick else 3)
+        idle = proc.status()
+        # MAX(seq), not COUNT(*): a full count every few ms would take CPU from the writer and hold read
+        # transactions that keep SQLite from checkpointing its WAL.
+        before = self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0
+        deliveries_before = self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0
+        sim.post(f"/_sim/blast/prepare?count={self.n // 2}&batch={batch}")
+        t0 = time.monotonic()
+        sim.post("/_sim/blast/go")
+        wait_until(lambda: (self.db_count(db, "SELECT MAX(seq) FROM inbox") or 0) - before >= self.n, 900,
+                   f"{who} to store every event", every=0.02)
+        wall = time.monotonic() - t0
+        s = proc.status()
+        deliveries = (self.db_count(db, "SELECT COUNT(*) FROM delivery") or 0) - deliveries_before
+        row = {"events": self.n, "seconds_wall": wall, "events_per_s": self.n / wall, "rss_idle_mib": idle["VmRSS"],
+               "rss_peak_mib": s["VmHWM"], "cpu_s": s["cpu"] - idle["cpu"], "delivery_rows": deliveries}
+        self.log(f"  {row['events_per_s']:.0f} events/s, {deliveries} delivery rows, {row['cpu_s']:.2f} CPU s, "
+                 f"peak RSS {s['VmHWM']:.1f} MiB")
+        return row
 
     # 6: storage --------------------------------------------------------------------------------------------------
     def storage(self):

@@ -48,6 +48,38 @@ static void floor_on_link_end(const char *name, enum lws_callback_reasons reason
     }
 }
 
+// The SignalR handshake, the JSON protocol, sent when the link first becomes writeable.
+static const char floor_handshake[] = "{\"protocol\":\"json\",\"version\":1}\x1e";
+
+// Writes `text` (at most 256 bytes: a handshake or a ping) as one text frame.
+static inline void floor_send_text(struct lws *wsi, const char *text) {
+    unsigned char buf[LWS_PRE + 256];
+    size_t n = strlen(text);
+    memcpy(buf + LWS_PRE, text, n);
+    lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_TEXT);
+}
+
+// For LWS_CALLBACK_CLIENT_RECEIVE: joins a message's fragments, then hands each record of the final one to
+// `handle` (without its 0x1e separator).
+static inline void floor_receive(struct lws *wsi, const void *in, size_t len, void (*handle)(const char *, size_t)) {
+    static char *message;
+    static size_t message_len, message_cap;
+    if (message_len + len > message_cap) {
+        message_cap = (message_len + len) * 2;
+        message = realloc(message, message_cap);
+    }
+    memcpy(message + message_len, in, len);
+    message_len += len;
+    if (!lws_is_final_fragment(wsi)) return;
+    size_t start = 0;
+    for (size_t i = 0; i < message_len; i++) {
+        if (message[i] != 0x1e) continue;
+        handle(message + start, i - start);
+        start = i + 1;
+    }
+    message_len = 0;
+}
+
 // Services the link until a signal or its end, then frees the context. `after_turn` (optional) runs after each
 // turn of the loop: one poll and whatever it brought.
 static void floor_run(struct lws_context *context, void (*after_turn)(void)) {

@@ -21,17 +21,13 @@ static double now(void) {
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
-    static const char handshake[] = "{\"protocol\":\"json\",\"version\":1}\x1e";
     switch (reason) {
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         lws_callback_on_writable(wsi);
         break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE: {
-        unsigned char buf[LWS_PRE + sizeof handshake];
-        memcpy(buf + LWS_PRE, handshake, sizeof handshake - 1);
-        lws_write(wsi, buf + LWS_PRE, sizeof handshake - 1, LWS_WRITE_TEXT);
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        floor_send_text(wsi, floor_handshake);
         break;
-    }
     case LWS_CALLBACK_CLIENT_RECEIVE: {
         const char *p = in;
         for (size_t i = 0; i < len; i++) {

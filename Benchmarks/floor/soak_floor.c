@@ -13,14 +13,13 @@
 // Prints "connected" once the handshake is answered, then runs until SIGTERM.
 #define _GNU_SOURCE  // memmem
 #include <curl/curl.h>
-#include <sqlite3.h>
 
 #include "floor_link.h"
+#include "floor_sqlite.h"
 
 static int connected;
 static struct lws *link_wsi;
 static struct lws_context *context;
-static sqlite3 *db;
 static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_event, *insert_delivery, *mark_delivered;
 static CURL *curl;
 static struct curl_slist *headers;
@@ -32,22 +31,6 @@ enum { MAX_PENDING = 4096 };
 static char *pending_body[MAX_PENDING];
 static sqlite3_int64 pending_row[MAX_PENDING], sent_row[MAX_PENDING];
 static int pending_count, sent_count;
-
-// A message can arrive in several fragments; they are joined here.
-static char *message;
-static size_t message_len, message_cap;
-
-static void check(int rc, const char *what) {
-    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        fprintf(stderr, "soak_floor: %s: %s\n", what, sqlite3_errmsg(db));
-        exit(1);
-    }
-}
-
-static void step(sqlite3_stmt *s, const char *what) {
-    check(sqlite3_step(s), what);
-    sqlite3_reset(s);
-}
 
 static size_t discard(char *p, size_t size, size_t n, void *u) { (void)p; (void)u; return size * n; }
 
@@ -126,7 +109,6 @@ static void ping(lws_sorted_usec_list_t *sul) {
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     (void)user;
-    static const char handshake[] = "{\"protocol\":\"json\",\"version\":1}\x1e";
     static const char ping_message[] = "{\"type\":6}\x1e";
     static int handshake_sent;
     switch (reason) {
@@ -136,33 +118,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         lws_sul_schedule(context, 0, &ping_timer, ping, 15 * LWS_US_PER_SEC);
         break;
     case LWS_CALLBACK_CLIENT_WRITEABLE: {
-        const char *text = handshake_sent ? ping_message : handshake;
-        size_t n = strlen(text);
         if (handshake_sent && !want_ping) break;
-        unsigned char buf[LWS_PRE + 64];
-        memcpy(buf + LWS_PRE, text, n);
-        lws_write(wsi, buf + LWS_PRE, n, LWS_WRITE_TEXT);
+        floor_send_text(wsi, handshake_sent ? ping_message : floor_handshake);
         handshake_sent = 1;
         want_ping = 0;
         break;
     }
-    case LWS_CALLBACK_CLIENT_RECEIVE: {
-        if (message_len + len > message_cap) {
-            message_cap = (message_len + len) * 2;
-            message = realloc(message, message_cap);
-        }
-        memcpy(message + message_len, in, len);
-        message_len += len;
-        if (!lws_is_final_fragment(wsi)) break;
-        size_t start = 0;
-        for (size_t i = 0; i < message_len; i++) {
-            if (message[i] != 0x1e) continue;
-            handle(message + start, i - start);
-            start = i + 1;
-        }
-        message_len = 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        floor_receive(wsi, in, len, handle);
         break;
-    }
     default:
         floor_on_link_end("soak_floor", reason, in);
         break;
@@ -170,13 +134,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return 0;
 }
 
-static void prepare(const char *sql, sqlite3_stmt **s) { check(sqlite3_prepare_v2(db, sql, -1, s, NULL), sql); }
-
 int main(int argc, char **argv) {
     if (argc != 6) {
         fprintf(stderr, "usage: soak_floor HOST PORT PATH DB WEBHOOK_URL\n");
         return 2;
     }
+    floor_name = "soak_floor";
     check(sqlite3_open(argv[4], &db), "open");
     check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                            "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, message TEXT NOT NULL);"

@@ -13,16 +13,15 @@
 // Prints "connected" once the handshake is answered, then runs until SIGTERM.
 #define _GNU_SOURCE  // memmem
 #include <ctype.h>
-#include <sqlite3.h>
 #include <sys/ioctl.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include "floor_link.h"
+#include "floor_sqlite.h"
 
 static int connected, in_batch, batch_events;
 static struct lws *link_wsi;
-static sqlite3 *db;
 static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *insert_txn, *insert_delivery, *latest_balance,
     *load_child, *save_child;
 static char now_iso[32];
@@ -32,21 +31,6 @@ static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a
 enum { MAX_CHILDREN = 64 };
 static struct child { char id[37]; char name[64]; long long balance; int changed; } children[MAX_CHILDREN];
 static int child_count;
-
-static char *message;
-static size_t message_len, message_cap;
-
-static void check(int rc, const char *what) {
-    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        fprintf(stderr, "store_floor: %s: %s\n", what, sqlite3_errmsg(db));
-        exit(1);
-    }
-}
-
-static void step(sqlite3_stmt *s, const char *what) {
-    check(sqlite3_step(s), what);
-    sqlite3_reset(s);
-}
 
 static void text(sqlite3_stmt *s, int i, const char *t) { sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC); }
 
@@ -235,35 +219,17 @@ static void handle(const char *m, size_t len) {
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     (void)user;
-    static const char handshake[] = "{\"protocol\":\"json\",\"version\":1}\x1e";
     switch (reason) {
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         link_wsi = wsi;
         lws_callback_on_writable(wsi);
         break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE: {
-        unsigned char buf[LWS_PRE + 64];
-        memcpy(buf + LWS_PRE, handshake, sizeof handshake - 1);
-        lws_write(wsi, buf + LWS_PRE, sizeof handshake - 1, LWS_WRITE_TEXT);
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        floor_send_text(wsi, floor_handshake);
         break;
-    }
-    case LWS_CALLBACK_CLIENT_RECEIVE: {
-        if (message_len + len > message_cap) {
-            message_cap = (message_len + len) * 2;
-            message = realloc(message, message_cap);
-        }
-        memcpy(message + message_len, in, len);
-        message_len += len;
-        if (!lws_is_final_fragment(wsi)) break;
-        size_t start = 0;
-        for (size_t i = 0; i < message_len; i++) {
-            if (message[i] != 0x1e) continue;
-            handle(message + start, i - start);
-            start = i + 1;
-        }
-        message_len = 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        floor_receive(wsi, in, len, handle);
         break;
-    }
     default:
         if (reason == LWS_CALLBACK_CLIENT_CLOSED) link_wsi = NULL;
         floor_on_link_end("store_floor", reason, in);
@@ -272,13 +238,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return 0;
 }
 
-static void prepare(const char *sql, sqlite3_stmt **s) { check(sqlite3_prepare_v2(db, sql, -1, s, NULL), sql); }
-
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: store_floor HOST PORT PATH DB (a copy of the relay's database)\n");
         return 2;
     }
+    floor_name = "store_floor";
     check(sqlite3_open(argv[4], &db), "open");
     check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-6144;"
                            "PRAGMA wal_autocheckpoint=4000;", NULL, NULL, NULL), "pragmas");
