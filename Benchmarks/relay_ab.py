@@ -28,7 +28,7 @@ for _ in range(rounds):
             everyone = run.clients
             run.clients = lambda sim: {k: v for k, v in everyone(sim).items() if k in (ours, floor)}
         else:
-            run.store_floor = run.build_floor("store_floor", ["libwebsockets", "sqlite3"])
+            run.store_floor = run.build_floor("store_floor", ["libwebsockets", "sqlite3", "libcurl"])
             run.clients = lambda sim: {}  # the relay, and the store floor after it
         for batch in (20, 1):
             sim = bench.Sim(run)

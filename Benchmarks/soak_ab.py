@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Before and after, side by side: bench.py's soak part alone (20 transactions a second, one webhook sink) for each
 folder of release binaries, alternating, ROUNDS times, SECONDS each; prints the relay's CPU and context switches per
-transaction, the switches by thread, and the C floor (`Benchmarks/floor/soak_floor.c`) on the same load in the
-same sitting. A folder holds allowance-relay, allowance-hub-sim and allowance-bench-client.
+transaction, the switches by thread, and the two C floors on the same load in the same sitting
+(`Benchmarks/floor/soak_floor.c`, and `store_floor.c` writing the relay's rows). A folder holds allowance-relay, allowance-hub-sim and allowance-bench-client.
 
     .venv/bin/python Benchmarks/soak_ab.py BEFORE_DIR,AFTER_DIR [ROUNDS] [SECONDS]
 """
@@ -20,16 +20,17 @@ for _ in range(rounds):
     for folder in folders:
         run = bench.Bench(types.SimpleNamespace(quick=False, bin=folder, relay_env=[], soak_seconds=seconds))
         run.soak_floor = run.build_floor("soak_floor", ["libwebsockets", "sqlite3", "libcurl"])
+        run.store_floor = run.build_floor("store_floor", ["libwebsockets", "sqlite3", "libcurl"])
         sim = bench.Sim(run)
         try:
             run.soak(sim)
         finally:
             sim.proc.stop(signal.SIGKILL)
         rows[folder].append(run.results["soak"])
-print("| binaries | CPU ms per transaction | switches per transaction | by thread | floor CPU ms |")
-print("|---|---|---|---|---|")
+print("| binaries | CPU ms per transaction | switches per transaction | by thread | floor CPU ms | floor on the relay's rows CPU ms |")
+print("|---|---|---|---|---|---|")
 for folder in folders:
     for r in rows[folder]:
         threads = ", ".join(f"{k} {v:.2f}" for k, v in r["switches_per_transaction_by_thread"].items() if v >= 0.05)
         print(f"| {folder} | {r['cpu_ms_per_transaction']:.3f} | {r['switches_per_transaction']:.1f} | {threads} "
-              f"| {r['floor']['cpu_ms_per_transaction']:.3f} |")
+              f"| {r['floor']['cpu_ms_per_transaction']:.3f} | {r['store_floor']['cpu_ms_per_transaction']:.3f} |")

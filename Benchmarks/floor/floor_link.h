@@ -7,6 +7,8 @@
 #include <string.h>
 
 static volatile sig_atomic_t floor_interrupted;
+static struct lws_context *floor_context;
+static struct lws *floor_link;  // while the link is open
 
 static void floor_stop(int sig) { (void)sig; floor_interrupted = 1; }
 
@@ -23,6 +25,7 @@ static struct lws_context *floor_connect(const char *host, const char *port, con
     info.protocols = protocols;
     struct lws_context *context = lws_create_context(&info);
     if (!context) return NULL;
+    floor_context = context;
     struct lws_client_connect_info ci;
     memset(&ci, 0, sizeof ci);
     ci.context = context;
@@ -44,6 +47,7 @@ static void floor_on_link_end(const char *name, enum lws_callback_reasons reason
         fprintf(stderr, "%s: connection error: %s\n", name, in ? (const char *)in : "?");
         floor_interrupted = 1;
     } else if (reason == LWS_CALLBACK_CLIENT_CLOSED) {
+        floor_link = NULL;
         floor_interrupted = 1;
     }
 }
@@ -80,10 +84,37 @@ static inline void floor_receive(struct lws *wsi, const void *in, size_t len, vo
     message_len = 0;
 }
 
+// The link's writes: the handshake once it opens, then a ping every 15 s, as SignalR's clients send (the hub closes a
+// link that has said nothing for 30 s). For a callback's ESTABLISHED and WRITEABLE.
+static lws_sorted_usec_list_t floor_ping_timer;
+static int floor_handshake_sent, floor_want_ping;
+
+static void floor_ping(lws_sorted_usec_list_t *sul) {
+    (void)sul;
+    floor_want_ping = 1;
+    if (floor_link) lws_callback_on_writable(floor_link);
+    lws_sul_schedule(floor_context, 0, &floor_ping_timer, floor_ping, 15 * LWS_US_PER_SEC);
+}
+
+static void floor_on_established(struct lws *wsi) {
+    floor_link = wsi;
+    lws_callback_on_writable(wsi);
+    lws_sul_schedule(floor_context, 0, &floor_ping_timer, floor_ping, 15 * LWS_US_PER_SEC);
+}
+
+static void floor_on_writeable(struct lws *wsi) {
+    if (floor_handshake_sent && !floor_want_ping) return;
+    floor_send_text(wsi, floor_handshake_sent ? "{\"type\":6}\x1e" : floor_handshake);
+    floor_handshake_sent = 1;
+    floor_want_ping = 0;
+}
+
 // Services the link until a signal or its end, then frees the context. `after_turn` (optional) runs after each
 // turn of the loop: one poll and whatever it brought.
 static void floor_run(struct lws_context *context, void (*after_turn)(void)) {
     while (!floor_interrupted && lws_service(context, 0) >= 0)
         if (after_turn) after_turn();
+    floor_link = NULL;
     lws_context_destroy(context);
+    floor_context = NULL;
 }

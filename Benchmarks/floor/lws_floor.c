@@ -23,10 +23,10 @@ static double now(void) {
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     switch (reason) {
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        lws_callback_on_writable(wsi);
+        floor_on_established(wsi);
         break;
     case LWS_CALLBACK_CLIENT_WRITEABLE:
-        floor_send_text(wsi, floor_handshake);
+        floor_on_writeable(wsi);
         break;
     case LWS_CALLBACK_CLIENT_RECEIVE: {
         const char *p = in;

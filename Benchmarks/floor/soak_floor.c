@@ -18,13 +18,11 @@
 #include "floor_sqlite.h"
 
 static int connected;
-static struct lws *link_wsi;
-static struct lws_context *context;
 static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_event, *insert_delivery, *mark_delivered;
 static CURL *curl;
 static struct curl_slist *headers;
-static lws_sorted_usec_list_t commit_timer, ping_timer;
-static int in_burst, want_ping;
+static lws_sorted_usec_list_t commit_timer;
+static int in_burst;
 
 // A burst's webhooks, sent after its commit; their delivery rows are marked with the next commit.
 enum { MAX_PENDING = 4096 };
@@ -73,7 +71,7 @@ static void handle(const char *m, size_t len) {
     if (!in_burst) {
         step(begin_stmt, "begin");
         in_burst = 1;
-        lws_sul_schedule(context, 0, &commit_timer, commit_burst, 2 * LWS_US_PER_MS);
+        lws_sul_schedule(floor_context, 0, &commit_timer, commit_burst, 2 * LWS_US_PER_MS);
     }
     sqlite3_bind_text(insert_event, 1, m, (int)len, SQLITE_STATIC);
     step(insert_event, "insert event");
@@ -100,30 +98,15 @@ static void handle(const char *m, size_t len) {
     pending_body[pending_count++] = body;
 }
 
-static void ping(lws_sorted_usec_list_t *sul) {
-    (void)sul;
-    want_ping = 1;
-    if (link_wsi) lws_callback_on_writable(link_wsi);
-    lws_sul_schedule(context, 0, &ping_timer, ping, 15 * LWS_US_PER_SEC);
-}
-
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     (void)user;
-    static const char ping_message[] = "{\"type\":6}\x1e";
-    static int handshake_sent;
     switch (reason) {
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        link_wsi = wsi;
-        lws_callback_on_writable(wsi);
-        lws_sul_schedule(context, 0, &ping_timer, ping, 15 * LWS_US_PER_SEC);
+        floor_on_established(wsi);
         break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE: {
-        if (handshake_sent && !want_ping) break;
-        floor_send_text(wsi, handshake_sent ? ping_message : floor_handshake);
-        handshake_sent = 1;
-        want_ping = 0;
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        floor_on_writeable(wsi);
         break;
-    }
     case LWS_CALLBACK_CLIENT_RECEIVE:
         floor_receive(wsi, in, len, handle);
         break;
@@ -162,7 +145,7 @@ int main(int argc, char **argv) {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 
-    context = floor_connect(argv[1], argv[2], argv[3], callback);
+    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;
     floor_run(context, NULL);
     return 0;

@@ -1,18 +1,23 @@
-// The floor for the whole relay's blast: the rows the relay writes for each hub event, written directly in C on
-// the same two libraries (libwebsockets, SQLite) into a copy of the relay's own database (its schema, its indexes,
-// its seeded family). What it keeps of the relay's promise: every event lands in the inbox under the relay's dedup
-// key with its normalised payload, each transaction in `txn`, each child's balance, and for each transaction one
-// delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL, synchronous=FULL,
-// the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at 1,000 events: what
-// came in while the last commit ran, as the relay's writer takes it (in a blast the relay commits 600-1,900 events
-// at a time; committing after every read instead gave the floor 20 events a commit and 20,000 events/s, less
-// than the relay). What it leaves out: a parser (it finds each field by searching the text, and trusts it), money
-// checks, local writes awaiting confirmation, rules, templates, logging, a second thread.
+// The floor for the whole relay: the rows the relay writes for each hub event, written directly in C on the same
+// libraries (libwebsockets, SQLite; libcurl for the webhooks) into a copy of the relay's own database (its schema,
+// its indexes, its seeded family). What it keeps of the relay's promise: every event lands in the inbox under the
+// relay's dedup key with its normalised payload, each transaction in `txn`, each child's balance, and for each
+// transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
+// synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
+// 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
+// commits 600-1,900 events at a time; committing after every read instead gave the floor 20 events a commit and
+// 20,000 events/s, less than the relay). A TransactionCreated that ends a read is held up to 2 ms for the
+// BalanceUpdated the backend sends right behind it, as the relay's decoder holds it: one commit per transaction.
+// With WEBHOOK_URL (the soak), each batch's alerts are then POSTed as Standard Webhooks JSON over one kept-alive
+// libcurl handle, and each delivery row is marked delivered with the next batch's commit (a crash resends only that
+// batch's webhooks). What it leaves out: a parser (it finds each field by searching the text, and trusts it),
+// money checks, local writes awaiting confirmation, rules, templates, signing, retries, logging, a second thread.
 //
-//   store_floor HOST PORT PATH DB
+//   store_floor HOST PORT PATH DB [WEBHOOK_URL]
 // Prints "connected" once the handshake is answered, then runs until SIGTERM.
 #define _GNU_SOURCE  // memmem
 #include <ctype.h>
+#include <curl/curl.h>
 #include <sys/ioctl.h>
 #include <sys/time.h>
 #include <time.h>
@@ -20,12 +25,20 @@
 #include "floor_link.h"
 #include "floor_sqlite.h"
 
-static int connected, in_batch, batch_events;
-static struct lws *link_wsi;
+static int connected, in_batch, batch_events, awaiting_balance;
+static lws_sorted_usec_list_t hold_timer;
 static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *insert_txn, *insert_delivery, *latest_balance,
-    *load_child, *save_child;
+    *load_child, *save_child, *mark_delivered;
 static char now_iso[32];
 static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
+static lws_usec_t held_since;
+
+// The soak's webhooks: a batch's alerts, sent after its commit; the rows they went out for, marked with the next.
+enum { MAX_PENDING = 4096 };
+static CURL *curl;
+static struct { char id[48]; char *body; } pending[MAX_PENDING];
+static char sent[MAX_PENDING][48];
+static int pending_count, sent_count;
 
 // The children a batch touched: loaded once, written once at its commit.
 enum { MAX_CHILDREN = 64 };
@@ -33,6 +46,8 @@ static struct child { char id[37]; char name[64]; long long balance; int changed
 static int child_count;
 
 static void text(sqlite3_stmt *s, int i, const char *t) { sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC); }
+
+static size_t discard(char *p, size_t size, size_t n, void *u) { (void)p; (void)u; return size * n; }
 
 // A string member's value (no escapes in the simulator's text), lowercased when asked; NULL when absent.
 static const char *string_member(const char *m, size_t len, const char *key, char *out, size_t cap, int lower) {
@@ -95,11 +110,55 @@ static void begin_batch(void) {
     in_batch = 1;
 }
 
-// After each turn of the loop: the batch is committed unless more is waiting to be read.
+static void wake(lws_sorted_usec_list_t *sul) { (void)sul; }  // the loop's turn ends, and commit_batch runs
+
+static void send_webhooks(void) {
+    for (int i = 0; i < pending_count; i++) {
+        char id_header[64], time_header[48];
+        snprintf(id_header, sizeof id_header, "webhook-id: %.47s", pending[i].id);
+        snprintf(time_header, sizeof time_header, "webhook-timestamp: %lld", (long long)time(NULL));
+        struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+        headers = curl_slist_append(headers, id_header);
+        headers = curl_slist_append(headers, time_header);
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, pending[i].body);
+        CURLcode rc = curl_easy_perform(curl);
+        long status = 0;
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (rc == CURLE_OK && status < 300) strcpy(sent[sent_count++], pending[i].id);
+        else fprintf(stderr, "store_floor: webhook failed: %s, HTTP %ld\n", curl_easy_strerror(rc), status);
+        curl_slist_free_all(headers);
+        free(pending[i].body);
+    }
+    pending_count = 0;
+}
+
+// The outcomes of the last batch's webhooks, written in the open transaction.
+static void mark_sent(void) {
+    for (int i = 0; i < sent_count; i++) {
+        text(mark_delivered, 1, now_iso);
+        text(mark_delivered, 2, sent[i]);
+        step(mark_delivered, "mark delivered");
+    }
+    sent_count = 0;
+}
+
+// After each turn of the loop: the batch is committed unless more is waiting to be read, or its last event is a
+// TransactionCreated whose BalanceUpdated may still come (for 2 ms).
 static void commit_batch(void) {
     if (!in_batch) return;
     int waiting = 0;
-    if (link_wsi && batch_events < 1000 && ioctl(lws_get_socket_fd(link_wsi), FIONREAD, &waiting) == 0 && waiting > 0) return;
+    if (floor_link && batch_events < 1000 && ioctl(lws_get_socket_fd(floor_link), FIONREAD, &waiting) == 0 && waiting > 0) return;
+    if (floor_link && batch_events < 1000 && awaiting_balance) {
+        lws_usec_t left = held_since + 2 * LWS_US_PER_MS - lws_now_usecs();
+        if (left > 0) {
+            lws_sul_schedule(floor_context, 0, &hold_timer, wake, left);
+            return;
+        }
+    }
+    if (floor_context) lws_sul_cancel(&hold_timer);
+    awaiting_balance = 0;
+    mark_sent();
     for (int i = 0; i < child_count; i++) {
         if (!children[i].changed) continue;
         sqlite3_bind_int64(save_child, 1, children[i].balance);
@@ -112,6 +171,7 @@ static void commit_batch(void) {
     commits++;
     in_batch = 0;
     batch_events = 0;
+    send_webhooks();
 }
 
 static void transaction_created(const char *m, size_t len) {
@@ -168,6 +228,15 @@ static void transaction_created(const char *m, size_t len) {
     step(insert_delivery, "insert delivery");
     child->balance = after;
     child->changed = 1;
+    awaiting_balance = 1;
+    held_since = lws_now_usecs();
+    if (!curl || pending_count == MAX_PENDING) return;
+    static const char head[] = "{\"type\":\"transaction.created\",\"timestamp\":\"";
+    size_t cap = sizeof head + strlen(now_iso) + strlen(alert) + 16;
+    char *body = malloc(cap);
+    snprintf(body, cap, "%s%s\",\"data\":%s}", head, now_iso, alert);
+    strcpy(pending[pending_count].id, delivery_id);
+    pending[pending_count++].body = body;
 }
 
 static void balance_updated(const char *m, size_t len) {
@@ -199,6 +268,7 @@ static void balance_updated(const char *m, size_t len) {
     sqlite3_reset(latest_balance);
     child->balance = balance;
     child->changed = 1;
+    awaiting_balance = 0;
 }
 
 static void handle(const char *m, size_t len) {
@@ -221,17 +291,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     (void)user;
     switch (reason) {
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        link_wsi = wsi;
-        lws_callback_on_writable(wsi);
+        floor_on_established(wsi);
         break;
     case LWS_CALLBACK_CLIENT_WRITEABLE:
-        floor_send_text(wsi, floor_handshake);
+        floor_on_writeable(wsi);
         break;
     case LWS_CALLBACK_CLIENT_RECEIVE:
         floor_receive(wsi, in, len, handle);
         break;
     default:
-        if (reason == LWS_CALLBACK_CLIENT_CLOSED) link_wsi = NULL;
         floor_on_link_end("store_floor", reason, in);
         break;
     }
@@ -239,8 +307,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: store_floor HOST PORT PATH DB (a copy of the relay's database)\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: store_floor HOST PORT PATH DB [WEBHOOK_URL] (DB: a copy of the relay's database)\n");
         return 2;
     }
     floor_name = "store_floor";
@@ -263,12 +331,26 @@ int main(int argc, char **argv) {
             " ORDER BY created_at DESC, stored_at DESC LIMIT 1", &latest_balance);
     prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
     prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
+    prepare("UPDATE delivery SET state = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = ?"
+            " WHERE id = ?", &mark_delivered);
+    if (argc == 6) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        curl = curl_easy_init();
+        curl_easy_setopt(curl, CURLOPT_URL, argv[5]);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    }
 
     struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;
     floor_run(context, commit_batch);
-    link_wsi = NULL;
     commit_batch();  // what came before the signal
+    if (sent_count) {  // and the last batch's outcomes
+        begin_batch();
+        mark_sent();
+        step(commit_stmt, "commit");
+    }
     fprintf(stderr, "store_floor: %llu events in %llu commits\n", events, commits);
     return 0;
 }
