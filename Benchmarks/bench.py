@@ -733,6 +733,9 @@ def report(r):
         "The source is the bundled hub simulator (Hummingbird), in the same run for every client.",
         "",
     ]
+    if env.get("merged"):
+        lines[-1:-1] = ["Parts run again later and merged in (`bench.py --parts ... --merge`): "
+                        + ", ".join(f"{part} on {date}" for part, date in env["merged"].items()) + "."]
     if r["quick"]:
         lines += ["**Quick mode: tiny counts to check the harness; these figures mean nothing.**", ""]
     one = r.get("throughput_1", {})
@@ -895,8 +898,11 @@ def main():
         print(json.dumps(bench.results, indent=2))
         return
     if args.merge:
-        # A partial run replaces its own parts' figures and keeps the rest (the date says the newest run).
-        bench.results = {**json.loads(Path(args.json).read_text()), **bench.results}
+        # A partial run replaces its own parts' figures and keeps the rest; the report dates each part run again.
+        earlier = json.loads(Path(args.json).read_text())
+        env = {**earlier["environment"], "binaries": bench.results["environment"]["binaries"]}
+        env["merged"] = {**env.get("merged", {}), **{p: bench.results["environment"]["date"] for p in args.parts.split(",")}}
+        bench.results = {**earlier, **bench.results, "environment": env}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(bench.results, indent=2) + "\n")
