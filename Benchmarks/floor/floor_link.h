@@ -7,6 +7,7 @@
 #include <string.h>
 
 static volatile sig_atomic_t floor_interrupted;
+static const char *floor_name = "floor";  // for the error lines; each floor sets its own
 static struct lws_context *floor_context;
 static struct lws *floor_link;  // while the link is open
 
@@ -41,10 +42,10 @@ static struct lws_context *floor_connect(const char *host, const char *port, con
     return context;
 }
 
-// For a callback's `default:`: a failed connection (said on stderr) or a closed link ends the floor.
-static void floor_on_link_end(const char *name, enum lws_callback_reasons reason, void *in) {
+// A failed connection (said on stderr) or a closed link ends the floor.
+static void floor_on_link_end(enum lws_callback_reasons reason, void *in) {
     if (reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR) {
-        fprintf(stderr, "%s: connection error: %s\n", name, in ? (const char *)in : "?");
+        fprintf(stderr, "%s: connection error: %s\n", floor_name, in ? (const char *)in : "?");
         floor_interrupted = 1;
     } else if (reason == LWS_CALLBACK_CLIENT_CLOSED) {
         floor_link = NULL;
@@ -107,6 +108,29 @@ static void floor_on_writeable(struct lws *wsi) {
     floor_send_text(wsi, floor_handshake_sent ? "{\"type\":6}\x1e" : floor_handshake);
     floor_handshake_sent = 1;
     floor_want_ping = 0;
+}
+
+// The callback of a floor that takes whole messages: each record goes to `floor_handle`. A floor that reads the
+// frames itself handles LWS_CALLBACK_CLIENT_RECEIVE and passes every other reason here.
+static void (*floor_handle)(const char *, size_t);
+
+static int floor_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
+    (void)user;
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        floor_on_established(wsi);
+        break;
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        floor_on_writeable(wsi);
+        break;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        floor_receive(wsi, in, len, floor_handle);
+        break;
+    default:
+        floor_on_link_end(reason, in);
+        break;
+    }
+    return 0;
 }
 
 // Services the link until a signal or its end, then frees the context. `after_turn` (optional) runs after each

@@ -1,10 +1,10 @@
-// What the C floors that store share: one SQLite connection, its statements, and an exit that says what failed.
+// What the C floors that store share: one SQLite connection, its statements, and an exit that says what failed
+// (named by floor_link.h's `floor_name`, so include that first).
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 static sqlite3 *db;
-static const char *floor_name = "floor";  // for the error lines; each floor sets its own
 
 static void check(int rc, const char *what) {
     if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {

@@ -22,12 +22,6 @@ static double now(void) {
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     switch (reason) {
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        floor_on_established(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        floor_on_writeable(wsi);
-        break;
     case LWS_CALLBACK_CLIENT_RECEIVE: {
         const char *p = in;
         for (size_t i = 0; i < len; i++) {
@@ -49,9 +43,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         }
         break;
     }
-    default:
-        floor_on_link_end("lws_floor", reason, in);
-        break;
+    default:  // the handshake, the pings and the link's end, as every floor
+        return floor_callback(wsi, reason, user, in, len);
     }
     return 0;
 }
@@ -61,6 +54,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: lws_floor HOST PORT PATH COUNT\n");
         return 2;
     }
+    floor_name = "lws_floor";
     target = atol(argv[4]);
     struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
     if (!context) return 1;

@@ -98,31 +98,13 @@ static void handle(const char *m, size_t len) {
     pending_body[pending_count++] = body;
 }
 
-static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
-    (void)user;
-    switch (reason) {
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        floor_on_established(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        floor_on_writeable(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        floor_receive(wsi, in, len, handle);
-        break;
-    default:
-        floor_on_link_end("soak_floor", reason, in);
-        break;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc != 6) {
         fprintf(stderr, "usage: soak_floor HOST PORT PATH DB WEBHOOK_URL\n");
         return 2;
     }
     floor_name = "soak_floor";
+    floor_handle = handle;
     check(sqlite3_open(argv[4], &db), "open");
     check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
                            "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, message TEXT NOT NULL);"
@@ -145,7 +127,7 @@ int main(int argc, char **argv) {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 
-    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
+    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], floor_callback);
     if (!context) return 1;
     floor_run(context, NULL);
     return 0;

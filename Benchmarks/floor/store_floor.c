@@ -287,31 +287,13 @@ static void handle(const char *m, size_t len) {
     else balance_updated(m, len);
 }
 
-static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
-    (void)user;
-    switch (reason) {
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        floor_on_established(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        floor_on_writeable(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        floor_receive(wsi, in, len, handle);
-        break;
-    default:
-        floor_on_link_end("store_floor", reason, in);
-        break;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc != 5 && argc != 6) {
         fprintf(stderr, "usage: store_floor HOST PORT PATH DB [WEBHOOK_URL] (DB: a copy of the relay's database)\n");
         return 2;
     }
     floor_name = "store_floor";
+    floor_handle = handle;
     check(sqlite3_open(argv[4], &db), "open");
     check(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-6144;"
                            "PRAGMA wal_autocheckpoint=4000;", NULL, NULL, NULL), "pragmas");
@@ -342,7 +324,7 @@ int main(int argc, char **argv) {
         curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     }
 
-    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], callback);
+    struct lws_context *context = floor_connect(argv[1], argv[2], argv[3], floor_callback);
     if (!context) return 1;
     floor_run(context, commit_batch);
     commit_batch();  // what came before the signal
