@@ -6,7 +6,8 @@ import PackageDescription
 //   CLibCrypto (OpenSSL's HMAC for webhook signatures) -> Relay
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks, and SMTP for e-mail) -> SignalRClient
 //   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
-//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> Store
+//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> StoreContract (rows and protocols) -> Store
+//   StoreContract -> SharedStore (the same contract on PostgreSQL, for replicas) -> RelayDaemon
 //   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
 //   HTTPTransport -> Telemetry (the OTLP tracer and exporter) -> RelayDaemon
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
@@ -103,11 +104,14 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        // The storage contract: the row types and the protocols the relay, the sync engine and the CLI use, which
+        // both stores implement (the SQLite file and the PostgreSQL database replicas share). No database here.
+        .target(name: "StoreContract", dependencies: ["Alerts", "AllowanceAPI", "Core"]),
         // The local SQLite cache: schema and migrations, hub events applied atomically, the outbox.
         .target(
             name: "Store",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Core",
+                "AllowanceAPI", "Alerts", "Core", "StoreContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -115,12 +119,13 @@ let package = Package(
         ),
         // What relays sharing one PostgreSQL hold in common: the hub link's lease, the replicas' registry, queues
         // of jobs claimed with SKIP LOCKED and woken by NOTIFY, the schema's migrations.
-        .target(name: "SharedStore", dependencies: ["PostgresTransport", "Core", "Alerts", "AllowanceAPI", "Store"]),
+        .target(
+            name: "SharedStore", dependencies: ["PostgresTransport", "Core", "Alerts", "AllowanceAPI", "StoreContract"]),
         // The sync engine: catch-up over REST, the outbox drain, the sync state machine.
         .target(
             name: "Sync",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Core", "Store", "SignalRProtocol",
+                "AllowanceAPI", "Alerts", "Core", "Store", "StoreContract", "SignalRProtocol",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
@@ -131,7 +136,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Config", "Store", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
+                "AllowanceAPI", "Alerts", "Config", "Store", "StoreContract", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
                 "MQTTTransport",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -153,8 +158,8 @@ let package = Package(
         .target(
             name: "RelayDaemon",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay",
-                "Telemetry", "CSystemd",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Sync",
+                "Relay", "Telemetry", "CSystemd",
                 "SharedStore", "PostgresTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -168,8 +173,8 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "Sync", "Relay",
-                "RelayDaemon", "SharedStore",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Sync",
+                "Relay", "RelayDaemon", "SharedStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -225,7 +230,15 @@ let package = Package(
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
         .testTarget(
             name: "SharedStoreTests",
-            dependencies: ["SharedStore", "PostgresTransport", "Store", "Alerts", "AllowanceAPI", "TestSupport"]),
+            dependencies: [
+                "SharedStore", "PostgresTransport", "Store", "StoreContract", "Alerts", "AllowanceAPI", "TestSupport",
+            ]),
+        // The storage contract's suites, each run on both backends (SQLite and a real PostgreSQL server).
+        .testTarget(
+            name: "StoreContractTests",
+            dependencies: [
+                "StoreContract", "Store", "SharedStore", "PostgresTransport", "Alerts", "AllowanceAPI", "TestSupport",
+            ]),
         .testTarget(
             name: "WebSocketTransportTests",
             dependencies: [
@@ -256,20 +269,21 @@ let package = Package(
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "Store", "Alerts", "AllowanceAPI", "SignalRProtocol", .product(name: "GRDB", package: "GRDB.swift"),
+                "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(
             name: "SyncTests",
             dependencies: [
-                "Sync", "Alerts", "Store", "AllowanceAPI", "SignalRProtocol", "TestSupport",
+                "Sync", "Alerts", "Store", "StoreContract", "AllowanceAPI", "SignalRProtocol", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "Relay", "Alerts", "Config", "Store", "AllowanceAPI", "Core", "SignalRProtocol", "HTTPTransport",
-                "TestSupport",
+                "Relay", "Alerts", "Config", "Store", "StoreContract", "AllowanceAPI", "Core", "SignalRProtocol",
+                "HTTPTransport", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -288,7 +302,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "AllowanceAPI", "Alerts", "Config", "Core", "SignalRClient", "SignalRProtocol", "HTTPTransport",
-                "Store", "Relay", "RelayDaemon", "HubSimulator",
+                "Store", "StoreContract", "Relay", "RelayDaemon", "HubSimulator",
                 "Sync", "TestSupport", .product(name: "Logging", package: "swift-log"),
                 // What these tests start: built with them, found next to the test bundle (relayBinaryPath).
                 "allowance-relay", "allowance-hub-sim",

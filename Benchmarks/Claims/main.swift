@@ -7,6 +7,7 @@
 import Foundation
 import PostgresTransport
 import SharedStore
+import StoreContract
 import Synchronization
 
 let arguments = CommandLine.arguments

@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import StoreContract
 
 /// A sink worker's dispatch as a value, without I/O: which due rows to start, and when to look at the ledger or
 /// wait, from what the ledger and the planner said last. `SinkWorker` performs the reads, the waits and the sends

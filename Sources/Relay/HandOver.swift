@@ -1,4 +1,5 @@
 import Store
+import StoreContract
 import Synchronization
 
 /// The deliveries the planner has just committed for one sink, handed to its worker in memory, in order.

@@ -1,17 +1,19 @@
 import Foundation
 import Store
+import StoreContract
 import Synchronization
 
-/// The sinks muted per child ("Mute today" on a popup): kept in the store, read by the rules from memory (the
-/// planner runs inside the store's write transaction and must not touch the database).
+/// The sinks muted per child ("Mute today" on a popup): kept in the store (shared by every replica on PostgreSQL),
+/// read by the rules from memory (the planner runs inside the store's write transaction and must not touch the
+/// database).
 public final class MuteList: Sendable {
-    private let store: Store?
+    private let store: (any MuteStore)?
     private let mutes: Mutex<[String: Date]>
 
     /// Loads the mutes still running from `store` (nil: in memory only).
-    public init(store: Store?) {
+    public init(store: (any MuteStore)?) {
         self.store = store
-        let running = (try? store?.mutes()) ?? []
+        let running = (try? store?.mutes(at: Date())) ?? []
         mutes = Mutex(Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max))
     }
 
@@ -24,7 +26,7 @@ public final class MuteList: Sendable {
     /// Reads the mutes again (another process changed them: `allowance-relay mute add|remove`); returns how many run.
     @discardableResult
     public func refresh() -> Int {
-        guard let store, let running = try? store.mutes() else { return mutes.withLock { $0.count } }
+        guard let store, let running = try? store.mutes(at: Date()) else { return mutes.withLock { $0.count } }
         let fresh = Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max)
         mutes.withLock { $0 = fresh }
         return fresh.count

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Config
 import Foundation
 import Store
+import StoreContract
 import Yams
 
 /// The relay's part of the config file: `relay`, `sinks`, `rules`, `templates`. Read with line numbers so each

@@ -4,17 +4,22 @@ import Foundation
 import HTTPTransport
 import Logging
 import Store
+import StoreContract
 import Synchronization
 
-/// The relay: installs the rules into the store (so deliveries are planned in the same SQLite transaction as
-/// their event), runs a worker per sink, and raises `connection.lost` when the hub stays away too long.
+/// The relay: installs the rules into the store (so deliveries are planned in the same transaction as their event),
+/// runs a worker per sink, and raises `connection.lost` when the hub stays away too long. The same on either store:
+/// the SQLite file of a single relay, or the PostgreSQL database replicas share.
 ///
 /// `reload` swaps rules, templates and sinks while running: the old workers finish the sends they are in, the
 /// new ones take over the ledger. `stop` is the graceful end: no new sends, the ones under way may finish; one
 /// cancelled past the deadline leaves its delivery pending (nothing is written before a send).
 public final class RelayEngine: Sendable {
-    let store: Store
+    let store: any RelayStore
+    /// Where the rules' deliveries are taken and settled: the store's own ledger unless a test stands in.
     let ledger: any DeliveryLedger
+    /// This machine's popups (per machine by nature, in the local file even where the rest is shared).
+    let popups: (any PopupIds)?
     let http: HTTPClient
     let logger: Logger
     /// "Mute today" from popups, honoured by the rules of every generation.
@@ -23,8 +28,6 @@ public final class RelayEngine: Sendable {
     /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
     private let changed = Wakeup()
     private let lostTimer = Mutex<Task<Void, Never>?>(nil)
-    /// Where else the rules plan (the shared database's store, when the ledger is there).
-    private let alsoPlanning: (@Sendable ((any AlertPlanner)?) -> Void)?
 
     private struct State {
         var current: Generation
@@ -38,29 +41,36 @@ public final class RelayEngine: Sendable {
         let stop: StopFlag
     }
 
-    /// `ledger`: where the workers take deliveries and record outcomes (the store's ledger unless another stands in);
-    /// `alsoPlanning`: given each generation's rules, for a store that plans into that other ledger.
+    /// `popups`: where desktop sinks keep this machine's popup ids; `ledger`: where the workers take deliveries and
+    /// record outcomes, when not the store's own (a test's failing ledger).
     public init(
-        store: Store, config: RelayConfig, http: HTTPClient = .shared, ledger: (any DeliveryLedger)? = nil,
-        alsoPlanning: (@Sendable ((any AlertPlanner)?) -> Void)? = nil, logger: Logger
+        store: any RelayStore, popups: (any PopupIds)? = nil, config: RelayConfig, http: HTTPClient = .shared,
+        ledger: (any DeliveryLedger)? = nil, logger: Logger
     ) {
         self.store = store
         self.ledger = ledger ?? store
-        self.alsoPlanning = alsoPlanning
+        self.popups = popups
         self.http = http
         self.logger = logger
         let mutes = MuteList(store: store)
         self.mutes = mutes
-        state = Mutex(State(current: Self.generation(config, store: store, ledger: ledger ?? store, http: http, mutes: mutes, logger: logger)))
+        state = Mutex(
+            State(
+                current: Self.generation(
+                    config, store: store, popups: popups, ledger: ledger ?? store, http: http, mutes: mutes,
+                    logger: logger)))
     }
 
     private static func generation(
-        _ config: RelayConfig, store: Store, ledger: any DeliveryLedger, http: HTTPClient, mutes: MuteList, logger: Logger
+        _ config: RelayConfig, store: any RelayStore, popups: (any PopupIds)?, ledger: any DeliveryLedger,
+        http: HTTPClient, mutes: MuteList, logger: Logger
     ) -> Generation {
         let stop = StopFlag()
         let workers = config.sinks.map {
             SinkWorker(
-                sink: makeSink($0, memory: store, http: http, formatting: config.formatting, mutes: mutes), ledger: ledger,
+                sink: makeSink(
+                    $0, memory: store, popups: popups, http: http, formatting: config.formatting, mutes: mutes),
+                ledger: ledger,
                 config: config,
                 wakeup: Wakeup(), handOver: HandOver(), stop: stop, logger: logger)
         }
@@ -82,7 +92,6 @@ public final class RelayEngine: Sendable {
         let config = generation.config
         let planner = RulePlanner(
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes, history: config.history)
-        alsoPlanning?(planner)
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows.
             for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {
@@ -96,7 +105,8 @@ public final class RelayEngine: Sendable {
     /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
     /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
     public func reload(_ config: RelayConfig) -> ReloadSummary {
-        let new = Self.generation(config, store: store, ledger: ledger, http: http, mutes: mutes, logger: logger)
+        let new = Self.generation(
+            config, store: store, popups: popups, ledger: ledger, http: http, mutes: mutes, logger: logger)
         let old = state.withLock { s in
             defer { s.current = new }
             return s.current

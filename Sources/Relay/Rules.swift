@@ -2,6 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Store
+import StoreContract
 
 /// One routing rule: which events (and which of their details) go to which sinks, and how.
 public struct Rule: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import StoreContract
 import Synchronization
 
 /// A worker's sends under way and their outcomes not yet written. Shared by the dispatcher, the send tasks and the

@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import Core
 import Store
+import StoreContract
 import Synchronization
 import Tracing
 

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Store
+import StoreContract
 
 /// When a summary rule speaks: `daily at 19:00` or `weekly on sunday at 18:00`, in the family's time zone.
 public struct SummarySchedule: Sendable, Equatable {
@@ -79,7 +80,7 @@ public struct SummarySchedule: Sendable, Equatable {
 /// to the ledger like every alert (so a summary survives a crash and is sent once). A summary that fell due while
 /// the relay was down is planned when it starts; a rule seen for the first time starts from its next due time.
 struct SummaryScheduler: Sendable {
-    let store: Store
+    let store: any SummaryLedger & ChildRoster
     let config: RelayConfig
     let stop: StopFlag
     let logger: Logger
@@ -116,7 +117,7 @@ struct SummaryScheduler: Sendable {
             }
             guard last < due else { return true }
             let events = try summaries(rule, schedule, due: due)
-            let planned = try store.raiseSummaries(rule: rule.name, due: due, events: events)
+            let planned = try store.raiseSummaries(rule: rule.name, due: due, events: events, baselineOnly: false)
             logger.info("summary rule \(rule.name): \(events.count) child(ren), \(planned) message(s) planned for the period ending \(ISODate.string(due))")
             return true
         } catch {
@@ -135,7 +136,7 @@ struct SummaryScheduler: Sendable {
 extension RelayConfig {
     /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
     /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
-    public func currentSummaries(store: Store, rule name: String? = nil, now: Date = Date()) throws -> [RelayEvent] {
+    public func currentSummaries(store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()) throws -> [RelayEvent] {
         let summaryRules = rules.filter { $0.summary != nil }
         let rule: Rule?
         if let name {
@@ -157,7 +158,8 @@ extension RelayConfig {
 
     /// One summary event per child `rule` covers (every child without one), of the transactions made from `start` up
     /// to `end`: what the scheduler sends for a period and what `summary show` prints for the period under way.
-    func summaryEvents(store: Store, rule: Rule?, label: String, from start: Date, before end: Date, at: Date) throws(StoreError) -> [RelayEvent] {
+    func summaryEvents(
+        store: any SummaryLedger & ChildRoster, rule: Rule?, label: String, from start: Date, before end: Date, at: Date) throws(StoreError) -> [RelayEvent] {
         var events: [RelayEvent] = []
         for child in try store.children() {
             if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) {

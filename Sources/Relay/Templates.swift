@@ -2,6 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Store
+import StoreContract
 
 /// A message template: text with `{placeholder}`s. Parsed when the config is loaded, so an unknown placeholder is
 /// a config error, not a surprise at 3 a.m. Values are escaped for the destination; the template's own text is not.

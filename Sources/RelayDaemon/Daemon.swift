@@ -8,6 +8,7 @@ import Relay
 import ServiceLifecycle
 import SignalRClient
 import Store
+import StoreContract
 import Sync
 import Synchronization
 import UnixSignals

@@ -9,6 +9,7 @@ import Relay
 import SharedStore
 import SignalRClient
 import Store
+import StoreContract
 import Sync
 import Synchronization
 import UnixSignals
@@ -23,7 +24,7 @@ import UnixSignals
 ///   a dead one's are taken over (after `SharedRelayStore.claimFor`, with the same ids).
 /// - A heartbeat row per replica (`relay_replicas`) is what `status` lists.
 ///
-/// The local SQLite file stays, as this machine's memory for the sinks (popup ids, chat message ids) and mutes.
+/// The local SQLite file stays, as this machine's memory for what is per machine by nature: its desktop popups.
 public struct ReplicaDaemon: Sendable {
     let settings: RelaySettings
     public let shared: SharedRelayStore
@@ -55,9 +56,8 @@ public struct ReplicaDaemon: Sendable {
         let shared = try SharedRelayStore.open(location, password: password, replica: name)
         let local = try Store.open(
             path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
-        let engine = RelayEngine(
-            store: local, config: relayConfig, http: http, ledger: shared, alsoPlanning: { shared.setPlanner($0) },
-            logger: logger)
+        // Everything the relay keeps is shared but this machine's popups.
+        let engine = RelayEngine(store: shared, popups: local, config: relayConfig, http: http, logger: logger)
         try engine.install()
         // One lease per hub: relays of different families may share one database.
         let lease = LinkLease(settings.hubURL.absoluteString, location: location, password: password)
@@ -79,11 +79,9 @@ public struct ReplicaDaemon: Sendable {
         logger.info(
             "replica \(shared.replica) starting",
             metadata: ["store": "\(shared.location)", "hub": "\(settings.hubURL.redactedForLogs)"])
-        if settings.statusListen != nil || settings.otlpEndpoint != nil
-            || engine.config.rules.contains(where: { $0.summary != nil })
-        {
+        if settings.statusListen != nil || settings.otlpEndpoint != nil {
             logger.warning(
-                "with store.url, status.listen, telemetry and summary rules are not run yet (docs/scaling.md): use `allowance-relay status`"
+                "with store.url, status.listen and telemetry are not run yet (docs/scaling.md): use `allowance-relay status`"
             )
         }
         Systemd.ready(status: "replica \(shared.replica): waiting for the hub link or deliveries")
@@ -204,6 +202,7 @@ public struct ReplicaDaemon: Sendable {
                         defer { db.close() }
                         try db.listen(SharedRelayStore.channel)
                         try db.listen(SharedRelayStore.outboxChannel)
+                        try db.listen(SharedRelayStore.mutesChannel)
                         // What was planned or queued before LISTEN took effect is looked at once.
                         engine.wakeWorkers()
                         outboxWake.signal()
@@ -213,6 +212,7 @@ public struct ReplicaDaemon: Sendable {
                             let channels = Set(try db.notifications(timeout: .milliseconds(500)).map(\.channel))
                             if channels.contains(SharedRelayStore.channel) { engine.wakeWorkers() }
                             if channels.contains(SharedRelayStore.outboxChannel) { outboxWake.signal() }
+                            if channels.contains(SharedRelayStore.mutesChannel) { engine.mutesChanged() }
                         }
                     } catch {
                         if !failing { logger.error("cannot listen for deliveries (polling meanwhile): \(error)") }

@@ -5,6 +5,7 @@ import HTTPTransport
 import Logging
 import Relay
 import Store
+import StoreContract
 
 extension Daemon {
     /// The production start, for `run` and the in-process tests alike: opens the store (moving an unreadable one

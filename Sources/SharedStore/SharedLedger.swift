@@ -3,7 +3,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import PostgresTransport
-import Store
+import StoreContract
 
 /// The delivery ledger the sink workers use, on the shared database: the same interface as the SQLite file's,
 /// with a read of due deliveries that claims them for this replica (see `SharedRelayStore`).

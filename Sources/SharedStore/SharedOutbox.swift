@@ -2,7 +2,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import PostgresTransport
-import Store
+import StoreContract
 
 /// The outbox on the shared database: writes made with `transaction add`, sent by whichever replica claims them.
 /// A replica claims only a child's oldest waiting write, so two replicas never send one child's writes out of order;

@@ -3,7 +3,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import PostgresTransport
-import Store
+import StoreContract
 
 /// What `status`, `transactions`, `deliveries list` and `outbox list` read of the shared store, and the replicas'
 /// own rows.

@@ -3,7 +3,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import PostgresTransport
-import Store
+import StoreContract
 import Synchronization
 
 /// The relay's state on a PostgreSQL server that several replicas share (`store.url`): the family's children and
@@ -34,7 +34,7 @@ public final class SharedRelayStore: Sendable {
     /// The channel a commit that planned deliveries notifies.
     public static let channel = "relay_delivery"
 
-    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable]
+    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable, memoryTables]
 
     static let relayTables = PostgresMigration(
         2, "relay",
@@ -88,8 +88,7 @@ public final class SharedRelayStore: Sendable {
         work.close()
     }
 
-    /// The rules that plan deliveries for each stored event (nil: nothing is planned).
-    public func setPlanner(_ planner: (any AlertPlanner)?) {
+    func installPlanner(_ planner: (any AlertPlanner)?) {
         self.planner.withLock { $0 = planner.map(PlannerBox.init) }
     }
 

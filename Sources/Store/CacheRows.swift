@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import Core
+import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
 extension Store {
@@ -121,16 +122,6 @@ extension Store {
     }
 }
 
-extension Transaction {
-    /// The amounts in cents, or the error for one with more than two decimals.
-    public func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
-        guard let amountCents, let balanceAfterCents else {
-            throw APIError(.invalidPayload, "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
-        }
-        return (amountCents, balanceAfterCents, type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents)
-    }
-}
-
 /// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
 /// balance written once at the end of the burst, not once per event.
 struct BurstChildren {
@@ -166,16 +157,6 @@ struct BurstChildren {
 
     func save(_ db: Database, now: Date) throws {
         for (id, child) in known where child.changed { try Store.setBalance(db, id, minor: child.balance, now: now) }
-    }
-}
-
-/// Money as integer minor units (cents). Exact both ways; more than two decimals is an error, never rounded.
-public enum MinorUnits {
-    public static func from(_ amount: Decimal) throws(APIError) -> Int64 {
-        guard let value = Money.minorUnits(amount) else {
-            throw APIError(.invalidPayload, "The amount \(amount) has more than 2 decimal places or is out of range.")
-        }
-        return value
     }
 }
 

@@ -2,75 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import GRDB
-
-/// One write waiting to reach the server.
-public struct OutboxEntry: Sendable, Equatable {
-    /// Where a write is in its life, stored as its raw value.
-    public enum State: String, Sendable, CaseIterable, DatabaseValueConvertible {
-        case pending
-        case inFlight = "in_flight"
-        /// The server took it; its transaction replaced the local one.
-        case sent
-        /// The server refused it for good (400/409/422...): undone here.
-        case rejected
-        /// Retried too often or for too long: undone here, kept for `outbox list`.
-        case dead
-    }
-
-    public var seq: Int64
-    public var idempotencyKey: String
-    public var localTransactionId: UUID
-    public var childId: UUID
-    public var amount: Decimal
-    public var type: TransactionType
-    public var description: String
-    public var state: State
-    public var attempts: Int
-    public var lastError: String?
-    public var createdAt: Date
-
-    /// Every field, for another outbox's rows (the shared PostgreSQL one).
-    public init(
-        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amount: Decimal, type: TransactionType, description: String,
-        state: State, attempts: Int, lastError: String?, createdAt: Date
-    ) {
-        self.seq = seq
-        self.idempotencyKey = idempotencyKey
-        self.localTransactionId = localTransactionId
-        self.childId = childId
-        self.amount = amount
-        self.type = type
-        self.description = description
-        self.state = state
-        self.attempts = attempts
-        self.lastError = lastError
-        self.createdAt = createdAt
-    }
-}
-
-/// What the sync engine needs of the outbox, and nothing more: the queue of writes behind one interface, as
-/// `DeliveryLedger` is for the alerts, so that another backend (a server database shared by several relays) could
-/// take the SQLite file's place. `Store` is the one implementation today.
-public protocol OutboxQueue: Sendable {
-    /// Writes due to be sent now, in the order they were made (a waiting write holds back the later ones of its child).
-    func dueOutbox(at now: Date) throws(StoreError) -> [OutboxEntry]
-    /// When the next retry of a waiting write is due (nil: none waits for a later time).
-    func nextOutboxAttempt(after now: Date) throws(StoreError) -> Date?
-    /// The backend is back: waiting writes are due now.
-    @discardableResult func outboxDueNow(at now: Date) throws(StoreError) -> Int
-    /// A write is being sent (a hub echo of it may come before the answer).
-    func markInFlight(_ seq: Int64) throws(StoreError)
-    /// The server took the write: its transaction replaces the local one.
-    func outboxSent(_ seq: Int64, server: Transaction, at now: Date) throws(StoreError)
-    /// A failure a retry may fix: pending again at `retryAt`.
-    func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError)
-    /// Refused for good by the server: undone here.
-    func outboxRejected(_ seq: Int64, reason: String, at now: Date) throws(StoreError)
-    /// Given up (a dead letter): undone here, kept for `outbox list`.
-    func outboxDead(_ seq: Int64, reason: String, at now: Date) throws(StoreError)
-}
-
-extension Store: OutboxQueue {}
+import StoreContract
 
 extension Store {
     /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
@@ -239,9 +171,7 @@ extension Store {
     }
 }
 
-extension OutboxEntry.State: JobState {
-    public static var done: Self { .sent }
-}
+extension OutboxEntry.State: DatabaseValueConvertible {}
 
 /// An outbox row as a typed record (GRDB's `FetchableRecord`); the queue's machine is `JobQueue<OutboxEntry>`.
 extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {

@@ -1,11 +1,6 @@
 import Foundation
 import GRDB
-
-/// The desktop popup standing for a child's balance, or for its low balance: replaced in place by the next one,
-/// closed when the balance recovers. Kept in the database so a restart of the relay does not stack new popups.
-public enum PopupRole: String, Sendable {
-    case balance, low
-}
+import StoreContract
 
 extension Store {
     public func popup(sink: String, child: UUID, role: PopupRole) throws(StoreError) -> UInt32? {

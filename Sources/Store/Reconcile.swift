@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
+import StoreContract
 
 /// What one catch-up read of a child's history, for the check that the server still has what the cache holds.
 ///

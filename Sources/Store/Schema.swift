@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
+import StoreContract
 
 /// The versioned schema. Migrations are append-only: a released one is never edited, a change is a new one.
 enum Schema {

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import Logging
+import StoreContract
 import Synchronization
 
 #if canImport(Glibc)
@@ -232,72 +233,6 @@ public final class Store: Sendable {
     }
 }
 
-/// The Store module's one error: a failure that names the file and says what to do, with its `code` for the code
-/// that decides what next (the sync engine stops at a conflict; the CLI picks its exit status).
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public enum Code: Sendable, Equatable {
-        /// The store refused the operation as asked (no such row, the outbox full, a state that does not allow it).
-        case refused
-        /// What the server sent contradicts the cache (another server, or a reset one): nothing was stored, and
-        /// retrying will not help.
-        case conflict
-        /// The file is not a readable relay database.
-        case unreadable
-        case diskFull
-        /// Another process holds the database.
-        case locked
-        /// The file or its folder cannot be written.
-        case notWritable
-        /// Any other SQLite failure, with SQLite's own words.
-        case sqlite
-    }
-
-    public let path: String
-    public let code: Code
-    public let message: String
-    /// The server's data contradicts the cache: the message has the evidence and the fix.
-    public var isConflict: Bool { code == .conflict }
-
-    static let rebuildHint = "Move it aside and rebuild from the server with: allowance-relay run --rebuild"
-    /// What a conflict's message ends with.
-    static let conflictFix =
-        "Nothing was merged and the cached data is kept. If the backend was reset, restored or replaced, start the cache over from it: allowance-relay run --rebuild"
-
-    public init(path: String, _ message: String, code: Code = .refused) {
-        self.path = path
-        self.code = code
-        self.message = message
-    }
-
-    init(path: String, _ error: any Error) {
-        self.path = path
-        if let store = error as? StoreError {
-            (code, message) = (store.code, store.message)
-            return
-        }
-        guard let db = error as? DatabaseError else {
-            (code, message) = (.sqlite, "\(error)")
-            return
-        }
-        switch db.resultCode {
-        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            (code, message) = (.unreadable, "The file is not a readable relay database (\(db.message ?? "corrupt")). \(Self.rebuildHint)")
-        case .SQLITE_FULL:
-            (code, message) = (.diskFull, "The disk is full; nothing was written. Free some space: the relay retries.")
-        case .SQLITE_BUSY, .SQLITE_LOCKED:
-            (code, message) = (.locked, "The database is locked by another process for more than 5 s. Is a second relay running on it?")
-        case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
-            (code, message) = (
-                .notWritable, "The database cannot be opened for writing (\(db.message ?? "permission denied")). Check the file's owner and permissions."
-            )
-        default:
-            (code, message) = (.sqlite, "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown").")
-        }
-    }
-
-    public var description: String { "\(path): \(message)" }
-}
-
 /// The rules that plan deliveries and what to call once they are committed.
 final class PlannerHooks: Sendable {
     let planner: any AlertPlanner
@@ -306,5 +241,33 @@ final class PlannerHooks: Sendable {
     init(planner: any AlertPlanner, onPlanned: (@Sendable ([Delivery]) -> Void)?) {
         self.planner = planner
         self.onPlanned = onPlanned
+    }
+}
+
+extension StoreError {
+    /// SQLite's failure (GRDB's `DatabaseError`) in the contract's words: what happened and what to do.
+    init(path: String, _ error: any Error) {
+        let (code, message) = Self.explain(error)
+        self.init(path: path, message, code: code)
+    }
+
+    private static func explain(_ error: any Error) -> (Code, String) {
+        if let store = error as? StoreError { return (store.code, store.message) }
+        guard let db = error as? DatabaseError else { return (.sqlite, "\(error)") }
+        switch db.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            return (.unreadable, "The file is not a readable relay database (\(db.message ?? "corrupt")). \(rebuildHint)")
+        case .SQLITE_FULL:
+            return (.diskFull, "The disk is full; nothing was written. Free some space: the relay retries.")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return (.locked, "The database is locked by another process for more than 5 s. Is a second relay running on it?")
+        case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
+            return (
+                .notWritable,
+                "The database cannot be opened for writing (\(db.message ?? "permission denied")). Check the file's owner and permissions."
+            )
+        default:
+            return (.sqlite, "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown").")
+        }
     }
 }

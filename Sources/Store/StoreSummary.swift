@@ -3,6 +3,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import GRDB
+import StoreContract
 
 /// What `status` shows about the cache.
 public struct StoreSummary: Sendable {

@@ -2,6 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import GRDB
+import StoreContract
 
 extension Store {
     /// The end of the last period summary `rule` was planned for; nil if the rule has never run.

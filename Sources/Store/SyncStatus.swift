@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import Core
+import StoreContract
 
 /// Where synchronisation stands, persisted so that `status` (another process) can show it.
 public struct SyncStatus: Sendable, Equatable {

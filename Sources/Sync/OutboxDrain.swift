@@ -3,6 +3,7 @@ import Core
 import Foundation
 import Logging
 import Store
+import StoreContract
 
 /// One pass over the writes waiting for the server, on any outbox (the SQLite file's, or the shared database's,
 /// where each replica claims a child's oldest write): each sent with its Idempotency-Key, and its answer classified.

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import SignalRProtocol
 import Store
+import StoreContract
 import Tracing
 
 /// Keeps the cache whole: stores each hub event, and runs one catch-up at a time whenever the link was

@@ -6,6 +6,7 @@ import Relay
 import RelayDaemon
 import Core
 import Store
+import StoreContract
 
 /// Options shared by the commands that read the local cache. They work offline and while `run` is running.
 struct CacheOptions: ParsableArguments {
@@ -67,7 +68,7 @@ struct CacheOptions: ParsableArguments {
             // The local file is not where a replica keeps the family's data: reading it would show nothing, and a
             // write there would reach no replica.
             throw CLIError(
-                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions, deliveries list, transaction add and outbox list.",
+                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions, deliveries list, transaction add, outbox list, mute and summary show.",
                 code: Exit.unavailable)
         }
         let path = local.storePath

@@ -7,6 +7,7 @@ import SharedStore
 import Store
 import Relay
 import Core
+import StoreContract
 
 /// `allowance-relay config check`: the same checks `run` makes before it starts, without starting.
 struct ConfigCommand: AsyncParsableCommand {

@@ -6,6 +6,7 @@ import RelayDaemon
 import Relay
 import Core
 import Store
+import StoreContract
 
 /// `allowance-relay deliveries list|retry|enable|purge`: the ledger of alerts owed to each sink.
 struct DeliveriesCommand: AsyncParsableCommand {

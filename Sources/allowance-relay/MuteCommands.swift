@@ -6,6 +6,7 @@ import Foundation
 import Relay
 import RelayDaemon
 import Store
+import StoreContract
 
 /// `allowance-relay mute list|add|remove`: the sinks muted per child ("Mute today" on a popup does the same).
 struct MuteCommand: AsyncParsableCommand {
@@ -26,15 +27,16 @@ struct MuteCommand: AsyncParsableCommand {
 
     /// What every mute command reads: the store, the children, the family's time zone and the sinks.
     struct Context {
-        let store: Store
+        let opened: OpenedStore
+        var store: any RelayStore { opened.relay }
         let children: [Child]
         let zone: TimeZone
         let sinks: [String]
 
         init(_ options: CacheOptions) async throws {
             let relay = try options.relayConfig()
-            store = try await options.openStore()
-            children = try store.children()
+            opened = try await options.openRelayStore()
+            children = try opened.relay.children()
             zone = relay.formatting.timeZone
             sinks = relay.sinks.map(\.name)
         }
@@ -54,7 +56,10 @@ struct MuteCommand: AsyncParsableCommand {
 
         /// Tells a running relay that the mutes changed; says whether there was one.
         func tellTheRelay() -> String {
-            guard let pid = signalTheRunningRelay(store) else { return "It applies from the relay's next start." }
+            guard case .local(let file) = opened else {
+                return "Every running replica applies it now (the shared database notifies them)."
+            }
+            guard let pid = signalTheRunningRelay(file) else { return "It applies from the relay's next start." }
             return "The running relay (pid \(pid)) applies it now."
         }
     }
@@ -65,7 +70,8 @@ struct MuteCommand: AsyncParsableCommand {
 
         func run() async throws {
             let c = try await Context(options)
-            let mutes = try c.store.mutes().sorted { ($0.until, $0.sink) < ($1.until, $1.sink) }
+            defer { c.opened.close() }
+            let mutes = try c.store.mutes(at: Date()).sorted { ($0.until, $0.sink) < ($1.until, $1.sink) }
             let name = { (id: UUID) in c.children.first { $0.id == id }?.firstName ?? id.lowercased }
             if options.json {
                 options.emit(
@@ -98,6 +104,7 @@ struct MuteCommand: AsyncParsableCommand {
 
         func run() async throws {
             let c = try await Context(options)
+            defer { c.opened.close() }
             let match = try c.child(child)
             let sinkName = try c.sink(sink)
             let now = Date()
@@ -129,6 +136,7 @@ struct MuteCommand: AsyncParsableCommand {
 
         func run() async throws {
             let c = try await Context(options)
+            defer { c.opened.close() }
             let match = try c.child(child)
             let lifted = try c.store.unmute(child: match.id, sink: try sink.map { try c.sink($0) })
             let told = lifted > 0 ? " " + c.tellTheRelay() : ""

@@ -3,6 +3,7 @@ import Core
 import Foundation
 import SharedStore
 import Store
+import StoreContract
 
 /// The commands that read the cache, on a shared PostgreSQL store (`store.url`): `status`, `transactions` and
 /// `deliveries list` read it instead of the local file.
@@ -20,6 +21,31 @@ extension CacheOptions {
         } catch let error as APIError {
             throw CLIError(error.message, code: Exit.config)
         }
+    }
+}
+
+/// The relay's store for a command that works on either: the shared database when `store.url` is set, else the
+/// SQLite file. Both implement the one contract (`RelayStore`).
+enum OpenedStore {
+    case local(Store)
+    case shared(SharedRelayStore)
+
+    var relay: any RelayStore {
+        switch self {
+        case .local(let store): store
+        case .shared(let store): store
+        }
+    }
+
+    func close() {
+        if case .shared(let store) = self { store.close() }
+    }
+}
+
+extension CacheOptions {
+    func openRelayStore() async throws -> OpenedStore {
+        if let shared = try await openShared() { return .shared(shared) }
+        return .local(try await openStore())
     }
 }
 

@@ -27,7 +27,9 @@ struct SummaryCommand: AsyncParsableCommand {
 
         func run() async throws {
             let relay = try options.relayConfig()
-            let store = try await options.openStore()
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            let store = opened.relay
             var events = try { () throws(CLIError) in
                 do { return try relay.currentSummaries(store: store, rule: rule) } catch { throw CLIError("\(error)", code: Exit.dataError) }
             }()

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Core
 import Store
+import StoreContract
 
 /// `allowance-relay transaction add`: a write that works with the backend down.
 struct TransactionCommand: AsyncParsableCommand {

@@ -4,6 +4,7 @@ import HubSimulator
 import Relay
 import SignalRProtocol
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

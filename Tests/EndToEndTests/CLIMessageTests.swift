@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
+import StoreContract
 import Testing
 
 /// The exact words a user gets for each mistake on the command line, and the sysexits code that goes with it:

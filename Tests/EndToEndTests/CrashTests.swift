@@ -2,6 +2,7 @@ import AllowanceAPI
 import HubSimulator
 import Foundation
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

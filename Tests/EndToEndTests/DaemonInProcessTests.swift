@@ -5,6 +5,7 @@ import Logging
 import Relay
 import RelayDaemon
 import Store
+import StoreContract
 import Synchronization
 import TestSupport
 import Testing

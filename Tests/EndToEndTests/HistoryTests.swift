@@ -4,6 +4,7 @@ import Config
 import Foundation
 import Relay
 import Store
+import StoreContract
 import Sync
 import TestSupport
 import Testing

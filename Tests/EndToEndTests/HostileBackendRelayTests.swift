@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import SignalRProtocol
+import StoreContract
 import TestSupport
 import Store
 import Synchronization

@@ -6,6 +6,7 @@ import HTTPTransport
 import Relay
 import SignalRProtocol
 import Store
+import StoreContract
 import Synchronization
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Alerts
 import Foundation
+import StoreContract
 import Testing
 
 @testable import Relay

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import Relay
 import Store
+import StoreContract
 import Testing
 
 @Suite struct PlannerTests {

@@ -5,6 +5,7 @@ import HTTPTransport
 import Relay
 import SignalRProtocol
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

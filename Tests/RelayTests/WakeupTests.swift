@@ -1,5 +1,6 @@
 import Foundation
 import Core
+import StoreContract
 import Testing
 
 @testable import Relay

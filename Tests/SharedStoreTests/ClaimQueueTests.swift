@@ -1,6 +1,7 @@
 import Foundation
 import PostgresTransport
 import SharedStore
+import StoreContract
 import Synchronization
 import TestSupport
 import Testing

@@ -4,6 +4,7 @@ import Foundation
 import PostgresTransport
 import SharedStore
 import Store
+import StoreContract
 import TestSupport
 import Testing
 

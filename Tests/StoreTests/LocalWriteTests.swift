@@ -1,6 +1,7 @@
 import Alerts
 import AllowanceAPI
 import Foundation
+import StoreContract
 import Testing
 
 @testable import Store

@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import Store
+import StoreContract
 import Testing
 
 @Suite struct OutboxTests {

@@ -2,6 +2,7 @@ import Alerts
 import Foundation
 import GRDB
 import Synchronization
+import StoreContract
 import Testing
 
 @testable import Store

@@ -1,5 +1,6 @@
 import AllowanceAPI
 import Foundation
+import StoreContract
 import Testing
 
 @testable import Store

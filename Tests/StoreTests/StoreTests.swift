@@ -3,6 +3,7 @@ import Foundation
 import SignalRProtocol
 import GRDB
 @testable import Store
+import StoreContract
 import Testing
 
 func temporaryStorePath() -> String {

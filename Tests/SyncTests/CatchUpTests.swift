@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
+import StoreContract
 import Sync
 import TestSupport
 import Testing

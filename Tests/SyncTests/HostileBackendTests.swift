@@ -2,6 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Store
+import StoreContract
 import Sync
 import TestSupport
 import Testing

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SignalRProtocol
 import Store
+import StoreContract
 import Sync
 import Synchronization
 import Testing

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Store
+import StoreContract
 import Sync
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import Store
+import StoreContract
 import Sync
 import TestSupport
 import Testing

@@ -1,3 +1,4 @@
+import StoreContract
 import Testing
 
 @testable import Sync

@@ -3,16 +3,8 @@ import Core
 import Foundation
 import HTTPTransport
 import Store
+import StoreContract
 import Synchronization
-
-/// Where the chat sinks remember the message standing for a child's balance. (The store is one; a sink knows only
-/// this.)
-public protocol SentMessageLedger: Sendable {
-    func sentMessage(sink: String, subject: String) throws(StoreError) -> SentMessage?
-    func setSentMessage(sink: String, subject: String, _ message: SentMessage?) throws(StoreError)
-}
-
-extension Store: SentMessageLedger {}
 
 /// Editing a child's balance message in place, as each service documents it:
 /// - Telegram: `editMessageText` with the `message_id` that `sendMessage` returned (`result.message_id`);

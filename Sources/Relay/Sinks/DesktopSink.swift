@@ -5,6 +5,7 @@ import Core
 import Foundation
 import Logging
 import Store
+import StoreContract
 import Synchronization
 
 /// Desktop popups: `org.freedesktop.Notifications.Notify` on the session bus through sd-bus.

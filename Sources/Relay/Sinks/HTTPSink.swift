@@ -3,6 +3,7 @@ import Foundation
 import HTTPTransport
 import Core
 import Store
+import StoreContract
 
 /// Every HTTP destination: the generic signed webhook and the chat and push services. Each kind differs only in
 /// the request it builds; the answer is classified the same way for all.

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import MQTTTransport
 import Store
+import StoreContract
 import Synchronization
 
 /// Alerts to an MQTT broker, shaped for Home Assistant. Under the base topic (`allowance` by default):
@@ -319,10 +320,3 @@ public final class MQTTSink: Sink {
         }
     }
 }
-
-/// The children the cache knows: what Home Assistant is shown at once, before any alert.
-public protocol ChildRoster: Sendable {
-    func children() throws(StoreError) -> [Child]
-}
-
-extension Store: ChildRoster {}

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import HTTPTransport
 import Store
+import StoreContract
 
 /// What a sink is asked to send: one rendered alert with its stable delivery id.
 public struct Message: Sendable {
@@ -101,28 +102,17 @@ extension Sink {
     public func close() async {}
 }
 
-/// Where a desktop sink keeps the ids of the popups standing for a child, so that they outlive the process.
-/// (The store is one; a sink knows only this.)
-public protocol PopupIds: Sendable {
-    func popup(sink: String, child: UUID, role: PopupRole) throws(StoreError) -> UInt32?
-    func setPopup(sink: String, child: UUID, role: PopupRole, id: UInt32?) throws(StoreError)
-}
-
-extension Store: PopupIds {}
-
-/// What sinks keep across restarts, in the store: desktop popups' ids, the children Home Assistant is shown, the chat
-/// messages edited in place.
-public typealias SinkMemory = PopupIds & ChildRoster & SentMessageLedger
-
 /// Builds the sink for a config. `memory`: the store, where sinks keep what outlives the process (nil: nothing is
-/// kept: popups stack, every balance is a new message, Home Assistant learns of children from alerts only);
+/// kept: every balance is a new message, Home Assistant learns of children from alerts only); `popups`: where this
+/// machine keeps its popups' ids (nil: popups stack);
 /// `formatting`: the relay's settings some sinks use (the icon for ntfy, the currency for Home Assistant, the
 /// family's day for "Mute today"). `mutes`: where "Mute today" on a popup goes.
 public func makeSink(
-    _ config: SinkConfig, memory: (any SinkMemory)? = nil, http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
+    _ config: SinkConfig, memory: (any SentMessageLedger & ChildRoster)? = nil, popups: (any PopupIds)? = nil,
+    http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
 ) -> any Sink {
     switch config.kind {
-    case .desktop: DesktopSink(config: config, ids: memory, mutes: mutes, timeZone: formatting.timeZone)
+    case .desktop: DesktopSink(config: config, ids: popups, mutes: mutes, timeZone: formatting.timeZone)
     case .mqtt: MQTTSink(config: config, roster: memory, currency: formatting.currency)
     case .email: MailSink(config: config, client: http)
     default: HTTPSink(config: config, client: http, icon: formatting.iconURL, sent: memory)

@@ -1,0 +1,112 @@
+import Alerts
+import AllowanceAPI
+import Core
+import Foundation
+
+/// One alert owed to one sink, as the ledger holds it.
+public struct Delivery: Sendable, Equatable {
+    /// Where a delivery is in its life, stored as its raw value.
+    public enum State: String, Sendable, CaseIterable {
+        case pending
+        case delivered
+        /// Given up, with the reason in `lastError`; `deliveries retry` queues it again.
+        case dead
+        /// Folded into a digest delivery (`merged_into`).
+        case merged
+        /// Not sent: the sink was muted for the child when it was planned (`last_error` says until when).
+        case muted
+        /// Written while a send was under way by the workers of earlier development builds; read as pending.
+        case inFlight = "in_flight"
+    }
+
+    public var id: String
+    public var sink: String
+    public var rule: String
+    public var kind: RelayEvent.Kind
+    public var childId: UUID?
+    public var urgency: PlannedDelivery.Urgency
+    /// The alert as stored when it was planned: its JSON, final (the delivery's kind, the currency). The generic
+    /// webhook sends it as it is; other sinks decode it (`event`) to fill their templates.
+    public var alert: String
+    public var digest: Bool
+    public var state: State
+    public var attempts: Int
+    public var nextAttemptAt: Date
+    public var lastError: String?
+    public var createdAt: Date
+    public var deliveredAt: Date?
+    /// The W3C `traceparent` of the event that planned it, when tracing was on: its sends join that trace.
+    public var traceParent: String? = nil
+
+    /// The alert as a value, when the delivery was handed from the planner in memory (the steady path); nil when
+    /// it was read from the ledger, whose `alert` text `event` then decodes.
+    public var carried: RelayEvent? = nil
+
+    /// Every field, for another ledger's rows (the shared PostgreSQL one).
+    public init(
+        id: String, sink: String, rule: String, kind: RelayEvent.Kind, childId: UUID?, urgency: PlannedDelivery.Urgency, alert: String,
+        digest: Bool, state: State, attempts: Int, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, deliveredAt: Date? = nil,
+        traceParent: String? = nil, carried: RelayEvent? = nil
+    ) {
+        self.id = id
+        self.sink = sink
+        self.rule = rule
+        self.kind = kind
+        self.childId = childId
+        self.urgency = urgency
+        self.alert = alert
+        self.digest = digest
+        self.state = state
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.deliveredAt = deliveredAt
+        self.traceParent = traceParent
+        self.carried = carried
+    }
+
+    /// The alert as a value: the one carried, or the stored text decoded once (for templates, digests, the CLI).
+    public var event: RelayEvent {
+        get throws(APIError) {
+            if let carried { return carried }
+            let json: JSONValue
+            do { json = try JSONValue(parsing: alert.utf8) } catch { throw APIError(.invalidPayload, "alert: \(error)") }
+            return try RelayEvent(json: json)
+        }
+    }
+}
+
+/// What a sink worker needs of the delivery ledger, and nothing more: the queue behind one interface, which the
+/// SQLite file (`Store`) and the database relays share (`SharedRelayStore`) both implement.
+public protocol DeliveryLedger: Sendable {
+    /// Due deliveries of `sink`, oldest first, leaving out `excluding`; nothing is written for taking them.
+    func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]
+    /// The due deliveries, and when the next of the others falls due.
+    func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?)
+    /// When the next delivery of `sink` not in `excluding` falls due (nil: none pending).
+    func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
+    /// The outcomes of several sends, together.
+    func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError)
+    /// A child's deliveries of `sink` that may fold into one digest, due by `dueBy`.
+    func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery]
+    /// Replaces `parts` by one digest delivery (its own id from then on).
+    func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery
+    /// Sinks switched off (by a 410 or the like) and why.
+    func disabledSinks() throws(StoreError) -> [String: String]
+    func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
+    /// An event of the relay's own (a sink switched off), planned like any other.
+    @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int
+    /// The child's balance now (a digest shows it as it is when it is sent, not as its last transaction left it).
+    func currentBalance(child: UUID) throws(StoreError) -> Decimal?
+}
+
+extension DeliveryLedger {
+    /// In two reads, for a ledger that has no single one.
+    public func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?) {
+        let due = try dueDeliveries(sink: sink, at: now, limit: limit, excluding: excluding)
+        guard due.count < limit else { return (due, now) }
+        let next = try nextDeliveryDue(sink: sink, excluding: excluding.union(due.map(\.id)))
+        return (due, next)
+    }
+}

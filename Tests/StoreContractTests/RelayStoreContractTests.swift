@@ -1,0 +1,127 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+import StoreContract
+import Synchronization
+import Testing
+
+/// The storage contract, once, on both stores: what a relay keeps beside its cache (the chat message a balance
+/// edits, the mutes, the summaries' periods, the plans) behaves the same on the SQLite file and on PostgreSQL, and is
+/// the same for every handle on the same data (two processes on one file, two replicas on one database).
+@Suite(.timeLimit(.minutes(2))) struct RelayStoreContractTests {
+    let alice = Child(id: UUID(), firstName: "Alice", lastName: "A", weeklyAllowance: 5, currentBalance: 12)
+    let bob = Child(id: UUID(), firstName: "Bob", lastName: "B", weeklyAllowance: 5, currentBalance: 3)
+
+    func at(_ text: String) -> Date { ISODate.parse(text)! }
+
+    @Test(arguments: Backend.allCases)
+    func aMessagePostedByOneRelayIsEditedByTheNext(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2)
+        defer { backend.close(stores) }
+        let (first, next) = (stores[0], stores[1])
+        let subject = "balance:\(alice.id.lowercased)"
+        #expect(try next.sentMessage(sink: "chat", subject: subject) == nil)
+        let posted = SentMessage(ref: "1001", postedAt: at("2026-11-26T08:00:00Z"))
+        try first.setSentMessage(sink: "chat", subject: subject, posted)
+        #expect(try next.sentMessage(sink: "chat", subject: subject) == posted, "the next relay edits what the first posted")
+        #expect(try next.sentMessage(sink: "other", subject: subject) == nil, "per sink")
+        let reposted = SentMessage(ref: "1002", postedAt: at("2026-11-26T09:00:00Z"))
+        try next.setSentMessage(sink: "chat", subject: subject, reposted)
+        #expect(try first.sentMessage(sink: "chat", subject: subject) == reposted)
+        try first.setSentMessage(sink: "chat", subject: subject, nil)
+        #expect(try next.sentMessage(sink: "chat", subject: subject) == nil, "a message the chat lost is forgotten")
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aMuteSetThroughOneHandleHoldsOnEveryOneAndEndsByItself(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2)
+        defer { backend.close(stores) }
+        let (a, b) = (stores[0], stores[1])
+        let now = at("2026-11-26T10:00:00Z")
+        try a.mute(Mute(sink: "popups", childId: alice.id, until: now.addingTimeInterval(3600)))
+        try a.mute(Mute(sink: Mute.everySink, childId: bob.id, until: now.addingTimeInterval(60)))
+        let running = try b.mutes(at: now).sorted { $0.until < $1.until }
+        #expect(running.map(\.childId) == [bob.id, alice.id])
+        #expect(running.map(\.sink) == [Mute.everySink, "popups"])
+        // A later mute of the same pair replaces the earlier one.
+        try b.mute(Mute(sink: "popups", childId: alice.id, until: now.addingTimeInterval(7200)))
+        #expect(try a.mutes(at: now).first { $0.childId == alice.id }?.until == now.addingTimeInterval(7200))
+        #expect(try a.mutes(at: now.addingTimeInterval(120)).map(\.childId) == [alice.id], "Bob's mute has ended")
+        #expect(try b.unmute(child: alice.id, sink: "chat") == 0, "no mute on that sink")
+        #expect(try b.unmute(child: alice.id, sink: nil) == 1)
+        #expect(try a.mutes(at: now).isEmpty)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aSummaryPeriodIsPlannedOnceWhenTwoRelaysRaiseItAtOnce(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2, planner: EveryEvent())
+        defer { backend.close(stores) }
+        try backend.seed(stores[0], children: [alice], transactions: [])
+        let (first, second) = (at("2026-11-25T18:00:00Z"), at("2026-11-26T18:00:00Z"))
+        #expect(try stores[1].summaryLastDue(rule: "evening") == nil, "a rule never run")
+        #expect(try stores[0].raiseSummaries(rule: "evening", due: first, events: [], baselineOnly: true) == 0)
+        #expect(try stores[1].summaryLastDue(rule: "evening") == first)
+        let summary = RelayEvent(kind: .summary, at: second, childId: alice.id, childName: "Alice", balance: 12)
+        // Both schedulers wake for the same period together: one plans it, the other finds it done.
+        let planned = try atOnce(stores.map { store in { try store.raiseSummaries(rule: "evening", due: second, events: [summary], baselineOnly: false) } })
+        #expect(planned.sorted() == [0, 1])
+        #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 1]])
+        #expect(try stores[1].summaryLastDue(rule: "evening") == second)
+        #expect(try stores[1].raiseSummaries(rule: "evening", due: first, events: [summary], baselineOnly: false) == 0, "an older period")
+        #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 1]])
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aPeriodsTransactionsAreReadNewestFirstFromItsStart(_ backend: Backend) async throws {
+        let stores = try await backend.handles(1)
+        defer { backend.close(stores) }
+        let times = ["2026-11-24T09:00:00Z", "2026-11-25T09:00:00Z", "2026-11-26T09:00:00Z"].map(at)
+        var balance: Decimal = 9
+        let made = times.enumerated().map { n, time in
+            balance += 1
+            return Transaction(
+                id: UUID(), childId: alice.id, amount: 1, type: .credit, description: "chore \(n)", balanceAfter: balance,
+                createdAt: time, createdByName: "Parent")
+        }
+        try backend.seed(stores[0], children: [alice, bob], transactions: made)
+        #expect(Set(try stores[0].children().map(\.id)) == [alice.id, bob.id])
+        let since = try stores[0].transactions(child: alice.id, since: times[1], limit: 100)
+        #expect(since.map(\.description) == ["chore 2", "chore 1"])
+        #expect(since.map(\.amount) == [1, 1])
+        #expect(try stores[0].transactions(child: bob.id, since: nil, limit: 100).isEmpty)
+        #expect(try stores[0].transactions(child: alice.id, since: nil, limit: 1).map(\.description) == ["chore 2"])
+    }
+
+    @Test(arguments: Backend.allCases)
+    func anEventOfTheRelaysOwnIsPlannedByTheRulesInstalled(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let lost = RelayEvent(kind: .connectionLost, at: Date(), detail: "no connection for 5 minutes")
+        #expect(try stores[0].raise(lost) == 1)
+        #expect(try stores[1].deliveryCounts() == ["hook": ["pending": 1]])
+        let due = try stores[1].dueDeliveries(sink: "hook", at: Date().addingTimeInterval(1), limit: 10, excluding: [])
+        #expect(due.map(\.kind) == [.connectionLost])
+        #expect(try due.first?.event.detail == "no connection for 5 minutes")
+        stores[0].setPlanner(nil, onPlanned: nil)
+        #expect(try stores[0].raise(lost) == 0, "no rules, nothing planned")
+    }
+}
+
+/// Runs each body on a thread of its own, released together, and returns their results in order.
+func atOnce<T: Sendable>(_ bodies: [@Sendable () throws -> T]) throws -> [T] {
+    let results = Mutex<[Int: Result<T, any Error>]>([:])
+    let start = DispatchSemaphore(value: 0)
+    let done = DispatchGroup()
+    for (n, body) in bodies.enumerated() {
+        done.enter()
+        Thread {
+            start.wait()
+            let result = Result { try body() }
+            results.withLock { $0[n] = result }
+            done.leave()
+        }.start()
+    }
+    for _ in bodies { start.signal() }
+    done.wait()
+    return try results.withLock { r in try bodies.indices.map { try r[$0]!.get() } }
+}
