@@ -7,7 +7,6 @@
 import Foundation
 import PostgresTransport
 import SharedStore
-import StoreContract
 import Synchronization
 
 let arguments = CommandLine.arguments

@@ -1,7 +1,6 @@
 import Foundation
 import Metrics
 import Store
-import StoreContract
 import Synchronization
 
 /// Deliveries by outcome and the time from planned to delivered, per sink (exported on /metrics).

@@ -3,7 +3,6 @@ import AllowanceAPI
 import Config
 import Foundation
 import Store
-import StoreContract
 import Yams
 
 /// The `sinks:` section: one sink's keys by kind, with every mistake reported at its line.

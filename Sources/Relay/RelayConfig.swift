@@ -3,7 +3,6 @@ import AllowanceAPI
 import Config
 import Foundation
 import Store
-import StoreContract
 import Yams
 
 /// The relay's part of the config file: `relay`, `sinks`, `rules`, `templates`. Read with line numbers so each

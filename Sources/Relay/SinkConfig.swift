@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Store
-import StoreContract
 
 /// One destination, as the config file describes it.
 public struct SinkConfig: Sendable {

@@ -6,7 +6,6 @@ import Prometheus
 import ServiceLifecycle
 import Core
 import Store
-import StoreContract
 import Synchronization
 
 /// The hub link as the daemon sees it: set by the hub service, read by /healthz and /metrics, and persisted on

@@ -1,6 +1,5 @@
 import Core
 import PostgresTransport
-import StoreContract
 
 /// Jobs that any replica may do and exactly one does at a time (deliveries, outbox writes), in a table of the
 /// shape `ClaimQueue.columns` names. A replica claims due jobs with `FOR UPDATE SKIP LOCKED` (claimers never wait

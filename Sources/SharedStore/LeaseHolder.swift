@@ -1,6 +1,5 @@
 import Core
 import PostgresTransport
-import StoreContract
 
 /// Runs `work` on this replica only while it holds `lease`: tries to take it every `interval`, starts `work` when
 /// it has it, checks every `interval` that it still does, and cancels `work` the moment it does not (the server

@@ -1,5 +1,4 @@
 import PostgresTransport
-import StoreContract
 import Synchronization
 
 /// Work that one replica at a time may do (the hub link and its catch-up), held as a PostgreSQL advisory lock on a

@@ -1,5 +1,4 @@
 import PostgresTransport
-import StoreContract
 
 /// A step of a PostgreSQL schema, applied once, in order (`relay_schema_migrations` records which ran).
 public struct PostgresMigration: Sendable {

@@ -1,7 +1,6 @@
 import Core
 import Foundation
 import PostgresTransport
-import StoreContract
 
 /// The relays sharing one database, as `status` shows them: each writes its heartbeat, and whether (and since when)
 /// it holds the hub link. A replica whose heartbeat is older than `staleAfter` is shown as gone (killed, or its

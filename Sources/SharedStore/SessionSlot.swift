@@ -1,5 +1,4 @@
 import PostgresTransport
-import StoreContract
 import Synchronization
 
 /// One PostgreSQL session that one body at a time uses whole (a transaction's statements are not interleaved with

@@ -1,4 +1,3 @@
-import StoreContract
 import Tracing
 
 /// A span's context as the ledger keeps it with each delivery: the W3C `traceparent` the process's instrument writes

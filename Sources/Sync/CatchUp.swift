@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import Metrics
 import Store
-import StoreContract
 
 /// Fetches what the cache missed (after a restart or any reconnect: a new hub connection lost what was sent
 /// while down). Pages each child's transactions newest first down to the child's cursor: the newest

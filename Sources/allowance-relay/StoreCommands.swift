@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import Core
 import Store
-import StoreContract
 
 /// `allowance-relay store prune`: retention on demand, and the file shrunk to what is left.
 struct StoreCommand: AsyncParsableCommand {

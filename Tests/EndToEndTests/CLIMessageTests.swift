@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
-import StoreContract
 import Testing
 
 /// The exact words a user gets for each mistake on the command line, and the sysexits code that goes with it:

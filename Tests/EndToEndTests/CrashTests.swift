@@ -2,7 +2,6 @@ import AllowanceAPI
 import HubSimulator
 import Foundation
 import Store
-import StoreContract
 import TestSupport
 import Testing
 

@@ -5,7 +5,6 @@ import Logging
 import Relay
 import RelayDaemon
 import Store
-import StoreContract
 import Synchronization
 import TestSupport
 import Testing

@@ -1,7 +1,6 @@
 import AllowanceAPI
 import Foundation
 import Store
-import StoreContract
 import TestSupport
 import Testing
 

@@ -4,7 +4,6 @@ import Config
 import Foundation
 import Relay
 import Store
-import StoreContract
 import Sync
 import TestSupport
 import Testing

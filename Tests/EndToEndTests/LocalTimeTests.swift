@@ -2,7 +2,6 @@ import AllowanceAPI
 import Core
 import Foundation
 import Store
-import StoreContract
 import Testing
 
 /// Times as the family reads them: CLI tables in relay.time_zone (`--utc` for scripts; `--json` stays ISO 8601),

@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
-import StoreContract
 import TestSupport
 import Testing
 

@@ -2,7 +2,6 @@ import AllowanceAPI
 import Core
 import Foundation
 import SignalRProtocol
-import StoreContract
 import TestSupport
 import Store
 import Synchronization

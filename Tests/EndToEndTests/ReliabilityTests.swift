@@ -4,7 +4,6 @@ import HubSimulator
 import Relay
 import SignalRProtocol
 import Store
-import StoreContract
 import Synchronization
 import TestSupport
 import Testing

@@ -2,7 +2,6 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
-import StoreContract
 import Testing
 
 /// `allowance-relay summary show`: the period under way, now, as the binary prints it from a real database.

@@ -6,7 +6,6 @@ import Logging
 import Relay
 import SignalRProtocol
 import Store
-import StoreContract
 import TestSupport
 import Synchronization
 import Testing

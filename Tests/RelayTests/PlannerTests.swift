@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import Relay
 import Store
-import StoreContract
 import Testing
 
 @Suite struct PlannerTests {

@@ -5,7 +5,6 @@ import HTTPTransport
 import Relay
 import SignalRProtocol
 import Store
-import StoreContract
 import TestSupport
 import Testing
 

@@ -5,7 +5,6 @@ import Foundation
 import Logging
 @testable import Relay
 import Store
-import StoreContract
 import Testing
 
 /// Scheduled summaries: the schedule's arithmetic in the family's time zone, and the scheduler against a real

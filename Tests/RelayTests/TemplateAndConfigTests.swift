@@ -4,7 +4,6 @@ import Config
 import Foundation
 import Relay
 import Store
-import StoreContract
 import Testing
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!

@@ -1,6 +1,5 @@
 import Foundation
 import Core
-import StoreContract
 import Testing
 
 @testable import Relay

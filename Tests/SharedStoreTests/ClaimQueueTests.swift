@@ -1,7 +1,6 @@
 import Foundation
 import PostgresTransport
 import SharedStore
-import StoreContract
 import Synchronization
 import TestSupport
 import Testing

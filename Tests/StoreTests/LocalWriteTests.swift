@@ -1,7 +1,6 @@
 import Alerts
 import AllowanceAPI
 import Foundation
-import StoreContract
 import Testing
 
 @testable import Store

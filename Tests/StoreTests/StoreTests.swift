@@ -3,7 +3,6 @@ import Foundation
 import SignalRProtocol
 import GRDB
 @testable import Store
-import StoreContract
 import Testing
 
 func temporaryStorePath() -> String {

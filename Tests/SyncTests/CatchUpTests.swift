@@ -2,7 +2,6 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
-import StoreContract
 import Sync
 import TestSupport
 import Testing

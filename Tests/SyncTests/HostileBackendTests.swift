@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Store
-import StoreContract
 import Sync
 import TestSupport
 import Testing

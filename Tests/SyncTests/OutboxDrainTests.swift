@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import SignalRProtocol
 import Store
-import StoreContract
 import Sync
 import Testing
 

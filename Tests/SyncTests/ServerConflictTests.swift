@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Store
-import StoreContract
 import Sync
 import TestSupport
 import Testing

@@ -1,4 +1,3 @@
-import StoreContract
 import Testing
 
 @testable import Sync
