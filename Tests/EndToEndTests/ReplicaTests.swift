@@ -184,6 +184,37 @@ import Testing
         }
     }
 
+    /// A mute set with the CLI on the shared store reaches every replica at once (the database notifies them): a
+    /// burst after it delivers every other child's transactions and none of the muted child's, which the shared
+    /// ledger records as muted; `summary show` reads the shared store too.
+    @Test func aMuteSetOnTheSharedStoreHoldsOnEveryReplica() async throws {
+        let hook = WebhookReceiver()
+        try await withReplicas(["a", "b"], hook: hook) { r in
+            let added = try await r.output(["mute", "add", "Alice", "--until", "23:59"])
+            #expect(added.contains("Muted Alice on every sink") && added.contains("Every running replica"), "\(added)")
+            for relay in r.relays {
+                #expect(await relay.waitFor("mutes read again: 1 running"), "\(relay.output.suffix(1500))")
+            }
+            let mutes = try JSONValue(parsing: Array(try await r.output(["mute", "list", "--json"]).utf8))
+            let alice = try #require(mutes.arrayValue?.first?["childId"]?.stringValue)
+            let before = try await r.serverIds()
+            try await simPost(r.base, "/_sim/burst?count=30")
+            let made = try await Scenario.serverTransactions(r.base).filter { !before.contains($0.id.lowercased) }
+            let muted = Set(made.filter { $0.childId.lowercased == alice }.map { $0.id.lowercased })
+            let others = Set(made.map { $0.id.lowercased }).subtracting(muted)
+            #expect(!muted.isEmpty && !others.isEmpty, "the burst made transactions for Alice and the others")
+            #expect(await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == others })
+            #expect(Set(hook.received.compactMap(Scenario.transactionId)).isDisjoint(with: muted), "nothing of Alice's")
+            let ledger = try JSONValue(
+                parsing: Array(try await r.output(["deliveries", "list", "--state", "muted", "--json"]).utf8))
+            #expect(ledger.arrayValue?.count == muted.count, "each of Alice's recorded as muted on the shared ledger")
+            let summaries = try JSONValue(parsing: Array(try await r.output(["summary", "show", "--json"]).utf8))
+            #expect(summaries.arrayValue?.count == 3, "a summary per child of the shared cache")
+            #expect(try await r.output(["mute", "remove", "Alice"]).contains("Lifted 1 mute(s) of Alice"))
+            for relay in r.relays { await relay.expectCleanStop() }
+        }
+    }
+
     /// `transaction add` on the shared store while the backend is down: the writes wait in the shared outbox, and
     /// once it is back a replica sends them, each once and in the order they were made.
     @Test func writesQueuedOnTheSharedOutboxReachTheServerOnceAndInOrder() async throws {
