@@ -283,7 +283,7 @@ let package = Package(
             name: "RelayTests",
             dependencies: [
                 "Relay", "Alerts", "Config", "Store", "StoreContract", "AllowanceAPI", "Core", "SignalRProtocol",
-                "HTTPTransport", "TestSupport",
+                "HTTPTransport", "TestSupport", "SharedStore", "PostgresTransport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,7 +3,9 @@ import AllowanceAPI
 import Config
 import Foundation
 import HTTPTransport
+import PostgresTransport
 import Relay
+import SharedStore
 import SignalRProtocol
 import Store
 import StoreContract
@@ -181,7 +183,7 @@ func temporaryPath() -> String {
         try await receiver.run { base in try await body(standIn, base) }
     }
 
-    func sink(_ yaml: String, _ store: Store) throws -> any Sink {
+    func sink(_ yaml: String, _ store: any SentMessageLedger & ChildRoster) throws -> any Sink {
         let config = try RelayConfig.parse(yaml, file: "t.yaml")
         return makeSink(config.sinks[0], memory: store)
     }
@@ -226,6 +228,26 @@ func temporaryPath() -> String {
             #expect(await chat.send(balance("9.00", id: "dlv_2")) == .delivered)
             #expect(standIn.posts == 2 && standIn.edits == 0)
             #expect(try store.sentMessage(sink: "chat", subject: "balance:\(alice.lowercased)")?.ref != kept.ref, "the new message is the one kept")
+        }
+    }
+
+    /// With replicas the message's reference lives in the shared database: the replica that posted a child's balance
+    /// dies, and the next one to send a change edits that same message instead of posting a second.
+    @Test(arguments: services) func aBalanceMessagePostedByAReplicaThatDiedIsEditedByTheNext(
+        _ kind: SinkConfig.Kind
+    ) async throws {
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url(database: try await cluster.createDatabase()))
+        try await withStandIn(kind) { standIn, base in
+            let first = try SharedRelayStore.open(location, password: cluster.password, replica: "first")
+            #expect(await (try sink(standIn.yaml(base), first)).send(balance("10.00", id: "dlv_1")) == .delivered)
+            first.close()  // the replica is gone, its process memory with it
+            let next = try SharedRelayStore.open(location, password: cluster.password, replica: "next")
+            defer { next.close() }
+            #expect(await (try sink(standIn.yaml(base), next)).send(balance("9.00", id: "dlv_2")) == .delivered)
+            #expect(standIn.problems.isEmpty, "\(standIn.problems)")
+            #expect(standIn.posts == 1 && standIn.edits == 1, "posts \(standIn.posts), edits \(standIn.edits)")
+            #expect(standIn.chat == ["Alice's balance: 9.00"], "\(standIn.chat)")
         }
     }
 
