@@ -6,16 +6,17 @@ import Prometheus
 import ServiceLifecycle
 import Core
 import Store
+import StoreContract
 import Synchronization
 
 /// The hub link as the daemon sees it: set by the hub service, read by /healthz and /metrics, and persisted on
 /// each change for `status` (another process).
 final class LinkMonitor: Sendable {
     private let state = Mutex(LinkStatus(state: .connecting, detail: "starting"))
-    let store: Store
+    let store: any StatusSource
     let logger: Logger
 
-    init(store: Store, logger: Logger) {
+    init(store: any StatusSource, logger: Logger) {
         self.store = store
         self.logger = logger
     }
@@ -61,12 +62,14 @@ public final class RelayMetrics: Sendable {
     func hubEvent(_ target: String) { events[target]?.increment() }
 
     /// The text exposition, with the gauges read now.
-    func scrape(store: Store, link: LinkStatus) -> String {
+    func scrape(store: any StatusSource & PlanningStore, link: LinkStatus) -> String {
         registry.makeGauge(name: "allowance_relay_hub_connected").set(to: link.state == .connected ? 1 : 0)
         if let waiting = try? store.outboxWaiting() {
             registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(waiting))
         }
-        registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(store.fileBytes))
+        if let bytes = try? store.storageBytes() {
+            registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(bytes))
+        }
         if let contact = try? store.contact() {
             if let last = contact.lastEvent {
                 registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(to: max(0, Date().timeIntervalSince(last)))
@@ -85,14 +88,19 @@ public final class RelayMetrics: Sendable {
 struct StatusEndpoint {
     let host: String
     let port: Int
-    let store: Store
+    let store: any StatusSource & PlanningStore
     let link: LinkMonitor
     let metrics: RelayMetrics
     let logger: Logger
 
     var service: some Service {
+        EndpointService(host: host, port: port, logger: logger, handle: handle)
+    }
+
+    /// The answer to one request.
+    var handle: @Sendable (StatusServer.Request) -> StatusServer.Response {
         let (store, link, metrics) = (store, link, metrics)
-        return EndpointService(host: host, port: port, logger: logger) { request in
+        return { request in
             guard request.method == "GET" else {
                 return .init(status: 405, contentType: "text/plain", body: "only GET\n")
             }
@@ -109,10 +117,11 @@ struct StatusEndpoint {
         }
     }
 
-    /// Healthy when the hub link is up, the database answers, sync is not in error and no sink is switched off.
-    static func health(store: Store, link: LinkStatus) -> (Bool, JSONValue) {
+    /// Healthy when the hub link is up (or, for a replica, held by another), the database answers, sync is not in
+    /// error and no sink is switched off.
+    static func health(store: any StatusSource, link: LinkStatus) -> (Bool, JSONValue) {
         var reasons: [String] = []
-        if link.state != .connected {
+        if link.state != .connected && link.state != .standby {
             reasons.append("hub \(link.state.rawValue) since \(Date.ISO8601FormatStyle().format(link.since)): \(link.detail)")
         }
         do {

@@ -30,6 +30,7 @@ public struct ReplicaDaemon: Sendable {
     public let shared: SharedRelayStore
     let local: Store
     let engine: RelayEngine
+    let metrics: RelayMetrics
     let lease: LinkLease
     let password: String?
     let http: HTTPClient
@@ -42,7 +43,7 @@ public struct ReplicaDaemon: Sendable {
 
     /// Connects to the shared database (migrating it), opens the local file, installs the rules.
     public static func start(
-        settings: RelaySettings, relayConfig: RelayConfig, http: HTTPClient,
+        settings: RelaySettings, relayConfig: RelayConfig, metrics: RelayMetrics, http: HTTPClient,
         reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
     ) throws(StoreError) -> ReplicaDaemon {
         guard let location = settings.local.sharedStore else {
@@ -62,7 +63,8 @@ public struct ReplicaDaemon: Sendable {
         // One lease per hub: relays of different families may share one database.
         let lease = LinkLease(settings.hubURL.absoluteString, location: location, password: password)
         return ReplicaDaemon(
-            settings: settings, shared: shared, local: local, engine: engine, lease: lease, password: password,
+            settings: settings, shared: shared, local: local, engine: engine, metrics: metrics, lease: lease,
+            password: password,
             http: http, reload: reload,
             logger: logger)
     }
@@ -79,10 +81,17 @@ public struct ReplicaDaemon: Sendable {
         logger.info(
             "replica \(shared.replica) starting",
             metadata: ["store": "\(shared.location)", "hub": "\(settings.hubURL.redactedForLogs)"])
-        if settings.statusListen != nil || settings.otlpEndpoint != nil {
-            logger.warning(
-                "with store.url, status.listen and telemetry are not run yet (docs/scaling.md): use `allowance-relay status`"
-            )
+        if settings.otlpEndpoint != nil {
+            logger.warning("with store.url, telemetry is not run yet (docs/scaling.md)")
+        }
+        let link = LinkMonitor(store: shared, logger: logger)
+        link.set(.standby, detail: "waiting for the hub link")
+        let endpoint: StatusServer?
+        do {
+            endpoint = try statusEndpoint(link: link)
+        } catch {
+            logger.critical("\(error.message)")
+            return 1
         }
         Systemd.ready(status: "replica \(shared.replica): waiting for the hub link or deliveries")
         let holdsLink = LinkHeld()
@@ -101,18 +110,24 @@ public struct ReplicaDaemon: Sendable {
         defer {
             signalWatch.cancel()
             reloads.cancel()
+            endpoint?.stop()
         }
         let workers = Task { await engine.run() }
-        let link = Task {
+        let hubLink = Task {
             await holdingLease(lease) { held in
                 holdsLink.value.store(held, ordering: .relaxed)
+                link.set(
+                    held ? .connecting : .standby,
+                    detail: held ? "holds the hub link, connecting" : "another replica holds the hub link")
                 logger.notice(
                     held
                         ? "replica \(shared.replica) holds the hub link"
                         : "replica \(shared.replica) no longer holds the hub link")
                 try? shared.heartbeat(holdsLink: held)
             } work: {
-                await ReplicaLink(settings: settings, shared: shared, engine: engine, http: http, logger: logger).run()
+                await ReplicaLink(
+                    settings: settings, shared: shared, engine: engine, link: link, http: http, logger: logger
+                ).run()
             }
         }
         await withTaskGroup(of: Void.self) { group in
@@ -122,8 +137,8 @@ public struct ReplicaDaemon: Sendable {
             await stopSignal.wait(upTo: .seconds(365 * 86400))
             // The link first (no new events, the lease free for another replica), then the workers finish the sends
             // they are in (up to the grace period) while the heartbeat still renews their claims.
-            link.cancel()
-            await link.value
+            hubLink.cancel()
+            await hubLink.value
             engine.stop()
             let deadline = Task {
                 try? await Task.sleep(for: Daemon.gracePeriod)
@@ -141,6 +156,7 @@ public struct ReplicaDaemon: Sendable {
         } catch {
             logger.warning("could not give back this replica's claims (they expire by themselves): \(error)")
         }
+        link.set(.stopped, detail: "stopped")
         shared.close()
         logger.notice("stopped", metadata: ["exitCode": "0"])
         return 0
@@ -150,6 +166,26 @@ public struct ReplicaDaemon: Sendable {
     public func stop() async {
         stopping.set()
         stopSignal.signal()
+    }
+
+    /// `status.listen`: /healthz and /metrics as a single relay serves them, on the shared store; this replica's link
+    /// state (a replica in standby is healthy). Nil when not configured.
+    private func statusEndpoint(link: LinkMonitor) throws(DaemonError) -> StatusServer? {
+        guard let listen = settings.statusListen else { return nil }
+        let handle = StatusEndpoint(
+            host: listen.host, port: listen.port, store: shared, link: link, metrics: metrics, logger: logger
+        ).handle
+        let server: StatusServer
+        do {
+            server = try StatusServer(host: listen.host, port: listen.port)
+        } catch {
+            throw DaemonError(
+                exitCode: 1,
+                message: "status.listen \(listen.host):\(listen.port): cannot serve /healthz and /metrics: \(error)")
+        }
+        logger.info("status endpoint on http://\(listen.host):\(listen.port) (/healthz, /metrics)")
+        Task { await server.serve(handle) }
+        return server
     }
 
     /// Every second: this replica lives (its row, its claims renewed).
@@ -233,6 +269,7 @@ struct ReplicaLink: Sendable {
     let settings: RelaySettings
     let shared: SharedRelayStore
     let engine: RelayEngine
+    let link: LinkMonitor
     let http: HTTPClient
     let logger: Logger
 
@@ -248,7 +285,7 @@ struct ReplicaLink: Sendable {
             into: received)
         let events = await connection.events()
         let catchUp = CatchUpRequests()
-        let (shared, engine, logger) = (shared, engine, logger)
+        let (shared, engine, link, logger) = (shared, engine, link, logger)
         await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -282,11 +319,15 @@ struct ReplicaLink: Sendable {
                     }
                     for await event in events {
                         switch event {
-                        case .connected, .reconnected:
+                        case .connected(let id), .reconnected(let id):
                             logger.info("connected to the hub")
+                            link.set(
+                                .connected, connectionId: id, transport: await connection.transport?.rawValue,
+                                hubProtocol: connection.hubProtocol.rawValue, detail: "connected")
                             engine.linkRestored()
                             catchUp.request()
                         case .reconnecting(let reason):
+                            link.set(.reconnecting, detail: reason)
                             engine.linkLost(reason)
                         case .closed(let error):
                             if let error {
@@ -378,6 +419,8 @@ struct ReplicaCatchUp: Sendable {
             var stored = 0
             for child in children { stored += try await catchUp(child.id, history: history) }
             if history { try shared.setSyncValue("history_taken", ISODate.string(Date())) }
+            try shared.setSyncValue("last_catch_up", ISODate.string(Date()))
+            try shared.setSyncStatus(SyncStatus(phase: .idle, detail: "caught up"))
             logger.info(
                 history
                     ? "took the family's history: \(stored) transaction(s), not alerted"
@@ -385,6 +428,7 @@ struct ReplicaCatchUp: Sendable {
             return true
         } catch {
             logger.error("catch-up failed (tried again shortly): \(error)")
+            try? shared.setSyncStatus(SyncStatus(phase: .offline, detail: "catch-up failed: \(error)"))
             return false
         }
     }

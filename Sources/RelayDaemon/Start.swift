@@ -28,7 +28,7 @@ extension Daemon {
         }
         let requeued = try store.requeueInFlight()
         if requeued > 0 { logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)") }
-        let engine = RelayEngine(store: store, config: relayConfig, http: http, logger: logger)
+        let engine = RelayEngine(store: store, popups: store, config: relayConfig, http: http, logger: logger)
         try engine.install()
         return Daemon(settings: settings, store: store, engine: engine, metrics: metrics, http: http, reload: reload, logger: logger)
     }

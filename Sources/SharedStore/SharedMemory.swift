@@ -141,3 +141,57 @@ extension SharedRelayStore: SentMessageLedger, ChildRoster, MuteStore, SummaryLe
     /// Nothing to requeue at a start: a claim left by a dead replica expires by itself (`claimFor`) and is taken again.
     public func requeueInFlightDeliveries() throws(StoreError) -> Int { 0 }
 }
+
+/// What the status endpoint reads, on the shared database: each replica records its own link state
+/// (`relay_sync`, `link:<replica>`); the rest is the family's, the same from every replica.
+extension SharedRelayStore: StatusSource {
+    public func setLinkStatus(_ status: LinkStatus) throws(StoreError) {
+        try setSyncValue("link:\(replica)", status.json.serialized)
+    }
+
+    /// This replica's link state, as it last recorded it.
+    public func linkStatus() throws(StoreError) -> LinkStatus? {
+        try syncValue("link:\(replica)").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(LinkStatus.init(json:))
+    }
+
+    public func setSyncStatus(_ status: SyncStatus) throws(StoreError) {
+        try setSyncValue("status", status.json.serialized)
+    }
+
+    public func syncStatus() throws(StoreError) -> SyncStatus? {
+        try syncValue("status").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(SyncStatus.init(json:))
+    }
+
+    public func outboxWaiting() throws(StoreError) -> Int {
+        try working { db throws(PostgresError) -> Int in
+            Int(
+                try db.query("SELECT count(*) FROM relay_outbox WHERE state IN \(OutboxEntry.State.waitingSQL)").scalar
+                    ?? "") ?? 0
+        }
+    }
+
+    /// The newest rows by their own time, read from the end of its index; a hub row is one the link stored live.
+    public func contact() throws(StoreError) -> StoreContact {
+        try working { db throws(PostgresError) -> StoreContact in
+            func newest(_ via: String?) throws(PostgresError) -> Date? {
+                try db.query(
+                    """
+                    SELECT extract(epoch FROM stored_at) FROM relay_txn WHERE ($1::text IS NULL OR via = $1)
+                    ORDER BY created_at DESC, id LIMIT 1
+                    """, [via]
+                ).scalar.flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
+            }
+            let caughtUp = try db.query("SELECT value FROM relay_sync WHERE key = 'last_catch_up'").scalar
+                .flatMap(ISODate.parse)
+            let event = try newest("hub")
+            let any = [caughtUp, try newest(nil)].compactMap { $0 }.max()
+            return StoreContact(lastCatchUp: caughtUp, lastEvent: event, lastContact: any)
+        }
+    }
+
+    public func storageBytes() throws(StoreError) -> Int64 {
+        try working { db throws(PostgresError) -> Int64 in
+            Int64(try db.query("SELECT pg_database_size(current_database())").scalar ?? "") ?? 0
+        }
+    }
+}

@@ -23,16 +23,6 @@ public struct StoreSummary: Sendable {
     public var lastContact: Date?
 }
 
-/// When the server was last heard from: what the daemon's metrics, its outbox and the staleness flag of every
-/// command read, without the counts of `summary` (which read every transaction).
-public struct StoreContact: Sendable {
-    public var lastCatchUp: Date?
-    /// The last event pushed by the hub (not caught up); nil once pruned, or never.
-    public var lastEvent: Date?
-    /// The last time anything came from the server (a hub event or a catch-up).
-    public var lastContact: Date?
-}
-
 extension Store {
     /// Everything `status` shows. It counts the transactions (20 ms at a million with the file cached, most of a
     /// cold `status`): a count kept by triggers made it constant and cost the relay 5-11% more CPU per event stored

@@ -7,6 +7,7 @@ import Foundation
 /// shared one every replica sees the same: the message a dead replica posted is edited by the next, a mute set on
 /// one machine holds on all, a summary period done by one is not sent again by another.
 public typealias RelayStore = DeliveryLedger & SentMessageLedger & ChildRoster & MuteStore & SummaryLedger & PlanningStore
+    & StatusSource
 
 /// Where the chat sinks remember the message standing for a child's balance.
 public protocol SentMessageLedger: Sendable {

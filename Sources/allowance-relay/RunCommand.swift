@@ -78,7 +78,9 @@ struct RunCommand: AsyncParsableCommand {
             // One of several replicas on a shared PostgreSQL database.
             let replica: ReplicaDaemon
             do {
-                replica = try ReplicaDaemon.start(settings: settings, relayConfig: relayConfig, http: RelayCommand.http, reload: load, logger: logger)
+                replica = try ReplicaDaemon.start(
+                    settings: settings, relayConfig: relayConfig, metrics: metrics, http: RelayCommand.http, reload: load,
+                    logger: logger)
             } catch {
                 logger.critical("\(error)")
                 throw ExitCode(74)

@@ -1,6 +1,9 @@
 import AllowanceAPI
 import Core
 import Foundation
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 import TestSupport
 import Testing
 
@@ -18,10 +21,12 @@ import Testing
         let names: [String]
         let relays: [RelayProcess]
         let holder: Int
+        /// Each replica's `status.listen` port, for those that serve one.
+        var statusPorts: [String: Int] = [:]
 
         /// A relay's (or a command's) environment: the shared store, its own name and local file.
         func env(name: String) -> [String: String] {
-            [
+            var env = [
                 "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                 "ALLOWANCE_RELAY_STORE_URL": cluster.url(database: database),
                 "ALLOWANCE_RELAY_STORE_PASSWORD_FILE": passwordFile,
@@ -30,6 +35,8 @@ import Testing
                     path: "replica-\(name)-\(UUID())/relay.sqlite"
                 ).path,
             ]
+            if let port = statusPorts[name] { env["ALLOWANCE_RELAY_STATUS_LISTEN"] = "127.0.0.1:\(port)" }
+            return env
         }
 
         /// `allowance-relay ARGUMENTS --config CONFIG` as a command of its own, not a replica.
@@ -48,7 +55,10 @@ import Testing
 
     /// Starts a cluster, the simulator and the replicas `names` relaying every transaction to `hook` (concurrency
     /// 1); `body` runs once one of them holds the link and has taken the family's history.
-    func withReplicas(_ names: [String], hook: WebhookReceiver, _ body: (Replicas) async throws -> Void) async throws {
+    func withReplicas(
+        _ names: [String], hook: WebhookReceiver, statusPorts: [String: Int] = [:],
+        _ body: (Replicas) async throws -> Void
+    ) async throws {
         let cluster = try await PostgresCluster()
         let database = try await cluster.createDatabase()
         let passwordFile = cluster.dir.appending(path: "relay-password").path
@@ -60,7 +70,7 @@ import Testing
                 var starting = Replicas(
                     cluster: cluster, database: database, passwordFile: passwordFile, base: base, config: config,
                     names: names,
-                    relays: [], holder: 0)
+                    relays: [], holder: 0, statusPorts: statusPorts)
                 let relays = try names.map {
                     try RelayProcess(env: starting.env(name: $0), arguments: ["run", "--config", config])
                 }
@@ -72,7 +82,7 @@ import Testing
                 starting = Replicas(
                     cluster: cluster, database: database, passwordFile: passwordFile, base: base, config: config,
                     names: names,
-                    relays: relays, holder: holder)
+                    relays: relays, holder: holder, statusPorts: statusPorts)
                 try await body(starting)
             }
         }
@@ -211,6 +221,35 @@ import Testing
             let summaries = try JSONValue(parsing: Array(try await r.output(["summary", "show", "--json"]).utf8))
             #expect(summaries.arrayValue?.count == 3, "a summary per child of the shared cache")
             #expect(try await r.output(["mute", "remove", "Alice"]).contains("Lifted 1 mute(s) of Alice"))
+            for relay in r.relays { await relay.expectCleanStop() }
+        }
+    }
+
+    /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
+    /// healthy; their metrics read the shared store.
+    @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {
+        let ports = ["a": try freeLoopbackPortOutsideEphemeralRange(), "b": try freeLoopbackPortOutsideEphemeralRange()]
+        try await withReplicas(["a", "b"], hook: WebhookReceiver(), statusPorts: ports) { r in
+            func get(_ name: String, _ path: String) async throws -> (status: Int, body: String) {
+                let (data, response) = try await TestHTTP.data(from: URL(string: "http://127.0.0.1:\(ports[name]!)\(path)")!)
+                return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+            }
+            let holder = r.names[r.holder]
+            let standby = r.names[1 - r.holder]
+            var health: [String: (status: Int, body: String)] = [:]
+            _ = await eventually(.seconds(15)) {
+                for name in r.names { health[name] = try? await get(name, "/healthz") }
+                return health[holder]?.body.contains("\"connected\"") == true
+            }
+            let held = try JSONValue(parsing: Array((health[holder]?.body ?? "").utf8))
+            #expect(health[holder]?.status == 200 && held["hub"]?.stringValue == "connected", "\(health)")
+            #expect(held["transport"]?.stringValue == "WebSockets", "\(held)")
+            let other = try JSONValue(parsing: Array((health[standby]?.body ?? "").utf8))
+            #expect(health[standby]?.status == 200 && other["hub"]?.stringValue == "standby", "\(health)")
+            let metrics = try await get(standby, "/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.body.contains("allowance_relay_database_bytes "), "\(metrics.body.prefix(2000))")
+            #expect(metrics.body.contains("allowance_relay_hub_connected 0"), "the standby holds no link")
             for relay in r.relays { await relay.expectCleanStop() }
         }
     }
