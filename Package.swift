@@ -2,13 +2,14 @@
 import PackageDescription
 
 // Layers, bottom to top (nothing reaches back up):
-//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> AllowanceAPI -> Store -> Sync -> allowance-relay
+//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> RelayDaemon
 //   CLibCrypto (OpenSSL's HMAC for webhook signatures) -> Relay
 //   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks, and SMTP for e-mail) -> SignalRClient
 //   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
-//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> StoreContract (rows and protocols) -> Store
-//   StoreContract -> SharedStore (the same contract on PostgreSQL, for replicas) -> RelayDaemon
-//   Store -> Relay (rules, templates, sinks; CSystemd for desktop popups) -> RelayDaemon (Services) -> allowance-relay
+//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> StoreContract (the storage contract: rows, protocols)
+//   StoreContract -> Store (SQLite) | SharedStore (PostgreSQL, for replicas): two backends, neither imports the other
+//   StoreContract -> Sync (catch-up, outbox) | Relay (rules, templates, sinks; CSystemd for popups): on either store
+//   Store, SharedStore, Sync, Relay -> RelayDaemon (Services) -> allowance-relay
 //   HTTPTransport -> Telemetry (the OTLP tracer and exporter) -> RelayDaemon
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 //   Core (JSON values, back-off, redaction for logs) under every layer that needs them
@@ -106,7 +107,11 @@ let package = Package(
         ),
         // The storage contract: the row types and the protocols the relay, the sync engine and the CLI use, which
         // both stores implement (the SQLite file and the PostgreSQL database replicas share). No database here.
-        .target(name: "StoreContract", dependencies: ["Alerts", "AllowanceAPI", "Core"]),
+        .target(
+            name: "StoreContract",
+            dependencies: [
+                "Alerts", "AllowanceAPI", "Core", .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]),
         // The local SQLite cache: schema and migrations, hub events applied atomically, the outbox.
         .target(
             name: "Store",
@@ -114,7 +119,6 @@ let package = Package(
                 "AllowanceAPI", "Alerts", "Core", "StoreContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // What relays sharing one PostgreSQL hold in common: the hub link's lease, the replicas' registry, queues
@@ -125,7 +129,7 @@ let package = Package(
         .target(
             name: "Sync",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Core", "Store", "StoreContract", "SignalRProtocol",
+                "AllowanceAPI", "Alerts", "Core", "StoreContract", "SignalRProtocol",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
@@ -136,7 +140,7 @@ let package = Package(
         .target(
             name: "Relay",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Config", "Store", "StoreContract", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
+                "AllowanceAPI", "Alerts", "Config", "StoreContract", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
                 "MQTTTransport",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

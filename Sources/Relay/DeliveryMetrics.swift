@@ -1,6 +1,5 @@
 import Foundation
 import Metrics
-import Store
 import Synchronization
 
 /// Deliveries by outcome and the time from planned to delivered, per sink (exported on /metrics).

@@ -1,5 +1,4 @@
 import Foundation
-import Store
 import StoreContract
 
 /// A sink worker's dispatch as a value, without I/O: which due rows to start, and when to look at the ledger or

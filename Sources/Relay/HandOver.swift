@@ -1,4 +1,3 @@
-import Store
 import StoreContract
 import Synchronization
 

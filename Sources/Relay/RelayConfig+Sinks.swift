@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Config
 import Foundation
-import Store
 import Yams
 
 /// The `sinks:` section: one sink's keys by kind, with every mistake reported at its line.

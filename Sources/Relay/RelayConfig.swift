@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Config
 import Foundation
-import Store
 import Yams
 
 /// The relay's part of the config file: `relay`, `sinks`, `rules`, `templates`. Read with line numbers so each

@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import HTTPTransport
 import Logging
-import Store
 import StoreContract
 import Synchronization
 

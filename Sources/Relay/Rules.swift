@@ -1,7 +1,6 @@
 import Alerts
 import AllowanceAPI
 import Foundation
-import Store
 import StoreContract
 
 /// One routing rule: which events (and which of their details) go to which sinks, and how.

@@ -1,5 +1,4 @@
 import Foundation
-import Store
 import StoreContract
 import Synchronization
 

@@ -1,7 +1,6 @@
 import Alerts
 import AllowanceAPI
 import Foundation
-import Store
 
 /// One destination, as the config file describes it.
 public struct SinkConfig: Sendable {

@@ -4,7 +4,6 @@ import Foundation
 import Logging
 import Metrics
 import Core
-import Store
 import StoreContract
 import Synchronization
 import Tracing

@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import Logging
-import Store
 import StoreContract
 
 /// When a summary rule speaks: `daily at 19:00` or `weekly on sunday at 18:00`, in the family's time zone.

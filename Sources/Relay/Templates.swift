@@ -1,7 +1,6 @@
 import Alerts
 import AllowanceAPI
 import Foundation
-import Store
 import StoreContract
 
 /// A message template: text with `{placeholder}`s. Parsed when the config is loaded, so an unknown placeholder is

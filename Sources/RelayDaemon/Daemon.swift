@@ -13,16 +13,21 @@ import Sync
 import Synchronization
 import UnixSignals
 
-/// `run` as a ServiceGroup. Services start in this order and stop in the reverse one on SIGTERM/SIGINT:
-///   trace exporter (with tracing on), status endpoint, relay workers, event writer, outbox poller, watchdog,
-///   reloader, hub connection
-/// so the hub link closes first (no new events), then the outbox poller, then the events received are stored,
-/// then the workers finish the send each is in, the status endpoint answers until the end, and the last spans go. Past `gracePeriod`
-/// whatever is left is cancelled; deliveries cut short are put back to pending. Then the database is checkpointed.
+/// `run` as a ServiceGroup, on either store. Services start in this order and stop in the reverse one on
+/// SIGTERM/SIGINT:
+///   trace exporter (with tracing on), status endpoint, replica presence (on a shared store), relay workers, outbox
+///   poller, watchdog, reloader, hub link (with its writer)
+/// so the hub link closes first (no new events) and what it received is stored, then the outbox poller, then the
+/// workers finish the send each is in (a replica's claims renewed meanwhile), the status endpoint answers until the
+/// end, and the last spans go. Past `gracePeriod` whatever is left is cancelled; deliveries cut short are put back to
+/// pending. Then a file is checkpointed; a replica gives back what it still claims.
+///
+/// On a SQLite file the whole relay holds the file's lease: a second relay started on the same file waits as a
+/// standby until the first one ends. On a shared database only the hub link is leased: every replica sends.
 public struct Daemon: Sendable {
     let settings: RelaySettings
-    /// The database it writes (read it freely: SQLite's WAL lets readers beside the writer).
-    public let store: Store
+    /// Where it keeps everything (read a file freely: SQLite's WAL lets readers beside the writer).
+    public let storage: DaemonStore
     let engine: RelayEngine
     let metrics: RelayMetrics
     let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
@@ -36,15 +41,16 @@ public struct Daemon: Sendable {
     /// The running group, for `stop()`; a stop asked before the group exists is kept until it does.
     private final class Control: Sendable {
         let state = Mutex<(group: ServiceGroup?, stopAsked: Bool)>((nil, false))
+        let stopped = Wakeup()
     }
 
     /// The parts already made; `start` makes them as `run` does.
     init(
-        settings: RelaySettings, store: Store, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
+        settings: RelaySettings, storage: DaemonStore, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
         reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
     ) {
         self.settings = settings
-        self.store = store
+        self.storage = storage
         self.engine = engine
         self.metrics = metrics
         self.http = http
@@ -56,11 +62,53 @@ public struct Daemon: Sendable {
     /// exit code (`run --help` lists them). `signals`: the ones the executable trapped (`DaemonSignals.trap()`);
     /// nil in-process, where `stop()` and `reload()` do what SIGTERM and SIGHUP would.
     public func run(signals: DaemonSignals? = nil) async -> Int32 {
+        // Our own signal handling rather than the group's, to say which signal arrived.
+        let stopping = Task {
+            guard let signals else { return }
+            var stopping = false
+            for await signal in signals.stop {
+                logger.notice(
+                    stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
+                if !stopping { await stop() }
+                stopping = true
+            }
+        }
+        defer { stopping.cancel() }
+        guard let lease = storage.wholeRelayLease else { return await runGroup(signals: signals) }
+        guard await standBy(until: lease) else {
+            logger.notice("stopped", metadata: ["exitCode": "0"])
+            return 0
+        }
+        defer { lease.release() }
+        return await runGroup(signals: signals)
+    }
+
+    /// Waits for the file's lease: true once held, false when a stop came first.
+    private func standBy(until lease: any Lease) async -> Bool {
+        var said = false
+        while !control.state.withLock({ $0.stopAsked }) {
+            do {
+                if try lease.tryAcquire() { break }
+            } catch {
+                logger.critical("\(error)")
+                return false
+            }
+            if !said {
+                logger.notice(
+                    "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends")
+                Systemd.ready(status: "standby: another relay runs on this database")
+                said = true
+            }
+            await control.stopped.wait(upTo: .seconds(1))
+        }
+        if said, lease.isHeld { logger.notice("the other relay has ended: taking over") }
+        return lease.isHeld && !control.state.withLock { $0.stopAsked }
+    }
+
+    private func runGroup(signals: DaemonSignals?) async -> Int32 {
+        let store = storage.contract
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
-        let connection = HubConnection(
-            url: settings.hubURL, options: Self.hubOptions(settings, http: http, tokens: tokens),
-            logger: Logger(label: "signalr"))
         let link = LinkMonitor(store: store, logger: logger)
         let sync = SyncCoordinator(
             store: store, api: settings.apiClient(tokens: tokens, http: http),
@@ -68,16 +116,11 @@ public struct Daemon: Sendable {
                 maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             tracing: settings.otlpEndpoint != nil, logger: logger)
         await sync.onCaughtUp { [engine] in engine.familyChanged() }
-        // The one hand-off between the hub link and the store: bounded, so a slow disk holds the hub back by TCP.
-        // A few commits' worth (the writer takes up to 1,000 events per commit): more only holds memory.
-        let received = HubEventBuffer<HubEvent>(capacity: 4_000)
-        await connection.on(
-            HubEvent.decoder { [logger] problem in logger.error("could not read a hub event: \(problem)") },
-            into: received)
-        let hub = HubService(
-            connection: connection, events: await connection.events(), sync: sync, engine: engine, link: link,
-            metrics: metrics,
-            logger: logger)
+        let holdsLink = LinkHeld()
+        var presence: ReplicaPresence?
+        if case .shared(let shared, _, _) = storage {
+            presence = ReplicaPresence(shared: shared, engine: engine, sync: sync, holdsLink: holdsLink, logger: logger)
+        }
 
         let relayThread = ThreadExecutor(name: "relay")
         defer { relayThread.shutdown() }  // after the group, whose tasks prefer it; returns once the thread has ended
@@ -96,18 +139,14 @@ public struct Daemon: Sendable {
                     host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger
                 ).service, "status endpoint")
         }
+        if let presence { add(presence, "replica presence") }
         // The writer and the workers share one thread: the writer's commit reaches the workers, and a worker's send
         // its outcome, as jobs queued on that thread rather than wake-ups of pool threads. It is not the connection's
         // thread: a burst is decoded there while the last one commits here.
         add(RelayService(engine: engine, executor: relayThread), "relay")
-        // Stops after the hub: what the connection delivered is stored before the end.
-        add(
-            EventWriter(
-                events: received, sync: sync, store: store, metrics: metrics, json: settings.logFormat == .json,
-                executor: relayThread, logger: logger), "store")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
-        // Writes queued by another process signal (SIGUSR1, below); the poll is the fallback for a signal that
-        // could not be sent, and the clock for retries that fall due.
+        // Writes queued by another process signal (SIGUSR1, below; on a shared store, a notification); the poll is
+        // the fallback for a signal that could not be sent, and the clock for retries that fall due.
         add(untilShutdown { await sync.pollOutbox(every: .seconds(60)) }, "outbox")
         add(
             untilShutdown {
@@ -122,7 +161,11 @@ public struct Daemon: Sendable {
                     for await _ in signals.databaseChanged { await Self.databaseChanged(engine: engine, sync: sync) }
                 }, "changes from the CLI")
         }
-        add(hub, "hub")
+        add(
+            LinkService(
+                settings: settings, sync: sync, store: store, engine: engine, link: link, metrics: metrics, http: http,
+                tokens: tokens, executor: relayThread, lease: storage.linkLease, holdsLink: holdsLink, logger: logger),
+            "hub")
 
         var config = ServiceGroupConfiguration(services: services, logger: logger)
         config.maximumGracefulShutdownDuration = Self.gracePeriod
@@ -137,23 +180,11 @@ public struct Daemon: Sendable {
         if stopAsked { Task { await group.triggerGracefulShutdown() } }
 
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
-        Self.checkIntegrityInBackground(store, logger: logger)
-        link.set(.connecting, detail: "starting")
-        // Ready once the database is open and the workers run: the hub may be away for long, and the relay is
-        // doing its job meanwhile (outbox, deliveries, reconnecting).
+        if let file = storage.file { Self.checkIntegrityInBackground(file, logger: logger) }
+        link.set(presence == nil ? .connecting : .standby, detail: "starting")
+        // Ready once the store is open and the workers run: the hub may be away for long, and the relay is doing
+        // its job meanwhile (outbox, deliveries, reconnecting).
         Systemd.ready(status: "connecting to \(settings.hubURL.host() ?? "the hub")")
-        // Our own signal handling rather than the group's, to say which signal arrived.
-        let stopping = Task {
-            guard let signals else { return }
-            var stopping = false
-            for await signal in signals.stop {
-                logger.notice(
-                    stopping ? "received \(signal) again: already stopping" : "received \(signal), stopping gracefully")
-                if !stopping { await group.triggerGracefulShutdown() }
-                stopping = true
-            }
-        }
-        defer { stopping.cancel() }
         var code: Int32 = 0
         do {
             try await group.run()
@@ -165,11 +196,14 @@ public struct Daemon: Sendable {
             code = 1
         }
         link.set(.stopped, detail: code == 0 ? "stopped" : "ended with exit code \(code)")
-        do {
-            try store.checkpoint()
-        } catch {
-            logger.warning(
-                "could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
+        presence?.leave()
+        if let file = storage.file {
+            do {
+                try file.checkpoint()
+            } catch {
+                logger.warning(
+                    "could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
+            }
         }
         logger.notice("stopped", metadata: ["exitCode": "\(code)"])
         return code
@@ -210,10 +244,11 @@ public struct Daemon: Sendable {
             state.stopAsked = true
             return state.group
         }
+        control.stopped.signal()
         await group?.triggerGracefulShutdown()
     }
 
-    /// The hub connection's options, from the settings: one for the daemon and for a replica's link.
+    /// The hub connection's options, from the settings.
     static func hubOptions(
         _ settings: RelaySettings, http: HTTPClient, tokens: (any TokenSource)?
     ) -> HubConnectionOptions {
@@ -242,116 +277,6 @@ struct DaemonError: Error, CustomStringConvertible {
     let exitCode: Int32
     let message: String
     var description: String { message }
-}
-
-/// The hub connection: events into the sync engine, link changes to the relay, the status endpoint and systemd.
-struct HubService: Service {
-    let connection: HubConnection
-    let events: AsyncStream<HubConnectionEvent>
-    let sync: SyncCoordinator
-    let engine: RelayEngine
-    let link: LinkMonitor
-    let metrics: RelayMetrics
-    let logger: Logger
-
-    func run() async throws {
-        let stopping = StopFlag()
-        try await withGracefulShutdownHandler {
-            do throws(HubConnectionError) {
-                try await connection.start()
-            } catch {
-                if stopping.isSet { return }
-                throw DaemonError(
-                    exitCode: error.kind == .unauthorized ? 77 : 1, message: "could not connect: \(error.message)")
-            }
-            for await event in events {
-                switch event {
-                case .connected(let id), .reconnected(let id):
-                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])  // the client's line says how
-                    if case .reconnected = event { metrics.reconnects.increment() }
-                    let transport = await connection.transport
-                    link.set(
-                        .connected, connectionId: id, transport: transport?.rawValue,
-                        hubProtocol: connection.hubProtocol.rawValue,
-                        detail: "connected")
-                    Systemd.status("connected to the hub")
-                    // A new connection lost whatever was sent while there was none: fetch it.
-                    engine.linkRestored()
-                    await sync.linkRestored()
-                case .reconnecting(let reason):
-                    // Not logged here: the hub client's warning and the sync state's line already say it.
-                    link.set(.reconnecting, detail: reason)
-                    Systemd.status("reconnecting: \(reason)")
-                    engine.linkLost(reason)
-                    await sync.linkLost(reason)
-                case .closed(let error):
-                    if let error, !stopping.isSet {
-                        throw DaemonError(
-                            exitCode: error.kind == .unauthorized ? 77 : 1,
-                            message: "the hub connection ended: \(error.message)")
-                    }
-                    return
-                }
-            }
-        } onGracefulShutdown: {
-            stopping.set()
-            logger.info("closing the hub connection, then finishing the deliveries in flight")
-            Systemd.stopping()
-            Task { await connection.stop() }
-        }
-    }
-}
-
-/// Stores the hub events the connection decoded, a burst per SQLite transaction; at the stop, what is left.
-struct EventWriter: Service {
-    let events: HubEventBuffer<HubEvent>
-    let sync: SyncCoordinator
-    let store: Store
-    let metrics: RelayMetrics
-    let json: Bool
-    let executor: any TaskExecutor
-    let logger: Logger
-
-    func run() async {
-        await withTaskExecutorPreference(executor) { await write() }
-    }
-
-    private func write() async {
-        let (metrics, json, logger, store) = (metrics, json, logger, store)
-        // The children's names for the log lines, read again when an event names a child not seen yet.
-        var names: [UUID: String] = [:]
-        await withGracefulShutdownHandler {
-            await sync.store(from: events) { batch in
-                for event in batch {
-                    metrics.hubEvent(event.target)
-                    if json {
-                        logger.info("hub event", metadata: ["event": .string(event.jsonText)])
-                    } else if logger.logLevel <= .info {
-                        let child = event.childId
-                        if let child, names[child] == nil, let children = try? store.children() {
-                            names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
-                        }
-                        logger.info("\(event.summary(childName: child.flatMap { names[$0] }))")
-                    }
-                }
-            } handled: { batch in
-                // The commit's moment at microseconds on the wall clock, the hub's send clock on one machine:
-                // the benchmark's hub-to-commit latency is read from this line.
-                guard logger.logLevel <= .debug else { return }
-                let ids = batch.compactMap { event -> String? in
-                    if case .transactionCreated(let t) = event { t.id.uuidString.lowercased() } else { nil }
-                }
-                logger.debug(
-                    "stored \(batch.count) hub event(s)",
-                    metadata: [
-                        "transactions": .string(ids.joined(separator: ",")),
-                        "unix_us": .stringConvertible(Int64((Date().timeIntervalSince1970 * 1e6).rounded())),
-                    ])
-            }
-        } onGracefulShutdown: {
-            events.finish()
-        }
-    }
 }
 
 /// The relay's workers, stopped gracefully: the send in flight finishes, no other starts.

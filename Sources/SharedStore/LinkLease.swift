@@ -1,11 +1,12 @@
 import PostgresTransport
+import StoreContract
 import Synchronization
 
 /// Work that one replica at a time may do (the hub link and its catch-up), held as a PostgreSQL advisory lock on a
 /// session of its own. The server lets go of the lock when that session ends: at a clean release, and as well when
 /// the holder dies (`kill -9`: its socket closes and the server ends the session at once) or its machine vanishes
 /// (TCP keep-alives end the session within seconds). So the lease needs no expiry of its own to be taken over.
-public final class LinkLease: Sendable {
+public final class LinkLease: Lease {
     public let name: String
     public let key: Int64
     private let location: PostgresLocation

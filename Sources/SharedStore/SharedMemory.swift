@@ -154,14 +154,6 @@ extension SharedRelayStore: StatusSource {
         try syncValue("link:\(replica)").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(LinkStatus.init(json:))
     }
 
-    public func setSyncStatus(_ status: SyncStatus) throws(StoreError) {
-        try setSyncValue("status", status.json.serialized)
-    }
-
-    public func syncStatus() throws(StoreError) -> SyncStatus? {
-        try syncValue("status").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(SyncStatus.init(json:))
-    }
-
     public func outboxWaiting() throws(StoreError) -> Int {
         try working { db throws(PostgresError) -> Int in
             Int(

@@ -63,7 +63,7 @@ extension SharedRelayStore {
     /// The children, by name (first names only: the hub's events carry no more).
     public func children() throws(StoreError) -> [Child] {
         try writing { db throws(PostgresError) -> [Child] in
-            try db.query("SELECT id, name, balance_minor FROM relay_child ORDER BY name, id").rows.compactMap {
+            try db.query("SELECT id, name, balance_minor FROM relay_child WHERE removed_at IS NULL ORDER BY name, id").rows.compactMap {
                 row -> Child? in
                 guard let id = row[0].flatMap(UUID.init(uuidString:)) else { return nil }
                 return Child(
@@ -76,7 +76,7 @@ extension SharedRelayStore {
     /// How many transactions and children are stored.
     public func counts() throws(StoreError) -> (children: Int, transactions: Int) {
         try writing { db throws(PostgresError) -> (Int, Int) in
-            let row = try db.query("SELECT (SELECT count(*) FROM relay_child), (SELECT count(*) FROM relay_txn)").rows
+            let row = try db.query("SELECT (SELECT count(*) FROM relay_child WHERE removed_at IS NULL), (SELECT count(*) FROM relay_txn)").rows
                 .first
             return (Int(row?[0] ?? "") ?? 0, Int(row?[1] ?? "") ?? 0)
         }

@@ -6,11 +6,12 @@ import PostgresTransport
 import StoreContract
 import Synchronization
 
-/// The relay's state on a PostgreSQL server that several replicas share (`store.url`): the family's children and
-/// transactions, and the delivery ledger as a queue that any replica claims from.
+/// The relay's state on a PostgreSQL server that several replicas share (`store.url`): the whole storage contract
+/// (`RelayStore`, `SyncStore`), with the delivery ledger and the outbox as queues that any replica claims from.
 ///
 /// - The link holder (one replica at a time, `LinkLease`) stores each hub event and plans its deliveries in one
-///   transaction, as the SQLite store does; the commit notifies `relay_delivery`, which wakes every replica's workers.
+///   transaction, as the SQLite store does, and runs the one sync engine's catch-ups on it; the commit notifies
+///   `relay_delivery`, which wakes every replica's workers.
 /// - A worker's read of due deliveries claims them (`FOR UPDATE SKIP LOCKED`, state `in_flight`, owned by its replica)
 ///   for `claimFor`. The replica renews its claims while it lives (`renewClaims`), so a slow send is not taken by
 ///   another; a killed replica stops renewing, and its claims are taken again within `claimFor`, with the same ids:
@@ -34,7 +35,7 @@ public final class SharedRelayStore: Sendable {
     /// The channel a commit that planned deliveries notifies.
     public static let channel = "relay_delivery"
 
-    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable, memoryTables]
+    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable, memoryTables, syncTables]
 
     static let relayTables = PostgresMigration(
         2, "relay",
@@ -67,9 +68,13 @@ public final class SharedRelayStore: Sendable {
         init(_ planner: any AlertPlanner) { self.planner = planner }
     }
 
+    /// For the sessions opened beside the slots (the listener's).
+    private let password: String?
+
     private init(location: PostgresLocation, password: String?, replica: String) {
         self.location = location
         self.replica = replica
+        self.password = password
         writer = SessionSlot(location, password: password, applicationName: "allowance-relay \(replica)")
         work = SessionSlot(location, password: password, applicationName: "allowance-relay \(replica) workers")
     }
@@ -92,148 +97,6 @@ public final class SharedRelayStore: Sendable {
         self.planner.withLock { $0 = planner.map(PlannerBox.init) }
     }
 
-    // MARK: - The link holder's writes
-
-    /// Stores hub events in order, in one transaction with the deliveries they plan. What `Store.apply` answers,
-    /// for the same events.
-    public func apply(_ events: [HubEvent], at now: Date = Date()) throws(StoreError) -> [ApplyResult] {
-        try writing { db throws(PostgresError) -> [ApplyResult] in
-            try db.transaction { () throws(PostgresError) -> [ApplyResult] in
-                var planned = false
-                var children = BurstChildren()
-                let results = try events.map { (event) throws(PostgresError) -> ApplyResult in
-                    let (result, planning) = try applyOne(db, event, children: &children, now: now)
-                    planned = planned || planning
-                    return result
-                }
-                // Each child's balance written once per burst, not once per event.
-                for (id, child) in children.rows where child.changed { try setBalance(db, id, child.balance) }
-                if planned { try db.notify(Self.channel) }
-                return results
-            }
-        }
-    }
-
-    /// The children a burst touches, each read once.
-    private struct BurstChildren {
-        var rows: [UUID: (name: String, balance: Int64, changed: Bool)] = [:]
-
-        mutating func load(
-            _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
-        ) throws(PostgresError) -> (name: String, balance: Int64)? {
-            if let row = rows[id] { return (row.name, row.balance) }
-            guard let row = try store.childRow(db, id) else { return nil }
-            rows[id] = (row.name, row.balance, false)
-            return row
-        }
-
-        mutating func set(_ id: UUID, balance: Int64) {
-            rows[id]?.balance = balance
-            rows[id]?.changed = true
-        }
-    }
-
-    private func applyOne(
-        _ db: PostgresConnection, _ event: HubEvent, children: inout BurstChildren, now: Date
-    ) throws(PostgresError) -> (ApplyResult, Bool) {
-        switch event {
-        case .transactionCreated(let t):
-            if let problem = t.problem(now: now) {
-                return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: true), false)
-            }
-            guard let child = try children.load(db, t.childId, via: self) else {
-                return (
-                    .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not known yet"), false
-                )
-            }
-            guard try insert(db, t, via: "hub") else { return (.duplicate, false) }
-            let (alert, cents) = Self.alert(of: t, childName: child.name, caughtUp: false, at: now)
-            children.set(t.childId, balance: cents.balanceAfter)
-            let count = try plan(db, alert, now: now)
-            return (.stored(gap: child.balance != cents.balanceBefore ? t.childId : nil), count > 0)
-        case .transactionCreatedId(let id):
-            let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
-            return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), false)
-        case .balanceUpdated(let childId, let balance):
-            guard let child = try children.load(db, childId, via: self) else {
-                return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not known yet"), false)
-            }
-            let server = Money.minorUnits(balance) ?? child.balance
-            children.set(childId, balance: server)
-            let alert = RelayEvent(
-                kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                previousBalance: Money.decimal(cents: child.balance))
-            return (.stored(gap: nil), try plan(db, alert, now: now) > 0)
-        }
-    }
-
-    /// A stored transaction's alert, and its amounts in cents (the balance before it: what a gap is told by).
-    /// Only for a transaction without a `problem`, whose amounts are whole cents.
-    private static func alert(
-        of t: Transaction, childName: String, caughtUp: Bool, at now: Date
-    ) -> (alert: RelayEvent, cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64)) {
-        let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
-        let alert = RelayEvent(
-            kind: .transactionCreated, at: now, childId: t.childId, childName: childName, transaction: t,
-            balance: t.balanceAfter,
-            previousBalance: Money.decimal(cents: cents.balanceBefore), caughtUp: caughtUp)
-        return (alert, cents)
-    }
-
-    /// The children as the server lists them (names and balances), at each catch-up.
-    public func saveChildren(_ children: [Child]) throws(StoreError) {
-        try writing { db throws(PostgresError) in
-            try db.transaction { () throws(PostgresError) in
-                for c in children {
-                    try db.query(
-                        """
-                        INSERT INTO relay_child (id, name, balance_minor) VALUES ($1, $2, $3)
-                        ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, balance_minor = EXCLUDED.balance_minor, updated_at = now()
-                        """, [c.id.lowercased, c.firstName, String(Money.minorUnits(c.currentBalance) ?? 0)])
-                }
-            }
-        }
-    }
-
-    /// Which of `ids` (lowercased transaction ids) are stored.
-    public func knownTransactions(_ ids: [String]) throws(StoreError) -> Set<String> {
-        guard !ids.isEmpty else { return [] }
-        return try writing { db throws(PostgresError) -> Set<String> in
-            Set(
-                try db.query("SELECT id FROM relay_txn WHERE id = ANY($1::text[])", [Self.array(ids)]).rows.compactMap {
-                    $0[0]
-                })
-        }
-    }
-
-    /// Stores transactions a catch-up fetched (oldest first), each not stored yet planning its alerts as a
-    /// caught-up event, unless `alerting` is false (the family's history, at a new database's first catch-up).
-    /// Returns how many were new.
-    @discardableResult
-    public func storeCaughtUp(
-        _ transactions: [Transaction], alerting: Bool, at now: Date = Date()
-    ) throws(StoreError) -> Int {
-        try writing { db throws(PostgresError) -> Int in
-            try db.transaction { () throws(PostgresError) -> Int in
-                var stored = 0
-                var planned = false
-                var children = BurstChildren()
-                for t in transactions where t.problem(now: now) == nil {
-                    guard try insert(db, t, via: "catch-up") else { continue }
-                    stored += 1
-                    guard alerting, let child = try children.load(db, t.childId, via: self) else { continue }
-                    if try plan(db, Self.alert(of: t, childName: child.name, caughtUp: true, at: now).alert, now: now)
-                        > 0
-                    {
-                        planned = true
-                    }
-                }
-                if planned { try db.notify(Self.channel) }
-                return stored
-            }
-        }
-    }
-
     /// A value the link holder keeps (`history_taken`, the server's identity).
     public func syncValue(_ key: String) throws(StoreError) -> String? {
         try writing { db throws(PostgresError) -> String? in
@@ -247,32 +110,6 @@ public final class SharedRelayStore: Sendable {
                 "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                 [key, value])
         }
-    }
-
-    func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
-        let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
-        guard let row = rows.rows.first else { return nil }
-        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
-    }
-
-    private func setBalance(_ db: PostgresConnection, _ child: UUID, _ minor: Int64) throws(PostgresError) {
-        try db.query(
-            "UPDATE relay_child SET balance_minor = $2, updated_at = now() WHERE id = $1",
-            [child.lowercased, String(minor)])
-    }
-
-    /// True when the transaction was new.
-    private func insert(_ db: PostgresConnection, _ t: Transaction, via: String) throws(PostgresError) -> Bool {
-        try db.query(
-            """
-            INSERT INTO relay_txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by, via)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING
-            """,
-            [
-                t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
-                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via,
-            ]
-        ).affected == 1
     }
 
     /// Plans `event`'s deliveries inside the caller's transaction; how many were written (muted ones included).
@@ -313,6 +150,41 @@ public final class SharedRelayStore: Sendable {
             written += 1
         }
         return written
+    }
+
+    /// The channels other relays' commits notify, listened to by `listen`.
+    public static var channels: [String] { [channel, outboxChannel, mutesChannel] }
+
+    /// Waits for what other relays did (deliveries planned or given back, writes queued, mutes changed) on a session
+    /// of its own, calling `heard` with the channels notified, until `running` says no. At each (re)start `heard`
+    /// gets every channel (what was committed before LISTEN took effect is looked at once); a lost session is
+    /// opened again a second later, `failed` hearing the first failure and `nil` when it listens again. Blocks: run
+    /// it on a thread of its own.
+    public func listen(
+        while running: @Sendable () -> Bool, heard: @Sendable (Set<String>) -> Void,
+        failed: @Sendable (StoreError?) -> Void
+    ) {
+        var failing = false
+        while running() {
+            do throws(PostgresError) {
+                let db = try PostgresConnection(
+                    location, password: password, applicationName: "allowance-relay \(replica) listener")
+                defer { db.close() }
+                for channel in Self.channels { try db.listen(channel) }
+                heard(Set(Self.channels))
+                if failing { failed(nil) }
+                failing = false
+                while running() {
+                    let notified = Set(try db.notifications(timeout: .milliseconds(500)).map(\.channel))
+                    if !notified.isEmpty { heard(notified) }
+                }
+            } catch {
+                if !failing { failed(Self.storeError(error, location)) }
+                failing = true
+                heard(Set(Self.channels))  // polled meanwhile
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
     }
 
     // MARK: - Claims

@@ -102,32 +102,19 @@ extension Store {
     /// a note to log); without them the URL is the identity.
     public func bindServer(_ server: ServerIdentity) throws(StoreError) -> String? {
         try write { db -> String? in
-            let statement = "INSERT INTO sync_state (key, value) VALUES ('server', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-            guard let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'server'"),
-                let json = try? JSONValue(parsing: Array(text.utf8))
-            else {
-                try db.execute(sql: statement, arguments: [server.json.serialized])
+            let known = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'server'")
+                .flatMap { try? JSONValue(parsing: Array($0.utf8)) }.map(ServerIdentity.init(json:))
+            switch ServerBinding.decide(known: known, server: server) {
+            case .keep:
                 return nil
+            case .conflict(let message):
+                throw StoreError(path: path, message, code: .conflict)
+            case .record(let note):
+                try db.execute(
+                    sql: "INSERT INTO sync_state (key, value) VALUES ('server', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    arguments: [server.json.serialized])
+                return note
             }
-            let known = ServerIdentity(json: json)
-            if let ids = known.accountIds, let now = server.accountIds {
-                guard ids == now else {
-                    throw StoreError(
-                        path: path,
-                        "The cache was filled for another account or family (\(ids)); the server at \(server.url) now says \(now). "
-                            + StoreError.conflictFix, code: .conflict)
-                }
-                guard known.url != server.url else { return nil }
-                try db.execute(sql: statement, arguments: [server.json.serialized])
-                return "the server moved from \(known.url) to \(server.url) (same family): the cache carries on"
-            }
-            guard known.url == server.url else {
-                throw StoreError(
-                    path: path, "The cache was filled from \(known.url); the configuration now points at \(server.url). " + StoreError.conflictFix,
-                    code: .conflict)
-            }
-            if server.accountIds != nil { try db.execute(sql: statement, arguments: [server.json.serialized]) }
-            return nil
         }
     }
 

@@ -3,39 +3,6 @@ import Foundation
 import GRDB
 import StoreContract
 
-/// What one catch-up read of a child's history, for the check that the server still has what the cache holds.
-///
-/// The Allowance Tracker API has no way to edit or delete a transaction (its only delete is a whole child,
-/// `DELETE /api/v1/children/{id}`): a transaction the server once sent and no longer has was lost on the server's
-/// side (a backend restored from an older backup), never changed by a parent. A child missing from the server's list
-/// was deleted on purpose and is told apart (`markRemoved`).
-public struct ReadWindow: Sendable {
-    public var child: UUID
-    /// The newest transaction of the child's last completed catch-up, which paging went down to (nil: none yet).
-    public var cursor: UUID?
-    /// Whether paging met the cursor; when it did not, the whole history was read and the cursor is not in it.
-    public var cursorFound = false
-    /// The ids the server sent, lower-cased.
-    public var seen: Set<String> = []
-    /// When the catch-up began reading (this machine's clock, as `stored_at`).
-    public var startedAt: Date
-
-    public init(child: UUID, cursor: UUID?, startedAt: Date) {
-        self.child = child
-        self.cursor = cursor
-        self.startedAt = startedAt
-    }
-}
-
-/// A child's balance on the server that is not what the newest cached transaction left: the evidence, and what
-/// identifies it (the same mismatch on two reads in a row is not a transaction made between them).
-public struct BalanceMismatch: Sendable, Equatable {
-    public var child: UUID
-    public var serverBalance: Decimal
-    public var newest: String
-    public var evidence: String
-}
-
 extension Store {
     /// Why the server's answers for `windows` show it lost transactions the cache holds (nil: they do not): a cursor is
     /// no longer in its child's history, or a cached transaction newer than the cursor is missing from what was read.
@@ -123,13 +90,6 @@ extension Store {
             }
             return found
         }
-    }
-
-    /// The evidence of balances that do not add up, as a conflict message.
-    public static func balanceConflict(_ mismatches: [BalanceMismatch]) -> String {
-        "The server's balances do not add up with the transactions the cache holds: " + mismatches.map(\.evidence).joined(separator: "; ")
-            + ". Transactions the cache holds are missing on the server, or the server changed a balance without a transaction. "
-            + StoreError.conflictFix
     }
 
     /// Marks as removed the children the cache knows that are not in the server's list (deleted with the API's

@@ -2,7 +2,7 @@ import AllowanceAPI
 import Foundation
 import Logging
 import Metrics
-import Store
+import StoreContract
 
 /// Fetches what the cache missed (after a restart or any reconnect: a new hub connection lost what was sent
 /// while down). Pages each child's transactions newest first down to the child's cursor: the newest
@@ -17,11 +17,11 @@ import Store
 /// keep (unreadable, an amount of 0, three decimals, a date in the future) is quarantined and reported; the
 /// others are stored.
 ///
-/// Every catch-up also checks that the server still has what the cache holds (`Store.lostOnServer`) and that each
+/// Every catch-up also checks that the server still has what the cache holds (`SyncStore.lostOnServer`) and that each
 /// child's balance is the `balanceAfter` of its newest transaction: where either fails the server lost data, and the
 /// catch-up throws a conflict (the cache is kept as it is). A child the server no longer lists was deleted there.
 ///
-/// Each page is stored in its own SQLite transaction as it arrives (memory stays flat for long gaps; a crash
+/// Each page is stored in its own transaction as it arrives (memory stays flat for long gaps; a crash
 /// keeps what was stored); for a child with a cursor, once every child's pages passed the lost-data check (up to 5,000
 /// transactions a child are held until then, so that nothing of a server that lost data is stored). The cursors move only when every child is done, so an interrupted catch-up is
 /// simply run again.
@@ -36,7 +36,7 @@ public struct CatchUp: Sendable {
         var balanceMismatches: [BalanceMismatch] = []
     }
 
-    let store: Store
+    let store: any SyncStore
     let api: APIClient
     let pageSize: Int
     /// Pages read for one child in one catch-up before it is called endless (a server ignoring offset).
@@ -45,7 +45,7 @@ public struct CatchUp: Sendable {
     let holdLimit = 5_000
     let logger: Logger
 
-    public init(store: Store, api: APIClient, pageSize: Int = 100, maxPages: Int = 2000, logger: Logger = Logger(label: "catch-up")) {
+    public init(store: any SyncStore, api: APIClient, pageSize: Int = 100, maxPages: Int = 2000, logger: Logger = Logger(label: "catch-up")) {
         self.store = store
         self.api = api
         self.pageSize = pageSize
@@ -127,7 +127,8 @@ public struct CatchUp: Sendable {
                 if cursor == nil || held.fresh.count + held.unreadable.count >= holdLimit {
                     report.fetched += held.fresh.count
                     report.stored += try store.storeCaughtUp(
-                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, complete: false, history: history,
+                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, cursors: [:],
+                        complete: false, balancesAskedAt: nil, history: history, historyTaken: nil, at: Date(),
                         traceParent: traceParent)
                     held = ([], [])
                 }
@@ -146,8 +147,8 @@ public struct CatchUp: Sendable {
         for (children, fresh, unreadable) in heldBack {
             report.fetched += fresh.count
             report.stored += try store.storeCaughtUp(
-                children: children, transactions: fresh.reversed(), rejected: unreadable, complete: false, history: history,
-                traceParent: traceParent)
+                children: children, transactions: fresh.reversed(), rejected: unreadable, cursors: [:], complete: false,
+                balancesAskedAt: nil, history: history, historyTaken: nil, at: Date(), traceParent: traceParent)
         }
         // Balances as the server sees them now, not as at the start: events may have arrived meanwhile.
         let asked = Date()
@@ -161,13 +162,13 @@ public struct CatchUp: Sendable {
         // The same evidence twice: no transaction made between the reads explains it. Changed evidence (a burst
         // going on) is left to the next catch-up.
         let confirmed = mismatches.filter(confirming.contains)
-        if !confirmed.isEmpty { throw store.conflict(Store.balanceConflict(confirmed)) }
-        for gone in try store.markRemoved(keeping: latest) {
+        if !confirmed.isEmpty { throw store.conflict(BalanceMismatch.conflict(confirmed)) }
+        for gone in try store.markRemoved(keeping: latest, at: Date()) {
             logger.notice("\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children")
         }
         try store.storeCaughtUp(
-            children: latest, transactions: [], cursors: cursors, balancesAskedAt: asked, history: history,
-            historyTaken: history ? storedBefore + report.stored : nil, traceParent: traceParent)
+            children: latest, transactions: [], rejected: [], cursors: cursors, complete: true, balancesAskedAt: asked,
+            history: history, historyTaken: history ? storedBefore + report.stored : nil, at: Date(), traceParent: traceParent)
         if history {
             logger.notice(
                 "first catch-up of a new database: \(storedBefore + report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")

@@ -2,7 +2,6 @@ import AllowanceAPI
 import Core
 import Foundation
 import Logging
-import Store
 import StoreContract
 
 /// One pass over the writes waiting for the server, on any outbox (the SQLite file's, or the shared database's,

@@ -3,7 +3,6 @@ import AllowanceAPI
 import Foundation
 import Logging
 import SignalRProtocol
-import Store
 import StoreContract
 import Tracing
 
@@ -23,9 +22,7 @@ public actor SyncCoordinator {
         }
     }
 
-    private let store: Store
-    /// The writes waiting for the server (the store's outbox; another backend could stand in).
-    private let outbox: any OutboxQueue
+    private let store: any SyncStore
     private let limits: OutboxLimits
     private let api: APIClient
     private let catchUp: CatchUp
@@ -58,12 +55,11 @@ public actor SyncCoordinator {
 
     /// `tracing`: spans through the process's tracer (bootstrapped by the caller) for every event and catch-up.
     public init(
-        store: Store, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
+        store: any SyncStore, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
         logger: Logger
     ) {
         self.store = store
         self.tracing = tracing
-        self.outbox = store
         self.catchUpSpacing = catchUpSpacing
         self.limits = limits
         self.api = api
@@ -86,7 +82,7 @@ public actor SyncCoordinator {
         let spans = tracing ? events.map(Self.eventSpan) : []
         defer { for span in spans { span.end() } }
         do {
-            let results = try store.apply(events, traceParents: spans.map { TraceParent.of($0.context) })
+            let results = try store.apply(events, at: Date(), traceParents: spans.map { TraceParent.of($0.context) })
             for (span, result) in zip(spans, results) { span.attributes["allowance.stored"] = result.outcome }
             for (event, result) in zip(events, results) {
                 switch result {
@@ -170,7 +166,7 @@ public actor SyncCoordinator {
     /// A new hub connection: the backend is back. Writes waiting for a retry go now (after the catch-up), not at
     /// the end of a back-off that began while it was away.
     public func linkRestored() {
-        do { try outbox.outboxDueNow(at: Date()) } catch { logger.error("outbox: \(error)") }
+        do { try store.outboxDueNow(at: Date()) } catch { logger.error("outbox: \(error)") }
         requestCatchUp()
     }
 
@@ -212,7 +208,7 @@ public actor SyncCoordinator {
                 caughtUp?()
                 attempt = 0
                 if await drainOutbox().ok {
-                    if let next = try? outbox.nextOutboxAttempt(after: Date()) {
+                    if let next = try? store.nextOutboxAttempt(after: Date()) {
                         transition(.offline, "caught up; write(s) waiting in the outbox for their next attempt", nextRetry: next)
                     } else {
                         transition(.idle, "caught up")
@@ -274,7 +270,7 @@ public actor SyncCoordinator {
             for waiting in drainEnded { waiting.resume() }
             drainEnded.removeAll()
         }
-        let (end, sent) = await OutboxDrain(outbox: outbox, api: api, limits: limits, logger: logger).run()
+        let (end, sent) = await OutboxDrain(outbox: store, api: api, limits: limits, logger: logger).run()
         switch end {
         case .emptied:
             return (true, sent)
@@ -291,7 +287,7 @@ public actor SyncCoordinator {
     public func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
             // At most `interval`, less when a write waiting for a retry falls due sooner.
-            let next = (try? outbox.nextOutboxAttempt(after: Date())).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
+            let next = (try? store.nextOutboxAttempt(after: Date())).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
             try? await Task.sleep(for: min(interval, next.map { .seconds($0) } ?? interval))
             let result = await drainOutbox()
             // The outbox was what kept us offline, and it has now gone through.

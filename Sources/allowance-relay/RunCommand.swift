@@ -74,21 +74,6 @@ struct RunCommand: AsyncParsableCommand {
         LogSetup.bootstrap(level: Logger.Level(rawValue: settings.logLevel) ?? .info, format: settings.logFormat)
         let logger = Logger(label: "allowance-relay")
         let metrics = RelayMetrics()  // before the engine: its workers make their metrics at init
-        if settings.local.sharedStore != nil {
-            // One of several replicas on a shared PostgreSQL database.
-            let replica: ReplicaDaemon
-            do {
-                replica = try ReplicaDaemon.start(
-                    settings: settings, relayConfig: relayConfig, metrics: metrics, http: RelayCommand.http, reload: load,
-                    logger: logger)
-            } catch {
-                logger.critical("\(error)")
-                throw ExitCode(74)
-            }
-            let code = await replica.run(signals: signals)
-            if code != 0 { throw ExitCode(code) }
-            return
-        }
         let daemon: Daemon
         do {
             daemon = try Daemon.start(

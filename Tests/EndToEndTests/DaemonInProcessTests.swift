@@ -35,7 +35,7 @@ import Testing
                     settings: settings, relayConfig: config, metrics: RelayMetrics(bootstrap: false), http: .shared,
                     reload: { () async throws(ConfigErrors) -> (RelaySettings, RelayConfig) in (settings, try next.withLock { $0 }.get()) },
                     logger: logger)
-                let store = daemon.store
+                let store = try #require(daemon.storage.file)
                 let running = Task { await daemon.run() }
 
                 #expect(await eventually(.seconds(15)) { (try? store.linkStatus())??.state == .connected })

@@ -78,7 +78,7 @@ import Testing
                     Issue.record("no replica took the hub link:\n\(relays.map { $0.output.suffix(2000) })")
                     return
                 }
-                #expect(await relays[holder].waitFor("took the family's history"))
+                #expect(await relays[holder].waitFor("of the family's history stored"))
                 starting = Replicas(
                     cluster: cluster, database: database, passwordFile: passwordFile, base: base, config: config,
                     names: names,

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresTransport
 import SharedStore
+import StoreContract
 import Synchronization
 import TestSupport
 import Testing
@@ -76,7 +77,7 @@ import Testing
         func replica(_ name: String) -> Task<Void, Never> {
             let lease = LinkLease("hub", location: location, password: cluster.password)
             return Task {
-                await holdingLease(lease, interval: .milliseconds(200)) {
+                try? await holdingLease(lease, interval: .milliseconds(200)) {
                     running.state.withLock { r in
                         r.now.insert(name)
                         r.most = max(r.most, r.now.count)

@@ -43,9 +43,9 @@ import Testing
         let t = transaction(1, balanceBefore: 1000)
         #expect(
             try store.apply([.transactionCreated(t)]) == [
-                .needsCatchUp(reason: "transaction \(t.id) is for child \(child.id), who is not known yet")
+                .needsCatchUp(reason: "transaction \(t.id) is for child \(child.id), who is not in the cache yet")
             ])
-        try store.saveChildren([child])
+        try store.storeCaughtUp(children: [child], transactions: [])
         #expect(try store.apply([.transactionCreated(t)]) == [.stored(gap: nil)])
         #expect(try store.apply([.transactionCreated(t)]) == [.duplicate])
         #expect(try store.deliveryCounts() == ["hook": ["pending": 1]])
@@ -59,7 +59,7 @@ import Testing
         let cluster = try await PostgresCluster()
         let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
-        try a.saveChildren([child])
+        try a.storeCaughtUp(children: [child], transactions: [])
         _ = try a.apply((0..<20).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
         let takenByA = try a.dueDeliveries(sink: "hook", at: Date(), limit: 12, excluding: [])
         let takenByB = try b.dueDeliveries(sink: "hook", at: Date(), limit: 20, excluding: [])
@@ -73,7 +73,7 @@ import Testing
         let cluster = try await PostgresCluster()
         let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
-        try a.saveChildren([child])
+        try a.storeCaughtUp(children: [child], transactions: [])
         _ = try a.apply([.transactionCreated(transaction(1, balanceBefore: 1000))])
         let first = try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
         #expect(first.count == 1)
@@ -100,7 +100,7 @@ import Testing
         let cluster = try await PostgresCluster()
         let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
-        try a.saveChildren([child])
+        try a.storeCaughtUp(children: [child], transactions: [])
         _ = try a.apply([
             .transactionCreated(transaction(1, balanceBefore: 1000)),
             .transactionCreated(transaction(2, balanceBefore: 1100)),
@@ -114,7 +114,7 @@ import Testing
         let cluster = try await PostgresCluster()
         let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a", digest: true), try open(cluster, database, "b", digest: true))
-        try a.saveChildren([child])
+        try a.storeCaughtUp(children: [child], transactions: [])
         _ = try a.apply((0..<3).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
         let parts = try a.foldableDeliveries(sink: "hook", child: child.id, dueBy: Date().addingTimeInterval(5))
         #expect(parts.count == 3)
@@ -130,7 +130,7 @@ import Testing
         let database = try await cluster.createDatabase()
         let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
         let bob = Child(id: UUID(), firstName: "Bob", lastName: "B", weeklyAllowance: 5, currentBalance: 1)
-        try a.saveChildren([child, bob])
+        try a.storeCaughtUp(children: [child, bob], transactions: [])
         let first = try a.enqueueTransaction(child: child.id, amount: 2, type: .credit, description: "one")
         _ = try a.enqueueTransaction(child: child.id, amount: 3, type: .credit, description: "two")
         _ = try a.enqueueTransaction(child: bob.id, amount: 1, type: .debit, description: "bob's")

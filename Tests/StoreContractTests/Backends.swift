@@ -20,7 +20,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     private static let cluster = Task { try await PostgresCluster() }
 
     /// `count` handles on one new, empty store, each with `planner` installed.
-    func handles(_ count: Int, planner: (any AlertPlanner)? = nil) async throws -> [any RelayStore] {
+    func handles(_ count: Int, planner: (any AlertPlanner)? = nil) async throws -> [any RelayStore & SyncStore] {
         switch self {
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appending(path: "contract-\(UUID().uuidString).sqlite").path
@@ -40,20 +40,14 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
         }
     }
 
-    /// The family as a catch-up leaves it, written through each backend's own catch-up path.
-    func seed(_ store: any RelayStore, children: [Child], transactions: [Transaction]) throws {
-        switch store {
-        case let file as Store:
-            try file.storeCaughtUp(children: children, transactions: transactions)
-        case let shared as SharedRelayStore:
-            try shared.saveChildren(children)
-            _ = try shared.storeCaughtUp(transactions, alerting: false)
-        default:
-            preconditionFailure("a backend this suite does not know")
-        }
+    /// The family as a catch-up leaves it, through the contract's catch-up path.
+    func seed(_ store: any SyncStore, children: [Child], transactions: [Transaction]) throws {
+        try store.storeCaughtUp(
+            children: children, transactions: transactions, rejected: [], cursors: [:], complete: true,
+            balancesAskedAt: nil, history: false, historyTaken: nil, at: Date(), traceParent: nil)
     }
 
-    func close(_ stores: [any RelayStore]) {
+    func close(_ stores: [any RelayStore & SyncStore]) {
         for case let shared as SharedRelayStore in stores { shared.close() }
     }
 }

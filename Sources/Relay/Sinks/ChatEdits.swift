@@ -2,7 +2,6 @@ import Alerts
 import Core
 import Foundation
 import HTTPTransport
-import Store
 import StoreContract
 import Synchronization
 

@@ -4,7 +4,6 @@ import CSystemd
 import Core
 import Foundation
 import Logging
-import Store
 import StoreContract
 import Synchronization
 

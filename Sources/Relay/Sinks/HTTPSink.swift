@@ -2,7 +2,6 @@ import AllowanceAPI
 import Foundation
 import HTTPTransport
 import Core
-import Store
 import StoreContract
 
 /// Every HTTP destination: the generic signed webhook and the chat and push services. Each kind differs only in

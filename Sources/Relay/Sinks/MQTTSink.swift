@@ -4,7 +4,6 @@ import Core
 import Foundation
 import Logging
 import MQTTTransport
-import Store
 import StoreContract
 import Synchronization
 

@@ -2,7 +2,6 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import HTTPTransport
-import Store
 import StoreContract
 
 /// What a sink is asked to send: one rendered alert with its stable delivery id.

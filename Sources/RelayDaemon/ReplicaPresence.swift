@@ -1,0 +1,90 @@
+import Core
+import Foundation
+import Logging
+import Relay
+import ServiceLifecycle
+import SharedStore
+import StoreContract
+import Sync
+
+/// What a replica does beside the services every relay runs: its row in the registry (`status` lists the replicas),
+/// a heartbeat every second that also renews its claims (so only a dead replica's are taken over, after
+/// `SharedRelayStore.claimFor`, under the same ids), and a session listening for what other relays did. Started
+/// before the workers, so that it stops after them: their claims are renewed until their last send ends.
+struct ReplicaPresence: Service {
+    let shared: SharedRelayStore
+    let engine: RelayEngine
+    let sync: SyncCoordinator
+    let holdsLink: LinkHeld
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            try shared.register(host: ProcessInfo.processInfo.hostName)
+        } catch {
+            throw DaemonError(exitCode: 74, message: "\(error)")
+        }
+        logger.info("replica \(shared.replica) starting", metadata: ["store": "\(shared.location)"])
+        await cancelWhenGracefulShutdown { [self] in
+            await withDiscardingTaskGroup { group in
+                group.addTask { await heartbeat() }
+                group.addTask { await listen() }
+            }
+        }
+    }
+
+    /// Every second: this replica lives (its row, its claims renewed).
+    private func heartbeat() async {
+        var failing = false
+        while !Task.isCancelled {
+            do {
+                try await offThread(named: "postgres-call") { [shared, holdsLink] () throws(StoreError) in
+                    try shared.heartbeat(holdsLink: holdsLink.isHeld)
+                    try shared.renewClaims()
+                }
+                if failing { logger.notice("the shared database answers again") }
+                failing = false
+            } catch {
+                if !failing { logger.error("heartbeat: \(error)") }
+                failing = true
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Wakes the workers, the outbox and the rules at each notification, on a thread of its own (a session that
+    /// waits for notifications does nothing else).
+    private func listen() async {
+        let running = StopFlag()
+        let (shared, engine, sync, logger) = (shared, engine, sync, logger)
+        await withTaskCancellationHandler {
+            await offThread(named: "pg-listen") {
+                shared.listen(while: { !running.isSet }) { channels in
+                    if channels.contains(SharedRelayStore.channel) { engine.wakeWorkers() }
+                    if channels.contains(SharedRelayStore.outboxChannel) { Task { await sync.drainOutbox() } }
+                    if channels.contains(SharedRelayStore.mutesChannel) { engine.mutesChanged() }
+                } failed: { error in
+                    if let error {
+                        logger.error("cannot listen for other relays' changes (polling meanwhile): \(error)")
+                    } else {
+                        logger.notice("listening for other relays' changes again")
+                    }
+                }
+            }
+        } onCancel: {
+            running.set()
+        }
+    }
+
+    /// After the group: what this replica claimed and did not finish goes back at once, and its row says it is down.
+    func leave() {
+        do {
+            let released = try shared.releaseClaims()
+            if released > 0 { logger.notice("gave back \(released) claimed delivery(ies) to the other replicas") }
+            try shared.heartbeat(holdsLink: false)
+        } catch {
+            logger.warning("could not give back this replica's claims (they expire by themselves): \(error)")
+        }
+        shared.close()
+    }
+}

@@ -1,0 +1,455 @@
+import Alerts
+import AllowanceAPI
+import Core
+import Foundation
+import PostgresTransport
+import StoreContract
+
+/// The sync contract on PostgreSQL: what the one sync engine (`SyncCoordinator`, `CatchUp`) asks of the SQLite file,
+/// with the same answers, so that the link holder of a set of replicas keeps the shared cache as whole as a single
+/// relay keeps its file: the server it is bound to, lost data, balances that do not add up, deleted children, rows
+/// set aside, the history a new database takes without alerting it.
+///
+/// Times are the relay's (`now`), never the server's `now()`: they are compared with the relay's clock (a catch-up's
+/// start, the moment the balances were asked for).
+extension SharedRelayStore: SyncStore {
+    static let syncTables = PostgresMigration(
+        5, "sync checks",
+        """
+        ALTER TABLE relay_child ADD COLUMN removed_at timestamptz;
+        CREATE TABLE relay_rejected (
+            id text PRIMARY KEY, child_id text, reason text NOT NULL, payload text NOT NULL,
+            first_seen_at timestamptz NOT NULL);
+        CREATE INDEX relay_txn_child ON relay_txn (child_id, created_at DESC);
+        INSERT INTO relay_sync (key, value) SELECT 'last_catch_up', value FROM relay_sync WHERE key = 'history_taken'
+            ON CONFLICT (key) DO NOTHING;
+        INSERT INTO relay_sync (key, value)
+            VALUES ('born_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            ON CONFLICT (key) DO NOTHING
+        """)
+
+    // MARK: - Hub events
+
+    public func apply(
+        _ events: [HubEvent], at now: Date = Date(), traceParents: [String?] = []
+    ) throws(StoreError) -> [ApplyResult] {
+        try writing { db throws(PostgresError) -> Result<[ApplyResult], StoreError> in
+            let transactions = events.compactMap { event -> Transaction? in
+                if case .transactionCreated(let t) = event { t } else { nil }
+            }
+            if let contradiction = try contradiction(db, transactions) { return .failure(conflict(contradiction)) }
+            return .success(
+                try db.transaction { () throws(PostgresError) -> [ApplyResult] in
+                    var planned = 0
+                    var children = BurstChildren()
+                    let results = try events.indices.map { (i) throws(PostgresError) -> ApplyResult in
+                        let traceParent = i < traceParents.count ? traceParents[i] : nil
+                        let (result, n) = try applyOne(db, events[i], &children, now: now, traceParent: traceParent)
+                        planned += n
+                        return result
+                    }
+                    // Each child's balance written once per burst, not once per event.
+                    for (id, child) in children.rows where child.changed { try setBalance(db, id, child.balance, now) }
+                    if planned > 0 { try db.notify(Self.channel) }
+                    return results
+                })
+        }.get()
+    }
+
+    /// The children a burst touches, each read once.
+    private struct BurstChildren {
+        var rows: [UUID: (name: String, balance: Int64, changed: Bool)] = [:]
+
+        mutating func load(
+            _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
+        ) throws(PostgresError) -> (name: String, balance: Int64)? {
+            if let row = rows[id] { return (row.name, row.balance) }
+            guard let row = try store.childRow(db, id) else { return nil }
+            rows[id] = (row.name, row.balance, false)
+            return (row.name, row.balance)
+        }
+
+        mutating func set(_ id: UUID, balance: Int64) {
+            rows[id]?.balance = balance
+            rows[id]?.changed = true
+        }
+    }
+
+    /// One event's result, and how many deliveries it planned.
+    private func applyOne(
+        _ db: PostgresConnection, _ event: HubEvent, _ children: inout BurstChildren, now: Date, traceParent: String?
+    ) throws(PostgresError) -> (ApplyResult, Int) {
+        switch event {
+        case .transactionCreated(let t):
+            if let problem = t.problem(now: now) {
+                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
+                let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
+                return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: first), planned)
+            }
+            guard let child = try children.load(db, t.childId, via: self) else {
+                return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"), 0)
+            }
+            guard try insert(db, t, via: "hub", now: now) else { return (.duplicate, 0) }
+            let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
+            children.set(t.childId, balance: cents.balanceAfter)
+            var alert = RelayEvent(
+                kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
+                balance: t.balanceAfter, previousBalance: Money.decimal(cents: cents.balanceBefore))
+            alert.traceParent = traceParent
+            let planned = try plan(db, alert, now: now)
+            return (.stored(gap: child.balance != cents.balanceBefore ? t.childId : nil), planned)
+        case .transactionCreatedId(let id):
+            let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
+            return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
+        case .balanceUpdated(let childId, let balance):
+            guard let child = try children.load(db, childId, via: self) else {
+                return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet"), 0)
+            }
+            let server = Money.minorUnits(balance) ?? child.balance
+            children.set(childId, balance: server)
+            let latest = try db.query(
+                "SELECT balance_after_minor FROM relay_txn WHERE child_id = $1 ORDER BY created_at DESC, stored_at DESC LIMIT 1",
+                [childId.lowercased]
+            ).scalar.flatMap { Int64($0) }
+            var alert = RelayEvent(
+                kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
+                previousBalance: Money.decimal(cents: child.balance))
+            alert.traceParent = traceParent
+            let planned = try plan(db, alert, now: now)
+            return (.stored(gap: latest == nil || latest == server ? nil : childId), planned)
+        }
+    }
+
+    /// Why one of `transactions` cannot be the transaction stored under its id (nil: none): a transaction never
+    /// changes on the server, so another child, amount, type or time means another server's data.
+    private func contradiction(_ db: PostgresConnection, _ transactions: [Transaction]) throws(PostgresError) -> String? {
+        guard !transactions.isEmpty else { return nil }
+        let stored = try db.query(
+            """
+            SELECT t.id, t.child_id, t.amount_minor, t.type, extract(epoch FROM t.created_at), c.name
+            FROM relay_txn t LEFT JOIN relay_child c ON c.id = t.child_id WHERE t.id = ANY($1::text[])
+            """, [Self.array(transactions.map(\.id.lowercased))]
+        ).rows
+        guard !stored.isEmpty else { return nil }
+        let byId = Dictionary(stored.map { ($0[0] ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        for t in transactions {
+            guard let row = byId[t.id.lowercased], let minor = row[2].flatMap({ Int64($0) }),
+                let at = row[4].flatMap(Double.init)
+            else { continue }
+            // Stored to the microsecond; the server's time may differ below a millisecond in its text.
+            let sameTime = abs(at - t.createdAt.timeIntervalSince1970) < 0.001
+            guard row[1] != t.childId.lowercased || minor != t.amountCents || row[3] != t.type.rawValue || !sameTime
+            else { continue }
+            let sign = { (type: String?) in type == TransactionType.credit.rawValue ? "+" : "-" }
+            let cached =
+                "\(row[5] ?? row[1] ?? "?") \(sign(row[3]))\(Money.plain(cents: minor)) at \(ISODate.string(Date(timeIntervalSince1970: at)))"
+            let name = try childRow(db, t.childId)?.name ?? t.childId.lowercased
+            let server = "\(name) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISODate.string(t.createdAt))"
+            return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server "
+                + "now says \(server). " + StoreError.conflictFix
+        }
+        return nil
+    }
+
+    /// Keeps a row from the server that cannot be stored, with the reason; the first time, a `sync.rejected` alert
+    /// names it. Whether it was new, and what it planned.
+    private func setAside(
+        _ db: PostgresConnection, _ row: RejectedRow, now: Date, traceParent: String?
+    ) throws(PostgresError) -> (new: Bool, planned: Int) {
+        let new =
+            try db.query(
+                """
+                INSERT INTO relay_rejected (id, child_id, reason, payload, first_seen_at) VALUES ($1, $2, $3, $4, $5::timestamptz)
+                ON CONFLICT (id) DO NOTHING
+                """, [row.id, row.childId?.lowercased, row.reason, row.payload, ISODate.string(now)]
+            ).affected == 1
+        guard new else { return (false, 0) }
+        var alert = RelayEvent(
+            kind: .syncRejected, at: now, childId: row.childId,
+            childName: try row.childId.flatMap { (id) throws(PostgresError) in try childRow(db, id)?.name },
+            detail: "the server's transaction \(row.id) was not stored: \(row.reason)")
+        alert.traceParent = traceParent
+        return (true, try plan(db, alert, now: now))
+    }
+
+    public func setSyncStatus(_ status: SyncStatus) throws(StoreError) {
+        try setSyncValue("status", status.json.serialized)
+    }
+
+    public func syncStatus() throws(StoreError) -> SyncStatus? {
+        try syncValue("status").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(SyncStatus.init(json:))
+    }
+
+    // MARK: - Catch-up
+
+    public func bindServer(_ server: ServerIdentity) throws(StoreError) -> String? {
+        let known = try syncValue("server").flatMap { try? JSONValue(parsing: $0.utf8) }.map(ServerIdentity.init(json:))
+        switch ServerBinding.decide(known: known, server: server) {
+        case .keep:
+            return nil
+        case .conflict(let message):
+            throw conflict(message)
+        case .record(let note):
+            try setSyncValue("server", server.json.serialized)
+            return note
+        }
+    }
+
+    public func hasCaughtUp() throws(StoreError) -> Bool {
+        try syncValue("last_catch_up") != nil
+    }
+
+    public func catchUpCursor(child: UUID) throws(StoreError) -> UUID? {
+        try syncValue("cursor:\(child.lowercased)").flatMap(UUID.init(uuidString:))
+    }
+
+    @discardableResult
+    public func storeCaughtUp(
+        children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
+        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil,
+        at now: Date = Date(), traceParent: String? = nil
+    ) throws(StoreError) -> Int {
+        try writing { db throws(PostgresError) -> Result<Int, StoreError> in
+            if let contradiction = try contradiction(db, transactions) { return .failure(conflict(contradiction)) }
+            return .success(
+                try db.transaction { () throws(PostgresError) -> Int in
+                    var inserted = 0
+                    var planned = 0
+                    for c in children {
+                        try db.query(
+                            """
+                            INSERT INTO relay_child (id, name, balance_minor, updated_at) VALUES ($1, $2, $3, $4::timestamptz)
+                            ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, removed_at = NULL
+                            """,
+                            [
+                                c.id.lowercased, c.firstName, String(Money.minorUnits(c.currentBalance) ?? 0),
+                                ISODate.string(now),
+                            ])
+                    }
+                    for row in rejected { planned += try setAside(db, row, now: now, traceParent: traceParent).planned }
+                    let born = try db.query("SELECT value FROM relay_sync WHERE key = 'born_at'").scalar
+                    for t in transactions {
+                        if let problem = t.problem(now: now) {
+                            let row = RejectedRow(
+                                id: t.id.lowercased, childId: t.childId, reason: problem,
+                                payload: HubEvent.transactionCreated(t).jsonText)
+                            planned += try setAside(db, row, now: now, traceParent: traceParent).planned
+                            continue
+                        }
+                        guard try insert(db, t, via: "catch-up", now: now) else { continue }
+                        inserted += 1
+                        var event = RelayEvent(
+                            kind: .transactionCreated, at: now, childId: t.childId,
+                            childName: try childRow(db, t.childId)?.name, transaction: t, balance: t.balanceAfter,
+                            caughtUp: true)
+                        // History: made before this database was, not something the relay missed while it ran.
+                        event.history = history && born.map { ISODate.string(t.createdAt) < $0 } ?? true
+                        event.traceParent = traceParent
+                        planned += try plan(db, event, now: now)
+                    }
+                    if complete {
+                        planned += try completeCatchUp(
+                            db, children, cursors: cursors, balancesAskedAt: balancesAskedAt, history: history,
+                            historyTaken: historyTaken, now: now, traceParent: traceParent)
+                    }
+                    if planned > 0 { try db.notify(Self.channel) }
+                    return inserted
+                })
+        }.get()
+    }
+
+    /// The end of a catch-up: the server's balances (a change alerted), the cursors and the time, together.
+    private func completeCatchUp(
+        _ db: PostgresConnection, _ children: [Child], cursors: [UUID: UUID], balancesAskedAt: Date?, history: Bool,
+        historyTaken: Int?, now: Date, traceParent: String?
+    ) throws(PostgresError) -> Int {
+        var planned = 0
+        // History only while nothing came live: a relay stopped before its first catch-up completed owes the rest.
+        let live = history ? try !db.query("SELECT 1 FROM relay_txn WHERE via = 'hub' LIMIT 1").rows.isEmpty : true
+        for c in children {
+            let row = try db.query(
+                "SELECT balance_minor, extract(epoch FROM updated_at) FROM relay_child WHERE id = $1", [c.id.lowercased]
+            ).rows.first
+            // A balance a live event set after the question is newer than the answer.
+            if let asked = balancesAskedAt, let updated = row?[1].flatMap(Double.init),
+                updated > asked.timeIntervalSince1970
+            {
+                continue
+            }
+            let server = Money.minorUnits(c.currentBalance) ?? 0
+            try setBalance(db, c.id, server, now)
+            if let cached = row?[0].flatMap({ Int64($0) }), cached != server {
+                var event = RelayEvent(
+                    kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
+                    previousBalance: Money.decimal(cents: cached), caughtUp: true)
+                event.history = history && !live
+                event.traceParent = traceParent
+                planned += try plan(db, event, now: now)
+            }
+        }
+        for (child, newest) in cursors { try setSyncValue(db, "cursor:\(child.lowercased)", newest.lowercased) }
+        try setSyncValue(db, "last_catch_up", ISODate.string(now))
+        if let historyTaken { try setSyncValue(db, "history", "\(historyTaken) \(ISODate.string(now))") }
+        return planned
+    }
+
+    public func hasTransactions(child: UUID, storedBefore date: Date) throws(StoreError) -> Bool {
+        try writing { db throws(PostgresError) -> Bool in
+            try !db.query(
+                "SELECT 1 FROM relay_txn WHERE child_id = $1 AND stored_at < $2::timestamptz LIMIT 1",
+                [child.lowercased, ISODate.string(date)]
+            ).rows.isEmpty
+        }
+    }
+
+    public func lostOnServer(_ windows: [ReadWindow]) throws(StoreError) -> String? {
+        try writing { db throws(PostgresError) -> String? in
+            var described: [String] = []
+            for window in windows { described += try lost(db, window) }
+            guard !described.isEmpty else { return nil }
+            let named = described.prefix(3).joined(separator: "; ")
+            let more = described.count > 3 ? " and \(described.count - 3) more" : ""
+            return
+                "The server no longer has \(described.count == 1 ? "a transaction" : "\(described.count) transactions") the cache holds: \(named)\(more). "
+                + "The Allowance Tracker API cannot delete a transaction, so the backend lost data (restored from an older backup?). "
+                + StoreError.conflictFix
+        }
+    }
+
+    /// The transactions `window` shows the server lost, described, newest first: each stored before the catch-up
+    /// began and newer than the cursor (all of them, when paging never met it) that the pages did not have.
+    private func lost(_ db: PostgresConnection, _ window: ReadWindow) throws(PostgresError) -> [String] {
+        var described: [String] = []
+        var newerThan: String?  // nil: the whole history
+        if let cursor = window.cursor {
+            let cursorAt = try db.query("SELECT created_at::text FROM relay_txn WHERE id = $1", [cursor.lowercased]).scalar
+            if window.cursorFound {
+                // A transaction at the cursor's very instant may sort below it: only strictly newer ones are read.
+                newerThan = cursorAt ?? "infinity"
+            } else if cursorAt == nil {
+                described.append("transaction \(cursor.lowercased) (the newest the last catch-up saw for this child)")
+            }
+        }
+        let candidates = try db.query(
+            """
+            \(Self.describedTransaction) WHERE t.child_id = $1 AND ($2::timestamptz IS NULL OR t.created_at > $2::timestamptz)
+            AND t.stored_at < $3::timestamptz ORDER BY t.created_at DESC
+            """, [window.child.lowercased, newerThan, ISODate.string(window.startedAt)]
+        ).rows
+        let onServer = { (id: String) in
+            window.seen.contains(id) || window.cursorFound && id == window.cursor?.lowercased
+        }
+        return described + candidates.filter { !onServer($0[0] ?? "") }.map(Self.describe)
+    }
+
+    public func balanceMismatches(_ children: [Child], askedAt: Date) throws(StoreError) -> [BalanceMismatch] {
+        try writing { db throws(PostgresError) -> [BalanceMismatch] in
+            var found: [BalanceMismatch] = []
+            for c in children {
+                let updated = try db.query(
+                    "SELECT extract(epoch FROM updated_at) FROM relay_child WHERE id = $1", [c.id.lowercased]
+                ).scalar.flatMap(Double.init)
+                if let updated, updated > askedAt.timeIntervalSince1970 { continue }
+                // Every transaction at the newest instant: two in one millisecond have no order between them.
+                let newest = try db.query(
+                    """
+                    \(Self.describedTransaction) WHERE t.child_id = $1
+                    AND t.created_at = (SELECT max(created_at) FROM relay_txn WHERE child_id = $1)
+                    """, [c.id.lowercased]
+                ).rows
+                guard let first = newest.first, let server = Money.minorUnits(c.currentBalance) else { continue }
+                guard !newest.contains(where: { $0[4].flatMap { Int64($0) } == server }) else { continue }
+                let after = first[4].flatMap { Int64($0) } ?? 0
+                found.append(
+                    BalanceMismatch(
+                        child: c.id, serverBalance: c.currentBalance, newest: first[0] ?? "",
+                        evidence: "\(c.firstName)'s balance on the server is \(Money.plain(c.currentBalance)), but the newest "
+                            + "cached transaction (\(Self.describe(first))) left it at \(Money.plain(cents: after))"))
+            }
+            return found
+        }
+    }
+
+    @discardableResult
+    public func markRemoved(keeping listed: [Child], at now: Date = Date()) throws(StoreError) -> [Child] {
+        let gone = try children().filter { c in !listed.contains { $0.id == c.id } }
+        guard !gone.isEmpty else { return [] }
+        try writing { db throws(PostgresError) in
+            try db.query(
+                "UPDATE relay_child SET removed_at = $2::timestamptz WHERE id = ANY($1::text[])",
+                [Self.array(gone.map(\.id.lowercased)), ISODate.string(now)])
+        }
+        return gone
+    }
+
+    public func rejectedRows() throws(StoreError) -> [(id: String, childId: UUID?, reason: String, at: Date)] {
+        try writing { db throws(PostgresError) -> [(id: String, childId: UUID?, reason: String, at: Date)] in
+            try db.query(
+                "SELECT id, child_id, reason, extract(epoch FROM first_seen_at) FROM relay_rejected ORDER BY first_seen_at DESC, id DESC"
+            ).rows.map {
+                (
+                    $0[0] ?? "", $0[1].flatMap(UUID.init(uuidString:)), $0[2] ?? "",
+                    $0[3].flatMap(Double.init).map(Date.init(timeIntervalSince1970:)) ?? .distantPast
+                )
+            }
+        }
+    }
+
+    public func conflict(_ message: String) -> StoreError {
+        StoreError(path: location.description, message, code: .conflict)
+    }
+
+    // MARK: - Rows
+
+    /// A transaction with what describes it: id, child, amount, type, balance after, time, the child's name.
+    static let describedTransaction = """
+        SELECT t.id, t.child_id, t.amount_minor, t.type, t.balance_after_minor, extract(epoch FROM t.created_at),
+               (SELECT name FROM relay_child c WHERE c.id = t.child_id)
+        FROM relay_txn t
+        """
+
+    /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)", from a row of `describedTransaction`.
+    static func describe(_ row: [String?]) -> String {
+        let sign = row[3] == TransactionType.credit.rawValue ? "+" : "-"
+        let at = row[5].flatMap(Double.init).map { ISODate.string(Date(timeIntervalSince1970: $0)) } ?? "?"
+        let amount = Money.plain(cents: row[2].flatMap { Int64($0) } ?? 0)
+        return "\(row[6] ?? row[1] ?? "?") \(sign)\(amount) at \(at) (id \(row[0] ?? "?"))"
+    }
+
+    func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
+        let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
+        guard let row = rows.rows.first else { return nil }
+        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
+    }
+
+    private func setBalance(
+        _ db: PostgresConnection, _ child: UUID, _ minor: Int64, _ now: Date
+    ) throws(PostgresError) {
+        try db.query(
+            "UPDATE relay_child SET balance_minor = $2, updated_at = $3::timestamptz WHERE id = $1",
+            [child.lowercased, String(minor), ISODate.string(now)])
+    }
+
+    private func setSyncValue(_ db: PostgresConnection, _ key: String, _ value: String) throws(PostgresError) {
+        try db.query(
+            "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [key, value])
+    }
+
+    /// True when the transaction was new.
+    private func insert(
+        _ db: PostgresConnection, _ t: Transaction, via: String, now: Date
+    ) throws(PostgresError) -> Bool {
+        try db.query(
+            """
+            INSERT INTO relay_txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                                   created_by, via, stored_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz) ON CONFLICT (id) DO NOTHING
+            """,
+            [
+                t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
+                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via, ISODate.string(now),
+            ]
+        ).affected == 1
+    }
+}
