@@ -112,28 +112,18 @@ public final class SharedRelayStore: Sendable {
         }
     }
 
-    /// Plans `event`'s deliveries inside the caller's transaction; how many were written (muted ones included).
+    /// Plans `event`'s deliveries inside the caller's transaction (`DeliveryPlanning`, the one policy); how many
+    /// were written (muted ones included).
     @discardableResult
     func plan(_ db: PostgresConnection, _ event: RelayEvent, now: Date) throws(PostgresError) -> Int {
-        guard let planner = planner.withLock({ $0?.planner }), planner.mayPlan(for: event.kind) else { return 0 }
-        var written = 0
-        var alerts: [RelayEvent.Kind: String] = [:]
-        for p in planner.plan(event) {
-            if let key = p.dedupKey, let window = p.dedupWindow {
-                let seen = try db.query(
-                    "SELECT 1 FROM relay_delivery WHERE sink = $1 AND dedup_key = $2 AND created_at >= $3::timestamptz LIMIT 1",
-                    [p.sink, key, ISODate.string(now.addingTimeInterval(-window))])
-                if !seen.rows.isEmpty { continue }
-            }
-            let due = gathering.withLock { $0.due(p, for: event, now: now) }
-            let alert =
-                alerts[p.kind]
-                ?? {
-                    var e = event
-                    e.kind = p.kind
-                    return e.jsonText(currency: planner.currency)
-                }()
-            alerts[p.kind] = alert
+        guard let planner = planner.withLock({ $0?.planner }) else { return 0 }
+        return try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
+            (sink, key, since) throws(PostgresError) -> Bool in
+            try !db.query(
+                "SELECT 1 FROM relay_delivery WHERE sink = $1 AND dedup_key = $2 AND created_at >= $3::timestamptz LIMIT 1",
+                [sink, key, ISODate.string(since)]
+            ).rows.isEmpty
+        } write: { (d, key) throws(PostgresError) in
             try db.query(
                 """
                 INSERT INTO relay_delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, due_at,
@@ -141,15 +131,11 @@ public final class SharedRelayStore: Sendable {
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::timestamptz, $12, $13::timestamptz, $14)
                 """,
                 [
-                    "dlv_" + UUID.timeOrdered(at: now).lowercased, p.sink, p.rule, p.kind.rawValue,
-                    event.childId?.lowercased,
-                    p.urgency.rawValue, alert, p.digest ? "true" : "false", p.dedupKey,
-                    (p.muted ? Delivery.State.muted : .pending).rawValue, ISODate.string(due), p.muted ? "muted" : nil,
-                    ISODate.string(now), event.traceParent,
+                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert,
+                    d.digest ? "true" : "false", key, d.state.rawValue, ISODate.string(d.nextAttemptAt), d.lastError,
+                    ISODate.string(now), d.traceParent,
                 ])
-            written += 1
-        }
-        return written
+        }.count
     }
 
     /// The channels other relays' commits notify, listened to by `listen`.

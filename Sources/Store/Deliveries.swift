@@ -26,28 +26,16 @@ extension Store {
         relay.withLock { $0?.planner.mayPlan(for: kind) ?? false }
     }
 
-    /// Plans `event`'s deliveries inside the caller's SQLite transaction. Dedup: a delivery with the same key on the
-    /// same sink inside its window is skipped.
+    /// Plans `event`'s deliveries inside the caller's SQLite transaction (`DeliveryPlanning`, the one policy); the
+    /// rows not muted are handed to the workers once the transaction commits.
     @discardableResult
     func planDeliveries(_ db: Database, _ event: RelayEvent, now: Date = Date()) throws -> Int {
-        let planner = relay.withLock { $0?.planner }
-        guard let planner else { return 0 }
-        var inserted = 0
-        var alerts: [RelayEvent.Kind: (text: String, value: RelayEvent)] = [:]
-        for p in planner.plan(event) {
-            if let key = p.dedupKey, let window = p.dedupWindow,
-                try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"), arguments: [p.sink, key, ISO.string(now.addingTimeInterval(-window))]) == true
-            {
-                continue
-            }
-            // What a catch-up found comes before what happened after it (the live alert waits for the digest).
-            let due = gathering.withLock { $0.due(p, for: event, now: now) }
-            let alert = alert(of: event, as: p.kind, planner: planner, memo: &alerts)
-            let d = Delivery(
-                id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind, childId: event.childId,
-                urgency: p.urgency, alert: alert.text, digest: p.digest,
-                state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
-                createdAt: now, traceParent: event.traceParent, carried: alert.value)
+        guard let planner = relay.withLock({ $0?.planner }) else { return 0 }
+        let rows = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) { sink, key, since in
+            try Bool.fetchOne(
+                try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"),
+                arguments: [sink, key, ISO.string(since)]) == true
+        } write: { d, key in
             try db.executeCached(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
@@ -55,27 +43,13 @@ extension Store {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, p.dedupKey,
+                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, key,
                     d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now), d.traceParent,
                 ])
-            inserted += 1
-            if !p.muted { planned.withLock { $0.append(d) } }  // a muted row is kept, not handed to a worker
         }
-        return inserted
-    }
-
-    /// The alert a delivery of `kind` stores, as text and as the value handed to the worker: the event as that
-    /// kind (a derived `balance.low` says so in its data too), with the family's currency; written once per kind,
-    /// however many sinks take it.
-    private func alert(
-        of event: RelayEvent, as kind: RelayEvent.Kind, planner: any AlertPlanner, memo: inout [RelayEvent.Kind: (text: String, value: RelayEvent)]
-    ) -> (text: String, value: RelayEvent) {
-        if let made = memo[kind] { return made }
-        var e = event
-        e.kind = kind
-        let made = (text: e.jsonText(currency: planner.currency), value: e)
-        memo[kind] = made
-        return made
+        let handed = rows.filter { $0.state != .muted }  // a muted row is kept, not handed to a worker
+        if !handed.isEmpty { planned.withLock { $0 += handed } }
+        return rows.count
     }
 
     // MARK: - Workers

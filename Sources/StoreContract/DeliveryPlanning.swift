@@ -1,0 +1,45 @@
+import Alerts
+import AllowanceAPI
+import Core
+import Foundation
+import Synchronization
+
+/// How an event's deliveries are planned, the one policy both stores follow inside the transaction that stores the
+/// event: the rules' plans; a plan skipped when its dedup key was planned on the same sink within its window; its due
+/// time after a catch-up's digest gathering for the same child and sink; muted rows kept as muted; the alert written
+/// once per kind, with the family's currency; a time-ordered id (the `webhook-id` a receiver deduplicates on). What a
+/// backend writes is only the row (`write`) and the dedup look-up (`seen`).
+public enum DeliveryPlanning {
+    /// The deliveries planned for `event`, written in order. `seen(sink, key, since)`: whether a delivery with that
+    /// dedup key was planned on that sink since then.
+    public static func plan<E: Error>(
+        _ event: RelayEvent, planner: any AlertPlanner, gathering: borrowing Mutex<DigestGathering>, now: Date,
+        seen: (_ sink: String, _ dedupKey: String, _ since: Date) throws(E) -> Bool,
+        write: (_ delivery: Delivery, _ dedupKey: String?) throws(E) -> Void
+    ) throws(E) -> [Delivery] {
+        guard planner.mayPlan(for: event.kind) else { return [] }
+        var planned: [Delivery] = []
+        var alerts: [RelayEvent.Kind: (text: String, value: RelayEvent)] = [:]
+        for p in planner.plan(event) {
+            if let key = p.dedupKey, let window = p.dedupWindow, try seen(p.sink, key, now.addingTimeInterval(-window)) {
+                continue
+            }
+            // What a catch-up found comes before what happened after it (the live alert waits for the digest).
+            let due = gathering.withLock { $0.due(p, for: event, now: now) }
+            let alert = alerts[p.kind] ?? {
+                var e = event
+                e.kind = p.kind
+                return (e.jsonText(currency: planner.currency), e)
+            }()
+            alerts[p.kind] = alert
+            let d = Delivery(
+                id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind,
+                childId: event.childId, urgency: p.urgency, alert: alert.text, digest: p.digest,
+                state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
+                createdAt: now, traceParent: event.traceParent, carried: alert.value)
+            try write(d, p.dedupKey)
+            planned.append(d)
+        }
+        return planned
+    }
+}
