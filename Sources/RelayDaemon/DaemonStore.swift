@@ -14,7 +14,7 @@ public enum DaemonStore: Sendable {
     case shared(SharedRelayStore, local: Store, lease: LinkLease)
 
     /// The whole storage contract, on either backend.
-    public var contract: any RelayStore & SyncStore {
+    public var contract: any RelayStorage {
         switch self {
         case .file(let store): store
         case .shared(let shared, _, _): shared

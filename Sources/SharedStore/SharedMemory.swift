@@ -149,11 +149,6 @@ extension SharedRelayStore: StatusSource {
         try setSyncValue("link:\(replica)", status.json.serialized)
     }
 
-    /// This replica's link state, as it last recorded it.
-    public func linkStatus() throws(StoreError) -> LinkStatus? {
-        try syncValue("link:\(replica)").flatMap { try? JSONValue(parsing: $0.utf8) }.flatMap(LinkStatus.init(json:))
-    }
-
     public func outboxWaiting() throws(StoreError) -> Int {
         try working { db throws(PostgresError) -> Int in
             Int(

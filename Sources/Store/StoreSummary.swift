@@ -5,24 +5,6 @@ import Foundation
 import GRDB
 import StoreContract
 
-/// What `status` shows about the cache.
-public struct StoreSummary: Sendable {
-    public var path: String
-    public var fileBytes: Int64
-    public var migrations: [String]
-    public var children: Int
-    public var transactions: Int
-    public var inboxRows: Int
-    /// Writes waiting to be sent (pending or in flight), and those given up (refused by the server, or dead).
-    public var outboxWaiting: Int
-    public var outboxRejected: Int
-    public var lastCatchUp: Date?
-    /// The last event pushed by the hub (not caught up); nil once pruned, or never.
-    public var lastEvent: Date?
-    /// The last time anything came from the server (a hub event or a catch-up).
-    public var lastContact: Date?
-}
-
 extension Store {
     /// Everything `status` shows. It counts the transactions (20 ms at a million with the file cached, most of a
     /// cold `status`): a count kept by triggers made it constant and cost the relay 5-11% more CPU per event stored

@@ -9,6 +9,9 @@ import Foundation
 public typealias RelayStore = DeliveryLedger & SentMessageLedger & ChildRoster & MuteStore & SummaryLedger & PlanningStore
     & StatusSource
 
+/// The whole contract: what the relay, the sync engine, the daemon and the CLI use. Both stores implement all of it.
+public typealias RelayStorage = RelayStore & SyncStore & OperatorStore
+
 /// Where the chat sinks remember the message standing for a child's balance.
 public protocol SentMessageLedger: Sendable {
     func sentMessage(sink: String, subject: String) throws(StoreError) -> SentMessage?

@@ -68,7 +68,7 @@ struct CacheOptions: ParsableArguments {
             // The local file is not where a replica keeps the family's data: reading it would show nothing, and a
             // write there would reach no replica.
             throw CLIError(
-                "This command works on the SQLite store only, and store.url points at the shared database \(shared). With store.url: status, transactions, deliveries list, transaction add, outbox list, mute and summary show.",
+                "This command works on the SQLite store only (it maintains the file), and store.url points at the shared database \(shared). Every other command works on it.",
                 code: Exit.unavailable)
         }
         let path = local.storePath
@@ -109,24 +109,27 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var staleness: Staleness
 
     func run() async throws {
-        if let shared = try await options.openShared() { return try sharedStatus(shared) }
-        let store = try await options.openStore()
+        let opened = try await options.openRelayStore()
+        defer { opened.close() }
+        let store = opened.relay
         let s = try store.summary()
         let sync = try store.syncStatus()
         let link = try store.linkStatus()
-        let running = link.map { $0.state != .stopped && processIsAlive($0.pid) } ?? false
+        // A replica's link row is the live holder's (another machine's pid means nothing here).
+        let replicas = try opened.shared?.replicas()
+        let running = link.map { $0.state != .stopped && (replicas != nil || processIsAlive($0.pid)) } ?? false
         let stale = staleness.isStale(s.lastContact)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
         let rejected = try store.rejectedRows()
         let history = try store.historyTaken()
-        let mutes = try store.mutes()
+        let mutes = try store.mutes(at: Date())
         if options.json {
-            options.emit([
+            var json: JSONValue = [
                 "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
                 "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
-                "transactions": .number(String(s.transactions)), "inboxRows": .number(String(s.inboxRows)),
+                "transactions": .number(String(s.transactions)), "inboxRows": s.inboxRows.map { .number(String($0)) } ?? .null,
                 "outboxWaiting": .number(String(s.outboxWaiting)), "outboxRejected": .number(String(s.outboxRejected)),
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
@@ -153,7 +156,15 @@ struct StatusCommand: AsyncParsableCommand {
                     members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
                     return (sink, .object(members))
                 }),
-            ])
+            ]
+            if let replicas, case .object(let members) = json {
+                json = .object(
+                    members + [
+                        ("linkHolder", replicas.first(where: \.holdsLink).map { .string($0.name) } ?? .null),
+                        ("replicas", .array(replicas.map(\.json))),
+                    ])
+            }
+            options.emit(json)
             return
         }
         let sinks: [[String]] = counts.keys.sorted().map { sink in sinkLine(sink, counts[sink]!, disabled[sink]) }
@@ -172,7 +183,7 @@ struct StatusCommand: AsyncParsableCommand {
         let lines: [[String]] = [
             ["hub", hub],
             ["sync", sync.map { "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(local($0))" } ?? "") } ?? "never run"],
-            ["database", s.path],
+            ["database", s.path + (replicas == nil ? "" : " (shared by replicas)")],
             ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
             ["schema", "version \(s.migrations.count)"],
             ["children", String(s.children)],
@@ -191,6 +202,18 @@ struct StatusCommand: AsyncParsableCommand {
             ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(local(m.until))"]
         }
         print(Table.render(lines + aside + muted + sinks))
+        if let replicas {
+            print("Replicas:")
+            let rows =
+                [["NAME", "HOST", "PID", "STATE", "STARTED", "LAST SEEN"]]
+                + replicas.map { r in
+                    [
+                        r.name, r.host, String(r.pid), r.holdsLink ? "link holder" : r.alive ? "up" : "gone",
+                        r.startedAt, r.seenAt,
+                    ]
+                }
+            print(Table.render(rows, rightAligned: [2]))
+        }
     }
 }
 
@@ -216,9 +239,10 @@ struct BalancesCommand: AsyncParsableCommand {
     @OptionGroup var staleness: Staleness
 
     func run() async throws {
-        let store = try await options.openStore()
-        let stale = staleness.isStale(try store.contact().lastContact)
-        let children = try store.children()
+        let opened = try await options.openRelayStore()
+        defer { opened.close() }
+        let stale = staleness.isStale(try opened.relay.contact().lastContact)
+        let children = try opened.relay.children()
         if options.json {
             let currency = try await options.settings().currency
             options.emit(.array(children.map { c in
@@ -275,18 +299,16 @@ struct TransactionsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let shared = try await options.openShared()
-        defer { shared?.close() }
-        let store = shared == nil ? try await options.openStore() : nil
-        let children = try shared?.children() ?? store!.children()
+        let opened = try await options.openRelayStore()
+        defer { opened.close() }
+        let children = try opened.relay.children()
         var childId: UUID?
         if let child {
             childId = try Children.find(child, in: children).id
         }
         let names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
         let sinceDate = since.flatMap { Self.parseSince($0) }
-        let list = try shared?.transactions(child: childId, since: sinceDate, limit: limit)
-            ?? store!.transactions(child: childId, since: sinceDate, limit: limit)
+        let list = try opened.relay.transactions(child: childId, since: sinceDate, limit: limit)
         if options.json {
             let currency = try await options.settings().currency
             options.emit(.array(list.map { t in

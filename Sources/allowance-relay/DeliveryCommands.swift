@@ -38,10 +38,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Option(help: "How many.") var limit = 50
 
         func run() async throws {
-            let shared = try await options.openShared()
-            defer { shared?.close() }
-            let store = shared == nil ? try await options.openStore() : nil
-            let rows = try shared?.deliveries(sink: sink, state: state, limit: limit) ?? store!.deliveries(sink: sink, state: state, limit: limit)
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            let rows = try opened.relay.deliveries(sink: sink, state: state, limit: limit)
             if options.json {
                 options.emit(.array(rows.map(\.json)))
                 return
@@ -77,8 +76,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Argument(help: "The delivery's id (see `deliveries list`).") var id: String
 
         func run() async throws {
-            let store = try await options.openStore()
-            guard let d = try store.delivery(id: id) else {
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            guard let d = try opened.relay.delivery(id: id) else {
                 throw CLIError("No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)
             }
             if options.json {
@@ -111,7 +111,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let count = try await options.openStore().retryDeliveries(id: id, sink: sink)
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            let count = try opened.relay.retryDeliveries(id: id, sink: sink, at: Date())
             guard count > 0 else { throw CLIError("No dead delivery matches \(id ?? "sink \(sink!)").") }
             print("\(count) delivery(ies) queued again; the running relay sends them within a minute.")
         }
@@ -125,9 +127,10 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Argument(help: "The sink's name.") var sink: String
 
         func run() async throws {
-            let store = try await options.openStore()
-            guard try store.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
-            try store.enableSink(sink)
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            guard try opened.relay.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
+            try opened.relay.enableSink(sink, at: Date())
             print("Sink \(sink) is on again; the running relay sends its waiting alerts within a minute.")
         }
     }
@@ -141,7 +144,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Flag(help: "Dead letters too.") var dead = false
 
         func run() async throws {
-            let count = try await options.openStore().purgeDeliveries(
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            let count = try opened.relay.purgeDeliveries(
                 before: Date().addingTimeInterval(-Double(olderThan) * 86400), includingDead: dead)
             print("\(count) delivery row(s) deleted.")
         }

@@ -28,7 +28,7 @@ struct MuteCommand: AsyncParsableCommand {
     /// What every mute command reads: the store, the children, the family's time zone and the sinks.
     struct Context {
         let opened: OpenedStore
-        var store: any RelayStore { opened.relay }
+        var store: any RelayStorage { opened.relay }
         let children: [Child]
         let zone: TimeZone
         let sinks: [String]
@@ -56,7 +56,7 @@ struct MuteCommand: AsyncParsableCommand {
 
         /// Tells a running relay that the mutes changed; says whether there was one.
         func tellTheRelay() -> String {
-            guard case .local(let file) = opened else {
+            guard let file = opened.file else {
                 return "Every running replica applies it now (the shared database notifies them)."
             }
             guard let pid = signalTheRunningRelay(file) else { return "It applies from the relay's next start." }

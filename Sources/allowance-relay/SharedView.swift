@@ -5,8 +5,8 @@ import SharedStore
 import Store
 import StoreContract
 
-/// The commands that read the cache, on a shared PostgreSQL store (`store.url`): `status`, `transactions` and
-/// `deliveries list` read it instead of the local file.
+/// The commands on either store: with `store.url` they read and change the shared PostgreSQL database instead of the
+/// local file.
 extension CacheOptions {
     /// The shared store when `store.url` is set (nil: the SQLite file is the store). Opening it brings its schema up
     /// to date as a replica's start does (each step once, under the migrations' lock).
@@ -30,11 +30,21 @@ enum OpenedStore {
     case local(Store)
     case shared(SharedRelayStore)
 
-    var relay: any RelayStore {
+    var relay: any RelayStorage {
         switch self {
         case .local(let store): store
         case .shared(let store): store
         }
+    }
+
+    /// The shared database, when it is the store.
+    var shared: SharedRelayStore? {
+        if case .shared(let store) = self { store } else { nil }
+    }
+
+    /// The SQLite file, when it is the store.
+    var file: Store? {
+        if case .local(let store) = self { store } else { nil }
     }
 
     func close() {
@@ -43,70 +53,19 @@ enum OpenedStore {
 }
 
 extension CacheOptions {
+    /// The store a command reads and changes: the shared database with store.url, else the SQLite file.
     func openRelayStore() async throws -> OpenedStore {
         if let shared = try await openShared() { return .shared(shared) }
         return .local(try await openStore())
     }
 }
 
-extension StatusCommand {
-    /// `status` on a shared store: the replicas (who holds the hub link, since when), what is stored and owed.
-    func sharedStatus(_ shared: SharedRelayStore) throws {
-        defer { shared.close() }
-        let replicas = try shared.replicas()
-        let counts = try shared.counts()
-        let deliveries = try shared.deliveryCounts()
-        let holder = replicas.first { $0.holdsLink }
-        if options.json {
-            options.emit([
-                "store": .string(shared.location.description),
-                "children": .number(String(counts.children)), "transactions": .number(String(counts.transactions)),
-                "linkHolder": holder.map { .string($0.name) } ?? .null,
-                "replicas": .array(
-                    replicas.map { r in
-                        [
-                            "name": .string(r.name), "host": .string(r.host), "pid": .number(String(r.pid)),
-                            "alive": .bool(r.alive),
-                            "startedAt": .string(r.startedAt), "seenAt": .string(r.seenAt),
-                            "holdsLink": .bool(r.holdsLink),
-                            "linkHeldSince": r.holdsLink ? r.linkHeldSince.map { .string($0) } ?? .null : .null,
-                        ]
-                    }),
-                "deliveries": .object(
-                    deliveries.keys.sorted().map { sink in
-                        (
-                            sink,
-                            JSONValue.object(
-                                deliveries[sink]!.keys.sorted().map { ($0, .number(String(deliveries[sink]![$0]!))) })
-                        )
-                    }),
-            ])
-            return
-        }
-        print("Store:         \(shared.location) (shared by replicas)")
-        print("Cached:        \(counts.children) children, \(counts.transactions) transactions")
-        print(
-            "Hub link:      "
-                + (holder.map { "held by \($0.name) since \($0.linkHeldSince ?? "?")" } ?? "held by no live replica"))
-        print("Replicas:")
-        let rows =
-            [["NAME", "HOST", "PID", "STATE", "STARTED", "LAST SEEN"]]
-            + replicas.map { r in
-                [
-                    r.name, r.host, String(r.pid), r.holdsLink ? "link holder" : r.alive ? "up" : "gone", r.startedAt,
-                    r.seenAt,
-                ]
-            }
-        print(Table.render(rows, rightAligned: [2]))
-        if !deliveries.isEmpty {
-            print("Deliveries:")
-            let states = ["pending", "in_flight", "delivered", "dead", "merged", "muted"]
-            let table =
-                [["SINK"] + states.map { $0.uppercased() }]
-                + deliveries.keys.sorted().map { sink in
-                    [sink] + states.map { String(deliveries[sink]?[$0] ?? 0) }
-                }
-            print(Table.render(table, rightAligned: Set(1...states.count)))
-        }
+extension ReplicaRegistry.Replica {
+    var json: JSONValue {
+        [
+            "name": .string(name), "host": .string(host), "pid": .number(String(pid)), "alive": .bool(alive),
+            "startedAt": .string(startedAt), "seenAt": .string(seenAt), "holdsLink": .bool(holdsLink),
+            "linkHeldSince": holdsLink ? linkHeldSince.map { .string($0) } ?? .null : .null,
+        ]
     }
 }

@@ -51,27 +51,30 @@ struct AddTransactionCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try await options.settings()
         // On a shared store (store.url) the write waits there, and whichever replica claims it sends it.
-        let shared = try await options.openShared()
-        defer { shared?.close() }
-        let store = shared == nil ? try await options.openStore() : nil
-        let match = try Children.find(child, in: try shared?.children() ?? store!.children())
+        let opened = try await options.openRelayStore()
+        defer { opened.close() }
+        let store = opened.relay
+        let match = try Children.find(child, in: try store.children())
+        let (amount, type) = (
+            Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!,
+            type.lowercased() == "credit" ? TransactionType.credit : .debit
+        )
         let entry: OutboxEntry
-        do {
-            let (amount, type) = (Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX"))!, type.lowercased() == "credit" ? TransactionType.credit : .debit)
-            let description = description.trimmingCharacters(in: .whitespaces)
-            entry = try shared?.enqueueTransaction(child: match.id, amount: amount, type: type, description: description, limit: settings.outboxLimit)
-                ?? store!.enqueueTransaction(child: match.id, amount: amount, type: type, description: description, limit: settings.outboxLimit)
-        } catch let error as StoreError {
+        do throws(StoreError) {
+            entry = try store.enqueueTransaction(
+                child: match.id, amount: amount, type: type, description: description.trimmingCharacters(in: .whitespaces),
+                limit: settings.outboxLimit, at: Date())
+        } catch {
             throw CLIError(error.message, code: Exit.dataError)
         }
-        let balance = try (shared?.children() ?? store!.children()).first { $0.id == match.id }?.currentBalance ?? 0
-        let relay = store.flatMap(signalTheRunningRelay)  // it sends the write now, not at its next look
+        let balance = try store.children().first { $0.id == match.id }?.currentBalance ?? 0
+        let relay = opened.file.flatMap(signalTheRunningRelay)  // it sends the write now, not at its next look
         if options.json {
             options.emit([
                 "outbox": .number(String(entry.seq)), "idempotencyKey": .string(entry.idempotencyKey),
                 "childId": .string(match.id.lowercased), "localBalance": Money.json(balance), "currency": .string(settings.currency), "state": "pending",
             ])
-        } else if shared != nil {
+        } else if opened.file == nil {
             print("Queued as outbox #\(entry.seq): \(Money.signed(entry.amount, entry.type)) for \(match.firstName) (balance before it \(Money.plain(balance))).")
             print("A replica sends it as soon as the backend is reachable (`allowance-relay outbox list` shows it).")
         } else {
@@ -99,11 +102,10 @@ struct OutboxCommand: AsyncParsableCommand {
         @OptionGroup var options: CacheOptions
 
             func run() async throws {
-            let shared = try await options.openShared()
-            defer { shared?.close() }
-            let store = shared == nil ? try await options.openStore() : nil
-            let entries = try shared?.outbox() ?? store!.outbox()
-            let children = try shared?.children() ?? store!.children()
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            let entries = try opened.relay.outbox()
+            let children = try opened.relay.children()
             if options.json {
                 let currency = try await options.settings().currency
                 let names = Dictionary(children.map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
@@ -133,9 +135,12 @@ struct OutboxCommand: AsyncParsableCommand {
         @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
 
         func run() async throws {
-            let store = try await options.openStore()
-            do { try store.retryOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
-            if let pid = signalTheRunningRelay(store) {
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            do throws(StoreError) { try opened.relay.retryOutbox(seq, at: Date()) } catch { throw CLIError(error.message) }
+            if opened.file == nil {
+                print("Outbox #\(seq) is due now; a replica sends it now if the backend is reachable.")
+            } else if let pid = opened.file.flatMap(signalTheRunningRelay) {
                 print("Outbox #\(seq) is due now; the running relay (pid \(pid)) sends it now if the backend is reachable.")
             } else {
                 print("Outbox #\(seq) is due now; it goes when the relay starts and the backend is reachable.")
@@ -150,7 +155,9 @@ struct OutboxCommand: AsyncParsableCommand {
         @Argument(help: "The outbox entry number (see `outbox list`).") var seq: Int64
 
         func run() async throws {
-            do { try await options.openStore().dropOutbox(seq) } catch let e as StoreError { throw CLIError(e.message) }
+            let opened = try await options.openRelayStore()
+            defer { opened.close() }
+            do throws(StoreError) { try opened.relay.dropOutbox(seq, at: Date()) } catch { throw CLIError(error.message) }
             print("Outbox #\(seq) dropped.")
         }
     }
