@@ -241,7 +241,8 @@ let package = Package(
         .testTarget(
             name: "StoreContractTests",
             dependencies: [
-                "StoreContract", "Store", "SharedStore", "PostgresTransport", "Alerts", "AllowanceAPI", "TestSupport",
+                "StoreContract", "Store", "SharedStore", "Sync", "PostgresTransport", "Alerts", "AllowanceAPI",
+                "TestSupport", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "WebSocketTransportTests",

@@ -20,7 +20,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     private static let cluster = Task { try await PostgresCluster() }
 
     /// `count` handles on one new, empty store, each with `planner` installed.
-    func handles(_ count: Int, planner: (any AlertPlanner)? = nil) async throws -> [any RelayStore & SyncStore] {
+    func handles(_ count: Int, planner: (any AlertPlanner)? = nil) async throws -> [any RelayStorage] {
         switch self {
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appending(path: "contract-\(UUID().uuidString).sqlite").path
@@ -47,7 +47,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
             balancesAskedAt: nil, history: false, historyTaken: nil, at: Date(), traceParent: nil)
     }
 
-    func close(_ stores: [any RelayStore & SyncStore]) {
+    func close(_ stores: [any RelayStorage]) {
         for case let shared as SharedRelayStore in stores { shared.close() }
     }
 }
