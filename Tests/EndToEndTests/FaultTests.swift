@@ -38,4 +38,41 @@ import Testing
             await relay.expectCleanStop("still running, and stops cleanly")
         }
     }
+
+    /// Two relays started on one SQLite file: the second waits as a standby rather than send from the same ledger
+    /// (its webhooks would double every alert); when the first is killed it takes over, and every transaction the
+    /// server made is delivered, each under one webhook-id.
+    @Test func aSecondRelayOnTheSameFileStandsByAndTakesOverWhenTheFirstDies() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await withSim { base in
+                let config = try Scenario.writeConfig(hook: hookURL)
+                let db = FileManager.default.temporaryDirectory.appending(path: "relay-standby-\(UUID())/relay.sqlite").path
+                let env = [
+                    "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                    "ALLOWANCE_RELAY_STORE_PATH": db,
+                ]
+                let first = try RelayProcess(env: env, arguments: ["run", "--config", config])
+                #expect(await first.waitFor("caught up"))
+                let second = try RelayProcess(env: env, arguments: ["run", "--config", config])
+                #expect(await second.waitFor("waiting as a standby"), "\(second.output.suffix(2000))")
+                let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                try await simPost(base, "/_sim/burst?count=10")
+                let firstBurst = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                    .subtracting(before)
+                #expect(await eventually(.seconds(20)) { Set(hook.received.compactMap(Scenario.transactionId)) == firstBurst })
+                #expect(!second.output.contains("connected to the hub"), "the standby holds no hub link")
+                _ = await first.stop(signal: SIGKILL)
+                #expect(await second.waitFor("taking over"), "\(second.output.suffix(2000))")
+                #expect(await second.waitFor("caught up"))
+                try await simPost(base, "/_sim/burst?count=10")
+                let made = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                    .subtracting(before)
+                #expect(await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == made })
+                let ids = hook.received.compactMap { $0.headers["webhook-id"] }
+                #expect(ids.count - Set(ids).count <= 1, "a repeat only under the same id, at most the one the kill cut short")
+                await second.expectCleanStop()
+            }
+        }
+    }
 }

@@ -3,6 +3,7 @@ import AllowanceAPI
 import Foundation
 import StoreContract
 import Synchronization
+import TestSupport
 import Testing
 
 /// The storage contract, once, on both stores: what a relay keeps beside its cache (the chat message a balance
@@ -105,23 +106,4 @@ import Testing
         stores[0].setPlanner(nil, onPlanned: nil)
         #expect(try stores[0].raise(lost) == 0, "no rules, nothing planned")
     }
-}
-
-/// Runs each body on a thread of its own, released together, and returns their results in order.
-func atOnce<T: Sendable>(_ bodies: [@Sendable () throws -> T]) throws -> [T] {
-    let results = Mutex<[Int: Result<T, any Error>]>([:])
-    let start = DispatchSemaphore(value: 0)
-    let done = DispatchGroup()
-    for (n, body) in bodies.enumerated() {
-        done.enter()
-        Thread {
-            start.wait()
-            let result = Result { try body() }
-            results.withLock { $0[n] = result }
-            done.leave()
-        }.start()
-    }
-    for _ in bodies { start.signal() }
-    done.wait()
-    return try results.withLock { r in try bodies.indices.map { try r[$0]!.get() } }
 }
