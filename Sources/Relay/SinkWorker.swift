@@ -237,12 +237,12 @@ struct SinkWorker: Sendable {
             return .done(at: now)
         case .retry(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
-            sends.pause(until: retry)
+            pause(until: retry, sends)
             logger.warning("sink \(name): \(reason); retrying in \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .throttled(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
-            sends.pause(until: retry)
+            pause(until: retry, sends)
             logger.warning("sink \(name): \(reason); the sink waits \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .disable(let reason):
@@ -265,6 +265,15 @@ struct SinkWorker: Sendable {
                 logger.error("sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute")
             }
             return .retry(error: reason, at: retry)
+        }
+    }
+
+    /// The destination asked to wait: this worker waits, and so does every relay sharing the ledger (a 429 learnt by
+    /// one replica holds for all). Where the machine cannot reach the destination, only this one waits.
+    private func pause(until date: Date, _ sends: SendsInProgress) {
+        sends.pause(until: date)
+        do { try ledger.pauseSink(name, until: date) } catch {
+            logger.warning("sink \(name): could not share its pause with the other relays: \(error)")
         }
     }
 

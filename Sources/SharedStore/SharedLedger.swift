@@ -8,34 +8,64 @@ import StoreContract
 /// The delivery ledger the sink workers use, on the shared database: the same interface as the SQLite file's,
 /// with a read of due deliveries that claims them for this replica (see `SharedRelayStore`).
 extension SharedRelayStore: DeliveryLedger {
+    /// Claims the due deliveries of `sink` for this replica: what another replica's claim left when it expired (that
+    /// replica died), then what is pending and due. Nothing while the sink is paused. For a sink that keeps a child's
+    /// alerts in order, only each child's oldest, and none of a child with one out (claimed by any replica).
     public func dueDeliveries(
         sink: String, at now: Date, limit: Int, excluding: Set<String>
     ) throws(StoreError) -> [Delivery] {
-        try working { db throws(PostgresError) -> [Delivery] in
+        let ordered = orderedSinks.withLock { $0.contains(sink) }
+        // A child's delivery waits while another of the same sink and child is out, or an older one is pending.
+        let inOrder =
+            ordered
+            ? """
+            AND (d.child_id IS NULL OR (
+              NOT EXISTS (SELECT 1 FROM relay_delivery b WHERE b.sink = $1 AND b.child_id = d.child_id AND b.state = 'in_flight'
+                AND b.id <> d.id)
+              AND NOT EXISTS (SELECT 1 FROM relay_delivery o WHERE o.sink = $1 AND o.child_id = d.child_id AND o.state = 'pending'
+                AND (o.due_at, o.seq) < (d.due_at, d.seq))))
+            """ : ""
+        return try working { db throws(PostgresError) -> [Delivery] in
             // Two parts, each through its own partial index (one query with OR scans the table; see ClaimQueue).
             try db.query(
                 """
-                WITH expired AS (
-                  SELECT id FROM relay_delivery WHERE sink = $1 AND state = 'in_flight' AND claim_expires_at < now()
-                    AND NOT (id = ANY($5::text[])) ORDER BY claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                WITH paused AS (
+                  SELECT 1 FROM relay_sink_state WHERE sink = $1 AND paused_until > $4::timestamptz),
+                expired AS (
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'in_flight' AND d.claim_expires_at < now()
+                    AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused)
+                  ORDER BY d.claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
                 due AS (
-                  SELECT id FROM relay_delivery WHERE sink = $1 AND state = 'pending' AND due_at <= $4::timestamptz
-                    AND NOT (id = ANY($5::text[])) ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
+                    AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
+                  ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
                 picked AS (SELECT id FROM expired UNION ALL SELECT id FROM due LIMIT $2)
                 UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $3,
                   claim_expires_at = now() + make_interval(secs => $6::float8)
                 FROM picked WHERE d.id = picked.id
-                RETURNING \(Self.deliveryColumns("d"))
+                RETURNING \(Self.deliveryColumns("d")), d.seq
                 """,
                 [
                     sink, String(limit), replica, ISODate.string(now), Self.array(excluding),
                     String(Self.claimFor.inSeconds),
                 ]
-            ).rows.compactMap(Self.delivery).map { d in
-                var d = d
+            ).rows.compactMap { row -> (seq: Int64, delivery: Delivery)? in
+                guard var d = Self.delivery(row) else { return nil }
                 d.state = .pending  // to the worker, a job to send
-                return d
-            }.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+                return (Int64(row[15] ?? "") ?? 0, d)
+            }
+            // Due first, then in the order they were planned (ids made in one millisecond do not sort so).
+            .sorted { ($0.delivery.nextAttemptAt, $0.seq) < ($1.delivery.nextAttemptAt, $1.seq) }.map(\.delivery)
+        }
+    }
+
+    public func pauseSink(_ sink: String, until: Date) throws(StoreError) {
+        try working { db throws(PostgresError) in
+            try db.query(
+                """
+                INSERT INTO relay_sink_state (sink, paused_until) VALUES ($1, $2::timestamptz)
+                ON CONFLICT (sink) DO UPDATE SET paused_until = greatest(relay_sink_state.paused_until, EXCLUDED.paused_until)
+                """, [sink, ISODate.string(until)])
         }
     }
 
@@ -52,7 +82,12 @@ extension SharedRelayStore: DeliveryLedger {
             ).rows.first
             let due = row?[0].flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
             let expiry = row?[1].flatMap(Double.init).map { Date().addingTimeInterval(max(0, $0) + 0.05) }
-            return [due, expiry].compactMap { $0 }.min()
+            guard let next = [due, expiry].compactMap({ $0 }).min() else { return nil }
+            // Not before another replica's pause of the sink ends.
+            let paused = try db.query(
+                "SELECT extract(epoch FROM paused_until) FROM relay_sink_state WHERE sink = $1", [sink]
+            ).scalar.flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
+            return max(next, paused ?? next)
         }
     }
 
@@ -155,7 +190,7 @@ extension SharedRelayStore: DeliveryLedger {
     public func disabledSinks() throws(StoreError) -> [String: String] {
         try working { db throws(PostgresError) -> [String: String] in
             Dictionary(
-                try db.query("SELECT sink, disabled_reason FROM relay_sink_state").rows.map {
+                try db.query("SELECT sink, disabled_reason FROM relay_sink_state WHERE disabled_reason IS NOT NULL").rows.map {
                     ($0[0] ?? "", $0[1] ?? "")
                 },
                 uniquingKeysWith: { a, _ in a })

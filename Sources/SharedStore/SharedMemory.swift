@@ -138,6 +138,10 @@ extension SharedRelayStore: SentMessageLedger, ChildRoster, MuteStore, SummaryLe
         installPlanner(planner)
     }
 
+    public func setOrderedSinks(_ sinks: Set<String>) {
+        orderedSinks.withLock { $0 = sinks }
+    }
+
     /// Nothing to requeue at a start: a claim left by a dead replica expires by itself (`claimFor`) and is taken again.
     public func requeueInFlightDeliveries() throws(StoreError) -> Int { 0 }
 }

@@ -33,7 +33,9 @@ extension SharedRelayStore: OperatorStore {
     public func enableSink(_ sink: String, at now: Date = Date()) throws(StoreError) {
         try writing { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
-                try db.query("DELETE FROM relay_sink_state WHERE sink = $1", [sink])
+                try db.query(
+                    "UPDATE relay_sink_state SET disabled_reason = NULL, disabled_at = NULL, paused_until = NULL WHERE sink = $1",
+                    [sink])
                 try db.query(
                     "UPDATE relay_delivery SET due_at = $2::timestamptz WHERE sink = $1 AND state = 'pending' AND due_at > $2::timestamptz",
                     [sink, ISODate.string(now)])

@@ -27,6 +27,8 @@ public final class SharedRelayStore: Sendable {
     let work: SessionSlot
     private let planner = Mutex<PlannerBox?>(nil)
     private let gathering = Mutex(DigestGathering())
+    /// The sinks whose claims hand out one delivery per child at a time (`setOrderedSinks`).
+    let orderedSinks = Mutex<Set<String>>([])
 
     /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
     /// Renewed every second, so two heartbeats may be late; with 4 s, a killed sender left a 3.4 s pause in one

@@ -21,6 +21,12 @@ extension SharedRelayStore: SyncStore {
             id text PRIMARY KEY, child_id text, reason text NOT NULL, payload text NOT NULL,
             first_seen_at timestamptz NOT NULL);
         CREATE INDEX relay_txn_child ON relay_txn (child_id, created_at DESC);
+        ALTER TABLE relay_delivery ADD COLUMN seq bigserial;
+        DROP INDEX relay_delivery_due;
+        CREATE INDEX relay_delivery_due ON relay_delivery (sink, due_at, seq) WHERE state = 'pending';
+        CREATE INDEX relay_delivery_child ON relay_delivery (sink, child_id, state);
+        ALTER TABLE relay_sink_state ALTER COLUMN disabled_reason DROP NOT NULL, ALTER COLUMN disabled_at DROP NOT NULL,
+            ADD COLUMN paused_until timestamptz;
         INSERT INTO relay_sync (key, value) SELECT 'last_catch_up', value FROM relay_sync WHERE key = 'history_taken'
             ON CONFLICT (key) DO NOTHING;
         INSERT INTO relay_sync (key, value)

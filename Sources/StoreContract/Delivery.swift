@@ -95,6 +95,9 @@ public protocol DeliveryLedger: Sendable {
     /// Sinks switched off (by a 410 or the like) and why.
     func disabledSinks() throws(StoreError) -> [String: String]
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
+    /// The destination asked to wait (a 429's `Retry-After`, a failure's back-off): no delivery of `sink` is handed
+    /// out before `until`, by any relay that shares this ledger.
+    func pauseSink(_ sink: String, until: Date) throws(StoreError)
     /// An event of the relay's own (a sink switched off), planned like any other.
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int
     /// The child's balance now (a digest shows it as it is when it is sent, not as its last transaction left it).

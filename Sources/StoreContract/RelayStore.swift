@@ -53,6 +53,9 @@ public protocol PlanningStore: Sendable {
     /// the rows it planned, for a store whose rows go to this process's workers in memory; a store whose rows any
     /// relay may claim wakes the workers by its own means and does not call it.
     func setPlanner(_ planner: (any AlertPlanner)?, onPlanned: (@Sendable ([Delivery]) -> Void)?)
+    /// The sinks that keep one child's alerts in order (the chats): one send per child at a time. A ledger shared by
+    /// several relays hands out only a child's oldest due delivery, and none while another is out.
+    func setOrderedSinks(_ sinks: Set<String>)
     /// Deliveries a crash left marked in flight, pending again; returns how many.
     func requeueInFlightDeliveries() throws(StoreError) -> Int
     /// Deliveries by sink and state, for the status and a reload's report.

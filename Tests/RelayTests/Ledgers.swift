@@ -47,6 +47,7 @@ final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
     }
     func disabledSinks() throws(StoreError) -> [String: String] { try store.disabledSinks() }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
+    func pauseSink(_ sink: String, until: Date) throws(StoreError) { store.pauseSink(sink, until: until) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
     func currentBalance(child: UUID) throws(StoreError) -> Decimal? { try store.currentBalance(child: child) }
 }
@@ -82,6 +83,7 @@ final class CountingLedger: DeliveryLedger, @unchecked Sendable {
         try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)
     }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
+    func pauseSink(_ sink: String, until: Date) throws(StoreError) { store.pauseSink(sink, until: until) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
     func currentBalance(child: UUID) throws(StoreError) -> Decimal? { try store.currentBalance(child: child) }
 }

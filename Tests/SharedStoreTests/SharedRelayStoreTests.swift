@@ -163,4 +163,56 @@ import Testing
         #expect(try b.dueOutbox(at: Date()).map(\.description) == ["two"])
         #expect(try a.outbox().map(\.state) == [.sent, .inFlight, .sent])
     }
+
+    /// A 429 one replica met holds for the others: nothing of the sink is handed out to any replica before the time
+    /// the destination gave, and their workers are told to sleep until then.
+    @Test func aPauseOneReplicaLearntHoldsForEveryReplica() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        try a.storeCaughtUp(children: [child], transactions: [])
+        _ = try a.apply((0..<3).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
+        let now = Date()
+        try a.pauseSink("hook", until: now.addingTimeInterval(30))
+        #expect(try b.dueDeliveries(sink: "hook", at: now, limit: 10, excluding: []).isEmpty, "paused for b too")
+        let next = try #require(try b.nextDeliveryDue(sink: "hook", excluding: []))
+        #expect(next >= now.addingTimeInterval(29.9), "b sleeps until the pause ends")
+        #expect(try b.dueDeliveries(sink: "hook", at: now.addingTimeInterval(31), limit: 10, excluding: []).count == 3)
+        // A shorter pause learnt later does not shorten the one in force.
+        try b.pauseSink("hook", until: now.addingTimeInterval(60))
+        try a.pauseSink("hook", until: now.addingTimeInterval(5))
+        #expect(try a.nextDeliveryDue(sink: "hook", excluding: []) ?? now >= now.addingTimeInterval(59.9))
+        try a.enableSink("hook", at: now)
+        #expect(try a.disabledSinks().isEmpty)
+    }
+
+    /// A chat keeps each child's alerts in order across replicas: claiming at the same moment, the two replicas get
+    /// one delivery per child between them, and a child's next only once its first is settled.
+    @Test func aChatsChildGetsOneSendAtATimeAcrossReplicas() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
+        let (a, b) = (try open(cluster, database, "a"), try open(cluster, database, "b"))
+        for store in [a, b] { store.setOrderedSinks(["hook"]) }
+        let bob = Child(id: UUID(), firstName: "Bob", lastName: "B", weeklyAllowance: 5, currentBalance: 1)
+        try a.storeCaughtUp(children: [child, bob], transactions: [])
+        _ = try a.apply((0..<3).map { .transactionCreated(transaction($0, balanceBefore: 1000 + Int64($0) * 100)) })
+        var bobs = transaction(9, balanceBefore: 100)
+        bobs.childId = bob.id
+        _ = try a.apply([.transactionCreated(bobs)])
+        let claims: [@Sendable () throws -> [Delivery]] = [
+            { try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []) },
+            { try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []) },
+        ]
+        let byReplica = try atOnce(claims)
+        let taken = byReplica.flatMap { $0 }
+        #expect(taken.count == 2 && Set(taken.compactMap(\.childId)) == [child.id, bob.id], "\(taken.map(\.childId))")
+        let alices = try #require(taken.first { $0.childId == child.id })
+        #expect(try alices.event.transaction?.description == "t0", "Alice's oldest first")
+        #expect(try a.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: []).isEmpty, "one out per child")
+        // Its claimer settles it; then Alice's next is handed out.
+        let claimer = byReplica[0].contains { $0.id == alices.id } ? a : b
+        try claimer.record([(alices.id, .done(at: Date()))])
+        let next = try b.dueDeliveries(sink: "hook", at: Date(), limit: 10, excluding: [])
+        #expect(try next.map { try $0.event.transaction?.description } == ["t1"])
+    }
 }
