@@ -1,0 +1,60 @@
+import AllowanceAPI
+import Core
+import Foundation
+import PostgresTransport
+import StoreContract
+
+/// The cache's rows on PostgreSQL, written and read inside the callers' transactions: the one place each is written.
+extension SharedRelayStore {
+    /// A transaction with what describes it: id, child, amount, type, balance after, time, the child's name.
+    static let describedTransaction = """
+        SELECT t.id, t.child_id, t.amount_minor, t.type, t.balance_after_minor, extract(epoch FROM t.created_at),
+               (SELECT name FROM relay_child c WHERE c.id = t.child_id)
+        FROM relay_txn t
+        """
+
+    /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)", from a row of `describedTransaction`.
+    static func describe(_ row: [String?]) -> String {
+        let sign = row[3] == TransactionType.credit.rawValue ? "+" : "-"
+        let at = row[5].flatMap(Double.init).map { ISODate.string(Date(timeIntervalSince1970: $0)) } ?? "?"
+        let amount = Money.plain(cents: row[2].flatMap { Int64($0) } ?? 0)
+        return "\(row[6] ?? row[1] ?? "?") \(sign)\(amount) at \(at) (id \(row[0] ?? "?"))"
+    }
+
+    func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {
+        let rows = try db.query("SELECT name, balance_minor FROM relay_child WHERE id = $1", [id.lowercased])
+        guard let row = rows.rows.first else { return nil }
+        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
+    }
+
+    func setBalance(
+        _ db: PostgresConnection, _ child: UUID, _ minor: Int64, _ now: Date
+    ) throws(PostgresError) {
+        try db.query(
+            "UPDATE relay_child SET balance_minor = $2, updated_at = $3::timestamptz WHERE id = $1",
+            [child.lowercased, String(minor), ISODate.string(now)])
+    }
+
+    func setSyncValue(_ db: PostgresConnection, _ key: String, _ value: String) throws(PostgresError) {
+        try db.query(
+            "INSERT INTO relay_sync (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [key, value])
+    }
+
+    /// True when the transaction was new.
+    func insert(
+        _ db: PostgresConnection, _ t: Transaction, via: String, now: Date
+    ) throws(PostgresError) -> Bool {
+        try db.query(
+            """
+            INSERT INTO relay_txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                                   created_by, via, stored_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz) ON CONFLICT (id) DO NOTHING
+            """,
+            [
+                t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
+                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via, ISODate.string(now),
+            ]
+        ).affected == 1
+    }
+}
