@@ -110,16 +110,20 @@ public struct Daemon: Sendable {
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
         let link = LinkMonitor(store: store, logger: logger)
+        // The sync engine's catch-ups and outbox drains block on the store: a thread of their own, not the pool.
+        let syncThread = ThreadExecutor(name: "sync")
+        defer { syncThread.shutdown() }
         let sync = SyncCoordinator(
             store: store, api: settings.apiClient(tokens: tokens, http: http),
             limits: .init(
                 maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
-            tracing: settings.otlpEndpoint != nil, logger: logger)
+            tracing: settings.otlpEndpoint != nil, executor: syncThread, logger: logger)
         await sync.onCaughtUp { [engine] in engine.familyChanged() }
         let holdsLink = LinkHeld()
         var presence: ReplicaPresence?
         if case .shared(let shared, _, _) = storage {
-            presence = ReplicaPresence(shared: shared, engine: engine, sync: sync, holdsLink: holdsLink, logger: logger)
+            presence = ReplicaPresence(
+                shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger)
         }
 
         let relayThread = ThreadExecutor(name: "relay")
@@ -147,7 +151,9 @@ public struct Daemon: Sendable {
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         // Writes queued by another process signal (SIGUSR1, below; on a shared store, a notification); the poll is
         // the fallback for a signal that could not be sent, and the clock for retries that fall due.
-        add(untilShutdown { await sync.pollOutbox(every: .seconds(60)) }, "outbox")
+        add(
+            untilShutdown { await withTaskExecutorPreference(syncThread) { await sync.pollOutbox(every: .seconds(60)) } },
+            "outbox")
         add(
             untilShutdown {
                 await Systemd.watchdog()
@@ -158,13 +164,18 @@ public struct Daemon: Sendable {
             // SIGUSR1: another process changed the database (`mute`, `transaction add`, `outbox retry`).
             add(
                 untilShutdown { [engine] in
-                    for await _ in signals.databaseChanged { await Self.databaseChanged(engine: engine, sync: sync) }
+                    for await _ in signals.databaseChanged {
+                        await withTaskExecutorPreference(syncThread) {
+                            await Self.databaseChanged(engine: engine, sync: sync)
+                        }
+                    }
                 }, "changes from the CLI")
         }
         add(
             LinkService(
                 settings: settings, sync: sync, store: store, engine: engine, link: link, metrics: metrics, http: http,
-                tokens: tokens, executor: relayThread, lease: storage.linkLease, holdsLink: holdsLink, logger: logger),
+                tokens: tokens, executor: relayThread, syncThread: syncThread, lease: storage.linkLease,
+                holdsLink: holdsLink, logger: logger),
             "hub")
 
         var config = ServiceGroupConfiguration(services: services, logger: logger)

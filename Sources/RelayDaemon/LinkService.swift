@@ -26,6 +26,8 @@ struct LinkService: Service {
     let tokens: (any TokenSource)?
     /// Where the writer runs (the thread it shares with the relay's workers).
     let executor: any TaskExecutor
+    /// Where the connection's changes are followed: each records the link's state in the store (a blocking call).
+    let syncThread: any TaskExecutor
     /// Nil: the link is this relay's alone.
     let lease: (any Lease)?
     let holdsLink: LinkHeld
@@ -64,7 +66,7 @@ struct LinkService: Service {
         defer { received.finish() }
         do {
             try await withTaskCancellationHandler {
-                try await follow(connection, events)
+                try await withTaskExecutorPreference(syncThread) { try await follow(connection, events) }
             } onCancel: {
                 Task { await connection.stop() }
             }

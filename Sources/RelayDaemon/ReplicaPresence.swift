@@ -15,6 +15,8 @@ struct ReplicaPresence: Service {
     let shared: SharedRelayStore
     let engine: RelayEngine
     let sync: SyncCoordinator
+    /// Where a drain another relay's write asks for runs (off the pool: it blocks on the store).
+    let syncThread: ThreadExecutor
     let holdsLink: LinkHeld
     let logger: Logger
 
@@ -56,12 +58,14 @@ struct ReplicaPresence: Service {
     /// waits for notifications does nothing else).
     private func listen() async {
         let running = StopFlag()
-        let (shared, engine, sync, logger) = (shared, engine, sync, logger)
+        let (shared, engine, sync, syncThread, logger) = (shared, engine, sync, syncThread, logger)
         await withTaskCancellationHandler {
             await offThread(named: "pg-listen") {
                 shared.listen(while: { !running.isSet }) { channels in
                     if channels.contains(SharedRelayStore.channel) { engine.wakeWorkers() }
-                    if channels.contains(SharedRelayStore.outboxChannel) { Task { await sync.drainOutbox() } }
+                    if channels.contains(SharedRelayStore.outboxChannel) {
+                        Task(executorPreference: syncThread) { await sync.drainOutbox() }
+                    }
                     if channels.contains(SharedRelayStore.mutesChannel) { engine.mutesChanged() }
                 } failed: { error in
                     if let error {

@@ -47,6 +47,9 @@ public actor SyncCoordinator {
     private var caughtUp: (@Sendable () -> Void)?
     /// Each hub event stored, and each catch-up, is a span whose trace the deliveries it plans continue.
     private let tracing: Bool
+    /// Where the catch-ups run (nil: the global pool): a thread of its own keeps their blocking database calls off
+    /// the cooperative pool.
+    private let executor: (any TaskExecutor)?
 
     /// `action` runs after each completed catch-up.
     public func onCaughtUp(_ action: @escaping @Sendable () -> Void) {
@@ -56,8 +59,9 @@ public actor SyncCoordinator {
     /// `tracing`: spans through the process's tracer (bootstrapped by the caller) for every event and catch-up.
     public init(
         store: any SyncStore, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
-        logger: Logger
+        executor: (any TaskExecutor)? = nil, logger: Logger
     ) {
+        self.executor = executor
         self.store = store
         self.tracing = tracing
         self.catchUpSpacing = catchUpSpacing
@@ -185,7 +189,7 @@ public actor SyncCoordinator {
 
     public func requestCatchUp() {
         guard machine.requestCatchUp() == .start else { return }
-        Task { await self.catchUpLoop() }
+        Task(executorPreference: executor) { await self.catchUpLoop() }
     }
 
     private func catchUpLoop() async {
