@@ -102,7 +102,9 @@ rules:
                                  env=env, workdir=work))
     try:
         if database:
-            bench.wait_until(lambda: pg.psql("SELECT count(*) FROM relay_sync WHERE key = 'history_taken'", database) == "1", 60,
+            # 'last_catch_up' since the replicas run the one sync engine; 'history_taken' for builds before it.
+            bench.wait_until(lambda: pg.psql("SELECT count(*) FROM relay_sync WHERE key IN ('last_catch_up', 'history_taken')",
+                                             database) != "0", 60,
                              "a replica to take the link and the history")
             bench.wait_until(lambda: pg.psql("SELECT count(*) FROM relay_replicas WHERE seen_at > now() - interval '2 s'", database)
                              == str(replicas), 30, "every replica's heartbeat")

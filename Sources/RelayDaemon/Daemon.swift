@@ -75,23 +75,32 @@ public struct Daemon: Sendable {
         }
         defer { stopping.cancel() }
         guard let lease = storage.wholeRelayLease else { return await runGroup(signals: signals) }
-        guard await standBy(until: lease) else {
+        switch await standBy(until: lease) {
+        case .held:
+            defer { lease.release() }
+            return await runGroup(signals: signals)
+        case .stopped:
             logger.notice("stopped", metadata: ["exitCode": "0"])
             return 0
+        case .failed(let error):
+            logger.critical("\(error)")
+            return 74
         }
-        defer { lease.release() }
-        return await runGroup(signals: signals)
     }
 
-    /// Waits for the file's lease: true once held, false when a stop came first.
-    private func standBy(until lease: any Lease) async -> Bool {
+    private enum StandBy {
+        case held, stopped
+        case failed(any Error)
+    }
+
+    /// Waits for the file's lease, as a standby while another relay holds it.
+    private func standBy(until lease: any Lease) async -> StandBy {
         var said = false
         while !control.state.withLock({ $0.stopAsked }) {
             do {
                 if try lease.tryAcquire() { break }
             } catch {
-                logger.critical("\(error)")
-                return false
+                return .failed(error)
             }
             if !said {
                 logger.notice(
@@ -101,8 +110,12 @@ public struct Daemon: Sendable {
             }
             await control.stopped.wait(upTo: .seconds(1))
         }
-        if said, lease.isHeld { logger.notice("the other relay has ended: taking over") }
-        return lease.isHeld && !control.state.withLock { $0.stopAsked }
+        guard lease.isHeld, !control.state.withLock({ $0.stopAsked }) else {
+            lease.release()
+            return .stopped
+        }
+        if said { logger.notice("the other relay has ended: taking over") }
+        return .held
     }
 
     private func runGroup(signals: DaemonSignals?) async -> Int32 {
@@ -128,6 +141,11 @@ public struct Daemon: Sendable {
 
         let relayThread = ThreadExecutor(name: "relay")
         defer { relayThread.shutdown() }  // after the group, whose tasks prefer it; returns once the thread has ended
+        // On a file the writer shares the workers' thread (a commit reaches them as a job there). On a shared
+        // database each of its calls waits for a round trip on a session of its own: a thread of its own too, so that
+        // storing a burst and claiming and settling deliveries overlap instead of queueing behind each other.
+        let writerThread = storage.file == nil ? ThreadExecutor(name: "writer") : relayThread
+        defer { if writerThread !== relayThread { writerThread.shutdown() } }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         func add(_ service: some Service, _ name: String) {
             services.append(
@@ -144,9 +162,9 @@ public struct Daemon: Sendable {
                 ).service, "status endpoint")
         }
         if let presence { add(presence, "replica presence") }
-        // The writer and the workers share one thread: the writer's commit reaches the workers, and a worker's send
-        // its outcome, as jobs queued on that thread rather than wake-ups of pool threads. It is not the connection's
-        // thread: a burst is decoded there while the last one commits here.
+        // The workers' thread (and on a file, the writer's): the writer's commit reaches the workers, and a worker's
+        // send its outcome, as jobs queued on that thread rather than wake-ups of pool threads. It is not the
+        // connection's thread: a burst is decoded there while the last one commits here.
         add(RelayService(engine: engine, executor: relayThread), "relay")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         // Writes queued by another process signal (SIGUSR1, below; on a shared store, a notification); the poll is
@@ -174,7 +192,7 @@ public struct Daemon: Sendable {
         add(
             LinkService(
                 settings: settings, sync: sync, store: store, engine: engine, link: link, metrics: metrics, http: http,
-                tokens: tokens, executor: relayThread, syncThread: syncThread, lease: storage.linkLease,
+                tokens: tokens, executor: writerThread, syncThread: syncThread, lease: storage.linkLease,
                 holdsLink: holdsLink, logger: logger),
             "hub")
 

@@ -71,22 +71,21 @@ extension SharedRelayStore: DeliveryLedger {
 
     public func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date? {
         try working { db throws(PostgresError) -> Date? in
-            // The next due time by this replica's clock; a claim's expiry is the server's, read as seconds from now.
+            // The next due time by this replica's clock; a claim's expiry is the server's, read as seconds from now;
+            // and not before another replica's pause of the sink ends.
             let row = try db.query(
                 """
                 SELECT extract(epoch FROM (SELECT min(due_at) FROM relay_delivery WHERE sink = $1 AND state = 'pending'
                                              AND NOT (id = ANY($2::text[])))),
                        extract(epoch FROM (SELECT min(claim_expires_at) FROM relay_delivery WHERE sink = $1 AND state = 'in_flight'
-                                             AND claimed_by <> $3) - now())
+                                             AND claimed_by <> $3) - now()),
+                       extract(epoch FROM (SELECT paused_until FROM relay_sink_state WHERE sink = $1))
                 """, [sink, Self.array(excluding), replica]
             ).rows.first
             let due = row?[0].flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
             let expiry = row?[1].flatMap(Double.init).map { Date().addingTimeInterval(max(0, $0) + 0.05) }
             guard let next = [due, expiry].compactMap({ $0 }).min() else { return nil }
-            // Not before another replica's pause of the sink ends.
-            let paused = try db.query(
-                "SELECT extract(epoch FROM paused_until) FROM relay_sink_state WHERE sink = $1", [sink]
-            ).scalar.flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
+            let paused = row?[2].flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
             return max(next, paused ?? next)
         }
     }
@@ -151,16 +150,11 @@ extension SharedRelayStore: DeliveryLedger {
         }
     }
 
-    /// The digest is claimed by this replica from the start; its parts are merged into it.
+    /// The digest (`Delivery.digest`) is claimed by this replica from the start; its parts are merged into it.
     public func foldIntoDigest(
         _ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date
     ) throws(StoreError) -> Delivery {
-        precondition(!parts.isEmpty)
-        let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
-        let first = parts[0]
-        let urgency: PlannedDelivery.Urgency = parts.contains { $0.urgency == .critical } ? .critical : first.urgency
-        let alert = event.jsonText(currency: currency)
-        let trace = parts.lazy.compactMap(\.traceParent).last
+        let digest = Delivery.digest(of: parts, event: event, currency: currency, at: now)
         try working { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
                 try db.query(
@@ -171,20 +165,16 @@ extension SharedRelayStore: DeliveryLedger {
                             now() + make_interval(secs => $11::float8))
                     """,
                     [
-                        id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased,
-                        urgency.rawValue, alert,
-                        ISODate.string(now), trace, replica, String(Self.claimFor.inSeconds),
+                        digest.id, digest.sink, digest.rule, digest.kind.rawValue, digest.childId?.lowercased,
+                        digest.urgency.rawValue, digest.alert, ISODate.string(now), digest.traceParent, replica,
+                        String(Self.claimFor.inSeconds),
                     ])
                 try db.query(
                     "UPDATE relay_delivery SET state = 'merged', merged_into = $1, claimed_by = NULL, claim_expires_at = NULL WHERE id = ANY($2::text[]) AND claimed_by = $3",
-                    [id, Self.array(parts.map(\.id)), replica])
+                    [digest.id, Self.array(parts.map(\.id)), replica])
             }
         }
-        return Delivery(
-            id: id, sink: first.sink, rule: first.rule, kind: .digest, childId: event.childId, urgency: urgency,
-            alert: alert, digest: false,
-            state: .pending, attempts: 0, nextAttemptAt: now, lastError: nil, createdAt: now, traceParent: trace,
-            carried: event)
+        return digest
     }
 
     public func disabledSinks() throws(StoreError) -> [String: String] {

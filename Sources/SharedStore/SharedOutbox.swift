@@ -30,10 +30,6 @@ extension SharedRelayStore: OutboxQueue {
         child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100,
         at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
-        guard let minor = Money.minorUnits(amount), minor > 0 else {
-            throw StoreError(
-                path: location.description, "The amount must be greater than 0, with at most two decimals.")
-        }
         let key = UUID().uuidString.lowercased()
         let outcome = try writing { db throws(PostgresError) -> Result<Int64, StoreError> in
             try db.transaction { () throws(PostgresError) -> Result<Int64, StoreError> in
@@ -41,37 +37,24 @@ extension SharedRelayStore: OutboxQueue {
                 let row = try db.query(
                     "SELECT balance_minor FROM relay_child WHERE id = $1 FOR UPDATE", [child.lowercased]
                 ).rows.first
-                guard let balance = row?[0].flatMap({ Int64($0) }) else {
-                    return .failure(
-                        StoreError(
-                            path: location.description,
-                            "Child \(child) is not in the shared store: start a replica while the backend is reachable."
-                        ))
-                }
                 let waiting =
                     Int(
                         try db.query("SELECT count(*) FROM relay_outbox WHERE state IN ('pending', 'in_flight')").scalar
                             ?? "") ?? 0
-                guard waiting < limit else {
-                    return .failure(
-                        StoreError(
-                            path: location.description,
-                            "The outbox is full (\(limit) writes waiting). Wait until the backend is reachable and a replica has sent them, or raise outbox.limit."
-                        ))
-                }
+                // The balance with the writes already waiting: a debit must not overdraw it once they are sent.
                 let pending =
                     Int64(
                         try db.query(
                             "SELECT coalesce(sum(CASE WHEN type = 'Credit' THEN amount_minor ELSE -amount_minor END), 0) FROM relay_outbox WHERE child_id = $1 AND state IN ('pending', 'in_flight')",
                             [child.lowercased]
                         ).scalar ?? "") ?? 0
-                let after = balance + pending + (type == .credit ? minor : -minor)
-                guard after >= 0 else {
-                    return .failure(
-                        StoreError(
-                            path: location.description,
-                            "Insufficient funds: the balance is \(Money.plain(Money.decimal(cents: balance + pending))), the debit \(Money.plain(amount))."
-                        ))
+                let balance = row?[0].flatMap { Int64($0) }.map { $0 + pending }
+                let minor: Int64
+                switch OutboxCheck.check(
+                    child: child, amount: amount, type: type, balance: balance, waiting: waiting, limit: limit)
+                {
+                case .success(let value): minor = value
+                case .failure(let refusal): return .failure(StoreError(path: location.description, refusal.message))
                 }
                 let seq =
                     try db.query(

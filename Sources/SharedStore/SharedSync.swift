@@ -20,7 +20,8 @@ extension SharedRelayStore: SyncStore {
         CREATE TABLE relay_rejected (
             id text PRIMARY KEY, child_id text, reason text NOT NULL, payload text NOT NULL,
             first_seen_at timestamptz NOT NULL);
-        CREATE INDEX relay_txn_child ON relay_txn (child_id, created_at DESC);
+        ALTER TABLE relay_txn ADD COLUMN seq bigserial;
+        CREATE INDEX relay_txn_child ON relay_txn (child_id, created_at DESC, seq DESC);
         ALTER TABLE relay_delivery ADD COLUMN seq bigserial;
         DROP INDEX relay_delivery_due;
         CREATE INDEX relay_delivery_due ON relay_delivery (sink, due_at, seq) WHERE state = 'pending';
@@ -40,31 +41,41 @@ extension SharedRelayStore: SyncStore {
         _ events: [HubEvent], at now: Date = Date(), traceParents: [String?] = []
     ) throws(StoreError) -> [ApplyResult] {
         try writing { db throws(PostgresError) -> Result<[ApplyResult], StoreError> in
-            let transactions = events.compactMap { event -> Transaction? in
-                if case .transactionCreated(let t) = event { t } else { nil }
+            do throws(PostgresError) {
+                return .success(try applyBurst(db, events, at: now, traceParents: traceParents))
+            } catch {
+                guard error.sqlState == Self.contradicted else { throw error }
+                return .failure(conflict(error.message))  // rolled back: nothing of the burst is stored
             }
-            if let contradiction = try contradiction(db, transactions) { return .failure(conflict(contradiction)) }
-            return .success(
-                try db.transaction { () throws(PostgresError) -> [ApplyResult] in
-                    var planned = 0
-                    var children = BurstChildren()
-                    let results = try events.indices.map { (i) throws(PostgresError) -> ApplyResult in
-                        let traceParent = i < traceParents.count ? traceParents[i] : nil
-                        let (result, n) = try applyOne(db, events[i], &children, now: now, traceParent: traceParent)
-                        planned += n
-                        return result
-                    }
-                    // Each child's balance written once per burst, not once per event.
-                    for (id, child) in children.rows where child.changed { try setBalance(db, id, child.balance, now) }
-                    if planned > 0 { try db.notify(Self.channel) }
-                    return results
-                })
         }.get()
     }
 
-    /// The children a burst touches, each read once.
+    /// The SQLSTATE this store gives the error that rolls a burst back when a transaction contradicts the cache.
+    private static let contradicted = "RL001"
+
+    private func applyBurst(
+        _ db: PostgresConnection, _ events: [HubEvent], at now: Date, traceParents: [String?]
+    ) throws(PostgresError) -> [ApplyResult] {
+        try db.transaction { () throws(PostgresError) -> [ApplyResult] in
+            var planned = 0
+            var children = BurstChildren()
+            let results = try events.indices.map { (i) throws(PostgresError) -> ApplyResult in
+                let traceParent = i < traceParents.count ? traceParents[i] : nil
+                let (result, n) = try applyOne(db, events[i], &children, now: now, traceParent: traceParent)
+                planned += n
+                return result
+            }
+            // Each child's balance written once per burst, not once per event.
+            for (id, child) in children.rows where child.changed { try setBalance(db, id, child.balance, now) }
+            if planned > 0 { try db.notify(Self.channel) }
+            return results
+        }
+    }
+
+    /// The children a burst touches, each read once, and the balance the burst's last transaction of each left.
     private struct BurstChildren {
         var rows: [UUID: (name: String, balance: Int64, changed: Bool)] = [:]
+        var lastStored: [UUID: Int64] = [:]
 
         mutating func load(
             _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
@@ -95,9 +106,16 @@ extension SharedRelayStore: SyncStore {
             guard let child = try children.load(db, t.childId, via: self) else {
                 return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"), 0)
             }
-            guard try insert(db, t, via: "hub", now: now) else { return (.duplicate, 0) }
+            guard try insert(db, t, via: "hub", now: now) else {
+                // Seen before: the same transaction, or another server's data under its id.
+                if let contradiction = try contradiction(db, [t]) {
+                    throw PostgresError(.statement, contradiction, sqlState: Self.contradicted)
+                }
+                return (.duplicate, 0)
+            }
             let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
             children.set(t.childId, balance: cents.balanceAfter)
+            children.lastStored[t.childId] = cents.balanceAfter
             var alert = RelayEvent(
                 kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
                 balance: t.balanceAfter, previousBalance: Money.decimal(cents: cents.balanceBefore))
@@ -113,10 +131,16 @@ extension SharedRelayStore: SyncStore {
             }
             let server = Money.minorUnits(balance) ?? child.balance
             children.set(childId, balance: server)
-            let latest = try db.query(
-                "SELECT balance_after_minor FROM relay_txn WHERE child_id = $1 ORDER BY created_at DESC, stored_at DESC LIMIT 1",
-                [childId.lowercased]
-            ).scalar.flatMap { Int64($0) }
+            // The newest stored transaction's balance: the burst's own when it stored one (a transaction and its
+            // balance come together), else the table's.
+            var latest = children.lastStored[childId]
+            if latest == nil {
+                // The newest by its time, and of two at one time the one stored last (a burst's share one `now`).
+                latest = try db.query(
+                    "SELECT balance_after_minor FROM relay_txn WHERE child_id = $1 ORDER BY created_at DESC, seq DESC LIMIT 1",
+                    [childId.lowercased]
+                ).scalar.flatMap { Int64($0) }
+            }
             var alert = RelayEvent(
                 kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
                 previousBalance: Money.decimal(cents: child.balance))

@@ -136,11 +136,8 @@ extension Store {
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts
     /// become `merged` and point at it. The digest has its own stable id from then on.
     public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date = Date()) throws(StoreError) -> Delivery {
-        precondition(!parts.isEmpty)
-        return try write { db in
-            let id = "dlv_" + UUID.timeOrdered(at: now).lowercased
-            let first = parts[0]
-            let urgency = parts.contains { $0.urgency == .critical } ? "critical" : first.urgency.rawValue
+        let digest = Delivery.digest(of: parts, event: event, currency: currency, at: now)
+        try write { db in
             try db.execute(
                 sql: """
                     INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at,
@@ -148,20 +145,16 @@ extension Store {
                     VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    id, first.sink, first.rule, RelayEvent.Kind.digest.rawValue, event.childId?.lowercased, urgency,
-                    event.jsonText(currency: currency), Delivery.State.pending, ISO.string(now), ISO.string(now),
-                    parts.lazy.compactMap(\.traceParent).last,  // the digest's send joins its newest part's trace
+                    digest.id, digest.sink, digest.rule, digest.kind.rawValue, digest.childId?.lowercased,
+                    digest.urgency.rawValue, digest.alert, digest.state, ISO.string(now), ISO.string(now), digest.traceParent,
                 ])
             for p in parts {
                 try db.execute(
                     sql: "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
-                arguments: [Delivery.State.merged, id, p.id])
+                arguments: [Delivery.State.merged, digest.id, p.id])
             }
-            guard let digest = try Delivery.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]) else {
-                throw StoreError(path: path, "The digest \(id) was not written.")
-            }
-            return digest
         }
+        return digest
     }
 
     // MARK: - Sinks turned off by the server

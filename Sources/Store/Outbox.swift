@@ -12,20 +12,13 @@ extension Store {
     ) throws(StoreError) -> OutboxEntry {
         try write { db -> OutboxEntry in
             let waiting = try JobQueue<OutboxEntry>.waitingCount(db)
-            guard waiting < limit else {
-                throw StoreError(
-                    path: path,
-                    "The outbox is full (\(limit) writes waiting). Wait until the backend is reachable and the relay has sent them, or raise outbox.limit.")
+            let balance = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased])
+            let minor: Int64
+            switch OutboxCheck.check(child: child, amount: amount, type: type, balance: balance, waiting: waiting, limit: limit) {
+            case .success(let value): minor = value
+            case .failure(let refusal): throw StoreError(path: path, refusal.message)
             }
-            guard let balance = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased]) else {
-                throw StoreError(path: path, "Child \(child) is not in the cache: run the relay once while the backend is reachable.")
-            }
-            let minor = try MinorUnits.from(amount)
-            guard minor > 0 else { throw StoreError(path: path, "The amount must be greater than 0.") }
-            let after = type == .credit ? balance + minor : balance - minor
-            guard after >= 0 else {
-                throw StoreError(path: path, "Insufficient funds: the balance is \(Money.plain(Money.decimal(cents: balance))), the debit \(Money.plain(amount)).")
-            }
+            let after = (balance ?? 0) + (type == .credit ? minor : -minor)
             let localId = UUID()
             let key = UUID.random().lowercased
             let stamp = ISO.string(now)

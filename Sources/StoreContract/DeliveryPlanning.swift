@@ -43,3 +43,20 @@ public enum DeliveryPlanning {
         return planned
     }
 }
+
+extension Delivery {
+    /// The delivery that replaces `parts` (one child's, on one sink) with one digest message: its own time-ordered
+    /// id, the sink and rule of the first part, critical when any part is, the digest event as its alert, and the
+    /// newest part's trace (its send joins that trace). Both stores write this row and mark the parts merged into it.
+    public static func digest(
+        of parts: [Delivery], event: RelayEvent, currency: String?, at now: Date
+    ) -> Delivery {
+        precondition(!parts.isEmpty)
+        let first = parts[0]
+        return Delivery(
+            id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: first.sink, rule: first.rule, kind: .digest,
+            childId: event.childId, urgency: parts.contains { $0.urgency == .critical } ? .critical : first.urgency,
+            alert: event.jsonText(currency: currency), digest: false, state: .pending, attempts: 0, nextAttemptAt: now,
+            createdAt: now, traceParent: parts.lazy.compactMap(\.traceParent).last, carried: event)
+    }
+}

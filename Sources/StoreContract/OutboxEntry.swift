@@ -66,3 +66,37 @@ public protocol OutboxQueue: Sendable {
     /// Given up (a dead letter): undone here, kept for `outbox list`.
     func outboxDead(_ seq: Int64, reason: String, at now: Date) throws(StoreError)
 }
+
+/// What a write must pass to wait in the outbox, the same on both stores: room in the outbox, a child the cache
+/// knows, an amount above zero in whole cents, and a balance the debit does not overdraw.
+public enum OutboxCheck {
+    /// The write's amount in minor units, or why it cannot be queued. `balance`: the child's balance in minor units
+    /// with the writes already waiting (nil: not in the cache).
+    public static func check(
+        child: UUID, amount: Decimal, type: TransactionType, balance: Int64?, waiting: Int, limit: Int
+    ) -> Result<Int64, Refusal> {
+        guard waiting < limit else {
+            return .failure(
+                Refusal(
+                    "The outbox is full (\(limit) writes waiting). Wait until the backend is reachable and the relay has sent them, or raise outbox.limit."
+                ))
+        }
+        guard let balance else {
+            return .failure(Refusal("Child \(child) is not in the cache: run the relay once while the backend is reachable."))
+        }
+        guard let minor = Money.minorUnits(amount) else {
+            return .failure(Refusal("The amount \(amount) has more than 2 decimal places or is out of range."))
+        }
+        guard minor > 0 else { return .failure(Refusal("The amount must be greater than 0.")) }
+        guard (type == .credit ? balance + minor : balance - minor) >= 0 else {
+            return .failure(
+                Refusal("Insufficient funds: the balance is \(Money.plain(cents: balance)), the debit \(Money.plain(amount))."))
+        }
+        return .success(minor)
+    }
+
+    public struct Refusal: Error, Sendable {
+        public let message: String
+        init(_ message: String) { self.message = message }
+    }
+}

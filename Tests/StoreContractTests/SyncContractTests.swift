@@ -180,6 +180,19 @@ import Testing
             #expect(try store.children().first { $0.id == alice }?.currentBalance == child.currentBalance)
             let kinds = try alerted(store).map(\.kind)
             #expect(kinds.filter { $0 == .transactionCreated }.count == 1 && kinds.contains(.balanceUpdated))
+            // The same id with other content is another server's data: the whole burst is refused, nothing stored.
+            var forged = newest
+            forged.amount += 1
+            var fresh = newest
+            fresh.id = UUID()
+            let stored = try store.transactions(child: nil, since: nil, limit: 1000).count
+            do {
+                _ = try store.apply([.transactionCreated(fresh), .transactionCreated(forged)], at: Date(), traceParents: [])
+                Issue.record("a contradiction was stored")
+            } catch let error as StoreError {
+                #expect(error.isConflict && error.message.contains("contradicts the cache"), "\(error)")
+            }
+            #expect(try store.transactions(child: nil, since: nil, limit: 1000).count == stored, "nothing of the burst")
             // An id the cache has never seen, for a child it does not know: a catch-up is due.
             var stranger = newest
             stranger.id = UUID()
