@@ -55,39 +55,47 @@ extension SharedRelayStore: OperatorStore {
         }
     }
 
-    /// A write not sent, or given up, is due now with a fresh count of attempts.
+    /// A write not sent, or given up, is due now with a fresh count of attempts (a given-up one with its local
+    /// transaction and effect restored).
     public func retryOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
-        let state = try outbox().first { $0.seq == seq }?.state
-        guard let state else { throw StoreError(path: location.description, "No outbox entry #\(seq).") }
-        guard [.pending, .rejected, .dead].contains(state) else {
-            throw StoreError(
-                path: location.description,
-                "Outbox entry #\(seq) is \(state.rawValue); only pending, rejected or dead ones can be retried.")
-        }
-        try writing { db throws(PostgresError) in
-            try db.transaction { () throws(PostgresError) in
-                try db.query(
-                    """
-                    UPDATE relay_outbox SET state = 'pending', attempts = 0, last_error = NULL, due_at = $2::timestamptz,
-                      created_at = $2::timestamptz WHERE seq = $1 AND state IN ('pending', 'rejected', 'dead')
-                    """, [String(seq), ISODate.string(now)])
-                try db.notify(Self.outboxChannel)
-            }
+        try changeOutbox(seq, "retried") { (db, entry) throws(PostgresError) in
+            if entry.state != .pending { try redo(db, entry, now: now) }
+            try db.query(
+                """
+                UPDATE relay_outbox SET state = 'pending', attempts = 0, last_error = NULL, due_at = $2::timestamptz,
+                  created_at = $2::timestamptz WHERE seq = $1
+                """, [String(seq), ISODate.string(now)])
+            try db.notify(Self.outboxChannel)
         }
     }
 
+    /// Gives up a write that was not sent: its local transaction and effect are undone.
     public func dropOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
-        let state = try outbox().first { $0.seq == seq }?.state
-        guard let state else { throw StoreError(path: location.description, "No outbox entry #\(seq).") }
-        guard [.pending, .rejected, .dead].contains(state) else {
-            throw StoreError(
-                path: location.description,
-                "Outbox entry #\(seq) is \(state.rawValue); only pending, rejected or dead ones can be dropped.")
+        try changeOutbox(seq, "dropped") { (db, entry) throws(PostgresError) in
+            if entry.state == .pending { try undo(db, entry, now: now) }
+            try db.query("DELETE FROM relay_outbox WHERE seq = $1", [String(seq)])
         }
-        try writing { db throws(PostgresError) in
-            try db.query(
-                "DELETE FROM relay_outbox WHERE seq = $1 AND state IN ('pending', 'rejected', 'dead')", [String(seq)])
+    }
+
+    /// A change the CLI makes to a write that no replica is sending (pending, rejected or dead), its row locked.
+    private func changeOutbox(
+        _ seq: Int64, _ verb: String, _ body: (PostgresConnection, OutboxEntry) throws(PostgresError) -> Void
+    ) throws(StoreError) {
+        let refusal = try writing { db throws(PostgresError) -> String? in
+            try db.transaction { () throws(PostgresError) -> String? in
+                guard
+                    let entry = try db.query(
+                        "SELECT \(Self.outboxColumns()) FROM relay_outbox WHERE seq = $1 FOR UPDATE", [String(seq)]
+                    ).rows.first.flatMap(Self.outboxEntry)
+                else { return "No outbox entry #\(seq)." }
+                guard [.pending, .rejected, .dead].contains(entry.state) else {
+                    return "Outbox entry #\(seq) is \(entry.state.rawValue); only pending, rejected or dead ones can be \(verb)."
+                }
+                try body(db, entry)
+                return nil
+            }
         }
+        if let refusal { throw StoreError(path: location.description, refusal) }
     }
 
     public func summary() throws(StoreError) -> StoreSummary {

@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Core
 import Foundation
@@ -7,8 +8,8 @@ import StoreContract
 /// The outbox on the shared database: writes made with `transaction add`, sent by whichever replica claims them.
 /// A replica claims only a child's oldest waiting write, so two replicas never send one child's writes out of order;
 /// the next one becomes claimable once that one is settled. Claims are renewed and expire like the deliveries'.
-/// Unlike the SQLite file's, no optimistic local transaction is kept: the server's own arrives by the hub or the
-/// next catch-up.
+/// As on the SQLite file, each write keeps an optimistic local transaction (origin `local-pending`) and its effect on
+/// the child's balance until the server's copy replaces it, or it is refused and undone.
 extension SharedRelayStore: OutboxQueue {
     static let outboxTable = PostgresMigration(
         3, "outbox",
@@ -24,44 +25,46 @@ extension SharedRelayStore: OutboxQueue {
     /// The channel a new or retried write notifies.
     public static let outboxChannel = "relay_outbox"
 
-    /// Queues a write (`transaction add`): refused when `limit` writes wait, the child is unknown, or a debit
-    /// exceeds the cached balance less the debits already waiting. Wakes the replicas.
+    /// Queues a write (`transaction add`) with its local transaction and its effect on the balance, in one
+    /// transaction: refused as `OutboxCheck` says (a full outbox, an unknown child, an overdraft). Wakes the replicas.
     public func enqueueTransaction(
         child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100,
         at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
-        let key = UUID().uuidString.lowercased()
+        let key = UUID.random().lowercased
+        let localId = UUID()
         let outcome = try writing { db throws(PostgresError) -> Result<Int64, StoreError> in
             try db.transaction { () throws(PostgresError) -> Result<Int64, StoreError> in
-                // One write at a time per child, so that two commands cannot both spend the same balance.
-                let row = try db.query(
-                    "SELECT balance_minor FROM relay_child WHERE id = $1 FOR UPDATE", [child.lowercased]
-                ).rows.first
+                // The child's row locked: two commands cannot both spend the same balance.
+                let row = try lockedChild(db, child)
                 let waiting =
                     Int(
                         try db.query("SELECT count(*) FROM relay_outbox WHERE state IN ('pending', 'in_flight')").scalar
                             ?? "") ?? 0
-                // The balance with the writes already waiting: a debit must not overdraw it once they are sent.
-                let pending =
-                    Int64(
-                        try db.query(
-                            "SELECT coalesce(sum(CASE WHEN type = 'Credit' THEN amount_minor ELSE -amount_minor END), 0) FROM relay_outbox WHERE child_id = $1 AND state IN ('pending', 'in_flight')",
-                            [child.lowercased]
-                        ).scalar ?? "") ?? 0
-                let balance = row?[0].flatMap { Int64($0) }.map { $0 + pending }
                 let minor: Int64
                 switch OutboxCheck.check(
-                    child: child, amount: amount, type: type, balance: balance, waiting: waiting, limit: limit)
+                    child: child, amount: amount, type: type, balance: row?.balance, waiting: waiting, limit: limit)
                 {
                 case .success(let value): minor = value
                 case .failure(let refusal): return .failure(StoreError(path: location.description, refusal.message))
                 }
+                let after = (row?.balance ?? 0) + (type == .credit ? minor : -minor)
+                let local = Transaction(
+                    id: localId, childId: child, amount: amount, type: type, description: description,
+                    balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
+                _ = try insert(db, local, via: "local", origin: "local-pending", now: now)
+                try setBalance(db, child, after, now)
                 let seq =
                     try db.query(
                         """
-                        INSERT INTO relay_outbox (idempotency_key, child_id, amount_minor, type, description, created_at, due_at)
-                        VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz) RETURNING seq
-                        """, [key, child.lowercased, String(minor), type.rawValue, description, ISODate.string(now)]
+                        INSERT INTO relay_outbox (idempotency_key, child_id, amount_minor, type, description, created_at, due_at,
+                                                  local_txn_id)
+                        VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz, $7) RETURNING seq
+                        """,
+                        [
+                            key, child.lowercased, String(minor), type.rawValue, description, ISODate.string(now),
+                            localId.lowercased,
+                        ]
                     ).scalar.flatMap { Int64($0) } ?? 0
                 try db.notify(Self.outboxChannel)
                 return .success(seq)
@@ -69,7 +72,7 @@ extension SharedRelayStore: OutboxQueue {
         }
         let seq = try outcome.get()
         return OutboxEntry(
-            seq: seq, idempotencyKey: key, localTransactionId: UUID(), childId: child, amount: amount, type: type,
+            seq: seq, idempotencyKey: key, localTransactionId: localId, childId: child, amount: amount, type: type,
             description: description,
             state: .pending, attempts: 0, lastError: nil, createdAt: now)
     }
@@ -130,34 +133,121 @@ extension SharedRelayStore: OutboxQueue {
     /// Claimed already by `dueOutbox`.
     public func markInFlight(_ seq: Int64) throws(StoreError) {}
 
+    /// The server took the write: its transaction replaces the local one (and its alert is planned here, with the
+    /// balance before it as the server had it), unless the hub or a catch-up brought it first.
     public func outboxSent(_ seq: Int64, server: Transaction, at now: Date) throws(StoreError) {
-        try settle(seq, "state = 'sent', last_error = NULL, sent_transaction = $3", [server.id.lowercased])
+        try settle(seq) { (db, entry) throws(PostgresError) in
+            try db.query(
+                "UPDATE relay_outbox SET state = 'sent', last_error = NULL, sent_transaction = $2 WHERE seq = $1",
+                [String(seq), server.id.lowercased])
+            try dropLocal(db, entry)
+            guard try insert(db, server, via: "outbox", now: now), let child = try lockedChild(db, server.childId) else {
+                return  // already stored from the hub: its balance is newer than ours
+            }
+            // The server's balance after this write, plus the writes still waiting here.
+            try setBalance(db, server.childId, (server.balanceAfterCents ?? 0) + child.pending, now)
+            let cents = (try? server.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
+            if try plan(
+                db,
+                RelayEvent(
+                    kind: .transactionCreated, at: now, childId: server.childId, childName: child.name,
+                    transaction: server, balance: server.balanceAfter,
+                    previousBalance: Money.decimal(cents: cents.balanceBefore)), now: now) > 0
+            {
+                try db.notify(Self.channel)
+            }
+        }
     }
 
     public func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError) {
-        try settle(
-            seq, "state = 'pending', last_error = $3, due_at = $4::timestamptz", [error, ISODate.string(retryAt)])
+        try settle(seq) { (db, _) throws(PostgresError) in
+            try db.query(
+                "UPDATE relay_outbox SET state = 'pending', last_error = $2, due_at = $3::timestamptz WHERE seq = $1",
+                [String(seq), error, ISODate.string(retryAt)])
+        }
     }
 
+    /// Refused for good by the server: undone here, with an `outbox.rejected` alert.
     public func outboxRejected(_ seq: Int64, reason: String, at now: Date) throws(StoreError) {
-        try settle(seq, "state = 'rejected', last_error = $3", [reason])
+        try giveUp(seq, as: .rejected, reason: reason, at: now)
     }
 
+    /// Given up (a dead letter): undone like a rejection, kept for `outbox list`, with an `outbox.dead` alert.
     public func outboxDead(_ seq: Int64, reason: String, at now: Date) throws(StoreError) {
-        try settle(seq, "state = 'dead', last_error = $3", [reason], attempted: false)
+        try giveUp(seq, as: .dead, reason: reason, attempted: false, at: now)
     }
 
-    /// An outcome, where the claim is still this replica's; the next write of the child becomes claimable.
-    private func settle(_ seq: Int64, _ set: String, _ more: [String?], attempted: Bool = true) throws(StoreError) {
+    private func giveUp(
+        _ seq: Int64, as state: OutboxEntry.State, reason: String, attempted: Bool = true, at now: Date
+    ) throws(StoreError) {
+        try settle(seq, attempted: attempted) { (db, entry) throws(PostgresError) in
+            try db.query(
+                "UPDATE relay_outbox SET state = $2, last_error = $3 WHERE seq = $1", [String(seq), state.rawValue, reason])
+            try undo(db, entry, now: now)
+            let child = try childRow(db, entry.childId)
+            let local = Transaction(
+                id: entry.localTransactionId, childId: entry.childId, amount: entry.amount, type: entry.type,
+                description: entry.description, balanceAfter: Money.decimal(cents: child?.balance ?? 0),
+                createdAt: entry.createdAt, createdByName: "allowance-relay")
+            let alert = RelayEvent(
+                kind: state == .dead ? .outboxDead : .outboxRejected, at: now, childId: entry.childId,
+                childName: child?.name, transaction: local, detail: reason)
+            if try plan(db, alert, now: now) > 0 { try db.notify(Self.channel) }
+        }
+    }
+
+    /// An outcome, where the claim is still this replica's (else another replica took the write after this one's
+    /// claim expired, and its outcome is the one kept); the child's next write becomes claimable.
+    private func settle(
+        _ seq: Int64, attempted: Bool = true,
+        _ body: (PostgresConnection, OutboxEntry) throws(PostgresError) -> Void
+    ) throws(StoreError) {
         try working { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
-                try db.query(
-                    """
-                    UPDATE relay_outbox SET \(set), attempts = attempts + \(attempted ? 1 : 0), claimed_by = NULL, claim_expires_at = NULL
-                    WHERE seq = $1 AND claimed_by = $2 AND state = 'in_flight'
-                    """, [String(seq), replica] + more)
+                guard
+                    let entry = try db.query(
+                        """
+                        UPDATE relay_outbox SET attempts = attempts + \(attempted ? 1 : 0), claimed_by = NULL, claim_expires_at = NULL
+                        WHERE seq = $1 AND claimed_by = $2 AND state = 'in_flight' RETURNING \(Self.outboxColumns())
+                        """, [String(seq), replica]
+                    ).rows.first.flatMap(Self.outboxEntry)
+                else { return }
+                // The child's row first, as the link holder's writer takes it: the two never wait on each other in a
+                // circle (the writer storing the hub's echo of this write while this stores the answer).
+                _ = try lockedChild(db, entry.childId)
+                try body(db, entry)
                 try db.notify(Self.outboxChannel)
             }
+        }
+    }
+
+    /// The write's local transaction is gone (the server's replaces it).
+    func dropLocal(_ db: PostgresConnection, _ entry: OutboxEntry) throws(PostgresError) {
+        try db.query(
+            "DELETE FROM relay_txn WHERE id = $1 AND origin = 'local-pending'", [entry.localTransactionId.lowercased])
+    }
+
+    /// The write is undone here: its local transaction, and its effect on the balance while it was still there (the
+    /// hub may have brought the server's copy already, whose balance is the server's).
+    func undo(_ db: PostgresConnection, _ entry: OutboxEntry, now: Date) throws(PostgresError) {
+        guard let child = try lockedChild(db, entry.childId) else { return }
+        let removed = try db.query(
+            "DELETE FROM relay_txn WHERE id = $1 AND origin = 'local-pending'", [entry.localTransactionId.lowercased]
+        ).affected
+        guard removed > 0, let minor = Money.minorUnits(entry.amount) else { return }
+        try setBalance(db, entry.childId, child.balance - (entry.type == .credit ? minor : -minor), now)
+    }
+
+    /// A write given up is queued again: its local transaction and effect come back.
+    func redo(_ db: PostgresConnection, _ entry: OutboxEntry, now: Date) throws(PostgresError) {
+        guard let child = try lockedChild(db, entry.childId), let minor = Money.minorUnits(entry.amount) else { return }
+        let after = child.balance + (entry.type == .credit ? minor : -minor)
+        let local = Transaction(
+            id: entry.localTransactionId, childId: entry.childId, amount: entry.amount, type: entry.type,
+            description: entry.description, balanceAfter: Money.decimal(cents: after), createdAt: now,
+            createdByName: "allowance-relay")
+        if try insert(db, local, via: "local", origin: "local-pending", now: now) {
+            try setBalance(db, entry.childId, after, now)
         }
     }
 
@@ -165,7 +255,7 @@ extension SharedRelayStore: OutboxQueue {
         let t = table.isEmpty ? "" : table + "."
         return """
             \(t)seq, \(t)idempotency_key, \(t)child_id, \(t)amount_minor, \(t)type, \(t)description, \(t)state, \(t)attempts, \(t)last_error,
-            extract(epoch FROM \(t)created_at)
+            extract(epoch FROM \(t)created_at), \(t)local_txn_id
             """
     }
 
@@ -176,7 +266,8 @@ extension SharedRelayStore: OutboxQueue {
             let state = row[6].flatMap(OutboxEntry.State.init(rawValue:))
         else { return nil }
         return OutboxEntry(
-            seq: seq, idempotencyKey: row[1] ?? "", localTransactionId: UUID(), childId: child,
+            seq: seq, idempotencyKey: row[1] ?? "", localTransactionId: row[10].flatMap(UUID.init(uuidString:)) ?? UUID(),
+            childId: child,
             amount: Money.decimal(cents: minor), type: type,
             description: row[5] ?? "", state: state, attempts: Int(row[7] ?? "") ?? 0, lastError: row[8],
             createdAt: row[9].flatMap(Double.init).map(Date.init(timeIntervalSince1970:)) ?? .distantPast)

@@ -27,6 +27,42 @@ extension SharedRelayStore {
         return (row[0] ?? "", Int64(row[1] ?? "") ?? 0)
     }
 
+    /// A child as a write to its balance needs it, its row locked until the caller's transaction ends (the link
+    /// holder's writer and any replica's outbox change one child's balance one at a time): its name, its balance
+    /// (the server's plus the writes made here and not yet confirmed), and those writes' effect and number.
+    func lockedChild(
+        _ db: PostgresConnection, _ id: UUID
+    ) throws(PostgresError) -> (name: String, balance: Int64, pending: Int64, waiting: Int)? {
+        guard
+            let row = try db.query(
+                """
+                SELECT c.name, c.balance_minor,
+                  coalesce((SELECT sum(CASE t.type WHEN 'Credit' THEN t.amount_minor ELSE -t.amount_minor END) FROM relay_txn t
+                            WHERE t.child_id = c.id AND t.origin = 'local-pending'), 0),
+                  (SELECT count(*) FROM relay_txn t WHERE t.child_id = c.id AND t.origin = 'local-pending')
+                FROM relay_child c WHERE c.id = $1 FOR UPDATE OF c
+                """, [id.lowercased]
+            ).rows.first
+        else { return nil }
+        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0, Int64(row[2] ?? "") ?? 0, Int(row[3] ?? "") ?? 0)
+    }
+
+    /// When `t` is the server's copy of a write being sent right now (the hub can push it before the POST is
+    /// answered), removes the local stand-in and returns its effect on the balance; otherwise 0.
+    func dropLocalEcho(_ db: PostgresConnection, of t: Transaction) throws(PostgresError) -> Int64 {
+        guard let minor = t.amountCents else { return 0 }
+        let dropped = try db.query(
+            """
+            DELETE FROM relay_txn WHERE id = (
+              SELECT t.id FROM relay_txn t JOIN relay_outbox o ON o.local_txn_id = t.id
+              WHERE o.state = 'in_flight' AND t.origin = 'local-pending' AND t.child_id = $1 AND t.amount_minor = $2
+                AND t.type = $3 AND t.description = $4
+              ORDER BY o.seq LIMIT 1)
+            """, [t.childId.lowercased, String(minor), t.type.rawValue, t.description]
+        ).affected
+        return dropped == 0 ? 0 : t.type == .credit ? minor : -minor
+    }
+
     func setBalance(
         _ db: PostgresConnection, _ child: UUID, _ minor: Int64, _ now: Date
     ) throws(PostgresError) {
@@ -43,17 +79,18 @@ extension SharedRelayStore {
 
     /// True when the transaction was new.
     func insert(
-        _ db: PostgresConnection, _ t: Transaction, via: String, now: Date
+        _ db: PostgresConnection, _ t: Transaction, via: String, origin: String = "server", now: Date
     ) throws(PostgresError) -> Bool {
         try db.query(
             """
             INSERT INTO relay_txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at,
-                                   created_by, via, stored_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz) ON CONFLICT (id) DO NOTHING
+                                   created_by, via, stored_at, origin)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11) ON CONFLICT (id) DO NOTHING
             """,
             [
                 t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
                 String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via, ISODate.string(now),
+                origin,
             ]
         ).affected == 1
     }

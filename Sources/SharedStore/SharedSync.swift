@@ -20,7 +20,9 @@ extension SharedRelayStore: SyncStore {
         CREATE TABLE relay_rejected (
             id text PRIMARY KEY, child_id text, reason text NOT NULL, payload text NOT NULL,
             first_seen_at timestamptz NOT NULL);
-        ALTER TABLE relay_txn ADD COLUMN seq bigserial;
+        ALTER TABLE relay_txn ADD COLUMN seq bigserial, ADD COLUMN origin text NOT NULL DEFAULT 'server';
+        CREATE INDEX relay_txn_local ON relay_txn (child_id) WHERE origin = 'local-pending';
+        ALTER TABLE relay_outbox ADD COLUMN local_txn_id text;
         CREATE INDEX relay_txn_child ON relay_txn (child_id, created_at DESC, seq DESC);
         ALTER TABLE relay_delivery ADD COLUMN seq bigserial;
         DROP INDEX relay_delivery_due;
@@ -72,23 +74,33 @@ extension SharedRelayStore: SyncStore {
         }
     }
 
-    /// The children a burst touches, each read once, and the balance the burst's last transaction of each left.
+    /// The children a burst touches, each read (and locked) once, and the balance the burst's last transaction of
+    /// each left.
     private struct BurstChildren {
-        var rows: [UUID: (name: String, balance: Int64, changed: Bool)] = [:]
+        struct Child {
+            var name: String
+            /// The server's balance plus the writes made here and not yet confirmed.
+            var balance: Int64
+            /// Those writes' effect, and how many there are.
+            var pending: Int64
+            var waiting: Int
+            var changed = false
+        }
+        var rows: [UUID: Child] = [:]
         var lastStored: [UUID: Int64] = [:]
 
-        mutating func load(
-            _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
-        ) throws(PostgresError) -> (name: String, balance: Int64)? {
-            if let row = rows[id] { return (row.name, row.balance) }
-            guard let row = try store.childRow(db, id) else { return nil }
-            rows[id] = (row.name, row.balance, false)
-            return (row.name, row.balance)
+        mutating func load(_ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore) throws(PostgresError) -> Child? {
+            if let row = rows[id] { return row }
+            guard let row = try store.lockedChild(db, id) else { return nil }
+            let child = Child(name: row.name, balance: row.balance, pending: row.pending, waiting: row.waiting)
+            rows[id] = child
+            return child
         }
 
-        mutating func set(_ id: UUID, balance: Int64) {
-            rows[id]?.balance = balance
-            rows[id]?.changed = true
+        mutating func update(_ id: UUID, _ child: Child) {
+            var child = child
+            child.changed = true
+            rows[id] = child
         }
     }
 
@@ -103,7 +115,7 @@ extension SharedRelayStore: SyncStore {
                 let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
                 return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: first), planned)
             }
-            guard let child = try children.load(db, t.childId, via: self) else {
+            guard var child = try children.load(db, t.childId, via: self) else {
                 return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"), 0)
             }
             guard try insert(db, t, via: "hub", now: now) else {
@@ -114,36 +126,52 @@ extension SharedRelayStore: SyncStore {
                 return (.duplicate, 0)
             }
             let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
-            children.set(t.childId, balance: cents.balanceAfter)
+            // The cached balance includes writes made here and not yet confirmed; the server's does not.
+            let gap = child.balance - child.pending != cents.balanceBefore
+            // Our own write, echoed by the hub before its POST was answered: the server has it now.
+            if child.waiting > 0 {
+                let echoed = try dropLocalEcho(db, of: t)
+                if echoed != 0 {
+                    child.pending -= echoed
+                    child.waiting -= 1
+                }
+            }
+            child.balance = cents.balanceAfter + child.pending
+            children.update(t.childId, child)
             children.lastStored[t.childId] = cents.balanceAfter
             var alert = RelayEvent(
                 kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
                 balance: t.balanceAfter, previousBalance: Money.decimal(cents: cents.balanceBefore))
             alert.traceParent = traceParent
             let planned = try plan(db, alert, now: now)
-            return (.stored(gap: child.balance != cents.balanceBefore ? t.childId : nil), planned)
+            return (.stored(gap: gap ? t.childId : nil), planned)
         case .transactionCreatedId(let id):
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
         case .balanceUpdated(let childId, let balance):
-            guard let child = try children.load(db, childId, via: self) else {
+            guard var child = try children.load(db, childId, via: self) else {
                 return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet"), 0)
             }
-            let server = Money.minorUnits(balance) ?? child.balance
-            children.set(childId, balance: server)
+            let server = Money.minorUnits(balance) ?? child.balance - child.pending
+            let previous = child.balance - child.pending
+            child.balance = server + child.pending  // the server's balance wins: it is calculated there
+            children.update(childId, child)
             // The newest stored transaction's balance: the burst's own when it stored one (a transaction and its
             // balance come together), else the table's.
             var latest = children.lastStored[childId]
             if latest == nil {
                 // The newest by its time, and of two at one time the one stored last (a burst's share one `now`).
                 latest = try db.query(
-                    "SELECT balance_after_minor FROM relay_txn WHERE child_id = $1 ORDER BY created_at DESC, seq DESC LIMIT 1",
+                    """
+                    SELECT balance_after_minor FROM relay_txn WHERE child_id = $1 AND origin = 'server'
+                    ORDER BY created_at DESC, seq DESC LIMIT 1
+                    """,
                     [childId.lowercased]
                 ).scalar.flatMap { Int64($0) }
             }
             var alert = RelayEvent(
                 kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                previousBalance: Money.decimal(cents: child.balance))
+                previousBalance: Money.decimal(cents: previous))
             alert.traceParent = traceParent
             let planned = try plan(db, alert, now: now)
             return (.stored(gap: latest == nil || latest == server ? nil : childId), planned)
@@ -267,6 +295,7 @@ extension SharedRelayStore: SyncStore {
                             continue
                         }
                         guard try insert(db, t, via: "catch-up", now: now) else { continue }
+                        _ = try dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
                         inserted += 1
                         var event = RelayEvent(
                             kind: .transactionCreated, at: now, childId: t.childId,
@@ -298,17 +327,20 @@ extension SharedRelayStore: SyncStore {
         let live = history ? try !db.query("SELECT 1 FROM relay_txn WHERE via = 'hub' LIMIT 1").rows.isEmpty : true
         for c in children {
             let row = try db.query(
-                "SELECT balance_minor, extract(epoch FROM updated_at) FROM relay_child WHERE id = $1", [c.id.lowercased]
+                "SELECT extract(epoch FROM updated_at) FROM relay_child WHERE id = $1", [c.id.lowercased]
             ).rows.first
             // A balance a live event set after the question is newer than the answer.
-            if let asked = balancesAskedAt, let updated = row?[1].flatMap(Double.init),
+            if let asked = balancesAskedAt, let updated = row?[0].flatMap(Double.init),
                 updated > asked.timeIntervalSince1970
             {
                 continue
             }
+            // The server's figure wins, plus the writes still waiting here.
+            guard let child = try lockedChild(db, c.id) else { continue }
             let server = Money.minorUnits(c.currentBalance) ?? 0
-            try setBalance(db, c.id, server, now)
-            if let cached = row?[0].flatMap({ Int64($0) }), cached != server {
+            try setBalance(db, c.id, server + child.pending, now)
+            let cached = child.balance - child.pending
+            if row != nil, cached != server {
                 var event = RelayEvent(
                     kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
                     previousBalance: Money.decimal(cents: cached), caughtUp: true)
@@ -326,7 +358,7 @@ extension SharedRelayStore: SyncStore {
     public func hasTransactions(child: UUID, storedBefore date: Date) throws(StoreError) -> Bool {
         try writing { db throws(PostgresError) -> Bool in
             try !db.query(
-                "SELECT 1 FROM relay_txn WHERE child_id = $1 AND stored_at < $2::timestamptz LIMIT 1",
+                "SELECT 1 FROM relay_txn WHERE child_id = $1 AND origin = 'server' AND stored_at < $2::timestamptz LIMIT 1",
                 [child.lowercased, ISODate.string(date)]
             ).rows.isEmpty
         }
@@ -362,7 +394,8 @@ extension SharedRelayStore: SyncStore {
         }
         let candidates = try db.query(
             """
-            \(Self.describedTransaction) WHERE t.child_id = $1 AND ($2::timestamptz IS NULL OR t.created_at > $2::timestamptz)
+            \(Self.describedTransaction) WHERE t.child_id = $1 AND t.origin = 'server'
+            AND ($2::timestamptz IS NULL OR t.created_at > $2::timestamptz)
             AND t.stored_at < $3::timestamptz ORDER BY t.created_at DESC
             """, [window.child.lowercased, newerThan, ISODate.string(window.startedAt)]
         ).rows
@@ -383,8 +416,8 @@ extension SharedRelayStore: SyncStore {
                 // Every transaction at the newest instant: two in one millisecond have no order between them.
                 let newest = try db.query(
                     """
-                    \(Self.describedTransaction) WHERE t.child_id = $1
-                    AND t.created_at = (SELECT max(created_at) FROM relay_txn WHERE child_id = $1)
+                    \(Self.describedTransaction) WHERE t.child_id = $1 AND t.origin = 'server'
+                    AND t.created_at = (SELECT max(created_at) FROM relay_txn WHERE child_id = $1 AND origin = 'server')
                     """, [c.id.lowercased]
                 ).rows
                 guard let first = newest.first, let server = Money.minorUnits(c.currentBalance) else { continue }
