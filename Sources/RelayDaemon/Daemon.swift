@@ -119,6 +119,12 @@ public struct Daemon: Sendable {
     }
 
     private func runGroup(signals: DaemonSignals?) async -> Int32 {
+        do {
+            try prepare()
+        } catch {
+            logger.critical("\(error)")
+            return 74
+        }
         let store = storage.contract
         let exporter = TracingSetup.exporter(settings, http: http, logger: logger)
         let tokens = settings.tokenSource(http: http)  // one source for the hub and REST: one login, one renewal
