@@ -77,30 +77,15 @@ extension SharedRelayStore: SyncStore {
     /// The children a burst touches, each read (and locked) once, and the balance the burst's last transaction of
     /// each left.
     private struct BurstChildren {
-        struct Child {
-            var name: String
-            /// The server's balance plus the writes made here and not yet confirmed.
-            var balance: Int64
-            /// Those writes' effect, and how many there are.
-            var pending: Int64
-            var waiting: Int
-            var changed = false
-        }
-        var rows: [UUID: Child] = [:]
+        var rows: [UUID: BurstChild] = [:]
         var lastStored: [UUID: Int64] = [:]
 
-        mutating func load(_ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore) throws(PostgresError) -> Child? {
+        mutating func load(_ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore) throws(PostgresError) -> BurstChild? {
             if let row = rows[id] { return row }
             guard let row = try store.lockedChild(db, id) else { return nil }
-            let child = Child(name: row.name, balance: row.balance, pending: row.pending, waiting: row.waiting)
+            let child = BurstChild(name: row.name, balance: row.balance, pending: row.pending, waiting: row.waiting)
             rows[id] = child
             return child
-        }
-
-        mutating func update(_ id: UUID, _ child: Child) {
-            var child = child
-            child.changed = true
-            rows[id] = child
         }
     }
 
@@ -115,7 +100,7 @@ extension SharedRelayStore: SyncStore {
                 let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
                 return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: first), planned)
             }
-            guard var child = try children.load(db, t.childId, via: self) else {
+            guard let child = try children.load(db, t.childId, via: self) else {
                 return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"), 0)
             }
             guard try insert(db, t, via: "hub", now: now) else {
@@ -126,36 +111,21 @@ extension SharedRelayStore: SyncStore {
                 return (.duplicate, 0)
             }
             let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
-            // The cached balance includes writes made here and not yet confirmed; the server's does not.
-            let gap = child.balance - child.pending != cents.balanceBefore
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
-            if child.waiting > 0 {
-                let echoed = try dropLocalEcho(db, of: t)
-                if echoed != 0 {
-                    child.pending -= echoed
-                    child.waiting -= 1
-                }
-            }
-            child.balance = cents.balanceAfter + child.pending
-            children.update(t.childId, child)
+            let echoed = child.waiting > 0 ? try dropLocalEcho(db, of: t) : 0
+            let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
+            children.rows[t.childId] = after
             children.lastStored[t.childId] = cents.balanceAfter
-            var alert = RelayEvent(
-                kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                balance: t.balanceAfter, previousBalance: Money.decimal(cents: cents.balanceBefore))
-            alert.traceParent = traceParent
-            let planned = try plan(db, alert, now: now)
-            return (.stored(gap: gap ? t.childId : nil), planned)
+            let alert = HubEventPolicy.alert(
+                t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now, traceParent: traceParent)
+            return (.stored(gap: gap ? t.childId : nil), try plan(db, alert, now: now))
         case .transactionCreatedId(let id):
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
         case .balanceUpdated(let childId, let balance):
-            guard var child = try children.load(db, childId, via: self) else {
+            guard let child = try children.load(db, childId, via: self) else {
                 return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet"), 0)
             }
-            let server = Money.minorUnits(balance) ?? child.balance - child.pending
-            let previous = child.balance - child.pending
-            child.balance = server + child.pending  // the server's balance wins: it is calculated there
-            children.update(childId, child)
             // The newest stored transaction's balance: the burst's own when it stored one (a transaction and its
             // balance come together), else the table's.
             var latest = children.lastStored[childId]
@@ -169,12 +139,12 @@ extension SharedRelayStore: SyncStore {
                     [childId.lowercased]
                 ).scalar.flatMap { Int64($0) }
             }
-            var alert = RelayEvent(
-                kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                previousBalance: Money.decimal(cents: previous))
-            alert.traceParent = traceParent
-            let planned = try plan(db, alert, now: now)
-            return (.stored(gap: latest == nil || latest == server ? nil : childId), planned)
+            let server = Money.minorUnits(balance) ?? child.balance - child.pending
+            let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
+            children.rows[childId] = after
+            let alert = HubEventPolicy.alert(
+                balance: balance, child: childId, name: child.name, previous: previous, at: now, traceParent: traceParent)
+            return (.stored(gap: gap ? childId : nil), try plan(db, alert, now: now))
         }
     }
 

@@ -37,34 +37,25 @@ extension Store {
                 return .rejected(
                     reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now, traceParent: traceParent))
             }
-            guard var child = try children.load(db, t.childId) else {
+            guard let child = try children.load(db, t.childId) else {
                 return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
             guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
                 if let contradiction = try Self.contradiction(db, t) { throw StoreError(path: path, contradiction, code: .conflict) }
                 return .duplicate
             }
-            // The cached balance includes writes made here and not yet confirmed; the server's does not.
             let cents = try t.cents()
-            let before = cents.balanceBefore
-            let gap = child.balance - child.pending != before
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
-            if child.waiting > 0 {
-                let echoed = try Self.dropLocalEcho(db, of: t)
-                if echoed != 0 {
-                    child.pending -= echoed
-                    child.waiting -= 1
-                }
-            }
+            let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
+            let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
             try Self.insert(db, t, via: "hub", now: now)
-            child.balance = cents.balanceAfter + child.pending
-            children.update(t.childId, child)
+            children.update(t.childId, after)
             if plansAny(.transactionCreated) {
-                var alert = RelayEvent(
-                    kind: .transactionCreated, at: now, childId: t.childId, childName: child.name, transaction: t,
-                    balance: t.balanceAfter, previousBalance: Money.decimal(cents: before))
-                alert.traceParent = traceParent
-                try planDeliveries(db, alert)
+                try planDeliveries(
+                    db,
+                    HubEventPolicy.alert(
+                        t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now,
+                        traceParent: traceParent))
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
@@ -73,7 +64,7 @@ extension Store {
             }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
         case .balanceUpdated(let childId, let balance):
-            guard var child = try children.load(db, childId) else {
+            guard let child = try children.load(db, childId) else {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             // Not unique by content (the same balance can come twice): every one is kept, in order.
@@ -82,18 +73,16 @@ extension Store {
                 try db.cachedStatement(
                     sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"),
                 arguments: [childId.lowercased])
-            let server = try MinorUnits.from(balance)
-            let previous = child.balance - child.pending
-            child.balance = server + child.pending  // the server's balance wins: it is calculated there
-            children.update(childId, child)
+            let (gap, after, previous) = HubEventPolicy.balance(try MinorUnits.from(balance), child: child, latest: latest)
+            children.update(childId, after)
             if plansAny(.balanceUpdated) {
-                var alert = RelayEvent(
-                    kind: .balanceUpdated, at: now, childId: childId, childName: child.name, balance: balance,
-                    previousBalance: Money.decimal(cents: previous))
-                alert.traceParent = traceParent
-                try planDeliveries(db, alert)
+                try planDeliveries(
+                    db,
+                    HubEventPolicy.alert(
+                        balance: balance, child: childId, name: child.name, previous: previous, at: now,
+                        traceParent: traceParent))
             }
-            return .stored(gap: latest == nil || latest == server ? nil : childId)
+            return .stored(gap: gap ? childId : nil)
         }
     }
 

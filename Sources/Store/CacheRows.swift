@@ -125,33 +125,22 @@ extension Store {
 /// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
 /// balance written once at the end of the burst, not once per event.
 struct BurstChildren {
-    struct Child {
-        var balance: Int64
-        var name: String
-        /// The effect of the child's local writes not yet confirmed by the server, and how many there are.
-        var pending: Int64
-        var waiting: Int
-        var changed = false
-    }
-
-    private var known: [UUID: Child] = [:]
+    private var known: [UUID: BurstChild] = [:]
 
     /// The child as the cache has it (nil: not in the cache).
-    mutating func load(_ db: Database, _ id: UUID) throws -> Child? {
+    mutating func load(_ db: Database, _ id: UUID) throws -> BurstChild? {
         if let child = known[id] { return child }
         guard
             let row = try Row.fetchOne(
                 try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
-        let child = Child(balance: row[0], name: row[1], pending: pending, waiting: waiting)
+        let child = BurstChild(name: row[1], balance: row[0], pending: pending, waiting: waiting)
         known[id] = child
         return child
     }
 
-    mutating func update(_ id: UUID, _ child: Child) {
-        var child = child
-        child.changed = true
+    mutating func update(_ id: UUID, _ child: BurstChild) {
         known[id] = child
     }
 

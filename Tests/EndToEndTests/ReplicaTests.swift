@@ -151,8 +151,13 @@ import Testing
             #expect(
                 !status.output.contains(r.cluster.password)
                     && !r.relays.contains { $0.output.contains(r.cluster.password) })
-            // The one status on either store: the sync state and the hub as the new holder sees them.
-            #expect(json["sync"]?["phase"]?.stringValue == "idle", "\(status.output)")
+            // The one status on either store: the sync state (caught up, once the new holder's catch-up ends) and
+            // the hub as the new holder sees them.
+            let idle = await eventually(.seconds(20)) {
+                let now = (try? await r.output(["status", "--json"])) ?? ""
+                return (try? JSONValue(parsing: Array(now.utf8)))?["sync"]?["phase"]?.stringValue == "idle"
+            }
+            #expect(idle, "\(status.output)")
             #expect(json["hub"]?["state"]?.stringValue == "connected", "\(status.output)")
             #expect((json["transactions"]?.intValue ?? 0) >= made.count, "\(status.output)")
             // The one command that is the file's by nature (SQLite's VACUUM) says so rather than do nothing.

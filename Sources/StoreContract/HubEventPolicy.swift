@@ -1,0 +1,77 @@
+import Alerts
+import AllowanceAPI
+import Foundation
+
+/// A child as a burst of hub events sees it: read once, changed in memory, its balance written once at the end.
+public struct BurstChild: Sendable, Equatable {
+    public var name: String
+    /// The server's balance plus the writes made here and not yet confirmed (minor units): what a parent sees.
+    public var balance: Int64
+    /// Those writes' effect on the balance, and how many there are.
+    public var pending: Int64
+    public var waiting: Int
+    /// The burst changed the balance: it is written at the end.
+    public var changed = false
+
+    public init(name: String, balance: Int64, pending: Int64, waiting: Int) {
+        self.name = name
+        self.balance = balance
+        self.pending = pending
+        self.waiting = waiting
+    }
+}
+
+/// What one hub event does to a child, the policy both stores apply inside the transaction that stores the event;
+/// the rows (the transaction stored, the stand-in of a write made here dropped, the newest stored transaction read)
+/// are the backend's.
+public enum HubEventPolicy {
+    /// A new transaction: whether it shows that the cache missed something (the balance before it is not the cached
+    /// one, counted without the writes made here), and the child after it. `echoed`: what dropping the local stand-in
+    /// of this very write took off the pending effect (0: not a write of ours), found by the caller after the gap.
+    public static func transaction(
+        _ cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64), child: BurstChild, echoed: Int64
+    ) -> (gap: Bool, child: BurstChild) {
+        var after = child
+        let gap = child.balance - child.pending != cents.balanceBefore
+        if echoed != 0 {
+            after.pending -= echoed
+            after.waiting -= 1
+        }
+        after.balance = cents.balanceAfter + after.pending
+        after.changed = true
+        return (gap, after)
+    }
+
+    /// A BalanceUpdated: the server's balance wins (it is calculated there), with the writes still waiting here on
+    /// top; a gap when the newest stored transaction (`latest`, minor units; nil: none) left another balance. Also
+    /// the balance before it, as the server had it, for the alert.
+    public static func balance(
+        _ server: Int64, child: BurstChild, latest: Int64?
+    ) -> (gap: Bool, child: BurstChild, previous: Int64) {
+        var after = child
+        after.balance = server + child.pending
+        after.changed = true
+        return (latest != nil && latest != server, after, child.balance - child.pending)
+    }
+
+    /// The alerts they plan: the event as the relay says it, with the balance before it.
+    public static func alert(
+        _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?
+    ) -> RelayEvent {
+        var alert = RelayEvent(
+            kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t, balance: t.balanceAfter,
+            previousBalance: Money.decimal(cents: balanceBefore))
+        alert.traceParent = traceParent
+        return alert
+    }
+
+    public static func alert(
+        balance: Decimal, child: UUID, name: String, previous: Int64, at now: Date, traceParent: String?
+    ) -> RelayEvent {
+        var alert = RelayEvent(
+            kind: .balanceUpdated, at: now, childId: child, childName: name, balance: balance,
+            previousBalance: Money.decimal(cents: previous))
+        alert.traceParent = traceParent
+        return alert
+    }
+}
