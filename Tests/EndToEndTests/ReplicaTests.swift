@@ -56,7 +56,7 @@ import Testing
     /// Starts a cluster, the simulator and the replicas `names` relaying every transaction to `hook` (concurrency
     /// 1); `body` runs once one of them holds the link and has taken the family's history.
     func withReplicas(
-        _ names: [String], hook: WebhookReceiver, statusPorts: [String: Int] = [:],
+        _ names: [String], hook: WebhookReceiver, statusPorts: [String: Int] = [:], moreRules: String = "",
         _ body: (Replicas) async throws -> Void
     ) async throws {
         let cluster = try await PostgresCluster()
@@ -67,6 +67,13 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let config = try Scenario.writeConfig(hook: hookURL, sinkOptions: "    concurrency: 1")
+                // The config ends with its rules: more are appended to the list.
+                if !moreRules.isEmpty {
+                    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: config))
+                    try handle.seekToEnd()
+                    try handle.write(contentsOf: Data(("\n" + moreRules).utf8))
+                    try handle.close()
+                }
                 var starting = Replicas(
                     cluster: cluster, database: database, passwordFile: passwordFile, base: base, config: config,
                     names: names,
@@ -259,6 +266,36 @@ import Testing
             #expect(metrics.status == 200)
             #expect(metrics.body.contains("allowance_relay_database_bytes "), "\(metrics.body.prefix(2000))")
             #expect(metrics.body.contains("allowance_relay_hub_connected 0"), "the standby holds no link")
+            for relay in r.relays { await relay.expectCleanStop() }
+        }
+    }
+
+    /// A summary rule on two replicas: when its time comes both schedulers wake, and the family gets one summary per
+    /// child, not two (the period's row in the shared database is planned once).
+    @Test func aScheduledSummaryIsSentOncePerChildByTwoReplicas() async throws {
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        // A minute at least 40 s away, so that both replicas are up and have seen the rule before it falls due.
+        let due = utc.date(bySetting: .second, value: 0, of: Date().addingTimeInterval(100))!
+        let at = String(format: "%02d:%02d", utc.component(.hour, from: due), utc.component(.minute, from: due))
+        let hook = WebhookReceiver()
+        let rules = "  - name: evening\n    summary: daily at \(at)\n    to: [audit]\nrelay:\n  time_zone: UTC\n"
+        try await withReplicas(["a", "b"], hook: hook, moreRules: rules) { r in
+            let summaries = {
+                hook.received.compactMap { try? JSONValue(parsing: $0.body) }.filter { $0["type"]?.stringValue == "summary" }
+            }
+            #expect(await eventually(.seconds(200)) { summaries().count >= 3 }, "the summaries came")
+            // Both schedulers have taken the period: one planned it, the other found it done.
+            for relay in r.relays {
+                #expect(await relay.waitFor("for the period ending", timeout: .seconds(30)), "\(relay.output.suffix(1500))")
+            }
+            let planned = r.relays.map { $0.output.contains("3 message(s) planned for the period ending") }
+            #expect(planned.filter { $0 }.count == 1, "one replica planned the period")
+            let children = summaries().compactMap { $0["data"]?["childId"]?.stringValue }
+            #expect(children.count == 3 && Set(children).count == 3, "one per child: \(children)")
+            let ledger = try JSONValue(parsing: Array(try await r.output(["deliveries", "list", "--json"]).utf8))
+            let rows = ledger.arrayValue?.filter { $0["kind"]?.stringValue == "summary" } ?? []
+            #expect(rows.count == 3, "planned once in the shared ledger: \(rows.count) rows")
             for relay in r.relays { await relay.expectCleanStop() }
         }
     }
