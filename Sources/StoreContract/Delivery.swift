@@ -80,7 +80,8 @@ public struct Delivery: Sendable, Equatable {
 /// What a sink worker needs of the delivery ledger, and nothing more: the queue behind one interface, which the
 /// SQLite file (`Store`) and the database relays share (`SharedRelayStore`) both implement.
 public protocol DeliveryLedger: Sendable {
-    /// Due deliveries of `sink`, oldest first, leaving out `excluding`; nothing is written for taking them.
+    /// Due deliveries of `sink`, oldest first, leaving out `excluding`, taken for this relay: a file (one relay)
+    /// writes nothing for taking them; a shared ledger claims them, so no other replica takes them meanwhile.
     func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]
     /// The due deliveries, and when the next of the others falls due.
     func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?)
