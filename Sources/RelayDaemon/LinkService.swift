@@ -24,7 +24,7 @@ struct LinkService: Service {
     let metrics: RelayMetrics
     let http: HTTPClient
     let tokens: (any TokenSource)?
-    /// Where the writer runs (the thread it shares with the relay's workers).
+    /// Where the writer runs: the workers' thread on a file, a thread of its own on a shared database.
     let executor: any TaskExecutor
     /// Where the connection's changes are followed: each records the link's state in the store (a blocking call).
     let syncThread: any TaskExecutor
