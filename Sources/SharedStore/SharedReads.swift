@@ -60,14 +60,19 @@ extension SharedRelayStore {
         }
     }
 
-    /// The children, by name (first names only: the hub's events carry no more).
+    /// The children, by first name, as the last catch-up listed them.
     public func children() throws(StoreError) -> [Child] {
         try writing { db throws(PostgresError) -> [Child] in
-            try db.query("SELECT id, name, balance_minor FROM relay_child WHERE removed_at IS NULL ORDER BY name, id").rows.compactMap {
-                row -> Child? in
+            try db.query(
+                """
+                SELECT id, name, balance_minor, last_name, weekly_allowance_minor FROM relay_child WHERE removed_at IS NULL
+                ORDER BY name, id
+                """
+            ).rows.compactMap { row -> Child? in
                 guard let id = row[0].flatMap(UUID.init(uuidString:)) else { return nil }
                 return Child(
-                    id: id, firstName: row[1] ?? "", lastName: "", weeklyAllowance: 0,
+                    id: id, firstName: row[1] ?? "", lastName: row[3] ?? "",
+                    weeklyAllowance: Money.decimal(cents: Int64(row[4] ?? "") ?? 0),
                     currentBalance: Money.decimal(cents: Int64(row[2] ?? "") ?? 0))
             }
         }

@@ -12,13 +12,7 @@ extension SharedRelayStore {
         try writing { db throws(PostgresError) -> String? in
             var described: [String] = []
             for window in windows { described += try lost(db, window) }
-            guard !described.isEmpty else { return nil }
-            let named = described.prefix(3).joined(separator: "; ")
-            let more = described.count > 3 ? " and \(described.count - 3) more" : ""
-            return
-                "The server no longer has \(described.count == 1 ? "a transaction" : "\(described.count) transactions") the cache holds: \(named)\(more). "
-                + "The Allowance Tracker API cannot delete a transaction, so the backend lost data (restored from an older backup?). "
-                + StoreError.conflictFix
+            return ConflictText.lost(described)
         }
     }
 
@@ -70,8 +64,8 @@ extension SharedRelayStore {
                 found.append(
                     BalanceMismatch(
                         child: c.id, serverBalance: c.currentBalance, newest: first[0] ?? "",
-                        evidence: "\(c.firstName)'s balance on the server is \(Money.plain(c.currentBalance)), but the newest "
-                            + "cached transaction (\(Self.describe(first))) left it at \(Money.plain(cents: after))"))
+                        evidence: ConflictText.balance(
+                            child: c.firstName, server: c.currentBalance, newest: Self.describe(first), leftMinor: after)))
             }
             return found
         }

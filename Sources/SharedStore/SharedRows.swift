@@ -15,10 +15,10 @@ extension SharedRelayStore {
 
     /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)", from a row of `describedTransaction`.
     static func describe(_ row: [String?]) -> String {
-        let sign = row[3] == TransactionType.credit.rawValue ? "+" : "-"
-        let at = row[5].flatMap(Double.init).map { ISODate.string(Date(timeIntervalSince1970: $0)) } ?? "?"
-        let amount = Money.plain(cents: row[2].flatMap { Int64($0) } ?? 0)
-        return "\(row[6] ?? row[1] ?? "?") \(sign)\(amount) at \(at) (id \(row[0] ?? "?"))"
+        ConflictText.transaction(
+            name: row[6] ?? row[1] ?? "?", type: row[3] ?? "", amountMinor: row[2].flatMap { Int64($0) } ?? 0,
+            at: row[5].flatMap(Double.init).map { ISODate.string(Date(timeIntervalSince1970: $0)) } ?? "?",
+            id: row[0] ?? "?")
     }
 
     func childRow(_ db: PostgresConnection, _ id: UUID) throws(PostgresError) -> (name: String, balance: Int64)? {

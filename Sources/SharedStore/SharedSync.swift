@@ -16,7 +16,8 @@ extension SharedRelayStore: SyncStore {
     static let syncTables = PostgresMigration(
         5, "sync checks",
         """
-        ALTER TABLE relay_child ADD COLUMN removed_at timestamptz;
+        ALTER TABLE relay_child ADD COLUMN removed_at timestamptz, ADD COLUMN last_name text NOT NULL DEFAULT '',
+            ADD COLUMN weekly_allowance_minor bigint NOT NULL DEFAULT 0;
         CREATE TABLE relay_rejected (
             id text PRIMARY KEY, child_id text, reason text NOT NULL, payload text NOT NULL,
             first_seen_at timestamptz NOT NULL);
@@ -168,13 +169,11 @@ extension SharedRelayStore: SyncStore {
             let sameTime = abs(at - t.createdAt.timeIntervalSince1970) < 0.001
             guard row[1] != t.childId.lowercased || minor != t.amountCents || row[3] != t.type.rawValue || !sameTime
             else { continue }
-            let sign = { (type: String?) in type == TransactionType.credit.rawValue ? "+" : "-" }
-            let cached =
-                "\(row[5] ?? row[1] ?? "?") \(sign(row[3]))\(Money.plain(cents: minor)) at \(ISODate.string(Date(timeIntervalSince1970: at)))"
             let name = try childRow(db, t.childId)?.name ?? t.childId.lowercased
-            let server = "\(name) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISODate.string(t.createdAt))"
-            return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server "
-                + "now says \(server). " + StoreError.conflictFix
+            return ConflictText.contradiction(
+                id: t.id.lowercased,
+                cached: (row[5] ?? row[1] ?? "?", row[3] ?? "", minor, ISODate.string(Date(timeIntervalSince1970: at))),
+                server: t, serverName: name)
         }
         return nil
     }
@@ -246,12 +245,15 @@ extension SharedRelayStore: SyncStore {
                     for c in children {
                         try db.query(
                             """
-                            INSERT INTO relay_child (id, name, balance_minor, updated_at) VALUES ($1, $2, $3, $4::timestamptz)
-                            ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, removed_at = NULL
+                            INSERT INTO relay_child (id, name, last_name, weekly_allowance_minor, balance_minor, updated_at)
+                            VALUES ($1, $2, $3, $4, $5, $6::timestamptz)
+                            ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, last_name = EXCLUDED.last_name,
+                              weekly_allowance_minor = EXCLUDED.weekly_allowance_minor, removed_at = NULL
                             """,
                             [
-                                c.id.lowercased, c.firstName, String(Money.minorUnits(c.currentBalance) ?? 0),
-                                ISODate.string(now),
+                                c.id.lowercased, c.firstName, c.lastName,
+                                String(Money.minorUnits(c.weeklyAllowance) ?? 0),
+                                String(Money.minorUnits(c.currentBalance) ?? 0), ISODate.string(now),
                             ])
                     }
                     for row in rejected { planned += try setAside(db, row, now: now, traceParent: traceParent).planned }

@@ -32,11 +32,9 @@ extension Store {
         func name(_ id: String) throws -> String {
             try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
         }
-        let sign = { (type: String) in type == TransactionType.credit.rawValue ? "+" : "-" }
-        let cached = "\(try name(stored.child)) \(sign(stored.type))\(Money.plain(Money.decimal(cents: stored.minor))) at \(stored.at)"
-        let server = "\(try name(t.childId.lowercased)) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISO.string(t.createdAt))"
-        return "The server's data contradicts the cache: transaction \(t.id.lowercased) is cached as \(cached), the server now says \(server). "
-            + StoreError.conflictFix
+        return ConflictText.contradiction(
+            id: t.id.lowercased, cached: (try name(stored.child), stored.type, stored.minor, stored.at), server: t,
+            serverName: try name(t.childId.lowercased))
     }
 
     /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.

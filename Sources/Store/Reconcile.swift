@@ -11,12 +11,7 @@ extension Store {
         try read { db -> String? in
             var described: [String] = []
             for window in windows { described += try Self.lost(db, window) }
-            guard !described.isEmpty else { return nil }
-            let named = described.prefix(3).joined(separator: "; ")
-            let more = described.count > 3 ? " and \(described.count - 3) more" : ""
-            return "The server no longer has \(described.count == 1 ? "a transaction" : "\(described.count) transactions") the cache holds: \(named)\(more). "
-                + "The Allowance Tracker API cannot delete a transaction, so the backend lost data (restored from an older backup?). "
-                + StoreError.conflictFix
+            return ConflictText.lost(described)
         }
     }
 
@@ -85,8 +80,8 @@ extension Store {
                 found.append(
                     BalanceMismatch(
                         child: c.id, serverBalance: c.currentBalance, newest: newest[0]["id"],
-                        evidence: "\(c.firstName)'s balance on the server is \(Money.plain(c.currentBalance)), but the newest cached "
-                            + "transaction (\(Self.describe(newest[0]))) left it at \(Money.plain(cents: after))"))
+                        evidence: ConflictText.balance(
+                            child: c.firstName, server: c.currentBalance, newest: Self.describe(newest[0]), leftMinor: after)))
             }
             return found
         }
@@ -111,9 +106,9 @@ extension Store {
 
     /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)".
     static func describe(_ row: Row) -> String {
-        let sign = (row["type"] as String) == TransactionType.credit.rawValue ? "+" : "-"
-        let name = (row["name"] as String?) ?? (row["child_id"] as String)
-        return "\(name) \(sign)\(Money.plain(cents: row["amount_minor"])) at \(row["created_at"] as String) (id \(row["id"] as String))"
+        ConflictText.transaction(
+            name: (row["name"] as String?) ?? row["child_id"], type: row["type"], amountMinor: row["amount_minor"],
+            at: row["created_at"], id: row["id"])
     }
 
     /// A conflict found outside a write (the catch-up's checks), as the error the sync engine acts on.

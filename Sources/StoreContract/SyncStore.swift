@@ -116,3 +116,42 @@ public struct BalanceMismatch: Sendable, Equatable {
             + "transaction. " + StoreError.conflictFix
     }
 }
+
+/// The words of the catch-up's and the writer's conflicts, one text for both stores: what is wrong, the evidence,
+/// and the fix.
+public enum ConflictText {
+    /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)": a cached transaction as evidence.
+    public static func transaction(name: String, type: String, amountMinor: Int64, at: String, id: String) -> String {
+        "\(name) \(sign(type))\(Money.plain(cents: amountMinor)) at \(at) (id \(id))"
+    }
+
+    /// The transactions the server no longer has (described, newest first), as a conflict; nil when there are none.
+    public static func lost(_ described: [String]) -> String? {
+        guard !described.isEmpty else { return nil }
+        let named = described.prefix(3).joined(separator: "; ")
+        let more = described.count > 3 ? " and \(described.count - 3) more" : ""
+        return
+            "The server no longer has \(described.count == 1 ? "a transaction" : "\(described.count) transactions") the cache holds: \(named)\(more). "
+            + "The Allowance Tracker API cannot delete a transaction, so the backend lost data (restored from an older backup?). "
+            + StoreError.conflictFix
+    }
+
+    /// A transaction the server sent under an id the cache holds with other content.
+    public static func contradiction(
+        id: String, cached: (name: String, type: String, amountMinor: Int64, at: String), server t: Transaction,
+        serverName: String
+    ) -> String {
+        let before = "\(cached.name) \(sign(cached.type))\(Money.plain(cents: cached.amountMinor)) at \(cached.at)"
+        let now = "\(serverName) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISODate.string(t.createdAt))"
+        return "The server's data contradicts the cache: transaction \(id) is cached as \(before), the server now says \(now). "
+            + StoreError.conflictFix
+    }
+
+    /// A child's balance on the server that the newest cached transaction (described) did not leave.
+    public static func balance(child: String, server: Decimal, newest: String, leftMinor: Int64) -> String {
+        "\(child)'s balance on the server is \(Money.plain(server)), but the newest cached transaction (\(newest)) left it at "
+            + Money.plain(cents: leftMinor)
+    }
+
+    private static func sign(_ type: String) -> String { type == TransactionType.credit.rawValue ? "+" : "-" }
+}

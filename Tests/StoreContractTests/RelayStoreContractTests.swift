@@ -85,7 +85,11 @@ import Testing
                 createdAt: time, createdByName: "Parent")
         }
         try backend.seed(stores[0], children: [alice, bob], transactions: made)
-        #expect(Set(try stores[0].children().map(\.id)) == [alice.id, bob.id])
+        let children = try stores[0].children()
+        #expect(Set(children.map(\.id)) == [alice.id, bob.id])
+        #expect(
+            children.map { "\($0.firstName) \($0.lastName) \($0.weeklyAllowance) \($0.currentBalance)" }.sorted()
+                == ["Alice A 5 12", "Bob B 5 3"], "the children whole, as the catch-up listed them")
         let since = try stores[0].transactions(child: alice.id, since: times[1], limit: 100)
         #expect(since.map(\.description) == ["chore 2", "chore 1"])
         #expect(since.map(\.amount) == [1, 1])
