@@ -114,7 +114,13 @@ struct SummaryScheduler: Sendable {
                 logger.info("summary rule \(rule.name): first summary at \(LocalTime.text(schedule.nextDue(after: now, in: zone), zone))")
                 return true
             }
-            guard last < due else { return true }
+            guard last < due else {
+                // Where replicas share the ledger, each scheduler wakes at the due time; one plans, the others say so.
+                if last == due, now.timeIntervalSince(due) < 60 {
+                    logger.info("summary rule \(rule.name): another relay planned the messages for the period ending \(ISODate.string(due))")
+                }
+                return true
+            }
             let events = try summaries(rule, schedule, due: due)
             let planned = try store.raiseSummaries(rule: rule.name, due: due, events: events, baselineOnly: false)
             logger.info("summary rule \(rule.name): \(events.count) child(ren), \(planned) message(s) planned for the period ending \(ISODate.string(due))")
