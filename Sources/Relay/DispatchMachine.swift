@@ -11,7 +11,7 @@ import StoreContract
 /// instead of asking the ledger again at once, and after that wait the rows the planner handed over may be all that
 /// is new.
 struct DispatchMachine {
-    /// How many due deliveries one read takes.
+    /// How many due deliveries one read takes, unless the sink says fewer.
     static let batch = 256
     /// A switched-off sink is looked up again this often: `deliveries enable` in another process cannot wake us.
     static let switchedOffLookEvery: Duration = .seconds(60)
@@ -33,7 +33,13 @@ struct DispatchMachine {
     /// The ledger was read just now: an empty queue means nothing is due, not that everything due has started.
     private var justRead = false
 
-    init(ordersByChild: Bool) { self.ordersByChild = ordersByChild }
+    /// How many due deliveries one read takes (`readLimit` rows read means more may be due).
+    let readLimit: Int
+
+    init(ordersByChild: Bool, readLimit: Int = Self.batch) {
+        self.ordersByChild = ordersByChild
+        self.readLimit = readLimit
+    }
 
     /// The sends under way: their rows' ids and their children.
     struct InProgress {
@@ -116,7 +122,7 @@ struct DispatchMachine {
     mutating func read(due: [Delivery], folded: [Delivery], next: Date?) {
         lastRead = Set(due.map(\.id))
         queue = folded
-        drained = due.count < Self.batch
+        drained = due.count < readLimit
         nextDue = next
         justRead = true
     }

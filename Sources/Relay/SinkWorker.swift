@@ -69,7 +69,7 @@ struct SinkWorker: Sendable {
 
     /// Takes due deliveries and starts their sends while there is room: performs what `DispatchMachine` decides.
     private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
-        var machine = DispatchMachine(ordersByChild: sink.config.ordersByChild)
+        var machine = DispatchMachine(ordersByChild: sink.config.ordersByChild, readLimit: batch)
         while !ending {
             do {
                 let taken = sends.taken
@@ -100,8 +100,8 @@ struct SinkWorker: Sendable {
                     case .handedOver:
                         break
                     case .readLedger:
-                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: DispatchMachine.batch, excluding: taken.ids)
-                        machine.read(due: due, folded: try fold(due), next: next)
+                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: machine.readLimit, excluding: taken.ids)
+                        machine.read(due: due, folded: try fold(try mergeSuperseded(due, sending: taken.ids)), next: next)
                     }
                 case .wait(let until):
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
@@ -130,6 +130,27 @@ struct SinkWorker: Sendable {
                 await wakeup.wait(upTo: .seconds(5))
             }
         }
+    }
+
+    /// How many due rows one read takes. A rate-limited sink (a chat) reads a few at a time: what it read waits its
+    /// turn in memory, where a newer balance cannot supersede it and a summary cannot pass it.
+    private var batch: Int {
+        sink.config.rateLimit == nil ? DispatchMachine.batch : max(4, 2 * sink.config.concurrency)
+    }
+
+    /// A sink read by people sends a child's balance once, as it is now: the waiting updates a newer one supersedes
+    /// are merged into it (`Delivery.superseding`). A machine gets every update.
+    private func mergeSuperseded(_ due: [Delivery], sending: Set<String>) throws -> [Delivery] {
+        guard !sink.config.isMachine else { return due }
+        var merged = Set<String>()
+        for kind in Delivery.superseding {
+            for child in Set(due.filter { $0.kind == kind }.compactMap(\.childId)) {
+                merged.formUnion(try ledger.mergeSuperseded(sink: name, child: child, kind: kind, excluding: sending))
+            }
+        }
+        guard !merged.isEmpty else { return due }
+        logger.info("sink \(name): \(merged.count) superseded update(s) merged into the newest")
+        return due.filter { !merged.contains($0.id) }
     }
 
     /// How long to sleep for a delivery due at `date`: at most a minute (nil: a minute).
@@ -316,7 +337,7 @@ struct SinkWorker: Sendable {
             out.append(try ledger.foldIntoDigest(sorted.map(\.delivery), digest: digest, currency: config.formatting.currency, at: Date()))
             logger.info("sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
         }
-        return out.sorted { $0.createdAt < $1.createdAt }
+        return out.sorted(by: Delivery.sendingOrder)
     }
 
     /// The generic webhook forwards the stored alert; the other sinks fill their templates from it.

@@ -22,8 +22,9 @@ extension SharedRelayStore: DeliveryLedger {
             AND (d.child_id IS NULL OR (
               NOT EXISTS (SELECT 1 FROM relay_delivery b WHERE b.sink = $1 AND b.child_id = d.child_id AND b.state = 'in_flight'
                 AND b.id <> d.id)
-              AND NOT EXISTS (SELECT 1 FROM relay_delivery o WHERE o.sink = $1 AND o.child_id = d.child_id AND o.state = 'pending'
-                AND (o.due_at, o.seq) < (d.due_at, d.seq))))
+              AND (d.\(Delivery.firstSQL) OR NOT EXISTS (
+                SELECT 1 FROM relay_delivery o WHERE o.sink = $1 AND o.child_id = d.child_id AND o.state = 'pending'
+                AND (o.due_at, o.seq) < (d.due_at, d.seq)))))
             """ : ""
         return try working { db throws(PostgresError) -> [Delivery] in
             // Two parts, each through its own partial index (one query with OR scans the table; see ClaimQueue).
@@ -35,11 +36,16 @@ extension SharedRelayStore: DeliveryLedger {
                   SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'in_flight' AND d.claim_expires_at < now()
                     AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused)
                   ORDER BY d.claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                first AS (
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
+                    AND d.\(Delivery.firstSQL) AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
+                  ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
                 due AS (
                   SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
                     AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
                   ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-                picked AS (SELECT id FROM expired UNION ALL SELECT id FROM due LIMIT $2)
+                picked AS (SELECT DISTINCT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM first UNION ALL
+                  (SELECT id FROM due)) ids LIMIT $2)
                 UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $3,
                   claim_expires_at = now() + make_interval(secs => $6::float8)
                 FROM picked WHERE d.id = picked.id
@@ -54,8 +60,11 @@ extension SharedRelayStore: DeliveryLedger {
                 d.state = .pending  // to the worker, a job to send
                 return (Int64(row[15] ?? "") ?? 0, d)
             }
-            // Due first, then in the order they were planned (ids made in one millisecond do not sort so).
-            .sorted { ($0.delivery.nextAttemptAt, $0.seq) < ($1.delivery.nextAttemptAt, $1.seq) }.map(\.delivery)
+            // What goes first (`Delivery.first`), then due first, then in the order they were planned (ids made in one
+            // millisecond do not sort so).
+            .sorted {
+                ($0.delivery.goesFirst ? 0 : 1, $0.delivery.nextAttemptAt, $0.seq) < ($1.delivery.goesFirst ? 0 : 1, $1.delivery.nextAttemptAt, $1.seq)
+            }.map(\.delivery)
         }
     }
 
@@ -147,6 +156,32 @@ extension SharedRelayStore: DeliveryLedger {
                     String(Self.claimFor.inSeconds),
                 ]
             ).rows.compactMap(Self.delivery).sorted { $0.createdAt < $1.createdAt }
+        }
+    }
+
+    /// The rows merged are this replica's claims (the batch it is sending) and rows still pending; another replica's
+    /// claims are left alone.
+    public func mergeSuperseded(
+        sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>
+    ) throws(StoreError) -> Set<String> {
+        try working { db throws(PostgresError) -> Set<String> in
+            try db.transaction { () throws(PostgresError) -> Set<String> in
+                let ids = try db.query(
+                    """
+                    SELECT id FROM relay_delivery WHERE sink = $1 AND child_id = $2 AND kind = $3
+                      AND (state = 'pending' OR (state = 'in_flight' AND claimed_by = $4)) AND NOT (id = ANY($5::text[]))
+                    ORDER BY created_at DESC, seq DESC FOR UPDATE SKIP LOCKED
+                    """, [sink, child.lowercased, kind.rawValue, replica, Self.array(excluding)]
+                ).rows.compactMap { $0[0] }
+                guard let newest = ids.first, ids.count > 1 else { return [] }
+                let older = Array(ids.dropFirst())
+                try db.query(
+                    """
+                    UPDATE relay_delivery SET state = 'merged', merged_into = $1, claimed_by = NULL, claim_expires_at = NULL
+                    WHERE id = ANY($2::text[])
+                    """, [newest, Self.array(older)])
+                return Set(older)
+            }
         }
     }
 

@@ -29,6 +29,7 @@ extension SharedRelayStore: SyncStore {
         DROP INDEX relay_delivery_due;
         CREATE INDEX relay_delivery_due ON relay_delivery (sink, due_at, seq) WHERE state = 'pending';
         CREATE INDEX relay_delivery_child ON relay_delivery (sink, child_id, state);
+        CREATE INDEX relay_delivery_first ON relay_delivery (sink, due_at, seq) WHERE state = 'pending' AND \(Delivery.firstSQL);
         ALTER TABLE relay_sink_state ALTER COLUMN disabled_reason DROP NOT NULL, ALTER COLUMN disabled_at DROP NOT NULL,
             ADD COLUMN paused_until timestamptz;
         INSERT INTO relay_sync (key, value) SELECT 'last_catch_up', value FROM relay_sync WHERE key = 'history_taken'

@@ -74,9 +74,14 @@ extension Store {
     ) throws(StoreError) -> (due: [Delivery], next: Date?) {
         var unreadable: [(id: String, reason: String)] = []
         let (due, next) = try read { db -> ([Delivery], Date?) in
-            let due = try JobQueue<Delivery>.waiting(
-                db, dueBy: now, filter: "sink = ?", [sink], order: "created_at, rowid", limit: limit + excluding.count
-            ).compactMap { row -> Delivery? in
+            // What goes first (`Delivery.first`), then the rest, each oldest first.
+            let first = try JobQueue<Delivery>.waiting(
+                db, dueBy: now, filter: "sink = ? AND \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
+                limit: limit + excluding.count)
+            let rest = try JobQueue<Delivery>.waiting(
+                db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
+                limit: limit + excluding.count)
+            let due = (first + rest).compactMap { row -> Delivery? in
                 guard !excluding.contains(row["id"]) else { return nil }
                 do {
                     return try Delivery(row: row)
@@ -131,6 +136,25 @@ extension Store {
     @discardableResult
     public func requeueInFlightDeliveries() throws(StoreError) -> Int {
         try write { db in try JobQueue<Delivery>.requeueInFlight(db) }
+    }
+
+    public func mergeSuperseded(
+        sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>
+    ) throws(StoreError) -> Set<String> {
+        try write { db -> Set<String> in
+            let waiting = try JobQueue<Delivery>.waiting(
+                db, filter: "sink = ? AND child_id = ? AND kind = ?", [sink, child.lowercased, kind.rawValue],
+                order: "created_at DESC, rowid DESC"
+            ).map { $0["id"] as String }.filter { !excluding.contains($0) }
+            guard let newest = waiting.first, waiting.count > 1 else { return [] }
+            let older = Array(waiting.dropFirst())
+            for id in older {
+                try db.executeCached(
+                    sql: "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
+                    arguments: [Delivery.State.merged, newest, id])
+            }
+            return Set(older)
+        }
     }
 
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts

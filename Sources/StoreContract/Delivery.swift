@@ -91,6 +91,10 @@ public protocol DeliveryLedger: Sendable {
     func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError)
     /// A child's deliveries of `sink` that may fold into one digest, due by `dueBy`.
     func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery]
+    /// Merges the waiting deliveries of `kind` for (sink, child) that the newest waiting one supersedes
+    /// (`Delivery.superseding`): they become `merged` into it, and only it goes out. Rows in `excluding` (being sent)
+    /// are left alone. Returns the ids merged.
+    func mergeSuperseded(sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>) throws(StoreError) -> Set<String>
     /// Replaces `parts` by one digest delivery (its own id from then on).
     func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery
     /// Sinks switched off (by a 410 or the like) and why.
@@ -103,6 +107,28 @@ public protocol DeliveryLedger: Sendable {
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int
     /// The child's balance now (a digest shows it as it is when it is sent, not as its last transaction left it).
     func currentBalance(child: UUID) throws(StoreError) -> Decimal?
+}
+
+/// The ledger's order and merging, one policy for both stores.
+extension Delivery {
+    /// Kinds that state the present (a child's balance, which a chat shows by editing one message): a newer one makes
+    /// the older ones still waiting worthless to a person, so a sink read by people sends only the newest.
+    public static let superseding: Set<RelayEvent.Kind> = [.balanceUpdated]
+
+    /// Kinds that go before routine alerts on the same sink: a summary is due at a time the family chose, and a digest
+    /// explains the balance edits after it.
+    public static let first: [RelayEvent.Kind] = [.summary, .digest]
+
+    /// `first` as SQL, for both stores' reads and the file's partial index (the same text, so SQLite uses it).
+    public static var firstSQL: String { "kind IN (" + first.map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")" }
+
+    /// Whether this delivery goes before the routine ones (`first`).
+    public var goesFirst: Bool { Self.first.contains(kind) }
+
+    /// The order a sink sends what is due: the `first` kinds, then the rest, each oldest first.
+    public static func sendingOrder(_ a: Delivery, _ b: Delivery) -> Bool {
+        a.goesFirst != b.goesFirst ? a.goesFirst : a.createdAt < b.createdAt
+    }
 }
 
 extension DeliveryLedger {

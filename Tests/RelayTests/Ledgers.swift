@@ -42,6 +42,9 @@ final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
     func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
         try store.foldableDeliveries(sink: sink, child: child, dueBy: dueBy)
     }
+    func mergeSuperseded(sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>) throws(StoreError) -> Set<String> {
+        try store.mergeSuperseded(sink: sink, child: child, kind: kind, excluding: excluding)
+    }
     func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery {
         try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)
     }
@@ -78,6 +81,9 @@ final class CountingLedger: DeliveryLedger, @unchecked Sendable {
     func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) { try store.record(results) }
     func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
         try store.foldableDeliveries(sink: sink, child: child, dueBy: dueBy)
+    }
+    func mergeSuperseded(sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>) throws(StoreError) -> Set<String> {
+        try store.mergeSuperseded(sink: sink, child: child, kind: kind, excluding: excluding)
     }
     func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery {
         try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)

@@ -16,6 +16,7 @@ let allMigrations = [
     "v12: children removed on the server", "v13: chat messages edited in place", "v14: muted deliveries", "v15: when the database was made",
     "v16: the trace each delivery continues",
     "v17: the newest transactions without a scan",
+    "v18: what goes first, found without a scan",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
