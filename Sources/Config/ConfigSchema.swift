@@ -54,6 +54,9 @@ public enum ConfigSchema {
         .init(key: "log.format", type: "text|json", defaultValue: "text", help: "one line of text, or one JSON object, per entry"),
         .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
         .init(
+            key: "status.unhealthy_after", type: "duration", defaultValue: "15m",
+            help: "how long a sink may fail before /healthz says unhealthy (one that dead-letters is at once)"),
+        .init(
             key: "telemetry.otlp_endpoint", type: "url", defaultValue: nil,
             help: "an OpenTelemetry collector's OTLP/HTTP base URL (http://host:4318): traces from each hub event to each delivery; unset: no tracing"),
         .init(key: "telemetry.service_name", type: "text", defaultValue: "allowance-relay", help: "the service.name the traces carry"),

@@ -38,6 +38,9 @@ public struct RelaySettings: Sendable {
     public var logFormat: LogFormat
     /// `status.listen`: where `/healthz` and `/metrics` are served (nil: not served).
     public var statusListen: (host: String, port: Int)?
+    /// `status.unhealthy_after`: how long a sink may fail (its retries may still get through) before `/healthz` says
+    /// unhealthy. A sink that dead-letters is unhealthy at once.
+    public var unhealthyAfter: TimeInterval = 15 * 60
     /// `telemetry.otlp_endpoint`: the collector's OTLP/HTTP base URL (traces go to `/v1/traces` under it, unless it
     /// names that path itself); nil: no tracing.
     public var otlpEndpoint: URL?
@@ -115,6 +118,13 @@ public struct RelaySettings: Sendable {
                 problems.append(values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
         }
+        var unhealthyAfter: TimeInterval?
+        if let text = values.string("status.unhealthy_after") {
+            unhealthyAfter = Self.duration(text)
+            if unhealthyAfter == nil {
+                problems.append(values.error("status.unhealthy_after", "'\(text)' is not a duration", fix: "e.g. 90s, 15m or 1h"))
+            }
+        }
         var otlpEndpoint: URL?
         if let text = values.string("telemetry.otlp_endpoint"), !text.isEmpty {
             if let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host()?.isEmpty == false {
@@ -174,6 +184,7 @@ public struct RelaySettings: Sendable {
         settings.hubProtocol = hubProtocol
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
+        if let unhealthyAfter { settings.unhealthyAfter = unhealthyAfter }
         if let name = values.string("telemetry.service_name"), !name.isEmpty { settings.serviceName = name }
         guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
         return settings
@@ -189,6 +200,16 @@ public struct RelaySettings: Sendable {
             local.sharedStorePasswordFile ?? "", local.replicaName ?? "",
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
+    }
+
+    /// "90s", "15m", "1h" (a number and its unit) in seconds; nil when it is not one.
+    static func duration(_ text: String) -> TimeInterval? {
+        let units: [String: TimeInterval] = ["s": 1, "m": 60, "min": 60, "h": 3600]
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let split = trimmed.firstIndex(where: { !$0.isNumber }), let n = Int(trimmed[..<split]), n > 0,
+            let unit = units[trimmed[split...].trimmingCharacters(in: .whitespaces)]
+        else { return nil }
+        return TimeInterval(n) * unit
     }
 
     /// A URL from the file as a message may show it: never a password written in it (user:secret@host).

@@ -6,6 +6,8 @@ import Synchronization
 struct DeliveryMetrics: Sendable {
     let outcomes: [String: Counter]
     let latency: Metrics.Timer
+    /// 1 while the sink fails (from its first failed send to the next one that goes through).
+    let failing: Gauge
 
     static let outcomeNames = ["delivered", "retry", "throttled", "disabled", "rejected", "unavailable"]
 
@@ -13,6 +15,7 @@ struct DeliveryMetrics: Sendable {
         outcomes = Dictionary(uniqueKeysWithValues: Self.outcomeNames.map {
             ($0, Counter(label: "allowance_relay_deliveries_total", dimensions: [("sink", sink), ("outcome", $0)]))
         })
+        failing = Gauge(label: "allowance_relay_sink_failing", dimensions: [("sink", sink)])
         latency = Metrics.Timer(label: "allowance_relay_delivery_latency_seconds", dimensions: [("sink", sink)], preferredDisplayUnit: .seconds)
     }
 

@@ -163,6 +163,12 @@ public final class RelayEngine: Sendable {
         for w in state.withLock({ $0.current.workers }) { w.wakeup.signal() }
     }
 
+    /// Another process asked for the waiting alerts now (`deliveries retry`, `deliveries enable`): each sink ends its
+    /// back-off and looks at its ledger.
+    public func retryAsked() {
+        for w in state.withLock({ $0.current.workers }) { w.retryAsked() }
+    }
+
     /// The hub link is down: if it stays down for `connectionLostAfter`, raise `connection.lost` once.
     public func linkLost(_ reason: String) {
         let after = config.connectionLostAfter

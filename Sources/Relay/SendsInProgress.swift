@@ -19,6 +19,10 @@ final class SendsInProgress: Sendable {
         var finished: [Finished] = []
         var firstFinished = ContinuousClock.now
         var pausedUntil: Date?
+        /// The pause is the destination's word (a 429's Retry-After), not our back-off after a failure.
+        var throttled = false
+        /// Failing since the first failed send after the last one that went through (nil: working).
+        var failing: SinkHealth?
         /// The last send failed (retry, throttle, unavailable): one send at a time until one goes through.
         var probing = false
         var unavailable: String?
@@ -118,10 +122,32 @@ final class SendsInProgress: Sendable {
         }
     }
 
-    func pause(until date: Date) {
+    func pause(until date: Date, throttled: Bool = false) {
         state.withLock { s in
             s.pausedUntil = max(s.pausedUntil ?? date, date)
+            s.throttled = throttled
             s.probing = true
+        }
+    }
+
+    /// A person asked for the waiting alerts now (`deliveries retry`): our back-off ends; a destination's own
+    /// request to wait (a throttle) stands.
+    func endBackOff() {
+        state.withLock { s in
+            if !s.throttled { s.pausedUntil = nil }
+        }
+    }
+
+    /// The sink's failure as the ledger last recorded it (a restart goes on from there).
+    func restore(_ failing: SinkHealth?) { state.withLock { $0.failing = failing } }
+
+    /// Records a failed send; returns the health to write when it changed (the first failure, or another error).
+    func failed(_ error: String, deadLetter: Bool, at now: Date) -> SinkHealth? {
+        state.withLock { s in
+            let next = SinkHealth(failingSince: s.failing?.failingSince ?? now, lastError: error, deadLettering: deadLetter)
+            guard next != s.failing else { return nil }
+            s.failing = next
+            return next
         }
     }
 
@@ -133,11 +159,11 @@ final class SendsInProgress: Sendable {
         }
     }
 
-    /// A send went through: true when the sink had been unavailable (worth saying it works again).
-    func working() -> Bool {
+    /// A send went through: how the sink had been failing, if it had (worth saying, and clearing in the ledger).
+    func working() -> SinkHealth? {
         state.withLock { s in
-            defer { (s.unavailable, s.probing) = (nil, false) }
-            return s.unavailable != nil
+            defer { (s.unavailable, s.probing, s.failing) = (nil, false, nil) }
+            return s.failing
         }
     }
 }

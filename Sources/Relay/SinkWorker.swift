@@ -31,6 +31,8 @@ struct SinkWorker: Sendable {
     let logger: Logger
     let rateLimiter: RateLimiter
     let metrics: DeliveryMetrics
+    /// The sends under way, their outcomes, and the sink's pause and failure.
+    let sends = SendsInProgress()
 
     init(sink: any Sink, ledger: any DeliveryLedger, config: RelayConfig, wakeup: Wakeup, handOver: HandOver, stop: StopFlag, logger: Logger) {
         self.sink = sink
@@ -46,11 +48,23 @@ struct SinkWorker: Sendable {
 
     private var ending: Bool { Task.isCancelled || stop.isSet }
 
+    /// A person asked for the waiting alerts now (`deliveries retry`, `deliveries enable`): the back-off after a
+    /// failure ends and the worker looks at the ledger.
+    func retryAsked() {
+        sends.endBackOff()
+        handOver.forget()
+        wakeup.signal()
+    }
+
     var name: String { sink.config.name }
 
     func run() async {
         await sink.start()
-        let sends = SendsInProgress()
+        // A sink that was failing when the relay stopped is failing until a send goes through.
+        if let was = try? ledger.sinkHealth()[name] {
+            sends.restore(was)
+            metrics.failing.record(1)
+        }
         let committed = Wakeup()
         sends.onFinish = { committed.signal() }
         await withDiscardingTaskGroup { group in
@@ -236,6 +250,7 @@ struct SinkWorker: Sendable {
         let started = Date()
         if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
+            failing("alerts older than max_age_hours given up (\(d.lastError ?? "no answer"))", deadLetter: true, sends, at: started)
             return .gaveUp(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
         }
         var message: Message
@@ -253,17 +268,18 @@ struct SinkWorker: Sendable {
         switch outcome {
         case .delivered:
             metrics.latency.recordInterval(since: d.createdAt, now: now)
-            if sends.working() { logger.notice("sink \(name) works again") }
+            if let was = sends.working() { recovered(from: was, at: now) }
             logger.info("delivered \(d.kind.rawValue) to \(name)", metadata: ["delivery": "\(d.id)"])
             return .done(at: now)
         case .retry(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
             pause(until: retry, sends)
+            failing(reason, deadLetter: false, sends, at: now)
             logger.warning("sink \(name): \(reason); retrying in \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .throttled(let reason, let after):
             let retry = now.addingTimeInterval(backoff.seconds(retry: d.attempts + 1, serverAsked: after))
-            pause(until: retry, sends)
+            pause(until: retry, sends, throttled: true)
             logger.warning("sink \(name): \(reason); the sink waits \(spoken(seconds: retry.timeIntervalSince(now)))")
             return .retry(error: reason, at: retry)
         case .disable(let reason):
@@ -277,11 +293,13 @@ struct SinkWorker: Sendable {
             logger.error("sink \(name) switched off: \(reason). Fix its config, then: allowance-relay deliveries enable \(name)")
             return .retry(error: reason, at: now)
         case .rejected(let reason):
+            failing(reason, deadLetter: true, sends, at: now)
             logger.error("sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)")
             return .gaveUp(reason: reason)
         case .unavailable(let reason):
             let retry = now.addingTimeInterval(60)
             sends.pause(until: retry)
+            failing(reason, deadLetter: false, sends, at: now)
             if sends.unavailable(reason) {
                 logger.error("sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute")
             }
@@ -291,10 +309,29 @@ struct SinkWorker: Sendable {
 
     /// The destination asked to wait: this worker waits, and so does every relay sharing the ledger (a 429 learnt by
     /// one replica holds for all). Where the machine cannot reach the destination, only this one waits.
-    private func pause(until date: Date, _ sends: SendsInProgress) {
-        sends.pause(until: date)
+    private func pause(until date: Date, _ sends: SendsInProgress, throttled: Bool = false) {
+        sends.pause(until: date, throttled: throttled)
         do { try ledger.pauseSink(name, until: date) } catch {
             logger.warning("sink \(name): could not share its pause with the other relays: \(error)")
+        }
+    }
+
+    /// A failed send: the ledger learns that the sink fails, and since when (for `status`, `/healthz`, the replicas).
+    private func failing(_ reason: String, deadLetter: Bool, _ sends: SendsInProgress, at now: Date) {
+        metrics.failing.record(1)
+        guard let health = sends.failed(reason, deadLetter: deadLetter, at: now) else { return }
+        do { try ledger.setSinkHealth(name, health) } catch {
+            logger.warning("sink \(name): could not record that it fails: \(error)")
+        }
+    }
+
+    /// The first send through after failures: said once, and cleared in the ledger.
+    private func recovered(from was: SinkHealth, at now: Date) {
+        metrics.failing.record(0)
+        logger.notice(
+            "sink \(name) works again after \(spoken(seconds: now.timeIntervalSince(was.failingSince))) of failures (last: \(was.lastError))")
+        do { try ledger.setSinkHealth(name, nil) } catch {
+            logger.warning("sink \(name): could not record that it works again: \(error)")
         }
     }
 

@@ -164,7 +164,8 @@ public struct Daemon: Sendable {
         if let listen = settings.statusListen {
             add(
                 StatusEndpoint(
-                    host: listen.host, port: listen.port, store: store, link: link, metrics: metrics, logger: logger
+                    host: listen.host, port: listen.port, store: store, link: link, metrics: metrics,
+                    unhealthyAfter: settings.unhealthyAfter, logger: logger
                 ).service, "status endpoint")
         }
         if let presence { add(presence, "replica presence") }
@@ -259,9 +260,11 @@ public struct Daemon: Sendable {
         thread.start()
     }
 
-    /// What SIGUSR1 does: the mutes read again and the outbox drained now, not at the next poll.
+    /// What SIGUSR1 does: the mutes read again, the sinks look at their ledger (`deliveries retry`) and the outbox
+    /// drained now, not at the next poll.
     private static func databaseChanged(engine: RelayEngine, sync: SyncCoordinator) async {
         engine.mutesChanged()
+        engine.retryAsked()
         await sync.drainOutbox()
     }
 

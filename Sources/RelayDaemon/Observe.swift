@@ -91,6 +91,8 @@ struct StatusEndpoint {
     let store: any StatusSource & PlanningStore
     let link: LinkMonitor
     let metrics: RelayMetrics
+    /// `status.unhealthy_after`.
+    let unhealthyAfter: TimeInterval
     let logger: Logger
 
     var service: some Service {
@@ -99,14 +101,14 @@ struct StatusEndpoint {
 
     /// The answer to one request.
     var handle: @Sendable (StatusServer.Request) -> StatusServer.Response {
-        let (store, link, metrics) = (store, link, metrics)
+        let (store, link, metrics, unhealthyAfter) = (store, link, metrics, unhealthyAfter)
         return { request in
             guard request.method == "GET" else {
                 return .init(status: 405, contentType: "text/plain", body: "only GET\n")
             }
             switch request.path {
             case "/healthz":
-                let (healthy, body) = Self.health(store: store, link: link.current)
+                let (healthy, body) = Self.health(store: store, link: link.current, unhealthyAfter: unhealthyAfter)
                 return .init(status: healthy ? 200 : 503, contentType: "application/json", body: body.serialized + "\n")
             case "/metrics":
                 return .init(
@@ -118,8 +120,8 @@ struct StatusEndpoint {
     }
 
     /// Healthy when the hub link is up (or, for a replica, held by another), the database answers, sync is not in
-    /// error and no sink is switched off.
-    static func health(store: any StatusSource, link: LinkStatus) -> (Bool, JSONValue) {
+    /// error, no sink is switched off or dead-letters, and none has failed for `unhealthyAfter`.
+    static func health(store: any StatusSource, link: LinkStatus, unhealthyAfter: TimeInterval, now: Date = Date()) -> (Bool, JSONValue) {
         var reasons: [String] = []
         if link.state != .connected && link.state != .standby {
             reasons.append("hub \(link.state.rawValue) since \(Date.ISO8601FormatStyle().format(link.since)): \(link.detail)")
@@ -128,6 +130,9 @@ struct StatusEndpoint {
             if let sync = try store.syncStatus(), sync.phase == .error { reasons.append("sync error: \(sync.detail)") }
             for (sink, why) in try store.disabledSinks().sorted(by: { $0.key < $1.key }) {
                 reasons.append("sink \(sink) switched off: \(why)")
+            }
+            for (sink, health) in try store.sinkHealth().sorted(by: { $0.key < $1.key }) {
+                if let why = health.unhealthyReason(sink: sink, at: now, after: unhealthyAfter) { reasons.append(why) }
             }
         } catch {
             reasons.append("database: \(error)")

@@ -67,6 +67,7 @@ struct ReplicaPresence: Service {
                         Task(executorPreference: syncThread) { await sync.drainOutbox() }
                     }
                     if channels.contains(SharedRelayStore.mutesChannel) { engine.mutesChanged() }
+                    if channels.contains(SharedRelayStore.retryChannel) { engine.retryAsked() }
                 } failed: { error in
                     if let error {
                         logger.error("cannot listen for other relays' changes (polling meanwhile): \(error)")

@@ -222,6 +222,34 @@ extension SharedRelayStore: DeliveryLedger {
         }
     }
 
+    public func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) {
+        try working { db throws(PostgresError) in
+            try db.query(
+                """
+                INSERT INTO relay_sink_state (sink, failing_since, failing_error, dead_lettering) VALUES ($1, $2::timestamptz, $3, $4)
+                ON CONFLICT (sink) DO UPDATE SET failing_since = EXCLUDED.failing_since, failing_error = EXCLUDED.failing_error,
+                  dead_lettering = EXCLUDED.dead_lettering
+                """,
+                [sink, health.map { ISODate.string($0.failingSince) }, health?.lastError, health?.deadLettering == true ? "true" : "false"])
+        }
+    }
+
+    public func sinkHealth() throws(StoreError) -> [String: SinkHealth] {
+        try working { db throws(PostgresError) -> [String: SinkHealth] in
+            Dictionary(
+                try db.query(
+                    """
+                    SELECT sink, extract(epoch FROM failing_since), failing_error, dead_lettering FROM relay_sink_state
+                    WHERE failing_since IS NOT NULL
+                    """
+                ).rows.compactMap { row -> (String, SinkHealth)? in
+                    guard let sink = row[0], let since = row[1].flatMap(Double.init) else { return nil }
+                    return (sink, SinkHealth(failingSince: Date(timeIntervalSince1970: since), lastError: row[2] ?? "", deadLettering: row[3] == "t"))
+                },
+                uniquingKeysWith: { a, _ in a })
+        }
+    }
+
     public func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) {
         try working { db throws(PostgresError) in
             try db.query(

@@ -20,11 +20,20 @@ extension SharedRelayStore: OperatorStore {
             try db.transaction { () throws(PostgresError) -> Int in
                 let n = try db.query(
                     """
-                    UPDATE relay_delivery SET state = 'pending', attempts = 0, due_at = $3::timestamptz
-                    WHERE state = 'dead' AND ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR sink = $2)
+                    WITH retried AS (
+                      UPDATE relay_delivery SET state = 'pending', attempts = 0, due_at = $3::timestamptz
+                      WHERE state = 'dead' AND ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR sink = $2)
+                      RETURNING sink),
+                    resumed AS (
+                      UPDATE relay_sink_state SET paused_until = NULL WHERE sink IN (SELECT sink FROM retried))
+                    SELECT count(*) FROM retried
                     """, [id, sink, ISODate.string(now)]
-                ).affected
-                if n > 0 { try db.notify(Self.channel) }
+                ).scalar.flatMap { Int($0) } ?? 0
+                // A person asked: the sinks' back-off ends on every replica.
+                if n > 0 {
+                    try db.notify(Self.channel)
+                    try db.notify(Self.retryChannel)
+                }
                 return n
             }
         }
@@ -40,6 +49,7 @@ extension SharedRelayStore: OperatorStore {
                     "UPDATE relay_delivery SET due_at = $2::timestamptz WHERE sink = $1 AND state = 'pending' AND due_at > $2::timestamptz",
                     [sink, ISODate.string(now)])
                 try db.notify(Self.channel)
+                try db.notify(Self.retryChannel)
             }
         }
     }

@@ -141,7 +141,10 @@ public final class SharedRelayStore: Sendable {
     }
 
     /// The channels other relays' commits notify, listened to by `listen`.
-    public static var channels: [String] { [channel, outboxChannel, mutesChannel] }
+    public static var channels: [String] { [channel, outboxChannel, mutesChannel, retryChannel] }
+
+    /// Notified when a person asks for waiting alerts now (`deliveries retry`, `deliveries enable`).
+    public static let retryChannel = "relay_retry"
 
     /// Waits for what other relays did (deliveries planned or given back, writes queued, mutes changed) on a session
     /// of its own, calling `heard` with the channels notified, until `running` says no. At each (re)start `heard`

@@ -31,7 +31,8 @@ extension SharedRelayStore: SyncStore {
         CREATE INDEX relay_delivery_child ON relay_delivery (sink, child_id, state);
         CREATE INDEX relay_delivery_first ON relay_delivery (sink, due_at, seq) WHERE state = 'pending' AND \(Delivery.firstSQL);
         ALTER TABLE relay_sink_state ALTER COLUMN disabled_reason DROP NOT NULL, ALTER COLUMN disabled_at DROP NOT NULL,
-            ADD COLUMN paused_until timestamptz;
+            ADD COLUMN paused_until timestamptz, ADD COLUMN failing_since timestamptz, ADD COLUMN failing_error text,
+            ADD COLUMN dead_lettering boolean NOT NULL DEFAULT false;
         INSERT INTO relay_sync (key, value) SELECT 'last_catch_up', value FROM relay_sync WHERE key = 'history_taken'
             ON CONFLICT (key) DO NOTHING;
         INSERT INTO relay_sync (key, value)

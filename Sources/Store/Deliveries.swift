@@ -202,6 +202,30 @@ extension Store {
         }
     }
 
+    public func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO sink_state (sink, failing_since, failing_error, dead_lettering) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(sink) DO UPDATE SET failing_since = excluded.failing_since, failing_error = excluded.failing_error,
+                      dead_lettering = excluded.dead_lettering
+                    """,
+                arguments: [sink, health.map { ISO.string($0.failingSince) }, health?.lastError, health?.deadLettering ?? false])
+        }
+    }
+
+    public func sinkHealth() throws(StoreError) -> [String: SinkHealth] {
+        try read { db in
+            Dictionary(
+                uniqueKeysWithValues: try Row.fetchAll(
+                    db, sql: "SELECT sink, failing_since, failing_error, dead_lettering FROM sink_state WHERE failing_since IS NOT NULL"
+                ).compactMap { row -> (String, SinkHealth)? in
+                    guard let since = ISODate.parse(row["failing_since"]) else { return nil }
+                    return (row["sink"], SinkHealth(failingSince: since, lastError: row["failing_error"] ?? "", deadLettering: row["dead_lettering"]))
+                })
+        }
+    }
+
     /// Disabled sinks and why.
     public func disabledSinks() throws(StoreError) -> [String: String] {
         try read { db in

@@ -269,6 +269,14 @@ enum Schema {
             try db.execute(
                 sql: "CREATE INDEX delivery_first ON delivery (sink, created_at) WHERE \(Delivery.firstSQL) AND state IN \(Delivery.State.waitingSQL)")
         }
+        m.registerMigration("v19: a failing sink, for status and /healthz") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE sink_state ADD COLUMN failing_since TEXT;
+                    ALTER TABLE sink_state ADD COLUMN failing_error TEXT;
+                    ALTER TABLE sink_state ADD COLUMN dead_lettering INTEGER NOT NULL DEFAULT 0;
+                    """)
+        }
         return m
     }
 }

@@ -100,6 +100,10 @@ public protocol DeliveryLedger: Sendable {
     /// Sinks switched off (by a 410 or the like) and why.
     func disabledSinks() throws(StoreError) -> [String: String]
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
+    /// Records that `sink` fails (`health`), or works again (nil).
+    func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError)
+    /// The sinks failing now, as their workers recorded it.
+    func sinkHealth() throws(StoreError) -> [String: SinkHealth]
     /// The destination asked to wait (a 429's `Retry-After`, a failure's back-off): no delivery of `sink` is handed
     /// out before `until`, by any relay that shares this ledger.
     func pauseSink(_ sink: String, until: Date) throws(StoreError)

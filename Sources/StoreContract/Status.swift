@@ -10,6 +10,8 @@ public protocol StatusSource: Sendable {
     func syncStatus() throws(StoreError) -> SyncStatus?
     /// Sinks switched off (by a 410 or the like) and why.
     func disabledSinks() throws(StoreError) -> [String: String]
+    /// The sinks failing now, as their workers recorded it.
+    func sinkHealth() throws(StoreError) -> [String: SinkHealth]
     /// Writes still owed to the server.
     func outboxWaiting() throws(StoreError) -> Int
     func contact() throws(StoreError) -> StoreContact

@@ -121,6 +121,7 @@ struct StatusCommand: AsyncParsableCommand {
         let stale = staleness.isStale(s.lastContact)
         let counts = try store.deliveryCounts()
         let disabled = try store.disabledSinks()
+        let failing = try store.sinkHealth()
         let rejected = try store.rejectedRows()
         let history = try store.historyTaken()
         let mutes = try store.mutes(at: Date())
@@ -154,6 +155,7 @@ struct StatusCommand: AsyncParsableCommand {
                         ("muted", .number(String(c["muted"] ?? 0))),
                     ]
                     members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
+                    members.append(("failing", failing[sink].map(\.json) ?? .null))
                     return (sink, .object(members))
                 }),
             ]
@@ -167,9 +169,12 @@ struct StatusCommand: AsyncParsableCommand {
             options.emit(json)
             return
         }
-        let sinks: [[String]] = counts.keys.sorted().map { sink in sinkLine(sink, counts[sink]!, disabled[sink]) }
         let zone = options.tableZone()
         let local = { (date: Date) in LocalTime.text(date, zone) }
+        let sinks: [[String]] = Set(counts.keys).union(failing.keys).sorted().flatMap { sink in
+            [sinkLine(sink, counts[sink] ?? [:], disabled[sink])]
+                + (failing[sink].map { [["", $0.sentence(since: local($0.failingSince))]] } ?? [])
+        }
         let hub: String =
             if let link, running {
                 "\(link.state.rawValue) since \(local(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
@@ -214,6 +219,17 @@ struct StatusCommand: AsyncParsableCommand {
                 }
             print(Table.render(rows, rightAligned: [2]))
         }
+    }
+}
+
+extension SinkHealth {
+    var json: JSONValue {
+        ["since": .string(iso(failingSince)), "lastError": .string(lastError), "deadLettering": .bool(deadLettering)]
+    }
+
+    /// "FAILING since 08:26:03 (dead letters): HTTP 400 ...", for the tables.
+    func sentence(since: String) -> String {
+        "FAILING since \(since)\(deadLettering ? " (its alerts become dead letters)" : ""): \(lastError)"
     }
 }
 

@@ -41,15 +41,26 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let opened = try await options.openRelayStore()
             defer { opened.close() }
             let rows = try opened.relay.deliveries(sink: sink, state: state, limit: limit)
+            let zone = options.tableZone()
+            // A waiting row of a sink that fails or is switched off waits for its sink, whatever its own tries say.
+            let (failing, off) = (try opened.relay.sinkHealth(), try opened.relay.disabledSinks())
+            let why = { (d: Delivery) -> String? in
+                guard d.isWaiting else { return nil }
+                if let reason = off[d.sink] { return "sink switched off: \(reason)" }
+                return failing[d.sink].map { "sink failing since \(LocalTime.text($0.failingSince, zone)): \($0.lastError)" }
+            }
             if options.json {
-                options.emit(.array(rows.map(\.json)))
+                options.emit(.array(rows.map { d in
+                    guard case .object(let members) = d.json else { return d.json }
+                    return .object(members + [("waitsFor", why(d).map { .string($0) } ?? .null)])
+                }))
                 return
             }
-            let zone = options.tableZone()
             let table = [["CREATED (\(options.zoneName(zone)))", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
                 [
                     LocalTime.cell(d.createdAt, zone), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
-                    d.isWaiting ? LocalTime.cell(d.nextAttemptAt, zone) : "-", d.id, Self.short(d.lastError),
+                    d.isWaiting ? (why(d) == nil ? LocalTime.cell(d.nextAttemptAt, zone) : "after the sink") : "-", d.id,
+                    Self.short(d.lastError ?? why(d)),
                 ]
             }
             print(Table.render(table, rightAligned: [4]))
@@ -98,6 +109,13 @@ struct DeliveriesCommand: AsyncParsableCommand {
         }
     }
 
+    /// Tells the running relay to send the waiting alerts now, ending its back-off; says what happened.
+    static func told(_ opened: OpenedStore) -> String {
+        guard let file = opened.file else { return "every running replica sends them now (the shared database notifies them)." }
+        guard let pid = signalTheRunningRelay(file) else { return "the relay sends them when it runs." }
+        return "the running relay (pid \(pid)) sends them now."
+    }
+
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Queue dead letters again (one by id, or all of a sink's).",
@@ -115,7 +133,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
             defer { opened.close() }
             let count = try opened.relay.retryDeliveries(id: id, sink: sink, at: Date())
             guard count > 0 else { throw CLIError("No dead delivery matches \(id ?? "sink \(sink!)").") }
-            print("\(count) delivery(ies) queued again; the running relay sends them within a minute.")
+            print("\(count) delivery(ies) queued again; \(DeliveriesCommand.told(opened))")
         }
     }
 
@@ -131,7 +149,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
             defer { opened.close() }
             guard try opened.relay.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
             try opened.relay.enableSink(sink, at: Date())
-            print("Sink \(sink) is on again; the running relay sends its waiting alerts within a minute.")
+            print("Sink \(sink) is on again; \(DeliveriesCommand.told(opened))")
         }
     }
 

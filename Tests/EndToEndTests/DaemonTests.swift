@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
+import Synchronization
 import TestSupport
 import Testing
 
@@ -32,10 +33,11 @@ import Testing
         }
 
         /// Writes the config: two webhook sinks, transactions routed to `to`.
-        func write(to sink: String, extra: String = "") throws {
+        func write(to sink: String, extra: String = "", unhealthyAfter: String = "15m") throws {
             let yaml = """
                 status:
                   listen: 127.0.0.1:\(port)
+                  unhealthy_after: \(unhealthyAfter)
                 sinks:
                   a:
                     type: webhook
@@ -251,6 +253,53 @@ import Testing
             await relay.expectCleanStop()
             let after = try await RelayProcess.output(["status"], env: ["ALLOWANCE_RELAY_STORE_PATH": setup.store])
             #expect(after.contains("not running (last: stopped"), "\(after)")
+        }
+    }
+
+    /// A sink that refuses (400) makes dead letters: /healthz says so at once, `status` names the sink with its error
+    /// and `deliveries list` says why its rows wait. Fixed, `deliveries retry` reaches the running relay, which sends
+    /// them now (not at its next look, a minute on). A sink that fails with retries is unhealthy once it has failed
+    /// for `status.unhealthy_after`, and healthy again after the first send that goes through.
+    @Test func aFailingSinkIsShownEverywhereAndARetryIsSentAtOnce() async throws {
+        let answer = Mutex(400)
+        let a = WebhookReceiver { _, _ in .init(answer.withLock { $0 }, body: "no thanks") }
+        try await withRelay(a: a) { setup, base, a, b in
+            try setup.write(to: "a", unhealthyAfter: "2s")
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=2")
+            #expect(await eventually { a.received.count == 2 })
+            #expect(await eventually { (try? await setup.health().status) == 503 })
+            let reasons = try await setup.health().json["reasons"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(reasons.contains { $0.hasPrefix("sink a dead-letters since") && $0.contains("400") }, "\(reasons)")
+            let env = ["ALLOWANCE_RELAY_STORE_PATH": setup.store]
+            let status = try await RelayProcess.output(["status"], env: env)
+            #expect(status.contains("FAILING since") && status.contains("400"), "\(status)")
+            let json = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: env).utf8))
+            #expect(json["deliveries"]?["a"]?["failing"]?["deadLettering"]?.boolValue == true, "\(json.serialized)")
+
+            answer.withLock { $0 = 200 }
+            let retried = try await RelayProcess.output(["deliveries", "retry", "--sink", "a"], env: env)
+            #expect(retried.contains("2 delivery(ies) queued again; the running relay (pid \(relay.pid)) sends them now"), "\(retried)")
+            #expect(await eventually(.seconds(10)) { a.received.count == 4 }, "sent at once, not at the next minute's look")
+            #expect(await relay.waitFor("sink a works again"))
+            #expect(await eventually(.seconds(5)) { (try? await setup.health().status) == 200 })
+
+            // Failing with retries (500): unhealthy once it has failed for 2 s, with a waiting row that says why.
+            answer.withLock { $0 = 500 }
+            try await simPost(base, "/_sim/burst?count=1")
+            #expect(await eventually { (try? await setup.health().status) == 503 })
+            let failing = try await setup.health().json["reasons"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(failing.contains { $0.hasPrefix("sink a failing since") && $0.contains("500") }, "\(failing)")
+            let list = try JSONValue(parsing: Array(try await RelayProcess.output(["deliveries", "list", "--sink", "a", "--json"], env: env).utf8))
+            let waiting = list.arrayValue?.first { $0["state"]?.stringValue == "pending" }
+            #expect(waiting?["waitsFor"]?.stringValue?.hasPrefix("sink failing since") == true, "\(list.serialized)")
+            let metrics = try await setup.get("/metrics").body
+            #expect(metrics.contains("allowance_relay_sink_failing{sink=\"a\"} 1"), "\(metrics)")
+            answer.withLock { $0 = 200 }
+            #expect(await eventually { a.received.count >= 6 })
+            #expect(await eventually { (try? await setup.health().status) == 200 })
+            await relay.expectCleanStop()
         }
     }
 

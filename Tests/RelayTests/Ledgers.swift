@@ -49,6 +49,8 @@ final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
         try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)
     }
     func disabledSinks() throws(StoreError) -> [String: String] { try store.disabledSinks() }
+    func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) { try store.setSinkHealth(sink, health) }
+    func sinkHealth() throws(StoreError) -> [String: SinkHealth] { try store.sinkHealth() }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
     func pauseSink(_ sink: String, until: Date) throws(StoreError) { store.pauseSink(sink, until: until) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
@@ -89,6 +91,8 @@ final class CountingLedger: DeliveryLedger, @unchecked Sendable {
         try store.foldIntoDigest(parts, digest: digest, currency: currency, at: now)
     }
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError) { try store.disableSink(sink, reason: reason, at: now) }
+    func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) { try store.setSinkHealth(sink, health) }
+    func sinkHealth() throws(StoreError) -> [String: SinkHealth] { try store.sinkHealth() }
     func pauseSink(_ sink: String, until: Date) throws(StoreError) { store.pauseSink(sink, until: until) }
     @discardableResult func raise(_ event: RelayEvent) throws(StoreError) -> Int { try store.raise(event) }
     func currentBalance(child: UUID) throws(StoreError) -> Decimal? { try store.currentBalance(child: child) }

@@ -17,6 +17,7 @@ let allMigrations = [
     "v16: the trace each delivery continues",
     "v17: the newest transactions without a scan",
     "v18: what goes first, found without a scan",
+    "v19: a failing sink, for status and /healthz",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
