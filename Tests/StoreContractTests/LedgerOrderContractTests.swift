@@ -56,6 +56,40 @@ import Testing
         #expect(try due.last?.event.detail == "chore 1", "then the oldest")
     }
 
+    /// A sink's failure, recorded by the replica whose worker saw it, is what every handle reads; a dead letter queued
+    /// again (`deliveries retry`) is due at once, and lifts the sink's shared pause.
+    @Test(arguments: Backend.allCases)
+    func aFailingSinkIsSeenByEveryHandleAndARetryIsDueAtOnce(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let since = Date(timeIntervalSince1970: 1_790_000_000)
+        #expect(try stores[1].sinkHealth().isEmpty)
+        try stores[0].setSinkHealth("hook", SinkHealth(failingSince: since, lastError: "HTTP 400: no", deadLettering: true))
+        #expect(try stores[1].sinkHealth() == ["hook": SinkHealth(failingSince: since, lastError: "HTTP 400: no", deadLettering: true)])
+        #expect(try stores[1].disabledSinks().isEmpty, "failing is not switched off")
+
+        try stores[0].raise(balance(alice, 1))
+        let due = try stores[0].dueDeliveries(sink: "hook", at: Date().addingTimeInterval(1), limit: 10, excluding: [])
+        try stores[0].record(due.map { ($0.id, .gaveUp(reason: "HTTP 400: no")) })
+        try stores[0].pauseSink("hook", until: Date().addingTimeInterval(600))
+        #expect(try stores[1].retryDeliveries(id: nil, sink: "hook", at: Date()) == 1)
+        let again = try stores[1].dueDeliveries(sink: "hook", at: Date().addingTimeInterval(1), limit: 10, excluding: [])
+        #expect(again.map(\.id) == due.map(\.id), "due at once, the pause lifted")
+
+        try stores[1].setSinkHealth("hook", nil)
+        #expect(try stores[0].sinkHealth().isEmpty, "works again")
+    }
+
+    @Test func aFailingSinkIsUnhealthyAtOnceWhenItDeadLettersAndAfterTheThresholdOtherwise() {
+        let since = Date(timeIntervalSince1970: 1_790_000_000)
+        let failing = SinkHealth(failingSince: since, lastError: "HTTP 500", deadLettering: false)
+        #expect(failing.unhealthyReason(sink: "hook", at: since.addingTimeInterval(899), after: 900) == nil)
+        #expect(failing.unhealthyReason(sink: "hook", at: since.addingTimeInterval(900), after: 900)?.hasPrefix("sink hook failing since") == true)
+        var dead = failing
+        dead.deadLettering = true
+        #expect(dead.unhealthyReason(sink: "hook", at: since, after: 900)?.hasPrefix("sink hook dead-letters since") == true)
+    }
+
     @Test func sendingOrderPutsSummariesAndDigestsFirstThenTheOldest() {
         func d(_ kind: RelayEvent.Kind, _ seconds: Double) -> Delivery {
             Delivery(
