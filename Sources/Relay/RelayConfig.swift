@@ -11,6 +11,8 @@ public struct RelayConfig: Sendable {
     /// In the file's order.
     public var sinks: [SinkConfig] = []
     public var rules: [Rule] = []
+    /// The file has no `rules:`: every sink gets the default alerts (`defaultRules`).
+    public internal(set) var defaultRouting = false
     public var templates: [RelayEvent.Kind: Template] = [:]
     public var titles: [RelayEvent.Kind: Template] = [:]
     /// A hub connection down this long raises `connection.lost`.
@@ -158,6 +160,7 @@ public struct RelayConfig: Sendable {
             }
         } else {
             config.rules = defaultRules(config.sinks)
+            config.defaultRouting = true
         }
         guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
         return config

@@ -89,6 +89,7 @@ public final class RelayEngine: Sendable {
     private func plan(with generation: Generation) {
         let workers = Dictionary(generation.workers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let config = generation.config
+        for warning in Routing(config).warnings { logger.warning("\(warning)") }
         store.setOrderedSinks(Set(config.sinks.filter(\.ordersByChild).map(\.name)))
         let planner = RulePlanner(
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes, history: config.history)

@@ -125,6 +125,7 @@ struct StatusCommand: AsyncParsableCommand {
         let rejected = try store.rejectedRows()
         let history = try store.historyTaken()
         let mutes = try store.mutes(at: Date())
+        let routing = (try? options.relayConfig()).map(Routing.init)
         if options.json {
             var json: JSONValue = [
                 "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
@@ -159,6 +160,13 @@ struct StatusCommand: AsyncParsableCommand {
                     return (sink, .object(members))
                 }),
             ]
+            if let routing, case .object(let members) = json {
+                json = .object(
+                    members + [
+                        ("routing", .object(routing.routes.map { ($0.sink, .array($0.alerts.map { .string($0) })) })),
+                        ("warnings", .array(routing.warnings.map { .string($0) })),
+                    ])
+            }
             if let replicas, case .object(let members) = json {
                 json = .object(
                     members + [
@@ -206,7 +214,9 @@ struct StatusCommand: AsyncParsableCommand {
         let muted: [[String]] = mutes.map { m in
             ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(local(m.until))"]
         }
-        print(Table.render(lines + aside + muted + sinks))
+        let routes: [[String]] = (routing?.rows ?? []).map { ["routes \($0[0])", $0[1]] }
+            + (routing?.warnings ?? []).map { ["warning", $0] }
+        print(Table.render(lines + aside + muted + sinks + routes))
         if let replicas {
             print("Replicas:")
             let rows =

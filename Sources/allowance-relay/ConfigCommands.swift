@@ -54,6 +54,7 @@ struct ConfigCommand: AsyncParsableCommand {
             } catch {
                 problems = error.all
             }
+            let routing = loaded.map { Routing($0.1) }
             var probes: [(what: String, ok: Bool, said: String)] = []
             if probe, let (settings, relay) = loaded {
                 probes = await Self.probe(settings, relay)
@@ -70,12 +71,19 @@ struct ConfigCommand: AsyncParsableCommand {
                                 ]
                             }),
                         "summary": .string(summary),
+                        "routing": .array(routing?.routes.map { ["sink": .string($0.sink), "alerts": .array($0.alerts.map { .string($0) })] } ?? []),
+                        "warnings": .array(routing?.warnings.map { .string($0) } ?? []),
                         "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
                     ] as JSONValue).serialized)
             } else if !problems.isEmpty {
                 FileHandle.standardError.write(Data(ConfigErrors(problems).report.utf8))
             } else {
                 print("Configuration OK: \(summary).")
+                if let routing, !routing.routes.isEmpty {
+                    print("Routing (sink: what reaches it):")
+                    print(Table.render(routing.rows))
+                }
+                for w in routing?.warnings ?? [] { print("warning: \(w)") }
                 for p in probes { print("  \(p.ok ? "ok  " : "FAIL") \(p.what): \(p.said)") }
             }
             if !problems.isEmpty { throw ExitCode(78) }
