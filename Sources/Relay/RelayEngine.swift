@@ -113,6 +113,7 @@ public final class RelayEngine: Sendable {
             return s.current
         }
         plan(with: new)
+        replanHeld(config)
         old.stop.set()
         for w in old.workers { w.wakeup.signal() }
         changed.signal()
@@ -194,6 +195,28 @@ public final class RelayEngine: Sendable {
     public func mutesChanged() {
         let running = mutes.refresh()
         logger.notice("mutes read again: \(running) running")
+        replanHeld(state.withLock { $0.current.config })
+    }
+
+    /// Alerts held for quiet hours follow the quiet hours and mutes in force now: a reload that shortens them
+    /// releases what they held, a mute set meanwhile keeps its child's held alerts from going out.
+    private func replanHeld(_ config: RelayConfig) {
+        let now = Date()
+        let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName, mutes: mutes)
+        do {
+            // Held for longer than a catch-up's digest gathers (seconds): quiet hours.
+            let changes = planner.replan(try store.heldDeliveries(dueAfter: now.addingTimeInterval(30)), now: now)
+            guard !changes.isEmpty else { return }
+            try store.replanHeld(changes)
+            let muted = changes.filter { if case .muted = $0.change { true } else { false } }.count
+            logger.notice("\(changes.count) held alert(s) planned again for the quiet hours and mutes in force (\(muted) muted)")
+            for w in state.withLock({ $0.current.workers }) {
+                w.handOver.forget()
+                w.wakeup.signal()
+            }
+        } catch {
+            logger.error("could not plan the held alerts again: \(error)")
+        }
     }
 
     /// A catch-up finished: the sinks that show the family (Home Assistant's device) publish any child added or deleted.

@@ -101,6 +101,20 @@ public struct RulePlanner: AlertPlanner {
         }
     }
 
+    /// What the current rules, quiet hours and mutes make of deliveries held earlier (`heldDeliveries`): a row whose
+    /// quiet hours are gone or shorter falls due then; one whose child is muted on its sink now is muted. Rows whose
+    /// rule or sink is gone keep their time.
+    public func replan(_ held: [Delivery], now: Date) -> [(id: String, change: HeldChange)] {
+        let rulesByName = Dictionary(rules.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        return held.compactMap { d -> (String, HeldChange)? in
+            guard d.urgency != .critical, d.kind != .summary, let rule = rulesByName[d.rule], let sink = sinks[d.sink] else { return nil }
+            if let child = d.childId, mutes?.isMuted(sink: d.sink, child: child, at: now) == true { return (d.id, .muted("muted")) }
+            let quiet = rule.quietHours ?? sink.quietHours
+            let due = quiet.map { $0.contains(now) ? $0.end(after: now) : now } ?? now
+            return abs(due.timeIntervalSince(d.nextAttemptAt)) < 1 ? nil : (d.id, .due(due))
+        }
+    }
+
     public func plan(_ e: RelayEvent) -> [PlannedDelivery] {
         if e.history, history == .none { return [] }  // a new relay starts from now
         let now = now()

@@ -222,6 +222,36 @@ extension SharedRelayStore: DeliveryLedger {
         }
     }
 
+    public func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery] {
+        try working { db throws(PostgresError) -> [Delivery] in
+            try db.query(
+                "SELECT \(Self.deliveryColumns("d")) FROM relay_delivery d WHERE d.state = 'pending' AND d.attempts = 0 AND d.due_at > $1::timestamptz ORDER BY d.seq",
+                [ISODate.string(after)]
+            ).rows.compactMap(Self.delivery)
+        }
+    }
+
+    public func replanHeld(_ changes: [(id: String, change: HeldChange)]) throws(StoreError) {
+        guard !changes.isEmpty else { return }
+        try working { db throws(PostgresError) in
+            try db.transaction { () throws(PostgresError) in
+                for (id, change) in changes {
+                    switch change {
+                    case .due(let at):
+                        try db.query(
+                            "UPDATE relay_delivery SET due_at = $2::timestamptz WHERE id = $1 AND state = 'pending' AND attempts = 0",
+                            [id, ISODate.string(at)])
+                    case .muted(let why):
+                        try db.query(
+                            "UPDATE relay_delivery SET state = 'muted', last_error = $2 WHERE id = $1 AND state = 'pending' AND attempts = 0",
+                            [id, why])
+                    }
+                }
+                try db.notify(Self.channel)
+            }
+        }
+    }
+
     public func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) {
         try working { db throws(PostgresError) in
             try db.query(

@@ -202,6 +202,31 @@ extension Store {
         }
     }
 
+    public func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery] {
+        try read { db in
+            try JobQueue<Delivery>.waiting(db, dueAfter: after, filter: "attempts = 0", order: "created_at, rowid")
+                .compactMap { try? Delivery(row: $0) }
+        }
+    }
+
+    public func replanHeld(_ changes: [(id: String, change: HeldChange)]) throws(StoreError) {
+        guard !changes.isEmpty else { return }
+        try write { db in
+            for (id, change) in changes {
+                switch change {
+                case .due(let at):
+                    try db.execute(
+                        sql: "UPDATE delivery SET next_attempt_at = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        arguments: [ISO.string(at), id])
+                case .muted(let why):
+                    try db.execute(
+                        sql: "UPDATE delivery SET state = ?, last_error = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        arguments: [Delivery.State.muted, why, id])
+                }
+            }
+        }
+    }
+
     public func setSinkHealth(_ sink: String, _ health: SinkHealth?) throws(StoreError) {
         try write { db in
             try db.execute(

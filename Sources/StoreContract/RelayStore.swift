@@ -60,6 +60,19 @@ public protocol PlanningStore: Sendable {
     func requeueInFlightDeliveries() throws(StoreError) -> Int
     /// Deliveries by sink and state, for the status and a reload's report.
     func deliveryCounts() throws(StoreError) -> [String: [String: Int]]
+    /// Deliveries held for later (quiet hours): pending, never tried, due after `after`.
+    func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery]
+    /// Applies what re-planning the held deliveries decided (a reload changed quiet hours, a mute came): each row
+    /// still held and untried takes its new due time, or is muted.
+    func replanHeld(_ changes: [(id: String, change: HeldChange)]) throws(StoreError)
+}
+
+/// What re-planning does to a held delivery.
+public enum HeldChange: Sendable, Equatable {
+    /// Due at this time instead (now, when its quiet hours are gone).
+    case due(Date)
+    /// Not sent: its sink is muted for the child now (`lastError` says so).
+    case muted(String)
 }
 
 /// The desktop popups standing for a child: per machine by nature (a popup is on this machine's screen), so they stay

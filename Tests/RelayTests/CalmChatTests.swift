@@ -17,6 +17,53 @@ import Testing
         return l
     }()
 
+    /// Quiet hours shortened by a reload release what they held at once (it waited for the old end), and a mute
+    /// set while alerts are held keeps them from going out when the hours end.
+    @Test func aReloadAndAMuteApplyToWhatQuietHoursHold() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { base in
+            var utc = Calendar(identifier: .gregorian)
+            utc.timeZone = TimeZone(identifier: "UTC")!
+            let hm = { (d: Date) in String(format: "%02d:%02d", utc.component(.hour, from: d), utc.component(.minute, from: d)) }
+            let quiet = "\(hm(Date().addingTimeInterval(-3600)))-\(hm(Date().addingTimeInterval(3600)))"
+            let yaml = { (quietHours: String?) in
+                "relay:\n  time_zone: UTC\nsinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n"
+                    + (quietHours.map { "    quiet_hours: \"\($0)\"\n" } ?? "")
+            }
+            let store = try Store.open(path: temporaryPath())
+            try store.storeCaughtUp(
+                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+            let engine = RelayEngine(store: store, config: try RelayConfig.parse(yaml(quiet), file: "t.yaml"), logger: logger)
+            try engine.install()
+            let task = Task { await engine.run() }
+            defer { task.cancel() }
+            func spend(_ after: Int) throws {
+                let t = Transaction(
+                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item", balanceAfter: Decimal(after),
+                    createdAt: Date(), createdByName: "Pat")
+                #expect(try store.apply(.transactionCreated(t)) != .duplicate)
+            }
+            try spend(49)
+            try spend(48)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(hook.received.isEmpty, "held by quiet hours")
+
+            _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
+            let deadline = ContinuousClock.now + .seconds(10)
+            while hook.received.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(hook.received.count == 2, "released by the reload, not at the old end of the quiet hours")
+
+            _ = engine.reload(try RelayConfig.parse(yaml(quiet), file: "t.yaml"))
+            try spend(47)
+            try store.mute(Mute(sink: "hook", childId: alice, until: Date().addingTimeInterval(7200)))
+            engine.mutesChanged()
+            _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(hook.received.count == 2, "the muted child's held alert stays unsent")
+            #expect(try store.deliveryCounts()["hook"]?["muted"] == 1)
+        }
+    }
+
     /// Eight transactions wait for a Slack channel limited to a few messages a second (a backlog, as behind Slack's
     /// 1/s): each transaction goes out (one burst message, edited), and the balance message is posted once, with the
     /// balance as it is now; the seven balances it superseded are merged, not sent.

@@ -80,6 +80,23 @@ import Testing
         #expect(try stores[0].sinkHealth().isEmpty, "works again")
     }
 
+    /// Held rows (quiet hours) are found, and re-planned: one due now, one muted; a row already tried is left alone.
+    @Test(arguments: Backend.allCases)
+    func heldDeliveriesAreFoundAndPlannedAgain(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2, planner: Holding())
+        defer { backend.close(stores) }
+        for amount in [1, 2, 3] as [Decimal] { try stores[0].raise(RelayEvent(kind: .transactionCreated, at: Date(), childId: alice, balance: amount)) }
+        let held = try stores[1].heldDeliveries(dueAfter: Date().addingTimeInterval(60))
+        #expect(held.count == 3)
+        #expect(try stores[1].heldDeliveries(dueAfter: Date().addingTimeInterval(7200)).isEmpty, "held for an hour only")
+        let now = Date()
+        try stores[1].replanHeld([(held[0].id, .due(now)), (held[1].id, .muted("muted"))])
+        #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 2, "muted": 1]])
+        let due = try stores[0].dueDeliveries(sink: "hook", at: now.addingTimeInterval(1), limit: 10, excluding: [])
+        #expect(due.map(\.id) == [held[0].id])
+        #expect(try stores[0].heldDeliveries(dueAfter: now.addingTimeInterval(60)).map(\.id) == [held[2].id])
+    }
+
     @Test func aFailingSinkIsUnhealthyAtOnceWhenItDeadLettersAndAfterTheThresholdOtherwise() {
         let since = Date(timeIntervalSince1970: 1_790_000_000)
         let failing = SinkHealth(failingSince: since, lastError: "HTTP 500", deadLettering: false)
@@ -99,5 +116,14 @@ import Testing
         }
         let sorted = [d(.balanceUpdated, 1), d(.transactionCreated, 2), d(.digest, 9), d(.summary, 5)].sorted(by: Delivery.sendingOrder)
         #expect(sorted.map(\.kind) == [.summary, .digest, .balanceUpdated, .transactionCreated])
+    }
+}
+
+/// Holds every event's delivery for an hour, as quiet hours do.
+struct Holding: AlertPlanner {
+    func plan(_ event: RelayEvent) -> [PlannedDelivery] {
+        var p = PlannedDelivery(sink: "hook", rule: "all", kind: event.kind, urgency: .normal)
+        p.notBefore = Date().addingTimeInterval(3600)
+        return [p]
     }
 }
