@@ -14,14 +14,23 @@ while [ $# -gt 0 ]; do
     --user) mode=user ;;
     --root) root=${2:?--root needs a directory}; shift ;;
     --binary) binary=${2:?--binary needs a file}; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
 if [ -z "$binary" ]; then
-  (cd "$repo" && swift build -c release --product allowance-relay)
+  # Built as the user who owns the checkout, not as root (sudo would leave root-owned build files behind).
+  if [ "$(id -u)" -eq 0 ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+    (cd "$repo" && sudo -u "$SUDO_USER" -- swift build -c release --product allowance-relay)
+  elif [ "$(id -u)" -eq 0 ]; then
+    echo "install.sh: will not build as root; build first (swift build -c release --product allowance-relay)" >&2
+    echo "  as the checkout's owner, then: install.sh --binary .build/release/allowance-relay" >&2
+    exit 1
+  else
+    (cd "$repo" && swift build -c release --product allowance-relay)
+  fi
   binary="$repo/.build/release/allowance-relay"
 fi
 [ -x "$binary" ] || { echo "install.sh: $binary is not an executable" >&2; exit 1; }

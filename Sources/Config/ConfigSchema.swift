@@ -112,6 +112,20 @@ public struct ConfigValues: Sendable {
         ])
     }
 
+    /// `ALLOWANCE_RELAY_*` variables that name no setting: a typo there would be ignored, so it is a mistake as an
+    /// unknown key of the file is. A sink's variables (`ALLOWANCE_RELAY_SINKS_<NAME>_...`) are the relay's to check.
+    func unknownVariables() -> [ConfigError] {
+        let known = ConfigSchema.settings.map { ConfigSchema.environmentVariable($0.key) }
+        return environment.keys.sorted().filter {
+            $0.hasPrefix("ALLOWANCE_RELAY_") && !$0.hasPrefix("ALLOWANCE_RELAY_SINKS_") && !known.contains($0)
+        }.map { variable in
+            ConfigError(
+                file: "environment", key: variable, "names no setting",
+                fix: Suggest.closest(to: variable, in: known).map { "did you mean \($0)?" }
+                    ?? "a variable is ALLOWANCE_RELAY_ and a key of config/reference.yaml in capitals (server.url: ALLOWANCE_RELAY_SERVER_URL)")
+        }
+    }
+
     /// The value of `key` (`server.url`), from the environment or else the file.
     public func string(_ key: String) -> String? {
         reader.string(forKey: ConfigKey(key.split(separator: ".").map(String.init)), isSecret: ConfigSchema.byKey[key]?.isSecret ?? false)
@@ -143,11 +157,14 @@ public struct ConfigValues: Sendable {
     /// Keys and sections of the file the schema does not know, and values that are not single ones: each with a
     /// "did you mean" when a known one is close.
     public func unknownKeys() -> [ConfigError] {
-        guard let file, let root = file.root else { return [] }
+        let variables = unknownVariables()
+        guard let file, let root = file.root else { return variables }
         guard let map = root.mapping else {
-            return [ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")]
+            return variables + [
+                ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")
+            ]
         }
-        var problems: [ConfigError] = []
+        var problems: [ConfigError] = variables
         for (k, v) in map {
             let name = k.string ?? ""
             let at = (k.mark?.line ?? 0, k.mark?.column ?? 0)

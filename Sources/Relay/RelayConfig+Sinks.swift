@@ -48,9 +48,13 @@ extension RelayConfig {
                         let example = kind == .mqtt ? "mqtt://broker.lan:1883 or mqtts://broker.lan:8883"
                             : kind == .email ? "smtp://mail.example.org:587 (STARTTLS) or smtps://mail.example.org:465"
                             : "https://hooks.example.org/allowance"
-                        // The URL may hold a token (Discord's, Slack's): the fix names the scheme, never the rest.
-                        let scheme = URLFix.suggest(u, schemes: schemes).flatMap { $0.components(separatedBy: "://").first }
-                        let fix = scheme.map { "write the URL as \($0)://..." } ?? "e.g. \(example)"
+                        // As server.url's fix, but the URL may hold a token (Discord's, Slack's): the fix shows the
+                        // scheme and the host, never the path or the query.
+                        let fix = URLFix.suggest(u, schemes: schemes).flatMap(URL.init(string:)).flatMap { near -> String? in
+                            guard let scheme = near.scheme, let host = near.host() else { return nil }
+                            let rest = near.path.isEmpty && near.query == nil ? "" : "/..."
+                            return "did you mean \(scheme)://\(host)\(near.port.map { ":\($0)" } ?? "")\(rest)?"
+                        } ?? "e.g. \(example)"
                         throw r.error("url is not a \(schemes.map { $0 + "://" }.joined(separator: " or ")) URL", fix: fix, at: "url")
                     }
                     sink.url = url

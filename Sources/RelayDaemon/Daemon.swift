@@ -161,6 +161,18 @@ public struct Daemon: Sendable {
         }
         // First, so that it stops last: the spans of the others' last moments are sent.
         if let exporter { add(exporter, "trace exporter") }
+        if let file = storage.file {
+            // SQLite folds the log into the file as it grows but never shrinks it: emptied every 10 minutes (and at
+            // the stop), it stays small on disk. A checkpoint that meets a long read is skipped until the next time.
+            add(
+                untilShutdown { [logger] in
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(600))
+                        guard !Task.isCancelled else { return }
+                        do { try file.checkpoint() } catch { logger.debug("write-ahead log checkpoint skipped: \(error)") }
+                    }
+                }, "log checkpoint")
+        }
         if let listen = settings.statusListen {
             add(
                 StatusEndpoint(

@@ -21,6 +21,7 @@ extension HubConnection {
     /// Closes the connection for good: pending invocations fail, a reconnect in progress stops.
     public func stop() async {
         reconnectTask?.cancel()
+        pauseTask?.cancel()
         // A start in progress learns of the stop from the machine and throws there, not here.
         _ = try? perform(machine.stop().filter { if case .failStart = $0 { false } else { true } })
         guard let link else { return }
@@ -35,7 +36,14 @@ extension HubConnection {
     func drive(_ first: [ConnectionStateMachine.Action], fromStart: Bool) async throws(HubConnectionError) {
         var actions = first
         while let (mode, pause) = try perform(actions) {
-            if pause > .zero { try? await Task.sleep(for: pause) }
+            if pause > .zero {
+                // A task of its own, which `stop` cancels: the first start's retries run in the caller's task, and a
+                // stop in a long back-off would otherwise wait for it to end.
+                let sleeper = Task { _ = try? await Task.sleep(for: pause) }
+                pauseTask = sleeper
+                await sleeper.value
+                pauseTask = nil
+            }
             guard machine.isAttempting, fromStart || !Task.isCancelled else {
                 if fromStart { throw HubConnectionError(.stopped, "The connection was stopped while starting.") }
                 return

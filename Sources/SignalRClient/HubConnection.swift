@@ -64,6 +64,8 @@ public actor HubConnection {
     var cachedToken: String?
     /// The retry loop after a lost link (the first start runs it in `start()` itself).
     var reconnectTask: Task<Void, Never>?
+    /// The pause before the next attempt, while one runs (`stop` ends it).
+    var pauseTask: Task<Void, Never>?
     /// Stateful reconnect: sequencing and replay buffer, and where to re-attach, while it is in use.
     var stateful: StatefulReconnectBuffer?
     /// The negotiated connection a re-attach opens again (WebSockets only).

@@ -84,8 +84,11 @@ public final class Store: Sendable {
         self.durability = durability
     }
 
-    /// Opens (creating if needed) and migrates the database at `path`.
-    public static func open(path: String, durability: Durability = .full) throws(StoreError) -> Store {
+    /// Opens (creating if needed) and migrates the database at `path`. `readOnly`: for the commands that only read
+    /// (`status`, `transactions` ...): nothing is created, migrated or checkpointed, so the file stays as it was byte
+    /// for byte; a database an older version wrote is refused with the fix.
+    public static func open(path: String, durability: Durability = .full, readOnly: Bool = false) throws(StoreError) -> Store {
+        if readOnly { return try openReadOnly(path: path, durability: durability) }
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             do {
@@ -124,6 +127,27 @@ public final class Store: Sendable {
         }
     }
 
+    private static func openReadOnly(path: String, durability: Durability) throws(StoreError) -> Store {
+        var config = Configuration()
+        config.readonly = true
+        config.busyMode = .timeout(5)
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)") }
+        do {
+            let pool = try DatabasePool(path: path, configuration: config)
+            guard try pool.read({ db in try Schema.migrator.hasCompletedMigrations(db) }) else {
+                throw StoreError(
+                    path: path, "The database was written by an older version of the relay. Start `allowance-relay run` once to bring it up to date.")
+            }
+            return Store(path: path, pool: pool, durability: durability)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw StoreError(path: path, error)
+        } catch {
+            throw StoreError(path: path, "Cannot open the database: \(error).")
+        }
+    }
+
     /// SQLite's `quick_check` of every page, on a reader (the writer goes on meanwhile): nil when the file is sound,
     /// else what is wrong, with the fix. Its time grows with the file: the daemon runs it after its start, not before.
     public func integrityProblem() throws(StoreError) -> String? {
@@ -149,7 +173,8 @@ public final class Store: Sendable {
     /// Moves a broken database (and its WAL files) aside, returning where it went; the next open starts empty
     /// and the next catch-up refills it from the server.
     public static func moveAside(path: String, now: Date = Date()) throws(StoreError) -> String {
-        let stamp = Int(now.timeIntervalSince1970)
+        // "relay.sqlite.broken-2026-11-26T08-30-05Z": when, readable, and a name every file system takes.
+        let stamp = ISODate.string(now).prefix(19).replacingOccurrences(of: ":", with: "-") + "Z"
         let target = "\(path).broken-\(stamp)"
         do {
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {

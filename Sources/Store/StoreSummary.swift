@@ -51,6 +51,11 @@ extension Store {
         try read { db in try JobQueue<OutboxEntry>.waitingCount(db) }
     }
 
+    /// The write-ahead log's size on disk (checkpointed and emptied on a schedule and at a clean stop).
+    public var walBytes: Int64 {
+        (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
     /// The database's size on disk, its log included.
     public var fileBytes: Int64 {
         ["", "-wal"].reduce(Int64(0)) { sum, suffix in

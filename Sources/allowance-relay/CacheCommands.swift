@@ -62,7 +62,7 @@ struct CacheOptions: ParsableArguments {
         try RelaySettings.local(try checked().values)
     }
 
-    func openStore() async throws -> Store {
+    func openStore(readOnly: Bool = false) async throws -> Store {
         let local = try await settings()
         if let shared = local.sharedStore {
             // The local file is not where a replica keeps the family's data: reading it would show nothing, and a
@@ -76,7 +76,7 @@ struct CacheOptions: ParsableArguments {
             throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).", code: Exit.unavailable)
         }
         do {
-            return try Store.open(path: path)
+            return try Store.open(path: path, readOnly: readOnly)
         } catch {
             throw CLIError(error.description, code: Exit.ioError)
         }
@@ -109,7 +109,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var staleness: Staleness
 
     func run() async throws {
-        let opened = try await options.openRelayStore()
+        let opened = try await options.openRelayStore(readOnly: true)
         defer { opened.close() }
         let store = opened.relay
         let s = try store.summary()
@@ -130,6 +130,7 @@ struct StatusCommand: AsyncParsableCommand {
             var json: JSONValue = [
                 "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
+                "walBytes": opened.file.map { .number(String($0.walBytes)) } ?? .null,
                 "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
                 "transactions": .number(String(s.transactions)), "inboxRows": s.inboxRows.map { .number(String($0)) } ?? .null,
                 "outboxWaiting": .number(String(s.outboxWaiting)), "outboxRejected": .number(String(s.outboxRejected)),
@@ -178,7 +179,8 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         let zone = options.tableZone()
-        let local = { (date: Date) in LocalTime.text(date, zone) }
+        // To the second: a reconnect or a retry is seconds away, not minutes.
+        let local = { (date: Date) in LocalTime.cell(date, zone) + " " + zone.identifier }
         let sinks: [[String]] = Set(counts.keys).union(failing.keys).sorted().flatMap { sink in
             [sinkLine(sink, counts[sink] ?? [:], disabled[sink])]
                 + (failing[sink].map { [["", $0.sentence(since: local($0.failingSince))]] } ?? [])
@@ -195,9 +197,13 @@ struct StatusCommand: AsyncParsableCommand {
             }
         let lines: [[String]] = [
             ["hub", hub],
-            ["sync", sync.map { "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(local($0))" } ?? "") } ?? "never run"],
+            ["sync", sync.map { "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(local($0)) (\(Self.fromNow($0)))" } ?? "") } ?? "never run"],
             ["database", s.path + (replicas == nil ? "" : " (shared by replicas)")],
-            ["size", ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)],
+            [
+                "size",
+                ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)
+                    + (opened.file.map { " (write-ahead log \(ByteCountFormatter.string(fromByteCount: $0.walBytes, countStyle: .file)))" } ?? ""),
+            ],
             ["schema", "version \(s.migrations.count)"],
             ["children", String(s.children)],
             ["transactions", String(s.transactions)],
@@ -243,6 +249,15 @@ extension SinkHealth {
     }
 }
 
+extension StatusCommand {
+    /// "in 12 s", "in 3 min", "12 s ago".
+    static func fromNow(_ date: Date, now: Date = Date()) -> String {
+        let seconds = Int(date.timeIntervalSince(now).rounded())
+        let amount = abs(seconds) < 120 ? "\(abs(seconds)) s" : "\(abs(seconds) / 60) min"
+        return seconds >= 0 ? "in \(amount)" : "\(amount) ago"
+    }
+}
+
 /// Whether the daemon that wrote the link row is still running (EPERM: alive, another user's).
 private func processIsAlive(_ pid: Int32) -> Bool {
     kill(pid, 0) == 0 || errno == EPERM
@@ -265,7 +280,7 @@ struct BalancesCommand: AsyncParsableCommand {
     @OptionGroup var staleness: Staleness
 
     func run() async throws {
-        let opened = try await options.openRelayStore()
+        let opened = try await options.openRelayStore(readOnly: true)
         defer { opened.close() }
         let stale = staleness.isStale(try opened.relay.contact().lastContact)
         let children = try opened.relay.children()
@@ -325,7 +340,7 @@ struct TransactionsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let opened = try await options.openRelayStore()
+        let opened = try await options.openRelayStore(readOnly: true)
         defer { opened.close() }
         let children = try opened.relay.children()
         var childId: UUID?

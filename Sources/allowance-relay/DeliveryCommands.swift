@@ -38,7 +38,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Option(help: "How many.") var limit = 50
 
         func run() async throws {
-            let opened = try await options.openRelayStore()
+            let opened = try await options.openRelayStore(readOnly: true)
             defer { opened.close() }
             let rows = try opened.relay.deliveries(sink: sink, state: state, limit: limit)
             let zone = options.tableZone()
@@ -87,7 +87,7 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Argument(help: "The delivery's id (see `deliveries list`).") var id: String
 
         func run() async throws {
-            let opened = try await options.openRelayStore()
+            let opened = try await options.openRelayStore(readOnly: true)
             defer { opened.close() }
             guard let d = try opened.relay.delivery(id: id) else {
                 throw CLIError("No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)

@@ -33,9 +33,9 @@ struct MuteCommand: AsyncParsableCommand {
         let zone: TimeZone
         let sinks: [String]
 
-        init(_ options: CacheOptions) async throws {
+        init(_ options: CacheOptions, readOnly: Bool = false) async throws {
             let relay = try options.relayConfig()
-            opened = try await options.openRelayStore()
+            opened = try await options.openRelayStore(readOnly: readOnly)
             children = try opened.relay.children()
             zone = relay.formatting.timeZone
             sinks = relay.sinks.map(\.name)
@@ -69,7 +69,7 @@ struct MuteCommand: AsyncParsableCommand {
         @OptionGroup var options: CacheOptions
 
         func run() async throws {
-            let c = try await Context(options)
+            let c = try await Context(options, readOnly: true)
             defer { c.opened.close() }
             let mutes = try c.store.mutes(at: Date()).sorted { ($0.until, $0.sink) < ($1.until, $1.sink) }
             let name = { (id: UUID) in c.children.first { $0.id == id }?.firstName ?? id.lowercased }

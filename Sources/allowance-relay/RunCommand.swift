@@ -33,7 +33,7 @@ struct RunCommand: AsyncParsableCommand {
             Examples:
               allowance-relay run --config /etc/allowance-relay/relay.yaml
               ALLOWANCE_RELAY_SERVER_URL=http://127.0.0.1:5080 ALLOWANCE_RELAY_SERVER_TOKEN=dev-token allowance-relay run
-              allowance-relay run --config config/demo.yaml --log-format json | jq .
+              allowance-relay run --config config/demo.yaml --log-format json 2>&1 | jq .   # logs go to stderr
             """)
     )
 

@@ -53,10 +53,11 @@ enum OpenedStore {
 }
 
 extension CacheOptions {
-    /// The store a command reads and changes: the shared database with store.url, else the SQLite file.
-    func openRelayStore() async throws -> OpenedStore {
+    /// The store a command reads and changes: the shared database with store.url, else the SQLite file (opened
+    /// read-only for a command that only reads: the file stays as it was).
+    func openRelayStore(readOnly: Bool = false) async throws -> OpenedStore {
         if let shared = try await openShared() { return .shared(shared) }
-        return .local(try await openStore())
+        return .local(try await openStore(readOnly: readOnly))
     }
 }
 

@@ -6,7 +6,7 @@ import Store
 /// `allowance-relay store prune`: retention on demand, and the file shrunk to what is left.
 struct StoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "store", abstract: "Maintain the local database.", subcommands: [Prune.self], defaultSubcommand: Prune.self)
+        commandName: "store", abstract: "Maintain the local database.", subcommands: [Prune.self])
 
     struct Prune: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -27,7 +27,7 @@ struct SummaryCommand: AsyncParsableCommand {
 
         func run() async throws {
             let relay = try options.relayConfig()
-            let opened = try await options.openRelayStore()
+            let opened = try await options.openRelayStore(readOnly: true)
             defer { opened.close() }
             let store = opened.relay
             var events = try { () throws(CLIError) in

@@ -102,7 +102,7 @@ struct OutboxCommand: AsyncParsableCommand {
         @OptionGroup var options: CacheOptions
 
             func run() async throws {
-            let opened = try await options.openRelayStore()
+            let opened = try await options.openRelayStore(readOnly: true)
             defer { opened.close() }
             let entries = try opened.relay.outbox()
             let children = try opened.relay.children()

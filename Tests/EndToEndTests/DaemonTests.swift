@@ -303,6 +303,33 @@ import Testing
         }
     }
 
+    /// The commands that read leave the database as it was, byte for byte (they opened it read-write: a status
+    /// checkpointed the log into the file); `store` alone prints its help and prunes nothing.
+    @Test func readCommandsLeaveTheDatabaseByteForByte() async throws {
+        try await withRelay { setup, base, a, b in
+            let relay = try setup.start(base)
+            #expect(await relay.waitFor("caught up"))
+            try await simPost(base, "/_sim/burst?count=3")
+            #expect(await eventually { a.received.count == 3 })
+            await relay.expectCleanStop()
+            // The file and its log; the -shm index is SQLite's shared memory, where every reader marks what it reads.
+            let files = ["", "-wal"].map { setup.store + $0 }
+            let before = files.map { FileManager.default.contents(atPath: $0) }
+            let env = ["ALLOWANCE_RELAY_STORE_PATH": setup.store]
+            for command in [
+                ["status"], ["status", "--json"], ["transactions"], ["balances"], ["deliveries", "list"], ["outbox", "list"],
+                ["summary", "show"], ["mute", "list"],
+            ] {
+                let out = try await RelayProcess.output(command + ["--config", setup.config], env: env)
+                #expect(!out.isEmpty, "\(command)")
+                #expect(files.map { FileManager.default.contents(atPath: $0) } == before, "\(command) changed the database")
+            }
+            let help = try await RelayProcess.output(["store"], env: env)
+            #expect(help.contains("SUBCOMMANDS") && help.contains("prune"), "\(help)")
+            #expect(files.map { FileManager.default.contents(atPath: $0) } == before, "`store` alone pruned")
+        }
+    }
+
     @Test func configCheckProbeTriesTheServerAndEachSink() async throws {
         try await withRelay(b: WebhookReceiver { _, _ in .init(404, body: "no such hook") }) { setup, base, a, b in
             let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]

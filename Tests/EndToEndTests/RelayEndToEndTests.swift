@@ -327,6 +327,26 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         #expect(good.output.contains(#""ok":true"#), "\(good.output)")
     }
 
+    /// A typo in a variable's name was ignored (`Configuration OK`) where the same typo in the file is an error: now
+    /// both are, with did-you-mean, and a sink URL gets the same scheme fix as server.url (its path kept back).
+    @Test func aMisspeltVariableIsAnErrorAsAMisspeltKeyIs() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "env-typo-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let file = dir.appending(path: "relay.yaml").path
+        try "server:\n  url: http://127.0.0.1:1\n  token: abc\nsinks:\n  hook:\n    type: webhook\n    url: htp//hooks.example.org/secret-path\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let check = try RelayProcess(
+            env: ["ALLOWANCE_RELAY_SERVER_URLL": "http://x", "ALLOWANCE_RELAY_LOG_LEVL": "debug"],
+            arguments: ["config", "check", "--config", file])
+        #expect(await check.wait() == 78)
+        #expect(
+            check.output.contains("environment: ALLOWANCE_RELAY_LOG_LEVL: names no setting. Fix: did you mean ALLOWANCE_RELAY_LOG_LEVEL?"),
+            "\(check.output)")
+        #expect(check.output.contains("ALLOWANCE_RELAY_SERVER_URLL: names no setting. Fix: did you mean ALLOWANCE_RELAY_SERVER_URL?"))
+        #expect(check.output.contains("did you mean https://hooks.example.org/...?") || check.output.contains("did you mean http://hooks.example.org/...?"), "\(check.output)")
+        #expect(!check.output.contains("secret-path"), "the sink URL's path is not repeated")
+    }
+
     @Test func invalidConfigurationExits78() async throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(await relay.wait() == 78)

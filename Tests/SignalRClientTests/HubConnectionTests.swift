@@ -276,6 +276,21 @@ import TestSupport
         }
     }
 
+    /// A stop while the first start waits to retry (the server away, a long back-off) ends the start at once: a
+    /// SIGTERM in back-off took up to the pause (10 s) to take effect.
+    @Test func aStopDuringTheStartsBackOffEndsItAtOnce() async throws {
+        let port = try freeLoopbackPortOutsideEphemeralRange()  // nobody listens
+        var o = options()
+        o.startRetryPolicy = ExponentialRetryPolicy(initial: .seconds(30), maximum: .seconds(30))
+        let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
+        let starting = Task { try await connection.start() }
+        try await Task.sleep(for: .seconds(3))  // the first attempts have failed; a 30 s pause runs
+        let asked = ContinuousClock.now
+        await connection.stop()
+        await #expect(throws: HubConnectionError.self) { try await starting.value }
+        #expect(ContinuousClock.now - asked < .seconds(2), "the start ended with the stop, not after the pause")
+    }
+
     @Test func followsNegotiateRedirectsWithTheNewToken() async throws {
         try await withSimulator { base in
             try await withRedirector(to: hubURL(base).absoluteString, token: testToken) { redirectorURL in
