@@ -178,11 +178,12 @@ struct NotifyCommand: AsyncParsableCommand {
 
     struct Test: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Send a test alert to a sink and say what happened.",
+            abstract: "Send a test alert to a sink (or to every sink) and say what happened.",
             discussion: Help.reflow("""
-                Sends directly (not through the ledger) and exits 0 when the destination accepted it.
+                Sends directly (not through the ledger) and exits 0 when every destination tried accepted it.
 
                 Examples:
+                  allowance-relay notify test --config relay.yaml                     # every sink
                   allowance-relay notify test --config relay.yaml --sink family-chat
                   allowance-relay notify test --config relay.yaml --sink desktop --json
                 """))
@@ -191,34 +192,54 @@ struct NotifyCommand: AsyncParsableCommand {
             name: .shortAndLong,
             help: "YAML config file with the sinks (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
         var config: String?
-        @Option(help: "The sink's name.") var sink: String
+        @Option(help: "The sink's name (default: every sink).") var sink: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
 
         func run() async throws {
             let file = ConfigSource.locate(config)
             let relay = try loadRelayConfig(ConfigSource.once(file: file))
-            guard let target = relay.sinksByName[sink] else {
-                let names = relay.sinks.map(\.name)
-                let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""
+            let names = relay.sinks.map(\.name)
+            guard !names.isEmpty else {
                 throw CLIError(
-                    names.isEmpty
-                        ? "No sink '\(sink)': \(file ?? "the configuration (no config file found)") defines no sinks (see config/reference.yaml, sinks:)."
-                        : "No sink '\(sink)' in \(file ?? "the configuration"); its sinks are \(names.joined(separator: ", ")).\(near)",
+                    "\(file ?? "The configuration (no config file found)") defines no sinks (see config/reference.yaml, sinks:).",
                     code: Exit.dataError)
             }
-            let outcome = await relay.sendTest(to: target, http: RelayCommand.http)
-            let ok = outcome == .delivered
-            let said: String =
-                switch outcome {
-                case .delivered: "delivered"
-                case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+            let targets: [SinkConfig]
+            if let sink {
+                guard let target = relay.sinksByName[sink] else {
+                    let near = Suggest.closest(to: sink, in: names).map { " Did you mean \($0)?" } ?? ""
+                    throw CLIError(
+                        "No sink '\(sink)' in \(file ?? "the configuration"); its sinks are \(names.joined(separator: ", ")).\(near)",
+                        code: Exit.dataError)
                 }
-            if json {
-                print((["sink": .string(sink), "type": .string(target.kind.rawValue), "delivered": .bool(ok), "result": .string(said)] as JSONValue).serialized)
+                targets = [target]
             } else {
-                print(ok ? "Sink \(sink) (\(target.kind.rawValue)) accepted the test alert." : "Sink \(sink) (\(target.kind.rawValue)) did not take the test alert: \(said)")
+                targets = relay.sinks
             }
-            if !ok { throw ExitCode(1) }
+            var results: [(sink: SinkConfig, ok: Bool, said: String)] = []
+            for target in targets {
+                let outcome = await relay.sendTest(to: target, http: RelayCommand.http)
+                let said: String =
+                    switch outcome {
+                    case .delivered: "delivered"
+                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+                    }
+                results.append((target, outcome == .delivered, said))
+            }
+            if json {
+                let each = results.map { r -> JSONValue in
+                    ["sink": .string(r.sink.name), "type": .string(r.sink.kind.rawValue), "delivered": .bool(r.ok), "result": .string(r.said)]
+                }
+                print((sink == nil ? .array(each) : each[0]).serialized)
+            } else {
+                for r in results {
+                    print(
+                        r.ok
+                            ? "Sink \(r.sink.name) (\(r.sink.kind.rawValue)) accepted the test alert."
+                            : "Sink \(r.sink.name) (\(r.sink.kind.rawValue)) did not take the test alert: \(r.said)")
+                }
+            }
+            if !results.allSatisfy(\.ok) { throw ExitCode(1) }
         }
     }
 }

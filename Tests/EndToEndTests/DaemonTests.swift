@@ -330,6 +330,17 @@ import Testing
         }
     }
 
+    /// `notify test` without --sink tries every sink and says how each did; exit 1 when one refused.
+    @Test func notifyTestWithoutASinkTriesEverySink() async throws {
+        try await withRelay(b: WebhookReceiver { _, _ in .init(404, body: "no such hook") }) { setup, base, a, b in
+            let test = try RelayProcess(env: [:], arguments: ["notify", "test", "--config", setup.config])
+            #expect(await test.wait() == 1)
+            #expect(test.output.contains("Sink a (webhook) accepted the test alert."), "\(test.output)")
+            #expect(test.output.contains("Sink b (webhook) did not take the test alert:") && test.output.contains("404"))
+            #expect(a.received.count == 1 && b.received.count == 1)
+        }
+    }
+
     @Test func configCheckProbeTriesTheServerAndEachSink() async throws {
         try await withRelay(b: WebhookReceiver { _, _ in .init(404, body: "no such hook") }) { setup, base, a, b in
             let env = ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"]
