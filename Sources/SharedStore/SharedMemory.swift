@@ -83,8 +83,11 @@ extension SharedRelayStore: SentMessageLedger, ChildRoster, MuteStore, SummaryLe
 
     public func mutes(at now: Date = Date()) throws(StoreError) -> [Mute] {
         try working { db throws(PostgresError) -> [Mute] in
-            try db.query("DELETE FROM relay_mute WHERE until <= $1::timestamptz", [ISODate.string(now)])
-            return try db.query("SELECT sink, child_id, extract(epoch FROM until) FROM relay_mute").rows.compactMap {
+            // Read only, as on the file: one row per sink and child at most (a later mute replaces it), so the
+            // ended ones need no deleting.
+            try db.query(
+                "SELECT sink, child_id, extract(epoch FROM until) FROM relay_mute WHERE until > $1::timestamptz", [ISODate.string(now)]
+            ).rows.compactMap {
                 row -> Mute? in
                 guard let sink = row[0], let child = row[1].flatMap(UUID.init(uuidString:)),
                     let until = row[2].flatMap(Double.init)

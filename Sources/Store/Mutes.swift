@@ -7,7 +7,6 @@ extension Store {
     /// Mutes `sink` for the child until `until` (a later mute of the same pair replaces it).
     public func mute(_ m: Mute) throws(StoreError) {
         try write { db in
-            try db.execute(sql: "DELETE FROM mute WHERE until <= ?", arguments: [ISO.string(Date())])  // the ones past
             try db.execute(
                 sql: """
                     INSERT INTO mute (sink, child_id, until) VALUES (?, ?, ?)
@@ -32,7 +31,7 @@ extension Store {
 
     /// The mutes still running at `now`.
     public func mutes(at now: Date = Date()) throws(StoreError) -> [Mute] {
-        // Read only (`mute list` and `status` leave the file as it was); `mute` forgets the ones past.
+        // Read only (`mute list` and `status` leave the file as it was); `prune` (at each start) forgets the ones past.
         try read { db in
             try Row.fetchAll(db, sql: "SELECT sink, child_id, until FROM mute WHERE until > ?", arguments: [ISO.string(now)]).compactMap { row -> Mute? in
                 guard let child = UUID(uuidString: row["child_id"]), let until = ISODate.parse(row["until"]) else { return nil }

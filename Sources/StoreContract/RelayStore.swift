@@ -30,7 +30,7 @@ public protocol MuteStore: Sendable {
     func mute(_ m: Mute) throws(StoreError)
     /// Lifts the mutes of `child` (on `sink` only, when given); returns how many there were.
     @discardableResult func unmute(child: UUID, sink: String?) throws(StoreError) -> Int
-    /// The mutes still running at `now` (the ones past are forgotten).
+    /// The mutes still running at `now`. A read only: the `mute` command and `status` change nothing.
     func mutes(at now: Date) throws(StoreError) -> [Mute]
 }
 

@@ -50,7 +50,8 @@ import Testing
         #expect(try a.mutes(at: now.addingTimeInterval(120)).map(\.childId) == [alice.id], "Bob's mute has ended")
         #expect(try b.unmute(child: alice.id, sink: "chat") == 0, "no mute on that sink")
         #expect(try b.unmute(child: alice.id, sink: nil) == 1)
-        #expect(try a.mutes(at: now).isEmpty)
+        #expect(try a.mutes(at: now).map(\.childId) == [bob.id], "Alice's lifted; Bob's runs at that time")
+        #expect(try a.mutes(at: now.addingTimeInterval(120)).isEmpty, "and has ended since")
     }
 
     @Test(arguments: Backend.allCases)
