@@ -243,7 +243,7 @@ extension SinkHealth {
         ["since": .string(iso(failingSince)), "lastError": .string(lastError), "deadLettering": .bool(deadLettering)]
     }
 
-    /// "FAILING since 08:26:03 (dead letters): HTTP 400 ...", for the tables.
+    /// "FAILING since 2026-11-26 08:26:03 UTC (its alerts become dead letters): HTTP 400 ...", for the tables.
     func sentence(since: String) -> String {
         "FAILING since \(since)\(deadLettering ? " (its alerts become dead letters)" : ""): \(lastError)"
     }
