@@ -299,7 +299,7 @@ public struct Daemon: Sendable {
     }
 
     /// The hub connection's options, from the settings.
-    static func hubOptions(
+    public static func hubOptions(
         _ settings: RelaySettings, http: HTTPClient, tokens: (any TokenSource)?
     ) -> HubConnectionOptions {
         var options = HubConnectionOptions()

@@ -23,8 +23,10 @@ struct ConfigCommand: AsyncParsableCommand {
                 wrong. Fix: how (a value from the environment names its variable instead). Exit 0 when `run` would
                 start, 78 when it would refuse.
 
-                --probe then tries what the file points at: the server (signs in and lists the children over REST)
-                and each sink (one test alert, as `notify test` sends). Exit 1 when any of them fails.
+                --probe then tries what the file points at, as `run` would: the server (signs in and lists the
+                children over REST), the hub (negotiate and the handshake on server.hub_path, the configured
+                protocol and transports) and each sink (one test alert, as `notify test` sends). A failure names
+                the URL requested and the likely fix. Exit 1 when any of them fails.
 
                 Examples:
                   allowance-relay config check --config /etc/allowance-relay/relay.yaml
@@ -93,12 +95,9 @@ struct ConfigCommand: AsyncParsableCommand {
         /// The server (sign in, list the children) and each sink (a test alert), one after the other.
         static func probe(_ settings: RelaySettings, _ relay: RelayConfig) async -> [(what: String, ok: Bool, said: String)] {
             var out: [(String, Bool, String)] = []
-            let api = settings.apiClient(tokens: settings.tokenSource(http: RelayCommand.http), http: RelayCommand.http)
-            do {
-                let children = try await api.children()
-                out.append(("server \(settings.serverURL.redactedForLogs)", true, "answered: \(children.count) child(ren)"))
-            } catch {
-                out.append(("server \(settings.serverURL.redactedForLogs)", false, error.message))
+            // What `run` does first: the REST API, then the hub on its configured path, protocol and transports.
+            for probe in [await ServerProbe.rest(settings, http: RelayCommand.http), await ServerProbe.hub(settings, http: RelayCommand.http)] {
+                out.append((probe.what, probe.ok, probe.said))
             }
             if let location = settings.local.sharedStore {
                 // Connects and brings the schema up to date, as a replica's start would.

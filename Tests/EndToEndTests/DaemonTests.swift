@@ -349,7 +349,8 @@ import Testing
             #expect(await check.wait() == 1, "a sink refused the test alert: exit 1")
             let json = try JSONValue(parsing: Array(check.output.utf8))
             let probes = json["probes"]?.arrayValue ?? []
-            #expect(probes.map { $0["ok"]?.boolValue } == [true, true, false], "\(check.output)")
+            #expect(probes.map { $0["ok"]?.boolValue } == [true, true, true, false], "\(check.output)")
+            #expect(probes[1]["result"]?.stringValue?.hasPrefix("connected over") == true, "the hub, as run connects to it")
             #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
             #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
             #expect(a.received.count == 1 && b.received.count == 1)
@@ -360,6 +361,38 @@ import Testing
             #expect(await refused.wait() == 1)
             #expect(refused.output.contains("FAIL server"), "\(refused.output)")
             #expect(!refused.output.contains("wrong-token"), "the token never reaches the output")
+        }
+    }
+
+    /// The probe runs what `run` runs, so it fails where `run` would, naming the URL it asked and the fix: a misspelt
+    /// hub path (it passed, then `run` retried negotiate's 404 for ever), a server.url ending in /api, a URL of
+    /// another service.
+    @Test func configCheckProbeNamesTheURLAndTheFixWhereRunWouldFail() async throws {
+        let foreign = WebhookReceiver { _, _ in .init(501, body: "Not Implemented") }
+        try await foreign.run { other in
+            try await withRelay { setup, base, a, b in
+                func probe(_ env: [String: String]) async throws -> [String] {
+                    let check = try RelayProcess(
+                        env: ["ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"].merging(env) { $1 },
+                        arguments: ["config", "check", "--config", setup.config, "--probe"])
+                    #expect(await check.wait() == 1, "\(check.output)")
+                    return check.output.split(separator: "\n").map(String.init).filter { $0.contains("FAIL") }
+                }
+                let path = try await probe(["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_HUB_PATH": "/hubs/famliy"])
+                #expect(path.count == 1 && path[0].contains("FAIL hub") && path[0].contains("/hubs/famliy"), "\(path)")
+                #expect(path.first?.hasSuffix("did you mean server.hub_path: /hubs/family?") == true, "\(path)")
+
+                let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
+                let api = try await probe(["ALLOWANCE_RELAY_SERVER_URL": root + "/api"])
+                let server = api.first { $0.contains("FAIL server") } ?? ""
+                #expect(server.contains("GET \(root)/api/api/v1/children"), "the URL actually requested: \(api)")
+                #expect(server.contains("server.url must be the site root, not .../api: try \(root)"), "\(api)")
+
+                let elsewhere = try await probe(["ALLOWANCE_RELAY_SERVER_URL": other.absoluteString])
+                #expect(
+                    elsewhere.contains { $0.contains("FAIL server") && $0.contains("501") && $0.contains("This is not an Allowance Tracker API") },
+                    "\(elsewhere)")
+            }
         }
     }
 
