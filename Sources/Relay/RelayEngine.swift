@@ -210,10 +210,7 @@ public final class RelayEngine: Sendable {
             try store.replanHeld(changes)
             let muted = changes.filter { if case .muted = $0.change { true } else { false } }.count
             logger.notice("\(changes.count) held alert(s) planned again for the quiet hours and mutes in force (\(muted) muted)")
-            for w in state.withLock({ $0.current.workers }) {
-                w.handOver.forget()
-                w.wakeup.signal()
-            }
+            for w in state.withLock({ $0.current.workers }) { w.lookAtTheLedger() }
         } catch {
             logger.error("could not plan the held alerts again: \(error)")
         }

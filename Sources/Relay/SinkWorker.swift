@@ -52,6 +52,11 @@ struct SinkWorker: Sendable {
     /// failure ends and the worker looks at the ledger.
     func retryAsked() {
         sends.endBackOff()
+        lookAtTheLedger()
+    }
+
+    /// Rows changed in the ledger behind the worker's back (a retry, a re-plan): its next look reads them there.
+    func lookAtTheLedger() {
         handOver.forget()
         wakeup.signal()
     }

@@ -111,20 +111,10 @@ public final class Store: Sendable {
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Tuning.checkpointPages)")
             }
         }
-        do {
-            // No integrity check here: it reads every page, and every command opens the store (0.3 s at a million
-            // transactions). A file that is not a database fails right here, reading its schema; the daemon checks
-            // the rest in the background (`checkIntegrity`).
-            let pool = try DatabasePool(path: path, configuration: config)
-            try Schema.migrator.migrate(pool)
-            return Store(path: path, pool: pool, durability: durability)
-        } catch let error as StoreError {
-            throw error
-        } catch let error as DatabaseError {
-            throw StoreError(path: path, error)
-        } catch {
-            throw StoreError(path: path, "Cannot open the database: \(error).")
-        }
+        // No integrity check here: it reads every page, and every command opens the store (0.3 s at a million
+        // transactions). A file that is not a database fails right here, reading its schema; the daemon checks the
+        // rest in the background (`checkIntegrity`).
+        return try pool(path: path, config, durability: durability) { pool in try Schema.migrator.migrate(pool) }
     }
 
     private static func openReadOnly(path: String, durability: Durability) throws(StoreError) -> Store {
@@ -132,12 +122,22 @@ public final class Store: Sendable {
         config.readonly = true
         config.busyMode = .timeout(5)
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)") }
-        do {
-            let pool = try DatabasePool(path: path, configuration: config)
+        return try pool(path: path, config, durability: durability) { pool in
             guard try pool.read({ db in try Schema.migrator.hasCompletedMigrations(db) }) else {
                 throw StoreError(
                     path: path, "The database was written by an older version of the relay. Start `allowance-relay run` once to bring it up to date.")
             }
+        }
+    }
+
+    /// Opens the pool and readies it (`prepare`: migrate, or check it is migrated), each failure as a StoreError
+    /// naming the file.
+    private static func pool(
+        path: String, _ config: Configuration, durability: Durability, prepare: (DatabasePool) throws -> Void
+    ) throws(StoreError) -> Store {
+        do {
+            let pool = try DatabasePool(path: path, configuration: config)
+            try prepare(pool)
             return Store(path: path, pool: pool, durability: durability)
         } catch let error as StoreError {
             throw error

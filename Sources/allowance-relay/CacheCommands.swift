@@ -408,6 +408,14 @@ func signalTheRunningRelay(_ store: Store) -> Int32? {
     return link.pid
 }
 
+/// Tells the relay running on `opened` of a change this command made, and says so in the caller's words: on a file
+/// by SIGUSR1 (`signalled` gets its pid, `none` when no relay catches it); on the shared database the change's own
+/// notification reached every replica (`shared`).
+func tellTheRunningRelay(_ opened: OpenedStore, shared: String, signalled: (Int32) -> String, none: String) -> String {
+    guard let file = opened.file else { return shared }
+    return signalTheRunningRelay(file).map(signalled) ?? none
+}
+
 
 /// Dates in the CLI's tables and JSON.
 func iso(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }

@@ -111,9 +111,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
 
     /// Tells the running relay to send the waiting alerts now, ending its back-off; says what happened.
     static func told(_ opened: OpenedStore) -> String {
-        guard let file = opened.file else { return "every running replica sends them now (the shared database notifies them)." }
-        guard let pid = signalTheRunningRelay(file) else { return "the relay sends them when it runs." }
-        return "the running relay (pid \(pid)) sends them now."
+        tellTheRunningRelay(
+            opened, shared: "every running replica sends them now (the shared database notifies them).",
+            signalled: { "the running relay (pid \($0)) sends them now." }, none: "the relay sends them when it runs.")
     }
 
     struct Retry: AsyncParsableCommand {

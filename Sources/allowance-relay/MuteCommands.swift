@@ -56,11 +56,9 @@ struct MuteCommand: AsyncParsableCommand {
 
         /// Tells a running relay that the mutes changed; says whether there was one.
         func tellTheRelay() -> String {
-            guard let file = opened.file else {
-                return "Every running replica applies it now (the shared database notifies them)."
-            }
-            guard let pid = signalTheRunningRelay(file) else { return "It applies from the relay's next start." }
-            return "The running relay (pid \(pid)) applies it now."
+            tellTheRunningRelay(
+                opened, shared: "Every running replica applies it now (the shared database notifies them).",
+                signalled: { "The running relay (pid \($0)) applies it now." }, none: "It applies from the relay's next start.")
         }
     }
 

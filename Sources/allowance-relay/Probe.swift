@@ -38,7 +38,8 @@ enum ServerProbe {
             return Result(what: what, ok: true, said: "connected over \(transport) (\(settings.hubProtocol.rawValue))")
         } catch {
             var said = sentence(error.message)
-            if error.message.contains("HTTP 404") {
+            // Negotiate's 404 (the error carries no status of its own): no hub at that path.
+            if error.kind == .negotiateFailed, error.message.contains("HTTP 404") {
                 let standard = "/hubs/family"
                 if let root = siteRootHint(settings) {
                     said += ". \(root)"
@@ -98,13 +99,4 @@ enum ServerProbe {
     }
 
     private static func withoutTrailingSlash(_ s: String) -> String { s.hasSuffix("/") ? String(s.dropLast()) : s }
-}
-
-extension Error {
-    /// The sentence a probe shows: the error's own message, never a token.
-    fileprivate var message: String {
-        if let e = self as? APIError { return e.message }
-        if let e = self as? HubConnectionError { return e.message }
-        return "\(self)"
-    }
 }
