@@ -183,8 +183,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ]
+            ],
+            plugins: ["BuildStamp"]
         ),
+        // `--version` names the commit: a prebuild step writes it (Plugins/BuildStamp).
+        .plugin(name: "BuildStamp", capability: .buildTool()),
         // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack from the client's.
         .target(
             name: "HubSimulator",

@@ -25,7 +25,7 @@ struct RelayCommand: AsyncParsableCommand {
             child or sink); 69 nothing to read yet (no database: run the relay first); 74 the database cannot be
             read; 77 the token was refused; 78 the configuration is invalid.
             """),
-        version: version,
+        version: "\(version) (commit \(BuildStamp.commit))",
         subcommands: [
             RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
             OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, MuteCommand.self, ConfigCommand.self, StoreCommand.self,

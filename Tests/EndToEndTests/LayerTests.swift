@@ -79,7 +79,7 @@ import Testing
                     if how == "product" { products.append(dependencyName) } else { local.append(dependencyName) }
                 }
             }
-            let folder = kind == "test" ? "Tests" : "Sources"
+            let folder = kind == "test" ? "Tests" : kind == "plugin" ? "Plugins" : "Sources"
             byName[name] = Target(
                 name: name, kind: kind, path: t["path"] as? String ?? "\(folder)/\(name)", targets: local,
                 products: products)
@@ -144,7 +144,8 @@ import Testing
         var violations: [String] = []
         var checkedImports = 0
         for target in targets.values where target.kind != "system" {
-            var declared = Self.toolchain.union(target.targets)
+            // A plugin links PackagePlugin, SwiftPM's own.
+            var declared = Self.toolchain.union(target.targets).union(target.kind == "plugin" ? ["PackagePlugin"] : [])
             for product in target.products { declared.formUnion(Self.productModules[product] ?? [product]) }
             let folder = PythonPeer.root.appending(path: target.path)
             let files =
