@@ -35,11 +35,13 @@ extension HubConnection {
     /// the attempt it asks for after its pause, and feeds the outcome back, until no attempt is asked for.
     func drive(_ first: [ConnectionStateMachine.Action], fromStart: Bool) async throws(HubConnectionError) {
         var actions = first
+        var serverWasAway = false
         while let (mode, pause) = try perform(actions) {
             if pause > .zero {
                 // A task of its own, which `stop` cancels: the first start's retries run in the caller's task, and a
                 // stop in a long back-off would otherwise wait for it to end.
-                let sleeper = Task { _ = try? await Task.sleep(for: pause) }
+                let probe = serverWasAway ? reachabilityProbe() : nil
+                let sleeper = Task { await Self.pause(pause, endedEarlyBy: probe) }
                 pauseTask = sleeper
                 await sleeper.value
                 pauseTask = nil
@@ -55,6 +57,7 @@ extension HubConnection {
                 }
                 actions = machine.attemptSucceeded(at: .now)
             } catch {
+                serverWasAway = error.serverUnreachable
                 actions = machine.attemptFailed(error, at: .now)
                 continue
             }

@@ -35,6 +35,14 @@ public struct HubConnectionError: Error, Sendable, Equatable, CustomStringConver
         return message
     }
 
+    /// The attempt reached no server at all (refused, no route, no such host), as opposed to a server that answered
+    /// wrongly: while retrying, a cheap probe may end the pause as soon as something answers again.
+    var reachedNoServer = false
+
+    var serverUnreachable: Bool {
+        reachedNoServer || kind == .transport(.connectionRefused) || kind == .transport(.dnsFailure)
+    }
+
     /// The socket went away underneath (as opposed to the server closing the connection on purpose).
     var isLinkLoss: Bool {
         switch kind {

@@ -100,7 +100,9 @@ struct Negotiator: Sendable {
         do {
             response = try await (options.httpClient ?? .shared).send(request)
         } catch {
-            throw HubConnectionError(.negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
+            var failure = HubConnectionError(.negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
+            failure.reachedNoServer = error.kind == .connect
+            throw failure
         }
         let status = response.status
         switch status {
