@@ -60,6 +60,18 @@ extension SharedRelayStore {
         }
     }
 
+    public func balanceTimes() throws(StoreError) -> [UUID: Date] {
+        try writing { db throws(PostgresError) -> [UUID: Date] in
+            var times: [UUID: Date] = [:]
+            for row in try db.query("SELECT id, extract(epoch FROM updated_at) FROM relay_child WHERE removed_at IS NULL").rows {
+                if let id = row[0].flatMap(UUID.init(uuidString:)), let epoch = row[1].flatMap(Double.init) {
+                    times[id] = Date(timeIntervalSince1970: epoch)
+                }
+            }
+            return times
+        }
+    }
+
     /// The children, by first name, as the last catch-up listed them.
     public func children() throws(StoreError) -> [Child] {
         try writing { db throws(PostgresError) -> [Child] in

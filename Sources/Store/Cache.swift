@@ -257,6 +257,16 @@ extension Store {
         }
     }
 
+    public func balanceTimes() throws(StoreError) -> [UUID: Date] {
+        try read { db in
+            var times: [UUID: Date] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, updated_at FROM child WHERE removed_at IS NULL") {
+                if let id = UUID(uuidString: row["id"]), let at = ISODate.parse(row["updated_at"]) { times[id] = at }
+            }
+            return times
+        }
+    }
+
     /// Transactions, newest first; a child's only, and only those created at or after `since`, when given.
     public func transactions(child: UUID? = nil, since: Date? = nil, limit: Int = 100) throws(StoreError) -> [Transaction] {
         try read { db in

@@ -22,6 +22,8 @@ public protocol SentMessageLedger: Sendable {
 /// The children the cache knows: what Home Assistant is shown at once, before any alert; whom a summary covers.
 public protocol ChildRoster: Sendable {
     func children() throws(StoreError) -> [Child]
+    /// When each child's cached balance was last set: a balance published again after a restart says how old it is.
+    func balanceTimes() throws(StoreError) -> [UUID: Date]
 }
 
 /// Sinks muted per child ("Mute today", `allowance-relay mute`).

@@ -111,6 +111,9 @@ import Testing
                 #expect(
                     state["balance"]?.stringValue.flatMap { Decimal(string: $0) } == child.currentBalance, "\(state)")
                 #expect(state["child"]?.stringValue == child.firstName)
+                // The cached balance's time, as after any restart: a dashboard says how old it is.
+                let at = try #require(state["updated_at"]?.stringValue.flatMap(ISODate.parse), "\(state)")
+                #expect(abs(at.timeIntervalSinceNow) < 120, "\(state)")
             }
             await relay.expectCleanStop()
         }

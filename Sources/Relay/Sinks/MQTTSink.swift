@@ -275,13 +275,15 @@ public final class MQTTSink: Sink {
             return (s.children, s.lastTransaction)
         }
         guard force || before != family else { return }
+        let times = (try? roster.balanceTimes()) ?? [:]
         remove(Set(before.keys).subtracting(family.keys))
         let base = config.mqtt.topic
         for c in children {
             let id = c.id.lowercased
             if let prefix = config.mqtt.discoveryPrefix { client.publishNow(deviceTopic(prefix, child: id), device(child: id, name: c.firstName), retain: true) }
             client.publishNow(
-                "\(base)/child/\(id)/state", Self.balanceState(name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: nil),
+                "\(base)/child/\(id)/state", Self.balanceState(
+                    name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: times[c.id].map(ISODate.string)),
                 retain: true)
             if let event = last[id] { client.publishNow("\(base)/child/\(id)/last_transaction", event, retain: true) }
         }
