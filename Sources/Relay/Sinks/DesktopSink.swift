@@ -61,12 +61,13 @@ public final class DesktopSink: Sink {
         (try? bus.call { clsd_body_markup($0, $1, $2) }.get()) == 1
     }
 
-    /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one. Looked up
-    /// once, not per popup.
-    static func icon(_ config: SinkConfig) -> String {
+    /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one (install.sh,
+    /// the Debian package), found where the XDG base directories say a theme looks. Looked up once, not per popup.
+    static func icon(_ config: SinkConfig, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let icon = config.icon { return icon }
-        let data = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].map { [$0] } ?? [NSHomeDirectory() + "/.local/share"]
-        let installed = (data + ["/usr/local/share", "/usr/share"]).contains {
+        let home = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.local/share"
+        let dirs = environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
+        let installed = ([home] + dirs.split(separator: ":").map(String.init)).contains {
             FileManager.default.fileExists(atPath: $0 + "/icons/hicolor/scalable/apps/allowance-relay.svg")
         }
         return installed ? "allowance-relay" : "dialog-information"
