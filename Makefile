@@ -6,7 +6,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test docs deps test-deps bench bench-quick reliability sanitize fuzz clean
+.PHONY: all build demo test docs deps test-deps deb deb-check bench bench-quick reliability sanitize fuzz clean
 
 all: build
 
@@ -15,8 +15,9 @@ all: build
 # libpq (relays sharing one PostgreSQL).
 BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev libpq-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
-# systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own).
-TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql
+# systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own),
+# dpkg-dev (the Debian package's dependencies, computed by dpkg-shlibdeps).
+TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql dpkg-dev
 APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
@@ -26,7 +27,7 @@ deps:
 	fi
 
 test-deps: deps
-	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze; do \
+	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze dpkg-shlibdeps; do \
 	  command -v $$c >/dev/null || missing=1; done; \
 	[ -x /usr/sbin/mosquitto ] || missing=1; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \
@@ -40,6 +41,17 @@ docs: deps
 
 build: deps
 	$(SWIFT) build
+
+# The Debian package (deploy/deb/build.sh): the release binary with the Swift runtime linked in, its Depends computed,
+# units, sysusers/tmpfiles entries, man pages, completions and a conffile, into .build/deb. BINARY=path packages a
+# binary built already (with --static-swift-stdlib).
+deb: deps
+	@command -v dpkg-shlibdeps >/dev/null || { echo "Installing dpkg-dev (apt-get)"; $(APT) dpkg-dev; }
+	deploy/deb/build.sh $(if $(BINARY),--binary $(BINARY))
+
+# The package's contents; with CI=true (or DEB_INSTALL=1) also installed with apt, run, and purged.
+deb-check: deb
+	Tests/Deploy/check-deb.sh .build/deb/allowance-relay_*.deb
 
 # The relay against the bundled hub simulator: events flow for DEMO_SECONDS, then both stop.
 # TRANSPORT=server_sent_events|long_polling: the simulator offers only that one (as behind a proxy that strips
@@ -76,6 +88,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 4
 test: test-deps $(VENV)/.installed
 	$(SWIFT) build
 	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory deb-check
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(MAKE) --no-print-directory bench-quick
 	@mkdir -p .build/test-artifacts
