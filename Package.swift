@@ -14,7 +14,8 @@ import PackageDescription
 //   SignalRProtocol (pure codec, no I/O) -> SignalRClient
 //   Core (JSON values, back-off, redaction for logs) under every layer that needs them
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
-// (Hummingbird); it shares only the codec with the client, which the official vectors and peers check.
+// (Hummingbird) with its own hub protocol, handshake, negotiate and REST bodies on Foundation's JSONDecoder/JSONEncoder
+// and its own MessagePack: it shares no module with the client, so a bug in the client's codec cannot be mirrored.
 let package = Package(
     name: "allowance-relay",
     platforms: [.macOS(.v15)],
@@ -188,11 +189,10 @@ let package = Package(
         ),
         // `--version` names the commit: a prebuild step writes it (Plugins/BuildStamp).
         .plugin(name: "BuildStamp", capability: .buildTool()),
-        // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack from the client's.
+        // The stand-in backend (REST + hub) on Hummingbird: a different WebSocket stack and codec from the client's.
         .target(
             name: "HubSimulator",
             dependencies: [
-                "SignalRProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -268,7 +268,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "SignalRProtocol", "TestSupport"]),
+        .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "TestSupport"]),
         .testTarget(
             name: "AllowanceAPITests",
             dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),

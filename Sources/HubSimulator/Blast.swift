@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import SignalRProtocol
 import Synchronization
 
 /// Load for the benchmarks (`make bench`): a stream of real transactions, encoded before the clock starts and
@@ -39,7 +38,7 @@ extension HubSimulator {
                     childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
                 else { continue }
                 for message in Self.events(t) {
-                    frame += messagePack ? SimMessagePackProtocol.encode(message) : JSONHubProtocol.encode(message)
+                    frame += messagePack ? SimMessagePackProtocol.encode(message) : SimJSONHubProtocol.encode(message)
                     inFrame += 1
                     if inFrame == batch {
                         frames.append(frame)
@@ -54,13 +53,13 @@ extension HubSimulator {
                 $0.frames = frames
                 $0.events = events
             }
-            return self.json(200, ["transactions": .number(String(count)), "events": .number(String(events)), "frames": .number(String(frames.count))])
+            return self.json(200, ["transactions": .number(Decimal(count)), "events": .number(Decimal(events)), "frames": .number(Decimal(frames.count))])
         }
         // Hands every prepared frame to every connected socket's writer at once; the sockets drain at their pace.
         sim.post("blast/go") { _, _ in
             let (frames, events) = self.blast.state.withLock { ($0.frames, $0.events) }
             for f in frames { await self.hub.broadcast(raw: f) }
-            return self.json(200, ["frames": .number(String(frames.count)), "events": .number(String(events))])
+            return self.json(200, ["frames": .number(Decimal(frames.count)), "events": .number(Decimal(events))])
         }
         // `count` transactions at `rate` per second, each broadcast as it is created; send times kept for latency.
         sim.post("paced") { request, _ in
@@ -84,19 +83,19 @@ extension HubSimulator {
                     if case .invocation(let inv) = message { await self.hub.broadcast(inv.target, inv.arguments) }
                 }
             }
-            return self.json(200, ["sent": .number(String(count))])
+            return self.json(200, ["sent": .number(Decimal(count))])
         }
         sim.get("sent-times") { _, _ in
             let times = self.blast.state.withLock { $0.sentAt }
-            return self.json(200, .object(times.map { ($0.key, .number(String($0.value))) }))
+            return self.json(200, .object(times.map { ($0.key, .number(Decimal($0.value))) }))
         }
         return sim
     }
 
-    static func events(_ t: SimTransaction) -> [HubMessage] {
+    static func events(_ t: SimTransaction) -> [SimMessage] {
         [
-            .invocation(.init(target: "TransactionCreated", arguments: [SimJSON.value(t)])),
-            .invocation(.init(target: "BalanceUpdated", arguments: [.string(t.childId.uuidString), .number("\(t.balanceAfter)")])),
+            .event("TransactionCreated", [SimJSON.value(t)]),
+            .event("BalanceUpdated", [.string(t.childId.uuidString), .number(t.balanceAfter)]),
         ]
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import SignalRProtocol
 
 /// A child as the Allowance Tracker API returns it.
 struct SimChild: Codable, Sendable {
@@ -272,22 +271,5 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
                            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-    }
-}
-
-enum SimJSON {
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.dateEncodingStrategy = .custom { date, encoder in
-            var c = encoder.singleValueContainer()
-            try c.encode(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date))
-        }
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
-
-    /// An Encodable value as a hub argument.
-    static func value(_ v: some Encodable) -> JSONValue {
-        (try? JSONValue(parsing: encoder.encode(v))) ?? .null
     }
 }

@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import SignalRProtocol
 
 extension HubSimulator {
     /// `POST /_sim/...`: the switches that make the backend misbehave as real ones do (drops, outages, refusals,
@@ -38,7 +37,7 @@ extension HubSimulator {
             }
             if q["offer"] != nil { await self.hub.dropAll(forget: true) }
             self.logger.notice("negotiate offers \(offered.joined(separator: ", "))\(required ? "; MessagePack required" : "")")
-            return self.json(200, .object([("offered", .array(offered.map(JSONValue.string))), ("requireMessagePack", .bool(required))]))
+            return self.json(200, ["offered": .array(offered.map(SimValue.string)), "requireMessagePack": .bool(required)])
         }
         // A hub without `[Authorize]`: its connection endpoint (polls, sends, event streams) takes requests without a
         // token; negotiate and REST still want one.
@@ -59,7 +58,7 @@ extension HubSimulator {
             self.logger.notice("fault: refusing hub connections for \(seconds) s")
             self.faults.withLock { $0.refuseUntil = .now + .seconds(seconds) }
             await self.hub.dropAll(forget: true)
-            return self.json(200, ["refusingSeconds": .number(String(seconds))])
+            return self.json(200, ["refusingSeconds": .number(Decimal(seconds))])
         }
         sim.post("close") { request, _ in
             let q = request.uri.queryParameters
@@ -71,11 +70,11 @@ extension HubSimulator {
         }
         sim.post("malformed") { request, _ in
             let kind = request.uri.queryParameters["kind"].map(String.init) ?? "json"
-            let good = JSONHubProtocol.encode(.invocation(.init(target: "SimNotice", arguments: ["after the bad one"])))
+            let good = SimJSONHubProtocol.encode(.invocation(.init(target: "SimNotice", arguments: ["after the bad one"])))
             let bad: [UInt8]
             switch kind {
             case "type": bad = Array(#"{"type":"one"}"#.utf8) + [0x1E]
-            case "args": bad = JSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
+            case "args": bad = SimJSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
             case "unknown": bad = Array(#"{"type":99,"x":1}"#.utf8) + [0x1E]
             case "incomplete": bad = Array(#"{"type":6}"#.utf8)
             // Hostile input: each must cost one log line, not the process.
@@ -89,7 +88,7 @@ extension HubSimulator {
                 bad = Array(#"{"type":1,"target":"Headers","arguments":[],"headers":{\#(headers)}}"#.utf8) + [0x1E]
             case "flood":
                 // 10,000 messages in one frame, then the good one: all in order.
-                bad = (0..<10_000).flatMap { JSONHubProtocol.encode(.invocation(.init(target: "SimFlood", arguments: [.number(String($0))]))) }
+                bad = (0..<10_000).flatMap { SimJSONHubProtocol.encode(.invocation(.init(target: "SimFlood", arguments: [.number(Decimal($0))]))) }
             default: bad = Array(#"{"type":1,"target":"Broken","arguments":[}"#.utf8) + [0x1E]
             }
             self.logger.notice("fault: sending a malformed frame (\(kind))")
@@ -100,9 +99,9 @@ extension HubSimulator {
         sim.post("webhook") { request, context in
             let body = try await request.body.collect(upTo: 1 << 20)
             let n = self.webhooks.add(1, ordering: .relaxed).newValue
-            let type = (try? JSONValue(parsing: Array(body.readableBytesView)))?["type"]?.stringValue ?? "?"
+            let type = (try? SimJSON.parse(Array(body.readableBytesView)))?["type"]?.stringValue ?? "?"
             self.logger.notice("webhook #\(n) received: \(type) (webhook-id \(request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? "-"))")
-            return self.json(200, ["received": .number(String(n))])
+            return self.json(200, ["received": .number(Decimal(n))])
         }
         sim.post("revoke") { request, _ in
             let count = self.tokens.withLock { t in
@@ -112,7 +111,7 @@ extension HubSimulator {
             let withStatic = request.uri.queryParameters["static"] == "true"
             if withStatic { self.faults.withLock { $0.staticTokenRevoked = true } }
             self.logger.notice("fault: revoking \(count) login token(s)\(withStatic ? " and the configured token" : "")")
-            return self.json(200, ["revoked": .number(String(count))])
+            return self.json(200, ["revoked": .number(Decimal(count))])
         }
         sim.post("tokens") { request, _ in
             let q = request.uri.queryParameters
@@ -138,7 +137,7 @@ extension HubSimulator {
             let keep = Int(request.uri.queryParameters["keep"].map(String.init) ?? "") ?? 0
             let dropped = await self.family.restore(keepingFirst: keep)
             self.logger.notice("fault: restored from a backup: \(dropped) transaction(s) lost")
-            return self.json(200, ["lost": .number(String(dropped))])
+            return self.json(200, ["lost": .number(Decimal(dropped))])
         }
         // A server that changes a balance without a transaction (`?child=ID&balance=12.34`): nothing adds up after.
         sim.post("balance") { request, _ in
@@ -147,7 +146,7 @@ extension HubSimulator {
                 await self.family.setBalance(id, balance)
             else { return self.problem(400, "child=<id of a child> and balance=<amount> are required.") }
             self.logger.notice("fault: \(id)'s balance set to \(balance) without a transaction")
-            return self.json(200, ["balance": .number("\(balance)")])
+            return self.json(200, ["balance": .number(balance)])
         }
         sim.post("burst") { request, _ in
             let count = Int(request.uri.queryParameters["count"].map(String.init) ?? "") ?? 10
@@ -160,7 +159,7 @@ extension HubSimulator {
             } else {
                 await self.generate(count)
             }
-            return self.json(200, ["generated": .number(String(count))])
+            return self.json(200, ["generated": .number(Decimal(count))])
         }
         sim.post("rest") { request, _ in
             let q = request.uri.queryParameters
@@ -172,7 +171,7 @@ extension HubSimulator {
                 f.restCount = count
                 f.slowDelay = delay
             }
-            return self.json(200, ["mode": .string(mode), "count": .number(String(count))])
+            return self.json(200, ["mode": .string(mode), "count": .number(Decimal(count))])
         }
         // Paging as a careless server does it: ?cap=50 (pages never longer), &mode=ignore-offset|endless|ok.
         sim.post("pages") { request, _ in
@@ -183,20 +182,23 @@ extension HubSimulator {
                 $0.pageCap = cap
                 $0.pageMode = mode
             }
-            return self.json(200, ["cap": cap.map { .number(String($0)) } ?? .null, "mode": .string(mode)])
+            return self.json(200, ["cap": cap.map { .number(Decimal($0)) } ?? .null, "mode": .string(mode)])
         }
         // A row no real server should send, for a child: ?child=ID&amount=0&createdAt=2026-02-30T10:00:00Z
         // (&balanceAfter=, &id=). REST only: the hub does not announce it.
         sim.post("badrow") { request, _ in
             let q = request.uri.queryParameters
             guard let child = q["child"].flatMap({ UUID(uuidString: String($0)) }) else { return self.problem(400, "child=ID is required.") }
-            let row = JSONValue.object([
-                ("id", .string(q["id"].map(String.init) ?? UUID().uuidString.lowercased())), ("childId", .string(child.uuidString.lowercased())),
-                ("amount", .number(q["amount"].map(String.init) ?? "1")), ("type", "Debit"), ("description", "bad row"),
-                ("balanceAfter", .number(q["balanceAfter"].map(String.init) ?? "1")),
-                ("createdAt", .string(q["createdAt"].map(String.init) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date()))),
-                ("createdByName", "Simulator"),
-            ])
+            guard let amount = Decimal(string: q["amount"].map(String.init) ?? "1"),
+                let balanceAfter = Decimal(string: q["balanceAfter"].map(String.init) ?? "1")
+            else { return self.problem(400, "amount= and balanceAfter= must be numbers.") }
+            let id: String = q["id"].map(String.init) ?? UUID().uuidString.lowercased()
+            let createdAt: String = q["createdAt"].map(String.init) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())
+            let row: SimValue = [
+                "id": .string(id), "childId": .string(child.uuidString.lowercased()), "amount": .number(amount), "type": "Debit",
+                "description": "bad row", "balanceAfter": .number(balanceAfter), "createdAt": .string(createdAt),
+                "createdByName": "Simulator",
+            ]
             let after = await self.family.transactions.count
             self.faults.withLock { $0.badRows[child, default: []].append((after, row)) }
             return self.json(200, row)
@@ -215,9 +217,9 @@ extension HubSimulator {
             let target = request.uri.queryParameters["target"].map(String.init) ?? "GetStatus"
             let answers = await self.hub.invokeClients(target, [])
             return self.json(200, .array(answers.map { a in
-                switch a.outcome {
-                case .result(let v): return .object([("result", v)])
-                case .error(let e): return .object([("error", .string(e))])
+                switch a {
+                case .result(let v): return ["result": v]
+                case .error(let e): return ["error": .string(e)]
                 case .void: return .object([])
                 }
             }))
@@ -225,27 +227,27 @@ extension HubSimulator {
         sim.get("stats") { _, _ in
             let clients = await self.hub.connected
             let total = await self.hub.totalConnections
-            return self.json(200, .object([
-                ("connections", .number(String(clients.count))),
-                ("totalConnections", .number(String(total))),
-                ("transactions", .number(String(await self.family.transactions.count))),
-                ("canceledStreams", .number(String(await self.hub.canceledStreams))),
-                ("canceledInvocations", .number(String(await self.hub.canceledInvocations))),
-                ("negotiations", .number(String(await self.hub.negotiations))),
-                ("logins", .number(String(self.logins.load(ordering: .relaxed)))),
-                ("childrenRequests", .number(String(self.childrenRequests.load(ordering: .relaxed)))),
-                ("webhooksReceived", .number(String(self.webhooks.load(ordering: .relaxed)))),
-                ("reattachments", .number(String(await self.hub.reattachments))),
-                ("refreshes", .number(String(self.refreshes.load(ordering: .relaxed)))),
-                ("clients", .array(clients.map { c in
+            return self.json(200, [
+                "connections": .number(Decimal(clients.count)),
+                "totalConnections": .number(Decimal(total)),
+                "transactions": .number(Decimal(await self.family.transactions.count)),
+                "canceledStreams": .number(Decimal(await self.hub.canceledStreams)),
+                "canceledInvocations": .number(Decimal(await self.hub.canceledInvocations)),
+                "negotiations": .number(Decimal(await self.hub.negotiations)),
+                "logins": .number(Decimal(self.logins.load(ordering: .relaxed))),
+                "childrenRequests": .number(Decimal(self.childrenRequests.load(ordering: .relaxed))),
+                "webhooksReceived": .number(Decimal(self.webhooks.load(ordering: .relaxed))),
+                "reattachments": .number(Decimal(await self.hub.reattachments)),
+                "refreshes": .number(Decimal(self.refreshes.load(ordering: .relaxed))),
+                "clients": .array(clients.map { c in
                     let s = c.snapshot
-                    return .object([
-                        ("connectionId", .string(c.connectionId)),
-                        ("pingsReceived", .number(String(s.pingsReceived))),
-                        ("messagesReceived", .number(String(s.messagesReceived))),
-                    ])
-                })),
-            ]))
+                    return [
+                        "connectionId": .string(c.connectionId),
+                        "pingsReceived": .number(Decimal(s.pingsReceived)),
+                        "messagesReceived": .number(Decimal(s.messagesReceived)),
+                    ] as SimValue
+                }),
+            ])
         }
         return sim
     }

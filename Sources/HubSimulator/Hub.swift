@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import SignalRProtocol
 import Synchronization
 
 /// One client's logical hub connection. With stateful reconnect it outlives its socket: messages sent while
@@ -78,9 +77,9 @@ final class HubClient: Sendable {
         set { state.withLock { $0.messagePack = newValue } }
     }
 
-    func send(_ message: HubMessage) {
+    func send(_ message: SimMessage) {
         state.withLock { s in
-            let bytes = s.messagePack ? SimMessagePackProtocol.encode(message) : JSONHubProtocol.encode(message)
+            let bytes = s.messagePack ? SimMessagePackProtocol.encode(message) : SimJSONHubProtocol.encode(message)
             if stateful && message.isSequenced {
                 s.unacked.append((s.nextSendId, bytes))
                 s.nextSendId += 1
@@ -106,8 +105,8 @@ final class HubClient: Sendable {
             if resumed {
                 s.awaitingSequence = true
                 let first = s.unacked.first?.id ?? s.nextSendId
-                let sequence = HubMessage.sequence(sequenceId: first)
-                s.sink?.yield(s.messagePack ? SimMessagePackProtocol.encode(sequence) : JSONHubProtocol.encode(sequence))
+                let sequence = SimMessage.sequence(first)
+                s.sink?.yield(s.messagePack ? SimMessagePackProtocol.encode(sequence) : SimJSONHubProtocol.encode(sequence))
                 for (_, bytes) in s.unacked { s.sink?.yield(bytes) }
             }
             s.handshaken = true
@@ -122,7 +121,7 @@ final class HubClient: Sendable {
 
     /// Records a received message. Returns false when it must be dropped (a replayed duplicate, or a
     /// tracked message before the client's Sequence after a re-attach).
-    func received(_ message: HubMessage?) -> Bool {
+    func received(_ message: SimMessage?) -> Bool {
         state.withLock { s in
             s.lastReceive = .now
             s.messagesReceived += 1
@@ -167,7 +166,7 @@ final class HubClient: Sendable {
 actor Hub {
     private var negotiated: [String: (id: String, stateful: Bool)] = [:]  // connectionToken -> connection
     private var clients: [String: HubClient] = [:]  // connectionToken -> client
-    private var pendingClientResults: [String: CheckedContinuation<HubMessage.Completion, Never>] = [:]
+    private var pendingClientResults: [String: CheckedContinuation<SimMessage.Outcome, Never>] = [:]
     private var nextInvocation = 1
     private(set) var totalConnections = 0
     private(set) var negotiations = 0
@@ -184,15 +183,15 @@ actor Hub {
 
     /// Version 1 hands out a secret connection token for `id=`; version 0 (clients that do not ask for 1)
     /// uses the connection id itself, as ASP.NET Core does.
-    func negotiate(version: Int, stateful: Bool, transports: [String]) -> NegotiateResponse.Connection {
+    func negotiate(version: Int, stateful: Bool, transports: [String]) -> SimNegotiation {
         negotiations += 1
         let id = UUID().uuidString
         let token = version >= 1 ? UUID().uuidString + UUID().uuidString : id
         negotiated[token] = (id, stateful && version >= 1)
-        return NegotiateResponse.Connection(
+        return SimNegotiation(
             connectionId: id, connectionToken: version >= 1 ? token : nil, negotiateVersion: min(version, 1),
-            availableTransports: transports.map { .init(transport: $0, transferFormats: $0 == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]) },
-            useStatefulReconnect: stateful && version >= 1)
+            transports: transports.map { ($0, $0 == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]) },
+            statefulReconnect: stateful && version >= 1)
     }
 
     /// Claims a connection for a new socket: a fresh negotiated one, or a stateful one waiting to be re-attached.
@@ -256,8 +255,8 @@ actor Hub {
     }
 
     /// To every connection, including stateful ones between sockets (they get it on re-attach).
-    func broadcast(_ target: String, _ arguments: [JSONValue]) {
-        let message = HubMessage.invocation(.init(target: target, arguments: arguments))
+    func broadcast(_ target: String, _ arguments: [SimValue]) {
+        let message = SimMessage.event(target, arguments)
         for c in clients.values { c.send(message) }
     }
 
@@ -277,29 +276,29 @@ actor Hub {
 
     func closeAll(error: String?, allowReconnect: Bool) {
         for c in clients.values {
-            c.send(.close(.init(error: error, allowReconnect: allowReconnect)))
+            c.send(.close(error: error, allowReconnect: allowReconnect))
             c.endSocket(forget: true)
         }
     }
 
     /// Asks every connected client for a result (client results) and returns what each answered.
-    func invokeClients(_ target: String, _ arguments: [JSONValue]) async -> [HubMessage.Completion] {
-        var answers: [HubMessage.Completion] = []
+    func invokeClients(_ target: String, _ arguments: [SimValue]) async -> [SimMessage.Outcome] {
+        var answers: [SimMessage.Outcome] = []
         for c in connected {
             let id = "s\(nextInvocation)"
             nextInvocation += 1
-            let answer = await withCheckedContinuation { (cont: CheckedContinuation<HubMessage.Completion, Never>) in
+            let answer = await withCheckedContinuation { (cont: CheckedContinuation<SimMessage.Outcome, Never>) in
                 pendingClientResults[id] = cont
-                c.send(.invocation(.init(invocationId: id, target: target, arguments: arguments)))
+                c.send(.invocation(.init(id: id, target: target, arguments: arguments)))
             }
             answers.append(answer)
         }
         return answers
     }
 
-    func clientCompleted(_ completion: HubMessage.Completion) -> Bool {
-        guard let c = pendingClientResults.removeValue(forKey: completion.invocationId) else { return false }
-        c.resume(returning: completion)
+    func clientCompleted(_ id: String, _ outcome: SimMessage.Outcome) -> Bool {
+        guard let c = pendingClientResults.removeValue(forKey: id) else { return false }
+        c.resume(returning: outcome)
         return true
     }
 }

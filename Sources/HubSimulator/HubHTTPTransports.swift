@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import SignalRProtocol
 import Synchronization
 
 /// Server-Sent Events and Long Polling at `/hubs/family?id=<connectionToken>` (TransportProtocols.md), written apart

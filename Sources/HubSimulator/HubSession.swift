@@ -1,5 +1,4 @@
 import Foundation
-import SignalRProtocol
 
 /// One connection's incoming side, whatever carries it (a WebSocket's messages, the POSTs of Server-Sent Events or
 /// Long Polling): the handshake, then hub messages in the protocol the handshake chose.
@@ -31,40 +30,36 @@ actor HubSession {
         if !handshakeDone {
             _ = client.received(nil)
             buffer += bytes
-            let parsed: (request: Handshake.Request, rest: ArraySlice<UInt8>)?
+            let parsed: (request: SimHandshake.Request, rest: ArraySlice<UInt8>)?
             do {
-                parsed = try Handshake.decodeRequest(buffer)
+                parsed = try SimHandshake.request(buffer)
             } catch {
-                client.refuseHandshake(Handshake.encode(Handshake.Response(error: error.message)))
+                client.refuseHandshake(SimHandshake.response(error: error.description))
                 return false
             }
             guard let (request, rest) = parsed else { return true }
             if let refusal = refusal(request) {
                 sim.logger.warning("refused handshake: \(refusal)")
-                client.refuseHandshake(Handshake.encode(Handshake.Response(error: refusal)))
+                client.refuseHandshake(SimHandshake.response(error: refusal))
                 return false
             }
             handshakeDone = true
             client.speaksMessagePack = request.protocolName == "messagepack"
-            client.completeHandshake(Handshake.encode(Handshake.Response()), resumed: resumed)
+            client.completeHandshake(SimHandshake.response(), resumed: resumed)
             switch sim.flapMode {
-            case "close": client.send(.close(.init(error: "Flapping hub (simulated).", allowReconnect: true)))
+            case "close": client.send(.close(error: "Flapping hub (simulated).", allowReconnect: true))
             case "malformed": client.send(raw: Array("{\"type\":1,\"target\":".utf8) + [0x1E])
             default: break
             }
             bytes = Array(rest)
             if bytes.isEmpty { return true }
         }
-        let messages: [HubMessage?]
+        let messages: [SimMessage?]
         do {
-            if client.speaksMessagePack {
-                messages = try SimMessagePackProtocol.decode(bytes)
-            } else {
-                messages = try TextMessageFormat.parse(bytes).map { piece throws(HubProtocolError) in try JSONHubProtocol.decode(piece) }
-            }
+            messages = try client.speaksMessagePack ? SimMessagePackProtocol.decode(bytes) : SimJSONHubProtocol.decode(bytes)
         } catch {
             sim.logger.error("client broke the protocol: \(error)")
-            client.send(.close(.init(error: "Connection closed with an error. \(error)")))
+            client.send(.close(error: "Connection closed with an error. \(error)", allowReconnect: false))
             return false
         }
         for decoded in messages {
@@ -74,15 +69,15 @@ actor HubSession {
                 await sim.invokeHubMethod(inv, client: client)
             case .streamInvocation(let inv):
                 let (sim, client) = (self.sim, self.client)
-                streams[inv.invocationId ?? ""] = Task { await sim.stream(inv, client: client) }
-            case .cancelInvocation(let id, _):
+                streams[inv.id ?? ""] = Task { await sim.stream(inv, client: client) }
+            case .cancelInvocation(let id):
                 if let stream = streams.removeValue(forKey: id) {
                     stream.cancel()
                 } else {
                     await sim.hub.invocationCanceled()  // a non-streaming invocation (ASP.NET Core 11 allows it)
                 }
-            case .completion(let c):
-                if !(await sim.hub.clientCompleted(c)) { sim.logger.warning("completion for unknown invocation \(c.invocationId)") }
+            case .completion(let id, let outcome):
+                if !(await sim.hub.clientCompleted(id, outcome)) { sim.logger.warning("completion for unknown invocation \(id)") }
             case .close:
                 return false
             case .ping, .streamItem, .ack, .sequence:
@@ -91,14 +86,14 @@ actor HubSession {
         }
         if client.stateful, client.ackId > lastAck {
             lastAck = client.ackId
-            client.send(.ack(sequenceId: lastAck))
+            client.send(.ack(lastAck))
         }
         return true
     }
 
     /// Why a handshake is refused (ASP.NET Core's texts), or nil. ASP.NET Core accepts any version up to its own
     /// (signalrcore, for one, sends 0); version 2 (Ack/Sequence) only for a connection that negotiated stateful reconnect.
-    private func refusal(_ request: Handshake.Request) -> String? {
+    private func refusal(_ request: SimHandshake.Request) -> String? {
         let name = request.protocolName
         guard name == "json" || name == "messagepack", sim.acceptsProtocol(name) else {
             return "The protocol '\(name)' is not supported."
@@ -115,14 +110,14 @@ actor HubSession {
 
 extension HubSimulator {
     /// The hub methods a client may call: a small generic surface for tests of invoke, errors and streams.
-    func invokeHubMethod(_ inv: HubMessage.Invocation, client: HubClient) async {
-        let outcome: HubMessage.Completion.Outcome
+    func invokeHubMethod(_ inv: SimMessage.Invocation, client: HubClient) async {
+        let outcome: SimMessage.Outcome
         switch inv.target {
         case "Echo":
             outcome = .result(inv.arguments.first ?? .null)
         case "Add":
             let sum = inv.arguments.compactMap(\.intValue).reduce(0, +)
-            outcome = .result(.number(String(sum)))
+            outcome = .result(.number(Decimal(sum)))
         case "Fail":
             outcome = .error(inv.arguments.first?.stringValue ?? "Failed on purpose.")
         case "Void":
@@ -143,7 +138,7 @@ extension HubSimulator {
             // Hub-side write for clients that prefer it to REST: (childId, amount, type, description).
             let a = inv.arguments
             guard a.count == 4, let child = a[0].stringValue.flatMap(UUID.init(uuidString:)),
-                case .number(let n) = a[1], let amount = Decimal(string: n), let type = a[2].stringValue,
+                let amount = a[1].decimalValue, let type = a[2].stringValue,
                 let desc = a[3].stringValue
             else {
                 outcome = .error("AddTransaction expects (childId, amount, type, description).")
@@ -158,15 +153,15 @@ extension HubSimulator {
         default:
             outcome = .error("Failed to invoke '\(inv.target)' due to an error on the server. HubException: Method does not exist.")
         }
-        guard let id = inv.invocationId else { return }
-        client.send(.completion(.init(invocationId: id, outcome: outcome)))
+        guard let id = inv.id else { return }
+        client.send(.completion(id: id, outcome))
     }
 
     /// `Counter(count, delayMs)`: a server-to-client stream of 0..<count.
-    func stream(_ inv: HubMessage.Invocation, client: HubClient) async {
-        guard let id = inv.invocationId else { return }
+    func stream(_ inv: SimMessage.Invocation, client: HubClient) async {
+        guard let id = inv.id else { return }
         guard inv.target == "Counter" else {
-            client.send(.completion(.init(invocationId: id, outcome: .error("Failed to invoke '\(inv.target)': not a stream method."))))
+            client.send(.completion(id: id, .error("Failed to invoke '\(inv.target)': not a stream method.")))
             return
         }
         let count = inv.arguments.first?.intValue ?? 10
@@ -177,9 +172,9 @@ extension HubSimulator {
                 await hub.streamCanceled()
                 return
             }
-            client.send(.streamItem(.init(invocationId: id, item: .number(String(i)))))
+            client.send(.streamItem(id: id, item: .number(Decimal(i))))
             try? await Task.sleep(for: .milliseconds(delay))
         }
-        if !Task.isCancelled { client.send(.completion(.init(invocationId: id, outcome: .void))) }
+        if !Task.isCancelled { client.send(.completion(id: id, .void)) }
     }
 }

@@ -2,7 +2,6 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
-import SignalRProtocol
 
 extension HubSimulator {
     /// The hub endpoint: `GET /hubs/family?id=<connectionToken>` upgraded to a WebSocket.

@@ -1,5 +1,4 @@
 import Foundation
-import SignalRProtocol
 
 /// The simulator's own MessagePack, written apart from the client's codec (a tree of values, packed and unpacked
 /// recursively) so that a mistake made on one side is not made on the other. It writes what an ASP.NET Core hub
@@ -235,26 +234,26 @@ indirect enum SimPack: Equatable {
 /// The hub's messages to and from the simulator's MessagePack (HubProtocol.md's arrays, behind VarInt lengths).
 enum SimMessagePackProtocol {
     /// One server message, framed. Invocations (the hub's events) carry their arguments in the ASP.NET Core shape.
-    static func encode(_ message: HubMessage) -> [UInt8] {
-        func headers(_ h: [String: String]) -> SimPack { .map(h.sorted { $0.key < $1.key }.map { (.string($0.key), .string($0.value)) }) }
-        let array: [SimPack]
-        switch message {
-        case .invocation(let m), .streamInvocation(let m):
-            let type: Int64 = if case .invocation = message { 1 } else { 4 }
-            array = [
-                .int(type), headers(m.headers), m.invocationId.map(SimPack.string) ?? .nil_, .string(m.target),
+    static func encode(_ message: SimMessage) -> [UInt8] {
+        let none = SimPack.map([])
+        func invocation(_ type: Int64, _ m: SimMessage.Invocation) -> [SimPack] {
+            let headers = SimPack.map(m.headers.sorted { $0.key < $1.key }.map { (.string($0.key), .string($0.value)) })
+            return [
+                .int(type), headers, m.id.map(SimPack.string) ?? .nil_, .string(m.target),
                 .array(m.arguments.map { dotNet($0) }), .array(m.streamIds.map(SimPack.string)),
             ]
-        case .streamItem(let m): array = [.int(2), headers(m.headers), .string(m.invocationId), plain(m.item)]
-        case .completion(let m):
-            switch m.outcome {
-            case .error(let e): array = [.int(3), headers(m.headers), .string(m.invocationId), .int(1), .string(e)]
-            case .void: array = [.int(3), headers(m.headers), .string(m.invocationId), .int(2)]
-            case .result(let v): array = [.int(3), headers(m.headers), .string(m.invocationId), .int(3), plain(v)]
-            }
-        case .cancelInvocation(let id, let h): array = [.int(5), headers(h), .string(id)]
+        }
+        let array: [SimPack]
+        switch message {
+        case .invocation(let m): array = invocation(1, m)
+        case .streamInvocation(let m): array = invocation(4, m)
+        case .streamItem(let id, let item): array = [.int(2), none, .string(id), plain(item)]
+        case .completion(let id, .error(let e)): array = [.int(3), none, .string(id), .int(1), .string(e)]
+        case .completion(let id, .void): array = [.int(3), none, .string(id), .int(2)]
+        case .completion(let id, .result(let v)): array = [.int(3), none, .string(id), .int(3), plain(v)]
+        case .cancelInvocation(let id): array = [.int(5), none, .string(id)]
         case .ping: array = [.int(6)]
-        case .close(let c): array = [.int(7), c.error.map(SimPack.string) ?? .nil_, .bool(c.allowReconnect)]
+        case .close(let error, let allowReconnect): array = [.int(7), error.map(SimPack.string) ?? .nil_, .bool(allowReconnect)]
         case .ack(let id): array = [.int(8), .int(id)]
         case .sequence(let id): array = [.int(9), .int(id)]
         }
@@ -271,9 +270,9 @@ enum SimMessagePackProtocol {
     }
 
     /// The client's messages in `bytes` (whole ones; a cut-off one is an error). nil entries: a type not known.
-    static func decode(_ bytes: [UInt8]) throws -> [HubMessage?] {
+    static func decode(_ bytes: [UInt8]) throws -> [SimMessage?] {
         var i = 0
-        var messages: [HubMessage?] = []
+        var messages: [SimMessage?] = []
         while i < bytes.count {
             var length = 0
             var shift = 0
@@ -294,7 +293,7 @@ enum SimMessagePackProtocol {
         return messages
     }
 
-    private static func message(_ value: SimPack) throws -> HubMessage? {
+    private static func message(_ value: SimPack) throws -> SimMessage? {
         guard case .array(let a) = value, case .int(let type)? = a.first else { throw SimPack.Malformed(reason: "not an array with a type") }
         func str(_ k: Int) throws -> String {
             guard k < a.count, case .string(let s) = a[k] else { throw SimPack.Malformed(reason: "field \(k) is not a string") }
@@ -310,38 +309,40 @@ enum SimMessagePackProtocol {
         case 1, 4:
             let id: String? = a.count > 2 && a[2] == .nil_ ? nil : try str(2)
             guard a.count > 4, case .array(let args) = a[4] else { throw SimPack.Malformed(reason: "no arguments array") }
-            let invocation = HubMessage.Invocation(invocationId: id, target: try str(3), arguments: args.map(json), headers: heads())
+            var streamIds: [String] = []
+            if a.count > 5, case .array(let ids) = a[5] { streamIds = ids.compactMap { if case .string(let s) = $0 { s } else { nil } } }
+            let invocation = SimMessage.Invocation(id: id, target: try str(3), arguments: args.map(json), headers: heads(), streamIds: streamIds)
             return type == 1 ? .invocation(invocation) : .streamInvocation(invocation)
-        case 2: return .streamItem(.init(invocationId: try str(2), item: a.count > 3 ? json(a[3]) : .null, headers: heads()))
+        case 2: return .streamItem(id: try str(2), item: a.count > 3 ? json(a[3]) : .null)
         case 3:
             guard a.count > 3, case .int(let kind) = a[3] else { throw SimPack.Malformed(reason: "no result kind") }
-            let outcome: HubMessage.Completion.Outcome =
+            let outcome: SimMessage.Outcome =
                 switch kind {
                 case 1: .error(try str(4))
                 case 3: .result(a.count > 4 ? json(a[4]) : .null)
                 default: .void
                 }
-            return .completion(.init(invocationId: try str(2), outcome: outcome, headers: heads()))
-        case 5: return .cancelInvocation(invocationId: try str(2), headers: heads())
+            return .completion(id: try str(2), outcome)
+        case 5: return .cancelInvocation(id: try str(2))
         case 6: return .ping
         case 7:
             let error: String? = a.count > 1 && a[1] != .nil_ ? try str(1) : nil
-            return .close(.init(error: error, allowReconnect: a.count > 2 && a[2] == .bool(true)))
+            return .close(error: error, allowReconnect: a.count > 2 && a[2] == .bool(true))
         case 8, 9:
             guard a.count > 1, case .int(let id) = a[1] else { throw SimPack.Malformed(reason: "no sequence id") }
-            return type == 8 ? .ack(sequenceId: id) : .sequence(sequenceId: id)
+            return type == 8 ? .ack(id) : .sequence(id)
         default: return nil
         }
     }
 
     /// A value as the JSON the simulator's hub methods read.
-    static func json(_ v: SimPack) -> JSONValue {
+    static func json(_ v: SimPack) -> SimValue {
         switch v {
         case .nil_: .null
         case .bool(let b): .bool(b)
-        case .int(let i): .number(String(i))
-        case .uint(let u): .number(String(u))
-        case .double(let d): .number(String(d))
+        case .int(let i): .number(Decimal(i))
+        case .uint(let u): .number(Decimal(u))
+        case .double(let d): .number(Decimal(d))
         case .string(let s): .string(s)
         case .binary(let b): .string(Data(b).base64EncodedString())
         case .array(let items): .array(items.map(json))
@@ -353,28 +354,29 @@ enum SimMessagePackProtocol {
         }
     }
 
-    /// A result or stream item: numbers stay numbers (the test methods return ints), objects keep their keys.
-    static func plain(_ v: JSONValue) -> SimPack {
+    /// A result or stream item: whole numbers stay integers (the test methods return ints), objects keep their keys.
+    static func plain(_ v: SimValue) -> SimPack {
         switch v {
         case .null: .nil_
         case .bool(let b): .bool(b)
-        case .number(let n): Int64(n).map(SimPack.int) ?? .double(Double(n) ?? 0)
+        case .number(let n): v.intValue.map { SimPack.int(Int64($0)) } ?? .double(NSDecimalNumber(decimal: n).doubleValue)
         case .string(let s): .string(s)
         case .array(let items): .array(items.map(plain))
-        case .object(let members): .map(members.map { (.string($0.key), plain($0.value)) })
+        case .object(let members): .map(members.map { (.string($0.0), plain($0.1)) })
         }
     }
 
     /// An event argument as ASP.NET Core's MessagePack writes the hub's C# types: the property names PascalCase, money
     /// (every number the hub's events carry is a `decimal`) as its text, a date as a timestamp.
-    static func dotNet(_ v: JSONValue) -> SimPack {
+    static func dotNet(_ v: SimValue) -> SimPack {
         switch v {
         case .null: .nil_
         case .bool(let b): .bool(b)
-        case .number(let n): .string(n)
+        case .number(let n): .string(n.description)
         case .string(let s): isoDate(s).map(SimPack.timestamp) ?? .string(s)
         case .array(let items): .array(items.map(dotNet))
-        case .object(let members): .map(members.map { (.string($0.key.prefix(1).uppercased() + $0.key.dropFirst()), dotNet($0.value)) })
+        case .object(let members):
+            .map(members.map { (.string($0.0.prefix(1).uppercased() + $0.0.dropFirst()), dotNet($0.1)) })
         }
     }
 

@@ -3,7 +3,6 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import NIOCore
-import SignalRProtocol
 import Synchronization
 
 /// How the simulator runs. Every switch can also be flipped at run time under `/_sim/`.
@@ -86,7 +85,7 @@ public final class HubSimulator: Sendable {
         var pageMode = "ok"
         /// Rows no real server should send (an amount of 0, three decimals, a date in the future), per child, each
         /// after the family's first `after` transactions: `POST /_sim/badrow`.
-        var badRows: [UUID: [(after: Int, row: JSONValue)]] = [:]
+        var badRows: [UUID: [(after: Int, row: SimValue)]] = [:]
         /// A hub that ends every connection right after its handshake: "close" (Close with allowReconnect) or
         /// "malformed" (a frame that is not JSON). `POST /_sim/flap?mode=`.
         var flap: String?
@@ -170,7 +169,7 @@ public final class HubSimulator: Sendable {
         if isNew {
             let full = faults.withLock { $0.fullPayload }
             await hub.broadcast("TransactionCreated", [full ? SimJSON.value(t) : .string(t.id.uuidString)])
-            await hub.broadcast("BalanceUpdated", [.string(t.childId.uuidString), .number("\(t.balanceAfter)")])
+            await hub.broadcast("BalanceUpdated", [.string(t.childId.uuidString), .number(t.balanceAfter)])
             logger.info("transaction \(t.type) \(t.amount) for \(t.childId): balance \(t.balanceAfter)")
         }
         return t
@@ -220,28 +219,28 @@ public final class HubSimulator: Sendable {
             let expires = Date().addingTimeInterval(Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18)
             return self.json(
                 200,
-                JSONValue.object([
-                    ("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"),
-                    ("firstName", "Pat"), ("lastName", "Example"), ("role", "Parent"),
-                    ("familyId", "00000000-0000-4000-8000-0000000000f0"), ("familyName", "The Examples"),
-                    ("token", .string(token)),
-                    ("expiresAt", .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(expires))),
-                ]))
+                [
+                    "userId": "00000000-0000-4000-8000-000000000001", "email": "parent@example.com",
+                    "firstName": "Pat", "lastName": "Example", "role": "Parent",
+                    "familyId": "00000000-0000-4000-8000-0000000000f0", "familyName": "The Examples",
+                    "token": .string(token),
+                    "expiresAt": .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(expires)),
+                ])
         }
         api.get("auth/me") { request, _ in
             if self.isDown { return self.problem(503, "The backend is down (simulated).") }
             guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
             return self.json(
                 200,
-                JSONValue.object([
-                    ("userId", "00000000-0000-4000-8000-000000000001"), ("email", "parent@example.com"), ("role", "Parent"),
-                    ("familyId", "00000000-0000-4000-8000-0000000000f0"),
-                ]))
+                [
+                    "userId": "00000000-0000-4000-8000-000000000001", "email": "parent@example.com", "role": "Parent",
+                    "familyId": "00000000-0000-4000-8000-0000000000f0",
+                ])
         }
         api.get("children") { request, _ in
             self.childrenRequests.add(1, ordering: .relaxed)
             if let r = try await self.restGate(request) { return r }
-            return self.json(200, SimJSON.value(await self.family.children))
+            return self.json(200, .array(await self.family.children.map(SimJSON.value)))
         }
         api.get("children/:id") { request, context in
             if let r = try await self.restGate(request) { return r }
@@ -272,24 +271,24 @@ public final class HubSimulator: Sendable {
                 guard let cursor = Int(after), cursor >= 0 else { return self.problem(400, "after must be a sequence number.") }
                 let page = await self.family.transactions(of: id, after: cursor, limit: limit)
                 let next = page.last?.sequence ?? cursor
-                return self.json(200, JSONValue.object([("items", SimJSON.value(page)), ("nextCursor", .string(String(next)))]))
+                return self.json(200, ["items": .array(page.map(SimJSON.value)), "nextCursor": .string(String(next))])
             }
             let (cap, mode, bad) = self.faults.withLock { ($0.pageCap, $0.pageMode, $0.badRows[id] ?? []) }  // bad: oldest first
             let size = min(limit, cap ?? limit)
             let offset = mode == "ignore-offset" ? 0 : max(Int(q["offset"].map(String.init) ?? "") ?? 0, 0)
             if mode == "endless" {
-                let fresh: [JSONValue] = (0..<size).map { _ in
-                    JSONValue.object([
-                        ("id", .string(UUID().uuidString.lowercased())), ("childId", .string(id.uuidString.lowercased())),
-                        ("amount", .number("1")), ("type", "Credit"), ("description", "more"), ("balanceAfter", .number("1")),
-                        ("createdAt", .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date()))),
-                        ("createdByName", "Simulator"),
-                    ])
+                let fresh: [SimValue] = (0..<size).map { _ in
+                    [
+                        "id": .string(UUID().uuidString.lowercased()), "childId": .string(id.uuidString.lowercased()),
+                        "amount": 1, "type": "Credit", "description": "more", "balanceAfter": 1,
+                        "createdAt": .string(Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())),
+                        "createdByName": "Simulator",
+                    ]
                 }
                 return self.json(200, .array(fresh))
             }
             guard !bad.isEmpty else {
-                return self.json(200, SimJSON.value(await self.family.newestTransactions(of: id, offset: offset, limit: size)))
+                return self.json(200, .array(await self.family.newestTransactions(of: id, offset: offset, limit: size).map(SimJSON.value)))
             }
             let all = await self.family.transactions(of: id)
             // The bad rows in their place in time among the real ones; only the page is encoded.
@@ -308,12 +307,12 @@ public final class HubSimulator: Sendable {
         }
         api.post("transactions") { request, context in
             if let r = try await self.restGate(request) { return r }
-            let body: JSONValue
+            let body: SimValue
             do { body = try await self.jsonBody(request, context) } catch { return self.problem(400, "The body is not valid JSON.") }
             guard let childText = body["childId"]?.stringValue, let childId = UUID(uuidString: childText) else {
                 return self.problem(400, "childId is required and must be a UUID.")
             }
-            guard case .number(let amountText) = body["amount"], let amount = Decimal(string: amountText, locale: Locale(identifier: "en_US_POSIX")) else {
+            guard case .number(let amount)? = body["amount"] else {
                 return self.problem(400, "amount is required and must be a JSON number.")
             }
             guard let type = body["type"]?.stringValue else { return self.problem(400, "type is required: \"Credit\" or \"Debit\".") }
@@ -341,7 +340,7 @@ public final class HubSimulator: Sendable {
             if refresh, c.connectionToken != nil { c.tokenLifetimeSeconds = self.lifetimeSeconds(of: bearer) }
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(bytes: NegotiateResponse.encode(c))))
+                body: .init(byteBuffer: ByteBuffer(bytes: c.json)))
         }
         httpTransportRoutes(router)
         refreshRoute(router)
@@ -405,14 +404,14 @@ public final class HubSimulator: Sendable {
             self.refreshes.add(1, ordering: .relaxed)
             self.logger.info("refreshed a connection's token")
             let lifetime = self.lifetimeSeconds(of: bearer)
-            return self.json(200, .object(lifetime.map { [("tokenLifetimeSeconds", .number(String($0)))] } ?? []))
+            return self.json(200, .object(lifetime.map { [("tokenLifetimeSeconds", .number(Decimal($0)))] } ?? []))
         }
     }
 
     /// The "refuse" fault switch is on.
     var flapMode: String? { faults.withLock { $0.flap } }
 
-    /// Whether negotiate offers `transport` ("WebSockets", "ServerSentEvents", "LongPolling").
+    /// Whether negotiate offers `transport` "WebSockets": "ServerSentEvents", "LongPolling".
     func offers(_ transport: String) -> Bool { faults.withLock { $0.transports.contains(transport) } }
 
     /// A WebSocket upgrade is refused: WebSockets not offered, or refused as a stripping proxy would.
@@ -424,28 +423,26 @@ public final class HubSimulator: Sendable {
     /// A page item: a real transaction or an injected bad row.
     private enum Either {
         case transaction(SimTransaction)
-        case row(JSONValue)
+        case row(SimValue)
     }
 
     var isRefusing: Bool { faults.withLock { f in f.down || f.refuseUntil.map { $0 > .now } ?? false } }
     /// `POST /_sim/down` until `POST /_sim/up`: REST and the hub both.
     var isDown: Bool { faults.withLock { $0.down } }
 
-    func jsonBody(_ request: Request, _ context: BasicRequestContext) async throws -> JSONValue {
+    func jsonBody(_ request: Request, _ context: BasicRequestContext) async throws -> SimValue {
         let buffer = try await request.body.collect(upTo: 1 << 20)
-        return try JSONValue(parsing: Array(buffer.readableBytesView))
+        return try SimJSON.parse(Array(buffer.readableBytesView))
     }
 
-    func json(_ status: Int, _ value: JSONValue) -> Response {
-        var out: [UInt8] = []
-        value.write(into: &out)
-        return Response(
+    func json(_ status: Int, _ value: SimValue) -> Response {
+        Response(
             status: .init(code: status), headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: out)))
+            body: .init(byteBuffer: ByteBuffer(bytes: value.bytes)))
     }
 
     func problem(_ status: Int, _ message: String) -> Response {
-        json(status, .object([("status", .number(String(status))), ("error", .string(message))]))
+        json(status, ["status": .number(Decimal(status)), "error": .string(message)])
     }
 }
 

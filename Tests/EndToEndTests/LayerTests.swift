@@ -139,6 +139,16 @@ import Testing
         #expect(Self.closure(of: "RelayDaemon", in: targets).contains("SignalRClient"))
     }
 
+    /// The stand-in backend has its own codec: a module it shared with the client would let a bug on one side be
+    /// mirrored on the other and pass every end-to-end test.
+    @Test func theSimulatorSharesNoModuleWithTheClient() async throws {
+        let targets = try await Self.targets()
+        let client = Self.closure(of: "SignalRClient", in: targets).union(["SignalRClient"])
+        let simulator = Self.closure(of: "HubSimulator", in: targets)
+        #expect(client.contains("SignalRProtocol") && client.contains("Core"), "the client's modules were read")
+        #expect(simulator.isDisjoint(with: client), "HubSimulator reaches \(simulator.intersection(client).sorted())")
+    }
+
     @Test func everyImportIsDeclared() async throws {
         let targets = try await Self.targets()
         var violations: [String] = []

@@ -2,7 +2,6 @@
     import FoundationNetworking
 #endif
 import Foundation
-import SignalRProtocol
 import TestSupport
 import Testing
 
@@ -33,12 +32,12 @@ import Testing
             #expect(try await post(negotiate, token: "wrong").0 == 401)
             let (status, body) = try await post(negotiate, token: Self.token)
             #expect(status == 200)
-            guard case .connection(let c) = try NegotiateResponse.decode(body) else {
-                Issue.record("not a connection: \(String(decoding: body, as: UTF8.self))")
-                return
-            }
-            #expect(c.negotiateVersion == 1 && c.connectionToken?.isEmpty == false)
-            #expect(c.availableTransports.contains { $0.transport == "WebSockets" && $0.transferFormats.contains("Text") })
+            // Read with Foundation's parser: the client's codec is not this test's oracle.
+            let answer = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+            #expect((answer["negotiateVersion"] as? NSNumber)?.intValue == 1)
+            #expect((answer["connectionToken"] as? String)?.isEmpty == false)
+            let transports = answer["availableTransports"] as? [[String: Any]] ?? []
+            #expect(transports.contains { $0["transport"] as? String == "WebSockets" && ($0["transferFormats"] as? [String])?.contains("Text") == true })
         }
     }
 
