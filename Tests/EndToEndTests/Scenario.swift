@@ -63,8 +63,7 @@ struct Scenario {
         o.lostEvents = serverIds.subtracting(cached).count
         o.extraEvents = cached.count - Set(cached).count + Set(cached).subtracting(serverIds).count
         let balances = Dictionary(uniqueKeysWithValues: try store.children().map { ($0.id, $0.currentBalance) })
-        for c in try await APIClient(baseURL: base, token: "e2e-token").children()
-        where balances[c.id] != c.currentBalance {
+        for c in try await ServerTruth.children(base) where balances[c.id] != c.currentBalance {
             o.wrongBalances += 1
         }
         let acked = hook.acknowledged
@@ -105,23 +104,13 @@ struct Scenario {
 
     /// The transaction a signed webhook's alert is about (`data.transaction.id`), if any.
     static func transactionId(of request: WebhookReceiver.Received) -> String? {
-        try? JSONValue(parsing: request.body)["data"]?["transaction"]?["id"]?.stringValue
+        let alert = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any]
+        return ((alert?["data"] as? [String: Any])?["transaction"] as? [String: Any])?["id"] as? String
     }
 
-    /// Every transaction the server holds: all pages of every child.
-    static func serverTransactions(_ base: URL) async throws -> [Transaction] {
-        let api = APIClient(baseURL: base, token: "e2e-token")
-        var all: [Transaction] = []
-        for c in try await api.children() {
-            var offset = 0
-            while true {
-                let page = try await api.transactions(child: c.id, limit: 500, offset: offset)
-                all += page
-                if page.count < 500 { break }
-                offset += 500
-            }
-        }
-        return all
+    /// Every transaction the server holds, read by the oracle (ServerTruth), not by the relay's REST client.
+    static func serverTransactions(_ base: URL) async throws -> [ServerTruth.Transaction] {
+        try await ServerTruth.transactions(base)
     }
 }
 
