@@ -33,7 +33,7 @@ extension HTTPSink {
     func sendInBurst(_ m: Message, child: UUID) async -> DeliveryOutcome {
         let at = now()
         if let burst = bursts.join(child, id: m.id, text: m.text, at: at), let ref = burst.ref,
-            let edit = editRequest(for: burstMessage(m, burst.lines), ref: ref)
+            let edit = editRequest(for: burstMessage(m, burst.lines), ref: ref), !(await originalIsGone(ref, for: m))
         {
             let answer: HTTPResponse
             do { answer = try await client.send(edit) } catch { return .retry("\(config.name): \(error.message)", after: nil) }
@@ -62,7 +62,7 @@ extension HTTPSink {
     func sendStanding(_ m: Message, subject: String, sent: any SentMessageLedger) async -> DeliveryOutcome {
         if config.kind == .ntfy { return await post(m).outcome }  // the sequence id in the request is the edit
         if let prior = try? sent.sentMessage(sink: config.name, subject: subject), now().timeIntervalSince(prior.postedAt) < SinkConfig.editWindow,
-            let edit = editRequest(for: m, ref: prior.ref)
+            let edit = editRequest(for: m, ref: prior.ref), !(await originalIsGone(prior.ref, for: m))
         {
             let answer: HTTPResponse
             do { answer = try await client.send(edit) } catch { return .retry("\(config.name): \(error.message)", after: nil) }
@@ -100,6 +100,27 @@ extension HTTPSink {
         default:
             return nil
         }
+    }
+
+    /// Matrix takes an edit of a redacted event, and clients then show nothing: before an edit, the homeserver is asked
+    /// whether the original still stands (`GET /rooms/{room}/event/{id}`; a redacted event comes back with empty
+    /// `content` and `unsigned.redacted_because`, a purged one as 404). Other services refuse the edit itself. An
+    /// answer that says neither (a network error, a 5xx) leaves the edit to go ahead.
+    func originalIsGone(_ ref: String, for m: Message) async -> Bool {
+        guard config.kind == .matrix else { return false }
+        var check = request(for: m)
+        let post = check.url.absoluteString
+        guard let send = post.range(of: "/send/", options: .backwards),
+            let id = ref.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))),
+            let url = URL(string: post[..<send.lowerBound] + "/event/" + id)
+        else { return false }
+        check.url = url
+        check.method = .get
+        check.body = []
+        guard let answer = try? await client.send(check) else { return false }
+        if answer.status == 404 { return true }
+        guard answer.status == 200, let event = try? JSONValue(parsing: answer.body) else { return false }
+        return event["unsigned"]?["redacted_because"] != nil
     }
 
     /// Whether an edit failed because the message is gone (deleted, or one the service will not edit): post anew.
