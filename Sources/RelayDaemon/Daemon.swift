@@ -228,6 +228,9 @@ public struct Daemon: Sendable {
         if stopAsked { Task { await group.triggerGracefulShutdown() } }
 
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
+        if settings.insecureTLS {
+            logger.warning("server.insecure_tls is on: the REST API's TLS certificate is not checked either (tests only; server.ca_file takes a private CA)")
+        }
         if let file = storage.file { Self.checkIntegrityInBackground(file, logger: logger) }
         link.set(presence == nil ? .connecting : .standby, detail: "starting")
         // Ready once the store is open and the workers run: the hub may be away for long, and the relay is doing

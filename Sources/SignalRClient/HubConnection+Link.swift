@@ -15,6 +15,12 @@ extension HubConnection {
         guard machine.state == .disconnected else {
             throw HubConnectionError(.invalidState, "Cannot start a connection that is \(state.rawValue).")
         }
+        if options.webSocket.allowInsecureTLS {
+            // Said once per start, for negotiate and every transport (the WebSocket says it again at each connect).
+            logger.warning(
+                "TLS certificate and host name checks are OFF for negotiate and every transport (allowInsecureTLS; tests only)",
+                metadata: ["host": "\(url.host ?? "")"])
+        }
         try await drive(machine.start(at: .now), fromStart: true)
     }
 

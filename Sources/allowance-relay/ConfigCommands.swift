@@ -57,6 +57,7 @@ struct ConfigCommand: AsyncParsableCommand {
                 problems = error.all
             }
             let routing = loaded.map { Routing($0.1) }
+            let warnings = (routing?.warnings ?? []) + (loaded?.0.insecureTLS == true ? [Self.insecureWarning] : [])
             var probes: [(what: String, ok: Bool, said: String)] = []
             if probe, let (settings, relay) = loaded {
                 probes = await Self.probe(settings, relay)
@@ -74,7 +75,7 @@ struct ConfigCommand: AsyncParsableCommand {
                             }),
                         "summary": .string(summary),
                         "routing": .array(routing?.routes.map { ["sink": .string($0.sink), "alerts": .array($0.alerts.map { .string($0) })] } ?? []),
-                        "warnings": .array(routing?.warnings.map { .string($0) } ?? []),
+                        "warnings": .array(warnings.map { .string($0) }),
                         "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
                     ] as JSONValue).serialized)
             } else if !problems.isEmpty {
@@ -85,12 +86,15 @@ struct ConfigCommand: AsyncParsableCommand {
                     print("Routing (sink: what reaches it):")
                     print(Table.render(routing.rows))
                 }
-                for w in routing?.warnings ?? [] { print("warning: \(w)") }
+                for w in warnings { print("warning: \(w)") }
                 for p in probes { print("  \(p.ok ? "ok  " : "FAIL") \(p.what): \(p.said)") }
             }
             if !problems.isEmpty { throw ExitCode(78) }
             if !probes.allSatisfy(\.ok) { throw ExitCode(1) }
         }
+
+        static let insecureWarning =
+            "server.insecure_tls is on: no TLS certificate or host name is checked (negotiate, REST, every transport). For tests only: give a private CA with server.ca_file instead."
 
         /// The server (sign in, list the children) and each sink (a test alert), one after the other.
         static func probe(_ settings: RelaySettings, _ relay: RelayConfig) async -> [(what: String, ok: Bool, said: String)] {

@@ -347,6 +347,23 @@ let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLas
         #expect(!check.output.contains("secret-path"), "the sink URL's path is not repeated")
     }
 
+    /// `server.insecure_tls` turns off every certificate check: `config check` says so (in text and JSON), not only
+    /// the WebSocket's connect log.
+    @Test func configCheckWarnsOfInsecureTLS() async throws {
+        let demo = PythonPeer.root.appending(path: "config/demo.yaml").path
+        let env = ["ALLOWANCE_RELAY_SERVER_URL": "https://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"]
+        let plain = try RelayProcess(env: env, arguments: ["config", "check", "--config", demo])
+        #expect(await plain.wait() == 0)
+        #expect(!plain.output.contains("insecure_tls"), "\(plain.output)")
+        let insecure = try RelayProcess(env: env.merging(["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "true"]) { $1 }, arguments: ["config", "check", "--config", demo])
+        #expect(await insecure.wait() == 0)
+        #expect(insecure.output.contains("warning: server.insecure_tls is on: no TLS certificate or host name is checked"), "\(insecure.output)")
+        let json = try RelayProcess(
+            env: env.merging(["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "true"]) { $1 }, arguments: ["config", "check", "--config", demo, "--json"])
+        #expect(await json.wait() == 0)
+        #expect(json.output.contains("server.insecure_tls is on"), "\(json.output)")
+    }
+
     @Test func invalidConfigurationExits78() async throws {
         let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": "not a url"])
         #expect(await relay.wait() == 78)
