@@ -17,7 +17,8 @@ BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-d
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
 # systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own),
 # dpkg-dev (the Debian package's dependencies, computed by dpkg-shlibdeps).
-TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql dpkg-dev
+TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql dpkg-dev \
+              desktop-file-utils
 APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
@@ -27,7 +28,7 @@ deps:
 	fi
 
 test-deps: deps
-	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze dpkg-shlibdeps; do \
+	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze dpkg-shlibdeps desktop-file-validate; do \
 	  command -v $$c >/dev/null || missing=1; done; \
 	[ -x /usr/sbin/mosquitto ] || missing=1; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \
@@ -96,6 +97,9 @@ test: test-deps $(VENV)/.installed
 	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test.log; exit $$status
 	$(SWIFT) test --skip-build --filter '$(ALONE_SUITES)' 2>&1 | tee .build/test-artifacts/swift-test-alone.log; \
 	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test-alone.log; exit $$status
+	@# A filter that matches nothing passes: each suite run alone must have run and passed.
+	@for suite in $$(tr '|' ' ' <<<'$(ALONE_SUITES)'); do grep -q "Suite $$suite passed" .build/test-artifacts/swift-test-alone.log \
+	  || { echo "FAIL: $$suite did not run (renamed? ALONE_SUITES names it)"; exit 1; }; done
 
 # Benchmarks side by side with the Python peers and a raw libwebsockets floor (Benchmarks/README.md):
 # release binaries, about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.
@@ -110,7 +114,7 @@ bench-quick: $(VENV)/.installed
 
 # The fault scenarios of RELIABILITY.md (about 5 minutes; all are also part of `make test`), then their figures
 # into RELIABILITY.md. ALLOWANCE_TEST_SEED=N replays the random kill and outage moments of a run.
-RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests|HostileBackendRelayTests|ReconnectStormTests|HostileBackendTests|ServerConflictTests
+RELIABILITY_SUITES := ReliabilityTests|CrashTests|FaultTests|NetworkCutTests|HostileInputTests|AlertEndToEndTests|HostileBackendRelayTests|ReconnectStormTests|HostileBackendTests|ServerConflictTests|ReplicaTests|LinkLeaseTests|MQTTSinkTests
 reliability: test-deps $(VENV)/.installed
 	$(SWIFT) build --build-tests
 	rm -f .build/test-artifacts/reliability.jsonl

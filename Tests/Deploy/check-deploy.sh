@@ -20,7 +20,8 @@ grep -q "deliveries" "$tmp/root/usr/local/share/bash-completion/completions/allo
 desktop="$tmp/root/usr/local/share/applications/allowance-relay.desktop"
 grep -qx "X-GNOME-UsesNotifications=true" "$desktop" || fail "the .desktop entry does not say it uses notifications"
 grep -qx "Icon=allowance-relay" "$desktop" || fail "the .desktop entry has not the popups' icon"
-if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$desktop" || fail "desktop-file-validate"; fi
+command -v desktop-file-validate >/dev/null || fail "desktop-file-validate is missing (desktop-file-utils: make test-deps installs it)"
+desktop-file-validate "$desktop" || fail "desktop-file-validate"
 echo "# edited by the admin" >>"$tmp/root/etc/allowance-relay/relay.yaml"
 "$repo/deploy/install.sh" --root "$tmp/root" --binary "$binary" >"$tmp/second.log"
 grep -q "kept the existing" "$tmp/second.log" || fail "second install did not keep the config"
@@ -31,7 +32,7 @@ HOME="$tmp/home" XDG_DATA_HOME= XDG_CONFIG_HOME= "$repo/deploy/install.sh" --use
 [ -s "$tmp/userroot$tmp/home/.local/share/bash-completion/completions/allowance-relay" ] || fail "no user bash completion"
 autostart="$tmp/userroot$tmp/home/.config/autostart/allowance-relay-session.desktop"
 grep -q "import-environment DISPLAY WAYLAND_DISPLAY" "$autostart" || fail "no autostart entry giving the user service the display"
-if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$autostart" || fail "desktop-file-validate, autostart"; fi
+desktop-file-validate "$autostart" || fail "desktop-file-validate, autostart"
 grep -qx "WantedBy=default.target" "$repo/deploy/allowance-relay-user.service" || fail "the user unit must start on any desktop (default.target)"
 
 installed="$tmp/root/usr/local/bin/allowance-relay"
