@@ -238,6 +238,7 @@ extension HubSimulator {
                 "childrenRequests": .number(Decimal(self.childrenRequests.load(ordering: .relaxed))),
                 "webhooksReceived": .number(Decimal(self.webhooks.load(ordering: .relaxed))),
                 "reattachments": .number(Decimal(await self.hub.reattachments)),
+                "replayed": .number(Decimal(clients.reduce(0) { $0 + $1.snapshot.replayed })),
                 "refreshes": .number(Decimal(self.refreshes.load(ordering: .relaxed))),
                 "clients": .array(clients.map { c in
                     let s = c.snapshot

@@ -26,6 +26,8 @@ final class HubClient: Sendable {
         var nextIncomingId: Int64 = 1
         var awaitingSequence = false
         var forgotten = false
+        /// Messages sent again after a re-attach (the ones the client had not acknowledged).
+        var replayed = 0
         /// The connection's hub protocol, from its handshake.
         var messagePack = false
     }
@@ -108,6 +110,7 @@ final class HubClient: Sendable {
                 let sequence = SimMessage.sequence(first)
                 s.sink?.yield(s.messagePack ? SimMessagePackProtocol.encode(sequence) : SimJSONHubProtocol.encode(sequence))
                 for (_, bytes) in s.unacked { s.sink?.yield(bytes) }
+                s.replayed += s.unacked.count
             }
             s.handshaken = true
             s.lastSend = .now
@@ -151,6 +154,7 @@ final class HubClient: Sendable {
     var ackId: Int64 { state.withLock { $0.lastReceived } }
 
     struct Stats {
+        var replayed: Int
         var pingsReceived: Int
         var messagesReceived: Int
         var lastReceive: ContinuousClock.Instant
@@ -158,7 +162,7 @@ final class HubClient: Sendable {
     }
 
     var snapshot: Stats {
-        state.withLock { Stats(pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
+        state.withLock { Stats(replayed: $0.replayed, pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
     }
 }
 

@@ -54,13 +54,13 @@ import Testing
     }
 
     /// The transactions the chat's messages name (by the id in their link).
-    func chatTransactionIds(_ chat: WebhookReceiver) -> Set<String> {
-        Set(
-            chat.received.flatMap { r in
-                r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map {
-                    String($0.output.1)
-                }
-            })
+    func chatTransactionIds(_ chat: WebhookReceiver) -> Set<String> { Set(chatMentions(chat)) }
+
+    /// Each mention of a transaction in the chat, in order, repeats kept: what the family reads twice.
+    func chatMentions(_ chat: WebhookReceiver) -> [String] {
+        chat.received.flatMap { r in
+            r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map { String($0.output.1) }
+        }
     }
 
     func serverTransactionIds(_ base: URL) async throws -> Set<String> {
@@ -162,6 +162,12 @@ import Testing
                     )
                     #expect(duplicates <= kills * SinkConfig(name: "hook", kind: .webhook).concurrency)
                     #expect(seen.distinctDeliveries == server.count, "one delivery id per transaction")
+                    // The chat cannot drop a repeat by its id: the family reads it twice. The same bound holds there,
+                    // counted in the chat as the family sees it (a set would hide them).
+                    let mentions = chatMentions(chat)
+                    let chatRepeats = mentions.count - Set(mentions).count
+                    print("alert crash test: \(chatRepeats) transactions repeated in the chat after \(kills) kills")
+                    #expect(chatRepeats <= kills * SinkConfig(name: "family-chat", kind: .slack).concurrency, "\(chatRepeats) repeats in the chat")
                 }
             }
         }

@@ -51,6 +51,33 @@ struct MQTTClientTests {
         await late.close()
     }
 
+    /// A publish returns only once the broker acknowledged it (QoS 1's PUBACK): with the broker hung (SIGSTOP, its
+    /// socket still open) it waits and times out, and one made then completes only after the broker answers again.
+    @Test func aPublishWaitsForTheBrokersAcknowledgement() async throws {
+        let broker = try await MosquittoBroker()
+        let sender = try client(broker, "sender")
+        #expect(await sender.waitConnected(timeout: .seconds(10)))
+        try await sender.publish("family/ok", Array("first".utf8), timeout: .seconds(5))  // answered: returns
+        broker.freeze()
+        defer { broker.thaw() }
+        let began = ContinuousClock.now
+        await #expect(throws: MQTTError.self, "no acknowledgement, no success") {
+            try await sender.publish("family/alice", Array("x".utf8), timeout: .seconds(1))
+        }
+        #expect(ContinuousClock.now - began >= .seconds(1), "it waited the whole timeout for the broker")
+        let done = Mutex(false)
+        let pending = Task {
+            try await sender.publish("family/bob", Array("y".utf8), timeout: .seconds(20))
+            done.withLock { $0 = true }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(!done.withLock { $0 }, "still waiting while the broker is hung")
+        broker.thaw()
+        try await pending.value
+        #expect(done.withLock { $0 })
+        await sender.close()
+    }
+
     @Test func aPublishWithoutAConnectionFailsAtOnce() async throws {
         let broker = try await MosquittoBroker()
         try await broker.start()

@@ -66,5 +66,16 @@ public final class MosquittoBroker: @unchecked Sendable {
         pid = nil
     }
 
+    /// SIGSTOP: the broker holds its sockets open but answers nothing (a hung broker) until `thaw`.
+    public func freeze() { if let pid { kill(pid, SIGSTOP) } }
+    public func thaw() { if let pid { kill(pid, SIGCONT) } }
+
+    /// SIGKILL: a crash, not a service stop; nothing is saved beyond what persistence had written.
+    public func crash() {
+        guard let p = pid else { return }
+        stopServer(p, signal: SIGKILL)
+        pid = nil
+    }
+
     public var log: String { (try? String(contentsOf: dir.appending(path: "mosquitto.log"), encoding: .utf8)) ?? "" }
 }

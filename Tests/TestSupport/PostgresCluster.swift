@@ -111,6 +111,15 @@ public final class PostgresCluster: @unchecked Sendable {
         pid = nil
     }
 
+    /// An immediate shutdown (SIGQUIT): every server process aborts without a checkpoint, as in a crash or a power
+    /// cut; the next start runs crash recovery from the WAL. (SIGKILL of the postmaster alone would leave its
+    /// backends running and the next start refused.)
+    public func crash() {
+        guard let p = pid else { return }
+        stopServer(p, signal: SIGQUIT, grace: 10)
+        pid = nil
+    }
+
     public var log: String { (try? String(contentsOf: dir.appending(path: "server.log"), encoding: .utf8)) ?? "" }
 
     private var data: String { dir.appending(path: "data").path }
