@@ -32,6 +32,8 @@ final class SendsInProgress: Sendable {
         var switchedOff = false
         /// The dispatcher waits with nothing left due and every due delivery started.
         var idle = false
+        /// The dispatcher waits for a signal or a due time (drained, or after a read that found nothing to start).
+        var waiting = false
         var onFinish: (@Sendable () -> Void)?
     }
 
@@ -112,6 +114,10 @@ final class SendsInProgress: Sendable {
     func switchOff() { state.withLock { $0.switchedOff = true } }
 
     var isIdle: Bool { state.withLock { $0.idle } }
+    func setWaiting(_ waiting: Bool) { state.withLock { $0.waiting = waiting } }
+    /// Waiting, with nothing under way and no outcome left to write: this worker sends nothing more until a row
+    /// falls due or is planned.
+    var isSettled: Bool { state.withLock { $0.waiting && $0.ids.isEmpty && $0.running == 0 && $0.finished.isEmpty } }
     func setIdle(_ idle: Bool) { state.withLock { $0.idle = idle } }
 
     /// Whether a send found the sink switched off since the last call.

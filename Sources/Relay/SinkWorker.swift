@@ -101,7 +101,9 @@ struct SinkWorker: Sendable {
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                 case .drainedWait(let next):
                     sends.setIdle(true)
+                    sends.setWaiting(true)
                     await wakeup.wait(upTo: Self.untilDue(next))
+                    sends.setWaiting(false)
                     sends.setIdle(false)
                     machine.wokeFromDrainedWait()
                 case .look(let readSwitchedOff):
@@ -124,7 +126,9 @@ struct SinkWorker: Sendable {
                     }
                 case .wait(let until):
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
+                    sends.setWaiting(true)
                     await wakeup.wait(upTo: Self.untilDue(until))
+                    sends.setWaiting(false)
                 case .start(let ready):
                     let markup = await sink.supportsMarkup()
                     for d in ready {

@@ -56,6 +56,15 @@ import Testing
         #expect(try store.apply(.transactionCreated(t)) != .duplicate)
     }
 
+    /// Waits until the relay can send nothing more: every worker settled (nothing under way, every outcome written)
+    /// and no row pending or in flight in the ledger. A duplicate would have arrived by then, so "nothing twice" is
+    /// asserted after this rather than after a sleep that a late duplicate could outlast.
+    func settled(_ engine: RelayEngine, _ store: Store) async throws {
+        try await eventually("the relay to settle") {
+            try engine.sinksAreSettled && store.deliveryCounts().values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
+        }
+    }
+
     func eventually(_ what: String, timeout: Duration = .seconds(15), _ check: () throws -> Bool) async rethrows {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -80,7 +89,7 @@ import Testing
             defer { task.cancel() }
             for i in 1...5 { try live(store, "1", after: String(50 - i)) }
             try await eventually("the ledger to take the outcomes") { try ledger.refused >= 4 && (store.deliveryCounts()["hook"]?["delivered"] ?? 0) == 5 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await settled(engine, store)
             #expect(hook.received.count == 5, "each alert sent once, though its outcome was refused \(ledger.refused) times")
             #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 5)
         }
@@ -100,12 +109,12 @@ import Testing
             let task = Task { await engine.run() }
             defer { task.cancel() }
             await eventually("the worker's first look") { ledger.reads >= 1 }
-            try await Task.sleep(for: .milliseconds(200))
+            try await settled(engine, store)
             let before = ledger.reads
             for i in 1...10 {
                 try live(store, "1", after: String(50 - i))
                 try await eventually("alert \(i) recorded") { (try store.deliveryCounts()["hook"]?["delivered"] ?? 0) == i }
-                try await Task.sleep(for: .milliseconds(50))  // the worker settles before the next
+                try await settled(engine, store)  // each alert before the next: a steady pace
             }
             #expect(hook.received.count == 10)
             #expect(ledger.reads - before <= 2, "\(ledger.reads - before) reads for 10 alerts")
@@ -118,14 +127,14 @@ import Testing
         let hook = WebhookReceiver()
         let chat = WebhookReceiver()
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 1000/s\n"
-        try await withRelay(yaml, hook, chat) { store in
+        try await withRelay(yaml, hook, chat) { store, engine in
             var rng = SystemRandomNumberGenerator()
             for i in 0..<150 {
                 try live(store, "0.10", after: "\(1000 - i)", "item \(i)")
                 if Int.random(in: 0..<4, using: &rng) == 0 { try await Task.sleep(for: .microseconds(Int.random(in: 0..<3000, using: &rng))) }
             }
             await eventually("150 at each") { hook.received.count >= 150 && chat.received.count >= 150 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await settled(engine, store)
             #expect(hook.received.count == 150 && chat.received.count == 150, "nothing twice")
             #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 150)
             #expect(try store.deliveryCounts()["hook"]?["delivered"] == 150 && store.deliveryCounts()["chat"]?["delivered"] == 150)
@@ -138,13 +147,14 @@ import Testing
         let hook = WebhookReceiver()
         let chat = WebhookReceiver()
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
-        try await withRelay(yaml, hook, chat) { store in
+        try await withRelay(yaml, hook, chat) { store, engine in
             for i in 0..<5 { try live(store, "1.00", after: "\(49 - i)", "item \(i)") }
-            // Every row delivered in the ledger: from then on no worker sends any of them again.
+            // Every row delivered in the ledger, and the relay settled: a send twice would have arrived by now.
             try await eventually("5 delivered at each") {
                 let counts = try store.deliveryCounts()
                 return counts["hook"]?["delivered"] == 5 && counts["chat"]?["delivered"] == 5
             }
+            try await settled(engine, store)
             #expect(hook.received.count == 5 && chat.received.count == 5, "nothing twice")
             // The id each request carries is its ledger row's: the one a resend after a crash carries too.
             let ledgerIds = try store.deliveries(sink: "hook").map(\.id)
@@ -200,10 +210,10 @@ import Testing
             default: .init(200)
             }
         }
-        try await withRelay("sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n", hook) { store in
+        try await withRelay("sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n", hook) { store, engine in
             try live(store, "1.00", after: "49")
             await eventually("the third attempt") { hook.received.count >= 3 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await settled(engine, store)
             let t = hook.arrivals
             #expect(hook.received.count == 3, "delivered on the third attempt and not again")
             #expect(t[1] - t[0] >= .milliseconds(950), "Retry-After: 1 honoured: \(t[1] - t[0])")
@@ -333,7 +343,7 @@ import Testing
 
     @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
         let chat = WebhookReceiver()
-        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store in
+        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store, engine in
             // +2 then four times -2, from 50: 52, 50, 48, 46, 44.
             let balances: [Decimal] = [52, 50, 48, 46, 44]
             var fetched: [Transaction] = []
@@ -346,7 +356,7 @@ import Testing
             try store.storeCaughtUp(
                 children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 44)], transactions: fetched)
             await eventually("the digest") { chat.received.count >= 1 }
-            try await Task.sleep(for: .milliseconds(300))
+            try await settled(engine, store)
             #expect(chat.received.count == 1)
             let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
             #expect(text == "While the relay was offline: 5 transactions for Alice, -$6.00, balance $44.00.", "\(text)")
