@@ -121,6 +121,8 @@ func simTransaction(
         #expect(shown.count == 1)
         #expect(shown.first?.summary == "allowance-relay test" && shown.first?.app == "allowance-relay")
         #expect(shown.first?.body.contains("the sink popups works") == true)
+        // The relay's own icon, though nothing is installed: run from the checkout, it names the checkout's file.
+        #expect(!desktop.dunstLog.contains("No icon found"), "\(desktop.dunstLog)")
     }
 
     /// `allowance-relay run` in the desktop session, on a database of its own, connected and caught up.

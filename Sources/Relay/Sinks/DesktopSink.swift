@@ -62,15 +62,28 @@ public final class DesktopSink: Sink {
     }
 
     /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one (install.sh,
-    /// the Debian package), found where the XDG base directories say a theme looks. Looked up once, not per popup.
-    static func icon(_ config: SinkConfig, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    /// the Debian package), found where the XDG base directories say a theme looks; run from a checkout (not
+    /// installed), the checkout's own file by its file:// URI, which the spec's app_icon takes. Looked up once.
+    static func icon(
+        _ config: SinkConfig, environment: [String: String] = ProcessInfo.processInfo.environment,
+        executable: URL? = Bundle.main.executableURL
+    ) -> String {
         if let icon = config.icon { return icon }
         let home = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.local/share"
         let dirs = environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
         let installed = ([home] + dirs.split(separator: ":").map(String.init)).contains {
             FileManager.default.fileExists(atPath: $0 + "/icons/hicolor/scalable/apps/allowance-relay.svg")
         }
-        return installed ? "allowance-relay" : "dialog-information"
+        if installed { return "allowance-relay" }
+        // .build/<triple>/debug/allowance-relay: the checkout is a few folders up.
+        var folder = executable?.resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<5 {
+            guard let here = folder else { break }
+            let file = here.appending(path: "deploy/icons/allowance-relay.svg")
+            if FileManager.default.fileExists(atPath: file.path) { return file.absoluteString }
+            folder = here.deletingLastPathComponent()
+        }
+        return "dialog-information"
     }
 
     static func category(_ kind: RelayEvent.Kind) -> String {
