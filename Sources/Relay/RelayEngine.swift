@@ -27,6 +27,8 @@ public final class RelayEngine: Sendable {
     /// Signalled when the generation changes or the engine stops, for a `run` that has no workers to wait on.
     private let changed = Wakeup()
     private let lostTimer = Mutex<Task<Void, Never>?>(nil)
+    /// How the engine waits out `connectionLostAfter`: the real clock, or a test's hand-driven one.
+    private let sleep: @Sendable (Duration) async -> Void
 
     private struct State {
         var current: Generation
@@ -41,11 +43,14 @@ public final class RelayEngine: Sendable {
     }
 
     /// `popups`: where desktop sinks keep this machine's popup ids; `ledger`: where the workers take deliveries and
-    /// record outcomes, when not the store's own (a test's failing ledger).
+    /// record outcomes, when not the store's own (a test's failing ledger); `sleep`: how `connectionLostAfter` is
+    /// waited out (a test drives it by hand).
     public init(
         store: any RelayStore, popups: (any PopupIds)? = nil, config: RelayConfig, http: HTTPClient = .shared,
-        ledger: (any DeliveryLedger)? = nil, logger: Logger
+        ledger: (any DeliveryLedger)? = nil, logger: Logger,
+        sleep: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
     ) {
+        self.sleep = sleep
         self.store = store
         self.ledger = ledger ?? store
         self.popups = popups
@@ -180,11 +185,11 @@ public final class RelayEngine: Sendable {
     public func linkLost(_ reason: String) {
         let after = config.connectionLostAfter
         let ledger = self.ledger
-        let logger = self.logger
+        let (logger, sleep) = (self.logger, self.sleep)
         lostTimer.withLock { timer in
             guard timer == nil else { return }
             timer = Task {
-                try? await Task.sleep(for: .seconds(after))
+                await sleep(.seconds(after))
                 guard !Task.isCancelled else { return }
                 do {
                     try ledger.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "no connection for \(after >= 120 ? "\(Int(after / 60)) minutes" : "\(Int(after)) seconds"): \(reason)"))

@@ -322,23 +322,29 @@ import Testing
         #expect(try planned.event.transaction?.description == "chores")
     }
 
+    /// The wait is driven by hand (no sleep races the timer): a link back before the time raises nothing; a link
+    /// lost twice is one timer, and when it runs out, one `connection.lost` naming the first reason.
     @Test func aHubAwayForLongRaisesConnectionLostOnceAndNotWhenItCameBack() async throws {
         let store = try store()
+        let timer = ManualTimer()
         var config = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
-        config.connectionLostAfter = 0.3
-        let engine = RelayEngine(store: store, config: config, logger: logger)
+        config.connectionLostAfter = 300
+        let engine = RelayEngine(store: store, config: config, logger: logger, sleep: timer.sleep)
         try engine.install()
         engine.linkLost("blip")
-        try await Task.sleep(for: .milliseconds(100))
+        await eventually("the timer to start") { timer.waiting == 1 }
         engine.linkRestored()
-        try await Task.sleep(for: .milliseconds(400))
+        await eventually("the timer to be cancelled") { timer.waiting == 0 && timer.cancelled == 1 }
         #expect(try store.deliveries(sink: "chat").isEmpty, "back within the time: nothing to say")
         engine.linkLost("server down")
         engine.linkLost("still down")
-        try await Task.sleep(for: .milliseconds(600))
+        await eventually("one timer for both") { timer.waiting == 1 }
+        #expect(timer.started == 2, "the second loss started no timer of its own")
+        timer.fire()
+        try await eventually("connection.lost raised") { try !store.deliveries(sink: "chat").isEmpty }
         let lost = try store.deliveries(sink: "chat")
         #expect(lost.count == 1 && lost[0].kind == .connectionLost)
-        #expect(try lost[0].event.detail?.contains("server down") == true)
+        #expect(try lost[0].event.detail == "no connection for 5 minutes: server down")
     }
 
     @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
@@ -436,5 +442,55 @@ import Testing
             #expect(ids.sorted() == fetched.map { $0.id.uuidString.lowercased() }.sorted(), "\(ids)")
             #expect(try store.deliveries(state: .merged).isEmpty)
         }
+    }
+}
+
+/// A hand-driven clock for the engine's waits: each `sleep` ends when the test fires it, or at once when its task is
+/// cancelled (as `Task.sleep` does).
+final class ManualTimer: Sendable {
+    private struct State {
+        var waiting: [UUID: CheckedContinuation<Void, Never>] = [:]
+        var cancelledEarly: Set<UUID> = []
+        var started = 0
+        var cancelled = 0
+    }
+    private let state = Mutex(State())
+
+    var waiting: Int { state.withLock { $0.waiting.count } }
+    var started: Int { state.withLock { $0.started } }
+    var cancelled: Int { state.withLock { $0.cancelled } }
+
+    @Sendable func sleep(_: Duration) async {
+        let id = UUID()
+        state.withLock { $0.started += 1 }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let now = state.withLock { s -> Bool in
+                    if s.cancelledEarly.remove(id) != nil { return true }
+                    s.waiting[id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let c = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                s.cancelled += 1
+                guard let c = s.waiting.removeValue(forKey: id) else {
+                    s.cancelledEarly.insert(id)
+                    return nil
+                }
+                return c
+            }
+            c?.resume()
+        }
+    }
+
+    /// Ends every wait under way.
+    func fire() {
+        let all = state.withLock { s in
+            defer { s.waiting = [:] }
+            return Array(s.waiting.values)
+        }
+        for c in all { c.resume() }
     }
 }
