@@ -295,7 +295,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayDaemonTests", dependencies: ["RelayDaemon"]),
+        .testTarget(name: "RelayDaemonTests", dependencies: ["Core", "RelayDaemon", "Store", "StoreContract"]),
         .testTarget(
             name: "TelemetryTests",
             dependencies: [
