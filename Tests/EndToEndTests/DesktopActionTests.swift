@@ -104,7 +104,7 @@ import Testing
                 await eventually(.seconds(10)) {
                     (try? store.transactions(child: UUID(uuidString: Self.alice)!).count) ?? 0 >= 2
                 })
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(await ledgerSettled(store), "every planned popup shown or held back")
             let shown = { try store.deliveries(sink: "popups").filter { $0.state != .muted } }
             #expect(try shown().count == 1)
             #expect(
@@ -117,12 +117,20 @@ import Testing
             try await simTransaction(
                 base, child: "22222222-2222-4222-8222-222222222222", amount: "1.25", type: "Credit")
             #expect(await eventually(.seconds(10)) { (try? shown().count) == 2 })
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(await ledgerSettled(store), "every planned popup shown or held back")
             let planned = try shown()
             #expect(
                 planned.count == 2 && planned.filter { $0.childId?.uuidString.lowercased() == Self.alice }.count == 1)
             #expect(try store.deliveries(sink: "popups", state: .muted).count == 2)
             await relay.expectCleanStop()
+        }
+    }
+
+    /// The relay (another process) has nothing left to show: no popup row pending or under way in its ledger. Each
+    /// event's rows are written with it, so once its transaction is stored a late popup would be one of these.
+    func ledgerSettled(_ store: Store) async -> Bool {
+        await eventually(.seconds(10)) {
+            ((try? store.deliveryCounts()) ?? [:]).values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
         }
     }
 
