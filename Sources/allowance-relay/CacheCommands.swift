@@ -142,6 +142,9 @@ struct StatusCommand: AsyncParsableCommand {
                     running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null, "transport": .null, "protocol": .null]
                 } ?? .null,
                 "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
+                // Nothing to send and nothing under way (no delivery pending or in flight, no write waiting): what a
+                // script or a test waits for before it checks that nothing came twice.
+                "settled": .bool(s.outboxWaiting == 0 && counts.values.allSatisfy { ($0["pending"] ?? 0) + ($0["in_flight"] ?? 0) == 0 }),
                 "rejected": .array(rejected.map { r in
                     [
                         "id": .string(r.id), "childId": r.childId.map { .string($0.lowercased) } ?? .null,

@@ -239,6 +239,7 @@ import Testing
             let json = try JSONValue(parsing: Array(running.utf8))
             #expect(json["running"]?.boolValue == true && json["hub"]?["connectionId"]?.stringValue == id, "\(running)")
             #expect(json["hub"]?["state"]?.stringValue == "connected" && json["lastEvent"]?.stringValue != nil)
+            #expect(json["settled"]?.boolValue == true, "all five delivered, nothing waiting: \(running)")
 
             // The hub goes away: /healthz says so, with the reason.
             try await simPost(base, "/_sim/refuse?seconds=30")
