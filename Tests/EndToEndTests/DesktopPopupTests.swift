@@ -226,8 +226,7 @@ func simTransaction(
             await desktop.screenshot("desktop-balance-low")
             try await simTransaction(base, amount: "10.00", type: "Credit")  // 1.50 -> 11.50: no longer low
             try await waitForDelivered(2, in: store)
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await desktop.displayed() == 0, "closed when the balance recovered")
+            #expect(await eventually(.seconds(10)) { (try? await desktop.displayed()) == 0 }, "closed when the balance recovered")
             #expect(
                 try store.popup(
                     sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil
