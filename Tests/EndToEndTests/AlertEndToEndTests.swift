@@ -64,7 +64,7 @@ import Testing
     }
 
     func serverTransactionIds(_ base: URL) async throws -> Set<String> {
-        Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+        Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
     }
 
     @Test func eachTransactionReachesTheSignedWebhookAndTheChatOnce() async throws {

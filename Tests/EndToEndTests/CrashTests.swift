@@ -61,7 +61,7 @@ import Testing
             }
             try await finalRunAndCompare(base, env, "kill -9 at random moments during an outbox drain of 60 writes", kills: round)
             #expect(try store.summary().outboxWaiting == 0)
-            let descriptions = try await Scenario.serverTransactions(base).map(\.description).filter { $0.hasPrefix("crash-write-") }
+            let descriptions = try await ServerTruth.transactions(base).map(\.description).filter { $0.hasPrefix("crash-write-") }
             #expect(descriptions.count == 60, "each write once: \(descriptions.count) on the server")
             #expect(Set(descriptions).count == 60)
         }
@@ -78,7 +78,7 @@ import Testing
         #expect(await relay.waitFor("sync: syncing -> idle", timeout: .seconds(60)), "seed \(seed)")
         await relay.expectCleanStop()
         let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
-        let server = try await Scenario.serverTransactions(base)
+        let server = try await ServerTruth.transactions(base)
         let cached = try store.transactions(limit: 100_000)
         #expect(Set(cached.map(\.id)) == Set(server.map(\.id)), "seed \(seed): cached \(cached.count), server \(server.count)")
         #expect(cached.count == server.count, "no duplicates")

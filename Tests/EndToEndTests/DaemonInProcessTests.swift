@@ -59,7 +59,7 @@ import Testing
                 await daemon.stop()
                 #expect(await running.value == 0, "a graceful stop ends with 0")
                 #expect(try store.linkStatus()?.state == .stopped)
-                #expect(try await store.summary().transactions == Scenario.serverTransactions(base).count, "every event stored")
+                #expect(try await store.summary().transactions == ServerTruth.transactions(base).count, "every event stored")
                 #expect(try store.deliveryCounts()["hook"]?["delivered"] == 6)
             }
         }

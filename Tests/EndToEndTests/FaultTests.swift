@@ -30,7 +30,7 @@ import Testing
                     "The database is locked by another process for more than 5 s", timeout: .seconds(20)))
             #expect(relay.output.contains(db), "the message names the file")
             // Once the lock is gone, the catch-up the failure asked for stores what the hub had sent.
-            let server = try await Scenario.serverTransactions(base).count
+            let server = try await ServerTruth.transactions(base).count
             let stored = await eventually(.seconds(60)) {
                 (try? Store.open(path: db).summary().transactions) == server
             }
@@ -56,9 +56,9 @@ import Testing
                 #expect(await first.waitFor("caught up"))
                 let second = try RelayProcess(env: env, arguments: ["run", "--config", config])
                 #expect(await second.waitFor("waiting as a standby"), "\(second.output.suffix(2000))")
-                let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                let before = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                 try await simPost(base, "/_sim/burst?count=10")
-                let firstBurst = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                let firstBurst = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                     .subtracting(before)
                 #expect(await eventually(.seconds(20)) { Set(hook.received.compactMap(Scenario.transactionId)) == firstBurst })
                 #expect(!second.output.contains("connected to the hub"), "the standby holds no hub link")
@@ -66,7 +66,7 @@ import Testing
                 #expect(await second.waitFor("taking over"), "\(second.output.suffix(2000))")
                 #expect(await second.waitFor("caught up"))
                 try await simPost(base, "/_sim/burst?count=10")
-                let made = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+                let made = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                     .subtracting(before)
                 #expect(await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == made })
                 let ids = hook.received.compactMap { $0.headers["webhook-id"] }

@@ -365,7 +365,7 @@ import Testing
                 })
         }
         try await withSim { base in
-            let before = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+            let before = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
             let (relay, store) = try await startRelay(base, file, storePath)
             // 60 transactions over 2 s; the broker is away from 0.5 s to 1.5 s.
             let pacing = Task { try await simPost(base, "/_sim/paced?count=60&rate=30") }
@@ -374,7 +374,7 @@ import Testing
             try await Task.sleep(for: .seconds(1))
             try await broker.start()
             try await pacing.value
-            let server = Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+            let server = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                 .subtracting(before)
             #expect(
                 await eventually(.seconds(60)) { (try? delivered(store)) ?? 0 >= server.count },

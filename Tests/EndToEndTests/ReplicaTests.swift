@@ -49,7 +49,7 @@ import Testing
         }
 
         func serverIds() async throws -> Set<String> {
-            Set(try await Scenario.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+            Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
         }
     }
 
@@ -234,7 +234,7 @@ import Testing
             let alice = try #require(mutes.arrayValue?.first?["childId"]?.stringValue)
             let before = try await r.serverIds()
             try await simPost(r.base, "/_sim/burst?count=30")
-            let made = try await Scenario.serverTransactions(r.base).filter { !before.contains($0.id.lowercased) }
+            let made = try await ServerTruth.transactions(r.base).filter { !before.contains($0.id.lowercased) }
             let muted = Set(made.filter { $0.childId.lowercased == alice }.map { $0.id.lowercased })
             let others = Set(made.map { $0.id.lowercased }).subtracting(muted)
             #expect(!muted.isEmpty && !others.isEmpty, "the burst made transactions for Alice and the others")
@@ -329,7 +329,7 @@ import Testing
                 return list.components(separatedBy: "\"sent\"").count - 1 == 3
             }
             #expect(sent, "every write sent")
-            let server = try await Scenario.serverTransactions(r.base).filter {
+            let server = try await ServerTruth.transactions(r.base).filter {
                 $0.description.hasPrefix("shared write")
             }
             #expect(

@@ -41,7 +41,7 @@ struct Scenario {
             env["ALLOWANCE_RELAY_SERVER_TOKEN"] = "e2e-token"
         }
         self.env = env
-        before = Set(try await Self.serverTransactions(base).map { $0.id.uuidString.lowercased() })
+        before = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
     }
 
     func start() throws -> RelayProcess { try RelayProcess(env: env, arguments: ["run", "--config", config]) }
@@ -55,7 +55,7 @@ struct Scenario {
     /// Compares the server, the cache and the receiver now.
     func outcome(_ hook: WebhookReceiver) async throws -> Outcome {
         var o = Outcome()
-        let server = try await Self.serverTransactions(base)
+        let server = try await ServerTruth.transactions(base)
         let serverIds = Set(server.map { $0.id.uuidString.lowercased() })
         let store = try Store.open(path: storePath)
         let cached = try store.transactions(limit: 1_000_000).map { $0.id.uuidString.lowercased() }
@@ -108,10 +108,6 @@ struct Scenario {
         return ((alert?["data"] as? [String: Any])?["transaction"] as? [String: Any])?["id"] as? String
     }
 
-    /// Every transaction the server holds, read by the oracle (ServerTruth), not by the relay's REST client.
-    static func serverTransactions(_ base: URL) async throws -> [ServerTruth.Transaction] {
-        try await ServerTruth.transactions(base)
-    }
 }
 
 extension Scenario {
