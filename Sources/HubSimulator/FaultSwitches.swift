@@ -246,6 +246,7 @@ extension HubSimulator {
                         "connectionId": .string(c.connectionId),
                         "pingsReceived": .number(Decimal(s.pingsReceived)),
                         "messagesReceived": .number(Decimal(s.messagesReceived)),
+                        "unacknowledged": .number(Decimal(s.unacknowledged)),
                     ] as SimValue
                 }),
             ])

@@ -157,12 +157,15 @@ final class HubClient: Sendable {
         var replayed: Int
         var pingsReceived: Int
         var messagesReceived: Int
+        /// Sent on a stateful connection and not yet acknowledged: 0 once the client confirmed all it was sent.
+        var unacknowledged: Int
         var lastReceive: ContinuousClock.Instant
         var lastSend: ContinuousClock.Instant
     }
 
     var snapshot: Stats {
-        state.withLock { Stats(replayed: $0.replayed, pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
+        state.withLock { Stats(replayed: $0.replayed, pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived,
+                unacknowledged: $0.unacked.count, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
     }
 }
 

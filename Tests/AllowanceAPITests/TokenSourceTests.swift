@@ -15,7 +15,7 @@ import Testing
     }
 
     private func logins(_ base: URL) async throws -> Int {
-        try await simStats(base)["logins"]?.intValue ?? -1
+        try await simStats(base)["logins"] ?? -1
     }
 
     @Test func oneLoginServesManyCallersUntilFiveMinutesBeforeExpiry() async throws {

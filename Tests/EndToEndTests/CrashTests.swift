@@ -33,6 +33,40 @@ import Testing
         }
     }
 
+    /// The hub's own process killed (`kill -9` of allowance-hub-sim, which keeps its family in a state file) in the
+    /// middle of bursts and started again on the same port: every transaction the server kept is cached once, with
+    /// the server's balances, and alerted. Unlike the simulated outage of ReliabilityTests, nothing of the process
+    /// survives: its connections, connection tokens and unsent broadcasts are gone.
+    @Test func theHubsProcessKilledMidBurstAndRestartedLosesNothing() async throws {
+        var random = SeededRandom(seed: seed &+ 2)
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            let sim = try await SimulatorProcess(token: "e2e-token")
+            defer { sim.stop() }
+            let s = try await Scenario(base: sim.base, hook: hookURL)
+            let relay = try s.start()
+            #expect(await relay.waitFor("caught up"))
+            for round in 1...3 {
+                let burst = Task { try? await simPost(sim.base, "/_sim/burst?count=300&ms=4") }  // about 1.5 s
+                let delay = 100 + Int(random.next() % 900)
+                try await Task.sleep(for: .milliseconds(delay))
+                let before = try await simStats(sim.base)["transactions"] ?? 0
+                sim.crash()
+                _ = await burst.value  // cut short with the process
+                try await sim.start()
+                let kept = try await simStats(sim.base)["transactions"] ?? 0
+                print("crash test (seed \(seed &+ 2)): hub killed \(round) after \(delay) ms, \(kept) transactions kept")
+                #expect(kept >= before, "the restarted hub is the same backend (its state file)")
+                #expect(await relay.waitFor(count: round + 1, of: "connected to the hub", timeout: .seconds(60)))
+            }
+            try await simPost(sim.base, "/_sim/burst?count=20")
+            try await s.expectNothingLost(
+                hook, "the hub's process killed (kill -9) mid-burst and restarted, 3 times", extra: [("hub kills", 3)],
+                relay: relay)
+            await relay.expectCleanStop()
+        }
+    }
+
     @Test func killedAtRandomDuringAnOutboxDrainEachWriteReachesTheServerOnce() async throws {
         var random = SeededRandom(seed: seed &+ 1)
         try await withSim { base in

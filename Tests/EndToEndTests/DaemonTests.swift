@@ -189,12 +189,12 @@ import Testing
             let stored = try store.transactions(limit: 100)
             #expect(stored.count >= 5)
             // The amounts are exact after MessagePack's decimal text, and the dates to the millisecond.
+            let served = Dictionary(
+                uniqueKeysWithValues: try await ServerTruth.transactions(base).map { ($0.id.uuidString.lowercased(), $0) })
             for t in stored {
-                let rest = try await simGet(
-                    base, "/api/v1/children/\(t.childId.lowercased)/transactions?after=0&limit=500")
-                let served = rest["items"]?.arrayValue?.first { $0["id"]?.stringValue?.lowercased() == t.id.lowercased }
-                #expect(served?["amount"].flatMap { Decimal(string: $0.serialized) } == t.amount, "\(t.id)")
-                #expect(served?["createdAt"]?.stringValue == ISODate.string(t.createdAt))
+                #expect(served[t.id.lowercased]?.amount == t.amount, "\(t.id)")
+                let ms = { (d: Date) in (d.timeIntervalSince1970 * 1000).rounded() }
+                #expect((served[t.id.lowercased]?.createdAt).map(ms) == ms(t.createdAt), "\(t.id)")
             }
             let status = try JSONValue(
                 parsing: Array(

@@ -19,8 +19,8 @@ import Testing
             let cpuBefore = cpuSeconds(relay.pid)
             try await Task.sleep(for: .seconds(seconds))
             let after = try await simStats(base)
-            let negotiations = (after["negotiations"]?.intValue ?? 0) - (before["negotiations"]?.intValue ?? 0)
-            let catchUps = ((after["childrenRequests"]?.intValue ?? 0) - (before["childrenRequests"]?.intValue ?? 0)) / 2
+            let negotiations = (after["negotiations"] ?? 0) - (before["negotiations"] ?? 0)
+            let catchUps = ((after["childrenRequests"] ?? 0) - (before["childrenRequests"] ?? 0)) / 2
             let cpu = cpuSeconds(relay.pid) - cpuBefore
             print("hostile flapping hub: \(negotiations) negotiations, \(catchUps) catch-ups, \(String(format: "%.2f", cpu)) CPU s in \(Int(seconds)) s")
             ReliabilityFigures.record(

@@ -68,7 +68,7 @@ import Testing
             #expect(await balances.wait(for: 1).count == 1, "events still flow on the first connection")
             #expect(lost.seen.values.isEmpty, "no reconnect: \(lost.seen.values)")
             #expect(await connection.connectionId == id)
-            let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
+            let refreshes = try await simStats(base)["refreshes"] ?? 0
             #expect(refreshes >= 3, "a refresh about every two seconds: \(refreshes)")
             #expect(Set(asked.values).count == asked.values.count, "a new token each time")
             await connection.stop()
@@ -86,7 +86,7 @@ import Testing
             try await Task.sleep(for: .seconds(7))
             #expect(lost.seen.values.isEmpty, "no reconnect: \(lost.seen.values)")
             #expect(await connection.connectionId == id)
-            let refreshes = try await call(base, "GET", "/_sim/stats")["refreshes"]?.intValue ?? 0
+            let refreshes = try await simStats(base)["refreshes"] ?? 0
             #expect(refreshes >= 1, "the retry got through: \(refreshes)")
             #expect(
                 asked.values.count >= 3,

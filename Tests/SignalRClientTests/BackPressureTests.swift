@@ -3,6 +3,7 @@ import HubSimulator
 import SignalRClient
 import SignalRProtocol
 import Synchronization
+import TestSupport
 import Testing
 
 /// The hand-off from the connection to a consumer is bounded: a consumer that falls behind holds the hub back by
@@ -71,9 +72,9 @@ import Testing
             #expect(rejected.values.isEmpty)
             // The connection hands over a backlog every 256 events (and a frame is not split): never the blast.
             #expect(mostWaiting <= capacity + 256 + frame, "\(mostWaiting) waiting at most")
-            let stats = try await call(base, "GET", "/_sim/stats")
-            #expect(stats["totalConnections"]?.intValue == 1, "the hub kept the link through the stall: our pings went out")
-            let pings = stats["clients"]?.arrayValue?.first?["pingsReceived"]?.intValue ?? 0
+            let stats = try await simStats(base)
+            #expect(stats["totalConnections"] == 1, "the hub kept the link through the stall: our pings went out")
+            let pings = stats.clients.first?["pingsReceived"] ?? 0
             #expect(pings >= 5, "pings flowed while the socket was not read: \(pings)")
             await connection.stop()
             #expect(await losses.value == [.closed(error: nil)], "no reconnect, no server timeout on our side")

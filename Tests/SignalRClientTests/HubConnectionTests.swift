@@ -135,8 +135,8 @@ import TestSupport
             var pings = 0
             while pings < 3, ContinuousClock.now - started < .seconds(5) {
                 try await Task.sleep(for: .milliseconds(100))
-                let stats = try await call(base, "GET", "/_sim/stats")
-                pings = stats["clients"]?.arrayValue?.first?["pingsReceived"]?.intValue ?? 0
+                let stats = try await simStats(base)
+                pings = stats.clients.first?["pingsReceived"] ?? 0
             }
             #expect(pings >= 3, "got \(pings) pings in 5 s at a 200 ms interval")
             await connection.stop()
@@ -352,7 +352,7 @@ final class PortBox: @unchecked Sendable {
             try await connection.start()
             #expect(await connection.connectionId == nil, "no negotiate, no connection id")
             #expect(try await connection.invoke("Echo", ["direct"]) == "direct")
-            #expect(try await call(base, "GET", "/_sim/stats")["negotiations"] == 0)
+            #expect(try await simStats(base)["negotiations"] == 0)
             await connection.stop()
         }
     }

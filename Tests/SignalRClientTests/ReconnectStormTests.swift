@@ -18,7 +18,7 @@ import Testing
             try await call(base, "POST", "/_sim/flap?mode=\(mode)")
             try await call(base, "POST", "/_sim/drop")
             try await Task.sleep(for: .seconds(10))
-            let negotiations = try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue ?? 0
+            let negotiations = try await simStats(base)["negotiations"] ?? 0
             // Pauses of about 0.5, 1, 2, 4 s: 5 or 6 links in 10 s (without them: thousands). On a machine busy with
             // the whole suite fewer links fit (2 seen once), so only the storm's side is bounded tightly.
             #expect((2...8).contains(negotiations), "\(negotiations) negotiations in 10 s")
@@ -56,14 +56,14 @@ import Testing
                 try await Task.sleep(for: .milliseconds(50))
             }
             let events = await connection.events()
-            let before = try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue ?? 0
+            let before = try await simStats(base)["negotiations"] ?? 0
             let dropped = ContinuousClock.now
             try await call(base, "POST", "/_sim/drop")
             _ = await waitForEvent(events, timeout: .seconds(10)) { if case .reconnected = $0 { true } else { false } }
             // Without the reset the pause would be 8 s by now (0.5 s doubled per short link); a busy CI machine may
             // take a second or two for the reconnect itself.
             #expect(ContinuousClock.now - dropped < .seconds(3), "back to an immediate reconnect")
-            #expect(try await call(base, "GET", "/_sim/stats")["negotiations"]?.intValue == before + 1)
+            #expect(try await simStats(base)["negotiations"] == before + 1)
             await connection.stop()
         }
     }

@@ -39,11 +39,11 @@ func quietLogger() -> Logger {
 
 /// A counter of the simulator's `/_sim/stats` once it reaches `value`, or its last reading after 10 s (what the server
 /// saw of a message the client sent arrives a moment later).
-func simStat(_ base: URL, _ key: String, reaching value: JSONValue) async throws -> JSONValue? {
-    var seen: JSONValue?
+func simStat(_ base: URL, _ key: String, reaching value: Int) async throws -> Int? {
+    var seen: Int?
     let deadline = ContinuousClock.now + .seconds(10)
     repeat {
-        seen = try await call(base, "GET", "/_sim/stats")[key]
+        seen = try await simStats(base)[key]
         if seen == value { break }
         try await Task.sleep(for: .milliseconds(20))
     } while ContinuousClock.now < deadline

@@ -56,8 +56,8 @@ import TestSupport
             #expect(await connection.transport == .serverSentEvents)
             try await call(base, "POST", "/_sim/burst?count=3")
             #expect(await balances.wait(for: 3).count == 3)
-            let stats = try await call(base, "GET", "/_sim/stats")
-            #expect(stats["negotiations"]?.intValue == 2, "one negotiate per transport tried")
+            let stats = try await simStats(base)
+            #expect(stats["negotiations"] == 2, "one negotiate per transport tried")
             await connection.stop()
         }
     }
@@ -124,13 +124,13 @@ import TestSupport
         try await withSimulator({ $0.transports = ["LongPolling"] }) { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             try await connection.start()
-            #expect(try await call(base, "GET", "/_sim/stats")["connections"]?.intValue == 1)
+            #expect(try await simStats(base)["connections"] == 1)
             await connection.stop()
             let deadline = ContinuousClock.now + .seconds(5)
-            while ContinuousClock.now < deadline, try await call(base, "GET", "/_sim/stats")["connections"]?.intValue != 0 {
+            while ContinuousClock.now < deadline, try await simStats(base)["connections"] != 0 {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            #expect(try await call(base, "GET", "/_sim/stats")["connections"]?.intValue == 0)
+            #expect(try await simStats(base)["connections"] == 0)
         }
     }
 }

@@ -1,10 +1,10 @@
-import SignalRProtocol
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
 import Foundation
 import HubSimulator
 import Logging
+import Synchronization
 
 /// Runs the real hub simulator in-process on 127.0.0.1 and a free port for the length of `body`, which gets
 /// its base URL. Shared by the test targets that need a backend.
@@ -68,16 +68,68 @@ public func simPost(_ base: URL, _ path: String) async throws {
     _ = try await TestHTTP.data(for: request)
 }
 
-/// The simulator's counters (`GET /_sim/stats`): connections, logins, negotiations...
-public func simStats(_ base: URL) async throws -> JSONValue {
-    let (data, _) = try await TestHTTP.data(from: base.appending(path: "_sim/stats"))
-    return try JSONValue(parsing: Array(data))
+/// The simulator's counters (`GET /_sim/stats`: connections, logins, negotiations, replayed...), read with
+/// JSONSerialization: a test's oracle, so never through the client's JSON reader.
+public struct SimStats: Sendable {
+    public let counters: [String: Int]
+    /// Each connected client's own counters (pingsReceived, messagesReceived).
+    public let clients: [[String: Int]]
+
+    public subscript(key: String) -> Int? { counters[key] }
 }
 
-/// A REST answer of the simulator (`GET /api/v1/...`) with its token.
-public func simGet(_ base: URL, _ path: String, token: String = "e2e-token") async throws -> JSONValue {
-    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    let (data, _) = try await TestHTTP.data(for: request)
-    return try JSONValue(parsing: Array(data))
+public func simStats(_ base: URL) async throws -> SimStats {
+    let (data, _) = try await TestHTTP.data(from: base.appending(path: "_sim/stats"))
+    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        throw HarnessError("/_sim/stats answered something other than an object: \(String(decoding: data, as: UTF8.self))")
+    }
+    let ints = { (o: [String: Any]) in o.compactMapValues { ($0 as? NSNumber)?.intValue } }
+    return SimStats(counters: ints(object), clients: (object["clients"] as? [[String: Any]] ?? []).map(ints))
+}
+
+/// The simulator's own binary (`allowance-hub-sim`, built beside the test bundle) as a child process, its family kept in
+/// a state file: a test can `kill -9` it, the hub's process dying mid-write, and start it again on the same port as the
+/// same backend.
+public final class SimulatorProcess: Sendable {
+    public let base: URL
+    private let arguments: [String]
+    private let log: String
+    private let pid = Mutex<pid_t>(0)
+
+    public init(token: String) async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "hub-sim-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let port = try freeLoopbackPortOutsideEphemeralRange()
+        base = URL(string: "http://127.0.0.1:\(port)")!
+        log = dir.appending(path: "hub-sim.log").path
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appending(path: "allowance-hub-sim").path
+        arguments = [
+            binary, "--port", "\(port)", "--token", token, "--state", dir.appending(path: "family.json").path,
+            "--log-level", "warning",
+        ]
+        try await start()
+    }
+
+    /// Starts the binary and waits until it accepts connections.
+    public func start() async throws {
+        let child = try spawnServer(arguments, output: log)
+        pid.withLock { $0 = child }
+        let port = base.port!
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !acceptsConnections(port) {
+            var status: Int32 = 0
+            guard waitpid(child, &status, WNOHANG) == 0, ContinuousClock.now < deadline else {
+                throw HarnessError("allowance-hub-sim did not start: \(self.output.suffix(2000))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// `kill -9`, and reaped: its sockets go without a Close, what it had not saved is gone.
+    public func crash() { stopServer(pid.withLock { $0 }, signal: SIGKILL) }
+
+    public func stop() { stopServer(pid.withLock { $0 }) }
+
+    public var output: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 }
