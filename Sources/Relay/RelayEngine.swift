@@ -86,7 +86,7 @@ public final class RelayEngine: Sendable {
     /// Every sink's worker waits with everything due started, nothing under way and every outcome written. With no
     /// row pending in the ledger either, nothing more can be sent until something new is planned: a test that has
     /// seen what it expected waits for this instead of sleeping before it asserts that nothing came twice.
-    public var sinksAreSettled: Bool { state.withLock { $0.current.workers }.allSatisfy(\.sends.isSettled) }
+    public var sinksAreSettled: Bool { state.withLock { $0.current.workers }.allSatisfy(\.isSettled) }
 
     /// From now on every stored event plans its deliveries. Call before the first event can arrive.
     public func install() throws(StoreError) {

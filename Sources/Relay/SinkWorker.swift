@@ -63,6 +63,9 @@ struct SinkWorker: Sendable {
 
     var name: String { sink.config.name }
 
+    /// Parked in a wait nobody has signalled, nothing under way, every outcome written (`RelayEngine.sinksAreSettled`).
+    var isSettled: Bool { sends.isSettled && wakeup.isParked }
+
     func run() async {
         await sink.start()
         // A sink that was failing when the relay stopped is failing until a send goes through.
@@ -117,7 +120,9 @@ struct SinkWorker: Sendable {
                     switch machine.looked(switchedOffRead: switchedOffRead, at: .now, handedOver: handedOver, inProgress: inProgress, now: Date()) {
                     case .switchedOff(let reason):
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
+                        sends.setWaiting(true)  // settled: nothing of a switched-off sink is due
                         await wakeup.wait(upTo: .seconds(60))
+                        sends.setWaiting(false)
                     case .handedOver:
                         break
                     case .readLedger:

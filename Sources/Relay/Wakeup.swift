@@ -30,6 +30,10 @@ public final class Wakeup: Sendable {
         waiter?.resume()
     }
 
+    /// A task waits here and nothing has signalled it since: what a quiescence check needs besides a "waiting" flag,
+    /// which stays set for a moment after a signal, until the woken task runs.
+    public var isParked: Bool { state.withLock { $0.waiter != nil } }
+
     /// `evenIfCancelled`: a cancelled task still waits (for a signal or the timeout) rather than returning at once.
     public func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async {
         // The timeout is an alarm on the process's one clock thread, not a task with a timer: a wait that a signal

@@ -53,9 +53,8 @@ import Testing
             #expect(await relay.waitFor("caught up"))
             try await simTransaction(base, amount: "3.00", type: "Credit")
             try await waitForDelivered(1, in: try Store.open(path: storePath))
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await desktop.drawn() == 1)
             await desktop.screenshot("desktop-popup-with-icon")
-            #expect(try await desktop.displayed() == 1)
             // dunst drew the icon: it warns in its log about one it cannot find (it did for dialog-information).
             #expect(!desktop.dunstLog.contains("No icon found"), "\(desktop.dunstLog)")
             _ = try await runCommand(["dunstctl", "action", "0"], env: desktop.env)
@@ -89,7 +88,7 @@ import Testing
             try await simTransaction(base, amount: "1.00", type: "Credit")
             let store = try Store.open(path: storePath)
             try await waitForDelivered(1, in: store)
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await desktop.drawn() == 1)
             _ = try await runCommand(["dunstctl", "context"], env: desktop.env)
             #expect(await relay.waitFor("muted until"), "\(relay.output.suffix(1500))")
             // The popup's menu offers "Open" once (it offered it twice: the default action and a button).
@@ -126,14 +125,6 @@ import Testing
         }
     }
 
-    /// The relay (another process) has nothing left to show: no popup row pending or under way in its ledger. Each
-    /// event's rows are written with it, so once its transaction is stored a late popup would be one of these.
-    func ledgerSettled(_ store: Store) async -> Bool {
-        await eventually(.seconds(10)) {
-            ((try? store.deliveryCounts()) ?? [:]).values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
-        }
-    }
-
     @Test func aBurstOfTransactionsIsOnePopupPerChildUpdatedInPlace() async throws {
         let desktop = try await DesktopSession()
         defer { desktop.stop() }
@@ -146,8 +137,7 @@ import Testing
                 try await simTransaction(base, amount: amount, type: "Credit")
             }
             try await waitForDelivered(6, in: try Store.open(path: storePath))
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(try await desktop.displayed() == 1, "six transactions of one child, one popup on the screen")
+            #expect(try await desktop.drawn() == 1, "six transactions of one child, one popup on the screen")
             await desktop.screenshot("desktop-burst-grouped")
             await relay.expectCleanStop()
             let shown = try await desktop.popups()

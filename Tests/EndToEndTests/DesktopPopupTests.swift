@@ -45,7 +45,9 @@ final class DesktopSession {
     /// The popups dunst showed: closes them all, then reads its history (summary, body, app name).
     func popups() async throws -> [(summary: String, body: String, app: String)] {
         _ = try await runCommand(["dunstctl", "close-all"], env: env)
-        try await Task.sleep(for: .milliseconds(200))
+        guard await eventually(.seconds(10), { (try? await displayed()) == 0 }) else {
+            throw HarnessError("dunst kept popups on the screen after close-all")
+        }
         let history = try await runCommand(["dunstctl", "history"], env: env)
         let json = try JSONValue(parsing: Array(history.utf8))
         return (json["data"]?.arrayValue?.first?.arrayValue ?? []).map { n in
@@ -60,6 +62,19 @@ final class DesktopSession {
     func displayed() async throws -> Int {
         let count = try await runCommand(["dunstctl", "count", "displayed"], env: env)
         return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// How many popups are on the screen once dunst has drawn what it was sent: none waiting in its queue and at
+    /// least one shown (the relay was told one was). What a test asserts on after a delivery, instead of a sleep.
+    func drawn() async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let waiting = try await runCommand(["dunstctl", "count", "waiting"], env: env)
+            let shown = try await displayed()
+            if Int(waiting.trimmingCharacters(in: .whitespacesAndNewlines)) == 0, shown >= 1 { return shown }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try await displayed()
     }
 
     /// What dunst said (it warns there about an icon it cannot find).
@@ -83,6 +98,14 @@ func waitForDelivered(_ count: Int, in store: Store, sourceLocation: SourceLocat
             return
         }
         try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
+/// The relay (another process) has nothing left to show: no popup row pending or under way in its ledger. Each
+/// event's rows are written with it, so once its transaction is stored a late popup would be one of these.
+func ledgerSettled(_ store: Store) async -> Bool {
+    await eventually(.seconds(10)) {
+        ((try? store.deliveryCounts()) ?? [:]).values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
     }
 }
 
@@ -196,7 +219,8 @@ func simTransaction(
                 try await simTransaction(base, amount: "0.50", type: "Debit")
                 let store = try Store.open(path: storePath)
                 try await waitForDelivered(2 * round, in: store)
-                try await Task.sleep(for: .milliseconds(300))  // a BalanceUpdated after the last one must not add any
+                // Settled and stopped cleanly (all it read, handled): a BalanceUpdated after the last one would show.
+                #expect(await ledgerSettled(store))
                 await relay.expectCleanStop()
                 let updates = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
                 #expect(

@@ -468,6 +468,7 @@ final class RelayProcess: Sendable {
                 guard n > 0 else { break }
                 collected.append(String(decoding: buffer[..<n], as: UTF8.self))
             }
+            collected.end()
             try? handle.close()
         }
         reader.start()
@@ -547,13 +548,18 @@ final class RelayProcess: Sendable {
             Issue.record("allowance-relay \(process.arguments?.joined(separator: " ") ?? "") did not end within \(limit):\n\(output.suffix(4000))")
             return -1
         }
-        try? await Task.sleep(for: .milliseconds(100))  // let the last output arrive
+        // The last output: read to the pipe's end (a child the relay started may hold it open a while longer).
+        let readToEnd = ContinuousClock.now + .seconds(2)
+        while !collected.ended && ContinuousClock.now < readToEnd { try? await Task.sleep(for: .milliseconds(5)) }
         return process.terminationStatus
     }
 }
 
 final class OutputBuffer: Sendable {
-    private let storage = Mutex("")
-    func append(_ s: String) { storage.withLock { $0 += s } }
-    var text: String { storage.withLock { $0 } }
+    private let storage = Mutex((text: "", ended: false))
+    func append(_ s: String) { storage.withLock { $0.text += s } }
+    /// The writer's side closed: nothing more will come.
+    func end() { storage.withLock { $0.ended = true } }
+    var text: String { storage.withLock { $0.text } }
+    var ended: Bool { storage.withLock { $0.ended } }
 }

@@ -45,7 +45,8 @@ import Testing
             }
             try spend(49)
             try spend(48)
-            try await Task.sleep(for: .milliseconds(300))
+            // Both planned, and the worker parked with nothing under way: had it sent a held alert, it would have.
+            #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["pending"] == 2 && engine.sinksAreSettled })
             #expect(hook.received.isEmpty, "held by quiet hours")
 
             _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
@@ -58,9 +59,8 @@ import Testing
             try store.mute(Mute(sink: "hook", childId: alice, until: Date().addingTimeInterval(7200)))
             engine.mutesChanged()
             _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
-            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["muted"] == 1 && engine.sinksAreSettled })
             #expect(hook.received.count == 2, "the muted child's held alert stays unsent")
-            #expect(try store.deliveryCounts()["hook"]?["muted"] == 1)
         }
     }
 
@@ -90,7 +90,8 @@ import Testing
             while try (store.deliveryCounts()["chat"]?["pending"] ?? 0) > 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            try await Task.sleep(for: .milliseconds(300))  // a late send would show here
+            // Every worker parked with nothing under way: a late send would have happened.
+            #expect(try await eventually(.seconds(10)) { try engine.sinksAreSettled && store.deliveryCounts()["chat"]?["in_flight"] == nil })
             #expect(standIn.problems.isEmpty, "\(standIn.problems)")
             #expect(standIn.posts + standIn.edits == 9, "8 transactions and 1 balance, not \(standIn.posts + standIn.edits) sends")
             let balance = try #require(standIn.fullChat.first { $0.localizedCaseInsensitiveContains("balance") })

@@ -238,14 +238,15 @@ import Testing
               - event: [transaction.created, delivery.disabled]
                 to: [old, new]
             """
-        try await withRelay(yaml, gone, other) { store in
+        try await withRelay(yaml, gone, other) { store, engine in
             try live(store, "1.00", after: "49")
             await eventually("the disabled alert") { other.received.count == 2 }
             let kinds = other.received.compactMap { try? JSONValue(parsing: $0.body)["type"]?.stringValue }
             #expect(Set(kinds) == ["transaction.created", "delivery.disabled"])
             #expect(try store.disabledSinks()["old"]?.contains("410") == true)
             try live(store, "1.00", after: "48")
-            try await Task.sleep(for: .milliseconds(500))
+            await eventually("the other sink's second alert") { other.received.count == 3 }
+            try await eventually("every worker to settle") { engine.sinksAreSettled }
             #expect(gone.received.count == 1, "no more sends to a switched-off sink")
             #expect(try store.deliveries(sink: "old", state: .pending).count == 2, "its alerts wait until it is enabled")
             #expect(try store.deliveries(sink: "old").allSatisfy { $0.kind != .deliveryDisabled }, "not told about itself")
