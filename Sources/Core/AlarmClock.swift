@@ -6,6 +6,14 @@ import Synchronization
     import Darwin
 #endif
 
+/// What sets and cancels alarms: the process's clock thread (`AlarmClock`), or a test's clock it moves by hand, so a
+/// timeout is shown to end a wait without the test waiting it out.
+public protocol Alarms: Sendable {
+    @discardableResult
+    func set(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> AlarmClock.Alarm
+    func cancel(_ alarm: AlarmClock.Alarm)
+}
+
 /// One thread that keeps every deadline of the process: a waiter's timeout, a gathering window.
 ///
 /// A deadline made with `Task.sleep` costs a task, a libdispatch timer and, when the wait ends early (the usual
@@ -13,14 +21,15 @@ import Synchronization
 /// deadline for every wait of every worker, so at a steady 20 transactions a second that was a dozen thread
 /// wake-ups per transaction. Here, setting an alarm that is not the next one to ring costs a lock and a heap
 /// insert, cancelling one costs a lock, and the clock's thread wakes only when an alarm it holds comes due.
-public final class AlarmClock: @unchecked Sendable {
+public final class AlarmClock: Alarms, @unchecked Sendable {
     // @unchecked: every field is behind `mutex`, a pthread mutex (with `condition`, its condition variable).
 
     /// The process's clock, started at its first use.
     public static let shared = AlarmClock()
 
     public struct Alarm: Sendable, Hashable {
-        fileprivate let id: UInt64
+        public let id: UInt64
+        public init(id: UInt64) { self.id = id }
     }
 
     private struct Entry {
@@ -64,6 +73,7 @@ public final class AlarmClock: @unchecked Sendable {
         return Alarm(id: id)
     }
 
+    @discardableResult
     public func set(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Alarm {
         set(at: .now + delay, action)
     }

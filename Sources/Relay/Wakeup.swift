@@ -12,9 +12,9 @@ public final class Wakeup: Sendable {
     }
 
     private let state = Mutex(State())
-    private let clock: AlarmClock
+    private let clock: any Alarms
 
-    public init(clock: AlarmClock = .shared) {
+    public init(clock: any Alarms = AlarmClock.shared) {
         self.clock = clock
     }
 

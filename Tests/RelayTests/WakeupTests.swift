@@ -1,35 +1,96 @@
 import Foundation
+import Synchronization
 import Core
 import Testing
 
 @testable import Relay
 
 /// The workers' sleep: a wait that ended early by a signal must leave nothing behind, or the next wait returns at
-/// once and an idle worker spins (it did: a cancelled timer used to signal on its way out).
+/// once and an idle worker spins (it did: a cancelled timer used to signal on its way out). On a clock the test moves
+/// by hand: a timeout ends a wait when its time comes, not a moment before, and nobody sleeps it out.
 @Suite struct WakeupTests {
     @Test func aSignalEndsOneWaitOnly() async {
-        let wakeup = Wakeup()
+        let clock = HandClock()
+        let wakeup = Wakeup(clock: clock)
         wakeup.signal()
-        let first = ContinuousClock.now
-        await wakeup.wait(upTo: .seconds(30))  // the pending signal: returns at once
-        #expect(ContinuousClock.now - first < .seconds(20))
-        let start = ContinuousClock.now
-        await wakeup.wait(upTo: .milliseconds(300))
-        #expect(ContinuousClock.now - start >= .milliseconds(290), "the next wait slept its time")
+        await wakeup.wait(upTo: .seconds(30))  // the pending signal: returns at once, no alarm set
+        #expect(clock.pending == 0)
+        let next = Task { await wakeup.wait(upTo: .milliseconds(300)) }
+        #expect(await parked(wakeup, clock))
+        clock.advance(by: .milliseconds(299))
+        #expect(wakeup.isParked, "the next wait is still asleep 1 ms before its time")
+        clock.advance(by: .milliseconds(1))
+        await next.value
+        #expect(!wakeup.isParked && clock.pending == 0)
     }
 
     @Test func aSignalDuringAWaitWakesIt() async {
-        let wakeup = Wakeup()
-        let start = ContinuousClock.now
-        Task {
-            try? await Task.sleep(for: .milliseconds(50))
-            wakeup.signal()
+        let clock = HandClock()
+        let wakeup = Wakeup(clock: clock)
+        let waiter = Task { await wakeup.wait(upTo: .seconds(30)) }
+        #expect(await parked(wakeup, clock))
+        wakeup.signal()
+        await waiter.value
+        #expect(clock.pending == 0, "the signal took the wait's alarm with it")
+        let again = Task { await wakeup.wait(upTo: .milliseconds(300)) }
+        #expect(await parked(wakeup, clock))
+        clock.advance(by: .milliseconds(299))
+        #expect(wakeup.isParked, "the signal was spent on the first wait")
+        clock.advance(by: .milliseconds(1))
+        await again.value
+    }
+
+    @Test func anAlarmOfAnEndedWaitDoesNotEndTheNext() async {
+        let clock = HandClock()
+        let wakeup = Wakeup(clock: clock)
+        let first = Task { await wakeup.wait(upTo: .milliseconds(100)) }
+        #expect(await parked(wakeup, clock))
+        wakeup.signal()
+        await first.value
+        let second = Task { await wakeup.wait(upTo: .seconds(1)) }
+        #expect(await parked(wakeup, clock))
+        clock.advance(by: .milliseconds(100))  // the first wait's time
+        #expect(wakeup.isParked)
+        clock.advance(by: .milliseconds(900))
+        await second.value
+    }
+
+    /// Until the waiter is asleep with its alarm set: a signal before that is only kept as pending.
+    private func parked(_ wakeup: Wakeup, _ clock: HandClock) async -> Bool {
+        for _ in 0..<5000 where !(wakeup.isParked && clock.pending == 1) { await Task.yield() }
+        return wakeup.isParked && clock.pending == 1
+    }
+}
+
+/// A clock the test moves: alarms ring, in order, when `advance` passes their time, on the test's own thread.
+final class HandClock: Alarms {
+    private struct State {
+        var now: Duration = .zero
+        var next: UInt64 = 0
+        var set: [UInt64: (due: Duration, action: @Sendable () -> Void)] = [:]
+    }
+    private let state = Mutex(State())
+
+    func set(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> AlarmClock.Alarm {
+        state.withLock { s in
+            s.next += 1
+            s.set[s.next] = (s.now + delay, action)
+            return AlarmClock.Alarm(id: s.next)
         }
-        await wakeup.wait(upTo: .seconds(30))
-        #expect(ContinuousClock.now - start < .seconds(20))
-        let again = ContinuousClock.now
-        await wakeup.wait(upTo: .milliseconds(300))
-        #expect(ContinuousClock.now - again >= .milliseconds(290))
+    }
+
+    func cancel(_ alarm: AlarmClock.Alarm) { _ = state.withLock { $0.set.removeValue(forKey: alarm.id) } }
+
+    var pending: Int { state.withLock { $0.set.count } }
+
+    func advance(by delta: Duration) {
+        let due = state.withLock { s in
+            s.now += delta
+            let due = s.set.filter { $0.value.due <= s.now }.sorted { $0.value.due < $1.value.due }
+            for (id, _) in due { s.set[id] = nil }
+            return due.map(\.value.action)
+        }
+        for ring in due { ring() }
     }
 }
 
