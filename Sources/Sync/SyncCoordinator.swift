@@ -187,9 +187,12 @@ public actor SyncCoordinator {
         }
     }
 
-    public func requestCatchUp() {
-        guard machine.requestCatchUp() == .start else { return }
+    /// Whether a catch-up started (false: one is under way and will go again, or a conflict stops them).
+    @discardableResult
+    public func requestCatchUp() -> Bool {
+        guard machine.requestCatchUp() == .start else { return false }
         Task(executorPreference: executor) { await self.catchUpLoop() }
+        return true
     }
 
     private func catchUpLoop() async {

@@ -74,18 +74,14 @@ import Testing
             try await chat.run { chatURL in
                 try await withSim { base in
                     let config = try writeConfig(hook: hookURL, chat: chatURL)
-                    let relay = try RelayProcess(
-                        env: [
-                            "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString,
-                            "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                        ],
-                        arguments: ["run", "--config", config])
+                    let storePath = URL(fileURLWithPath: config).deletingLastPathComponent().appending(path: "relay.sqlite").path
+                    let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", config])
                     #expect(await relay.waitFor("caught up"))
                     try await simPost(base, "/_sim/burst?count=20")
                     #expect(
                         await eventually { hook.received.count >= 20 && chat.received.count >= 20 },
                         "\(relay.output.suffix(2000))")
-                    try await Task.sleep(for: .milliseconds(300))
+                    #expect(await ledgerSettled(try Store.open(path: storePath)), "a repeat would have been sent by now")
                     await relay.expectCleanStop()
                     let server = try await serverTransactionIds(base)
                     #expect(acknowledged(hook).ids == server && hook.received.count == 20 && chat.received.count == 20)

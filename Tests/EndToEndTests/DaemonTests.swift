@@ -105,7 +105,7 @@ import Testing
             #expect(await relay.waitFor("reloaded the configuration"))
             try await simPost(base, "/_sim/burst?count=3")
             #expect(await eventually { b.received.count == 3 })
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(await ledgerSettled(try Store.open(path: setup.store)))
             #expect(a.received.count == 3, "after the reload nothing more goes to a")
 
             // A broken file: refused with file, line and fix; the running config (to b) stays.
@@ -151,7 +151,7 @@ import Testing
             let again = try setup.start(base)
             #expect(await again.waitFor("connected to the hub"))  // up before it is stopped
             #expect(await eventually { a.received.count >= 4 })
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(await ledgerSettled(try Store.open(path: setup.store)))
             await again.expectCleanStop()
             #expect(a.received.count == 4 && Set(a.received.compactMap { $0.headers["webhook-id"] }).count == 4)
         }
@@ -219,7 +219,8 @@ import Testing
 
             try await simPost(base, "/_sim/burst?count=5")
             #expect(await eventually { a.received.count == 5 })
-            try await Task.sleep(for: .milliseconds(200))
+            // The counters move once each outcome is written: read them after the ledger settled.
+            #expect(await ledgerSettled(try Store.open(path: setup.store)))
             let (status, text) = try await setup.get("/metrics")
             #expect(status == 200)
             try #require(PythonPeer.available)

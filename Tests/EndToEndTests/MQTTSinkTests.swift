@@ -303,7 +303,11 @@ import Testing
         try await withSim { base in
             let (relay, store) = try await startRelay(base, file, storePath)
             try await simTransaction(base, amount: "1.00", type: "Credit")
-            try await Task.sleep(for: .seconds(2))
+            // Tried, and held for a retry: the send waited its timeout for a broker that is not there.
+            #expect(
+                await eventually(.seconds(30)) {
+                    (try? store.deliveries(sink: "home").contains { $0.lastError?.contains("not connected") == true }) == true
+                }, "\(relay.output.suffix(2000))")
             #expect(try delivered(store) == 0)
             try await broker.start()
             #expect(

@@ -72,8 +72,7 @@ import Testing
             // Live events from this server are not stored either, and no second alert is raised.
             let live = try await api.transactions(child: UUID(uuidString: carol)!, limit: 1, offset: 0)
             await sync.handle(live.map(HubEvent.transactionCreated))
-            await sync.requestCatchUp()
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await sync.requestCatchUp() == false, "no catch-up starts after a conflict")
             #expect(try store.transactions(limit: 100) == before)
             #expect(try store.deliveries(sink: "family-chat").count == 1)
         }
