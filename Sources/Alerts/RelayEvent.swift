@@ -4,8 +4,8 @@ import Core
 
 /// Something that happened which the relay's rules may turn into alerts. The store builds it inside the SQLite
 /// transaction that records the happening, keeps it in each delivery row it plans (as JSON, the documented shape of
-/// `docs/webhook-data.schema.json`), and hands the rows with the value itself to the sink workers; a row read back
-/// from the ledger is decoded once.
+/// `docs/webhook.schema.json`'s `alert`), and hands the rows with the value itself to the sink workers; a row read
+/// back from the ledger is decoded once.
 public struct RelayEvent: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case transactionCreated = "transaction.created"
@@ -104,9 +104,9 @@ public struct RelayEvent: Sendable, Equatable {
         }
     }
 
-    /// The documented `data` object of the generic webhook (`docs/webhook-data.schema.json`): stable keys, money as
-    /// exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The same
-    /// object, without the currency, is what the delivery ledger stores.
+    /// The documented `data` object of the generic webhook (`docs/webhook.schema.json`, `$defs/alert`): stable keys,
+    /// money as exact decimal strings ("26.00", never a float), with the family's `currency` when it is given. The
+    /// same object, without the currency, is what the delivery ledger stores.
     public func json(currency: String? = nil) -> JSONValue {
         try! JSONValue(parsing: jsonText(currency: currency).utf8)  // the writer's own output always parses
     }

@@ -30,11 +30,17 @@ final class SendsInProgress: Sendable {
         var abandoned = 0
         /// A send found the sink gone (410): the dispatcher reads the ledger's word on it before the next send.
         var switchedOff = false
-        /// The dispatcher waits with nothing left due and every due delivery started.
-        var idle = false
-        /// The dispatcher waits for a signal or a due time (drained, or after a read that found nothing to start).
-        var waiting = false
+        var dispatcher = Dispatcher.working
         var onFinish: (@Sendable () -> Void)?
+    }
+
+    /// What the dispatcher is doing: the committer reads whether it is drained, the settled check whether it waits.
+    enum Dispatcher {
+        case working
+        /// Waits with nothing left due and every due delivery started.
+        case drained
+        /// Waits for a signal or a due time after a read that found nothing to start, or while switched off.
+        case waiting
     }
 
     private let state = Mutex(State())
@@ -113,12 +119,15 @@ final class SendsInProgress: Sendable {
 
     func switchOff() { state.withLock { $0.switchedOff = true } }
 
-    var isIdle: Bool { state.withLock { $0.idle } }
-    func setWaiting(_ waiting: Bool) { state.withLock { $0.waiting = waiting } }
+    var dispatcher: Dispatcher {
+        get { state.withLock { $0.dispatcher } }
+        set { state.withLock { $0.dispatcher = newValue } }
+    }
     /// Waiting, with nothing under way and no outcome left to write: this worker sends nothing more until a row
     /// falls due or is planned.
-    var isSettled: Bool { state.withLock { $0.waiting && $0.ids.isEmpty && $0.running == 0 && $0.finished.isEmpty } }
-    func setIdle(_ idle: Bool) { state.withLock { $0.idle = idle } }
+    var isSettled: Bool {
+        state.withLock { $0.dispatcher != .working && $0.ids.isEmpty && $0.running == 0 && $0.finished.isEmpty }
+    }
 
     /// Whether a send found the sink switched off since the last call.
     func takeSwitchedOff() -> Bool {

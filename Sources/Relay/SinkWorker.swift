@@ -89,6 +89,13 @@ struct SinkWorker: Sendable {
         }
     }
 
+    /// Waits on the worker's wakeup, saying meanwhile what kind of wait it is.
+    private func park(_ kind: SendsInProgress.Dispatcher, upTo timeout: Duration) async {
+        sends.dispatcher = kind
+        await wakeup.wait(upTo: timeout)
+        sends.dispatcher = .working
+    }
+
     /// Takes due deliveries and starts their sends while there is room: performs what `DispatchMachine` decides.
     private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
         var machine = DispatchMachine(ordersByChild: sink.config.ordersByChild, readLimit: batch)
@@ -103,11 +110,7 @@ struct SinkWorker: Sendable {
                 case .full:
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                 case .drainedWait(let next):
-                    sends.setIdle(true)
-                    sends.setWaiting(true)
-                    await wakeup.wait(upTo: Self.untilDue(next))
-                    sends.setWaiting(false)
-                    sends.setIdle(false)
+                    await park(.drained, upTo: Self.untilDue(next))
                     machine.wokeFromDrainedWait()
                 case .look(let readSwitchedOff):
                     // A 410 just switched the sink off: read its switch again now rather than within the minute.
@@ -120,9 +123,7 @@ struct SinkWorker: Sendable {
                     switch machine.looked(switchedOffRead: switchedOffRead, at: .now, handedOver: handedOver, inProgress: inProgress, now: Date()) {
                     case .switchedOff(let reason):
                         logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
-                        sends.setWaiting(true)  // settled: nothing of a switched-off sink is due
-                        await wakeup.wait(upTo: .seconds(60))
-                        sends.setWaiting(false)
+                        await park(.waiting, upTo: .seconds(60))  // settled: nothing of a switched-off sink is due
                     case .handedOver:
                         break
                     case .readLedger:
@@ -131,9 +132,7 @@ struct SinkWorker: Sendable {
                     }
                 case .wait(let until):
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
-                    sends.setWaiting(true)
-                    await wakeup.wait(upTo: Self.untilDue(until))
-                    sends.setWaiting(false)
+                    await park(.waiting, upTo: Self.untilDue(until))
                 case .start(let ready):
                     let markup = await sink.supportsMarkup()
                     for d in ready {
@@ -209,7 +208,7 @@ struct SinkWorker: Sendable {
                     // needs no wake-up for sends that went through: it would only ask the ledger to find nothing.
                     let allDone = outcomes.allSatisfy { if case .done = $0.result { true } else { false } }
                     if !allDone { handOver.forget() }  // a retry's row, due later: the next look asks the ledger
-                    if !(allDone && sends.isIdle) { wakeup.signal() }
+                    if !(allDone && sends.dispatcher == .drained) { wakeup.signal() }
                 } catch {
                     unwritten = outcomes
                     failures += 1

@@ -395,7 +395,6 @@ enum Exit {
     static let unavailable: Int32 = 69
     /// The database cannot be read or written.
     static let ioError: Int32 = 74
-    static let noPermission: Int32 = 77
     static let config: Int32 = 78
 }
 
