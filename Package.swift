@@ -1,21 +1,31 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// Layers, bottom to top (nothing reaches back up):
-//   CLibWebSockets -> WebSocketTransport -> SignalRClient -> RelayDaemon
-//   CLibCrypto (OpenSSL's HMAC for webhook signatures) -> Relay
-//   CCurl -> HTTPTransport (the one HTTP client: negotiate, REST, webhooks, and SMTP for e-mail) -> SignalRClient
-//   CMosquitto -> MQTTTransport (the MQTT sink's connection) -> Relay
-//   AllowanceAPI -> Alerts (alert events, planned deliveries) -> StoreContract (the storage contract: rows, protocols)
-//   StoreContract -> Store (SQLite) | SharedStore (PostgreSQL, for replicas): two backends, neither imports the other
-//   StoreContract -> Sync (catch-up, outbox) | Relay (rules, templates, sinks; CSystemd for popups): on either store
-//   Store, SharedStore, Sync, Relay -> RelayDaemon (Services) -> allowance-relay
-//   HTTPTransport -> Telemetry (the OTLP tracer and exporter) -> RelayDaemon
-//   SignalRProtocol (pure codec, no I/O) -> SignalRClient
-//   Core (JSON values, back-off, redaction for logs) under every layer that needs them
+// The layers, bottom to top: a module declares only modules of the layers below its own. LayerTests reads these
+// `// layer:` lines (the one list): a module missing from them, or a dependency that points sideways or up, fails it.
+// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres Core
+// layer: WebSocketTransport HTTPTransport MQTTTransport PostgresTransport
+// layer: SignalRProtocol Telemetry
+// layer: SignalRClient HubSimulator
+// layer: AllowanceAPI
+// layer: Alerts
+// layer: StoreContract Config
+// layer: Store SharedStore
+// layer: Sync Relay
+// layer: RelayDaemon
+// layer: allowance-relay allowance-hub-sim
+//
+// The C libraries come from Debian; Core holds JSON values, back-off and redaction for logs. The transports: the
+// WebSocket (libwebsockets), the one HTTP client (libcurl: negotiate, REST, webhooks, SMTP), MQTT (libmosquitto) and
+// PostgreSQL (libpq). SignalRProtocol is the pure hub codec, SignalRClient the connection; Telemetry the OTLP tracer.
+// AllowanceAPI is the backend's REST API and models, Alerts the alert events, StoreContract the storage contract
+// that both stores implement (Store: SQLite; SharedStore: PostgreSQL, for replicas; neither imports the other),
+// Config the settings. Sync (catch-up, outbox) and Relay (rules, templates, sinks) run on either store; the domain
+// never reaches the connection (LayerTests). RelayDaemon holds the Services; allowance-relay only wires them.
 // HubSimulator is a stand-in backend for tests, the demo and benchmarks on a different WebSocket stack
-// (Hummingbird) with its own hub protocol, handshake, negotiate and REST bodies on Foundation's JSONDecoder/JSONEncoder
-// and its own MessagePack: it shares no module with the client, so a bug in the client's codec cannot be mirrored.
+// (Hummingbird) with its own hub protocol, handshake, negotiate and REST bodies on Foundation's JSONDecoder and its
+// own writer, and its own MessagePack: it shares no module with the client, so a bug in the client's codec cannot be
+// mirrored.
 let package = Package(
     name: "allowance-relay",
     platforms: [.macOS(.v15)],
@@ -90,7 +100,7 @@ let package = Package(
         // The Allowance Tracker domain: models, money, hub event decoding, the REST client and its tokens.
         .target(
             name: "AllowanceAPI",
-            dependencies: ["Core", "SignalRProtocol", "HTTPTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Core", "SignalRProtocol", "HTTPTransport"]
         ),
         // What the relay says and decides: alert events and their kinds, planned deliveries, the planner's interface.
         // Below the store, which plans deliveries inside the transaction that stores their event.
@@ -101,7 +111,7 @@ let package = Package(
         .target(
             name: "Config",
             dependencies: [
-                "AllowanceAPI", "Core", "HTTPTransport", "SignalRProtocol", "PostgresTransport",
+                "AllowanceAPI", "HTTPTransport", "SignalRProtocol", "PostgresTransport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
             ]
@@ -164,8 +174,7 @@ let package = Package(
             name: "RelayDaemon",
             dependencies: [
                 "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Sync",
-                "Relay", "Telemetry", "CSystemd",
-                "SharedStore", "PostgresTransport",
+                "Relay", "Telemetry", "CSystemd", "SharedStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -178,12 +187,10 @@ let package = Package(
         .executableTarget(
             name: "allowance-relay",
             dependencies: [
-                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Sync",
-                "Relay", "RelayDaemon", "SharedStore",
+                "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Relay",
+                "RelayDaemon", "SharedStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             plugins: ["BuildStamp"]
         ),
@@ -223,7 +230,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "Core", "HubSimulator", "SignalRProtocol", "HTTPTransport",
+                "Core", "HubSimulator", "HTTPTransport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -271,7 +278,7 @@ let package = Package(
         .testTarget(name: "HubSimulatorTests", dependencies: ["HubSimulator", "TestSupport"]),
         .testTarget(
             name: "AllowanceAPITests",
-            dependencies: ["AllowanceAPI", "SignalRProtocol", "HTTPTransport", "TestSupport"]),
+            dependencies: ["AllowanceAPI", "SignalRProtocol", "TestSupport"]),
         .testTarget(name: "AlertsTests", dependencies: ["Alerts", "AllowanceAPI"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "AllowanceAPI", "TestSupport"]),
         .testTarget(

@@ -7,21 +7,14 @@ import Testing
 /// declares only modules of lower layers, the domain does not reach the WebSocket client even through another
 /// module, and every module a source file imports is declared by its target.
 @Suite struct LayerTests {
-    /// Bottom to top. A new module must be placed here, or this test fails.
-    static let layers: [[String]] = [
-        ["CLibWebSockets", "CCurl", "CLibCrypto", "CSystemd", "CMosquitto", "CPostgres", "Core"],
-        ["WebSocketTransport", "HTTPTransport", "MQTTTransport", "PostgresTransport"],
-        ["SignalRProtocol", "Telemetry"],
-        ["SignalRClient", "HubSimulator"],
-        ["AllowanceAPI"],
-        ["Alerts"],
-        ["StoreContract", "Config"],
-        // Two backends of one contract, side by side: neither imports the other.
-        ["Store", "SharedStore"],
-        ["Sync", "Relay"],
-        ["RelayDaemon"],
-        ["allowance-relay", "allowance-hub-sim"],
-    ]
+    /// Bottom to top, as the `// layer:` lines of Package.swift's header say: the one list of the layers.
+    static let layers: [[String]] = {
+        let manifest = (try? String(contentsOf: PythonPeer.root.appending(path: "Package.swift"), encoding: .utf8)) ?? ""
+        return manifest.split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("// layer:") else { return nil }
+            return line.dropFirst("// layer:".count).split(separator: " ").map(String.init)
+        }
+    }()
     /// What the domain must not depend on, directly or through another module: the connection and its socket.
     static let domain = ["AllowanceAPI", "Alerts", "Config", "StoreContract", "Store", "SharedStore", "Sync", "Relay"]
     static let connection: Set = ["SignalRClient", "WebSocketTransport"]
@@ -112,7 +105,7 @@ import Testing
         var violations: [String] = []
         for target in targets.values where target.path.hasPrefix("Sources/") {
             guard let level = Self.layer(target.name) else {
-                violations.append("\(target.name) has no layer in LayerTests.layers")
+                violations.append("\(target.name) has no layer: add it to a `// layer:` line of Package.swift")
                 continue
             }
             for dependency in target.targets {
@@ -123,6 +116,7 @@ import Testing
             }
         }
         #expect(targets["Store"]?.targets.contains("Alerts") == true, "the manifest was read")
+        #expect(Self.layers.count >= 10, "the layer lines were read: \(Self.layers)")
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
@@ -157,12 +151,7 @@ import Testing
             // A plugin links PackagePlugin, SwiftPM's own.
             var declared = Self.toolchain.union(target.targets).union(target.kind == "plugin" ? ["PackagePlugin"] : [])
             for product in target.products { declared.formUnion(Self.productModules[product] ?? [product]) }
-            let folder = PythonPeer.root.appending(path: target.path)
-            let files =
-                FileManager.default.enumerator(atPath: folder.path)?
-                .compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
-            for file in files {
-                let text = try String(contentsOf: folder.appending(path: file), encoding: .utf8)
+            for (file, text) in try Self.sources(of: target) {
                 for imported in Self.imports(in: text) {
                     checkedImports += 1
                     if !declared.contains(imported)
@@ -176,6 +165,36 @@ import Testing
         }
         #expect(checkedImports > 100)
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    /// The other way round: a dependency no file of the target imports only misleads the manifest's reader (and
+    /// links a module for nothing).
+    @Test func everyDeclaredDependencyIsImported() async throws {
+        let targets = try await Self.targets()
+        var unused: [String] = []
+        for target in targets.values where target.kind != "system" && target.kind != "plugin" {
+            let imported = Set(try Self.sources(of: target).flatMap { Self.imports(in: $0.text) })
+            // A program a test target declares is built for it to run, not imported.
+            for module in target.targets
+            where targets[module]?.kind != "executable" && !imported.contains(module.replacingOccurrences(of: "-", with: "_")) {
+                unused.append("\(target.name) declares \(module) and imports it nowhere")
+            }
+            for product in target.products where imported.isDisjoint(with: Self.productModules[product] ?? [product]) {
+                unused.append("\(target.name) declares the product \(product) and imports it nowhere")
+            }
+        }
+        #expect(targets["allowance-relay"]?.products.contains("ArgumentParser") == true, "the manifest was read")
+        #expect(unused.isEmpty, "\(unused.sorted().joined(separator: "\n"))")
+    }
+
+    /// The Swift files of a target's folder, with their text.
+    static func sources(of target: Target) throws -> [(file: String, text: String)] {
+        let folder = PythonPeer.root.appending(path: target.path)
+        let files =
+            FileManager.default.enumerator(atPath: folder.path)?.compactMap { $0 as? String }.filter {
+                $0.hasSuffix(".swift")
+            } ?? []
+        return try files.map { ($0, try String(contentsOf: folder.appending(path: $0), encoding: .utf8)) }
     }
 
     @Test func everyLibraryHasATestTargetOfItsOwn() async throws {
