@@ -20,18 +20,30 @@ struct DispatchMachine {
     let ordersByChild: Bool
     /// Due rows read and not started yet.
     private(set) var queue: [Delivery] = []
-    /// The last read found every due row (fewer than a batch), and all of them have started.
-    private(set) var drained = false
+    /// What the worker knows of the ledger beyond the queue: one of these at a time.
+    private var phase = Phase.unknown
     /// When the first row not yet due falls due, as of the last read (nil: none waits).
     private(set) var nextDue: Date?
     /// Whether the sink is switched off, as last read, and when.
     private(set) var switchedOff: (reason: String?, readAt: ContinuousClock.Instant)?
     /// The ids of the last read's due rows: a row committed just before that read may also be handed over.
     private var lastRead: Set<String> = []
-    /// The drained wait has just ended: what the planner handed over meanwhile may be all that is new.
-    private var wokeDrained = false
-    /// The ledger was read just now: an empty queue means nothing is due, not that everything due has started.
-    private var justRead = false
+
+    private enum Phase: Equatable {
+        /// Rows may be due that the queue does not hold: an empty queue means look.
+        case unknown
+        /// The ledger was read just now (`complete`: every due row was in it): an empty queue means nothing is due,
+        /// not that everything due has started.
+        case justRead(complete: Bool)
+        /// The last read found every due row (fewer than a batch), or the hand-over was all that was new: once the
+        /// queue has started, wait for a signal or the next due time.
+        case drained
+        /// The drained wait has just ended: what the planner handed over meanwhile may be all that is new.
+        case wokeDrained
+    }
+
+    /// Every due row known has started or is in the queue: the next empty queue is a drained wait.
+    var drained: Bool { phase == .drained }
 
     /// How many due deliveries one read takes (`readLimit` rows read means more may be due).
     let readLimit: Int
@@ -66,16 +78,19 @@ struct DispatchMachine {
 
     /// What to do next. `room`: how many more sends may run.
     mutating func step(now: Date, clock: ContinuousClock.Instant, pausedUntil: Date?, room: Int, inProgress: InProgress) -> Step {
-        let afterRead = justRead
-        justRead = false
+        var afterRead = false
+        if case .justRead(let complete) = phase {
+            afterRead = true
+            phase = complete ? .drained : .unknown
+        }
         if let pausedUntil, pausedUntil > now {
             queue = []
             return sleeping(.paused(until: pausedUntil))
         }
         guard room > 0 else { return sleeping(.full) }
         if queue.isEmpty && !afterRead {
-            if drained {
-                drained = false
+            if phase == .drained {
+                phase = .unknown
                 return .drainedWait(nextDue: nextDue)
             }
             let stale = switchedOff.map { clock - $0.readAt >= Self.switchedOffLookEvery } ?? true
@@ -86,7 +101,7 @@ struct DispatchMachine {
 
     /// The drained wait is over: what the planner hands over next may be all that is new.
     mutating func wokeFromDrainedWait() {
-        wokeDrained = true
+        phase = .wokeDrained
     }
 
     enum Look: Equatable {
@@ -108,10 +123,11 @@ struct DispatchMachine {
             forgetDrained()
             return .switchedOff(reason: reason)
         }
-        defer { wokeDrained = false }
-        if wokeDrained, let handedOver, let fresh = usable(handedOver, known: [lastRead, inProgress.ids], at: now) {
+        let woke = phase == .wokeDrained
+        phase = .unknown
+        if woke, let handedOver, let fresh = usable(handedOver, known: [lastRead, inProgress.ids], at: now) {
             queue = fresh
-            drained = true
+            phase = .drained
             return .handedOver
         }
         return .readLedger
@@ -122,9 +138,8 @@ struct DispatchMachine {
     mutating func read(due: [Delivery], folded: [Delivery], next: Date?) {
         lastRead = Set(due.map(\.id))
         queue = folded
-        drained = due.count < readLimit
         nextDue = next
-        justRead = true
+        phase = .justRead(complete: due.count < readLimit)
     }
 
     /// What can start from the queue with `room`: the oldest first; for a chat, one per child that has no send
@@ -154,7 +169,7 @@ struct DispatchMachine {
     /// The sends of a `start` stopped part-way (a stop, or the sink paused meanwhile): what was left is dropped.
     mutating func startInterrupted() {
         queue = []
-        drained = false
+        forgetDrained()
     }
 
     /// A read or a write failed: the queue is dropped and the worker waits a moment.
@@ -171,7 +186,7 @@ struct DispatchMachine {
     }
 
     private mutating func forgetDrained() {
-        (drained, wokeDrained) = (false, false)
+        phase = .unknown
     }
 
     /// The handed-over rows that the worker does not know yet, when each can go out as it is: nil when none came, or
