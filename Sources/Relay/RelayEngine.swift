@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import HTTPTransport
 import Logging
@@ -290,12 +291,4 @@ public struct ReloadSummary: Sendable {
         }
         return parts.joined(separator: "; ")
     }
-}
-
-/// Set once, from anywhere (a synchronous shutdown handler too); read by workers between sends.
-public final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    public init() {}
-    public func set() { value.store(true, ordering: .releasing) }
-    public var isSet: Bool { value.load(ordering: .acquiring) }
 }

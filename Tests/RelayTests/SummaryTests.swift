@@ -1,6 +1,7 @@
 import Alerts
 import AllowanceAPI
 import Config
+import Core
 import Foundation
 import Logging
 @testable import Relay

@@ -1,4 +1,3 @@
-import Core
 import Synchronization
 
 /// A wake-up call for a sleeping worker: `signal()` from anywhere; `wait(upTo:)` returns at the first signal
