@@ -398,6 +398,9 @@ import Testing
                 relay.output.contains("sink home: mqtt: lost the broker"),
                 "the outage was met and said: \(relay.output.suffix(2000))")
             print("mqtt broker restart: \(server.count) transactions, all acknowledged and witnessed")
+            ReliabilityFigures.record(
+                crash ? "MQTT broker killed (SIGKILL) mid-burst, then up" : "MQTT broker restarted mid-burst",
+                [("alerts", server.count), ("witnessed", witnessed().count)])
             // The retained state per child is the server's balance, and the last transaction left that balance.
             let seen = try await retained(broker, user: ["witness", "witness-pass"])
             let burst = try store.transactions(limit: 1000).filter { server.contains($0.id.uuidString.lowercased()) }

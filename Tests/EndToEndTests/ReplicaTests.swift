@@ -105,6 +105,14 @@ import Testing
         print(
             "\(label): \(made.count) transactions, \(ids.count) requests, \(repeats) repeated ids, longest gap \(longestGap(hook))"
         )
+        let gap = longestGap(hook).components
+        ReliabilityFigures.record(
+            label,
+            [
+                ("events", made.count), ("alerts", made.count), ("lost_alerts", made.subtracting(got).count),
+                ("repeats", repeats), ("requests", ids.count),
+                ("longest_gap_ms", Int(gap.seconds * 1000 + gap.attoseconds / 1_000_000_000_000_000)),
+            ])
         #expect(repeats <= repeatsAtMost, "a repeat only under the same id, at most one per kill with concurrency 1")
         #expect(longestGap(hook) < .seconds(5), "no pause over 5 s")
     }
@@ -142,7 +150,7 @@ import Testing
             try await paced.value
             let made = try await r.serverIds().subtracting(before)
             #expect(made.count == 60)
-            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replica test (\(replicas)), link holder killed")
+            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replicas (\(replicas)): the link holder killed (kill -9) in a paced run")
 
             // status lists the replicas and the new holder.
             let status = try r.command(["status", "--json"])
@@ -196,7 +204,7 @@ import Testing
             // Its claims stay its own on the ledger until they expire: it died holding them.
             #expect(await held() > 0, "replica \(victim) was killed while holding claims")
             let made = try await r.serverIds().subtracting(before)
-            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replica claim test")
+            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replicas: one killed (kill -9) while holding claims")
             await r.relays[r.holder].expectCleanStop()
         }
     }
@@ -214,7 +222,7 @@ import Testing
             try await r.cluster.start()
             try await paced.value
             let made = try await r.serverIds().subtracting(before)
-            await expectDelivered(made, to: hook, repeatsAtMost: 2, crash ? "replica database crash test" : "replica restart test")
+            await expectDelivered(made, to: hook, repeatsAtMost: 2, crash ? "replicas: PostgreSQL crashed (immediate shutdown) in a paced run" : "replicas: PostgreSQL restarted in a paced run")
             for relay in r.relays { await relay.expectCleanStop() }
         }
     }
