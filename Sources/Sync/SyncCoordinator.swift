@@ -177,7 +177,7 @@ public actor SyncCoordinator {
     /// Said once, with the evidence and the fix; the sinks that ask for `sync.conflict` are told. The hub link
     /// stays up, so `status` and the metrics keep working.
     private func enterConflict(_ message: String) {
-        guard machine.enterConflict(message) else { return }
+        guard machine.enterConflict(message) == .new else { return }
         logger.error("\(message)")
         transition(.error, "the server's data contradicts the cache; nothing is stored until `allowance-relay run --rebuild`")
         do {
@@ -205,7 +205,7 @@ public actor SyncCoordinator {
             lastCatchUpStart = .now
             machine.roundBegins()
             transition(.syncing, "catching up")
-            while !machine.beginFetch() { await withCheckedContinuation { drainEnded.append($0) } }
+            while machine.beginFetch() == .busy { await withCheckedContinuation { drainEnded.append($0) } }
             failed = false
             do {
                 do {
@@ -235,7 +235,7 @@ public actor SyncCoordinator {
                 }
                 try? await Task.sleep(for: .seconds(delay))
             }
-        } while machine.roundEnded(failed: failed)
+        } while machine.roundEnded(failed: failed) == .again
     }
 
     /// One catch-up; a span when tracing, whose trace the deliveries it plans continue.
@@ -271,7 +271,7 @@ public actor SyncCoordinator {
     @discardableResult
     public func drainOutbox() async -> (ok: Bool, sent: Int) {
         // During a catch-up's fetch the catch-up drains when it is done.
-        guard machine.beginDrain() else { return (false, 0) }
+        guard machine.beginDrain() == .granted else { return (false, 0) }
         defer {
             machine.endDrain()
             for waiting in drainEnded { waiting.resume() }

@@ -27,6 +27,31 @@ struct SyncMachine: Sendable, Equatable {
         case refused
     }
 
+    /// Whether work on the server's data may begin now.
+    enum Access: Sendable, Equatable {
+        case granted
+        /// The other kind of work holds the server's data, or a drain already runs: wait for its end (a fetch), or
+        /// leave it to that work (a drain).
+        case busy
+        /// The cache conflicts with the server: nothing is sent.
+        case refused
+    }
+
+    /// After a catch-up round.
+    enum AfterRound: Sendable, Equatable {
+        /// It failed (then after a back-off), or a request came during it: another round.
+        case again
+        case done
+    }
+
+    /// What a conflict found is to the engine.
+    enum Conflict: Sendable, Equatable {
+        /// The first: say it and alert it, once.
+        case new
+        /// One is known already: nothing more to say.
+        case known
+    }
+
     private(set) var catchUp = CatchUp.idle
     private(set) var work = Work.none
     /// Set once, when the server's data contradicted the cache; `run --rebuild` starts over.
@@ -49,43 +74,43 @@ struct SyncMachine: Sendable, Equatable {
         catchUp = .running
     }
 
-    /// The fetch may begin; false while a drain holds the server's data (wait for its end, then ask again).
-    mutating func beginFetch() -> Bool {
-        guard work == .none else { return false }
+    /// The fetch may begin, or a drain holds the server's data (wait for its end, then ask again).
+    mutating func beginFetch() -> Access {
+        guard work == .none else { return .busy }
         work = .fetching
-        return true
+        return .granted
     }
 
     mutating func endFetch() {
         if work == .fetching { work = .none }
     }
 
-    /// A round has ended (`failed`: it will be retried after a back-off). True when another round follows.
-    mutating func roundEnded(failed: Bool) -> Bool {
+    /// A round has ended (`failed`: it will be retried after a back-off).
+    mutating func roundEnded(failed: Bool) -> AfterRound {
         if conflict == nil, failed || catchUp == .runningAgain {
             catchUp = .running
-            return true
+            return .again
         }
         catchUp = .idle
-        return false
+        return .done
     }
 
     /// An outbox drain may begin: not during a fetch or another drain (the catch-up drains when its fetch is
     /// done), nor after a conflict.
-    mutating func beginDrain() -> Bool {
-        guard work == .none, conflict == nil else { return false }
+    mutating func beginDrain() -> Access {
+        guard conflict == nil else { return .refused }
+        guard work == .none else { return .busy }
         work = .draining
-        return true
+        return .granted
     }
 
     mutating func endDrain() {
         if work == .draining { work = .none }
     }
 
-    /// True the first time: then the conflict is said and alerted, once.
-    mutating func enterConflict(_ message: String) -> Bool {
-        guard conflict == nil else { return false }
+    mutating func enterConflict(_ message: String) -> Conflict {
+        guard conflict == nil else { return .known }
         conflict = message
-        return true
+        return .new
     }
 }
