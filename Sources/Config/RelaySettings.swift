@@ -30,8 +30,7 @@ public struct RelaySettings: Sendable {
     /// The longest REST answer read (`server.max_response_bytes`, default 8 MiB): a page is some kilobytes.
     public var maxResponseBytes = APIClient.defaultMaxResponseBytes
     public var storePath: String { local.storePath }
-    /// `full` (a committed row survives power loss) or `normal` (faster; the last writes may be lost in a power cut).
-    public var storeDurability: String
+    public var storeDurability: Durability
     /// Retention and outbox limits: also what the offline CLI commands read.
     public var local: LocalSettings
     public var logLevel: String
@@ -48,6 +47,9 @@ public struct RelaySettings: Sendable {
     public var serviceName = "allowance-relay"
 
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }
+    /// What a commit waits for: `full` (a committed row survives power loss) or `normal` (faster; the last writes
+    /// may be lost in a power cut).
+    public enum Durability: String, Sendable, CaseIterable { case full, normal }
 
     public var hubURL: URL {
         var path = hubPath
@@ -105,7 +107,7 @@ public struct RelaySettings: Sendable {
                     "server.email", "is set without a password", fix: "set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD"))
         }
         let logFormat = values.choice("log.format", LogFormat.self, default: .text, into: &problems)
-        let durability = values.oneOf("store.durability", ["full", "normal"], default: "full", into: &problems)
+        let durability = values.choice("store.durability", Durability.self, default: .full, into: &problems)
         let level = values.oneOf("log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], default: "info", into: &problems)
         var statusListen: (String, Int)?
         if let listen = values.string("status.listen"), !listen.isEmpty {
@@ -196,7 +198,7 @@ public struct RelaySettings: Sendable {
         [
             hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "", email ?? "",
             passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "", "\(accessTokenInQuery)",
-            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability, local.sharedStore?.description ?? "",
+            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability.rawValue, local.sharedStore?.description ?? "",
             local.sharedStorePasswordFile ?? "", local.replicaName ?? "",
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")

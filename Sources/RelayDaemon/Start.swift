@@ -39,7 +39,7 @@ extension Daemon {
             logger.notice("moved the old database aside to \(aside); rebuilding from the server")
         }
         let file = try Store.open(
-            path: settings.storePath, durability: settings.storeDurability == "normal" ? .normal : .full)
+            path: settings.storePath, durability: settings.storeDurability == .normal ? .normal : .full)
         guard let location = settings.local.sharedStore else { return .file(file) }
         if rebuild {
             throw StoreError(
