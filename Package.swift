@@ -50,7 +50,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // Already there through Hummingbird; named because the simulator and its tests use NIOCore's types.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
-        // `make docs` (part of `make test`): the SignalRClient library's DocC catalog, warnings as errors.
+        // `make docs` (part of `make test`): every library's documentation (SignalRClient's DocC catalog too),
+        // warnings as errors.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [

@@ -22,9 +22,13 @@ public final class WebSocket: Sendable {
     }
 
     /// Opens a connection and waits for the upgrade to complete.
-    /// - Parameter loop: the loop to serve the connection on (an actor whose executor it is reads the frames on the
-    ///   thread that received them); nil: a loop of its own. A given loop's CA file and connect timeout apply, not
-    ///   those of `options`.
+    /// - Parameters:
+    ///   - url: a `ws://` or `wss://` URL (any other is refused as `.invalidURL`).
+    ///   - options: headers, TLS trust, timeouts and the message size limit.
+    ///   - logger: where the connection says what happened (never a header's value).
+    ///   - loop: the loop to serve the connection on (an actor whose executor it is reads the frames on the thread
+    ///     that received them); nil: a loop of its own. A given loop's CA file and connect timeout apply, not those
+    ///     of `options`.
     public static func connect(
         to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket"), loop: WebSocketLoop? = nil
     ) async throws(WebSocketError) -> WebSocket {

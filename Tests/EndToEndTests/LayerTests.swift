@@ -205,6 +205,19 @@ import Testing
         #expect(missing.isEmpty, "no test target for \(missing.sorted())")
     }
 
+    /// `make docs` (part of `make test`) builds every library's documentation, warnings as errors.
+    @Test func everyLibrarysDocumentationIsBuilt() async throws {
+        let targets = try await Self.targets()
+        let libraries = Set(targets.values.filter { $0.kind == "regular" && $0.path.hasPrefix("Sources/") }.map(\.name))
+        // Continued lines joined: the list goes on over lines that end in a backslash.
+        let makefile = try String(contentsOf: PythonPeer.root.appending(path: "Makefile"), encoding: .utf8)
+            .replacingOccurrences(of: "\\\n", with: " ")
+        let line = try #require(makefile.split(separator: "\n").first { $0.hasPrefix("DOC_TARGETS :=") })
+        let documented = Set(line.dropFirst("DOC_TARGETS :=".count).split(whereSeparator: \.isWhitespace).map(String.init))
+        #expect(libraries.count >= 14)
+        #expect(libraries.subtracting(documented).isEmpty, "not in DOC_TARGETS: \(libraries.subtracting(documented).sorted())")
+    }
+
     /// One job per file: a source file that grows past this has two (split it along its seams).
     @Test func noSourceFileOutgrowsOneJob() throws {
         let sources = PythonPeer.root.appending(path: "Sources")
