@@ -101,8 +101,8 @@ func waitForDelivered(_ count: Int, in store: Store, sourceLocation: SourceLocat
     }
 }
 
-/// The relay (another process) has nothing left to show: no popup row pending or under way in its ledger. Each
-/// event's rows are written with it, so once its transaction is stored a late popup would be one of these.
+/// The relay (another process) has nothing left to send: no delivery of any sink pending or under way in its ledger.
+/// Each event's rows are written with it, so once its transaction is stored a late alert would be one of these.
 func ledgerSettled(_ store: Store) async -> Bool {
     await eventually(.seconds(10)) {
         ((try? store.deliveryCounts()) ?? [:]).values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
