@@ -12,8 +12,7 @@ import Testing
 #endif
 
 /// The built `allowance-relay` binary, next to this test bundle.
-let relayBinaryPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    .appending(path: "allowance-relay").path
+let relayBinaryPath = builtProgram("allowance-relay")
 
 /// The whole program, as a user runs it, against the real simulator.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RelayEndToEndTests {

@@ -87,6 +87,11 @@ public func simStats(_ base: URL) async throws -> SimStats {
     return SimStats(counters: ints(object), clients: (object["clients"] as? [[String: Any]] ?? []).map(ints))
 }
 
+/// A program of this package, built beside the test bundle (`swift build --build-tests` builds them all).
+public func builtProgram(_ name: String) -> String {
+    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appending(path: name).path
+}
+
 /// The simulator's own binary (`allowance-hub-sim`, built beside the test bundle) as a child process, its family kept in
 /// a state file: a test can `kill -9` it, the hub's process dying mid-write, and start it again on the same port as the
 /// same backend.
@@ -102,8 +107,7 @@ public final class SimulatorProcess: Sendable {
         let port = try freeLoopbackPortOutsideEphemeralRange()
         base = URL(string: "http://127.0.0.1:\(port)")!
         log = dir.appending(path: "hub-sim.log").path
-        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appending(path: "allowance-hub-sim").path
+        let binary = builtProgram("allowance-hub-sim")
         arguments = [
             binary, "--port", "\(port)", "--token", token, "--state", dir.appending(path: "family.json").path,
             "--log-level", "warning",
