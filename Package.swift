@@ -223,10 +223,6 @@ let package = Package(
             dependencies: ["AllowanceAPI", "SignalRClient", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/Client"
         ),
-        // `Benchmarks/claims.py`: the shared PostgreSQL queue with 1, 2 and 3 claimers (BENCHMARKS.md).
-        .executableTarget(
-            name: "allowance-bench-claims", dependencies: ["SharedStore", "PostgresTransport"],
-            path: "Benchmarks/Claims"),
         // Shared by the test targets: the in-process simulator, and the Python peers from Tests/Interop.
         .target(
             name: "TestSupport",

@@ -27,7 +27,7 @@ extension SharedRelayStore: DeliveryLedger {
                 AND (o.due_at, o.seq) < (d.due_at, d.seq)))))
             """ : ""
         return try working { db throws(PostgresError) -> [Delivery] in
-            // Two parts, each through its own partial index (one query with OR scans the table; see ClaimQueue).
+            // Two parts, each through its own partial index (one query with OR scans the whole table: BENCHMARKS.md, session 21).
             try db.query(
                 """
                 WITH paused AS (
