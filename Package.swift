@@ -38,7 +38,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
@@ -106,14 +105,14 @@ let package = Package(
         // What the relay says and decides: alert events and their kinds, planned deliveries, the planner's interface.
         // Below the store, which plans deliveries inside the transaction that stores their event.
         .target(name: "Alerts", dependencies: ["AllowanceAPI", "Core"]),
-        // The configuration, in a room of its own: the YAML file and the environment read once, the settings'
-        // schema (ConfigValues) and the reader of the relay's sections (ConfigReader), one vocabulary of booleans,
-        // every mistake with its file, line, key and fix.
+        // The configuration, in a room of its own: the YAML file and the environment read once; the schema (each
+        // key's type, default and allowed values, once); the settings read from it (RelaySettings: server, store,
+        // log, status; AlertSettings: the relay's sinks, rules and templates); every mistake with its file, line,
+        // key and fix.
         .target(
             name: "Config",
             dependencies: [
-                "AllowanceAPI", "HTTPTransport", "SignalRProtocol", "PostgresTransport",
-                .product(name: "Configuration", package: "swift-configuration"),
+                "AllowanceAPI", "Alerts", "HTTPTransport", "SignalRProtocol", "PostgresTransport",
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
@@ -154,7 +153,6 @@ let package = Package(
             dependencies: [
                 "AllowanceAPI", "Alerts", "Config", "StoreContract", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
                 "MQTTTransport",
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

@@ -1,17 +1,45 @@
-import Configuration
+import Alerts
 import AllowanceAPI
 import Foundation
+import SignalRProtocol
 import Yams
 
-/// One key of the configuration's single-valued sections: its type, default and what it does. The schema is the
-/// one list of them: unknown keys and misspellings are found against it, every key can be set from the
-/// environment by its name (`server.url` ← `ALLOWANCE_RELAY_SERVER_URL`), and `config/reference.yaml` is checked
-/// against it in a test. (`sinks`, `rules` and `templates` are entries of their own: the relay reads them.)
+/// One key of the configuration's single-valued sections: its type, default, allowed values and what it does. The
+/// schema is the one place of each: the typed reads take their defaults and allowed values from it, unknown keys and
+/// misspellings are found against it, every key can be set from the environment by its name (`server.url` ←
+/// `ALLOWANCE_RELAY_SERVER_URL`), and `config/reference.yaml` is checked against it in a test. (`sinks`, `rules`
+/// and `templates` are entries of their own, read by `AlertSettings`.)
 public struct ConfigSetting: Sendable {
     public let key: String
     public let type: String
     public let defaultValue: String?
     public let help: String
+    /// The values a choice or a list may take (nil: any of its type).
+    public let allowed: [String]?
+
+    init(key: String, type: String, defaultValue: String?, help: String, allowed: [String]? = nil) {
+        self.key = key
+        self.type = type
+        self.defaultValue = defaultValue
+        self.help = help
+        self.allowed = allowed
+    }
+
+    /// One of an enum's cases, which are the allowed values (`full|normal`).
+    static func choice<T: RawRepresentable & CaseIterable>(_ key: String, _ fallback: T, help: String) -> ConfigSetting
+    where T.RawValue == String {
+        oneOf(key, T.allCases.map(\.rawValue), fallback.rawValue, help: help)
+    }
+
+    static func oneOf(_ key: String, _ allowed: [String], _ fallback: String, help: String) -> ConfigSetting {
+        ConfigSetting(key: key, type: allowed.joined(separator: "|"), defaultValue: fallback, help: help, allowed: allowed)
+    }
+
+    /// A list of some of `allowed`, all of them by default.
+    static func list(_ key: String, _ allowed: [String], help: String) -> ConfigSetting {
+        let all = "[" + allowed.joined(separator: ", ") + "]"
+        return ConfigSetting(key: key, type: all, defaultValue: all, help: help, allowed: allowed)
+    }
 
     public var environmentVariable: String { ConfigSchema.environmentVariable(key) }
     /// A list (`[a, b]` in the file, `a,b` in the environment).
@@ -31,13 +59,13 @@ public enum ConfigSchema {
         .init(key: "server.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the password"),
         .init(key: "server.access_token_in_query", type: "boolean", defaultValue: "false", help: "send the token in the WebSocket URL"),
         .init(key: "server.skip_negotiation", type: "boolean", defaultValue: "false", help: "connect to the WebSocket without negotiating"),
-        .init(key: "server.hub_protocol", type: "json|messagepack", defaultValue: "json", help: "the hub protocol spoken (MessagePack: not over Server-Sent Events)"),
-        .init(
-            key: "server.transports", type: "[websockets, server_sent_events, long_polling]", defaultValue: "[websockets, server_sent_events, long_polling]",
+        .choice("server.hub_protocol", HubProtocolKind.json, help: "the hub protocol spoken (MessagePack: not over Server-Sent Events)"),
+        .list(
+            "server.transports", TransportKind.allCases.map(\.configName),
             help: "the transports the relay may use, in its order of preference; only those the server offers are tried"),
         .init(key: "server.ca_file", type: "file", defaultValue: nil, help: "PEM file of CA certificates trusted for the server"),
         .init(key: "server.insecure_tls", type: "boolean", defaultValue: "false", help: "skip TLS certificate checks (tests only)"),
-        .init(key: "server.max_response_bytes", type: "bytes", defaultValue: "8388608", help: "the longest REST answer read"),
+        .init(key: "server.max_response_bytes", type: "bytes", defaultValue: String(APIClient.defaultMaxResponseBytes), help: "the longest REST answer read"),
         .init(key: "store.path", type: "file", defaultValue: nil, help: "the SQLite database"),
         .init(
             key: "store.url", type: "postgres://USER@HOST:PORT/DB", defaultValue: nil,
@@ -45,13 +73,13 @@ public enum ConfigSchema {
         .init(key: "store.password", type: "secret", defaultValue: nil, help: "the database password (better: password_file or the environment)"),
         .init(key: "store.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the database password"),
         .init(key: "store.replica_name", type: "text", defaultValue: nil, help: "this relay's name among the replicas (default: host name and process id)"),
-        .init(key: "store.durability", type: "full|normal", defaultValue: "full", help: "what a commit waits for"),
+        .choice("store.durability", RelaySettings.Durability.full, help: "what a commit waits for"),
         .init(key: "store.keep_transactions_days", type: "days", defaultValue: nil, help: "prune synced transactions older than this"),
         .init(key: "outbox.limit", type: "count", defaultValue: "100", help: "most writes waiting for the server"),
         .init(key: "outbox.max_attempts", type: "count", defaultValue: "10", help: "attempts before a write is given up"),
         .init(key: "outbox.max_age_days", type: "days", defaultValue: "7", help: "age at which a waiting write is given up"),
-        .init(key: "log.level", type: "trace|debug|info|notice|warning|error|critical", defaultValue: "info", help: "the least level logged"),
-        .init(key: "log.format", type: "text|json", defaultValue: "text", help: "one line of text, or one JSON object, per entry"),
+        .oneOf("log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], "info", help: "the least level logged"),
+        .choice("log.format", RelaySettings.LogFormat.text, help: "one line of text, or one JSON object, per entry"),
         .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
         .init(
             key: "status.unhealthy_after", type: "duration", defaultValue: "15m",
@@ -66,8 +94,8 @@ public enum ConfigSchema {
         .init(key: "relay.icon_url", type: "url", defaultValue: nil, help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
         .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for quiet hours, summaries and \"mute today\" (default: the system's)"),
         .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
-        .init(
-            key: "relay.history", type: "none | digest | all", defaultValue: "none",
+        .choice(
+            "relay.history", AlertSettings.HistoryMode.none,
             help: "what the first catch-up of a new database alerts of the family's history: nothing, one digest per child, or every transaction"),
     ]
 
@@ -81,35 +109,32 @@ public enum ConfigSchema {
     }
 
     static let byKey = Dictionary(uniqueKeysWithValues: settings.map { ($0.key, $0) })
+
+    /// The default of `key` as written in the schema ("" for a key without one).
+    public static func defaultValue(of key: String) -> String { byKey[key]?.defaultValue ?? "" }
 }
 
-/// The configuration's single values: the file's, with `ALLOWANCE_RELAY_*` environment variables on top (through
-/// swift-configuration's providers), and the place of each for messages.
+/// The configuration's single values: the file's, with `ALLOWANCE_RELAY_*` environment variables on top, and the
+/// place of each for messages. A key left unset reads as the schema's default.
 public struct ConfigValues: Sendable {
     public let file: ConfigFile?
     public let environment: [String: String]
-    let reader: ConfigReader
+    /// The file's single values by key (`server.url`); a list's items as one text, as the environment gives them.
+    private let fileValues: [String: String]
 
     public init(_ file: ConfigFile?, _ environment: [String: String]) {
         self.file = file
         self.environment = environment
-        var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        if let map = file?.root?.mapping {
-            for (section, node) in map {
-                guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping else { continue }
-                for (k, v) in entries {
-                    guard let key = k.string else { continue }
-                    // A list's items as one text, as the environment gives them: `a,b`.
-                    let items = ConfigSchema.byKey["\(name).\(key)"]?.isList == true ? v.sequence?.compactMap(\.scalar?.string) : nil
-                    guard let text = v.scalar?.string ?? items?.joined(separator: ",") else { continue }
-                    values[AbsoluteConfigKey([name, key])] = ConfigValue(.string(text), isSecret: ConfigSchema.byKey["\(name).\(key)"]?.isSecret ?? false)
-                }
+        var values: [String: String] = [:]
+        for (section, node) in file?.root?.mapping ?? [:] {
+            guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping else { continue }
+            for (k, v) in entries {
+                guard let key = k.string.map({ "\(name).\($0)" }) else { continue }
+                let items = ConfigSchema.byKey[key]?.isList == true ? v.sequence?.compactMap(\.scalar?.string) : nil
+                if let text = v.scalar?.string ?? items?.joined(separator: ",") { values[key] = text }
             }
         }
-        reader = ConfigReader(providers: [
-            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "allowance_relay"),
-            InMemoryProvider(name: file?.path ?? "defaults", values: values),
-        ])
+        fileValues = values
     }
 
     /// `ALLOWANCE_RELAY_*` variables that name no setting: a typo there would be ignored, so it is a mistake as an
@@ -126,9 +151,14 @@ public struct ConfigValues: Sendable {
         }
     }
 
-    /// The value of `key` (`server.url`), from the environment or else the file.
+    /// The value of `key` (`server.url`) as written, from the environment or else the file; nil when neither sets it.
     public func string(_ key: String) -> String? {
-        reader.string(forKey: ConfigKey(key.split(separator: ".").map(String.init)), isSecret: ConfigSchema.byKey[key]?.isSecret ?? false)
+        environment[ConfigSchema.environmentVariable(key)] ?? fileValues[key]
+    }
+
+    /// The value of `key`, or its default.
+    public func value(_ key: String) -> String? {
+        string(key) ?? ConfigSchema.byKey[key]?.defaultValue
     }
 
     /// The value of a file's key (`store.path`, `server.token_file` ...) as a path: one written relative in the file
@@ -200,27 +230,39 @@ public struct ConfigValues: Sendable {
         return problems
     }
 
-    // MARK: - Typed reads; a bad value is added to `problems` and the default returned
+    // MARK: - Typed reads, unset keys at the schema's default; a bad value is added to `problems` and the default
+    // returned
 
     public func flag(_ key: String, into problems: inout [ConfigError]) -> Bool {
-        guard let text = string(key) else { return false }
+        let fallback = ConfigSchema.byKey[key]?.defaultValue.flatMap(ConfigBool.parse) ?? false
+        guard let text = string(key) else { return fallback }
         guard let value = ConfigBool.parse(text) else {
             problems.append(error(key, "'\(text)' is not true or false", fix: "write true or false"))
-            return false
+            return fallback
         }
         return value
     }
 
+    /// A whole number above 0; nil when unset and the schema has no default.
     public func positive(_ key: String, into problems: inout [ConfigError]) -> Int? {
-        guard let text = string(key) else { return nil }
+        let fallback = ConfigSchema.byKey[key]?.defaultValue.flatMap { Int($0) }
+        guard let text = string(key) else { return fallback }
         guard let n = Int(text), n > 0 else {
             problems.append(error(key, "'\(text)' is not a whole number above 0", fix: "e.g. \(ConfigSchema.byKey[key]?.defaultValue ?? "5")"))
-            return nil
+            return fallback
         }
         return n
     }
 
-    public func oneOf(_ key: String, _ allowed: [String], default fallback: String, into problems: inout [ConfigError]) -> String {
+    /// A whole number above 0 that the schema gives a default.
+    public func count(_ key: String, into problems: inout [ConfigError]) -> Int {
+        positive(key, into: &problems) ?? 0
+    }
+
+    /// One of the schema's allowed values for `key`.
+    public func oneOf(_ key: String, into problems: inout [ConfigError]) -> String {
+        let fallback = ConfigSchema.byKey[key]?.defaultValue ?? ""
+        let allowed = ConfigSchema.byKey[key]?.allowed ?? []
         guard let text = string(key) else { return fallback }
         guard allowed.contains(text) else {
             problems.append(error(key, "'\(text)' is not one of \(allowed.joined(separator: ", "))", fix: Suggest.fix(for: text, in: allowed)))
@@ -229,9 +271,11 @@ public struct ConfigValues: Sendable {
         return text
     }
 
-    /// A list of names from `allowed` (`[a, b]` in the file, `a,b` in the environment), in the order given, each once.
-    public func list(_ key: String, _ allowed: [String], into problems: inout [ConfigError]) -> [String]? {
-        guard let text = string(key) else { return nil }
+    /// A list of the schema's allowed values for `key` (`[a, b]` in the file, `a,b` in the environment), in the order
+    /// given, each once; nil after a mistake.
+    public func list(_ key: String, into problems: inout [ConfigError]) -> [String]? {
+        let allowed = ConfigSchema.byKey[key]?.allowed ?? []
+        guard let text = value(key) else { return nil }
         var names: [String] = []
         let items = text.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " []")) }
         for item in items where !item.isEmpty {
@@ -248,9 +292,12 @@ public struct ConfigValues: Sendable {
         return names
     }
 
-    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, default fallback: T, into problems: inout [ConfigError]) -> T
+    /// One of an enum's cases (the schema's choice for `key`).
+    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, into problems: inout [ConfigError]) -> T
     where T.RawValue == String {
-        T(rawValue: oneOf(key, T.allCases.map(\.rawValue), default: fallback.rawValue, into: &problems)) ?? fallback
+        let value = oneOf(key, into: &problems)
+        guard let choice = T(rawValue: value) ?? T.allCases.first else { preconditionFailure("\(key): an enum without cases") }
+        return choice
     }
 }
 

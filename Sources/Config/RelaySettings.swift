@@ -39,12 +39,12 @@ public struct RelaySettings: Sendable {
     public var statusListen: (host: String, port: Int)?
     /// `status.unhealthy_after`: how long a sink may fail (its retries may still get through) before `/healthz` says
     /// unhealthy. A sink that dead-letters is unhealthy at once.
-    public var unhealthyAfter: TimeInterval = 15 * 60
+    public var unhealthyAfter: TimeInterval = 0
     /// `telemetry.otlp_endpoint`: the collector's OTLP/HTTP base URL (traces go to `/v1/traces` under it, unless it
     /// names that path itself); nil: no tracing.
     public var otlpEndpoint: URL?
     /// `telemetry.service_name`: the traces' `service.name`.
-    public var serviceName = "allowance-relay"
+    public var serviceName = ""
 
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }
     /// What a commit waits for: `full` (a committed row survives power loss) or `normal` (faster; the last writes
@@ -106,9 +106,9 @@ public struct RelaySettings: Sendable {
                 values.error(
                     "server.email", "is set without a password", fix: "set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD"))
         }
-        let logFormat = values.choice("log.format", LogFormat.self, default: .text, into: &problems)
-        let durability = values.choice("store.durability", Durability.self, default: .full, into: &problems)
-        let level = values.oneOf("log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], default: "info", into: &problems)
+        let logFormat = values.choice("log.format", LogFormat.self, into: &problems)
+        let durability = values.choice("store.durability", Durability.self, into: &problems)
+        let level = values.oneOf("log.level", into: &problems)
         var statusListen: (String, Int)?
         if let listen = values.string("status.listen"), !listen.isEmpty {
             // "9464" or "127.0.0.1:9464" (the host defaults to loopback: the endpoint has no authentication).
@@ -120,12 +120,10 @@ public struct RelaySettings: Sendable {
                 problems.append(values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
         }
-        var unhealthyAfter: TimeInterval?
-        if let text = values.string("status.unhealthy_after") {
-            unhealthyAfter = Self.duration(text)
-            if unhealthyAfter == nil {
-                problems.append(values.error("status.unhealthy_after", "'\(text)' is not a duration", fix: "e.g. 90s, 15m or 1h"))
-            }
+        let unhealthyAfter = Self.duration(values.value("status.unhealthy_after") ?? "")
+        if unhealthyAfter == nil {
+            problems.append(
+                values.error("status.unhealthy_after", "'\(values.value("status.unhealthy_after") ?? "")' is not a duration", fix: "e.g. 90s, 15m or 1h"))
         }
         var otlpEndpoint: URL?
         if let text = values.string("telemetry.otlp_endpoint"), !text.isEmpty {
@@ -148,9 +146,9 @@ public struct RelaySettings: Sendable {
             }
         }
         let local = LocalSettings(values, values.environment, into: &problems)
-        let hubProtocol = values.choice("server.hub_protocol", HubProtocolKind.self, default: .json, into: &problems)
+        let hubProtocol = values.choice("server.hub_protocol", HubProtocolKind.self, into: &problems)
         let transports =
-            values.list("server.transports", TransportKind.allCases.map(\.configName), into: &problems)?
+            values.list("server.transports", into: &problems)?
             .compactMap(TransportKind.init(configName:)) ?? TransportKind.allCases
         if hubProtocol == .messagepack, transports == [.serverSentEvents] {
             problems.append(
@@ -167,7 +165,7 @@ public struct RelaySettings: Sendable {
         }
         var settings = RelaySettings(
             serverURL: url,
-            hubPath: values.string("server.hub_path") ?? "/hubs/family",
+            hubPath: values.value("server.hub_path") ?? "",
             token: token,
             tokenFile: tokenFile,
             email: email,
@@ -186,8 +184,8 @@ public struct RelaySettings: Sendable {
         settings.hubProtocol = hubProtocol
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
-        if let unhealthyAfter { settings.unhealthyAfter = unhealthyAfter }
-        if let name = values.string("telemetry.service_name"), !name.isEmpty { settings.serviceName = name }
+        settings.unhealthyAfter = unhealthyAfter ?? 0
+        settings.serviceName = values.string("telemetry.service_name").flatMap { $0.isEmpty ? nil : $0 } ?? ConfigSchema.defaultValue(of: "telemetry.service_name")
         guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
         return settings
     }
@@ -285,7 +283,7 @@ public struct LocalSettings: Sendable {
     public var storePath: String
     /// Synced transactions older than this many days are pruned at start (nil: kept forever).
     public var keepTransactionsDays: Int?
-    /// Most writes waiting in the outbox (100 by default).
+    /// Most writes waiting in the outbox.
     public var outboxLimit: Int
     /// A write still refused for a retryable reason after this many attempts, or older than `outboxMaxAgeDays`,
     /// is given up (dead letter; its local effect undone).
@@ -311,10 +309,10 @@ public struct LocalSettings: Sendable {
     init(_ values: ConfigValues, _ environment: [String: String], into problems: inout [ConfigError]) {
         storePath = values.path("store.path") ?? RelaySettings.defaultStorePath(environment)
         keepTransactionsDays = values.positive("store.keep_transactions_days", into: &problems)
-        outboxLimit = values.positive("outbox.limit", into: &problems) ?? 100
-        outboxMaxAttempts = values.positive("outbox.max_attempts", into: &problems) ?? 10
-        outboxMaxAgeDays = values.positive("outbox.max_age_days", into: &problems) ?? 7
-        currency = (values.string("relay.currency") ?? "USD").uppercased()
+        outboxLimit = values.count("outbox.limit", into: &problems)
+        outboxMaxAttempts = values.count("outbox.max_attempts", into: &problems)
+        outboxMaxAgeDays = values.count("outbox.max_age_days", into: &problems)
+        currency = (values.value("relay.currency") ?? "").uppercased()
         if let text = values.string("store.url"), !text.isEmpty {
             do throws(PostgresError) {
                 sharedStore = try PostgresLocation(text)

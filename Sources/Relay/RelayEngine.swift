@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Config
 import Core
 import Foundation
 import HTTPTransport
@@ -38,7 +39,7 @@ public final class RelayEngine: Sendable {
 
     /// One config's workers, and the flag that ends them.
     private struct Generation: Sendable {
-        let config: RelayConfig
+        let config: AlertSettings
         let workers: [SinkWorker]
         let stop: StopFlag
     }
@@ -47,7 +48,7 @@ public final class RelayEngine: Sendable {
     /// record outcomes, when not the store's own (a test's failing ledger); `sleep`: how `connectionLostAfter` is
     /// waited out (a test drives it by hand).
     public init(
-        store: any RelayStore, popups: (any PopupIds)? = nil, config: RelayConfig, http: HTTPClient = .shared,
+        store: any RelayStore, popups: (any PopupIds)? = nil, config: AlertSettings, http: HTTPClient = .shared,
         ledger: (any DeliveryLedger)? = nil, logger: Logger,
         sleep: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
     ) {
@@ -67,7 +68,7 @@ public final class RelayEngine: Sendable {
     }
 
     private static func generation(
-        _ config: RelayConfig, store: any RelayStore, popups: (any PopupIds)?, ledger: any DeliveryLedger,
+        _ config: AlertSettings, store: any RelayStore, popups: (any PopupIds)?, ledger: any DeliveryLedger,
         http: HTTPClient, mutes: MuteList, logger: Logger
     ) -> Generation {
         let stop = StopFlag()
@@ -82,7 +83,7 @@ public final class RelayEngine: Sendable {
         return Generation(config: config, workers: workers, stop: stop)
     }
 
-    public var config: RelayConfig { state.withLock { $0.current.config } }
+    public var config: AlertSettings { state.withLock { $0.current.config } }
 
     /// Every sink's worker waits with everything due started, nothing under way and every outcome written. With no
     /// row pending in the ledger either, nothing more can be sent until something new is planned: a test that has
@@ -116,7 +117,7 @@ public final class RelayEngine: Sendable {
 
     /// Takes a new config: events stored from now on are planned by its rules, and its workers replace the old
     /// ones once those have finished their current send. Deliveries already planned keep their sink by name.
-    public func reload(_ config: RelayConfig) -> ReloadSummary {
+    public func reload(_ config: AlertSettings) -> ReloadSummary {
         let new = Self.generation(
             config, store: store, popups: popups, ledger: ledger, http: http, mutes: mutes, logger: logger)
         let old = state.withLock { s in
@@ -211,7 +212,7 @@ public final class RelayEngine: Sendable {
 
     /// Alerts held for quiet hours follow the quiet hours and mutes in force now: a reload that shortens them
     /// releases what they held, a mute set meanwhile keeps its child's held alerts from going out.
-    private func replanHeld(_ config: RelayConfig) {
+    private func replanHeld(_ config: AlertSettings) {
         let now = Date()
         let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName, mutes: mutes)
         do {
@@ -241,7 +242,7 @@ public final class RelayEngine: Sendable {
     }
 }
 
-extension RelayConfig {
+extension AlertSettings {
     /// One test alert sent straight to `sink` (not through the ledger), for `notify test`.
     public func sendTest(to sink: SinkConfig, http: HTTPClient = .shared) async -> DeliveryOutcome {
         let s = makeSink(sink, http: http, formatting: formatting)

@@ -1,4 +1,5 @@
 import Alerts
+import Config
 import Foundation
 
 /// Which alerts reach which sink, as the rules say (or the default ones, when the file has no `rules:`): what
@@ -14,7 +15,7 @@ public struct Routing: Sendable, Equatable {
     public let routes: [Route]
     public let warnings: [String]
 
-    public init(_ config: RelayConfig) {
+    public init(_ config: AlertSettings) {
         var routes: [Route] = []
         var warnings: [String] = []
         for sink in config.sinks {

@@ -1,9 +1,10 @@
 import Alerts
 import AllowanceAPI
+import Config
+import Core
 import Foundation
 import Logging
 import Metrics
-import Core
 import StoreContract
 import Synchronization
 import Tracing
@@ -22,7 +23,7 @@ struct SinkWorker: Sendable {
     let sink: any Sink
     /// The delivery queue (the store's ledger; another backend could stand in).
     let ledger: any DeliveryLedger
-    let config: RelayConfig
+    let config: AlertSettings
     let wakeup: Wakeup
     /// The rows the planner has just committed for this sink (each comes with a `wakeup` signal).
     let handOver: HandOver
@@ -34,7 +35,7 @@ struct SinkWorker: Sendable {
     /// The sends under way, their outcomes, and the sink's pause and failure.
     let sends = SendsInProgress()
 
-    init(sink: any Sink, ledger: any DeliveryLedger, config: RelayConfig, wakeup: Wakeup, handOver: HandOver, stop: StopFlag, logger: Logger) {
+    init(sink: any Sink, ledger: any DeliveryLedger, config: AlertSettings, wakeup: Wakeup, handOver: HandOver, stop: StopFlag, logger: Logger) {
         self.sink = sink
         self.ledger = ledger
         self.config = config

@@ -7,7 +7,7 @@ import Relay
 /// environment on top, every mistake of both at once (a `ConfigErrors`, said the same way by all three).
 public enum DaemonConfiguration {
     /// Settings and relay config from `file` (parsed once) and the environment, with the secret files checked.
-    public static func load(file: String?, environment: [String: String]) async throws(ConfigErrors) -> (RelaySettings, RelayConfig) {
+    public static func load(file: String?, environment: [String: String]) async throws(ConfigErrors) -> (RelaySettings, AlertSettings) {
         // Read once, for the settings and the relay alike; a new source each time (a reload reads the file as it is).
         let values = try ConfigSource(file: file, environment: environment).values()
         var errors: [ConfigError] = []
@@ -18,9 +18,9 @@ public enum DaemonConfiguration {
             errors += error.all
         }
         if let settings { errors += settings.secretFileErrors(values) }
-        var relay = RelayConfig()
+        var relay = AlertSettings()
         do {
-            relay = try RelayConfig.parse(values)
+            relay = try AlertSettings.parse(values)
         } catch {
             errors += error.all
         }

@@ -30,7 +30,7 @@ public struct Daemon: Sendable {
     public let storage: DaemonStore
     let engine: RelayEngine
     let metrics: RelayMetrics
-    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
+    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings)
     /// The process's one HTTP client: negotiate, REST and the sinks share its connections.
     let http: HTTPClient
     let logger: Logger
@@ -47,7 +47,7 @@ public struct Daemon: Sendable {
     /// The parts already made; `start` makes them as `run` does.
     init(
         settings: RelaySettings, storage: DaemonStore, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
-        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
+        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings), logger: Logger
     ) {
         self.settings = settings
         self.storage = storage
@@ -346,7 +346,7 @@ struct RelayService: Service {
 struct Reloader {
     let current: RelaySettings
     let engine: RelayEngine
-    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig)
+    let reload: @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings)
     let logger: Logger
 
     func run(on hangups: UnixSignalsSequence) async {

@@ -14,8 +14,8 @@ extension Daemon {
     /// daemon, ready to `run`, which prepares the store once it holds it (`prepare`). A `StoreError` means the store
     /// cannot be used (`run` exits 74).
     public static func start(
-        settings: RelaySettings, relayConfig: RelayConfig, rebuild: Bool = false, metrics: RelayMetrics, http: HTTPClient,
-        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig), logger: Logger
+        settings: RelaySettings, relayConfig: AlertSettings, rebuild: Bool = false, metrics: RelayMetrics, http: HTTPClient,
+        reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings), logger: Logger
     ) throws(StoreError) -> Daemon {
         let storage = try open(settings, rebuild: rebuild, logger: logger)
         let engine = RelayEngine(

@@ -31,13 +31,13 @@ struct CacheOptions: ParsableArguments {
     /// The file's values and the relay's sections, the whole file checked first as `config check` checks it: a
     /// broken file is refused by every command (each mistake once, at its line; exit 78), not only by those that
     /// read the broken part.
-    func checked() throws -> (values: ConfigValues, relay: RelayConfig) {
+    func checked() throws -> (values: ConfigValues, relay: AlertSettings) {
         do throws(ConfigErrors) {
             let values = try source.values()
             var problems = values.unknownKeys()
-            var relay = RelayConfig()
+            var relay = AlertSettings()
             do { _ = try RelaySettings.local(values) } catch { problems += error.all }
-            do { relay = try RelayConfig.parse(values) } catch { problems += error.all }
+            do { relay = try AlertSettings.parse(values) } catch { problems += error.all }
             guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
             return (values, relay)
         } catch {
@@ -47,7 +47,7 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// The relay's part of the config file (sinks, rules, time zone).
-    func relayConfig() throws -> RelayConfig {
+    func relayConfig() throws -> AlertSettings {
         try checked().relay
     }
 
@@ -203,9 +203,9 @@ struct TransactionsCommand: AsyncParsableCommand {
 
 /// The relay's part of the configuration for a command that needs it; a broken file is reported as `config check`
 /// reports it, exit 78.
-func loadRelayConfig(_ source: ConfigSource) throws -> RelayConfig {
+func loadAlertSettings(_ source: ConfigSource) throws -> AlertSettings {
     do {
-        return try RelayConfig.parse(try source.values())
+        return try AlertSettings.parse(try source.values())
     } catch {
         FileHandle.standardError.write(Data(ConfigErrors(error.all).report.utf8))
         throw ExitCode(78)

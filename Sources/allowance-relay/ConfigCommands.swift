@@ -44,7 +44,7 @@ struct ConfigCommand: AsyncParsableCommand {
         func run() async throws {
             var problems: [ConfigError] = []
             var summary = ""
-            var loaded: (RelaySettings, RelayConfig)?
+            var loaded: (RelaySettings, AlertSettings)?
             do {
                 let (settings, relay) = try await DaemonConfiguration.load(file: ConfigSource.locate(config), environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
@@ -97,7 +97,7 @@ struct ConfigCommand: AsyncParsableCommand {
             "server.insecure_tls is on: no TLS certificate or host name is checked (negotiate, REST, every transport). For tests only: give a private CA with server.ca_file instead."
 
         /// The server (sign in, list the children) and each sink (a test alert), one after the other.
-        static func probe(_ settings: RelaySettings, _ relay: RelayConfig) async -> [(what: String, ok: Bool, said: String)] {
+        static func probe(_ settings: RelaySettings, _ relay: AlertSettings) async -> [(what: String, ok: Bool, said: String)] {
             var out: [(String, Bool, String)] = []
             // What `run` does first: the REST API, then the hub on its configured path, protocol and transports.
             for probe in [await ServerProbe.rest(settings, http: RelayCommand.http), await ServerProbe.hub(settings, http: RelayCommand.http)] {

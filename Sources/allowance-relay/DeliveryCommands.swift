@@ -197,7 +197,7 @@ struct NotifyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let file = ConfigSource.locate(config)
-            let relay = try loadRelayConfig(ConfigSource.once(file: file))
+            let relay = try loadAlertSettings(ConfigSource.once(file: file))
             let names = relay.sinks.map(\.name)
             guard !names.isEmpty else {
                 throw CLIError(

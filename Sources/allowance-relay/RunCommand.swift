@@ -61,10 +61,10 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel { environment["ALLOWANCE_RELAY_LOG_LEVEL"] = logLevel }
         if let logFormat { environment["ALLOWANCE_RELAY_LOG_FORMAT"] = logFormat }
         let (file, env) = (ConfigSource.locate(config, environment: environment), environment)
-        let load = { @Sendable () async throws(ConfigErrors) -> (RelaySettings, RelayConfig) in
+        let load = { @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings) in
             try await DaemonConfiguration.load(file: file, environment: env)
         }
-        let (settings, relayConfig): (RelaySettings, RelayConfig)
+        let (settings, relayConfig): (RelaySettings, AlertSettings)
         do {
             (settings, relayConfig) = try await load()
         } catch {

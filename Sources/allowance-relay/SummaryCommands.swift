@@ -1,3 +1,4 @@
+import Config
 import AllowanceAPI
 import ArgumentParser
 import Foundation

@@ -36,15 +36,47 @@ import Testing
         #expect(ConfigValues(try ConfigFile.read(path), [:]).unknownKeys().isEmpty)
     }
 
+    /// A key left unset reads as the schema's default, and that default written out reads the same: the defaults the
+    /// reference documents (the figures here are the manual's, not read from the schema).
+    @Test func anUnsetKeyIsItsDocumentedDefaultAndTheDefaultWrittenOutReadsTheSame() async throws {
+        let server = ["ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5000", "STATE_DIRECTORY": "/tmp/state"]
+        var written = server
+        for setting in ConfigSchema.settings { if let value = setting.defaultValue { written[setting.environmentVariable] = value } }
+        for environment in [server, written] {
+            let settings = try await RelaySettings.load(ConfigValues(nil, environment))
+            #expect(settings.hubPath == "/hubs/family" && settings.hubProtocol == .json && settings.transports == [.webSockets, .serverSentEvents, .longPolling])
+            #expect(settings.maxResponseBytes == 8 * 1024 * 1024 && settings.storeDurability == .full && settings.logLevel == "info" && settings.logFormat == .text)
+            #expect(settings.unhealthyAfter == 15 * 60 && settings.serviceName == "allowance-relay")
+            #expect(!settings.accessTokenInQuery && !settings.skipNegotiation && !settings.insecureTLS)
+            #expect(settings.local.outboxLimit == 100 && settings.local.outboxMaxAttempts == 10 && settings.local.outboxMaxAgeDays == 7)
+            #expect(settings.local.currency == "USD" && settings.local.keepTransactionsDays == nil)
+            let alerts = try AlertSettings.parse(ConfigValues(nil, environment))
+            #expect(alerts.connectionLostAfter == 5 * 60 && alerts.history == .none)
+            #expect(alerts.formatting.currency == "USD" && alerts.formatting.locale == "en_US")
+        }
+        let bare = AlertSettings()
+        #expect(bare.connectionLostAfter == 5 * 60 && bare.formatting.currency == "USD" && bare.sinks.isEmpty)
+    }
+
+    /// A choice's allowed values are its enum's cases: the schema says what the reader accepts.
+    @Test func aChoiceAllowsExactlyItsEnumsCases() throws {
+        let byKey = Dictionary(uniqueKeysWithValues: ConfigSchema.settings.map { ($0.key, $0) })
+        #expect(byKey["store.durability"]?.type == "full|normal")
+        #expect(byKey["relay.history"]?.type == "none|digest|all")
+        #expect(byKey["server.hub_protocol"]?.type == "json|messagepack")
+        #expect(byKey["server.transports"]?.defaultValue == "[websockets, server_sent_events, long_polling]")
+        #expect(throws: ConfigErrors.self) { try AlertSettings.parse(ConfigValues(nil, ["ALLOWANCE_RELAY_RELAY_HISTORY": "some"])) }
+    }
+
     /// `relay.*` keys come from the environment too, as the reference promises for every key.
     @Test func relayKeysComeFromTheEnvironmentToo() throws {
         let yaml = "relay:\n  currency: USD\nsinks:\n  chat: discord://1/2\n"
-        #expect(try RelayConfig.parse(yaml, file: "r.yaml").formatting.currency == "USD")
+        #expect(try AlertSettings.parse(yaml, file: "r.yaml").formatting.currency == "USD")
         let env = ["ALLOWANCE_RELAY_RELAY_CURRENCY": "eur", "ALLOWANCE_RELAY_RELAY_CONNECTION_LOST_MINUTES": "2"]
-        let config = try RelayConfig.parse(yaml, file: "r.yaml", environment: env)
+        let config = try AlertSettings.parse(yaml, file: "r.yaml", environment: env)
         #expect(config.formatting.currency == "EUR" && config.connectionLostAfter == 120)
         #expect {
-            try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_RELAY_CURRENCY": "EURO"])
+            try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_RELAY_CURRENCY": "EURO"])
         } throws: {
             "\($0)" == "environment: ALLOWANCE_RELAY_RELAY_CURRENCY: 'EURO' is not a 3-letter ISO 4217 code. Fix: e.g. USD, EUR, GBP."
         }
@@ -65,7 +97,7 @@ import Testing
 
             """
         #expect {
-            try RelayConfig.parse(yaml, file: "r.yaml")
+            try AlertSettings.parse(yaml, file: "r.yaml")
         } throws: {
             ($0 as? ConfigErrors)?.all.map(\.description) == [
                 "r.yaml:3:11: sinks.a.type: type 'webhok' is not a sink type. Fix: did you mean webhook?",
@@ -80,7 +112,7 @@ import Testing
     @Test func aBrokenSinkIsOneErrorNotACascade() {
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n    concurrency: yes\nrules:\n  - event: transaction.created\n    to: hook\n"
         #expect {
-            try RelayConfig.parse(yaml, file: "r.yaml")
+            try AlertSettings.parse(yaml, file: "r.yaml")
         } throws: {
             let all = ($0 as? ConfigErrors)?.all ?? []
             return all.count == 1 && all[0].key == "sinks.hook.concurrency" && all[0].line == 5
@@ -90,9 +122,9 @@ import Testing
     /// A value from the environment for a sink the file does not have would be silently ignored: it is an error.
     @Test func anEnvironmentVariableNamingNoSinkIsAnError() {
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n"
-        #expect(throws: Never.self) { try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOOK_URL": "https://x.org/y"]) }
+        #expect(throws: Never.self) { try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOOK_URL": "https://x.org/y"]) }
         #expect {
-            try RelayConfig.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOK_URL": "https://x.org/y"])
+            try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOK_URL": "https://x.org/y"])
         } throws: {
             ($0 as? ConfigErrors)?.all.map(\.description)
                 == ["environment: ALLOWANCE_RELAY_SINKS_HOK_URL: names no sink of the configuration. Fix: the sinks are hook (e.g. ALLOWANCE_RELAY_SINKS_HOOK_URL)."]
@@ -132,7 +164,7 @@ import Testing
             "both.yaml": ["ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://hooks.slack.com/services/T/B/X"],
         ][name] ?? [:]
         let settings = try await RelaySettings.load(file: file, environment: env)
-        let relay = try RelayConfig.load(file: file, environment: env)
+        let relay = try AlertSettings.load(file: file, environment: env)
         // What each example is for, as read: its sinks by kind, its rules, and the settings it is about.
         let sinks = Dictionary(uniqueKeysWithValues: relay.sinks.map { ($0.name, $0.kind.rawValue) })
         switch name {
@@ -151,7 +183,7 @@ import Testing
             #expect(relay.rules.count == 5 && relay.formatting.currency == "EUR")
         default:
             // The reference documents every key in comments: it configures what an empty file does.
-            let empty = try RelayConfig.parse("{}", file: "empty.yaml")
+            let empty = try AlertSettings.parse("{}", file: "empty.yaml")
             #expect(sinks.isEmpty && relay.rules.count == empty.rules.count)
         }
     }
@@ -159,7 +191,7 @@ import Testing
     /// What `install.sh --user` installs: one popup per transaction carrying the new balance, and the low-balance
     /// popup only when the balance drops below the threshold (it gave two or three popups per transaction).
     @Test func theDesktopExampleGivesOnePopupPerTransaction() throws {
-        let relay = try RelayConfig.load(file: PythonPeer.root.appending(path: "config/desktop.yaml").path)
+        let relay = try AlertSettings.load(file: PythonPeer.root.appending(path: "config/desktop.yaml").path)
         let planner = RulePlanner(rules: relay.rules, sinks: relay.sinksByName)
         let child = UUID()
         func transaction(_ amount: Decimal, after: Decimal) -> RelayEvent {

@@ -18,7 +18,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(5))  // the database is made after them, on this clock
             let yaml = (mode.map { "relay:\n  history: \($0)\n" } ?? "")
                 + "sinks:\n  chat:\n    type: slack\n    url: http://127.0.0.1:9/s\n  books:\n    type: webhook\n    url: http://127.0.0.1:9/b\n"
-            let config = try RelayConfig.parse(yaml, file: "t.yaml")
+            let config = try AlertSettings.parse(yaml, file: "t.yaml")
             let store = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "history-\(UUID())/relay.sqlite").path)
             store.setPlanner(RulePlanner(rules: config.rules, sinks: config.sinksByName, history: config.history))
             try await body(store, APIClient(baseURL: base, token: "e2e-token"), base)
@@ -73,8 +73,8 @@ import Testing
     }
 
     @Test func aWrongHistoryModeIsAConfigError() {
-        #expect { try RelayConfig.parse("relay:\n  history: some\n", file: "t.yaml") } throws: { error in
-            "\(error)".contains("relay.history") && "\(error)".contains("none (start from now), digest or all")
+        #expect { try AlertSettings.parse("relay:\n  history: some\n", file: "t.yaml") } throws: { error in
+            "\(error)".contains("relay.history") && "\(error)".contains("is not one of none, digest, all")
         }
     }
 }

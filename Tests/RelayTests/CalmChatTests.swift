@@ -1,3 +1,4 @@
+import Config
 import Alerts
 import AllowanceAPI
 import Foundation
@@ -33,7 +34,7 @@ import Testing
             let store = try Store.open(path: temporaryPath())
             try store.storeCaughtUp(
                 children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
-            let engine = RelayEngine(store: store, config: try RelayConfig.parse(yaml(quiet), file: "t.yaml"), logger: logger)
+            let engine = RelayEngine(store: store, config: try AlertSettings.parse(yaml(quiet), file: "t.yaml"), logger: logger)
             try engine.install()
             let task = Task { await engine.run() }
             defer { task.cancel() }
@@ -49,16 +50,16 @@ import Testing
             #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["pending"] == 2 && engine.sinksAreSettled })
             #expect(hook.received.isEmpty, "held by quiet hours")
 
-            _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
+            _ = engine.reload(try AlertSettings.parse(yaml(nil), file: "t.yaml"))
             let deadline = ContinuousClock.now + .seconds(10)
             while hook.received.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(hook.received.count == 2, "released by the reload, not at the old end of the quiet hours")
 
-            _ = engine.reload(try RelayConfig.parse(yaml(quiet), file: "t.yaml"))
+            _ = engine.reload(try AlertSettings.parse(yaml(quiet), file: "t.yaml"))
             try spend(47)
             try store.mute(Mute(sink: "hook", childId: alice, until: Date().addingTimeInterval(7200)))
             engine.mutesChanged()
-            _ = engine.reload(try RelayConfig.parse(yaml(nil), file: "t.yaml"))
+            _ = engine.reload(try AlertSettings.parse(yaml(nil), file: "t.yaml"))
             #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["muted"] == 1 && engine.sinksAreSettled })
             #expect(hook.received.count == 2, "the muted child's held alert stays unsent")
         }
@@ -72,7 +73,7 @@ import Testing
         let receiver = WebhookReceiver { r, _ in standIn.answer(r) }
         try await receiver.run { base in
             let yaml = standIn.yaml(base) + "    rate_limit: 20/s\nrules:\n  - event: [transaction.created, balance.updated]\n    to: [chat]\n"
-            let config = try RelayConfig.parse(yaml, file: "t.yaml")
+            let config = try AlertSettings.parse(yaml, file: "t.yaml")
             let store = try Store.open(path: temporaryPath())
             try store.storeCaughtUp(
                 children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])

@@ -199,7 +199,7 @@ func temporaryPath() -> String {
     }
 
     func sink(_ yaml: String, _ store: any SentMessageLedger & ChildRoster) throws -> any Sink {
-        let config = try RelayConfig.parse(yaml, file: "t.yaml")
+        let config = try AlertSettings.parse(yaml, file: "t.yaml")
         return makeSink(config.sinks[0], memory: store)
     }
 
@@ -306,7 +306,7 @@ func temporaryPath() -> String {
     }
 
     @Test func aSlackBotTokenNeedsAChannel() {
-        #expect(throws: ConfigErrors.self) { try RelayConfig.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n", file: "t.yaml") }
-        #expect(throws: Never.self) { try RelayConfig.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n    channel: C1\n", file: "t.yaml") }
+        #expect(throws: ConfigErrors.self) { try AlertSettings.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n", file: "t.yaml") }
+        #expect(throws: Never.self) { try AlertSettings.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n    channel: C1\n", file: "t.yaml") }
     }
 }

@@ -1,3 +1,4 @@
+import Config
 import Alerts
 import AllowanceAPI
 import Foundation
@@ -38,7 +39,7 @@ import Testing
         try await a.run { baseA in
             try await b.run { baseB in
                 let text = yaml.replacingOccurrences(of: "BASE_A", with: baseA.absoluteString).replacingOccurrences(of: "BASE_B", with: baseB.absoluteString)
-                let config = try RelayConfig.parse(text, file: "t.yaml")
+                let config = try AlertSettings.parse(text, file: "t.yaml")
                 let store = try store()
                 let engine = RelayEngine(store: store, config: config, logger: logger)
                 try engine.install()
@@ -80,7 +81,7 @@ import Testing
     @Test func outcomesThatCannotBeWrittenAreKeptAndNotSentAgain() async throws {
         let hook = WebhookReceiver()
         try await hook.run { base in
-            let config = try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let config = try AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
             let store = try store()
             let ledger = RefusingLedger(store, refusals: 4)
             let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
@@ -101,7 +102,7 @@ import Testing
     @Test func aSteadySinkTakesItsAlertsFromThePlannerWithoutReadingTheLedger() async throws {
         let hook = WebhookReceiver()
         try await hook.run { base in
-            let config = try RelayConfig.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let config = try AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
             let store = try store()
             let ledger = CountingLedger(store)
             let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
@@ -314,7 +315,7 @@ import Testing
 
     @Test func aWriteTheServerRefusedIsAlertedFromTheSameTransaction() throws {
         let store = try store()
-        let config = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
+        let config = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
         try RelayEngine(store: store, config: config, logger: logger).install()
         let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "chores")
         try store.outboxRejected(w.seq, reason: "HTTP 409: conflict")
@@ -328,7 +329,7 @@ import Testing
     @Test func aHubAwayForLongRaisesConnectionLostOnceAndNotWhenItCameBack() async throws {
         let store = try store()
         let timer = ManualTimer()
-        var config = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
+        var config = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n", file: "t.yaml")
         config.connectionLostAfter = 300
         let engine = RelayEngine(store: store, config: config, logger: logger, sleep: timer.sleep)
         try engine.install()

@@ -1,3 +1,4 @@
+import Config
 import Alerts
 import Foundation
 import Relay
@@ -66,7 +67,7 @@ struct MatrixSynapseTests {
         let server = Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3])
         let store = try Store.open(path: temporaryPath())
         let yaml = "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
-        let chat = makeSink(try RelayConfig.parse(yaml, file: "t.yaml").sinks[0], memory: store)
+        let chat = makeSink(try AlertSettings.parse(yaml, file: "t.yaml").sinks[0], memory: store)
 
         #expect(await chat.send(balance("10.00", id: "dlv_1")) == .delivered)
         #expect(await chat.send(balance("9.00", id: "dlv_2")) == .delivered)

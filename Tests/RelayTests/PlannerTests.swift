@@ -1,3 +1,4 @@
+import Config
 import Alerts
 import AllowanceAPI
 import Foundation
@@ -7,7 +8,7 @@ import Testing
 
 @Suite struct PlannerTests {
     func planner(_ yaml: String, at now: Date = Date()) throws -> RulePlanner {
-        let c = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n  phone: ntfys://ntfy.sh/t\n" + yaml, file: "relay.yaml")
+        let c = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n  phone: ntfys://ntfy.sh/t\n" + yaml, file: "relay.yaml")
         return RulePlanner(rules: c.rules, sinks: c.sinksByName, now: { now })
     }
 
@@ -75,11 +76,11 @@ import Testing
     /// for digests; chat sinks fold a catch-up for the people reading them.
     @Test func theGenericWebhookGetsEachCaughtUpTransactionUnlessTheRuleAsksForDigests() throws {
         let yaml = "  books: {type: webhook, url: 'http://127.0.0.1:9/h'}\nrules:\n  - event: transaction.created\n    to: [chat, books]\n"
-        let c = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n" + yaml, file: "relay.yaml")
+        let c = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n" + yaml, file: "relay.yaml")
         let caught = RulePlanner(rules: c.rules, sinks: c.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
         #expect(caught.first { $0.sink == "chat" }?.digest == true)
         #expect(caught.first { $0.sink == "books" }?.digest == false)
-        let asked = try RelayConfig.parse("sinks:\n  chat: slack://T/B/X\n" + yaml + "    digest: true\n", file: "relay.yaml")
+        let asked = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n" + yaml + "    digest: true\n", file: "relay.yaml")
         let folded = RulePlanner(rules: asked.rules, sinks: asked.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
         #expect(folded.allSatisfy { $0.digest }, "digest: true folds for the webhook too")
     }

@@ -1,3 +1,4 @@
+import Config
 import Alerts
 import AllowanceAPI
 import Foundation
@@ -104,7 +105,7 @@ import Testing
         let receiver = WebhookReceiver { _, _ in answer }
         var result: (DeliveryOutcome, WebhookReceiver.Received)?
         try await receiver.run { base in
-            let config = try RelayConfig.parse(
+            let config = try AlertSettings.parse(
                 yaml.replacingOccurrences(of: "BASE", with: base.absoluteString), file: "t.yaml")
             let outcome = await makeSink(config.sinks[0]).send(m)
             #expect(receiver.received.count == 1, "one request per message (and no redirect followed)")
@@ -221,7 +222,7 @@ import Testing
         let silent = try TCPProxy(to: 9)
         defer { silent.close() }
         silent.mode = .blackhole
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             "sinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:\(silent.port)/hook\n    timeout_seconds: 1\n",
             file: "t.yaml")
         let cpuBefore = threadCPUSeconds(named: "http")
@@ -242,7 +243,7 @@ import Testing
 /// reference JSON Schema validator: money as exact strings with the currency, a digest with its transactions.
 @Suite struct WebhookSchemaTests {
     @Test func everyKindOfAlertMatchesTheDocumentedSchema() async throws {
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             "relay:\n  currency: EUR\nsinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\n",
             file: "t.yaml")
         let sink = try #require(makeSink(config.sinks[0]) as? HTTPSink)
@@ -318,7 +319,7 @@ import Testing
 /// log line or a reversed filename.
 @Suite struct ServerTextTests {
     private func text(_ kind: String, description: String) throws -> String {
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             "sinks:\n  s:\n    type: \(kind)\n    url: https://chat.example/hook\n    chat_id: '1'\n    token: t\n    room: '!r:x'\n",
             file: "t.yaml")
         let e = created(transaction("1.50", after: "2.00", description: description))
@@ -343,7 +344,7 @@ import Testing
     @Test func telegramTextIsNeverCutInsideAnEntity() throws {
         let long = String(repeating: "&", count: 5000)
         let t = try text("telegram", description: long)
-        let config = try RelayConfig.parse("sinks:\n  s: tgram://123:abc/42\n", file: "t.yaml")
+        let config = try AlertSettings.parse("sinks:\n  s: tgram://123:abc/42\n", file: "t.yaml")
         let body = try #require(
             (makeSink(config.sinks[0]) as? HTTPSink)?.request(
                 for: Message(
@@ -415,7 +416,7 @@ func threadCPUSeconds(named name: String) -> Double {
                 type: \(kind)
             \(url)\(chat)\(extra)
             """
-        let config = try RelayConfig.parse(yaml, file: "t.yaml")
+        let config = try AlertSettings.parse(yaml, file: "t.yaml")
         var t = transaction("1", after: "1")
         t.id = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
         let event = created(t)
@@ -466,7 +467,7 @@ func threadCPUSeconds(named name: String) -> Double {
     @Test func aSinksOwnTemplateWinsAndAnAlertWithoutAChildLeadsToTheFrontPage() throws {
         let own = try request("ntfy", "    link: https://other.example.org/{child}\n")
         #expect(own[header: "Click"] == "https://other.example.org/Alice")
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             "relay:\n  link: https://allowance.example.org/children/{child_id}\n", file: "t.yaml")
         #expect(
             config.formatting.link(for: RelayEvent(kind: .connectionLost, at: Date()))

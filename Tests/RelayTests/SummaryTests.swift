@@ -79,7 +79,7 @@ import Testing
                 t("5.00", .credit, "35.00", "2026-11-22T09:00:00Z"), t("1.50", .debit, "33.50", "2026-11-22T12:00:00Z"),
                 t("9.00", .credit, "30.00", "2026-11-20T09:00:00Z"),  // the day before: not in the summary
             ])
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             """
             relay:
               time_zone: Europe/Paris
@@ -117,7 +117,7 @@ import Testing
     /// Decided: a summary comes at the time its rule names, quiet hours or not (the parent chose that time; a
     /// summary is not an interruption to hold). Everything else a quiet sink gets waits for the end.
     @Test func quietHoursDoNotHoldASummary() throws {
-        let config = try RelayConfig.parse(
+        let config = try AlertSettings.parse(
             """
             sinks:
               chat:
@@ -142,10 +142,10 @@ import Testing
 
     @Test func aSummaryRuleNeedsAScheduleAndNoEvent() {
         #expect(throws: ConfigErrors.self) {
-            try RelayConfig.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: nightly\n    to: c\n", file: "t.yaml")
+            try AlertSettings.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: nightly\n    to: c\n", file: "t.yaml")
         }
         #expect(throws: ConfigErrors.self) {
-            try RelayConfig.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: daily at 19:00\n    event: transaction.created\n    to: c\n", file: "t.yaml")
+            try AlertSettings.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: daily at 19:00\n    event: transaction.created\n    to: c\n", file: "t.yaml")
         }
     }
 }

@@ -5,7 +5,7 @@ import Relay
 func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: count), as: UTF8.self)
     do {
-        _ = try RelayConfig.parse(text, file: "fuzz.yaml")
+        _ = try AlertSettings.parse(text, file: "fuzz.yaml")
     } catch {
         _ = "\(error)"
     }

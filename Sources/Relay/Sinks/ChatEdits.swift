@@ -1,4 +1,5 @@
 import Alerts
+import Config
 import Core
 import Foundation
 import HTTPTransport

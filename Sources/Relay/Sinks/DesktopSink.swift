@@ -1,6 +1,7 @@
 import Alerts
 import AllowanceAPI
 import CSystemd
+import Config
 import Core
 import Foundation
 import Logging

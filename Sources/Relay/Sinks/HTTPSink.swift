@@ -1,7 +1,8 @@
 import AllowanceAPI
+import Config
+import Core
 import Foundation
 import HTTPTransport
-import Core
 import StoreContract
 
 /// Every HTTP destination: the generic signed webhook and the chat and push services. Each kind differs only in

@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Config
 import Core
 import Foundation
 import Logging

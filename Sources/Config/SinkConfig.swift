@@ -97,69 +97,6 @@ public struct SinkConfig: Sendable {
         }
     }
 
-    /// Escapes a placeholder's value for the destination's markup.
-    public func escape(_ text: String, markup: Bool) -> String {
-        switch kind {
-        case .slack:
-            return Self.slackEntities(text)
-        case .mattermost:
-            // Mattermost renders Markdown and pings on @here, @channel, @all and @name.
-            return Self.unmention(Self.markdown(Self.slackEntities(text)))
-        case .discord, .teams:
-            // Markdown: a description must not become a masked link or a heading. (Discord's pings are off by
-            // allowed_mentions; the zero-width space keeps "@everyone" from even looking like one.)
-            return Self.unmention(Self.markdown(text))
-        case .telegram, .matrix:
-            return Self.html(text)
-        case .desktop:
-            return markup ? Self.html(text) : text
-        case .email:
-            return text  // the HTML part escapes the text it is given as a whole
-        case .ntfy:
-            return Self.markdown(text)  // sent with `Markdown: yes`
-        case .gotify, .webhook, .mqtt:
-            return text
-        }
-    }
-
-    /// The characters that make Markdown formatting, links, spoilers or mentions in a chat line, escaped with a
-    /// backslash: shown as typed. (Not `.` or `-`: amounts stay "$7.77".)
-    static func markdown(_ text: String) -> String {
-        var out = ""
-        for c in text {
-            if "\\`*_~|[]<>#".contains(c) { out.append("\\") }
-            out.append(c)
-        }
-        return out
-    }
-
-    /// "@here" and the like with a zero-width space after the @, so no chat pings anyone because of a description.
-    static func unmention(_ text: String) -> String {
-        text.contains("@") ? text.replacingOccurrences(of: "@", with: "@\u{200B}") : text
-    }
-
-    /// Cuts `text` to `limit` characters without leaving half an HTML entity or tag at the end (Telegram
-    /// refuses such a message; Matrix shows the pieces).
-    static func cut(_ text: String, to limit: Int, html: Bool) -> String {
-        guard text.count > limit else { return text }
-        var cut = String(text.prefix(limit))
-        if html {
-            if let amp = cut.lastIndex(of: "&"), !cut[amp...].contains(";") { cut = String(cut[..<amp]) }
-            if let lt = cut.lastIndex(of: "<"), !cut[lt...].contains(">") { cut = String(cut[..<lt]) }
-        }
-        return cut
-    }
-
-    /// The three characters Slack's message format (and Mattermost's) takes as markup.
-    static func slackEntities(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
-    }
-
-    static func html(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
-
     /// Reads the compact URL forms people know from Apprise: `discord://id/token`, `slack://T/B/X`,
     /// `ntfy://host/topic`, `tgram://bottoken/chat_id`, `gotify://host/token`, `json://` / `jsons://host/path`
     /// (a generic webhook over http / https), `matrixs://token@host/!room:server`. Nil: not a compact form.

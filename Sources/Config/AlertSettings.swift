@@ -1,12 +1,11 @@
 import Alerts
 import AllowanceAPI
-import Config
 import Foundation
 import Yams
 
 /// The relay's part of the config file: `relay`, `sinks`, `rules`, `templates`. Read with line numbers so each
 /// mistake is reported with file, line, key and a fix; the daemon refuses to start on any of them.
-public struct RelayConfig: Sendable {
+public struct AlertSettings: Sendable {
     public var formatting = Formatting()
     /// In the file's order.
     public var sinks: [SinkConfig] = []
@@ -16,16 +15,48 @@ public struct RelayConfig: Sendable {
     public var templates: [RelayEvent.Kind: Template] = [:]
     public var titles: [RelayEvent.Kind: Template] = [:]
     /// A hub connection down this long raises `connection.lost`.
-    public var connectionLostAfter: TimeInterval = 300
+    public var connectionLostAfter: TimeInterval
     /// What the first catch-up of a new database alerts of the family's history.
-    public var history: HistoryMode = .none
+    public var history: HistoryMode
 
     /// `relay.history`: a new relay starts from now (`none`), or tells the history as one digest per child, or all of it.
     public enum HistoryMode: String, Sendable, CaseIterable {
         case none, digest, all
     }
 
-    public init() {}
+    /// The schema's defaults, no sinks.
+    public init() {
+        var problems: [ConfigError] = []
+        self.init(ConfigValues(nil, [:]), into: &problems)
+    }
+
+    /// The `relay` section's values (`values`, the schema's defaults where unset): the environment's too, with or
+    /// without a file.
+    private init(_ values: ConfigValues, into problems: inout [ConfigError]) {
+        let currency = values.value("relay.currency") ?? ""
+        if currency.count == 3, currency.allSatisfy(\.isLetter) {
+            formatting.currency = currency.uppercased()
+        } else {
+            problems.append(values.error("relay.currency", "'\(currency)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP"))
+        }
+        formatting.locale = values.value("relay.locale") ?? ""
+        formatting.link = values.string("relay.link")
+        if let link = formatting.link,
+            URLComponents(string: link.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: ""))?.host == nil
+        {
+            problems.append(values.error("relay.link", "'\(link)' is not a URL template", fix: "e.g. https://allowance.example.org/children/{child_id}"))
+        }
+        formatting.iconURL = values.string("relay.icon_url")
+        if let zone = values.string("relay.time_zone") {
+            if let tz = TimeZone(identifier: zone) {
+                formatting.timeZone = tz
+            } else {
+                problems.append(values.error("relay.time_zone", "'\(zone)' is not a time zone", fix: "an IANA name, e.g. Europe/Paris or America/New_York"))
+            }
+        }
+        connectionLostAfter = Double(values.count("relay.connection_lost_minutes", into: &problems)) * 60
+        history = values.choice("relay.history", HistoryMode.self, into: &problems)
+    }
 
     public var sinksByName: [String: SinkConfig] { Dictionary(uniqueKeysWithValues: sinks.map { ($0.name, $0) }) }
 
@@ -51,70 +82,39 @@ public struct RelayConfig: Sendable {
     }
 
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors)
-        -> RelayConfig
+        -> AlertSettings
     {
-        guard let file else { return RelayConfig() }
-        return try parse(try ConfigFile.read(file), environment: environment)
+        try parse(ConfigValues(try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) }, environment))
     }
 
     /// The relay's part of `text` (tests, the fuzzer): parsed as `load` parses a file.
-    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> RelayConfig {
+    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> AlertSettings {
         try parse(try ConfigFile.parse(text, path: file), environment: environment)
     }
 
     /// The relay's part of the parsed file. Each sink, template and rule is read on its own, so that every mistake
     /// in the file is reported at once.
-    public static func parse(_ file: ConfigFile, environment: [String: String] = [:]) throws(ConfigErrors) -> RelayConfig {
+    public static func parse(_ file: ConfigFile, environment: [String: String] = [:]) throws(ConfigErrors) -> AlertSettings {
         try parse(ConfigValues(file, environment))
     }
 
-    /// The relay's part of the file's values (`values.file`; none: the defaults).
-    public static func parse(_ values: ConfigValues) throws(ConfigErrors) -> RelayConfig {
-        guard let file = values.file else { return RelayConfig() }
+    /// The relay's part of the values: the `relay` section (the environment's too) and the file's sinks, rules and
+    /// templates.
+    public static func parse(_ values: ConfigValues) throws(ConfigErrors) -> AlertSettings {
         let environment = values.environment
-        var config = RelayConfig()
         var problems: [ConfigError] = []
+        var config = AlertSettings(values, into: &problems)
         func collect(_ body: () throws(ConfigError) -> Void) {
             do { try body() } catch { problems.append(error) }
         }
-        guard let root = file.root, let map = root.mapping else {
-            if file.root != nil {
-                throw ConfigErrors([ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")])
+        guard let file = values.file, let root = file.root, let map = root.mapping else {
+            if let file = values.file, file.root != nil {
+                problems.append(ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`"))
             }
+            guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
             return config
         }
         let top = ConfigSection(node: root, key: "", file: file.path)
-
-        // Single values, from the environment too (ALLOWANCE_RELAY_RELAY_CURRENCY ...); unknown keys are the
-        // schema's to report (ConfigValues.unknownKeys).
-        if let c = values.string("relay.currency") {
-            if c.count == 3, c.allSatisfy(\.isLetter) {
-                config.formatting.currency = c.uppercased()
-            } else {
-                problems.append(values.error("relay.currency", "'\(c)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP"))
-            }
-        }
-        if let l = values.string("relay.locale") { config.formatting.locale = l }
-        config.formatting.link = values.string("relay.link")
-        if let link = config.formatting.link, URLComponents(string: link.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: ""))?.host == nil {
-            problems.append(values.error("relay.link", "'\(link)' is not a URL template", fix: "e.g. https://allowance.example.org/children/{child_id}"))
-        }
-        config.formatting.iconURL = values.string("relay.icon_url")
-        if let zone = values.string("relay.time_zone") {
-            if let tz = TimeZone(identifier: zone) {
-                config.formatting.timeZone = tz
-            } else {
-                problems.append(values.error("relay.time_zone", "'\(zone)' is not a time zone", fix: "an IANA name, e.g. Europe/Paris or America/New_York"))
-            }
-        }
-        if let m = values.positive("relay.connection_lost_minutes", into: &problems) { config.connectionLostAfter = Double(m) * 60 }
-        if let h = values.string("relay.history") {
-            if let mode = HistoryMode(rawValue: h.lowercased()) {
-                config.history = mode
-            } else {
-                problems.append(values.error("relay.history", "'\(h)' is not a history mode", fix: "none (start from now), digest or all"))
-            }
-        }
 
         if let sinksNode = map["sinks"] {
             let sinks = top.child(sinksNode, "sinks", at: map.keys.first { $0.string == "sinks" }?.mark)

@@ -1,11 +1,10 @@
 import Alerts
 import AllowanceAPI
-import Config
 import Foundation
 import Yams
 
 /// The `sinks:` section: one sink's keys by kind, with every mistake reported at its line.
-extension RelayConfig {
+extension AlertSettings {
     /// `timeZone`: the family's (`relay.time_zone`), for quiet hours.
     static func parseSink(_ name: String, _ r: ConfigSection, _ env: [String: String], timeZone: TimeZone) throws(ConfigError) -> SinkConfig {
         // The compact form: `chat: discord://id/token`.
