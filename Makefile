@@ -6,7 +6,7 @@ VENV        ?= .venv
 DEMO_SECONDS ?= 20
 BIN         := .build/debug
 
-.PHONY: all build demo test docs deps test-deps deb deb-check bench bench-quick reliability sanitize fuzz clean
+.PHONY: all build demo test docs lint format deps test-deps deb deb-check bench bench-quick reliability sanitize fuzz clean
 
 all: build
 
@@ -46,6 +46,14 @@ docs: deps
 
 build: deps
 	$(SWIFT) build
+
+# The house's layout, checked by the toolchain's formatter (.swift-format: 120 columns and its rules): `make format`
+# writes it, `make lint` (part of `make test`) fails on any difference. LayerTests caps a file at 460 formatted lines.
+FORMATTED := Sources Tests Benchmarks Fuzz Examples Plugins Package.swift
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(FORMATTED)
 
 # The Debian package (deploy/deb/build.sh): the release binary with the Swift runtime linked in, its Depends computed,
 # units, sysusers/tmpfiles entries, man pages, completions and a conffile, into .build/deb. BINARY=path packages a
@@ -91,6 +99,7 @@ ALONE_SUITES := BackPressureTests
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 4
 
 test: test-deps $(VENV)/.installed
+	$(MAKE) --no-print-directory lint
 	$(SWIFT) build
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory deb-check

@@ -1,6 +1,7 @@
 // swift-tools-version:6.2
 // The HTTP client comparison (run.sh; BENCHMARKS.md, "The HTTP client"): not part of the relay's build.
 import PackageDescription
+
 let package = Package(
     name: "httpspike",
     platforms: [.macOS(.v15)],
@@ -10,6 +11,7 @@ let package = Package(
         .target(name: "HTTPTransport", dependencies: ["CCurl"]),
         .target(name: "Common"),
         .executableTarget(name: "curlbench", dependencies: ["HTTPTransport", "Common"]),
-        .executableTarget(name: "ahcbench", dependencies: ["Common", .product(name: "AsyncHTTPClient", package: "async-http-client")]),
+        .executableTarget(
+            name: "ahcbench", dependencies: ["Common", .product(name: "AsyncHTTPClient", package: "async-http-client")]),
     ]
 )

@@ -9,7 +9,9 @@ public func fuzzHub(_ data: UnsafeRawPointer, _ count: Int) -> CInt {
             // What we decoded must encode again and decode to the same message.
             let again = JSONHubProtocol.encode(message)
             let (round, _) = TextMessageFormat.split(again)
-            precondition(round.count == 1 && (try? JSONHubProtocol.decode(round[0])) == message, "round trip changed the message")
+            precondition(
+                round.count == 1 && (try? JSONHubProtocol.decode(round[0])) == message, "round trip changed the message"
+            )
         }
     }
     return 0

@@ -10,7 +10,9 @@ public func fuzzMessagePack(_ data: UnsafeRawPointer, _ count: Int) -> CInt {
                 // What we decoded must encode again and decode to the same message.
                 let again = MessagePackHubProtocol.encode(message)
                 let round = (try? BinaryMessageFormat.split(again))?.messages ?? []
-                precondition(round.count == 1 && (try? MessagePackHubProtocol.decode(round[0])) == message, "round trip changed the message")
+                precondition(
+                    round.count == 1 && (try? MessagePackHubProtocol.decode(round[0])) == message,
+                    "round trip changed the message")
             }
         }
     }

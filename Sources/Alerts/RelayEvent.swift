@@ -1,6 +1,6 @@
 import AllowanceAPI
-import Foundation
 import Core
+import Foundation
 
 /// Something that happened which the relay's rules may turn into alerts. The store builds it inside the SQLite
 /// transaction that records the happening, keeps it in each delivery row it plans (as JSON, the documented shape of
@@ -220,7 +220,8 @@ public struct PlannedDelivery: Sendable, Equatable {
     public var muted = false
 
     public init(
-        sink: String, rule: String, kind: RelayEvent.Kind, urgency: Urgency, digest: Bool = false, notBefore: Date? = nil,
+        sink: String, rule: String, kind: RelayEvent.Kind, urgency: Urgency, digest: Bool = false,
+        notBefore: Date? = nil,
         dedupKey: String? = nil, dedupWindow: TimeInterval? = nil
     ) {
         self.sink = sink

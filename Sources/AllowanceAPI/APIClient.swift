@@ -1,7 +1,7 @@
+import Core
 import Foundation
 import HTTPTransport
 import SignalRProtocol
-import Core
 
 /// The Allowance Tracker REST API (`/api/v1`), as far as the relay needs it.
 public struct APIClient: Sendable {
@@ -34,9 +34,13 @@ public struct APIClient: Sendable {
 
     public func children() async throws(APIError) -> [Child] {
         let json = try await get("api/v1/children")
-        guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /api/v1/children did not return an array.") }
+        guard case .array(let items) = json else {
+            throw APIError(.invalidResponse, "GET /api/v1/children did not return an array.")
+        }
         return try items.map { (item) throws(APIError) -> Child in
-            do throws(APIError) { return try Child(json: item) } catch { throw APIError(.invalidResponse, "GET /api/v1/children: \(error.message)") }
+            do throws(APIError) { return try Child(json: item) } catch {
+                throw APIError(.invalidResponse, "GET /api/v1/children: \(error.message)")
+            }
         }
     }
 
@@ -45,8 +49,9 @@ public struct APIClient: Sendable {
     public func identity() async throws(APIError) -> ServerIdentity {
         do {
             let me = try await get("api/v1/auth/me")
-            return ServerIdentity(url: baseURL, userId: me["userId"]?.stringValue, familyId: me["familyId"]?.stringValue)
-        } catch where error.status == 404 || error.status == 405 {
+            return ServerIdentity(
+                url: baseURL, userId: me["userId"]?.stringValue, familyId: me["familyId"]?.stringValue)
+        } catch  where error.status == 404 || error.status == 405 {
             return ServerIdentity(url: baseURL)
         }
     }
@@ -56,7 +61,8 @@ public struct APIClient: Sendable {
         try await page(child: child, limit: limit, offset: offset).map { (item) throws(APIError) -> Transaction in
             switch item {
             case .transaction(let t): return t
-            case .unreadable(let row): throw APIError(.invalidResponse, "GET /api/v1/children/…/transactions: \(row.reason)")
+            case .unreadable(let row):
+                throw APIError(.invalidResponse, "GET /api/v1/children/…/transactions: \(row.reason)")
             }
         }
     }
@@ -80,7 +86,9 @@ public struct APIClient: Sendable {
     public func page(child: UUID, limit: Int, offset: Int) async throws(APIError) -> [PageItem] {
         let path = "api/v1/children/\(child.lowercased)/transactions"
         let json = try await get(path, query: [("limit", String(limit)), ("offset", String(offset))])
-        guard case .array(let items) = json else { throw APIError(.invalidResponse, "GET /\(path) did not return an array.") }
+        guard case .array(let items) = json else {
+            throw APIError(.invalidResponse, "GET /\(path) did not return an array.")
+        }
         return items.enumerated().map { index, item in
             do throws(APIError) {
                 return .transaction(try Transaction(json: item))
@@ -99,7 +107,8 @@ public struct APIClient: Sendable {
             "childId": .string(child.lowercased), "amount": .number("\(amount)"),
             "type": .string(type.rawValue), "description": .string(description),
         ]
-        var request = HTTPRequest(.post, baseURL.appending(path: "api/v1/transactions"), body: Array(body.serialized.utf8))
+        var request = HTTPRequest(
+            .post, baseURL.appending(path: "api/v1/transactions"), body: Array(body.serialized.utf8))
         request[header: "Content-Type"] = "application/json"
         request[header: "Idempotency-Key"] = idempotencyKey
         let json = try await send(request, what: "POST /api/v1/transactions", expect: [200, 201])
@@ -120,12 +129,15 @@ public struct APIClient: Sendable {
         let json: JSONValue
         do {
             json = try await sendOnce(request, what: what, expect: [200])
-        } catch where [400, 401, 403].contains(error.status ?? 0) {
+        } catch  where [400, 401, 403].contains(error.status ?? 0) {
             throw APIError(
-                .unauthorized, "The server refused the login for \(email) (HTTP \(error.status!)). Check server.email and the password.",
+                .unauthorized,
+                "The server refused the login for \(email) (HTTP \(error.status!)). Check server.email and the password.",
                 status: error.status)
         }
-        guard let token = json["token"]?.stringValue, !token.isEmpty, let expiry = json["expiresAt"]?.stringValue.flatMap(ISODate.parse) else {
+        guard let token = json["token"]?.stringValue, !token.isEmpty,
+            let expiry = json["expiresAt"]?.stringValue.flatMap(ISODate.parse)
+        else {
             throw APIError(.invalidResponse, "\(what) did not return a token and an expiresAt date.")
         }
         return (Secret(token), expiry)
@@ -141,7 +153,7 @@ public struct APIClient: Sendable {
     private func send(_ request: HTTPRequest, what: String, expect: Set<Int>) async throws(APIError) -> JSONValue {
         do {
             return try await sendOnce(request, what: what, expect: expect)
-        } catch where error.kind == .unauthorized && error.status == 401 && tokens != nil {
+        } catch  where error.kind == .unauthorized && error.status == 401 && tokens != nil {
             await tokens?.refused()
             return try await sendOnce(request, what: what, expect: expect)
         }
@@ -155,7 +167,10 @@ public struct APIClient: Sendable {
         do {
             if let t = try await tokens?.token() {
                 guard HeaderValue.isSafe(t) else {
-                    throw APIError(.unauthorized, "The access token holds a line break or another control character: refused (check the token file).")
+                    throw APIError(
+                        .unauthorized,
+                        "The access token holds a line break or another control character: refused (check the token file)."
+                    )
                 }
                 request[header: "Authorization"] = "Bearer \(t)"
             }
@@ -167,7 +182,7 @@ public struct APIClient: Sendable {
         let response: HTTPResponse
         do {
             response = try await http.send(request)
-        } catch where error.kind == .tooLarge {
+        } catch  where error.kind == .tooLarge {
             throw APIError(.invalidResponse, "\(what): \(error.message) (server.max_response_bytes raises the limit).")
         } catch {
             throw APIError(.network, "\(what) failed: \(error.message)")
@@ -175,15 +190,22 @@ public struct APIClient: Sendable {
         let status = response.status
         if (300..<400).contains(status) {
             // Not followed: the token goes to the configured server only, and a moved API is a config change.
-            let to = response.header("Location").flatMap { URL(string: $0, relativeTo: request.url)?.absoluteURL.originForLogs }
+            let to = response.header("Location").flatMap {
+                URL(string: $0, relativeTo: request.url)?.absoluteURL.originForLogs
+            }
             throw APIError(
                 .invalidResponse,
                 "\(what) was redirected (HTTP \(status)\(to.map { " to " + $0 } ?? "")); not followed, so that the token goes only to the configured server. Set server.url to the API's real address.",
                 status: status)
         }
         guard expect.contains(status) else {
-            let detail = (try? JSONValue(parsing: response.body))?["error"]?.stringValue.map { ": \(SafeText.printable($0).prefix(200))" } ?? ""
-            throw APIError(APIError.Kind(status: status), "\(what) answered HTTP \(status)\(detail)", status: status, retryAfter: response.retryAfter)
+            let detail =
+                (try? JSONValue(parsing: response.body))?["error"]?.stringValue.map {
+                    ": \(SafeText.printable($0).prefix(200))"
+                } ?? ""
+            throw APIError(
+                APIError.Kind(status: status), "\(what) answered HTTP \(status)\(detail)", status: status,
+                retryAfter: response.retryAfter)
         }
         do {
             return try JSONValue(parsing: response.body)

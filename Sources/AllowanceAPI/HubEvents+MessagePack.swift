@@ -21,7 +21,8 @@ extension HubEvent {
                 event = .transactionCreated(t)
             }
         case "BalanceUpdated", "balanceUpdated", "balanceupdated":
-            guard count == 2, let id = r.readStringBytes(), let child = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)),
+            guard count == 2, let id = r.readStringBytes(),
+                let child = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)),
                 let text = Money.text(&r), let balance = FastParse.decimal(text)
             else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)
@@ -36,16 +37,30 @@ extension Transaction {
     /// A transaction map in the ASP.NET Core shape (see `HubEvent.read(target:_:)` for MessagePack); nil for anything else.
     static func read(_ r: inout MessagePackReader) -> Transaction? {
         guard let count = r.readMapHeader() else { return nil }
-        var id: UUID?, childId: UUID?, amount: Int64?, balanceAfter: Int64?, createdAt: Date?
-        var type: TransactionType?, description: String?, createdByName: String?
+        var id: UUID?
+        var childId: UUID?
+        var amount: Int64?
+        var balanceAfter: Int64?
+        var createdAt: Date?
+        var type: TransactionType?
+        var description: String?
+        var createdByName: String?
         for _ in 0..<count {
             guard let key = r.readString() else { return nil }
             switch key.lowercased() {
             case "id":
-                guard id == nil, let v = r.readStringBytes().flatMap({ FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self)) }) else { return nil }
+                guard id == nil,
+                    let v = r.readStringBytes().flatMap({
+                        FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self))
+                    })
+                else { return nil }
                 id = v
             case "childid":
-                guard childId == nil, let v = r.readStringBytes().flatMap({ FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self)) }) else { return nil }
+                guard childId == nil,
+                    let v = r.readStringBytes().flatMap({
+                        FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self))
+                    })
+                else { return nil }
                 childId = v
             case "amount":
                 guard amount == nil, let v = Money.text(&r).flatMap(FastParse.cents) else { return nil }
@@ -77,10 +92,14 @@ extension Transaction {
                 guard r.skip() else { return nil }
             }
         }
-        guard let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else { return nil }
+        guard let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else {
+            return nil
+        }
         return Transaction(
-            id: id, childId: childId, cents: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
-            balanceAfterCents: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
+            id: id, childId: childId, cents: amount, type: type,
+            description: SafeText.stored(description, limit: SafeText.maxDescription),
+            balanceAfterCents: balanceAfter, createdAt: createdAt,
+            createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
     }
 }
 

@@ -32,13 +32,21 @@ public enum HubEvent: Sendable, Equatable {
             }
         case "balanceupdated":
             guard arguments.count >= 2 else {
-                throw APIError(.invalidPayload, "BalanceUpdated: expected (childId, newBalance), got \(arguments.count) argument(s).")
+                throw APIError(
+                    .invalidPayload,
+                    "BalanceUpdated: expected (childId, newBalance), got \(arguments.count) argument(s).")
             }
             guard let s = arguments.values[0].stringValue, let id = FastParse.uuid(s) ?? UUID(uuidString: s) else {
-                throw APIError(.invalidPayload, "BalanceUpdated: argument 0 (childId) is not a UUID string: \(arguments.values[0].serialized.prefix(40)).")
+                throw APIError(
+                    .invalidPayload,
+                    "BalanceUpdated: argument 0 (childId) is not a UUID string: \(arguments.values[0].serialized.prefix(40))."
+                )
             }
             guard let balance = Money.decimal(arguments.values[1]) else {
-                throw APIError(.invalidPayload, "BalanceUpdated: argument 1 (newBalance) is not a number: \(arguments.values[1].serialized.prefix(40)).")
+                throw APIError(
+                    .invalidPayload,
+                    "BalanceUpdated: argument 1 (newBalance) is not a number: \(arguments.values[1].serialized.prefix(40))."
+                )
             }
             self = .balanceUpdated(childId: id, balance: balance)
         default:
@@ -84,10 +92,13 @@ public enum HubEvent: Sendable, Equatable {
 
     /// The one-line summary with the child named (`child=Alice (1111…)`) when the name is known.
     public func summary(childName: String?) -> String {
-        func child(_ id: UUID) -> String { childName.map { "\(SafeText.forLog($0)) (\(id.lowercased))" } ?? id.lowercased }
+        func child(_ id: UUID) -> String {
+            childName.map { "\(SafeText.forLog($0)) (\(id.lowercased))" } ?? id.lowercased
+        }
         switch self {
         case .transactionCreated(let t):
-            return "TransactionCreated child=\(child(t.childId)) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.lowercased)"
+            return
+                "TransactionCreated child=\(child(t.childId)) \(t.type.rawValue) \(Money.signed(t.amount, t.type)) balanceAfter=\(Money.plain(t.balanceAfter)) description=\"\(SafeText.forLog(t.description))\" by=\"\(SafeText.forLog(t.createdByName))\" id=\(t.id.lowercased)"
         case .transactionCreatedId(let id):
             return "TransactionCreated id=\(id.lowercased) (id only: details come from the REST API)"
         case .balanceUpdated(let childId, let balance):
@@ -138,7 +149,8 @@ extension HubEvent {
                 event = .transactionCreated(t)
             }
         case "BalanceUpdated", "balanceUpdated", "balanceupdated":
-            guard let child = r.asciiString(FastParse.uuid(bytes:)), r.nextElement(), let balance = Money.read(&r) else { return nil }
+            guard let child = r.asciiString(FastParse.uuid(bytes:)), r.nextElement(), let balance = Money.read(&r)
+            else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)
         default:
             return nil
@@ -152,8 +164,14 @@ extension Transaction {
     /// A transaction object in the common form (see `HubEvent.read`); nil for anything else.
     static func read(_ r: inout JSONReader) -> Transaction? {
         guard r.enterObject() else { return nil }
-        var id: UUID?, childId: UUID?, amount: Int64?, balanceAfter: Int64?, createdAt: Date?
-        var type: TransactionType?, description: String?, createdByName: String?
+        var id: UUID?
+        var childId: UUID?
+        var amount: Int64?
+        var balanceAfter: Int64?
+        var createdAt: Date?
+        var type: TransactionType?
+        var description: String?
+        var createdByName: String?
         while let key = r.nextKey() {
             switch key {
             case "id":
@@ -184,10 +202,13 @@ extension Transaction {
                 guard r.skipValue() else { return nil }
             }
         }
-        guard !r.failed, let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else { return nil }
+        guard !r.failed, let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt
+        else { return nil }
         return Transaction(
-            id: id, childId: childId, cents: amount, type: type, description: SafeText.stored(description, limit: SafeText.maxDescription),
-            balanceAfterCents: balanceAfter, createdAt: createdAt, createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
+            id: id, childId: childId, cents: amount, type: type,
+            description: SafeText.stored(description, limit: SafeText.maxDescription),
+            balanceAfterCents: balanceAfter, createdAt: createdAt,
+            createdByName: SafeText.stored(createdByName ?? "", limit: SafeText.maxName))
     }
 }
 

@@ -56,7 +56,8 @@ public struct Transaction: Sendable, Equatable {
 
     /// From amounts already known in cents (the hub reader has them exactly).
     init(
-        id: UUID, childId: UUID, cents amount: Int64, type: TransactionType, description: String, balanceAfterCents: Int64,
+        id: UUID, childId: UUID, cents amount: Int64, type: TransactionType, description: String,
+        balanceAfterCents: Int64,
         createdAt: Date, createdByName: String
     ) {
         self.id = id
@@ -81,7 +82,9 @@ extension Transaction {
         if amountCents == nil { return "its amount \(amount) has more than two decimals" }
         if balanceAfterCents == nil { return "its balanceAfter \(balanceAfter) has more than two decimals" }
         if createdAt < Self.earliest { return "its createdAt \(ISODate.string(createdAt)) is before 2000" }
-        if createdAt > now.addingTimeInterval(86400) { return "its createdAt \(ISODate.string(createdAt)) is in the future" }
+        if createdAt > now.addingTimeInterval(86400) {
+            return "its createdAt \(ISODate.string(createdAt)) is in the future"
+        }
         return nil
     }
 
@@ -148,7 +151,8 @@ extension Transaction {
         // Through the one initializer that works out the cents.
         self.init(
             id: id, childId: childId, amount: amount, type: type, description: description, balanceAfter: balanceAfter,
-            createdAt: createdAt, createdByName: SafeText.stored((try? f.string("createdByName")) ?? "", limit: SafeText.maxName))
+            createdAt: createdAt,
+            createdByName: SafeText.stored((try? f.string("createdByName")) ?? "", limit: SafeText.maxName))
     }
 }
 
@@ -188,7 +192,9 @@ public enum Money {
         var scaled = amount * 100
         var rounded = Decimal()
         NSDecimalRound(&rounded, &scaled, 0, .plain)
-        guard rounded == scaled, let value = Int64(exactly: NSDecimalNumber(decimal: rounded).int64Value), Decimal(value) == rounded else {
+        guard rounded == scaled, let value = Int64(exactly: NSDecimalNumber(decimal: rounded).int64Value),
+            Decimal(value) == rounded
+        else {
             return nil
         }
         return value
@@ -250,7 +256,8 @@ public enum ISODate {
     /// A leading YYYY-MM-DD names a real day of a year from 1 on.
     static func calendarDateIsValid(_ text: String) -> Bool {
         let head = Array(text.utf8.prefix(10))
-        guard head.count == 10, head[4] == 0x2D, head[7] == 0x2D else { return true }  // not this form: the parsers decide
+        // not this form: the parsers decide
+        guard head.count == 10, head[4] == 0x2D, head[7] == 0x2D else { return true }
         func num(_ range: Range<Int>) -> Int? {
             var v = 0
             for i in range {
@@ -259,7 +266,9 @@ public enum ISODate {
             }
             return v
         }
-        guard let y = num(0..<4), let m = num(5..<7), let d = num(8..<10), y >= 1, (1...12).contains(m), d >= 1 else { return false }
+        guard let y = num(0..<4), let m = num(5..<7), let d = num(8..<10), y >= 1, (1...12).contains(m), d >= 1 else {
+            return false
+        }
         return d <= CivilDate.daysIn(m, y)
     }
 }
@@ -274,33 +283,45 @@ private struct Fields {
     }
 
     func field(_ key: String) throws(APIError) -> JSONValue {
-        guard case .object = json else { throw APIError(.invalidPayload, "\(what) must be a JSON object, got \(json.serialized.prefix(40)).") }
+        guard case .object = json else {
+            throw APIError(.invalidPayload, "\(what) must be a JSON object, got \(json.serialized.prefix(40)).")
+        }
         // Exactly as named, else ignoring case, as .NET's readers do: a server's MessagePack writes the C# property
         // names (`ChildId`), its JSON camelCase (`childId`).
-        guard let v = json[key] ?? json[ignoringCase: key], v != .null else { throw APIError(.invalidPayload, "\(what).\(key) is missing.") }
+        guard let v = json[key] ?? json[ignoringCase: key], v != .null else {
+            throw APIError(.invalidPayload, "\(what).\(key) is missing.")
+        }
         return v
     }
 
     func string(_ key: String) throws(APIError) -> String {
-        guard let s = try field(key).stringValue else { throw APIError(.invalidPayload, "\(what).\(key) must be a string.") }
+        guard let s = try field(key).stringValue else {
+            throw APIError(.invalidPayload, "\(what).\(key) must be a string.")
+        }
         return s
     }
 
     func uuid(_ key: String) throws(APIError) -> UUID {
         let s = try string(key)
-        guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else { throw APIError(.invalidPayload, "\(what).\(key) is not a UUID: \"\(s)\".") }
+        guard let u = FastParse.uuid(s) ?? UUID(uuidString: s) else {
+            throw APIError(.invalidPayload, "\(what).\(key) is not a UUID: \"\(s)\".")
+        }
         return u
     }
 
     func money(_ key: String) throws(APIError) -> Decimal {
         let v = try field(key)
-        guard let d = Money.decimal(v) else { throw APIError(.invalidPayload, "\(what).\(key) must be a number, got \(v.serialized.prefix(40)).") }
+        guard let d = Money.decimal(v) else {
+            throw APIError(.invalidPayload, "\(what).\(key) must be a number, got \(v.serialized.prefix(40)).")
+        }
         return d
     }
 
     func date(_ key: String) throws(APIError) -> Date {
         let s = try string(key)
-        guard let d = ISODate.parse(s) else { throw APIError(.invalidPayload, "\(what).\(key) is not an ISO-8601 date: \"\(s)\".") }
+        guard let d = ISODate.parse(s) else {
+            throw APIError(.invalidPayload, "\(what).\(key) is not an ISO-8601 date: \"\(s)\".")
+        }
         return d
     }
 }
@@ -329,7 +350,10 @@ public struct ServerIdentity: Sendable, Equatable {
     }
 
     public var json: JSONValue {
-        ["url": .string(url), "userId": userId.map { .string($0) } ?? .null, "familyId": familyId.map { .string($0) } ?? .null]
+        [
+            "url": .string(url), "userId": userId.map { .string($0) } ?? .null,
+            "familyId": familyId.map { .string($0) } ?? .null,
+        ]
     }
 
     public init(json: JSONValue) {

@@ -29,7 +29,8 @@ public enum SafeText {
     public static func forLog(_ text: String) -> String {
         // Printable ASCII without quote or backslash (nearly every value): as it is, from a byte scan.
         if !text.utf8.contains(where: { $0 < 0x20 || $0 >= 0x7F || $0 == 0x22 || $0 == 0x5C }) { return text }
-        guard text.unicodeScalars.contains(where: { isControl($0) || isBidiControl($0) || $0 == "\"" || $0 == "\\" }) else {
+        guard text.unicodeScalars.contains(where: { isControl($0) || isBidiControl($0) || $0 == "\"" || $0 == "\\" })
+        else {
             return text
         }
         var out = ""
@@ -50,7 +51,8 @@ public enum SafeText {
     static func isControl(_ s: Unicode.Scalar) -> Bool { s.value < 0x20 || (0x7F...0x9F).contains(s.value) }
 
     static func isBidiControl(_ s: Unicode.Scalar) -> Bool {
-        (0x202A...0x202E).contains(s.value) || (0x2066...0x2069).contains(s.value) || s.value == 0x200E || s.value == 0x200F
+        (0x202A...0x202E).contains(s.value) || (0x2066...0x2069).contains(s.value) || s.value == 0x200E
+            || s.value == 0x200F
             || s.value == 0x061C
     }
 }

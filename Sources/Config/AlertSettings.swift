@@ -37,21 +37,30 @@ public struct AlertSettings: Sendable {
         if currency.count == 3, currency.allSatisfy(\.isLetter) {
             formatting.currency = currency.uppercased()
         } else {
-            problems.append(values.error("relay.currency", "'\(currency)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP"))
+            problems.append(
+                values.error(
+                    "relay.currency", "'\(currency)' is not a 3-letter ISO 4217 code", fix: "e.g. USD, EUR, GBP"))
         }
         formatting.locale = values.value("relay.locale") ?? ""
         formatting.link = values.string("relay.link")
         if let link = formatting.link,
-            URLComponents(string: link.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: ""))?.host == nil
+            URLComponents(string: link.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: ""))?
+                .host == nil
         {
-            problems.append(values.error("relay.link", "'\(link)' is not a URL template", fix: "e.g. https://allowance.example.org/children/{child_id}"))
+            problems.append(
+                values.error(
+                    "relay.link", "'\(link)' is not a URL template",
+                    fix: "e.g. https://allowance.example.org/children/{child_id}"))
         }
         formatting.iconURL = values.string("relay.icon_url")
         if let zone = values.string("relay.time_zone") {
             if let tz = TimeZone(identifier: zone) {
                 formatting.timeZone = tz
             } else {
-                problems.append(values.error("relay.time_zone", "'\(zone)' is not a time zone", fix: "an IANA name, e.g. Europe/Paris or America/New_York"))
+                problems.append(
+                    values.error(
+                        "relay.time_zone", "'\(zone)' is not a time zone",
+                        fix: "an IANA name, e.g. Europe/Paris or America/New_York"))
             }
         }
         connectionLostAfter = Double(values.count("relay.connection_lost_minutes", into: &problems)) * 60
@@ -73,7 +82,10 @@ public struct AlertSettings: Sendable {
         var rules = [
             Rule(
                 name: "default",
-                events: [.transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled, .syncConflict, .syncRejected],
+                events: [
+                    .transactionCreated, .outboxRejected, .outboxDead, .connectionLost, .deliveryDisabled,
+                    .syncConflict, .syncRejected,
+                ],
                 to: sinks.map(\.name))
         ]
         let mqtt = sinks.filter { $0.kind == .mqtt }.map(\.name)
@@ -81,20 +93,26 @@ public struct AlertSettings: Sendable {
         return rules
     }
 
-    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors)
+    public static func load(
+        file: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigErrors)
         -> AlertSettings
     {
         try parse(ConfigValues(try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) }, environment))
     }
 
     /// The relay's part of `text` (tests, the fuzzer): parsed as `load` parses a file.
-    public static func parse(_ text: String, file: String, environment: [String: String] = [:]) throws(ConfigErrors) -> AlertSettings {
+    public static func parse(
+        _ text: String, file: String, environment: [String: String] = [:]
+    ) throws(ConfigErrors) -> AlertSettings {
         try parse(try ConfigFile.parse(text, path: file), environment: environment)
     }
 
     /// The relay's part of the parsed file. Each sink, template and rule is read on its own, so that every mistake
     /// in the file is reported at once.
-    public static func parse(_ file: ConfigFile, environment: [String: String] = [:]) throws(ConfigErrors) -> AlertSettings {
+    public static func parse(
+        _ file: ConfigFile, environment: [String: String] = [:]
+    ) throws(ConfigErrors) -> AlertSettings {
         try parse(ConfigValues(file, environment))
     }
 
@@ -109,7 +127,10 @@ public struct AlertSettings: Sendable {
         }
         guard let file = values.file, let root = file.root, let map = root.mapping else {
             if let file = values.file, file.root != nil {
-                problems.append(ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`"))
+                problems.append(
+                    ConfigError(
+                        file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections",
+                        fix: "start with `server:`"))
             }
             guard problems.isEmpty else { throw ConfigErrors(merging: problems) }
             return config
@@ -121,8 +142,13 @@ public struct AlertSettings: Sendable {
             if let entries = sinksNode.mapping {
                 for (k, v) in entries {
                     collect { () throws(ConfigError) in
-                        guard let name = k.string, !name.isEmpty else { throw sinks.error("a sink name must be text", fix: "e.g. family-chat:") }
-                        config.sinks.append(try parseSink(name, sinks.child(v, "sinks.\(name)", at: k.mark), environment, timeZone: config.formatting.timeZone))
+                        guard let name = k.string, !name.isEmpty else {
+                            throw sinks.error("a sink name must be text", fix: "e.g. family-chat:")
+                        }
+                        config.sinks.append(
+                            try parseSink(
+                                name, sinks.child(v, "sinks.\(name)", at: k.mark), environment,
+                                timeZone: config.formatting.timeZone))
                     }
                 }
             } else if sinksNode.scalar?.string.isEmpty != true {
@@ -140,8 +166,10 @@ public struct AlertSettings: Sendable {
             problems.append(
                 ConfigError(
                     file: "environment", key: variable, "names no sink of the configuration",
-                    fix: sinkNames.isEmpty ? "define the sink under sinks: in the file"
-                        : "the sinks are \(sinkNames.sorted().joined(separator: ", ")) (e.g. \(SinkConfig.environmentPrefix(sinkNames.sorted()[0]))URL)"))
+                    fix: sinkNames.isEmpty
+                        ? "define the sink under sinks: in the file"
+                        : "the sinks are \(sinkNames.sorted().joined(separator: ", ")) (e.g. \(SinkConfig.environmentPrefix(sinkNames.sorted()[0]))URL)"
+                ))
         }
 
         if let tNode = map["templates"] {
@@ -153,7 +181,12 @@ public struct AlertSettings: Sendable {
             let rules = top.child(rulesNode, "rules", at: map.keys.first { $0.string == "rules" }?.mark)
             if let list = rulesNode.sequence {
                 for (i, r) in list.enumerated() {
-                    collect { () throws(ConfigError) in config.rules.append(try parseRule(rules.child(r, "rules[\(i)]", at: r.mark), index: i, sinks: sinkNames, timeZone: config.formatting.timeZone)) }
+                    collect { () throws(ConfigError) in
+                        config.rules.append(
+                            try parseRule(
+                                rules.child(r, "rules[\(i)]", at: r.mark), index: i, sinks: sinkNames,
+                                timeZone: config.formatting.timeZone))
+                    }
                 }
             } else {
                 problems.append(rules.error("must be a list of rules", fix: "start each rule with `- event:`"))
@@ -166,7 +199,9 @@ public struct AlertSettings: Sendable {
         return config
     }
 
-    private static func parseTemplates(_ r: ConfigSection, into problems: inout [ConfigError]) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+    private static func parseTemplates(
+        _ r: ConfigSection, into problems: inout [ConfigError]
+    ) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
         do {
             return try parseTemplates(r)
         } catch {
@@ -175,8 +210,12 @@ public struct AlertSettings: Sendable {
         }
     }
 
-    static func parseTemplates(_ r: ConfigSection) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
-        guard let entries = r.node.mapping else { throw r.error("must map alert kinds to templates", fix: "e.g. transaction.created: \"{child}: {amount}\"") }
+    static func parseTemplates(
+        _ r: ConfigSection
+    ) throws(ConfigError) -> ([RelayEvent.Kind: Template], [RelayEvent.Kind: Template]) {
+        guard let entries = r.node.mapping else {
+            throw r.error("must map alert kinds to templates", fix: "e.g. transaction.created: \"{child}: {amount}\"")
+        }
         var texts: [RelayEvent.Kind: Template] = [:]
         var titles: [RelayEvent.Kind: Template] = [:]
         for (k, v) in entries {
@@ -185,21 +224,28 @@ public struct AlertSettings: Sendable {
             let kindText = isTitle ? String(key.dropLast(6)) : key
             let child = r.child(v, "\(r.key).\(key)", at: k.mark)
             guard let kind = RelayEvent.Kind(rawValue: kindText) else {
-                throw child.error("'\(kindText)' is not an alert kind", fix: Suggest.fix(for: kindText, in: RelayEvent.Kind.allCases.map(\.rawValue)) + " (add .title for the title)")
+                throw child.error(
+                    "'\(kindText)' is not an alert kind",
+                    fix: Suggest.fix(for: kindText, in: RelayEvent.Kind.allCases.map(\.rawValue))
+                        + " (add .title for the title)")
             }
             guard let source = v.string else { throw child.error("must be text", fix: "quote the template") }
             do {
                 if isTitle { titles[kind] = try Template(source) } else { texts[kind] = try Template(source) }
             } catch {
-                throw child.error("bad template: \(error.message)", fix: "see the placeholders in config/reference.yaml")
+                throw child.error(
+                    "bad template: \(error.message)", fix: "see the placeholders in config/reference.yaml")
             }
         }
         return (texts, titles)
     }
 
-    private static func parseRule(_ r: ConfigSection, index: Int, sinks: Set<String>, timeZone: TimeZone) throws(ConfigError) -> Rule {
+    private static func parseRule(
+        _ r: ConfigSection, index: Int, sinks: Set<String>, timeZone: TimeZone
+    ) throws(ConfigError) -> Rule {
         try r.allowOnly([
-            "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to", "urgency",
+            "name", "event", "child", "type", "amount_at_least", "amount_below", "description_contains", "below", "to",
+            "urgency",
             "quiet_hours", "dedup_minutes", "digest", "summary",
         ])
         let name = try r.string("name") ?? "rule \(index + 1)"
@@ -207,19 +253,27 @@ public struct AlertSettings: Sendable {
         var schedule: SummarySchedule?
         if let text = try r.string("summary") {
             guard let s = SummarySchedule(text) else {
-                throw r.error("summary '\(text)' is not a schedule", fix: "e.g. summary: daily at 19:00, or summary: weekly on sunday at 18:00", at: "summary")
+                throw r.error(
+                    "summary '\(text)' is not a schedule",
+                    fix: "e.g. summary: daily at 19:00, or summary: weekly on sunday at 18:00", at: "summary")
             }
-            guard eventTexts.isEmpty else { throw r.error("has both event and summary", fix: "make the summary a rule of its own") }
+            guard eventTexts.isEmpty else {
+                throw r.error("has both event and summary", fix: "make the summary a rule of its own")
+            }
             schedule = s
         } else if eventTexts.isEmpty {
-            throw r.error("has no event", fix: "e.g. event: transaction.created (or a list), or summary: daily at 19:00")
+            throw r.error(
+                "has no event", fix: "e.g. event: transaction.created (or a list), or summary: daily at 19:00")
         }
         var events = Set<RelayEvent.Kind>()
         for e in eventTexts {
             guard let kind = RelayEvent.Kind(rawValue: e), !RelayEvent.Kind.derivedOnly.contains(kind) else {
                 throw r.error(
                     "event '\(e)' is not an event kind",
-                    fix: Suggest.fix(for: e, in: RelayEvent.Kind.allCases.filter { !RelayEvent.Kind.derivedOnly.contains($0) }.map(\.rawValue)), at: "event")
+                    fix: Suggest.fix(
+                        for: e,
+                        in: RelayEvent.Kind.allCases.filter { !RelayEvent.Kind.derivedOnly.contains($0) }.map(
+                            \.rawValue)), at: "event")
             }
             events.insert(kind)
         }
@@ -227,7 +281,9 @@ public struct AlertSettings: Sendable {
         guard !to.isEmpty else { throw r.error("has no `to`", fix: "name the sinks, e.g. to: [family-chat]") }
         for s in to where !sinks.contains(s) {
             let near = Suggest.closest(to: s, in: sinks).map { "did you mean \($0)? Or " } ?? ""
-            throw r.error("sends to '\(s)', which is not a sink", fix: "\(near)define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
+            throw r.error(
+                "sends to '\(s)', which is not a sink",
+                fix: "\(near)define it under sinks: (known: \(sinks.sorted().joined(separator: ", ")))", at: "to")
         }
         var rule = Rule(name: name, events: events, to: to)
         rule.summary = schedule
@@ -247,12 +303,16 @@ public struct AlertSettings: Sendable {
         }
         if let u = try r.string("urgency") {
             guard let urgency = PlannedDelivery.Urgency(rawValue: u) else {
-                throw r.error("urgency '\(u)' is not low, normal or critical", fix: "urgency: critical bypasses quiet hours", at: "urgency")
+                throw r.error(
+                    "urgency '\(u)' is not low, normal or critical", fix: "urgency: critical bypasses quiet hours",
+                    at: "urgency")
             }
             rule.urgency = urgency
         }
         if let q = try r.string("quiet_hours") {
-            guard let quiet = QuietHours(q, timeZone: timeZone) else { throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours") }
+            guard let quiet = QuietHours(q, timeZone: timeZone) else {
+                throw r.error("quiet_hours '\(q)' is not HH:MM-HH:MM", fix: "e.g. 22:00-07:00", at: "quiet_hours")
+            }
             rule.quietHours = quiet
         }
         if let m = try r.int("dedup_minutes") { rule.dedupWindow = Double(m) * 60 }

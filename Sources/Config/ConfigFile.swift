@@ -41,7 +41,9 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     /// in the file's order.
     public init(merging found: [ConfigError]) {
         var seen = Set<String>()
-        all = found.filter { seen.insert($0.description).inserted }.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+        all = found.filter { seen.insert($0.description).inserted }.sorted {
+            ($0.line, $0.column) < ($1.line, $1.column)
+        }
     }
     public var description: String { all.map(\.description).joined(separator: "\n") }
     /// One line, for the log.
@@ -49,7 +51,9 @@ public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
 
     /// What `run` and `config check` print: one line per mistake, like a compiler's.
     public var report: String {
-        let head = all.count == 1 ? "allowance-relay: configuration error:" : "allowance-relay: \(all.count) configuration errors:"
+        let head =
+            all.count == 1
+            ? "allowance-relay: configuration error:" : "allowance-relay: \(all.count) configuration errors:"
         return ([head] + all.map { "  " + $0.description }).joined(separator: "\n") + "\n"
     }
 }
@@ -63,8 +67,12 @@ public struct ConfigFile: @unchecked Sendable {
 
     /// Reads and parses `path`; a file that cannot be read or is not YAML is one error with its place.
     public static func read(_ path: String) throws(ConfigErrors) -> ConfigFile {
-        guard FileManager.default.isReadableFile(atPath: path), let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ConfigErrors([ConfigError(file: path, key: "", "cannot be read", fix: "check the path and its permissions")])
+        guard FileManager.default.isReadableFile(atPath: path),
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        else {
+            throw ConfigErrors([
+                ConfigError(file: path, key: "", "cannot be read", fix: "check the path and its permissions")
+            ])
         }
         return try parse(text, path: path)
     }
@@ -77,7 +85,9 @@ public struct ConfigFile: @unchecked Sendable {
         } catch let error as YamlError {
             throw ConfigErrors([syntaxError(error, path: path)])
         } catch {
-            throw ConfigErrors([ConfigError(file: path, key: "", "is not valid YAML: \(error)", fix: "fix the YAML syntax")])
+            throw ConfigErrors([
+                ConfigError(file: path, key: "", "is not valid YAML: \(error)", fix: "fix the YAML syntax")
+            ])
         }
     }
 
@@ -91,10 +101,12 @@ public struct ConfigFile: @unchecked Sendable {
             // libyaml finds an unclosed quote or bracket at the end of the file, past its last line: the mistake
             // is where the thing it was reading began (its context), so the line named is one the file has.
             let place = problem.contains("end of stream") ? context?.mark ?? mark : mark
-            return ConfigError(file: path, line: place.line, column: place.column, key: "", "YAML syntax: \(what)", fix: fix)
+            return ConfigError(
+                file: path, line: place.line, column: place.column, key: "", "YAML syntax: \(what)", fix: fix)
         case .duplicatedKeysInMapping(let duplicates, let context):
             return ConfigError(
-                file: path, line: context.mark.line, column: context.mark.column, key: duplicates.joined(separator: ", "),
+                file: path, line: context.mark.line, column: context.mark.column,
+                key: duplicates.joined(separator: ", "),
                 "is written twice in one mapping", fix: "keep one of them")
         default:
             return ConfigError(file: path, key: "", "is not valid YAML: \(error)", fix: fix)
@@ -113,7 +125,8 @@ public struct ConfigFile: @unchecked Sendable {
         guard let last = path.last else { return nil }
         var parent = root
         for part in path.dropLast() { parent = parent?.mapping?[part] }
-        guard let map = parent?.mapping, let key = map.keys.first(where: { $0.string == last }), let mark = key.mark else { return nil }
+        guard let map = parent?.mapping, let key = map.keys.first(where: { $0.string == last }), let mark = key.mark
+        else { return nil }
         return (mark.line, mark.column)
     }
 }
@@ -146,7 +159,9 @@ public enum Suggest {
             for j in 1...b.count {
                 let cost = a[i - 1] == b[j - 1] ? 0 : 1
                 d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+                }
             }
         }
         return d[a.count][b.count]

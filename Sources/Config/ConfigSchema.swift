@@ -32,7 +32,8 @@ public struct ConfigSetting: Sendable {
     }
 
     static func oneOf(_ key: String, _ allowed: [String], _ fallback: String, help: String) -> ConfigSetting {
-        ConfigSetting(key: key, type: allowed.joined(separator: "|"), defaultValue: fallback, help: help, allowed: allowed)
+        ConfigSetting(
+            key: key, type: allowed.joined(separator: "|"), defaultValue: fallback, help: help, allowed: allowed)
     }
 
     /// A list of some of `allowed`, all of them by default.
@@ -51,56 +52,111 @@ public struct ConfigSetting: Sendable {
 public enum ConfigSchema {
     public static let settings: [ConfigSetting] = [
         .init(key: "server.url", type: "url", defaultValue: nil, help: "the backend's base URL (http:// or https://)"),
-        .init(key: "server.hub_path", type: "path", defaultValue: "/hubs/family", help: "the hub's path on the backend"),
-        .init(key: "server.token", type: "secret", defaultValue: nil, help: "a bearer token (better: token_file or the environment)"),
-        .init(key: "server.token_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the token, read afresh at each connect"),
+        .init(
+            key: "server.hub_path", type: "path", defaultValue: "/hubs/family", help: "the hub's path on the backend"),
+        .init(
+            key: "server.token", type: "secret", defaultValue: nil,
+            help: "a bearer token (better: token_file or the environment)"),
+        .init(
+            key: "server.token_file", type: "file", defaultValue: nil,
+            help: "a file (mode 600) holding the token, read afresh at each connect"),
         .init(key: "server.email", type: "text", defaultValue: nil, help: "sign in with this e-mail address"),
         .init(key: "server.password", type: "secret", defaultValue: nil, help: "its password (better: password_file)"),
-        .init(key: "server.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the password"),
-        .init(key: "server.access_token_in_query", type: "boolean", defaultValue: "false", help: "send the token in the WebSocket URL"),
-        .init(key: "server.skip_negotiation", type: "boolean", defaultValue: "false", help: "connect to the WebSocket without negotiating"),
-        .choice("server.hub_protocol", HubProtocolKind.json, help: "the hub protocol spoken (MessagePack: not over Server-Sent Events)"),
+        .init(
+            key: "server.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the password"
+        ),
+        .init(
+            key: "server.access_token_in_query", type: "boolean", defaultValue: "false",
+            help: "send the token in the WebSocket URL"),
+        .init(
+            key: "server.skip_negotiation", type: "boolean", defaultValue: "false",
+            help: "connect to the WebSocket without negotiating"),
+        .choice(
+            "server.hub_protocol", HubProtocolKind.json,
+            help: "the hub protocol spoken (MessagePack: not over Server-Sent Events)"),
         .list(
             "server.transports", TransportKind.allCases.map(\.configName),
-            help: "the transports the relay may use, in its order of preference; only those the server offers are tried"),
-        .init(key: "server.ca_file", type: "file", defaultValue: nil, help: "PEM file of CA certificates trusted for the server"),
-        .init(key: "server.insecure_tls", type: "boolean", defaultValue: "false", help: "skip TLS certificate checks (tests only)"),
-        .init(key: "server.max_response_bytes", type: "bytes", defaultValue: String(APIClient.defaultMaxResponseBytes), help: "the longest REST answer read"),
+            help: "the transports the relay may use, in its order of preference; only those the server offers are tried"
+        ),
+        .init(
+            key: "server.ca_file", type: "file", defaultValue: nil,
+            help: "PEM file of CA certificates trusted for the server"),
+        .init(
+            key: "server.insecure_tls", type: "boolean", defaultValue: "false",
+            help: "skip TLS certificate checks (tests only)"),
+        .init(
+            key: "server.max_response_bytes", type: "bytes", defaultValue: String(APIClient.defaultMaxResponseBytes),
+            help: "the longest REST answer read"),
         .init(key: "store.path", type: "file", defaultValue: nil, help: "the SQLite database"),
         .init(
             key: "store.url", type: "postgres://USER@HOST:PORT/DB", defaultValue: nil,
-            help: "a PostgreSQL database shared by several relays (replicas) instead of the SQLite file; no password in it"),
-        .init(key: "store.password", type: "secret", defaultValue: nil, help: "the database password (better: password_file or the environment)"),
-        .init(key: "store.password_file", type: "file", defaultValue: nil, help: "a file (mode 600) holding the database password"),
-        .init(key: "store.replica_name", type: "text", defaultValue: nil, help: "this relay's name among the replicas (default: host name and process id)"),
+            help:
+                "a PostgreSQL database shared by several relays (replicas) instead of the SQLite file; no password in it"
+        ),
+        .init(
+            key: "store.password", type: "secret", defaultValue: nil,
+            help: "the database password (better: password_file or the environment)"),
+        .init(
+            key: "store.password_file", type: "file", defaultValue: nil,
+            help: "a file (mode 600) holding the database password"),
+        .init(
+            key: "store.replica_name", type: "text", defaultValue: nil,
+            help: "this relay's name among the replicas (default: host name and process id)"),
         .choice("store.durability", RelaySettings.Durability.full, help: "what a commit waits for"),
-        .init(key: "store.keep_transactions_days", type: "days", defaultValue: nil, help: "prune synced transactions older than this"),
+        .init(
+            key: "store.keep_transactions_days", type: "days", defaultValue: nil,
+            help: "prune synced transactions older than this"),
         .init(key: "outbox.limit", type: "count", defaultValue: "100", help: "most writes waiting for the server"),
-        .init(key: "outbox.max_attempts", type: "count", defaultValue: "10", help: "attempts before a write is given up"),
-        .init(key: "outbox.max_age_days", type: "days", defaultValue: "7", help: "age at which a waiting write is given up"),
-        .oneOf("log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], "info", help: "the least level logged"),
+        .init(
+            key: "outbox.max_attempts", type: "count", defaultValue: "10", help: "attempts before a write is given up"),
+        .init(
+            key: "outbox.max_age_days", type: "days", defaultValue: "7",
+            help: "age at which a waiting write is given up"),
+        .oneOf(
+            "log.level", ["trace", "debug", "info", "notice", "warning", "error", "critical"], "info",
+            help: "the least level logged"),
         .choice("log.format", RelaySettings.LogFormat.text, help: "one line of text, or one JSON object, per entry"),
-        .init(key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"),
+        .init(
+            key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"
+        ),
         .init(
             key: "status.unhealthy_after", type: "duration", defaultValue: "15m",
             help: "how long a sink may fail before /healthz says unhealthy (one that dead-letters is at once)"),
         .init(
             key: "telemetry.otlp_endpoint", type: "url", defaultValue: nil,
-            help: "an OpenTelemetry collector's OTLP/HTTP base URL (http://host:4318): traces from each hub event to each delivery; unset: no tracing"),
-        .init(key: "telemetry.service_name", type: "text", defaultValue: "allowance-relay", help: "the service.name the traces carry"),
+            help:
+                "an OpenTelemetry collector's OTLP/HTTP base URL (http://host:4318): traces from each hub event to each delivery; unset: no tracing"
+        ),
+        .init(
+            key: "telemetry.service_name", type: "text", defaultValue: "allowance-relay",
+            help: "the service.name the traces carry"),
         .init(key: "relay.currency", type: "ISO 4217 code", defaultValue: "USD", help: "the family's currency"),
-        .init(key: "relay.locale", type: "locale", defaultValue: "en_US", help: "how amounts and dates are written in alerts"),
-        .init(key: "relay.link", type: "url template", defaultValue: nil, help: "where a click on an alert leads, also {link}; with {child_id}, {child}, {transaction_id}, {kind}"),
-        .init(key: "relay.icon_url", type: "url", defaultValue: nil, help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
-        .init(key: "relay.time_zone", type: "IANA time zone", defaultValue: nil, help: "the family's time zone, for quiet hours, summaries and \"mute today\" (default: the system's)"),
-        .init(key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5", help: "raise connection.lost after the hub is away this long"),
+        .init(
+            key: "relay.locale", type: "locale", defaultValue: "en_US",
+            help: "how amounts and dates are written in alerts"),
+        .init(
+            key: "relay.link", type: "url template", defaultValue: nil,
+            help: "where a click on an alert leads, also {link}; with {child_id}, {child}, {transaction_id}, {kind}"),
+        .init(
+            key: "relay.icon_url", type: "url", defaultValue: nil,
+            help: "an icon (PNG) for push services that show one (ntfy, Gotify)"),
+        .init(
+            key: "relay.time_zone", type: "IANA time zone", defaultValue: nil,
+            help: "the family's time zone, for quiet hours, summaries and \"mute today\" (default: the system's)"),
+        .init(
+            key: "relay.connection_lost_minutes", type: "minutes", defaultValue: "5",
+            help: "raise connection.lost after the hub is away this long"),
         .choice(
             "relay.history", AlertSettings.HistoryMode.none,
-            help: "what the first catch-up of a new database alerts of the family's history: nothing, one digest per child, or every transaction"),
+            help:
+                "what the first catch-up of a new database alerts of the family's history: nothing, one digest per child, or every transaction"
+        ),
     ]
 
     /// The top-level sections, in the reference file's order.
-    public static let sections = ["server", "store", "outbox", "log", "status", "telemetry", "relay", "sinks", "rules", "templates"]
+    public static let sections = [
+        "server", "store", "outbox", "log", "status", "telemetry", "relay", "sinks", "rules", "templates",
+    ]
     /// Sections whose entries the relay reads itself (names of their own, lists).
     static let entrySections: Set<String> = ["sinks", "rules", "templates"]
 
@@ -127,7 +183,8 @@ public struct ConfigValues: Sendable {
         self.environment = environment
         var values: [String: String] = [:]
         for (section, node) in file?.root?.mapping ?? [:] {
-            guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping else { continue }
+            guard let name = section.string, !ConfigSchema.entrySections.contains(name), let entries = node.mapping
+            else { continue }
             for (k, v) in entries {
                 guard let key = k.string.map({ "\(name).\($0)" }) else { continue }
                 let items = ConfigSchema.byKey[key]?.isList == true ? v.sequence?.compactMap(\.scalar?.string) : nil
@@ -147,7 +204,8 @@ public struct ConfigValues: Sendable {
             ConfigError(
                 file: "environment", key: variable, "names no setting",
                 fix: Suggest.closest(to: variable, in: known).map { "did you mean \($0)?" }
-                    ?? "a variable is ALLOWANCE_RELAY_ and a key of config/reference.yaml in capitals (server.url: ALLOWANCE_RELAY_SERVER_URL)")
+                    ?? "a variable is ALLOWANCE_RELAY_ and a key of config/reference.yaml in capitals (server.url: ALLOWANCE_RELAY_SERVER_URL)"
+            )
         }
     }
 
@@ -191,7 +249,9 @@ public struct ConfigValues: Sendable {
         guard let file, let root = file.root else { return variables }
         guard let map = root.mapping else {
             return variables + [
-                ConfigError(file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections", fix: "start with `server:`")
+                ConfigError(
+                    file: file.path, line: 1, column: 1, key: "", "the file must be a mapping of sections",
+                    fix: "start with `server:`")
             ]
         }
         var problems: [ConfigError] = variables
@@ -200,30 +260,44 @@ public struct ConfigValues: Sendable {
             let at = (k.mark?.line ?? 0, k.mark?.column ?? 0)
             guard ConfigSchema.sections.contains(name) else {
                 problems.append(
-                    ConfigError(file: file.path, line: at.0, column: at.1, key: name, "is not a known section", fix: Suggest.fix(for: name, in: ConfigSchema.sections)))
+                    ConfigError(
+                        file: file.path, line: at.0, column: at.1, key: name, "is not a known section",
+                        fix: Suggest.fix(for: name, in: ConfigSchema.sections)))
                 continue
             }
             guard !ConfigSchema.entrySections.contains(name) else { continue }
             guard let entries = v.mapping else {
                 if v.scalar?.string.isEmpty != true {
-                    problems.append(ConfigError(file: file.path, line: at.0, column: at.1, key: name, "must be a mapping of keys", fix: "indent its keys under it"))
+                    problems.append(
+                        ConfigError(
+                            file: file.path, line: at.0, column: at.1, key: name, "must be a mapping of keys",
+                            fix: "indent its keys under it"))
                 }
                 continue
             }
-            let known = ConfigSchema.settings.filter { $0.key.hasPrefix(name + ".") }.map { String($0.key.dropFirst(name.count + 1)) }
+            let known = ConfigSchema.settings.filter { $0.key.hasPrefix(name + ".") }.map {
+                String($0.key.dropFirst(name.count + 1))
+            }
             for (ek, ev) in entries {
                 let key = ek.string ?? ""
                 let place = (ek.mark?.line ?? 0, ek.mark?.column ?? 0)
                 if !known.contains(key) {
                     problems.append(
                         ConfigError(
-                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "is not a known key",
+                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)",
+                            "is not a known key",
                             fix: Suggest.fix(for: key, in: known, prefix: name + ".")))
-                } else if ev.scalar == nil && !(ConfigSchema.byKey["\(name).\(key)"]?.isList == true && ev.sequence?.allSatisfy({ $0.scalar != nil }) == true) {
+                } else if ev.scalar == nil
+                    && !(ConfigSchema.byKey["\(name).\(key)"]?.isList == true
+                        && ev.sequence?.allSatisfy({ $0.scalar != nil }) == true)
+                {
                     problems.append(
                         ConfigError(
-                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)", "must be a single value, not a list or a mapping",
-                            fix: "write one value after the colon, e.g. \(name).\(key): \(ConfigSchema.byKey["\(name).\(key)"]?.defaultValue ?? "...")"))
+                            file: file.path, line: place.0, column: place.1, key: "\(name).\(key)",
+                            "must be a single value, not a list or a mapping",
+                            fix:
+                                "write one value after the colon, e.g. \(name).\(key): \(ConfigSchema.byKey["\(name).\(key)"]?.defaultValue ?? "...")"
+                        ))
                 }
             }
         }
@@ -248,7 +322,10 @@ public struct ConfigValues: Sendable {
         let fallback = ConfigSchema.byKey[key]?.defaultValue.flatMap { Int($0) }
         guard let text = string(key) else { return fallback }
         guard let n = Int(text), n > 0 else {
-            problems.append(error(key, "'\(text)' is not a whole number above 0", fix: "e.g. \(ConfigSchema.byKey[key]?.defaultValue ?? "5")"))
+            problems.append(
+                error(
+                    key, "'\(text)' is not a whole number above 0",
+                    fix: "e.g. \(ConfigSchema.byKey[key]?.defaultValue ?? "5")"))
             return fallback
         }
         return n
@@ -265,7 +342,10 @@ public struct ConfigValues: Sendable {
         let allowed = ConfigSchema.byKey[key]?.allowed ?? []
         guard let text = string(key) else { return fallback }
         guard allowed.contains(text) else {
-            problems.append(error(key, "'\(text)' is not one of \(allowed.joined(separator: ", "))", fix: Suggest.fix(for: text, in: allowed)))
+            problems.append(
+                error(
+                    key, "'\(text)' is not one of \(allowed.joined(separator: ", "))",
+                    fix: Suggest.fix(for: text, in: allowed)))
             return fallback
         }
         return text
@@ -280,7 +360,10 @@ public struct ConfigValues: Sendable {
         let items = text.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " []")) }
         for item in items where !item.isEmpty {
             guard allowed.contains(item) else {
-                problems.append(error(key, "'\(item)' is not one of \(allowed.joined(separator: ", "))", fix: Suggest.fix(for: item, in: allowed)))
+                problems.append(
+                    error(
+                        key, "'\(item)' is not one of \(allowed.joined(separator: ", "))",
+                        fix: Suggest.fix(for: item, in: allowed)))
                 return nil
             }
             if !names.contains(item) { names.append(item) }
@@ -293,10 +376,14 @@ public struct ConfigValues: Sendable {
     }
 
     /// One of an enum's cases (the schema's choice for `key`).
-    public func choice<T: RawRepresentable & CaseIterable>(_ key: String, _: T.Type, into problems: inout [ConfigError]) -> T
+    public func choice<T: RawRepresentable & CaseIterable>(
+        _ key: String, _: T.Type, into problems: inout [ConfigError]
+    ) -> T
     where T.RawValue == String {
         let value = oneOf(key, into: &problems)
-        guard let choice = T(rawValue: value) ?? T.allCases.first else { preconditionFailure("\(key): an enum without cases") }
+        guard let choice = T(rawValue: value) ?? T.allCases.first else {
+            preconditionFailure("\(key): an enum without cases")
+        }
         return choice
     }
 }

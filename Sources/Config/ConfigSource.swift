@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// The configuration file and the environment as a command reads them: the file is read and parsed once, and the
-/// settings, the relay's sections and the time zone are all taken from that one reading (they were read up to three
-/// times, so a file edited meanwhile could give one command two configurations).
+/// settings and the relay's sections are all taken from that one reading, so that a file edited meanwhile cannot give
+/// one command two configurations.
 public struct ConfigSource: Sendable {
     public let file: String?
     public let environment: [String: String]
@@ -12,7 +12,9 @@ public struct ConfigSource: Sendable {
     public init(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.file = file
         self.environment = environment
-        parsed = Result { () throws(ConfigErrors) -> ConfigFile? in try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) } }
+        parsed = Result { () throws(ConfigErrors) -> ConfigFile? in
+            try file.map { path throws(ConfigErrors) in try ConfigFile.read(path) }
+        }
     }
 
     /// The file's values with the environment on top; the file's own mistakes (unreadable, not YAML) throw.
@@ -38,7 +40,9 @@ extension ConfigSource {
     /// The file a command reads when `--config` names none: `$XDG_CONFIG_HOME/allowance-relay/relay.yaml` (a user's,
     /// `~/.config` when the variable is unset), then `/etc/allowance-relay/relay.yaml` (the service's); nil when
     /// neither exists (the environment alone is the configuration).
-    public static func locate(_ given: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    public static func locate(
+        _ given: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String? {
         if let given { return given }
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
         let userConfig = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config"

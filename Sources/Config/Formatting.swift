@@ -14,7 +14,8 @@ public struct Formatting: Sendable {
 
     /// The schema's defaults unless given.
     public init(
-        currency: String = ConfigSchema.defaultValue(of: "relay.currency"), locale: String = ConfigSchema.defaultValue(of: "relay.locale"),
+        currency: String = ConfigSchema.defaultValue(of: "relay.currency"),
+        locale: String = ConfigSchema.defaultValue(of: "relay.locale"),
         link: String? = nil
     ) {
         self.currency = currency

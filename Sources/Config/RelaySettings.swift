@@ -58,14 +58,18 @@ public struct RelaySettings: Sendable {
     }
 
     /// Loads settings: `file` (if given; it must exist), then the environment on top.
-    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func load(
+        file: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         async throws(ConfigErrors) -> RelaySettings
     {
         try await load(file == nil ? nil : try ConfigFile.read(file!), environment: environment)
     }
 
     /// The settings from the parsed file with the environment on top; every mistake at once.
-    public static func load(_ file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func load(
+        _ file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         async throws(ConfigErrors) -> RelaySettings
     {
         try await load(ConfigValues(file, environment))
@@ -78,19 +82,23 @@ public struct RelaySettings: Sendable {
 
         var url = URL(string: "http://127.0.0.1")!
         if let urlText = values.string("server.url"), !urlText.isEmpty {
-            if let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host() != nil {
+            if let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(),
+                ["http", "https"].contains(scheme), parsed.host() != nil
+            {
                 url = parsed
             } else {
                 problems.append(
                     values.error(
                         "server.url", "'\(Self.shown(urlText))' is not an http:// or https:// URL with a host",
-                        fix: URLFix.suggest(urlText).map { "did you mean \($0)?" } ?? "e.g. https://allowance.example.org"))
+                        fix: URLFix.suggest(urlText).map { "did you mean \($0)?" }
+                            ?? "e.g. https://allowance.example.org"))
             }
         } else {
             problems.append(
                 ConfigError(
                     file: file?.path ?? "configuration", key: "server.url", "is not set",
-                    fix: "set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)"))
+                    fix: "set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)")
+            )
         }
         let token = values.string("server.token").flatMap { $0.isEmpty ? nil : Secret($0) }
         let tokenFile = values.path("server.token_file")
@@ -99,12 +107,15 @@ public struct RelaySettings: Sendable {
         let passwordFile = values.path("server.password_file")
         if email != nil, token != nil || tokenFile != nil {
             problems.append(
-                values.error("server.email", "is set together with a token", fix: "keep one way to sign in: remove server.token* or server.email"))
+                values.error(
+                    "server.email", "is set together with a token",
+                    fix: "keep one way to sign in: remove server.token* or server.email"))
         }
         if email != nil, password == nil, passwordFile == nil {
             problems.append(
                 values.error(
-                    "server.email", "is set without a password", fix: "set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD"))
+                    "server.email", "is set without a password",
+                    fix: "set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD"))
         }
         let logFormat = values.choice("log.format", LogFormat.self, into: &problems)
         let durability = values.choice("store.durability", Durability.self, into: &problems)
@@ -117,17 +128,22 @@ public struct RelaySettings: Sendable {
             if parts.count <= 2, let port = Int(parts.last!), (1...65535).contains(port), !host.isEmpty {
                 statusListen = (host, port)
             } else {
-                problems.append(values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
+                problems.append(
+                    values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
         }
         let unhealthyAfter = Self.duration(values.value("status.unhealthy_after") ?? "")
         if unhealthyAfter == nil {
             problems.append(
-                values.error("status.unhealthy_after", "'\(values.value("status.unhealthy_after") ?? "")' is not a duration", fix: "e.g. 90s, 15m or 1h"))
+                values.error(
+                    "status.unhealthy_after", "'\(values.value("status.unhealthy_after") ?? "")' is not a duration",
+                    fix: "e.g. 90s, 15m or 1h"))
         }
         var otlpEndpoint: URL?
         if let text = values.string("telemetry.otlp_endpoint"), !text.isEmpty {
-            if let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host()?.isEmpty == false {
+            if let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host()?.isEmpty == false
+            {
                 otlpEndpoint = url
             } else {
                 problems.append(
@@ -142,7 +158,10 @@ public struct RelaySettings: Sendable {
             if let n = Int(text), n >= 65536 {
                 maxResponseBytes = n
             } else {
-                problems.append(values.error("server.max_response_bytes", "'\(text)' is not a number of bytes of at least 65536", fix: "e.g. 8388608 (8 MiB)"))
+                problems.append(
+                    values.error(
+                        "server.max_response_bytes", "'\(text)' is not a number of bytes of at least 65536",
+                        fix: "e.g. 8388608 (8 MiB)"))
             }
         }
         let local = LocalSettings(values, values.environment, into: &problems)
@@ -185,8 +204,12 @@ public struct RelaySettings: Sendable {
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
         settings.unhealthyAfter = unhealthyAfter ?? 0
-        settings.serviceName = values.string("telemetry.service_name").flatMap { $0.isEmpty ? nil : $0 } ?? ConfigSchema.defaultValue(of: "telemetry.service_name")
-        guard problems.isEmpty else { throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }) }
+        settings.serviceName =
+            values.string("telemetry.service_name").flatMap { $0.isEmpty ? nil : $0 }
+            ?? ConfigSchema.defaultValue(of: "telemetry.service_name")
+        guard problems.isEmpty else {
+            throw ConfigErrors(problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+        }
         return settings
     }
 
@@ -194,9 +217,12 @@ public struct RelaySettings: Sendable {
     /// applies them.
     public var connectionFingerprint: String {
         [
-            hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "", email ?? "",
-            passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "", "\(accessTokenInQuery)",
-            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability.rawValue, local.sharedStore?.description ?? "",
+            hubURL.absoluteString, token.map { "token:" + String($0.value.hashValue) } ?? "", tokenFile ?? "",
+            email ?? "",
+            passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "",
+            "\(accessTokenInQuery)",
+            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability.rawValue,
+            local.sharedStore?.description ?? "",
             local.sharedStorePasswordFile ?? "", local.replicaName ?? "",
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
@@ -218,7 +244,9 @@ public struct RelaySettings: Sendable {
     }
 
     /// What the commands that work on the cache alone need (no server settings).
-    public static func local(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func local(
+        file: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         async throws(ConfigErrors) -> LocalSettings
     {
         try local(ConfigValues(file == nil ? nil : try ConfigFile.read(file!), environment))
@@ -248,7 +276,8 @@ public struct RelaySettings: Sendable {
         if let email {
             let password = self.password
             let passwordFile = self.passwordFile
-            return LoginSession(baseURL: serverURL, email: email, http: http, trust: serverTrust) { () throws(APIError) -> Secret in
+            return LoginSession(baseURL: serverURL, email: email, http: http, trust: serverTrust) {
+                () throws(APIError) -> Secret in
                 if let password { return password }
                 return try Secret.read(file: passwordFile!, what: "password file")
             }
@@ -261,14 +290,18 @@ public struct RelaySettings: Sendable {
 
     /// The REST client for this server (its trust, the token source given).
     public func apiClient(tokens: (any TokenSource)?, http: HTTPClient = .shared) -> APIClient {
-        APIClient(baseURL: serverURL, tokens: tokens, http: http, trust: serverTrust, maxResponseBytes: maxResponseBytes)
+        APIClient(
+            baseURL: serverURL, tokens: tokens, http: http, trust: serverTrust, maxResponseBytes: maxResponseBytes)
     }
 
     /// Reads the secret files once, so that a missing or readable-by-others file stops the start with a clear
     /// message, placed at the key that names the file.
     public func secretFileErrors(_ values: ConfigValues) -> [ConfigError] {
         var errors: [ConfigError] = []
-        for (key, path, what) in [("server.token_file", tokenFile, "token file"), ("server.password_file", password == nil ? passwordFile : nil, "password file")] {
+        for (key, path, what) in [
+            ("server.token_file", tokenFile, "token file"),
+            ("server.password_file", password == nil ? passwordFile : nil, "password file"),
+        ] {
             guard let path else { continue }
             do { _ = try Secret.read(file: path, what: what) } catch {
                 errors.append(values.error(key, error.problem, fix: error.fix ?? "check the file"))
@@ -319,14 +352,18 @@ public struct LocalSettings: Sendable {
             } catch {
                 // The message never repeats the URL: it may hold the password it refuses. Its advice is the fix.
                 let parts = error.message.components(separatedBy: ": ")
-                let (what, fix) = parts.count > 1 ? (parts[0], parts.dropFirst().joined(separator: ": ")) : (error.message, "see store.url in config/reference.yaml")
+                let (what, fix) =
+                    parts.count > 1
+                    ? (parts[0], parts.dropFirst().joined(separator: ": "))
+                    : (error.message, "see store.url in config/reference.yaml")
                 problems.append(values.error("store.url", what, fix: fix))
             }
         }
         sharedStorePassword = values.string("store.password").flatMap { $0.isEmpty ? nil : Secret($0) }
         sharedStorePasswordFile = values.path("store.password_file")
         if sharedStorePassword != nil, sharedStorePasswordFile != nil {
-            problems.append(values.error("store.password", "is set together with store.password_file", fix: "keep one of them"))
+            problems.append(
+                values.error("store.password", "is set together with store.password_file", fix: "keep one of them"))
         }
         replicaName = values.string("store.replica_name").flatMap { $0.isEmpty ? nil : $0 }
     }

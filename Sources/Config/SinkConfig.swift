@@ -7,7 +7,8 @@ public struct SinkConfig: Sendable {
     /// What the environment variables of sink `name` start with: `ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_` for
     /// `family-chat` (then URL, TOKEN, SECRET, PASSWORD).
     public static func environmentPrefix(_ name: String) -> String {
-        "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() + "_"
+        "ALLOWANCE_RELAY_SINKS_" + name.uppercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
+            + "_"
     }
 
     public enum Kind: String, Sendable, CaseIterable {
@@ -111,7 +112,8 @@ public struct SinkConfig: Sendable {
             s.chatId = parts[1]
             return s
         }
-        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty else { return nil }
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host, !host.isEmpty
+        else { return nil }
         let path = c.path.split(separator: "/").map(String.init)
         // `ntfy://` is plain http, `ntfys://` https (likewise gotify, json, matrix).
         let origin = "\(scheme.hasSuffix("s") ? "https" : "http")://\(host)\(c.port.map { ":\($0)" } ?? "")"
@@ -169,7 +171,8 @@ public struct MQTTSettings: Sendable, Equatable {
     public var clientId: String?
 
     public enum MQTTProtocol: String, Sendable, CaseIterable {
-        case v5 = "5", v311 = "3.1.1"
+        case v5 = "5"
+        case v311 = "3.1.1"
     }
 
     public init() {}
@@ -197,7 +200,8 @@ public struct QuietHours: Sendable, Equatable {
         let halves = text.split(separator: "-").map { $0.trimmingCharacters(in: .whitespaces) }
         func minutes(_ s: String) -> Int? {
             let hm = s.split(separator: ":")
-            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m)
+            else { return nil }
             return h * 60 + m
         }
         guard halves.count == 2, let a = minutes(halves[0]), let b = minutes(halves[1]), a != b else { return nil }

@@ -17,13 +17,15 @@ public struct SummarySchedule: Sendable, Equatable {
         let words = text.lowercased().split(separator: " ").map(String.init)
         func time(_ s: String) -> Int? {
             let hm = s.split(separator: ":")
-            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+            guard hm.count == 2, let h = Int(hm[0]), let m = Int(hm[1]), (0..<24).contains(h), (0..<60).contains(m)
+            else { return nil }
             return h * 60 + m
         }
         if words.count == 3, words[0] == "daily", words[1] == "at", let t = time(words[2]) {
             period = .daily
             minute = t
-        } else if words.count == 5, words[0] == "weekly", words[1] == "on", let day = Self.weekdays.firstIndex(where: { $0.hasPrefix(words[2]) && words[2].count >= 3 }),
+        } else if words.count == 5, words[0] == "weekly", words[1] == "on",
+            let day = Self.weekdays.firstIndex(where: { $0.hasPrefix(words[2]) && words[2].count >= 3 }),
             words[3] == "at", let t = time(words[4])
         {
             period = .weekly(weekday: day + 1)
@@ -55,12 +57,15 @@ public struct SummarySchedule: Sendable, Equatable {
         // Backward from just after `date`: a due time equal to `date` is the last one.
         let after = date.addingTimeInterval(0.001)
         return calendar(timeZone).nextDate(
-            after: after, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .backward) ?? date
+            after: after, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first,
+            direction: .backward) ?? date
     }
 
     /// The next time this schedule falls due after `date`: later the same day when that time has not come yet.
     public func nextDue(after date: Date, in timeZone: TimeZone) -> Date {
-        calendar(timeZone).nextDate(after: date, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
+        calendar(timeZone).nextDate(
+            after: date, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first,
+            direction: .forward)
             ?? date.addingTimeInterval(60)
     }
 

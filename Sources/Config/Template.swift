@@ -5,7 +5,8 @@ import Foundation
 /// a config error, not a surprise at 3 a.m. Values are escaped for the destination; the template's own text is not.
 public struct Template: Sendable, Equatable {
     public static let placeholders: Set<String> = [
-        "child", "amount", "balance", "previous_balance", "description", "who", "when", "type", "link", "count", "total",
+        "child", "amount", "balance", "previous_balance", "description", "who", "when", "type", "link", "count",
+        "total",
         "detail", "sink", "kind", "credits", "debits",
     ]
 
@@ -39,7 +40,8 @@ public struct Template: Sendable, Equatable {
                 let name = String(source[next..<close]).trimmingCharacters(in: .whitespaces)
                 guard Self.placeholders.contains(name) else {
                     throw TemplateError(
-                        "unknown placeholder {\(name)}; known: " + Self.placeholders.sorted().map { "{\($0)}" }.joined(separator: " "))
+                        "unknown placeholder {\(name)}; known: "
+                            + Self.placeholders.sorted().map { "{\($0)}" }.joined(separator: " "))
                 }
                 if !text.isEmpty { parts.append(.text(text)) }
                 text = ""
@@ -75,8 +77,10 @@ public enum DefaultTemplates {
         .balanceLow: "{child}'s balance is low: {balance}.",
         .balanceRecovered: "{child}'s balance is back to {balance}.",
         .digest: "{detail}: {count} transactions for {child}, {total}, balance {balance}.",
-        .outboxRejected: "A {type} of {amount} for {child} (\"{description}\") was refused by the server and undone: {detail}",
-        .outboxDead: "A {type} of {amount} for {child} (\"{description}\") could not be sent and was given up: {detail}",
+        .outboxRejected:
+            "A {type} of {amount} for {child} (\"{description}\") was refused by the server and undone: {detail}",
+        .outboxDead:
+            "A {type} of {amount} for {child} (\"{description}\") could not be sent and was given up: {detail}",
         .connectionLost: "allowance-relay has lost the Allowance Tracker server: {detail}",
         .deliveryDisabled: "Alerts to {sink} are switched off: {detail}",
         .syncConflict: "allowance-relay stopped syncing: {detail}",

@@ -19,7 +19,9 @@ public struct Backoff: Sendable, Equatable {
     }
 
     /// As `delay`, in seconds, unless the other side said how long to wait (`Retry-After` and its kin): that wins.
-    public func seconds(retry: Int, serverAsked: Double? = nil, random: () -> Double = { Double.random(in: 0...1) }) -> Double {
+    public func seconds(
+        retry: Int, serverAsked: Double? = nil, random: () -> Double = { Double.random(in: 0...1) }
+    ) -> Double {
         if let serverAsked { return max(0, serverAsked) }
         return delay(retry: retry, random: random).inSeconds
     }

@@ -111,7 +111,9 @@ package struct JSONParser {
             let key: String
             let value: JSONValue
             do throws(JSONSyntaxError) {
-                guard peek() == UInt8(ascii: "\"") else { throw syntaxError("expected a property name in double quotes") }
+                guard peek() == UInt8(ascii: "\"") else {
+                    throw syntaxError("expected a property name in double quotes")
+                }
                 key = try parseString()
                 try expect(UInt8(ascii: ":"))
                 value = try parseValue()
@@ -219,7 +221,9 @@ package struct JSONParser {
                 index += 1
                 // ASCII needs no validation (String(validating:) is generic over the encoding: a metadata look-up per call).
                 if !raw.contains(where: { $0 >= 0x80 }) { return String(decoding: raw, as: UTF8.self) }
-                guard let s = String(validating: raw, as: UTF8.self) else { throw syntaxError("invalid UTF-8 in string") }
+                guard let s = String(validating: raw, as: UTF8.self) else {
+                    throw syntaxError("invalid UTF-8 in string")
+                }
                 return s
             }
             if c == UInt8(ascii: "\\") { break }
@@ -232,7 +236,9 @@ package struct JSONParser {
             switch c {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let s = String(validating: out, as: UTF8.self) else { throw syntaxError("invalid UTF-8 in string") }
+                guard let s = String(validating: out, as: UTF8.self) else {
+                    throw syntaxError("invalid UTF-8 in string")
+                }
                 return s
             case UInt8(ascii: "\\"):
                 index += 1
@@ -250,7 +256,8 @@ package struct JSONParser {
                 case UInt8(ascii: "u"):
                     var scalar = try hex4()
                     if (0xD800..<0xDC00).contains(scalar) {
-                        guard peek() == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u")
+                        guard peek() == UInt8(ascii: "\\"), index + 1 < bytes.count,
+                            bytes[index + 1] == UInt8(ascii: "u")
                         else { throw syntaxError("unpaired surrogate") }
                         index += 2
                         let low = try hex4()

@@ -63,7 +63,9 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     public var intValue: Int? {
-        if case .number(let n) = self { return Int(n) ?? Double(n).flatMap { $0 == $0.rounded() ? Int(exactly: $0) : nil } }
+        if case .number(let n) = self {
+            return Int(n) ?? Double(n).flatMap { $0 == $0.rounded() ? Int(exactly: $0) : nil }
+        }
         return nil
     }
 
@@ -89,7 +91,9 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     ExpressibleByNilLiteral, ExpressibleByArrayLiteral, ExpressibleByFloatLiteral, ExpressibleByDictionaryLiteral
 {
     /// Members keep the order written.
-    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements.map { (key: $0.0, value: $0.1) }) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(elements.map { (key: $0.0, value: $0.1) })
+    }
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int) { self = .number(String(value)) }
     public init(floatLiteral value: Double) { self = .number(String(value)) }
@@ -139,7 +143,9 @@ extension JSONValue {
         // `utf8.contains(where:)` went through the view's index a byte at a time).
         var s = s
         let plain = s.withUTF8 { bytes -> Bool in
-            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                return false
+            }
             out.append(contentsOf: bytes)
             return true
         }

@@ -56,7 +56,9 @@ public struct ProxyPolicy: Sendable, Equatable {
     /// `http://user:pw@host:port`, `host:port` or `host` (port 1080, as curl); nil for another scheme.
     static func parse(_ text: String) -> Proxy? {
         let withScheme = text.contains("://") ? text : "http://" + text
-        guard let c = URLComponents(string: withScheme), c.scheme?.lowercased() == "http", let host = c.host, !host.isEmpty else {
+        guard let c = URLComponents(string: withScheme), c.scheme?.lowercased() == "http", let host = c.host,
+            !host.isEmpty
+        else {
             return nil
         }
         let credentials = c.percentEncodedUser.map { user in c.percentEncodedPassword.map { "\(user):\($0)" } ?? user }

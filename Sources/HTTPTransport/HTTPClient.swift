@@ -1,5 +1,5 @@
-import Core
 import CCurl
+import Core
 import Foundation
 import Synchronization
 
@@ -30,7 +30,9 @@ public final class HTTPClient: Sendable {
         if request[header: "User-Agent"] == nil { request[header: "User-Agent"] = userAgent }
         // A value with CR or LF (a token from a file, from a server) would add headers of its own.
         for (name, value) in request.headers where !(Self.isSafe(name) && Self.isSafe(value)) {
-            throw HTTPError(.invalidRequest, "the \(name.filter(\.isLetter)) header holds a line break or another control character: not sent")
+            throw HTTPError(
+                .invalidRequest,
+                "the \(name.filter(\.isLetter)) header holds a line break or another control character: not sent")
         }
         return try await perform(Transfer(request)).get()
     }
@@ -38,7 +40,8 @@ public final class HTTPClient: Sendable {
     /// Hands `transfer` to the engine and waits for its end; cancelling the calling task ends it.
     func perform(_ transfer: Transfer) async -> Result<HTTPResponse, HTTPError> {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
                 transfer.continuation = continuation
                 engine.submit(transfer)
             }
@@ -148,14 +151,18 @@ final class CurlEngine: @unchecked Sendable {
             }
             if stopping {
                 for t in submitted { t.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
-                for handle in Array(active.keys) { end(handle, .failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
+                for handle in Array(active.keys) {
+                    end(handle, .failure(HTTPError(.cancelled, "the HTTP client was shut down")))
+                }
                 for handle in idle { curl_easy_cleanup(handle) }
                 curl_multi_cleanup(multi)
                 return
             }
             for t in submitted { start(t) }
             for t in cancelled {
-                if let handle = t.handle, active[handle] === t { end(handle, .failure(HTTPError(.cancelled, "cancelled"))) }
+                if let handle = t.handle, active[handle] === t {
+                    end(handle, .failure(HTTPError(.cancelled, "cancelled")))
+                }
             }
             for t in resumed where t.paused {
                 if let handle = t.handle, active[handle] === t {
@@ -189,7 +196,8 @@ final class CurlEngine: @unchecked Sendable {
         let context = Unmanaged.passUnretained(t).toOpaque()
         ccurl_set_string(handle, CURLOPT_URL, r.url.absoluteString)
         ccurl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-        let ms = max(1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
+        let ms = max(
+            1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
         ccurl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(ms, 10_000))
         if let stream = r.stream {
             // Long-lived: no overall timeout; the reader's own (the hub's server timeout) decides when it is dead.
@@ -237,7 +245,9 @@ final class CurlEngine: @unchecked Sendable {
         case .post, .put, .patch:
             if r.method != .post { ccurl_set_string(handle, CURLOPT_CUSTOMREQUEST, r.method.rawValue) }
             ccurl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
-            _ = r.body.withUnsafeBytes { ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer)) }
+            _ = r.body.withUnsafeBytes {
+                ccurl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(t.errorBuffer))
+            }
         }
         // The proxy as every transport decides it (ProxyPolicy), not as curl alone would read the environment; through a
         // CONNECT tunnel whatever the scheme, as libwebsockets does.
@@ -258,7 +268,9 @@ final class CurlEngine: @unchecked Sendable {
         guard let t = active[handle] else { return .failure(HTTPError(.failed, "unknown transfer")) }
         let host = t.request.url.host ?? "the server"
         if t.tooLarge || code == CURLE_FILESIZE_EXCEEDED {
-            return .failure(HTTPError(.tooLarge, "the answer from \(host) is longer than \(t.request.maxResponseBytes) bytes: cut off"))
+            return .failure(
+                HTTPError(
+                    .tooLarge, "the answer from \(host) is longer than \(t.request.maxResponseBytes) bytes: cut off"))
         }
         guard code == CURLE_OK else {
             if t.mail != nil, let refusal = smtpRefusal(handle, code, host) { return .failure(refusal) }
@@ -268,7 +280,9 @@ final class CurlEngine: @unchecked Sendable {
                 switch code {
                 case CURLE_OPERATION_TIMEDOUT: .timedOut
                 case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT: .connect
-                case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM: .tls
+                case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE,
+                    CURLE_SSL_CERTPROBLEM:
+                    .tls
                 default: .failed
                 }
             if code == CURLE_PEER_FAILED_VERIFICATION, reason.contains("application verification failure") {
@@ -293,7 +307,9 @@ final class CurlEngine: @unchecked Sendable {
             e.serverCode = reply
             return e
         case CURLE_USE_SSL_FAILED:
-            return HTTPError(.tls, "\(host) does not offer STARTTLS: use smtps:// (port 465), or require_tls: false for a local relay")
+            return HTTPError(
+                .tls,
+                "\(host) does not offer STARTTLS: use smtps:// (port 465), or require_tls: false for a local relay")
         default:
             guard reply >= 400 else { return nil }
             var e = HTTPError(.refused, "\(host) answered \(reply) (\(detail))")
@@ -320,7 +336,9 @@ final class CurlEngine: @unchecked Sendable {
 }
 
 /// Body bytes as they come; returning less than given makes curl end the transfer (too long).
-private func onBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func onBody(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     let n = size * count
     if let stream = t.request.stream {
@@ -342,7 +360,9 @@ private func onBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: 
 }
 
 /// One header line at a time; a status line starts a new answer (after a 100 Continue), so what came before goes.
-private func onHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func onHeader(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     let n = size * count
     guard let data else { return n }

@@ -85,7 +85,8 @@ public final class HTTPBodyStream: Sendable {
     ///   - body: each piece of the body.
     ///   - isFull: asked before each piece; true pauses the transfer.
     public init(
-        head: @escaping @Sendable (_ status: Int) -> Void, body: @escaping @Sendable (_ bytes: UnsafeRawBufferPointer) -> Void,
+        head: @escaping @Sendable (_ status: Int) -> Void,
+        body: @escaping @Sendable (_ bytes: UnsafeRawBufferPointer) -> Void,
         isFull: @escaping @Sendable () -> Bool = { false }
     ) {
         self.head = head
@@ -121,13 +122,14 @@ public struct HTTPResponse: Sendable {
         return Self.httpDate.withLock { $0.date(from: value) }.map { max(0, $0.timeIntervalSinceNow) }
     }
 
-    private static let httpDate = Mutex<DateFormatter>({
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return f
-    }())
+    private static let httpDate = Mutex<DateFormatter>(
+        {
+            let f = DateFormatter()
+            f.locale = Locale(identifier: "en_US_POSIX")
+            f.timeZone = TimeZone(identifier: "GMT")
+            f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+            return f
+        }())
 }
 
 /// Why a request got no answer. The message names the host at most: never a URL's path or query, which may hold

@@ -67,7 +67,9 @@ final class MailTransfer: @unchecked Sendable {
 }
 
 /// The message, as much as libcurl asks for at a time.
-private func onMailRead(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func onMailRead(
+    _ buffer: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     let t = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
     guard let mail = t.mail, let buffer else { return 0 }
     let n = min(size * count, mail.request.message.count - mail.sent)

@@ -34,8 +34,10 @@ extension HubSimulator {
             var inFrame = 0
             for _ in 0..<count {
                 let a = await self.family.randomActivity()
-                guard let (t, _) = try? await self.family.addTransaction(
-                    childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
+                guard
+                    let (t, _) = try? await self.family.addTransaction(
+                        childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator",
+                        idempotencyKey: nil)
                 else { continue }
                 for message in Self.events(t) {
                     frame += messagePack ? SimMessagePackProtocol.encode(message) : SimJSONHubProtocol.encode(message)
@@ -53,7 +55,12 @@ extension HubSimulator {
                 $0.frames = frames
                 $0.events = events
             }
-            return self.json(200, ["transactions": .number(Decimal(count)), "events": .number(Decimal(events)), "frames": .number(Decimal(frames.count))])
+            return self.json(
+                200,
+                [
+                    "transactions": .number(Decimal(count)), "events": .number(Decimal(events)),
+                    "frames": .number(Decimal(frames.count)),
+                ])
         }
         // Hands every prepared frame to every connected socket's writer at once; the sockets drain at their pace.
         sim.post("blast/go") { _, _ in
@@ -72,8 +79,10 @@ extension HubSimulator {
                 try? await Task.sleep(until: next)
                 next += interval
                 let a = await self.family.randomActivity()
-                guard let (t, _) = try? await self.family.addTransaction(
-                    childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator", idempotencyKey: nil)
+                guard
+                    let (t, _) = try? await self.family.addTransaction(
+                        childId: a.childId, amount: a.amount, type: a.type, description: a.description, by: "Simulator",
+                        idempotencyKey: nil)
                 else { continue }
                 // The send time is taken before the broadcast: a fast client may store the event before
                 // broadcast returns here.

@@ -87,7 +87,9 @@ actor FamilyStore {
     }
 
     /// `count` credits of 1.00 spread over the three years before now, round-robin over the children.
-    private static func history(_ count: Int, children: inout [SimChild], random: inout SeededRandom) -> [SimTransaction] {
+    private static func history(
+        _ count: Int, children: inout [SimChild], random: inout SeededRandom
+    ) -> [SimTransaction] {
         let span = 3 * 365 * 86400.0
         let start = Date().addingTimeInterval(-span)
         var made: [SimTransaction] = []
@@ -98,7 +100,8 @@ actor FamilyStore {
             made.append(
                 SimTransaction(
                     id: random.uuid(), childId: children[c].id, amount: 1, type: "Credit", description: "Chores",
-                    balanceAfter: children[c].currentBalance, createdAt: start.addingTimeInterval(span * Double(i) / Double(count)),
+                    balanceAfter: children[c].currentBalance,
+                    createdAt: start.addingTimeInterval(span * Double(i) / Double(count)),
                     createdByName: "Parent", sequence: i + 1))
         }
         return made
@@ -139,7 +142,10 @@ actor FamilyStore {
     private static func load(_ stateFile: String?) -> Saved? {
         guard let stateFile, let data = FileManager.default.contents(atPath: stateFile) else { return nil }
         guard let saved = try? JSONDecoder().decode(Saved.self, from: data) else {
-            FileHandle.standardError.write(Data("allowance-hub-sim: \(stateFile) is not a state file this simulator wrote; starting from the seed\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "allowance-hub-sim: \(stateFile) is not a state file this simulator wrote; starting from the seed\n"
+                        .utf8))
             return nil
         }
         return saved
@@ -148,11 +154,14 @@ actor FamilyStore {
     /// Written whole after each change, atomically: a simulator killed at any moment restarts as the same backend.
     private func save() {
         guard let stateFile else { return }
-        let saved = Saved(random: random.state, children: children, transactions: transactions, idempotencyKeys: byIdempotencyKey.mapValues(\.id))
+        let saved = Saved(
+            random: random.state, children: children, transactions: transactions,
+            idempotencyKeys: byIdempotencyKey.mapValues(\.id))
         do {
             try JSONEncoder().encode(saved).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
         } catch {
-            FileHandle.standardError.write(Data("allowance-hub-sim: cannot save the family to \(stateFile): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data("allowance-hub-sim: cannot save the family to \(stateFile): \(error)\n".utf8))
         }
     }
 
@@ -167,7 +176,9 @@ actor FamilyStore {
             throw APIFailure(status: 404, message: "Child \(childId) not found.")
         }
         guard amount > 0 else { throw APIFailure(status: 400, message: "amount must be greater than 0.") }
-        guard amount.exponent >= -2 else { throw APIFailure(status: 400, message: "amount has more than 2 decimal places.") }
+        guard amount.exponent >= -2 else {
+            throw APIFailure(status: 400, message: "amount has more than 2 decimal places.")
+        }
         guard type == "Credit" || type == "Debit" else {
             throw APIFailure(status: 400, message: "type must be \"Credit\" or \"Debit\".")
         }
@@ -186,7 +197,8 @@ actor FamilyStore {
         }
         children[index].currentBalance = balance
         let t = SimTransaction(
-            id: random.uuid(), childId: childId, amount: amount, type: type, description: trimmed, balanceAfter: balance,
+            id: random.uuid(), childId: childId, amount: amount, type: type, description: trimmed,
+            balanceAfter: balance,
             createdAt: Date(), createdByName: by, sequence: transactions.count + 1)
         transactions.append(t)
         byChild[childId, default: []].append(transactions.count - 1)
@@ -269,7 +281,10 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 }

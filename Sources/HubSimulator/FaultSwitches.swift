@@ -31,13 +31,17 @@ extension HubSimulator {
             let q = request.uri.queryParameters
             let known = ["WebSockets", "ServerSentEvents", "LongPolling"]
             let (offered, required) = self.faults.withLock { f -> ([String], Bool) in
-                if let offer = q["offer"] { f.transports = offer.split(separator: ",").map(String.init).filter(known.contains) }
+                if let offer = q["offer"] {
+                    f.transports = offer.split(separator: ",").map(String.init).filter(known.contains)
+                }
                 if let require = q["require"] { f.requireMessagePack = require == "messagepack" }
                 return (f.transports, f.requireMessagePack)
             }
             if q["offer"] != nil { await self.hub.dropAll(forget: true) }
-            self.logger.notice("negotiate offers \(offered.joined(separator: ", "))\(required ? "; MessagePack required" : "")")
-            return self.json(200, ["offered": .array(offered.map(SimValue.string)), "requireMessagePack": .bool(required)])
+            self.logger.notice(
+                "negotiate offers \(offered.joined(separator: ", "))\(required ? "; MessagePack required" : "")")
+            return self.json(
+                200, ["offered": .array(offered.map(SimValue.string)), "requireMessagePack": .bool(required)])
         }
         // A hub without `[Authorize]`: its connection endpoint (polls, sends, event streams) takes requests without a
         // token; negotiate and REST still want one.
@@ -49,7 +53,8 @@ extension HubSimulator {
         // WebSockets offered by negotiate but every upgrade refused: a proxy that strips `Upgrade`.
         sim.post("upgrades") { request, _ in
             let refuse = request.uri.queryParameters["refuse"] == "true"
-            self.logger.notice("WebSocket upgrades are \(refuse ? "refused (as behind a proxy that strips them)" : "accepted")")
+            self.logger.notice(
+                "WebSocket upgrades are \(refuse ? "refused (as behind a proxy that strips them)" : "accepted")")
             self.faults.withLock { $0.refuseUpgrades = refuse }
             return self.json(200, ["refusingUpgrades": .bool(refuse)])
         }
@@ -70,25 +75,41 @@ extension HubSimulator {
         }
         sim.post("malformed") { request, _ in
             let kind = request.uri.queryParameters["kind"].map(String.init) ?? "json"
-            let good = SimJSONHubProtocol.encode(.invocation(.init(target: "SimNotice", arguments: ["after the bad one"])))
+            let good = SimJSONHubProtocol.encode(
+                .invocation(.init(target: "SimNotice", arguments: ["after the bad one"])))
             let bad: [UInt8]
             switch kind {
             case "type": bad = Array(#"{"type":"one"}"#.utf8) + [0x1E]
-            case "args": bad = SimJSONHubProtocol.encode(.invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
+            case "args":
+                bad = SimJSONHubProtocol.encode(
+                    .invocation(.init(target: "BalanceUpdated", arguments: [42, "not money"])))
             case "unknown": bad = Array(#"{"type":99,"x":1}"#.utf8) + [0x1E]
             case "incomplete": bad = Array(#"{"type":6}"#.utf8)
             // Hostile input: each must cost one log line, not the process.
-            case "deep": bad = Array(#"{"type":1,"target":"Deep","arguments":["#.utf8) + Array(repeating: 0x5B, count: 100_000) + [0x1E]
-            case "utf8": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [0xC3, 0x28, 0xFF] + Array(#""]}"#.utf8) + [0x1E]
+            case "deep":
+                bad =
+                    Array(#"{"type":1,"target":"Deep","arguments":["#.utf8) + Array(repeating: 0x5B, count: 100_000) + [
+                        0x1E
+                    ]
+            case "utf8":
+                bad =
+                    Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [0xC3, 0x28, 0xFF]
+                    + Array(#""]}"#.utf8) + [0x1E]
             // One 100 MB message: the client must refuse it at its size limit, not buffer it.
-            case "huge": bad = Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8) + [UInt8](repeating: 0x61, count: 100 << 20) + Array(#""]}"#.utf8) + [0x1E]
+            case "huge":
+                bad =
+                    Array(#"{"type":1,"target":"SimNotice","arguments":[""#.utf8)
+                    + [UInt8](repeating: 0x61, count: 100 << 20) + Array(#""]}"#.utf8) + [0x1E]
             case "completion": bad = Array(#"{"type":3,"invocationId":"nobody-asked","result":1}"#.utf8) + [0x1E]
             case "headers":
-                let headers = (0..<10_000).map { #""h\#($0)":"\#(String(repeating: "v", count: 20))""# }.joined(separator: ",")
+                let headers = (0..<10_000).map { #""h\#($0)":"\#(String(repeating: "v", count: 20))""# }.joined(
+                    separator: ",")
                 bad = Array(#"{"type":1,"target":"Headers","arguments":[],"headers":{\#(headers)}}"#.utf8) + [0x1E]
             case "flood":
                 // 10,000 messages in one frame, then the good one: all in order.
-                bad = (0..<10_000).flatMap { SimJSONHubProtocol.encode(.invocation(.init(target: "SimFlood", arguments: [.number(Decimal($0))]))) }
+                bad = (0..<10_000).flatMap {
+                    SimJSONHubProtocol.encode(.invocation(.init(target: "SimFlood", arguments: [.number(Decimal($0))])))
+                }
             default: bad = Array(#"{"type":1,"target":"Broken","arguments":[}"#.utf8) + [0x1E]
             }
             self.logger.notice("fault: sending a malformed frame (\(kind))")
@@ -100,7 +121,9 @@ extension HubSimulator {
             let body = try await request.body.collect(upTo: 1 << 20)
             let n = self.webhooks.add(1, ordering: .relaxed).newValue
             let type = (try? SimJSON.parse(Array(body.readableBytesView)))?["type"]?.stringValue ?? "?"
-            self.logger.notice("webhook #\(n) received: \(type) (webhook-id \(request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? "-"))")
+            self.logger.notice(
+                "webhook #\(n) received: \(type) (webhook-id \(request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? "-"))"
+            )
             return self.json(200, ["received": .number(Decimal(n))])
         }
         sim.post("revoke") { request, _ in
@@ -110,7 +133,8 @@ extension HubSimulator {
             }
             let withStatic = request.uri.queryParameters["static"] == "true"
             if withStatic { self.faults.withLock { $0.staticTokenRevoked = true } }
-            self.logger.notice("fault: revoking \(count) login token(s)\(withStatic ? " and the configured token" : "")")
+            self.logger.notice(
+                "fault: revoking \(count) login token(s)\(withStatic ? " and the configured token" : "")")
             return self.json(200, ["revoked": .number(Decimal(count))])
         }
         sim.post("tokens") { request, _ in
@@ -128,7 +152,8 @@ extension HubSimulator {
                 f.refreshFailures = failures
             }
             self.logger.notice(
-                "fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")\(refresh ? ", refresh offered" : "")")
+                "fault: login tokens live \(seconds.map { "\($0) s" } ?? "as configured")\(close ? ", connections end when theirs expires" : "")\(refresh ? ", refresh offered" : "")"
+            )
             return self.json(200, ["closeOnExpiry": .bool(close), "refresh": .bool(refresh)])
         }
         // The backend restored from an older backup: only the family's first `keep` transactions survive, and each
@@ -142,7 +167,8 @@ extension HubSimulator {
         // A server that changes a balance without a transaction (`?child=ID&balance=12.34`): nothing adds up after.
         sim.post("balance") { request, _ in
             let q = request.uri.queryParameters
-            guard let id = UUID(uuidString: q["child"].map(String.init) ?? ""), let balance = Decimal(string: q["balance"].map(String.init) ?? ""),
+            guard let id = UUID(uuidString: q["child"].map(String.init) ?? ""),
+                let balance = Decimal(string: q["balance"].map(String.init) ?? ""),
                 await self.family.setBalance(id, balance)
             else { return self.problem(400, "child=<id of a child> and balance=<amount> are required.") }
             self.logger.notice("fault: \(id)'s balance set to \(balance) without a transaction")
@@ -188,14 +214,19 @@ extension HubSimulator {
         // (&balanceAfter=, &id=). REST only: the hub does not announce it.
         sim.post("badrow") { request, _ in
             let q = request.uri.queryParameters
-            guard let child = q["child"].flatMap({ UUID(uuidString: String($0)) }) else { return self.problem(400, "child=ID is required.") }
+            guard let child = q["child"].flatMap({ UUID(uuidString: String($0)) }) else {
+                return self.problem(400, "child=ID is required.")
+            }
             guard let amount = Decimal(string: q["amount"].map(String.init) ?? "1"),
                 let balanceAfter = Decimal(string: q["balanceAfter"].map(String.init) ?? "1")
             else { return self.problem(400, "amount= and balanceAfter= must be numbers.") }
             let id: String = q["id"].map(String.init) ?? UUID().uuidString.lowercased()
-            let createdAt: String = q["createdAt"].map(String.init) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())
+            let createdAt: String =
+                q["createdAt"].map(String.init)
+                ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())
             let row: SimValue = [
-                "id": .string(id), "childId": .string(child.uuidString.lowercased()), "amount": .number(amount), "type": "Debit",
+                "id": .string(id), "childId": .string(child.uuidString.lowercased()), "amount": .number(amount),
+                "type": "Debit",
                 "description": "bad row", "balanceAfter": .number(balanceAfter), "createdAt": .string(createdAt),
                 "createdByName": "Simulator",
             ]
@@ -216,40 +247,46 @@ extension HubSimulator {
         sim.post("invoke") { request, _ in
             let target = request.uri.queryParameters["target"].map(String.init) ?? "GetStatus"
             let answers = await self.hub.invokeClients(target, [])
-            return self.json(200, .array(answers.map { a in
-                switch a {
-                case .result(let v): return ["result": v]
-                case .error(let e): return ["error": .string(e)]
-                case .void: return .object([])
-                }
-            }))
+            return self.json(
+                200,
+                .array(
+                    answers.map { a in
+                        switch a {
+                        case .result(let v): return ["result": v]
+                        case .error(let e): return ["error": .string(e)]
+                        case .void: return .object([])
+                        }
+                    }))
         }
         sim.get("stats") { _, _ in
             let clients = await self.hub.connected
             let total = await self.hub.totalConnections
-            return self.json(200, [
-                "connections": .number(Decimal(clients.count)),
-                "totalConnections": .number(Decimal(total)),
-                "transactions": .number(Decimal(await self.family.transactions.count)),
-                "canceledStreams": .number(Decimal(await self.hub.canceledStreams)),
-                "canceledInvocations": .number(Decimal(await self.hub.canceledInvocations)),
-                "negotiations": .number(Decimal(await self.hub.negotiations)),
-                "logins": .number(Decimal(self.logins.load(ordering: .relaxed))),
-                "childrenRequests": .number(Decimal(self.childrenRequests.load(ordering: .relaxed))),
-                "webhooksReceived": .number(Decimal(self.webhooks.load(ordering: .relaxed))),
-                "reattachments": .number(Decimal(await self.hub.reattachments)),
-                "replayed": .number(Decimal(clients.reduce(0) { $0 + $1.snapshot.replayed })),
-                "refreshes": .number(Decimal(self.refreshes.load(ordering: .relaxed))),
-                "clients": .array(clients.map { c in
-                    let s = c.snapshot
-                    return [
-                        "connectionId": .string(c.connectionId),
-                        "pingsReceived": .number(Decimal(s.pingsReceived)),
-                        "messagesReceived": .number(Decimal(s.messagesReceived)),
-                        "unacknowledged": .number(Decimal(s.unacknowledged)),
-                    ] as SimValue
-                }),
-            ])
+            return self.json(
+                200,
+                [
+                    "connections": .number(Decimal(clients.count)),
+                    "totalConnections": .number(Decimal(total)),
+                    "transactions": .number(Decimal(await self.family.transactions.count)),
+                    "canceledStreams": .number(Decimal(await self.hub.canceledStreams)),
+                    "canceledInvocations": .number(Decimal(await self.hub.canceledInvocations)),
+                    "negotiations": .number(Decimal(await self.hub.negotiations)),
+                    "logins": .number(Decimal(self.logins.load(ordering: .relaxed))),
+                    "childrenRequests": .number(Decimal(self.childrenRequests.load(ordering: .relaxed))),
+                    "webhooksReceived": .number(Decimal(self.webhooks.load(ordering: .relaxed))),
+                    "reattachments": .number(Decimal(await self.hub.reattachments)),
+                    "replayed": .number(Decimal(clients.reduce(0) { $0 + $1.snapshot.replayed })),
+                    "refreshes": .number(Decimal(self.refreshes.load(ordering: .relaxed))),
+                    "clients": .array(
+                        clients.map { c in
+                            let s = c.snapshot
+                            return [
+                                "connectionId": .string(c.connectionId),
+                                "pingsReceived": .number(Decimal(s.pingsReceived)),
+                                "messagesReceived": .number(Decimal(s.messagesReceived)),
+                                "unacknowledged": .number(Decimal(s.unacknowledged)),
+                            ] as SimValue
+                        }),
+                ])
         }
         return sim
     }

@@ -108,7 +108,8 @@ final class HubClient: Sendable {
                 s.awaitingSequence = true
                 let first = s.unacked.first?.id ?? s.nextSendId
                 let sequence = SimMessage.sequence(first)
-                s.sink?.yield(s.messagePack ? SimMessagePackProtocol.encode(sequence) : SimJSONHubProtocol.encode(sequence))
+                s.sink?.yield(
+                    s.messagePack ? SimMessagePackProtocol.encode(sequence) : SimJSONHubProtocol.encode(sequence))
                 for (_, bytes) in s.unacked { s.sink?.yield(bytes) }
                 s.replayed += s.unacked.count
             }
@@ -164,8 +165,11 @@ final class HubClient: Sendable {
     }
 
     var snapshot: Stats {
-        state.withLock { Stats(replayed: $0.replayed, pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived,
-                unacknowledged: $0.unacked.count, lastReceive: $0.lastReceive, lastSend: $0.lastSend) }
+        state.withLock {
+            Stats(
+                replayed: $0.replayed, pingsReceived: $0.pingsReceived, messagesReceived: $0.messagesReceived,
+                unacknowledged: $0.unacked.count, lastReceive: $0.lastReceive, lastSend: $0.lastSend)
+        }
     }
 }
 
@@ -203,7 +207,9 @@ actor Hub {
 
     /// Claims a connection for a new socket: a fresh negotiated one, or a stateful one waiting to be re-attached.
     /// Nil: unknown id (404 in ASP.NET Core) or one that has a socket already (409).
-    func attach(token: String?, sink: AsyncStream<[UInt8]>.Continuation) -> (client: HubClient, generation: Int, resumed: Bool)? {
+    func attach(
+        token: String?, sink: AsyncStream<[UInt8]>.Continuation
+    ) -> (client: HubClient, generation: Int, resumed: Bool)? {
         guard let token else {
             // Skip-negotiation clients come without an id.
             let client = HubClient(connectionId: UUID().uuidString, token: UUID().uuidString, stateful: false)

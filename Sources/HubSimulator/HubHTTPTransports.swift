@@ -20,7 +20,9 @@ extension HubSimulator {
         }
         router.post("hubs/family") { request, _ in
             guard self.hubAllows(request) else { return self.problem(401, "A valid bearer token is required.") }
-            guard let id = request.uri.queryParameters["id"].map(String.init) else { return self.problem(400, "Connection ID required") }
+            guard let id = request.uri.queryParameters["id"].map(String.init) else {
+                return self.problem(400, "Connection ID required")
+            }
             // ASP.NET Core takes sends before the first poll too (the connection exists since negotiate): some
             // clients send their handshake first.
             var link = self.httpLinks.withLock { $0[id] }
@@ -32,13 +34,16 @@ extension HubSimulator {
             return Response(status: .ok)
         }
         router.delete("hubs/family") { request, _ in
-            guard let id = request.uri.queryParameters["id"].map(String.init), let link = self.httpLinks.withLock({ $0[id] }) else {
+            guard let id = request.uri.queryParameters["id"].map(String.init),
+                let link = self.httpLinks.withLock({ $0[id] })
+            else {
                 return self.problem(404, "No Connection with that ID")
             }
             guard link.transport == "LongPolling" else {
                 return self.problem(400, "Cannot terminate this connection using the DELETE endpoint.")
             }
-            self.logger.info("client ended its long polling connection", metadata: ["connectionId": "\(link.client.connectionId)"])
+            self.logger.info(
+                "client ended its long polling connection", metadata: ["connectionId": "\(link.client.connectionId)"])
             link.client.endSocket(generation: link.generation)
             return Response(status: .accepted)
         }
@@ -72,9 +77,12 @@ extension HubSimulator {
         guard offers(transport), !isRefusing else { return nil }
         let (frames, sink) = AsyncStream<[UInt8]>.makeStream()
         guard let (client, generation, resumed) = await hub.attach(token: id, sink: sink) else { return nil }
-        let link = HTTPLink(client: client, generation: generation, session: HubSession(self, client, transport: transport, resumed: resumed), transport: transport)
+        let link = HTTPLink(
+            client: client, generation: generation,
+            session: HubSession(self, client, transport: transport, resumed: resumed), transport: transport)
         httpLinks.withLock { $0[id] = link }
-        logger.info("client connected", metadata: ["connectionId": "\(client.connectionId)", "transport": "\(transport)"])
+        logger.info(
+            "client connected", metadata: ["connectionId": "\(client.connectionId)", "transport": "\(transport)"])
         return (link, frames)
     }
 
@@ -102,7 +110,9 @@ extension HubSimulator {
                 for await frame in frames {
                     // One event per payload; a payload with line breaks spans several data lines.
                     var event = ""
-                    for line in String(decoding: frame, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
+                    for line in String(decoding: frame, as: UTF8.self).split(
+                        separator: "\n", omittingEmptySubsequences: false)
+                    {
                         event += "data: \(line)\r\n"
                     }
                     try await writer.write(ByteBuffer(string: event + "\r\n"))
@@ -135,10 +145,14 @@ extension HubSimulator {
     private func poll(_ id: String, bearer: String?) async -> Response {
         guard let link = httpLinks.withLock({ $0[id] }) else {
             // The first poll: the connection is made and the answer comes at once, empty.
-            guard await startLongPolling(id, bearer: bearer) != nil else { return problem(404, "No Connection with that ID") }
+            guard await startLongPolling(id, bearer: bearer) != nil else {
+                return problem(404, "No Connection with that ID")
+            }
             return Response(status: .ok)
         }
-        guard link.transport == "LongPolling" else { return problem(400, "Connection is not using the long polling transport.") }
+        guard link.transport == "LongPolling" else {
+            return problem(400, "Connection is not using the long polling transport.")
+        }
         guard let bytes = await link.polls.take(within: configuration.longPollTimeout) else {
             await release(id, link)
             return Response(status: .noContent)
@@ -158,7 +172,10 @@ final class PollBuffer: Sendable {
         var timer: Task<Void, Never>?
     }
 
-    private enum Taken { case bytes([UInt8]), ended, nothing }
+    private enum Taken {
+        case bytes([UInt8])
+        case ended, nothing
+    }
 
     private let state = Mutex(State())
     static let answerBytes = 64 * 1024

@@ -56,7 +56,8 @@ actor HubSession {
         }
         let messages: [SimMessage?]
         do {
-            messages = try client.speaksMessagePack ? SimMessagePackProtocol.decode(bytes) : SimJSONHubProtocol.decode(bytes)
+            messages =
+                try client.speaksMessagePack ? SimMessagePackProtocol.decode(bytes) : SimJSONHubProtocol.decode(bytes)
         } catch {
             sim.logger.error("client broke the protocol: \(error)")
             client.send(.close(error: "Connection closed with an error. \(error)", allowReconnect: false))
@@ -77,7 +78,9 @@ actor HubSession {
                     await sim.hub.invocationCanceled()  // a non-streaming invocation (ASP.NET Core 11 allows it)
                 }
             case .completion(let id, let outcome):
-                if !(await sim.hub.clientCompleted(id, outcome)) { sim.logger.warning("completion for unknown invocation \(id)") }
+                if !(await sim.hub.clientCompleted(id, outcome)) {
+                    sim.logger.warning("completion for unknown invocation \(id)")
+                }
             case .close:
                 return false
             case .ping, .streamItem, .ack, .sequence:
@@ -99,7 +102,8 @@ actor HubSession {
             return "The protocol '\(name)' is not supported."
         }
         if name == "messagepack" && transport == "ServerSentEvents" {
-            return "Cannot use the '\(name)' protocol on the current transport. The transport does not support 'Binary' transfer format."
+            return
+                "Cannot use the '\(name)' protocol on the current transport. The transport does not support 'Binary' transfer format."
         }
         guard request.version <= (client.stateful ? 2 : 1) else {
             return "The server does not support version \(request.version) of the '\(name)' protocol."
@@ -145,13 +149,15 @@ extension HubSimulator {
                 break
             }
             do {
-                let t = try await createTransaction(childId: child, amount: amount, type: type, description: desc, by: "Hub", idempotencyKey: nil)
+                let t = try await createTransaction(
+                    childId: child, amount: amount, type: type, description: desc, by: "Hub", idempotencyKey: nil)
                 outcome = .result(SimJSON.value(t))
             } catch {
                 outcome = .error(error.message)
             }
         default:
-            outcome = .error("Failed to invoke '\(inv.target)' due to an error on the server. HubException: Method does not exist.")
+            outcome = .error(
+                "Failed to invoke '\(inv.target)' due to an error on the server. HubException: Method does not exist.")
         }
         guard let id = inv.id else { return }
         client.send(.completion(id: id, outcome))

@@ -23,7 +23,8 @@ extension HubSimulator {
                 try await outbound.close(.policyViolation, reason: "unknown or already connected id")
                 return
             }
-            self.logger.info("client \(resumed ? "re-attached" : "connected")", metadata: ["connectionId": "\(client.connectionId)"])
+            self.logger.info(
+                "client \(resumed ? "re-attached" : "connected")", metadata: ["connectionId": "\(client.connectionId)"])
             defer { self.logger.info("client disconnected", metadata: ["connectionId": "\(client.connectionId)"]) }
             let binary = self.configuration.binaryFrames
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -70,7 +71,9 @@ extension HubSimulator {
             // The token the connection was last authenticated with: a refresh replaces the one it opened with.
             let current = connectionBearers.withLock { $0[client.token] } ?? bearer
             if mustCloseForExpiry(current) {
-                logger.notice("ending a connection: its access token expired", metadata: ["connectionId": "\(client.connectionId)"])
+                logger.notice(
+                    "ending a connection: its access token expired",
+                    metadata: ["connectionId": "\(client.connectionId)"])
                 return
             }
             if ContinuousClock.now - s.lastSend >= interval, !(await hub.isSilenced(client)) {

@@ -51,7 +51,9 @@ enum SimJSONHubProtocol {
     static func object(_ message: SimMessage) -> SimValue {
         func invocation(_ type: Int, _ m: SimMessage.Invocation) -> [(String, SimValue)] {
             var o: [(String, SimValue)] = [("type", .number(Decimal(type)))]
-            if !m.headers.isEmpty { o.append(("headers", .object(m.headers.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))) }
+            if !m.headers.isEmpty {
+                o.append(("headers", .object(m.headers.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+            }
             if let id = m.id { o.append(("invocationId", .string(id))) }
             o += [("target", .string(m.target)), ("arguments", .array(m.arguments))]
             if !m.streamIds.isEmpty { o.append(("streamIds", .array(m.streamIds.map(SimValue.string)))) }
@@ -94,26 +96,35 @@ enum SimJSONHubProtocol {
             throw SimJSON.Malformed(description: "a message that is not an object with a numeric type")
         }
         func string(_ key: String) throws(SimJSON.Malformed) -> String {
-            guard let s = v[key]?.stringValue else { throw SimJSON.Malformed(description: "type \(type) without a string \(key)") }
+            guard let s = v[key]?.stringValue else {
+                throw SimJSON.Malformed(description: "type \(type) without a string \(key)")
+            }
             return s
         }
         func headers() throws(SimJSON.Malformed) -> [String: String] {
             guard let h = v["headers"], !h.isNull else { return [:] }
-            guard case .object(let o) = h else { throw SimJSON.Malformed(description: "headers that are not an object") }
+            guard case .object(let o) = h else {
+                throw SimJSON.Malformed(description: "headers that are not an object")
+            }
             var out: [String: String] = [:]
             for (name, value) in o {
-                guard let text = value.stringValue else { throw SimJSON.Malformed(description: "header \(name) is not a string") }
+                guard let text = value.stringValue else {
+                    throw SimJSON.Malformed(description: "header \(name) is not a string")
+                }
                 out[name] = text
             }
             return out
         }
         switch type {
         case 1, 4:
-            guard case .array(let arguments)? = v["arguments"] else { throw SimJSON.Malformed(description: "an invocation without arguments") }
+            guard case .array(let arguments)? = v["arguments"] else {
+                throw SimJSON.Malformed(description: "an invocation without arguments")
+            }
             var streamIds: [String] = []
             if case .array(let ids)? = v["streamIds"] { streamIds = ids.compactMap(\.stringValue) }
             let m = SimMessage.Invocation(
-                id: type == 4 ? try string("invocationId") : v["invocationId"]?.stringValue, target: try string("target"),
+                id: type == 4 ? try string("invocationId") : v["invocationId"]?.stringValue,
+                target: try string("target"),
                 arguments: arguments, headers: try headers(), streamIds: streamIds)
             return type == 1 ? .invocation(m) : .streamInvocation(m)
         case 2:
@@ -131,7 +142,9 @@ enum SimJSONHubProtocol {
         case 6: return .ping
         case 7: return .close(error: v["error"]?.stringValue, allowReconnect: v["allowReconnect"] == .bool(true))
         case 8, 9:
-            guard let n = v["sequenceId"]?.intValue else { throw SimJSON.Malformed(description: "type \(type) without a sequenceId") }
+            guard let n = v["sequenceId"]?.intValue else {
+                throw SimJSON.Malformed(description: "type \(type) without a sequenceId")
+            }
             return type == 8 ? .ack(Int64(n)) : .sequence(Int64(n))
         default: return nil
         }
@@ -150,10 +163,16 @@ enum SimHandshake {
         guard let end = bytes.firstIndex(of: SimJSONHubProtocol.separator) else { return nil }
         let v = try SimJSON.parse(bytes[..<end])
         guard let name = v["protocol"]?.stringValue else {
-            throw SimJSON.Malformed(description: "Missing required property 'protocol'. Message content: \(String(decoding: bytes[..<end], as: UTF8.self))")
+            throw SimJSON.Malformed(
+                description:
+                    "Missing required property 'protocol'. Message content: \(String(decoding: bytes[..<end], as: UTF8.self))"
+            )
         }
         guard let version = v["version"]?.intValue else {
-            throw SimJSON.Malformed(description: "Missing required property 'version'. Message content: \(String(decoding: bytes[..<end], as: UTF8.self))")
+            throw SimJSON.Malformed(
+                description:
+                    "Missing required property 'version'. Message content: \(String(decoding: bytes[..<end], as: UTF8.self))"
+            )
         }
         return (Request(protocolName: name, version: version), bytes[(end + 1)...])
     }
@@ -175,12 +194,18 @@ struct SimNegotiation {
     var tokenLifetimeSeconds: Int?
 
     var json: [UInt8] {
-        var o: [(String, SimValue)] = [("negotiateVersion", .number(Decimal(negotiateVersion))), ("connectionId", .string(connectionId))]
+        var o: [(String, SimValue)] = [
+            ("negotiateVersion", .number(Decimal(negotiateVersion))), ("connectionId", .string(connectionId)),
+        ]
         if let connectionToken { o.append(("connectionToken", .string(connectionToken))) }
-        o.append((
-            "availableTransports",
-            .array(transports.map { ["transport": .string($0.name), "transferFormats": .array($0.formats.map(SimValue.string))] })
-        ))
+        o.append(
+            (
+                "availableTransports",
+                .array(
+                    transports.map {
+                        ["transport": .string($0.name), "transferFormats": .array($0.formats.map(SimValue.string))]
+                    })
+            ))
         if statefulReconnect { o.append(("useStatefulReconnect", true)) }
         if let tokenLifetimeSeconds { o.append(("tokenLifetimeSeconds", .number(Decimal(tokenLifetimeSeconds)))) }
         return SimValue.object(o).bytes

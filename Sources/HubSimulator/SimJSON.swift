@@ -46,7 +46,8 @@ indirect enum SimValue: Decodable, Sendable, Equatable, ExpressibleByStringLiter
         case (.number(let x), .number(let y)): x == y
         case (.string(let x), .string(let y)): x == y
         case (.array(let x), .array(let y)): x == y
-        case (.object(let x), .object(let y)): x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case (.object(let x), .object(let y)):
+            x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: false
         }
     }
@@ -148,7 +149,8 @@ enum SimJSON {
         [
             "id": .string(t.id.uuidString), "childId": .string(t.childId.uuidString), "amount": .number(t.amount),
             "type": .string(t.type), "description": .string(t.description), "balanceAfter": .number(t.balanceAfter),
-            "createdAt": time(t.createdAt), "createdByName": .string(t.createdByName), "sequence": .number(Decimal(t.sequence)),
+            "createdAt": time(t.createdAt), "createdByName": .string(t.createdByName),
+            "sequence": .number(Decimal(t.sequence)),
         ]
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 /// writes with its default resolvers: objects as maps keyed by PascalCase property names, money (C# `decimal`) as
 /// strings, dates as the timestamp extension, GUIDs as strings.
 indirect enum SimPack: Equatable {
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     case nil_
     case bool(Bool)
     case int(Int64)
@@ -153,7 +154,9 @@ indirect enum SimPack: Equatable {
             return Array(bytes[i..<(i + n)])
         }
         func text(_ n: Int) throws -> SimPack {
-            guard let s = String(validating: try raw(n), as: UTF8.self) else { throw Malformed(reason: "a string that is not UTF-8") }
+            guard let s = String(validating: try raw(n), as: UTF8.self) else {
+                throw Malformed(reason: "a string that is not UTF-8")
+            }
             return .string(s)
         }
         func items(_ n: Int) throws -> [SimPack] {
@@ -162,7 +165,9 @@ indirect enum SimPack: Equatable {
         }
         func pairs(_ n: Int) throws -> [(SimPack, SimPack)] {
             try need(2 * n)
-            return try (0..<n).map { _ in (try unpack(bytes, &i, depth: depth + 1), try unpack(bytes, &i, depth: depth + 1)) }
+            return try (0..<n).map { _ in
+                (try unpack(bytes, &i, depth: depth + 1), try unpack(bytes, &i, depth: depth + 1))
+            }
         }
         func ext(_ n: Int) throws -> SimPack {
             let type = Int8(bitPattern: try raw(1)[0])
@@ -180,7 +185,8 @@ indirect enum SimPack: Equatable {
                 return .timestamp(Date(timeIntervalSince1970: Double(v & 0x3_FFFF_FFFF) + Double(v >> 34) / 1e9))
             case 12:
                 let nanos = field(4)
-                return .timestamp(Date(timeIntervalSince1970: Double(Int64(bitPattern: field(8))) + Double(nanos) / 1e9))
+                return .timestamp(
+                    Date(timeIntervalSince1970: Double(Int64(bitPattern: field(8))) + Double(nanos) / 1e9))
             default: throw Malformed(reason: "a timestamp of \(n) bytes")
             }
         }
@@ -253,7 +259,8 @@ enum SimMessagePackProtocol {
         case .completion(let id, .result(let v)): array = [.int(3), none, .string(id), .int(3), plain(v)]
         case .cancelInvocation(let id): array = [.int(5), none, .string(id)]
         case .ping: array = [.int(6)]
-        case .close(let error, let allowReconnect): array = [.int(7), error.map(SimPack.string) ?? .nil_, .bool(allowReconnect)]
+        case .close(let error, let allowReconnect):
+            array = [.int(7), error.map(SimPack.string) ?? .nil_, .bool(allowReconnect)]
         case .ack(let id): array = [.int(8), .int(id)]
         case .sequence(let id): array = [.int(9), .int(id)]
         }
@@ -284,7 +291,9 @@ enum SimMessagePackProtocol {
                 shift += 7
                 if b < 0x80 { break }
             }
-            guard i + length <= bytes.count else { throw SimPack.Malformed(reason: "a message shorter than its length") }
+            guard i + length <= bytes.count else {
+                throw SimPack.Malformed(reason: "a message shorter than its length")
+            }
             let body = Array(bytes[i..<(i + length)])
             i += length
             var j = 0
@@ -294,9 +303,13 @@ enum SimMessagePackProtocol {
     }
 
     private static func message(_ value: SimPack) throws -> SimMessage? {
-        guard case .array(let a) = value, case .int(let type)? = a.first else { throw SimPack.Malformed(reason: "not an array with a type") }
+        guard case .array(let a) = value, case .int(let type)? = a.first else {
+            throw SimPack.Malformed(reason: "not an array with a type")
+        }
         func str(_ k: Int) throws -> String {
-            guard k < a.count, case .string(let s) = a[k] else { throw SimPack.Malformed(reason: "field \(k) is not a string") }
+            guard k < a.count, case .string(let s) = a[k] else {
+                throw SimPack.Malformed(reason: "field \(k) is not a string")
+            }
             return s
         }
         func heads() -> [String: String] {
@@ -308,10 +321,15 @@ enum SimMessagePackProtocol {
         switch type {
         case 1, 4:
             let id: String? = a.count > 2 && a[2] == .nil_ ? nil : try str(2)
-            guard a.count > 4, case .array(let args) = a[4] else { throw SimPack.Malformed(reason: "no arguments array") }
+            guard a.count > 4, case .array(let args) = a[4] else {
+                throw SimPack.Malformed(reason: "no arguments array")
+            }
             var streamIds: [String] = []
-            if a.count > 5, case .array(let ids) = a[5] { streamIds = ids.compactMap { if case .string(let s) = $0 { s } else { nil } } }
-            let invocation = SimMessage.Invocation(id: id, target: try str(3), arguments: args.map(json), headers: heads(), streamIds: streamIds)
+            if a.count > 5, case .array(let ids) = a[5] {
+                streamIds = ids.compactMap { if case .string(let s) = $0 { s } else { nil } }
+            }
+            let invocation = SimMessage.Invocation(
+                id: id, target: try str(3), arguments: args.map(json), headers: heads(), streamIds: streamIds)
             return type == 1 ? .invocation(invocation) : .streamInvocation(invocation)
         case 2: return .streamItem(id: try str(2), item: a.count > 3 ? json(a[3]) : .null)
         case 3:
@@ -348,7 +366,10 @@ enum SimMessagePackProtocol {
         case .array(let items): .array(items.map(json))
         case .map(let pairs):
             // Keys that are not strings are named by their kind only: a client's nested keys must not be rendered.
-            .object(pairs.map { (k, v) in (json(k).stringValue ?? (k == .nil_ ? "null" : "\(k)".prefix(40).description), json(v)) })
+            .object(
+                pairs.map { (k, v) in
+                    (json(k).stringValue ?? (k == .nil_ ? "null" : "\(k)".prefix(40).description), json(v))
+                })
         case .timestamp(let d): .string(d.formatted(.iso8601))
         case .ext: .null
         }
@@ -359,7 +380,8 @@ enum SimMessagePackProtocol {
         switch v {
         case .null: .nil_
         case .bool(let b): .bool(b)
-        case .number(let n): v.intValue.map { SimPack.int(Int64($0)) } ?? .double(NSDecimalNumber(decimal: n).doubleValue)
+        case .number(let n):
+            v.intValue.map { SimPack.int(Int64($0)) } ?? .double(NSDecimalNumber(decimal: n).doubleValue)
         case .string(let s): .string(s)
         case .array(let items): .array(items.map(plain))
         case .object(let members): .map(members.map { (.string($0.0), plain($0.1)) })
@@ -382,6 +404,7 @@ enum SimMessagePackProtocol {
 
     private static func isoDate(_ s: String) -> Date? {
         guard s.count >= 20, s.utf8.dropFirst(10).first == UInt8(ascii: "T") else { return nil }
-        return (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(s)) ?? (try? Date.ISO8601FormatStyle().parse(s))
+        return (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(s))
+            ?? (try? Date.ISO8601FormatStyle().parse(s))
     }
 }

@@ -5,45 +5,6 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// How the simulator runs. Every switch can also be flipped at run time under `/_sim/`.
-public struct SimulatorConfiguration: Sendable {
-    public var host = "127.0.0.1"
-    /// 0 picks a free port; the `listening` line says which.
-    public var port = 0
-    /// Accepted as a bearer token besides those the login endpoint issues.
-    public var token: String?
-    /// How long tokens from `POST /api/v1/auth/login` live.
-    public var tokenLifetime: Duration = .seconds(3600)
-    public var seed: UInt64 = 42
-    /// `TransactionCreated` carries the whole transaction (true) or only its id string (as older servers send it).
-    public var fullTransactionPayload = true
-    /// Generated transactions per second (0: none).
-    public var activityRate = 0.0
-    /// Transactions generated at start.
-    public var burst = 0
-    /// Children in the family: the three fixed ones, and generated ones beyond three.
-    public var children = 3
-    /// Transactions already in the family at start, spread over the three years before (a large history).
-    public var history = 0
-    /// Server pings every this often when nothing else was sent.
-    public var keepAliveInterval: Duration = .seconds(15)
-    /// A client silent for this long is dropped.
-    public var clientTimeout: Duration = .seconds(30)
-    /// Send hub messages as Binary frames (some servers do).
-    public var binaryFrames = false
-    /// The transports negotiate offers, in this order (a proxy that strips WebSocket upgrades: leave WebSockets out).
-    public var transports = ["WebSockets", "ServerSentEvents", "LongPolling"]
-    /// Refuse the JSON protocol: only MessagePack clients get in.
-    public var requireMessagePack = false
-    /// How long a poll is held when there is nothing to send (ASP.NET Core: 90 s).
-    public var longPollTimeout: Duration = .seconds(90)
-    /// Where the family is kept across restarts (nil: a fresh family from the seed each start). Written after each
-    /// change, so a restarted simulator is the same backend, not a reset one.
-    public var stateFile: String?
-
-    public init() {}
-}
-
 /// The stand-in Allowance Tracker backend: REST under /api/v1, the hub at /hubs/family, switches under /_sim/.
 public final class HubSimulator: Sendable {
     public let configuration: SimulatorConfiguration
@@ -108,7 +69,8 @@ public final class HubSimulator: Sendable {
         self.configuration = configuration
         self.logger = logger
         family = FamilyStore(
-            seed: configuration.seed, stateFile: configuration.stateFile, extraChildren: max(0, configuration.children - 3),
+            seed: configuration.seed, stateFile: configuration.stateFile,
+            extraChildren: max(0, configuration.children - 3),
             history: configuration.history)
         hub = Hub(logger: logger)
         faults.withLock { f in
@@ -126,7 +88,8 @@ public final class HubSimulator: Sendable {
         let app = Application(
             router: restRouter(),
             server: .http1WebSocketUpgrade(webSocketRouter: hubRouter()),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "allowance-hub-sim"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "allowance-hub-sim"),
             onServerRunning: { [configuration] channel in
                 let port = channel.localAddress?.port ?? configuration.port
                 await onListening("http://\(configuration.host):\(port)")
@@ -165,7 +128,8 @@ public final class HubSimulator: Sendable {
         childId: UUID, amount: Decimal, type: String, description: String, by: String, idempotencyKey: String?
     ) async throws(APIFailure) -> SimTransaction {
         let (t, isNew) = try await family.addTransaction(
-            childId: childId, amount: amount, type: type, description: description, by: by, idempotencyKey: idempotencyKey)
+            childId: childId, amount: amount, type: type, description: description, by: by,
+            idempotencyKey: idempotencyKey)
         if isNew {
             let full = faults.withLock { $0.fullPayload }
             await hub.broadcast("TransactionCreated", [full ? SimJSON.value(t) : .string(t.id.uuidString)])
@@ -209,14 +173,16 @@ public final class HubSimulator: Sendable {
         api.post("auth/login") { request, context in
             if self.isDown { return self.problem(503, "The backend is down (simulated).") }
             let body = try await self.jsonBody(request, context)
-            guard body["email"]?.stringValue == "parent@example.com", body["password"]?.stringValue == "allowance" else {
+            guard body["email"]?.stringValue == "parent@example.com", body["password"]?.stringValue == "allowance"
+            else {
                 return self.problem(401, "Invalid email or password.")
             }
             let token = "sim-" + UUID().uuidString
             self.logins.add(1, ordering: .relaxed)
             let lifetime = self.faults.withLock { $0.tokenLifetime } ?? self.configuration.tokenLifetime
             self.tokens.withLock { $0[token] = .now + lifetime }
-            let expires = Date().addingTimeInterval(Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18)
+            let expires = Date().addingTimeInterval(
+                Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18)
             return self.json(
                 200,
                 [
@@ -229,7 +195,9 @@ public final class HubSimulator: Sendable {
         }
         api.get("auth/me") { request, _ in
             if self.isDown { return self.problem(503, "The backend is down (simulated).") }
-            guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
+            guard self.isValid(self.bearer(request)) else {
+                return self.problem(401, "A valid bearer token is required.")
+            }
             return self.json(
                 200,
                 [
@@ -244,7 +212,8 @@ public final class HubSimulator: Sendable {
         }
         api.get("children/:id") { request, context in
             if let r = try await self.restGate(request) { return r }
-            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), let child = await self.family.child(id) else {
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), let child = await self.family.child(id)
+            else {
                 return self.problem(404, "Child not found.")
             }
             return self.json(200, SimJSON.value(child))
@@ -252,7 +221,8 @@ public final class HubSimulator: Sendable {
         // The API's one delete: a child with its history (a parent removed them from the family).
         api.delete("children/:id") { request, context in
             if let r = try await self.restGate(request) { return r }
-            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.removeChild(id) else {
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.removeChild(id)
+            else {
                 return self.problem(404, "Child not found.")
             }
             self.logger.notice("child \(id) deleted")
@@ -262,18 +232,22 @@ public final class HubSimulator: Sendable {
         // that cursor: {"items":[...],"nextCursor":"<sequence of the last item>"} (the catch-up form).
         api.get("children/:id/transactions") { request, context in
             if let r = try await self.restGate(request) { return r }
-            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.child(id) != nil else {
+            guard let id = UUID(uuidString: context.parameters.get("id") ?? ""), await self.family.child(id) != nil
+            else {
                 return self.problem(404, "Child not found.")
             }
             let q = request.uri.queryParameters
             let limit = min(max(Int(q["limit"].map(String.init) ?? "") ?? 50, 1), 500)
             if let after = q["after"].map(String.init) {
-                guard let cursor = Int(after), cursor >= 0 else { return self.problem(400, "after must be a sequence number.") }
+                guard let cursor = Int(after), cursor >= 0 else {
+                    return self.problem(400, "after must be a sequence number.")
+                }
                 let page = await self.family.transactions(of: id, after: cursor, limit: limit)
                 let next = page.last?.sequence ?? cursor
                 return self.json(200, ["items": .array(page.map(SimJSON.value)), "nextCursor": .string(String(next))])
             }
-            let (cap, mode, bad) = self.faults.withLock { ($0.pageCap, $0.pageMode, $0.badRows[id] ?? []) }  // bad: oldest first
+            // bad: oldest first
+            let (cap, mode, bad) = self.faults.withLock { ($0.pageCap, $0.pageMode, $0.badRows[id] ?? []) }
             let size = min(limit, cap ?? limit)
             let offset = mode == "ignore-offset" ? 0 : max(Int(q["offset"].map(String.init) ?? "") ?? 0, 0)
             if mode == "endless" {
@@ -288,7 +262,10 @@ public final class HubSimulator: Sendable {
                 return self.json(200, .array(fresh))
             }
             guard !bad.isEmpty else {
-                return self.json(200, .array(await self.family.newestTransactions(of: id, offset: offset, limit: size).map(SimJSON.value)))
+                return self.json(
+                    200,
+                    .array(await self.family.newestTransactions(of: id, offset: offset, limit: size).map(SimJSON.value))
+                )
             }
             let all = await self.family.transactions(of: id)
             // The bad rows in their place in time among the real ones; only the page is encoded.
@@ -303,19 +280,34 @@ public final class HubSimulator: Sendable {
             }
             oldestFirst += waiting.map { .row($0.row) }
             let page = oldestFirst.reversed().dropFirst(offset).prefix(size)
-            return self.json(200, .array(page.map { if case .row(let r) = $0 { r } else if case .transaction(let t) = $0 { SimJSON.value(t) } else { .null } }))
+            return self.json(
+                200,
+                .array(
+                    page.map {
+                        if case .row(let r) = $0 {
+                            r
+                        } else if case .transaction(let t) = $0 {
+                            SimJSON.value(t)
+                        } else {
+                            .null
+                        }
+                    }))
         }
         api.post("transactions") { request, context in
             if let r = try await self.restGate(request) { return r }
             let body: SimValue
-            do { body = try await self.jsonBody(request, context) } catch { return self.problem(400, "The body is not valid JSON.") }
+            do { body = try await self.jsonBody(request, context) } catch {
+                return self.problem(400, "The body is not valid JSON.")
+            }
             guard let childText = body["childId"]?.stringValue, let childId = UUID(uuidString: childText) else {
                 return self.problem(400, "childId is required and must be a UUID.")
             }
             guard case .number(let amount)? = body["amount"] else {
                 return self.problem(400, "amount is required and must be a JSON number.")
             }
-            guard let type = body["type"]?.stringValue else { return self.problem(400, "type is required: \"Credit\" or \"Debit\".") }
+            guard let type = body["type"]?.stringValue else {
+                return self.problem(400, "type is required: \"Credit\" or \"Debit\".")
+            }
             let description = body["description"]?.stringValue ?? ""
             do {
                 let t = try await self.createTransaction(
@@ -330,7 +322,9 @@ public final class HubSimulator: Sendable {
             if self.isRefusing {
                 return self.problem(503, "The hub is refusing connections (simulated outage).")
             }
-            guard self.isValid(self.bearer(request)) else { return self.problem(401, "A valid bearer token is required.") }
+            guard self.isValid(self.bearer(request)) else {
+                return self.problem(401, "A valid bearer token is required.")
+            }
             let version = Int(request.uri.queryParameters["negotiateVersion"].map(String.init) ?? "") ?? 0
             let stateful = request.uri.queryParameters["useStatefulReconnect"] == "true"
             let (offered, refresh) = self.faults.withLock { ($0.transports, $0.authRefresh) }
@@ -395,11 +389,15 @@ public final class HubSimulator: Sendable {
                 return f.refreshFailures > 0
             }
             if fails { return Response(status: .serviceUnavailable) }
-            guard let id = request.uri.queryParameters["id"].map(String.init), self.connectionBearers.withLock({ $0[id] }) != nil else {
+            guard let id = request.uri.queryParameters["id"].map(String.init),
+                self.connectionBearers.withLock({ $0[id] }) != nil
+            else {
                 return self.json(404, ["error": "No Connection with that ID"])
             }
             let bearer = self.bearer(request)
-            guard self.isValid(bearer), let bearer else { return self.json(401, ["error": "The refresh request is not authenticated."]) }
+            guard self.isValid(bearer), let bearer else {
+                return self.json(401, ["error": "The refresh request is not authenticated."])
+            }
             self.connectionBearers.withLock { $0[id] = bearer }
             self.refreshes.add(1, ordering: .relaxed)
             self.logger.info("refreshed a connection's token")
@@ -445,4 +443,3 @@ public final class HubSimulator: Sendable {
         json(status, ["status": .number(Decimal(status)), "error": .string(message)])
     }
 }
-

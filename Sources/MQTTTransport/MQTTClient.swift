@@ -10,7 +10,8 @@ public final class MQTTClient: @unchecked Sendable {
     // loop thread runs; every field of ours is behind `state`.
     public struct Options: Sendable {
         public enum ProtocolVersion: String, Sendable, CaseIterable {
-            case v5 = "5", v311 = "3.1.1"
+            case v5 = "5"
+            case v311 = "3.1.1"
         }
 
         public var host: String
@@ -64,7 +65,9 @@ public final class MQTTClient: @unchecked Sendable {
         }
         handle = m
         mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
-        mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, options.protocolVersion == .v5 ? Int32(MQTT_PROTOCOL_V5) : Int32(MQTT_PROTOCOL_V311))
+        mosquitto_int_option(
+            m, MOSQ_OPT_PROTOCOL_VERSION,
+            options.protocolVersion == .v5 ? Int32(MQTT_PROTOCOL_V5) : Int32(MQTT_PROTOCOL_V311))
         if let username = options.username {
             try check(mosquitto_username_pw_set(m, username, options.password), "username")
         }
@@ -74,15 +77,21 @@ public final class MQTTClient: @unchecked Sendable {
             try check(mosquitto_tls_set(m, options.caFile, capath, nil, nil, nil), "TLS setup")
         }
         if let will = options.will {
-            try check(mosquitto_will_set(m, will.topic, Int32(will.payload.utf8.count), will.payload, 1, true), "last will")
+            try check(
+                mosquitto_will_set(m, will.topic, Int32(will.payload.utf8.count), will.payload, 1, true), "last will")
         }
         mosquitto_reconnect_delay_set(m, 1, 30, true)
         mosquitto_connect_callback_set(m) { _, context, rc in MQTTClient.from(context).connected(rc) }
         mosquitto_disconnect_callback_set(m) { _, context, rc in MQTTClient.from(context).disconnected(rc) }
-        mosquitto_publish_v5_callback_set(m) { _, context, mid, reason, _ in MQTTClient.from(context).acknowledged(mid, reason) }
+        mosquitto_publish_v5_callback_set(m) { _, context, mid, reason, _ in
+            MQTTClient.from(context).acknowledged(mid, reason)
+        }
         mosquitto_message_callback_set(m) { _, context, message in
             guard let message, let topic = message.pointee.topic else { return }
-            let payload = message.pointee.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(message.pointee.payloadlen))) } ?? []
+            let payload =
+                message.pointee.payload.map {
+                    Array(UnsafeRawBufferPointer(start: $0, count: Int(message.pointee.payloadlen)))
+                } ?? []
             MQTTClient.from(context).received(String(cString: topic), payload)
         }
     }
@@ -97,7 +106,9 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     private func check(_ rc: Int32, _ what: String) throws(MQTTError) {
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError("\(what): \(String(cString: mosquitto_strerror(rc)))") }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            throw MQTTError("\(what): \(String(cString: mosquitto_strerror(rc)))")
+        }
     }
 
     /// Called on every (re)connection, on the network thread: the place to publish what the broker must hold.
@@ -159,9 +170,13 @@ public final class MQTTClient: @unchecked Sendable {
 
     /// Publishes with QoS 1 and returns once the broker acknowledged it; throws when the connection is down, drops
     /// before the acknowledgement, the broker refuses the message, or `timeout` passes.
-    public func publish(_ topic: String, _ payload: [UInt8], retain: Bool = false, timeout: Duration) async throws(MQTTError) {
+    public func publish(
+        _ topic: String, _ payload: [UInt8], retain: Bool = false, timeout: Duration
+    ) async throws(MQTTError) {
         var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain) }
+        let rc = payload.withUnsafeBytes {
+            mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain)
+        }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError("publish to \(topic): \(describe(rc))") }
         let id = mid
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, MQTTError>, Never>) in
@@ -182,7 +197,9 @@ public final class MQTTClient: @unchecked Sendable {
     /// Publishes with QoS 1 without waiting for the acknowledgement (from a callback on the network thread, which
     /// must not wait for itself). Not for anything the caller counts as delivered.
     public func publishNow(_ topic: String, _ payload: [UInt8], retain: Bool) {
-        _ = payload.withUnsafeBytes { mosquitto_publish(handle, nil, topic, Int32($0.count), $0.baseAddress, 1, retain) }
+        _ = payload.withUnsafeBytes {
+            mosquitto_publish(handle, nil, topic, Int32($0.count), $0.baseAddress, 1, retain)
+        }
     }
 
     /// Subscribes (QoS 1); done again after each reconnection by the caller's `onConnect` if it must last.
@@ -192,10 +209,12 @@ public final class MQTTClient: @unchecked Sendable {
 
     /// Publishes `goodbye` (retained) if given, disconnects cleanly (the will is not sent) and stops the thread.
     public func close(goodbye: (topic: String, payload: String)? = nil) async {
-        guard state.withLock({ s in
-            defer { s.closed = true }
-            return !s.closed && s.connecting
-        }) else { return }
+        guard
+            state.withLock({ s in
+                defer { s.closed = true }
+                return !s.closed && s.connecting
+            })
+        else { return }
         if let goodbye, isConnected {
             try? await publish(goodbye.topic, Array(goodbye.payload.utf8), retain: true, timeout: .seconds(2))
         }
@@ -265,7 +284,8 @@ public final class MQTTClient: @unchecked Sendable {
     private static func result(_ reason: Int32, _ topic: String?) -> Result<Void, MQTTError> {
         guard reason >= 0x80 else { return .success(()) }
         let text = String(cString: mosquitto_reason_string(reason))
-        return .failure(MQTTError("the broker refused the message\(topic.map { " to \($0)" } ?? ""): \(text)", refused: true))
+        return .failure(
+            MQTTError("the broker refused the message\(topic.map { " to \($0)" } ?? ""): \(text)", refused: true))
     }
 
     private func describe(_ rc: Int32) -> String {

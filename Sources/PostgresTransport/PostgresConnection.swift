@@ -27,8 +27,16 @@ public final class PostgresConnection: Sendable {
 
         var settings: [(String, String)] {
             switch self {
-            case .standard: [("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"), ("tcp_user_timeout", "10000")]
-            case .lease: [("keepalives_idle", "1"), ("keepalives_interval", "1"), ("keepalives_count", "2"), ("tcp_user_timeout", "3000")]
+            case .standard:
+                [
+                    ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "3"),
+                    ("tcp_user_timeout", "10000"),
+                ]
+            case .lease:
+                [
+                    ("keepalives_idle", "1"), ("keepalives_interval", "1"), ("keepalives_count", "2"),
+                    ("tcp_user_timeout", "3000"),
+                ]
             }
         }
     }
@@ -40,13 +48,16 @@ public final class PostgresConnection: Sendable {
         connectTimeout: Int = 5, deadPeer: DeadPeer = .standard
     ) throws(PostgresError) {
         self.location = location
-        var settings: [(String, String)] = [
-            ("host", location.host), ("port", String(location.port)), ("user", location.user), ("dbname", location.database),
-            ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))), ("keepalives", "1"),
-            // libpq prints a server's notices ("relation ... already exists, skipping") to stderr, in the middle of a
-            // command's output: only warnings and worse are sent.
-            ("options", "-c client_min_messages=warning"),
-        ] + deadPeer.settings
+        var settings: [(String, String)] =
+            [
+                ("host", location.host), ("port", String(location.port)), ("user", location.user),
+                ("dbname", location.database),
+                ("application_name", applicationName), ("connect_timeout", String(max(2, connectTimeout))),
+                ("keepalives", "1"),
+                // libpq prints a server's notices ("relation ... already exists, skipping") to stderr, in the middle of a
+                // command's output: only warnings and worse are sent.
+                ("options", "-c client_min_messages=warning"),
+            ] + deadPeer.settings
         if let mode = location.sslMode { settings.append(("sslmode", mode)) }
         if let cert = location.sslRootCert { settings.append(("sslrootcert", cert)) }
         if let password { settings.append(("password", password)) }
@@ -55,10 +66,15 @@ public final class PostgresConnection: Sendable {
         defer {
             keys.forEach { free($0) }
             // The password's copy is wiped before it is freed.
-            for value in values { if let value { memset(value, 0, strlen(value)) }; free(value) }
+            for value in values {
+                if let value { memset(value, 0, strlen(value)) }
+                free(value)
+            }
         }
         let conn = keys.map { UnsafePointer($0) }.withUnsafeBufferPointer { k in
-            values.map { UnsafePointer($0) }.withUnsafeBufferPointer { v in PQconnectdbParams(k.baseAddress, v.baseAddress, 0) }
+            values.map { UnsafePointer($0) }.withUnsafeBufferPointer { v in
+                PQconnectdbParams(k.baseAddress, v.baseAddress, 0)
+            }
         }
         guard let conn, PQstatus(conn) == CONNECTION_OK else {
             let why = conn.map { Self.errorText($0) } ?? "out of memory"
@@ -126,8 +142,11 @@ public final class PostgresConnection: Sendable {
     public func notifications(timeout: Duration) throws(PostgresError) -> [PostgresNotification] {
         let deadline = ContinuousClock.now + timeout
         while true {
-            let (found, socket) = try connection.withLock { session throws(PostgresError) -> ([PostgresNotification], Int32) in
-                guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            let (found, socket) = try connection.withLock {
+                session throws(PostgresError) -> ([PostgresNotification], Int32) in
+                guard let conn = session.conn else {
+                    throw PostgresError(.lost, "the connection to \(location) is closed")
+                }
                 guard PQconsumeInput(conn) == 1 else {
                     throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
                 }
@@ -135,7 +154,8 @@ public final class PostgresConnection: Sendable {
                 while let note = PQnotifies(conn) {
                     found.append(
                         PostgresNotification(
-                            channel: String(cString: note.pointee.relname), payload: String(cString: note.pointee.extra),
+                            channel: String(cString: note.pointee.relname),
+                            payload: String(cString: note.pointee.extra),
                             senderPID: note.pointee.be_pid))
                     PQfreemem(note)
                 }
@@ -144,7 +164,10 @@ public final class PostgresConnection: Sendable {
             let left = ContinuousClock.now.duration(to: deadline)
             if !found.isEmpty || left <= .zero { return found }
             var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            let ms = Int32(min(Double(Int32.max), (Double(left.components.seconds) * 1000 + Double(left.components.attoseconds) / 1e15).rounded(.up)))
+            let ms = Int32(
+                min(
+                    Double(Int32.max),
+                    (Double(left.components.seconds) * 1000 + Double(left.components.attoseconds) / 1e15).rounded(.up)))
             _ = poll(&poller, 1, ms)
         }
     }
@@ -167,9 +190,12 @@ public final class PostgresConnection: Sendable {
             .replacingOccurrences(of: "\n", with: "; ").replacingOccurrences(of: "\t", with: "")
     }
 
-    private static func rows(of result: OpaquePointer?, conn: OpaquePointer, location: PostgresLocation) throws(PostgresError) -> PostgresRows {
+    private static func rows(
+        of result: OpaquePointer?, conn: OpaquePointer, location: PostgresLocation
+    ) throws(PostgresError) -> PostgresRows {
         guard let result else {
-            throw PostgresError(PQstatus(conn) == CONNECTION_OK ? .statement : .lost, "PostgreSQL at \(location): \(errorText(conn))")
+            throw PostgresError(
+                PQstatus(conn) == CONNECTION_OK ? .statement : .lost, "PostgreSQL at \(location): \(errorText(conn))")
         }
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
@@ -179,7 +205,8 @@ public final class PostgresConnection: Sendable {
             let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
                 .replacingOccurrences(of: "\n", with: "; ").replacingOccurrences(of: "\t", with: "")
             if PQstatus(conn) != CONNECTION_OK {
-                throw PostgresError(.lost, "lost the connection to \(location): \(message.isEmpty ? errorText(conn) : message)")
+                throw PostgresError(
+                    .lost, "lost the connection to \(location): \(message.isEmpty ? errorText(conn) : message)")
             }
             throw PostgresError(.statement, message, sqlState: state)
         }

@@ -21,7 +21,9 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
     public init(_ text: String) throws(PostgresError) {
         let example = "postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full"
         func mistake(_ what: String) -> PostgresError {
-            PostgresError(.location, "\(what): write it as \(example) (the password goes in a file or the environment, never here)")
+            PostgresError(
+                .location,
+                "\(what): write it as \(example) (the password goes in a file or the environment, never here)")
         }
         guard let colon = text.firstIndex(of: ":") else { throw mistake("not a PostgreSQL URL") }
         let scheme = text[..<colon].lowercased()
@@ -46,11 +48,14 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
         var sslRootCert: String?
         for item in components.queryItems ?? [] {
             guard Self.parameters.contains(item.name) else {
-                throw mistake("'\(item.name)' is not a parameter this relay passes on (known: \(Self.parameters.sorted().joined(separator: ", ")))")
+                throw mistake(
+                    "'\(item.name)' is not a parameter this relay passes on (known: \(Self.parameters.sorted().joined(separator: ", ")))"
+                )
             }
             if item.name == "sslmode" {
                 guard let mode = item.value, Self.sslModes.contains(mode) else {
-                    throw mistake("sslmode is '\(item.value ?? "")', not one of \(Self.sslModes.joined(separator: ", "))")
+                    throw mistake(
+                        "sslmode is '\(item.value ?? "")', not one of \(Self.sslModes.joined(separator: ", "))")
                 }
                 sslMode = mode
             } else {

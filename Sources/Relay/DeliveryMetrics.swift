@@ -12,11 +12,14 @@ struct DeliveryMetrics: Sendable {
     static let outcomeNames = ["delivered", "retry", "throttled", "disabled", "rejected", "unavailable"]
 
     init(sink: String) {
-        outcomes = Dictionary(uniqueKeysWithValues: Self.outcomeNames.map {
-            ($0, Counter(label: "allowance_relay_deliveries_total", dimensions: [("sink", sink), ("outcome", $0)]))
-        })
+        outcomes = Dictionary(
+            uniqueKeysWithValues: Self.outcomeNames.map {
+                ($0, Counter(label: "allowance_relay_deliveries_total", dimensions: [("sink", sink), ("outcome", $0)]))
+            })
         failing = Gauge(label: "allowance_relay_sink_failing", dimensions: [("sink", sink)])
-        latency = Metrics.Timer(label: "allowance_relay_delivery_latency_seconds", dimensions: [("sink", sink)], preferredDisplayUnit: .seconds)
+        latency = Metrics.Timer(
+            label: "allowance_relay_delivery_latency_seconds", dimensions: [("sink", sink)],
+            preferredDisplayUnit: .seconds)
     }
 
     func record(_ outcome: DeliveryOutcome) {

@@ -77,7 +77,9 @@ struct DispatchMachine {
     }
 
     /// What to do next. `room`: how many more sends may run.
-    mutating func step(now: Date, clock: ContinuousClock.Instant, pausedUntil: Date?, room: Int, inProgress: InProgress) -> Step {
+    mutating func step(
+        now: Date, clock: ContinuousClock.Instant, pausedUntil: Date?, room: Int, inProgress: InProgress
+    ) -> Step {
         var afterRead = false
         if case .justRead(let complete) = phase {
             afterRead = true
@@ -116,7 +118,8 @@ struct DispatchMachine {
     /// After a `look`: `switchedOffRead` is the switch as just read (nil: not read this time), `handedOver` what the
     /// planner handed over since the last look (nil: nothing).
     mutating func looked(
-        switchedOffRead: String??, at clock: ContinuousClock.Instant, handedOver: [Delivery]?, inProgress: InProgress, now: Date
+        switchedOffRead: String??, at clock: ContinuousClock.Instant, handedOver: [Delivery]?, inProgress: InProgress,
+        now: Date
     ) -> Look {
         if let read = switchedOffRead { switchedOff = (read, clock) }
         if let reason = switchedOff?.reason {

@@ -13,12 +13,14 @@ public final class MuteList: Sendable {
     public init(store: (any MuteStore)?) {
         self.store = store
         let running = (try? store?.mutes(at: Date())) ?? []
-        mutes = Mutex(Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max))
+        mutes = Mutex(
+            Dictionary(running.map { ("\($0.sink)|\($0.childId.lowercased)", $0.until) }, uniquingKeysWith: max))
     }
 
     public func isMuted(sink: String, child: UUID, at now: Date = Date()) -> Bool {
         mutes.withLock { m in
-            m["\(sink)|\(child.lowercased)"].map { $0 > now } ?? false || m["\(Mute.everySink)|\(child.lowercased)"].map { $0 > now } ?? false
+            m["\(sink)|\(child.lowercased)"].map { $0 > now } ?? false
+                || m["\(Mute.everySink)|\(child.lowercased)"].map { $0 > now } ?? false
         }
     }
 
@@ -33,7 +35,9 @@ public final class MuteList: Sendable {
 
     /// Mutes `sink` for `child` until the next midnight in `timeZone`; returns that time.
     @discardableResult
-    public func muteForToday(sink: String, child: UUID, timeZone: TimeZone, now: Date = Date()) throws(StoreError) -> Date {
+    public func muteForToday(
+        sink: String, child: UUID, timeZone: TimeZone, now: Date = Date()
+    ) throws(StoreError) -> Date {
         let until = Self.nextMidnight(after: now, in: timeZone)
         try store?.mute(Mute(sink: sink, childId: child, until: until))
         mutes.withLock { $0["\(sink)|\(child.lowercased)"] = until }
@@ -43,6 +47,7 @@ public final class MuteList: Sendable {
     public static func nextMidnight(after date: Date, in timeZone: TimeZone) -> Date {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
-        return calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: date)) ?? date.addingTimeInterval(86400)
+        return calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: date))
+            ?? date.addingTimeInterval(86400)
     }
 }

@@ -95,7 +95,9 @@ public final class RelayEngine: Sendable {
         plan(with: state.withLock { $0.current })
         // A database from before deliveries stopped recording in_flight may hold such rows: they go again, same ids.
         let requeued = try store.requeueInFlightDeliveries()
-        if requeued > 0 { logger.notice("\(requeued) deliveries were in flight at the last stop: sending them again (same ids)") }
+        if requeued > 0 {
+            logger.notice("\(requeued) deliveries were in flight at the last stop: sending them again (same ids)")
+        }
     }
 
     private func plan(with generation: Generation) {
@@ -104,7 +106,8 @@ public final class RelayEngine: Sendable {
         for warning in Routing(config).warnings { logger.warning("\(warning)") }
         store.setOrderedSinks(Set(config.sinks.filter(\.ordersByChild).map(\.name)))
         let planner = RulePlanner(
-            rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes, history: config.history)
+            rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes,
+            history: config.history)
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows.
             for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {
@@ -150,7 +153,8 @@ public final class RelayEngine: Sendable {
             } else {
                 let names = generation.workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }
                 logger.info("relaying to \(generation.workers.count) sink(s): \(names.joined(separator: ", "))")
-                let summaries = SummaryScheduler(store: store, config: generation.config, stop: generation.stop, logger: logger)
+                let summaries = SummaryScheduler(
+                    store: store, config: generation.config, stop: generation.stop, logger: logger)
                 await withDiscardingTaskGroup { group in
                     for w in generation.workers { group.addTask { await w.run() } }
                     group.addTask { await summaries.run() }
@@ -194,7 +198,12 @@ public final class RelayEngine: Sendable {
                 await sleep(.seconds(after))
                 guard !Task.isCancelled else { return }
                 do {
-                    try ledger.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "no connection for \(after >= 120 ? "\(Int(after / 60)) minutes" : "\(Int(after)) seconds"): \(reason)"))
+                    try ledger.raise(
+                        RelayEvent(
+                            kind: .connectionLost, at: Date(),
+                            detail:
+                                "no connection for \(after >= 120 ? "\(Int(after / 60)) minutes" : "\(Int(after)) seconds"): \(reason)"
+                        ))
                 } catch {
                     logger.error("could not record connection.lost: \(error)")
                 }
@@ -221,7 +230,8 @@ public final class RelayEngine: Sendable {
             guard !changes.isEmpty else { return }
             try store.replanHeld(changes)
             let muted = changes.filter { if case .muted = $0.change { true } else { false } }.count
-            logger.notice("\(changes.count) held alert(s) planned again for the quiet hours and mutes in force (\(muted) muted)")
+            logger.notice(
+                "\(changes.count) held alert(s) planned again for the quiet hours and mutes in force (\(muted) muted)")
             for w in state.withLock({ $0.current.workers }) { w.lookAtTheLedger() }
         } catch {
             logger.error("could not plan the held alerts again: \(error)")
@@ -248,7 +258,8 @@ extension AlertSettings {
         let s = makeSink(sink, http: http, formatting: formatting)
         let event = RelayEvent(kind: .test, at: Date(), sink: sink.name)
         let id = "test_" + UUID.random().lowercased
-        let outcome = await s.send(message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
+        let outcome = await s.send(
+            message(id: id, kind: .test, urgency: .normal, event: event, sink: sink, markup: await s.supportsMarkup()))
         await s.close()
         return outcome
     }
@@ -256,7 +267,8 @@ extension AlertSettings {
     /// An alert rendered for `sink`: the title as written, the text with each value escaped for the destination.
     /// `alert`: the stored alert, when there is one (else it is written from `event`).
     public func message(
-        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, event: RelayEvent, alert: String? = nil, sink: SinkConfig,
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, event: RelayEvent, alert: String? = nil,
+        sink: SinkConfig,
         markup: Bool
     ) -> Message {
         let (title, text) = templates(for: kind, sink: sink)
@@ -266,10 +278,12 @@ extension AlertSettings {
         let link = formatting.link(for: event, template: sink.link)
         guard let alert else {
             return Message(
-                id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event, currency: formatting.currency, link: link)
+                id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, event: event,
+                currency: formatting.currency, link: link)
         }
         return Message(
-            id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId, alert: alert, event: event,
+            id: id, kind: kind, urgency: urgency, title: rendered.title, text: rendered.text, childId: event.childId,
+            alert: alert, event: event,
             link: link)
     }
 }
@@ -288,7 +302,8 @@ public struct ReloadSummary: Sendable {
         if !added.isEmpty { parts.append("added \(added.joined(separator: ", "))") }
         if !removed.isEmpty { parts.append("removed \(removed.joined(separator: ", "))") }
         for (sink, n) in orphaned {
-            parts.append("\(n) delivery(ies) for the removed sink \(sink) wait until a sink of that name is configured again")
+            parts.append(
+                "\(n) delivery(ies) for the removed sink \(sink) wait until a sink of that name is configured again")
         }
         return parts.joined(separator: "; ")
     }

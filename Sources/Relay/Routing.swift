@@ -25,9 +25,12 @@ public struct Routing: Sendable, Equatable {
                 warnings.append("sink \(sink.name) gets nothing: no rule sends to it (add it to a rule's `to:`)")
             }
         }
-        if !config.defaultRouting, !config.sinks.isEmpty, !config.rules.contains(where: { $0.summary == nil && $0.events.contains(.transactionCreated) }) {
+        if !config.defaultRouting, !config.sinks.isEmpty,
+            !config.rules.contains(where: { $0.summary == nil && $0.events.contains(.transactionCreated) })
+        {
             warnings.append(
-                "no rule sends transaction.created: the family hears of no transaction (with `rules:` set, the default routing is off)")
+                "no rule sends transaction.created: the family hears of no transaction (with `rules:` set, the default routing is off)"
+            )
         }
         self.routes = routes
         self.warnings = warnings

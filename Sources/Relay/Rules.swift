@@ -14,7 +14,9 @@ extension Rule {
         if let amountAtLeast { guard let a = e.transaction?.amount, a >= amountAtLeast else { return false } }
         if let amountBelow { guard let a = e.transaction?.amount, a < amountBelow else { return false } }
         if let descriptionContains {
-            guard e.transaction?.description.range(of: descriptionContains, options: .caseInsensitive) != nil else { return false }
+            guard e.transaction?.description.range(of: descriptionContains, options: .caseInsensitive) != nil else {
+                return false
+            }
         }
         return true
     }
@@ -25,7 +27,9 @@ extension Rule {
     /// balance crossed the threshold downwards (once per drop), and `balance.recovered` when it came back.
     func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
         guard matchesDetails(e) else { return [] }
-        if e.kind == .summary || summary != nil { return e.kind == .summary && e.summaryRule == name && summary != nil ? [.summary] : [] }
+        if e.kind == .summary || summary != nil {
+            return e.kind == .summary && e.summaryRule == name && summary != nil ? [.summary] : []
+        }
         var kinds: [RelayEvent.Kind] = []
         let moves = e.kind == .transactionCreated || e.kind == .balanceUpdated
         let changed = moves && e.balance != nil && e.previousBalance != nil && e.balance != e.previousBalance
@@ -53,7 +57,8 @@ public struct RulePlanner: AlertPlanner {
     let now: @Sendable () -> Date
 
     public init(
-        rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil, history: AlertSettings.HistoryMode = .all,
+        rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil,
+        history: AlertSettings.HistoryMode = .all,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.rules = rules
@@ -79,8 +84,11 @@ public struct RulePlanner: AlertPlanner {
     public func replan(_ held: [Delivery], now: Date) -> [(id: String, change: HeldChange)] {
         let rulesByName = Dictionary(rules.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         return held.compactMap { d -> (String, HeldChange)? in
-            guard d.urgency != .critical, d.kind != .summary, let rule = rulesByName[d.rule], let sink = sinks[d.sink] else { return nil }
-            if let child = d.childId, mutes?.isMuted(sink: d.sink, child: child, at: now) == true { return (d.id, .muted("muted")) }
+            guard d.urgency != .critical, d.kind != .summary, let rule = rulesByName[d.rule], let sink = sinks[d.sink]
+            else { return nil }
+            if let child = d.childId, mutes?.isMuted(sink: d.sink, child: child, at: now) == true {
+                return (d.id, .muted("muted"))
+            }
             let quiet = rule.quietHours ?? sink.quietHours
             let due = quiet.map { $0.contains(now) ? $0.end(after: now) : now } ?? now
             return abs(due.timeIntervalSince(d.nextAttemptAt)) < 1 ? nil : (d.id, .due(due))
@@ -100,15 +108,21 @@ public struct RulePlanner: AlertPlanner {
                     guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
                     // Recorded, not sent: `deliveries list --state muted` shows what a mute held back.
-                    p.muted = rule.urgency != .critical && e.childId.map { mutes?.isMuted(sink: sink, child: $0, at: now) == true } == true
+                    p.muted =
+                        rule.urgency != .critical
+                        && e.childId.map { mutes?.isMuted(sink: sink, child: $0, at: now) == true } == true
                     // `relay.history: digest` folds the history for every sink, machines too.
-                    let foldable = kind == .transactionCreated && (e.history && history == .digest || rule.digest ?? !(sinks[sink]?.isMachine ?? false))
+                    let foldable =
+                        kind == .transactionCreated
+                        && (e.history && history == .digest || rule.digest ?? !(sinks[sink]?.isMachine ?? false))
                     if e.caughtUp && foldable {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)
                     }
                     // A summary comes at the time its rule asked for: quiet hours do not hold it.
-                    if kind != .summary, rule.urgency != .critical, let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now) {
+                    if kind != .summary, rule.urgency != .critical,
+                        let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now)
+                    {
                         p.notBefore = quiet.end(after: now)
                         p.digest = foldable
                     }

@@ -159,7 +159,8 @@ final class SendsInProgress: Sendable {
     /// Records a failed send; returns the health to write when it changed (the first failure, or another error).
     func failed(_ error: String, deadLetter: Bool, at now: Date) -> SinkHealth? {
         state.withLock { s in
-            let next = SinkHealth(failingSince: s.failing?.failingSince ?? now, lastError: error, deadLettering: deadLetter)
+            let next = SinkHealth(
+                failingSince: s.failing?.failingSince ?? now, lastError: error, deadLettering: deadLetter)
             guard next != s.failing else { return nil }
             s.failing = next
             return next

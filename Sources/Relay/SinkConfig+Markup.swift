@@ -58,7 +58,8 @@ extension SinkConfig {
 
     /// The three characters Slack's message format (and Mattermost's) takes as markup.
     static func slackEntities(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
     }
 
     static func html(_ text: String) -> String {

@@ -35,7 +35,10 @@ struct SinkWorker: Sendable {
     /// The sends under way, their outcomes, and the sink's pause and failure.
     let sends = SendsInProgress()
 
-    init(sink: any Sink, ledger: any DeliveryLedger, config: AlertSettings, wakeup: Wakeup, handOver: HandOver, stop: StopFlag, logger: Logger) {
+    init(
+        sink: any Sink, ledger: any DeliveryLedger, config: AlertSettings, wakeup: Wakeup, handOver: HandOver,
+        stop: StopFlag, logger: Logger
+    ) {
         self.sink = sink
         self.ledger = ledger
         self.config = config
@@ -86,7 +89,9 @@ struct SinkWorker: Sendable {
         }
         await sink.close()
         if sends.abandoned > 0 {
-            logger.notice("sink \(name): \(sends.abandoned) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)")
+            logger.notice(
+                "sink \(name): \(sends.abandoned) delivery(ies) cut short by the stop: pending again, sent at the next start (same ids)"
+            )
         }
     }
 
@@ -104,8 +109,11 @@ struct SinkWorker: Sendable {
             do {
                 let taken = sends.taken
                 let inProgress = DispatchMachine.InProgress(ids: taken.ids, children: taken.children)
-                let room = (sends.probing ? 1 : sink.config.concurrency) - taken.ids.count  // a failing destination: one probe
-                switch machine.step(now: Date(), clock: .now, pausedUntil: sends.pausedUntil, room: room, inProgress: inProgress) {
+                // a failing destination: one probe
+                let room = (sends.probing ? 1 : sink.config.concurrency) - taken.ids.count
+                switch machine.step(
+                    now: Date(), clock: .now, pausedUntil: sends.pausedUntil, room: room, inProgress: inProgress)
+                {
                 case .paused(let until):
                     await wakeup.wait(upTo: .seconds(max(0.001, until.timeIntervalSinceNow)))
                 case .full:
@@ -121,15 +129,22 @@ struct SinkWorker: Sendable {
                     // read: a row handed over from now on was either committed before the read (then the read has it)
                     // or is new.
                     let handedOver = handOver.take()
-                    switch machine.looked(switchedOffRead: switchedOffRead, at: .now, handedOver: handedOver, inProgress: inProgress, now: Date()) {
+                    switch machine.looked(
+                        switchedOffRead: switchedOffRead, at: .now, handedOver: handedOver, inProgress: inProgress,
+                        now: Date())
+                    {
                     case .switchedOff(let reason):
-                        logger.debug("sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`")
+                        logger.debug(
+                            "sink \(name) is disabled (\(reason)); waiting for `allowance-relay deliveries enable \(name)`"
+                        )
                         await park(.waiting, upTo: .seconds(60))  // settled: nothing of a switched-off sink is due
                     case .handedOver:
                         break
                     case .readLedger:
-                        let (due, next) = try ledger.dueDeliveriesAndNext(sink: name, at: Date(), limit: machine.readLimit, excluding: taken.ids)
-                        machine.read(due: due, folded: try fold(try mergeSuperseded(due, sending: taken.ids)), next: next)
+                        let (due, next) = try ledger.dueDeliveriesAndNext(
+                            sink: name, at: Date(), limit: machine.readLimit, excluding: taken.ids)
+                        machine.read(
+                            due: due, folded: try fold(try mergeSuperseded(due, sending: taken.ids)), next: next)
                     }
                 case .wait(let until):
                     // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
@@ -202,7 +217,9 @@ struct SinkWorker: Sendable {
             if !outcomes.isEmpty {
                 do {
                     try ledger.record(outcomes.map { ($0.id, $0.result) })
-                    if failures > 0 { logger.notice("sink \(name): outcomes are recorded again (\(outcomes.count) had waited)") }
+                    if failures > 0 {
+                        logger.notice("sink \(name): outcomes are recorded again (\(outcomes.count) had waited)")
+                    }
                     (unwritten, failures) = ([], 0)
                     sends.release(outcomes.map(\.id))
                     // Room for more sends, and the released rows' retries. A dispatcher idle with nothing left due
@@ -215,12 +232,15 @@ struct SinkWorker: Sendable {
                     failures += 1
                     if done {
                         // Stopping: the rows stay pending and go again (same ids) at the next start.
-                        logger.error("sink \(name): \(outcomes.count) outcome(s) could not be recorded before the stop: \(error)")
+                        logger.error(
+                            "sink \(name): \(outcomes.count) outcome(s) could not be recorded before the stop: \(error)"
+                        )
                         return
                     }
                     if failures == 1 {
                         logger.error(
-                            "sink \(name): could not record \(outcomes.count) outcome(s): \(error). Kept, and written again shortly; those alerts are not sent again meanwhile")
+                            "sink \(name): could not record \(outcomes.count) outcome(s): \(error). Kept, and written again shortly; those alerts are not sent again meanwhile"
+                        )
                     }
                     await wake.wait(upTo: Self.recordRetry.delay(retry: failures), evenIfCancelled: true)
                     continue
@@ -238,8 +258,11 @@ struct SinkWorker: Sendable {
     /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending). A
     /// delivery planned with tracing on is a span in its event's trace, one per attempt.
     private func deliver(_ d: Delivery, markup: Bool, sends: SendsInProgress) async -> JobOutcome? {
-        guard let parent = d.traceParent else { return await attempt(d, markup: markup, sends: sends, traceParent: nil) }
-        let span = InstrumentationSystem.tracer.startSpan("deliver \(name)", context: TraceParent.context(parent), ofKind: .producer)
+        guard let parent = d.traceParent else {
+            return await attempt(d, markup: markup, sends: sends, traceParent: nil)
+        }
+        let span = InstrumentationSystem.tracer.startSpan(
+            "deliver \(name)", context: TraceParent.context(parent), ofKind: .producer)
         defer { span.end() }
         span.attributes["allowance.sink"] = name
         span.attributes["allowance.sink.kind"] = sink.config.kind.rawValue
@@ -260,12 +283,18 @@ struct SinkWorker: Sendable {
         return outcome
     }
 
-    private func attempt(_ d: Delivery, markup: Bool, sends: SendsInProgress, traceParent: String?) async -> JobOutcome? {
+    private func attempt(_ d: Delivery, markup: Bool, sends: SendsInProgress, traceParent: String?) async -> JobOutcome?
+    {
         let started = Date()
         if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
-            failing("alerts older than max_age_hours given up (\(d.lastError ?? "no answer"))", deadLetter: true, sends, at: started)
-            return .gaveUp(reason: "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))")
+            failing(
+                "alerts older than max_age_hours given up (\(d.lastError ?? "no answer"))", deadLetter: true, sends,
+                at: started)
+            return .gaveUp(
+                reason:
+                    "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))"
+            )
         }
         var message: Message
         do {
@@ -304,18 +333,22 @@ struct SinkWorker: Sendable {
             } catch {
                 logger.error("sink \(name): could not record that it is switched off: \(error)")
             }
-            logger.error("sink \(name) switched off: \(reason). Fix its config, then: allowance-relay deliveries enable \(name)")
+            logger.error(
+                "sink \(name) switched off: \(reason). Fix its config, then: allowance-relay deliveries enable \(name)")
             return .retry(error: reason, at: now)
         case .rejected(let reason):
             failing(reason, deadLetter: true, sends, at: now)
-            logger.error("sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)")
+            logger.error(
+                "sink \(name) refused \(d.kind.rawValue) \(d.id): \(reason) (dead letter; `allowance-relay deliveries retry \(d.id)`)"
+            )
             return .gaveUp(reason: reason)
         case .unavailable(let reason):
             let retry = now.addingTimeInterval(60)
             sends.pause(until: retry)
             failing(reason, deadLetter: false, sends, at: now)
             if sends.unavailable(reason) {
-                logger.error("sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute")
+                logger.error(
+                    "sink \(name) is unavailable: \(reason); the other sinks carry on, this one retries every minute")
             }
             return .retry(error: reason, at: retry)
         }
@@ -343,7 +376,8 @@ struct SinkWorker: Sendable {
     private func recovered(from was: SinkHealth, at now: Date) {
         metrics.failing.record(0)
         logger.notice(
-            "sink \(name) works again after \(spoken(seconds: now.timeIntervalSince(was.failingSince))) of failures (last: \(was.lastError))")
+            "sink \(name) works again after \(spoken(seconds: now.timeIntervalSince(was.failingSince))) of failures (last: \(was.lastError))"
+        )
         do { try ledger.setSinkHealth(name, nil) } catch {
             logger.warning("sink \(name): could not record that it works again: \(error)")
         }
@@ -358,14 +392,18 @@ struct SinkWorker: Sendable {
         var out = due.filter { !DispatchMachine.foldable($0) }
         let children = Set(due.filter(DispatchMachine.foldable).compactMap(\.childId))
         for child in children {
-            let parts = try ledger.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5)).compactMap { d in
-                (try? d.event).map { (delivery: d, event: $0) }
-            }
+            let parts = try ledger.foldableDeliveries(sink: name, child: child, dueBy: Date().addingTimeInterval(5))
+                .compactMap { d in
+                    (try? d.event).map { (delivery: d, event: $0) }
+                }
             guard parts.count >= 2 else {
                 out += parts.map(\.delivery)
                 continue
             }
-            let sorted = parts.sorted { ($0.event.transaction?.createdAt ?? $0.delivery.createdAt) < ($1.event.transaction?.createdAt ?? $1.delivery.createdAt) }
+            let sorted = parts.sorted {
+                ($0.event.transaction?.createdAt ?? $0.delivery.createdAt)
+                    < ($1.event.transaction?.createdAt ?? $1.delivery.createdAt)
+            }
             let total = sorted.reduce(Decimal(0)) { sum, p in
                 guard let t = p.event.transaction else { return sum }
                 return t.type == .credit ? sum + t.amount : sum - t.amount
@@ -376,17 +414,23 @@ struct SinkWorker: Sendable {
             // or quiet hours (live transactions held; a catch-up after a short drop in the night does not make the
             // whole night "offline").
             let offline = sorted.allSatisfy { $0.event.caughtUp }
-            let detail = history ? "Before the relay started" : offline ? "While the relay was offline" : "During quiet hours"
+            let detail =
+                history ? "Before the relay started" : offline ? "While the relay was offline" : "During quiet hours"
             // The balance as it is now: live transactions since the last folded one have moved it.
-            let balance = (try? ledger.currentBalance(child: child)).flatMap { $0 } ?? sorted.last?.event.transaction?.balanceAfter
+            let balance =
+                (try? ledger.currentBalance(child: child)).flatMap { $0 }
+                ?? sorted.last?.event.transaction?.balanceAfter
             var digest = RelayEvent(
                 kind: .digest, at: Date(), childId: child, childName: sorted.last?.event.childName,
                 balance: balance, caughtUp: caughtUp,
                 detail: detail, count: sorted.count, total: total,
                 transactions: sorted.compactMap(\.event.transaction))
             digest.history = history
-            out.append(try ledger.foldIntoDigest(sorted.map(\.delivery), digest: digest, currency: config.formatting.currency, at: Date()))
-            logger.info("sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
+            out.append(
+                try ledger.foldIntoDigest(
+                    sorted.map(\.delivery), digest: digest, currency: config.formatting.currency, at: Date()))
+            logger.info(
+                "sink \(name): \(sorted.count) transactions of \(digest.childName ?? "a child") folded into one digest")
         }
         return out.sorted(by: Delivery.sendingOrder)
     }
@@ -394,8 +438,11 @@ struct SinkWorker: Sendable {
     /// The generic webhook forwards the stored alert; the other sinks fill their templates from it.
     func render(_ d: Delivery, markup: Bool) throws(APIError) -> Message {
         if sink.config.kind == .webhook {
-            return Message(id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert, event: d.carried)
+            return Message(
+                id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert, event: d.carried)
         }
-        return config.message(id: d.id, kind: d.kind, urgency: d.urgency, event: try d.event, alert: d.alert, sink: sink.config, markup: markup)
+        return config.message(
+            id: d.id, kind: d.kind, urgency: d.urgency, event: try d.event, alert: d.alert, sink: sink.config,
+            markup: markup)
     }
 }

@@ -25,7 +25,9 @@ struct SummaryScheduler: Sendable {
             for rule in rules {
                 guard let schedule = rule.summary else { continue }
                 let done = plan(rule, schedule, now: now)
-                next = min(next, done ? schedule.nextDue(after: now, in: config.formatting.timeZone) : now.addingTimeInterval(60))
+                next = min(
+                    next,
+                    done ? schedule.nextDue(after: now, in: config.formatting.timeZone) : now.addingTimeInterval(60))
             }
             // Short naps, so that a stop or a reload is seen within a second.
             while !stop.isSet, !Task.isCancelled, Date() < next {
@@ -42,19 +44,25 @@ struct SummaryScheduler: Sendable {
         do {
             guard let last = try store.summaryLastDue(rule: rule.name) else {
                 try store.raiseSummaries(rule: rule.name, due: due, events: [], baselineOnly: true)
-                logger.info("summary rule \(rule.name): first summary at \(LocalTime.text(schedule.nextDue(after: now, in: zone), zone))")
+                logger.info(
+                    "summary rule \(rule.name): first summary at \(LocalTime.text(schedule.nextDue(after: now, in: zone), zone))"
+                )
                 return true
             }
             guard last < due else {
                 // Where replicas share the ledger, each scheduler wakes at the due time; one plans, the others say so.
                 if last == due, now.timeIntervalSince(due) < 60 {
-                    logger.info("summary rule \(rule.name): another relay planned the messages for the period ending \(ISODate.string(due))")
+                    logger.info(
+                        "summary rule \(rule.name): another relay planned the messages for the period ending \(ISODate.string(due))"
+                    )
                 }
                 return true
             }
             let events = try summaries(rule, schedule, due: due)
             let planned = try store.raiseSummaries(rule: rule.name, due: due, events: events, baselineOnly: false)
-            logger.info("summary rule \(rule.name): \(events.count) child(ren), \(planned) message(s) planned for the period ending \(ISODate.string(due))")
+            logger.info(
+                "summary rule \(rule.name): \(events.count) child(ren), \(planned) message(s) planned for the period ending \(ISODate.string(due))"
+            )
             return true
         } catch {
             logger.error("summary rule \(rule.name): cannot plan the summaries: \(error) (tried again in a minute)")
@@ -65,14 +73,17 @@ struct SummaryScheduler: Sendable {
     /// One summary event per child the rule covers, from the cache.
     func summaries(_ rule: Rule, _ schedule: SummarySchedule, due: Date) throws(StoreError) -> [RelayEvent] {
         let start = schedule.periodStart(endingAt: due, in: config.formatting.timeZone)
-        return try config.summaryEvents(store: store, rule: rule, label: schedule.label, from: start, before: due, at: due)
+        return try config.summaryEvents(
+            store: store, rule: rule, label: schedule.label, from: start, before: due, at: due)
     }
 }
 
 extension AlertSettings {
     /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
     /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
-    public func currentSummaries(store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()) throws -> [RelayEvent] {
+    public func currentSummaries(
+        store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()
+    ) throws -> [RelayEvent] {
         let summaryRules = rules.filter { $0.summary != nil }
         let rule: Rule?
         if let name {
@@ -80,7 +91,8 @@ extension AlertSettings {
                 let names = summaryRules.map(\.name)
                 throw RelayError(
                     .noSuchSummary,
-                    names.isEmpty ? "No summary rule '\(name)': the configuration has none (a rule with summary: daily at 19:00)."
+                    names.isEmpty
+                        ? "No summary rule '\(name)': the configuration has none (a rule with summary: daily at 19:00)."
                         : "No summary rule '\(name)'; the summary rules are \(names.joined(separator: ", ")).")
             }
             rule = found
@@ -89,22 +101,30 @@ extension AlertSettings {
         }
         let schedule = rule?.summary ?? SummarySchedule("daily at 00:00")!
         let start = schedule.lastDue(atOrBefore: now, in: formatting.timeZone)
-        return try summaryEvents(store: store, rule: rule, label: schedule.label + " so far", from: start, before: now.addingTimeInterval(0.001), at: now)
+        return try summaryEvents(
+            store: store, rule: rule, label: schedule.label + " so far", from: start,
+            before: now.addingTimeInterval(0.001), at: now)
     }
 
     /// One summary event per child `rule` covers (every child without one), of the transactions made from `start` up
     /// to `end`: what the scheduler sends for a period and what `summary show` prints for the period under way.
     func summaryEvents(
-        store: any SummaryLedger & ChildRoster, rule: Rule?, label: String, from start: Date, before end: Date, at: Date) throws(StoreError) -> [RelayEvent] {
+        store: any SummaryLedger & ChildRoster, rule: Rule?, label: String, from start: Date, before end: Date, at: Date
+    ) throws(StoreError) -> [RelayEvent] {
         var events: [RelayEvent] = []
         for child in try store.children() {
-            if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()), !rule.children.contains(child.id.lowercased) {
+            if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()),
+                !rule.children.contains(child.id.lowercased)
+            {
                 continue
             }
-            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter { $0.createdAt < end }.reversed()
+            let list = try store.transactions(child: child.id, since: start, limit: 10_000).filter {
+                $0.createdAt < end
+            }.reversed()
             let total = list.reduce(Decimal(0)) { $0 + ($1.type == .credit ? $1.amount : -$1.amount) }
             var e = RelayEvent(
-                kind: .summary, at: at, childId: child.id, childName: child.firstName, balance: child.currentBalance, detail: label,
+                kind: .summary, at: at, childId: child.id, childName: child.firstName, balance: child.currentBalance,
+                detail: label,
                 count: list.count, total: total, transactions: Array(list))
             e.summaryRule = rule?.name
             events.append(e)

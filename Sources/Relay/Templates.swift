@@ -55,13 +55,16 @@ extension Formatting {
         guard let template = template ?? link else { return nil }
         let query = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#&="))
         let values: [String: String?] = [
-            "{child_id}": e.childId?.lowercased, "{child}": e.childName?.addingPercentEncoding(withAllowedCharacters: query),
+            "{child_id}": e.childId?.lowercased,
+            "{child}": e.childName?.addingPercentEncoding(withAllowedCharacters: query),
             "{transaction_id}": e.transaction?.id.lowercased, "{kind}": e.kind.rawValue,
         ]
         var out = template
         for (name, value) in values where out.contains(name) {
             guard let value else {
-                guard let url = URLComponents(string: template), let scheme = url.scheme, let host = url.host else { return nil }
+                guard let url = URLComponents(string: template), let scheme = url.scheme, let host = url.host else {
+                    return nil
+                }
                 return "\(scheme)://\(host)\(url.port.map { ":\($0)" } ?? "")/"
             }
             out = out.replacingOccurrences(of: name, with: value)

@@ -7,7 +7,9 @@ import Relay
 /// environment on top, every mistake of both at once (a `ConfigErrors`, said the same way by all three).
 public enum DaemonConfiguration {
     /// Settings and relay config from `file` (parsed once) and the environment, with the secret files checked.
-    public static func load(file: String?, environment: [String: String]) async throws(ConfigErrors) -> (RelaySettings, AlertSettings) {
+    public static func load(
+        file: String?, environment: [String: String]
+    ) async throws(ConfigErrors) -> (RelaySettings, AlertSettings) {
         // Read once, for the settings and the relay alike; a new source each time (a reload reads the file as it is).
         let values = try ConfigSource(file: file, environment: environment).values()
         var errors: [ConfigError] = []

@@ -104,7 +104,8 @@ public struct Daemon: Sendable {
             }
             if !said {
                 logger.notice(
-                    "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends")
+                    "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends"
+                )
                 Systemd.ready(status: "standby: another relay runs on this database")
                 said = true
             }
@@ -142,7 +143,8 @@ public struct Daemon: Sendable {
         var presence: ReplicaPresence?
         if case .shared(let shared, _, _) = storage {
             presence = ReplicaPresence(
-                shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger)
+                shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
+            )
         }
 
         let relayThread = ThreadExecutor(name: "relay")
@@ -169,7 +171,9 @@ public struct Daemon: Sendable {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(600))
                         guard !Task.isCancelled else { return }
-                        do { try file.checkpoint() } catch { logger.debug("write-ahead log checkpoint skipped: \(error)") }
+                        do { try file.checkpoint() } catch {
+                            logger.debug("write-ahead log checkpoint skipped: \(error)")
+                        }
                     }
                 }, "log checkpoint")
         }
@@ -189,7 +193,9 @@ public struct Daemon: Sendable {
         // Writes queued by another process signal (SIGUSR1, below; on a shared store, a notification); the poll is
         // the fallback for a signal that could not be sent, and the clock for retries that fall due.
         add(
-            untilShutdown { await withTaskExecutorPreference(syncThread) { await sync.pollOutbox(every: .seconds(60)) } },
+            untilShutdown {
+                await withTaskExecutorPreference(syncThread) { await sync.pollOutbox(every: .seconds(60)) }
+            },
             "outbox")
         add(
             untilShutdown {
@@ -229,7 +235,9 @@ public struct Daemon: Sendable {
 
         logger.info("starting", metadata: ["hub": "\(settings.hubURL.redactedForLogs)"])
         if settings.insecureTLS {
-            logger.warning("server.insecure_tls is on: the REST API's TLS certificate is not checked either (tests only; server.ca_file takes a private CA)")
+            logger.warning(
+                "server.insecure_tls is on: the REST API's TLS certificate is not checked either (tests only; server.ca_file takes a private CA)"
+            )
         }
         if let file = storage.file { Self.checkIntegrityInBackground(file, logger: logger) }
         link.set(presence == nil ? .connecting : .standby, detail: "starting")

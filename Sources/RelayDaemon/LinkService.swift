@@ -94,7 +94,8 @@ struct LinkService: Service {
             for await event in events {
                 switch event {
                 case .connected(let id), .reconnected(let id):
-                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])  // the client's line says how
+                    // the client's line says how
+                    logger.info("connected to the hub", metadata: ["connectionId": "\(id ?? "-")"])
                     if case .reconnected = event { metrics.reconnects.increment() }
                     link.set(
                         .connected, connectionId: id, transport: await connection.transport?.rawValue,

@@ -1,10 +1,10 @@
 import AllowanceAPI
+import Core
 import Foundation
 import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
-import Core
 import Store
 import StoreContract
 import Synchronization
@@ -23,7 +23,10 @@ final class LinkMonitor: Sendable {
 
     var current: LinkStatus { state.withLock { $0 } }
 
-    func set(_ s: LinkStatus.State, connectionId: String? = nil, transport: String? = nil, hubProtocol: String? = nil, detail: String) {
+    func set(
+        _ s: LinkStatus.State, connectionId: String? = nil, transport: String? = nil, hubProtocol: String? = nil,
+        detail: String
+    ) {
         var status = LinkStatus(state: s, connectionId: connectionId, detail: detail)
         status.transport = transport
         status.hubProtocol = hubProtocol
@@ -48,15 +51,18 @@ public final class RelayMetrics: Sendable {
     public init(bootstrap: Bool = true) {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets["allowance_relay_delivery_latency_seconds"] = [
-            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
-            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300),
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+            .seconds(300),
             .seconds(1800),
         ]
         if bootstrap { MetricsSystem.bootstrap(factory) }
         reconnects = Metrics.Counter(label: "allowance_relay_hub_reconnects_total")
-        events = Dictionary(uniqueKeysWithValues: HubEvent.targets.map {
-            ($0, Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", $0)]))
-        })
+        events = Dictionary(
+            uniqueKeysWithValues: HubEvent.targets.map {
+                ($0, Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", $0)]))
+            })
     }
 
     func hubEvent(_ target: String) { events[target]?.increment() }
@@ -72,12 +78,14 @@ public final class RelayMetrics: Sendable {
         }
         if let contact = try? store.contact() {
             if let last = contact.lastEvent {
-                registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(to: max(0, Date().timeIntervalSince(last)))
+                registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(
+                    to: max(0, Date().timeIntervalSince(last)))
             }
         }
         for (sink, counts) in (try? store.deliveryCounts()) ?? [:] {
             for state in ["pending", "in_flight", "dead"] {
-                registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)]).set(to: Double(counts[state] ?? 0))
+                registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)]).set(
+                    to: Double(counts[state] ?? 0))
             }
         }
         return registry.emitToString()
@@ -112,19 +120,24 @@ struct StatusEndpoint {
                 return .init(status: healthy ? 200 : 503, contentType: "application/json", body: body.serialized + "\n")
             case "/metrics":
                 return .init(
-                    status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.scrape(store: store, link: link.current))
+                    status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                    body: metrics.scrape(store: store, link: link.current))
             default:
-                return .init(status: 404, contentType: "text/plain", body: "not found: /healthz and /metrics are served here\n")
+                return .init(
+                    status: 404, contentType: "text/plain", body: "not found: /healthz and /metrics are served here\n")
             }
         }
     }
 
     /// Healthy when the hub link is up (or, for a replica, held by another), the database answers, sync is not in
     /// error, no sink is switched off or dead-letters, and none has failed for `unhealthyAfter`.
-    static func health(store: any StatusSource, link: LinkStatus, unhealthyAfter: TimeInterval, now: Date = Date()) -> (Bool, JSONValue) {
+    static func health(
+        store: any StatusSource, link: LinkStatus, unhealthyAfter: TimeInterval, now: Date = Date()
+    ) -> (Bool, JSONValue) {
         var reasons: [String] = []
         if link.state != .connected && link.state != .standby {
-            reasons.append("hub \(link.state.rawValue) since \(Date.ISO8601FormatStyle().format(link.since)): \(link.detail)")
+            reasons.append(
+                "hub \(link.state.rawValue) since \(Date.ISO8601FormatStyle().format(link.since)): \(link.detail)")
         }
         do {
             if let sync = try store.syncStatus(), sync.phase == .error { reasons.append("sync error: \(sync.detail)") }
@@ -142,7 +155,8 @@ struct StatusEndpoint {
             [
                 "status": .string(reasons.isEmpty ? "ok" : "unhealthy"), "reasons": .array(reasons.map { .string($0) }),
                 "hub": .string(link.state.rawValue), "connectionId": link.connectionId.map { .string($0) } ?? .null,
-                "transport": link.transport.map { .string($0) } ?? .null, "protocol": link.hubProtocol.map { .string($0) } ?? .null,
+                "transport": link.transport.map { .string($0) } ?? .null,
+                "protocol": link.hubProtocol.map { .string($0) } ?? .null,
             ]
         )
     }
@@ -161,7 +175,8 @@ struct EndpointService: Service {
         do {
             server = try StatusServer(host: host, port: port)
         } catch {
-            throw DaemonError(exitCode: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
+            throw DaemonError(
+                exitCode: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
         }
         logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)")
         // It answers until the very end of a graceful stop (the group stops it last), then ends with the group.

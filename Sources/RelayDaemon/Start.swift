@@ -14,7 +14,8 @@ extension Daemon {
     /// daemon, ready to `run`, which prepares the store once it holds it (`prepare`). A `StoreError` means the store
     /// cannot be used (`run` exits 74).
     public static func start(
-        settings: RelaySettings, relayConfig: AlertSettings, rebuild: Bool = false, metrics: RelayMetrics, http: HTTPClient,
+        settings: RelaySettings, relayConfig: AlertSettings, rebuild: Bool = false, metrics: RelayMetrics,
+        http: HTTPClient,
         reload: @escaping @Sendable () async throws(ConfigErrors) -> (RelaySettings, AlertSettings), logger: Logger
     ) throws(StoreError) -> Daemon {
         let storage = try open(settings, rebuild: rebuild, logger: logger)
@@ -25,7 +26,8 @@ extension Daemon {
             logger: logger)
     }
 
-    private static func open(_ settings: RelaySettings, rebuild: Bool, logger: Logger) throws(StoreError) -> DaemonStore {
+    private static func open(_ settings: RelaySettings, rebuild: Bool, logger: Logger) throws(StoreError) -> DaemonStore
+    {
         if rebuild, settings.local.sharedStore == nil, FileManager.default.fileExists(atPath: settings.storePath) {
             // Never from under a running relay: the file is moved aside only while no other relay holds it.
             let lease = FileLease(database: settings.storePath)
@@ -66,11 +68,14 @@ extension Daemon {
             let pruned = try file.prune(transactionDays: settings.local.keepTransactionsDays)
             if pruned.inbox > 0 { logger.info("pruned \(pruned.inbox) inbox row(s) older than 7 days") }
             if pruned.transactions > 0 {
-                logger.info("pruned \(pruned.transactions) transaction(s) older than \(settings.local.keepTransactionsDays ?? 0) days")
+                logger.info(
+                    "pruned \(pruned.transactions) transaction(s) older than \(settings.local.keepTransactionsDays ?? 0) days"
+                )
             }
             let requeued = try file.requeueInFlight()
             if requeued > 0 {
-                logger.notice("\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)")
+                logger.notice(
+                    "\(requeued) outbox write(s) were in flight at the last stop: sending them again (idempotent)")
             }
         }
         try engine.install()

@@ -41,7 +41,8 @@ final class StatusServer: Sendable {
         var info: UnsafeMutablePointer<addrinfo>? = first
         while let ai = info {
             info = ai.pointee.ai_next
-            let s = socket(ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
+            let s = socket(
+                ai.pointee.ai_family, ai.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), ai.pointee.ai_protocol)
             guard s >= 0 else {
                 lastError = String(cString: strerror(errno))
                 continue
@@ -62,9 +63,12 @@ final class StatusServer: Sendable {
     var port: Int {
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         let port = withUnsafePointer(to: &address) { p -> UInt16 in
-            p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port }  // the same place in sockaddr_in6
+            // the same place in sockaddr_in6
+            p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port }
         }
         return Int(UInt16(bigEndian: port))
     }
@@ -115,7 +119,8 @@ final class StatusServer: Sendable {
         let response: Response
         switch Self.readHead(client) {
         case .head(let head):
-            response = Self.parse(head).map(handle) ?? Response(status: 400, contentType: "text/plain", body: "bad request\n")
+            response =
+                Self.parse(head).map(handle) ?? Response(status: 400, contentType: "text/plain", body: "bad request\n")
         case .tooLarge:
             response = Response(status: 431, contentType: "text/plain", body: "request header fields too large\n")
         case .gone:
@@ -152,7 +157,9 @@ final class StatusServer: Sendable {
     static func parse(_ head: [UInt8]) -> Request? {
         guard let end = head.firstIndex(of: 13) else { return nil }
         let parts = head[..<end].split(separator: 32, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)), parts[1].first == UInt8(ascii: "/") else { return nil }
+        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)), parts[1].first == UInt8(ascii: "/") else {
+            return nil
+        }
         let target = String(decoding: parts[1], as: UTF8.self)
         return Request(method: String(decoding: parts[0], as: UTF8.self), path: String(target.prefix { $0 != "?" }))
     }
@@ -169,7 +176,8 @@ final class StatusServer: Sendable {
             default: "Status"
             }
         let body = Array(r.body.utf8)
-        let head = "HTTP/1.1 \(r.status) \(reason)\r\nContent-Type: \(r.contentType)\r\nContent-Length: \(body.count)\r\n"
+        let head =
+            "HTTP/1.1 \(r.status) \(reason)\r\nContent-Type: \(r.contentType)\r\nContent-Length: \(body.count)\r\n"
             + "Connection: close\r\nServer: allowance-relay\r\n\r\n"
         return Array(head.utf8) + body
     }

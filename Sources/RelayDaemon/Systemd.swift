@@ -17,7 +17,9 @@ enum Systemd {
     static func reloading() {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
-        notify("RELOADING=1\nSTATUS=reloading the configuration\nMONOTONIC_USEC=\(UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000)")
+        notify(
+            "RELOADING=1\nSTATUS=reloading the configuration\nMONOTONIC_USEC=\(UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000)"
+        )
     }
 
     static func reloaded() { notify("READY=1\nSTATUS=configuration reloaded") }

@@ -25,7 +25,9 @@ enum TracingSetup {
         let configuration = OTLPExporter.Configuration(
             endpoint: endpoint, serviceName: settings.serviceName, serviceVersion: RelayInfo.version,
             environment: ProcessInfo.processInfo.environment)
-        for name in configuration.ignored { logger.warning("tracing: \(name) is not what the OpenTelemetry specification allows: left out") }
+        for name in configuration.ignored {
+            logger.warning("tracing: \(name) is not what the OpenTelemetry specification allows: left out")
+        }
         let exporter = OTLPExporter(configuration, http: http, logger: logger)
         let installed = bootstrapped.withLock { done -> Bool in
             guard !done else { return false }

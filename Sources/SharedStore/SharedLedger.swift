@@ -63,7 +63,9 @@ extension SharedRelayStore: DeliveryLedger {
             // What goes first (`Delivery.first`), then due first, then in the order they were planned (ids made in one
             // millisecond do not sort so).
             .sorted {
-                ($0.delivery.goesFirst ? 0 : 1, $0.delivery.nextAttemptAt, $0.seq) < ($1.delivery.goesFirst ? 0 : 1, $1.delivery.nextAttemptAt, $1.seq)
+                ($0.delivery.goesFirst ? 0 : 1, $0.delivery.nextAttemptAt, $0.seq) < (
+                    $1.delivery.goesFirst ? 0 : 1, $1.delivery.nextAttemptAt, $1.seq
+                )
             }.map(\.delivery)
         }
     }
@@ -215,9 +217,10 @@ extension SharedRelayStore: DeliveryLedger {
     public func disabledSinks() throws(StoreError) -> [String: String] {
         try working { db throws(PostgresError) -> [String: String] in
             Dictionary(
-                try db.query("SELECT sink, disabled_reason FROM relay_sink_state WHERE disabled_reason IS NOT NULL").rows.map {
-                    ($0[0] ?? "", $0[1] ?? "")
-                },
+                try db.query("SELECT sink, disabled_reason FROM relay_sink_state WHERE disabled_reason IS NOT NULL")
+                    .rows.map {
+                        ($0[0] ?? "", $0[1] ?? "")
+                    },
                 uniquingKeysWith: { a, _ in a })
         }
     }
@@ -260,7 +263,10 @@ extension SharedRelayStore: DeliveryLedger {
                 ON CONFLICT (sink) DO UPDATE SET failing_since = EXCLUDED.failing_since, failing_error = EXCLUDED.failing_error,
                   dead_lettering = EXCLUDED.dead_lettering
                 """,
-                [sink, health.map { ISODate.string($0.failingSince) }, health?.lastError, health?.deadLettering == true ? "true" : "false"])
+                [
+                    sink, health.map { ISODate.string($0.failingSince) }, health?.lastError,
+                    health?.deadLettering == true ? "true" : "false",
+                ])
         }
     }
 
@@ -274,7 +280,12 @@ extension SharedRelayStore: DeliveryLedger {
                     """
                 ).rows.compactMap { row -> (String, SinkHealth)? in
                     guard let sink = row[0], let since = row[1].flatMap(Double.init) else { return nil }
-                    return (sink, SinkHealth(failingSince: Date(timeIntervalSince1970: since), lastError: row[2] ?? "", deadLettering: row[3] == "t"))
+                    return (
+                        sink,
+                        SinkHealth(
+                            failingSince: Date(timeIntervalSince1970: since), lastError: row[2] ?? "",
+                            deadLettering: row[3] == "t")
+                    )
                 },
                 uniquingKeysWith: { a, _ in a })
         }

@@ -86,7 +86,8 @@ extension SharedRelayStore: SentMessageLedger, ChildRoster, MuteStore, SummaryLe
             // Read only, as on the file: one row per sink and child at most (a later mute replaces it), so the
             // ended ones need no deleting.
             try db.query(
-                "SELECT sink, child_id, extract(epoch FROM until) FROM relay_mute WHERE until > $1::timestamptz", [ISODate.string(now)]
+                "SELECT sink, child_id, extract(epoch FROM until) FROM relay_mute WHERE until > $1::timestamptz",
+                [ISODate.string(now)]
             ).rows.compactMap {
                 row -> Mute? in
                 guard let sink = row[0], let child = row[1].flatMap(UUID.init(uuidString:)),
@@ -126,7 +127,8 @@ extension SharedRelayStore: SentMessageLedger, ChildRoster, MuteStore, SummaryLe
                     for event in events { planned += try plan(db, event, now: Date()) }
                 }
                 try db.query(
-                    "UPDATE relay_summary_due SET last_due = $2::timestamptz WHERE rule = $1", [rule, ISODate.string(due)])
+                    "UPDATE relay_summary_due SET last_due = $2::timestamptz WHERE rule = $1",
+                    [rule, ISODate.string(due)])
                 if planned > 0 { try db.notify(Self.channel) }
                 return planned
             }

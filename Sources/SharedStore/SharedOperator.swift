@@ -15,20 +15,22 @@ extension SharedRelayStore: OperatorStore {
     }
 
     @discardableResult
-    public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int {
+    public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int
+    {
         try writing { db throws(PostgresError) -> Int in
             try db.transaction { () throws(PostgresError) -> Int in
-                let n = try db.query(
-                    """
-                    WITH retried AS (
-                      UPDATE relay_delivery SET state = 'pending', attempts = 0, due_at = $3::timestamptz
-                      WHERE state = 'dead' AND ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR sink = $2)
-                      RETURNING sink),
-                    resumed AS (
-                      UPDATE relay_sink_state SET paused_until = NULL WHERE sink IN (SELECT sink FROM retried))
-                    SELECT count(*) FROM retried
-                    """, [id, sink, ISODate.string(now)]
-                ).scalar.flatMap { Int($0) } ?? 0
+                let n =
+                    try db.query(
+                        """
+                        WITH retried AS (
+                          UPDATE relay_delivery SET state = 'pending', attempts = 0, due_at = $3::timestamptz
+                          WHERE state = 'dead' AND ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR sink = $2)
+                          RETURNING sink),
+                        resumed AS (
+                          UPDATE relay_sink_state SET paused_until = NULL WHERE sink IN (SELECT sink FROM retried))
+                        SELECT count(*) FROM retried
+                        """, [id, sink, ISODate.string(now)]
+                    ).scalar.flatMap { Int($0) } ?? 0
                 // A person asked: the sinks' back-off ends on every replica.
                 if n > 0 {
                     try db.notify(Self.channel)
@@ -99,7 +101,8 @@ extension SharedRelayStore: OperatorStore {
                     ).rows.first.flatMap(Self.outboxEntry)
                 else { return "No outbox entry #\(seq)." }
                 guard [.pending, .rejected, .dead].contains(entry.state) else {
-                    return "Outbox entry #\(seq) is \(entry.state.rawValue); only pending, rejected or dead ones can be \(verb)."
+                    return
+                        "Outbox entry #\(seq) is \(entry.state.rawValue); only pending, rejected or dead ones can be \(verb)."
                 }
                 try body(db, entry)
                 return nil

@@ -141,7 +141,8 @@ extension SharedRelayStore: OutboxQueue {
                 "UPDATE relay_outbox SET state = 'sent', last_error = NULL, sent_transaction = $2 WHERE seq = $1",
                 [String(seq), server.id.lowercased])
             try dropLocal(db, entry)
-            guard try insert(db, server, via: "outbox", now: now), let child = try lockedChild(db, server.childId) else {
+            guard try insert(db, server, via: "outbox", now: now), let child = try lockedChild(db, server.childId)
+            else {
                 return  // already stored from the hub: its balance is newer than ours
             }
             // The server's balance after this write, plus the writes still waiting here.
@@ -182,7 +183,8 @@ extension SharedRelayStore: OutboxQueue {
     ) throws(StoreError) {
         try settle(seq, attempted: attempted) { (db, entry) throws(PostgresError) in
             try db.query(
-                "UPDATE relay_outbox SET state = $2, last_error = $3 WHERE seq = $1", [String(seq), state.rawValue, reason])
+                "UPDATE relay_outbox SET state = $2, last_error = $3 WHERE seq = $1",
+                [String(seq), state.rawValue, reason])
             try undo(db, entry, now: now)
             let child = try childRow(db, entry.childId)
             let local = Transaction(
@@ -266,7 +268,8 @@ extension SharedRelayStore: OutboxQueue {
             let state = row[6].flatMap(OutboxEntry.State.init(rawValue:))
         else { return nil }
         return OutboxEntry(
-            seq: seq, idempotencyKey: row[1] ?? "", localTransactionId: row[10].flatMap(UUID.init(uuidString:)) ?? UUID(),
+            seq: seq, idempotencyKey: row[1] ?? "",
+            localTransactionId: row[10].flatMap(UUID.init(uuidString:)) ?? UUID(),
             childId: child,
             amount: Money.decimal(cents: minor), type: type,
             description: row[5] ?? "", state: state, attempts: Int(row[7] ?? "") ?? 0, lastError: row[8],

@@ -63,7 +63,9 @@ extension SharedRelayStore {
     public func balanceTimes() throws(StoreError) -> [UUID: Date] {
         try writing { db throws(PostgresError) -> [UUID: Date] in
             var times: [UUID: Date] = [:]
-            for row in try db.query("SELECT id, extract(epoch FROM updated_at) FROM relay_child WHERE removed_at IS NULL").rows {
+            for row in try db.query(
+                "SELECT id, extract(epoch FROM updated_at) FROM relay_child WHERE removed_at IS NULL"
+            ).rows {
                 if let id = row[0].flatMap(UUID.init(uuidString:)), let epoch = row[1].flatMap(Double.init) {
                     times[id] = Date(timeIntervalSince1970: epoch)
                 }
@@ -93,7 +95,9 @@ extension SharedRelayStore {
     /// How many transactions and children are stored.
     public func counts() throws(StoreError) -> (children: Int, transactions: Int) {
         try writing { db throws(PostgresError) -> (Int, Int) in
-            let row = try db.query("SELECT (SELECT count(*) FROM relay_child WHERE removed_at IS NULL), (SELECT count(*) FROM relay_txn)").rows
+            let row = try db.query(
+                "SELECT (SELECT count(*) FROM relay_child WHERE removed_at IS NULL), (SELECT count(*) FROM relay_txn)"
+            ).rows
                 .first
             return (Int(row?[0] ?? "") ?? 0, Int(row?[1] ?? "") ?? 0)
         }

@@ -22,7 +22,8 @@ extension SharedRelayStore {
         var described: [String] = []
         var newerThan: String?  // nil: the whole history
         if let cursor = window.cursor {
-            let cursorAt = try db.query("SELECT created_at::text FROM relay_txn WHERE id = $1", [cursor.lowercased]).scalar
+            let cursorAt = try db.query("SELECT created_at::text FROM relay_txn WHERE id = $1", [cursor.lowercased])
+                .scalar
             if window.cursorFound {
                 // A transaction at the cursor's very instant may sort below it: only strictly newer ones are read.
                 newerThan = cursorAt ?? "infinity"
@@ -65,7 +66,8 @@ extension SharedRelayStore {
                     BalanceMismatch(
                         child: c.id, serverBalance: c.currentBalance, newest: first[0] ?? "",
                         evidence: ConflictText.balance(
-                            child: c.firstName, server: c.currentBalance, newest: Self.describe(first), leftMinor: after)))
+                            child: c.firstName, server: c.currentBalance, newest: Self.describe(first), leftMinor: after
+                        )))
             }
             return found
         }

@@ -89,7 +89,8 @@ extension SharedRelayStore {
             """,
             [
                 t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
-                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via, ISODate.string(now),
+                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via,
+                ISODate.string(now),
                 origin,
             ]
         ).affected == 1

@@ -83,7 +83,9 @@ extension SharedRelayStore: SyncStore {
         var rows: [UUID: BurstChild] = [:]
         var lastStored: [UUID: Int64] = [:]
 
-        mutating func load(_ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore) throws(PostgresError) -> BurstChild? {
+        mutating func load(
+            _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
+        ) throws(PostgresError) -> BurstChild? {
             if let row = rows[id] { return row }
             guard let row = try store.lockedChild(db, id) else { return nil }
             let child = BurstChild(name: row.name, balance: row.balance, pending: row.pending, waiting: row.waiting)
@@ -104,7 +106,10 @@ extension SharedRelayStore: SyncStore {
                 return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: first), planned)
             }
             guard let child = try children.load(db, t.childId, via: self) else {
-                return (.needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"), 0)
+                return (
+                    .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet"),
+                    0
+                )
             }
             guard try insert(db, t, via: "hub", now: now) else {
                 // Seen before: the same transaction, or another server's data under its id.
@@ -120,7 +125,8 @@ extension SharedRelayStore: SyncStore {
             children.rows[t.childId] = after
             children.lastStored[t.childId] = cents.balanceAfter
             let alert = HubEventPolicy.alert(
-                t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now, traceParent: traceParent)
+                t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now,
+                traceParent: traceParent)
             return (.stored(gap: gap ? t.childId : nil), try plan(db, alert, now: now))
         case .transactionCreatedId(let id):
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
@@ -146,14 +152,16 @@ extension SharedRelayStore: SyncStore {
             let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
             children.rows[childId] = after
             let alert = HubEventPolicy.alert(
-                balance: balance, child: childId, name: child.name, previous: previous, at: now, traceParent: traceParent)
+                balance: balance, child: childId, name: child.name, previous: previous, at: now,
+                traceParent: traceParent)
             return (.stored(gap: gap ? childId : nil), try plan(db, alert, now: now))
         }
     }
 
     /// Why one of `transactions` cannot be the transaction stored under its id (nil: none): a transaction never
     /// changes on the server, so another child, amount, type or time means another server's data.
-    private func contradiction(_ db: PostgresConnection, _ transactions: [Transaction]) throws(PostgresError) -> String? {
+    private func contradiction(_ db: PostgresConnection, _ transactions: [Transaction]) throws(PostgresError) -> String?
+    {
         guard !transactions.isEmpty else { return nil }
         let stored = try db.query(
             """

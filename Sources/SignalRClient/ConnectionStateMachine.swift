@@ -64,11 +64,14 @@ struct ConnectionStateMachine {
     /// connection holds the server back (a full event buffer: it is not reading), silence is ours, not the
     /// server's, and does not count.
     func keepAlive(
-        at now: ContinuousClock.Instant, lastSend: ContinuousClock.Instant, lastReceive: ContinuousClock.Instant, heldBack: Bool
+        at now: ContinuousClock.Instant, lastSend: ContinuousClock.Instant, lastReceive: ContinuousClock.Instant,
+        heldBack: Bool
     ) -> KeepAliveStep {
         if !heldBack && now - lastReceive >= policies.serverTimeout { return .serverTimedOut }
         let ping = now - lastSend >= policies.keepAliveInterval
-        let next = min((ping ? now : lastSend) + policies.keepAliveInterval, (heldBack ? now : lastReceive) + policies.serverTimeout)
+        let next = min(
+            (ping ? now : lastSend) + policies.keepAliveInterval,
+            (heldBack ? now : lastReceive) + policies.serverTimeout)
         return ping ? .ping(next: next) : .wait(until: next)
     }
 
@@ -117,7 +120,10 @@ struct ConnectionStateMachine {
         case .reconnecting(let mode, let attempt, _, _):
             state = .connected(since: now)
             let line = mode == .reattach ? "re-attached" : "reconnected"
-            return [.log(mode == .newConnection && cycling ? .debug : .info, "\(line) (attempt \(attempt))"), .announceConnected(reconnected: true)]
+            return [
+                .log(mode == .newConnection && cycling ? .debug : .info, "\(line) (attempt \(attempt))"),
+                .announceConnected(reconnected: true),
+            ]
         default:
             return []
         }
@@ -126,28 +132,41 @@ struct ConnectionStateMachine {
     mutating func attemptFailed(_ error: HubConnectionError, at now: ContinuousClock.Instant) -> [Action] {
         switch state {
         case .starting(let attempt, let began):
-            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
+            let context = RetryContext(
+                previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
             guard error.kind != .unauthorized, let delay = policies.start?.nextRetryDelay(context) else {
                 state = .disconnected
                 return [.failStart(error)]
             }
             state = .starting(attempt: attempt + 1, began: began)
-            return [.log(.warning, "start failed; retrying in \(spoken(delay))", reason: error.message), .attempt(.newConnection, after: delay)]
+            return [
+                .log(.warning, "start failed; retrying in \(spoken(delay))", reason: error.message),
+                .attempt(.newConnection, after: delay),
+            ]
         case .reconnecting(.reattach, let attempt, let began, _):
             // The server no longer knows the connection (or refuses it): a new one, at once.
             if case .transport(.upgradeRejected) = error.kind { return fallBackToNewConnection(error, at: now) }
-            if error.kind == .handshakeFailed || error.kind == .unauthorized { return fallBackToNewConnection(error, at: now) }
+            if error.kind == .handshakeFailed || error.kind == .unauthorized {
+                return fallBackToNewConnection(error, at: now)
+            }
             let policy = policies.reconnect ?? DefaultRetryPolicy()
-            let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
+            let context = RetryContext(
+                previousRetryCount: attempt, elapsed: now - began, reason: error.message, random: policies.random)
             guard let delay = policy.nextRetryDelay(context) else { return fallBackToNewConnection(error, at: now) }
             state = .reconnecting(.reattach, attempt: attempt + 1, began: began, reason: error)
-            return [.log(.warning, "re-attach attempt \(attempt) failed: \(error.message)"), .attempt(.reattach, after: delay)]
+            return [
+                .log(.warning, "re-attach attempt \(attempt) failed: \(error.message)"),
+                .attempt(.reattach, after: delay),
+            ]
         case .reconnecting(.newConnection, let attempt, let began, _):
             // A token refused at a reconnect (the token source had its fresh try) ends the connection as it ends a
             // start: the same token will not help, and a daemon should say so rather than knock forever.
             if error.kind == .unauthorized {
                 state = .disconnected
-                return [.log(.error, "the hub refused the token at a reconnect: \(error.message)"), .announce(.closed(error: error))]
+                return [
+                    .log(.error, "the hub refused the token at a reconnect: \(error.message)"),
+                    .announce(.closed(error: error)),
+                ]
             }
             state = .reconnecting(.newConnection, attempt: attempt, began: began, reason: error)
             return [.log(.warning, "reconnect attempt \(attempt) failed: \(error.message)")] + nextReconnect(at: now)
@@ -167,10 +186,17 @@ struct ConnectionStateMachine {
         }
         var actions = countShortLink(lived: now - since, reason: error?.message ?? "closed")
         if stateful, let error, error.isLinkLoss {
-            actions.append(.log(quiet(error.message) ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)", reason: error.message))
+            actions.append(
+                .log(
+                    quiet(error.message) ? .debug : .warning, "connection lost; re-attaching (stateful reconnect)",
+                    reason: error.message))
             state = .reconnecting(.reattach, attempt: 1, began: now, reason: error)
-            let first = (policies.reconnect ?? DefaultRetryPolicy()).nextRetryDelay(.init(previousRetryCount: 0, elapsed: .zero, reason: error.message)) ?? .zero
-            return actions + [.announce(.reconnecting(reason: error.message)), .attempt(.reattach, after: shortLinkPause(first))]
+            let first =
+                (policies.reconnect ?? DefaultRetryPolicy()).nextRetryDelay(
+                    .init(previousRetryCount: 0, elapsed: .zero, reason: error.message)) ?? .zero
+            return actions + [
+                .announce(.reconnecting(reason: error.message)), .attempt(.reattach, after: shortLinkPause(first)),
+            ]
         }
         actions.append(.forgetConnection)
         let canReconnect: Bool
@@ -180,7 +206,8 @@ struct ConnectionStateMachine {
             if let error { actions.append(.log(.error, "connection closed: \(error.message)")) }
             return actions + [.announce(.closed(error: error))]
         }
-        actions.append(.log(quiet(error.message) ? .debug : .warning, "connection lost; reconnecting", reason: error.message))
+        actions.append(
+            .log(quiet(error.message) ? .debug : .warning, "connection lost; reconnecting", reason: error.message))
         state = .reconnecting(.newConnection, attempt: 0, began: now, reason: error)
         return actions + [.announce(.reconnecting(reason: error.message))] + nextReconnect(at: now)
     }
@@ -204,8 +231,12 @@ struct ConnectionStateMachine {
 
     // MARK: - Decisions
 
-    private mutating func fallBackToNewConnection(_ reason: HubConnectionError, at now: ContinuousClock.Instant) -> [Action] {
-        var actions: [Action] = [.log(.warning, "re-attach failed; starting a new connection", reason: reason.message), .forgetConnection]
+    private mutating func fallBackToNewConnection(
+        _ reason: HubConnectionError, at now: ContinuousClock.Instant
+    ) -> [Action] {
+        var actions: [Action] = [
+            .log(.warning, "re-attach failed; starting a new connection", reason: reason.message), .forgetConnection,
+        ]
         guard policies.reconnect != nil else {
             state = .disconnected
             return actions + [.announce(.closed(error: reason))]
@@ -218,10 +249,16 @@ struct ConnectionStateMachine {
     /// The next attempt of a reconnect, or the end when the policy gives up.
     private mutating func nextReconnect(at now: ContinuousClock.Instant) -> [Action] {
         guard case .reconnecting(.newConnection, let attempt, let began, let reason) = state else { return [] }
-        let context = RetryContext(previousRetryCount: attempt, elapsed: now - began, reason: reason.message, random: policies.random)
+        let context = RetryContext(
+            previousRetryCount: attempt, elapsed: now - began, reason: reason.message, random: policies.random)
         guard let policy = policies.reconnect, let delay = policy.nextRetryDelay(context) else {
             state = .disconnected
-            return [.announce(.closed(error: HubConnectionError(reason.kind, "Reconnect gave up after \(attempt) attempt(s): \(reason.message)")))]
+            return [
+                .announce(
+                    .closed(
+                        error: HubConnectionError(
+                            reason.kind, "Reconnect gave up after \(attempt) attempt(s): \(reason.message)")))
+            ]
         }
         state = .reconnecting(.newConnection, attempt: attempt + 1, began: began, reason: reason)
         return [.attempt(.newConnection, after: attempt == 0 ? shortLinkPause(delay) : delay)]
@@ -232,7 +269,12 @@ struct ConnectionStateMachine {
         guard lived < policies.stableLinkAfter else {
             defer { shortLinks = 0 }
             guard cycling else { return [] }
-            return [.log(.notice, "the hub link held for \(lived.formatted(.units(allowed: [.seconds]))); reconnecting as usual again")]
+            return [
+                .log(
+                    .notice,
+                    "the hub link held for \(lived.formatted(.units(allowed: [.seconds]))); reconnecting as usual again"
+                )
+            ]
         }
         shortLinks += 1
         guard shortLinks == Self.shortLinksToWarn else { return [] }
@@ -260,6 +302,7 @@ struct ConnectionStateMachine {
     private func shortLinkPause(_ policy: Duration) -> Duration {
         guard shortLinks > 0 else { return policy }
         let (initial, maximum) = policies.shortLinkBackoff
-        return max(policy, Backoff(initial: initial, maximum: maximum).delay(retry: shortLinks, random: policies.random))
+        return max(
+            policy, Backoff(initial: initial, maximum: maximum).delay(retry: shortLinks, random: policies.random))
     }
 }

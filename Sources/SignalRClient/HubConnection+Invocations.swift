@@ -37,7 +37,9 @@ extension HubConnection {
             let result = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue?, any Error>) in
                     do {
-                        try write(.invocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers)))
+                        try write(
+                            .invocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers))
+                        )
                         pending[id] = .invocation(target: target, c)
                     } catch {
                         c.resume(throwing: error)
@@ -55,7 +57,9 @@ extension HubConnection {
     }
 
     /// Calls a hub method and decodes its result as `T`.
-    public func invoke<T: Decodable & Sendable>(_ target: String, _ arguments: [JSONValue] = [], returning: T.Type) async throws -> T {
+    public func invoke<T: Decodable & Sendable>(
+        _ target: String, _ arguments: [JSONValue] = [], returning: T.Type
+    ) async throws -> T {
         let value = try await invoke(target, arguments) ?? .null
         return try HubArguments(target: target, values: [value]).decode(0, as: T.self)
     }
@@ -79,7 +83,8 @@ extension HubConnection {
         let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
         let (span, headers) = invocationSpan(target)
         do {
-            try write(.streamInvocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers)))
+            try write(
+                .streamInvocation(.init(invocationId: id, target: target, arguments: arguments, headers: headers)))
             pending[id] = .stream(target: target, continuation)
             // The span lasts as long as the stream.
             continuation.onTermination = { [weak self] reason in

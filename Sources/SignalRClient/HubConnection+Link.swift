@@ -153,7 +153,7 @@ extension HubConnection {
             let transport: any HubTransport
             do {
                 transport = try await open(kind, negotiated)
-            } catch where error.kind == .unauthorized || tries.count == 1 {
+            } catch  where error.kind == .unauthorized || tries.count == 1 {
                 throw error
             } catch {
                 failures.append((kind, error))
@@ -190,7 +190,7 @@ extension HubConnection {
             let negotiated: Negotiated
             do {
                 negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))
-            } catch where error.kind == .unauthorized && options.accessTokenProvider != nil {
+            } catch  where error.kind == .unauthorized && options.accessTokenProvider != nil {
                 logger.info("token refused; asking the token source once more")
                 await options.accessTokenRefused?()
                 negotiated = try await negotiator.negotiate(hubURL: url, accessToken: try await token(fresh: true))

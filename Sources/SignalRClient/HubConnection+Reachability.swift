@@ -43,7 +43,8 @@ extension HubConnection {
         components?.query = nil
         components?.fragment = nil
         guard let origin = components?.url else { return { false } }
-        var request = HTTPRequest(.get, origin, timeout: .seconds(2), maxResponseBytes: 64 * 1024, trust: options.webSocket.trust)
+        var request = HTTPRequest(
+            .get, origin, timeout: .seconds(2), maxResponseBytes: 64 * 1024, trust: options.webSocket.trust)
         request.proxy = options.webSocket.proxy
         request.freshConnection = true
         request[header: "User-Agent"] = options.userAgent

@@ -50,7 +50,8 @@ extension HubConnection {
         defer { flushFrameJobs() }
         let hubProtocol = options.hubProtocol
         var protocolError: String?
-        let pieces: [ArraySlice<UInt8>], incomplete: Bool
+        let pieces: [ArraySlice<UInt8>]
+        let incomplete: Bool
         do {
             (pieces, incomplete) = try hubProtocol.split(bytes)
         } catch {
@@ -79,7 +80,9 @@ extension HubConnection {
             }
         }
         if incomplete && !bytes.isEmpty {
-            logger.error("protocol error from the server: \(hubProtocol == .json ? "a message without its 0x1E terminator" : "a message shorter than its length prefix")")
+            logger.error(
+                "protocol error from the server: \(hubProtocol == .json ? "a message without its 0x1E terminator" : "a message shorter than its length prefix")"
+            )
             protocolError = protocolError ?? "Message is incomplete."
         }
         if let protocolError {
@@ -169,8 +172,10 @@ extension HubConnection {
             switch (entry, completion.outcome) {
             case (.invocation(_, let c), .void): c.resume(returning: nil)
             case (.invocation(_, let c), .result(let v)): c.resume(returning: v)
-            case (.invocation(let target, let c), .error(let e)): c.resume(throwing: HubConnectionError(.invocationFailed(target: target), e))
-            case (.stream(_, let c), .error(let e)): c.finish(throwing: HubConnectionError(.invocationFailed(target: "stream"), e))
+            case (.invocation(let target, let c), .error(let e)):
+                c.resume(throwing: HubConnectionError(.invocationFailed(target: target), e))
+            case (.stream(_, let c), .error(let e)):
+                c.finish(throwing: HubConnectionError(.invocationFailed(target: "stream"), e))
             case (.stream(_, let c), _): c.finish()
             }
         case .ping:
@@ -236,7 +241,9 @@ extension HubConnection {
             }
             guard let id = inv.invocationId else { return }
             let outcome: HubMessage.Completion.Outcome =
-                if let failure { .error(failure) } else if results.count > 1 { .error("Client provided multiple results.") } else if let r = results.first {
+                if let failure { .error(failure) } else if results.count > 1 {
+                    .error("Client provided multiple results.")
+                } else if let r = results.first {
                     .result(r)
                 } else { .error("Client didn't provide a result.") }
             await self?.sendCompletion(id, outcome)

@@ -20,7 +20,8 @@ extension HubConnection {
     /// A client span for an invocation of `target`, and the headers that carry its context to the server.
     func invocationSpan(_ target: String) -> (span: any Span, headers: [String: String]) {
         let tracer = InstrumentationSystem.legacyTracer
-        let span = tracer.startAnySpan("\(hubName)/\(target)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        let span = tracer.startAnySpan(
+            "\(hubName)/\(target)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
         span.attributes["rpc.system"] = "signalr"
         span.attributes["rpc.service"] = hubName
         span.attributes["rpc.method"] = target

@@ -121,7 +121,8 @@ public actor HubConnection {
             connectTimeout: options.webSocket.connectTimeout, proxy: options.webSocket.proxy.proxy(for: url))
         machine = ConnectionStateMachine(
             policies: .init(
-                start: options.startRetryPolicy, reconnect: options.reconnectPolicy, stableLinkAfter: options.stableLinkAfter,
+                start: options.startRetryPolicy, reconnect: options.reconnectPolicy,
+                stableLinkAfter: options.stableLinkAfter,
                 shortLinkBackoff: options.shortLinkBackoff, keepAliveInterval: options.keepAliveInterval,
                 serverTimeout: options.serverTimeout))
         let (stream, continuation) = AsyncStream<@Sendable () async -> Void>.makeStream()

@@ -22,7 +22,9 @@ struct Negotiated: Sendable {
     /// The transports to try, in the client's order of preference: offered by the server (a transport it did not
     /// list is never tried), allowed by the client, able to carry `format`. `skipped` says why the others were not.
     func plan(allowed: [TransportKind], format: TransferFormat) -> (tries: [TransportKind], skipped: [String]) {
-        let offers = offered.isEmpty ? [NegotiateResponse.Transport(transport: "WebSockets", transferFormats: ["Text", "Binary"])] : offered
+        let offers =
+            offered.isEmpty
+            ? [NegotiateResponse.Transport(transport: "WebSockets", transferFormats: ["Text", "Binary"])] : offered
         var tries: [TransportKind] = []
         var skipped: [String] = []
         for offer in offers where TransportKind(rawValue: offer.transport) == nil {
@@ -31,7 +33,8 @@ struct Negotiated: Sendable {
         for kind in allowed {
             guard let offer = offers.first(where: { $0.transport == kind.rawValue }) else { continue }
             if !kind.carries(format) || !offer.transferFormats.contains(format.rawValue) {
-                skipped.append("'\(kind.rawValue)' does not support the requested transfer format '\(format.rawValue)'.")
+                skipped.append(
+                    "'\(kind.rawValue)' does not support the requested transfer format '\(format.rawValue)'.")
             } else if !tries.contains(kind) {
                 tries.append(kind)
             }
@@ -46,7 +49,8 @@ struct Negotiated: Sendable {
 
     /// The URL of `kind` for this connection: http becomes ws for WebSockets; `id=` and, in the query form, the token.
     func transportURL(_ kind: TransportKind, tokenInQuery: Bool) -> URL {
-        Negotiator.transportURL(url, webSocket: kind == .webSockets, id: socketId, token: tokenInQuery ? accessToken : nil)
+        Negotiator.transportURL(
+            url, webSocket: kind == .webSockets, id: socketId, token: tokenInQuery ? accessToken : nil)
     }
 }
 
@@ -69,7 +73,8 @@ struct Negotiator: Sendable {
             case .connection(let c):
                 return Negotiated(
                     url: url, socketId: c.socketId, connectionId: c.connectionId, accessToken: token,
-                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect, offered: c.availableTransports,
+                    statefulReconnect: options.useStatefulReconnect && c.useStatefulReconnect,
+                    offered: c.availableTransports,
                     tokenLifetime: c.tokenLifetimeSeconds.map { .seconds(max(0, $0)) })
             case .redirect(let next, let newToken):
                 guard let nextURL = URL(string: next) else {
@@ -79,7 +84,9 @@ struct Negotiator: Sendable {
                 url = nextURL
                 if let newToken {
                     guard HeaderValue.isSafe(newToken) else {
-                        throw HubConnectionError(.negotiateFailed, "The negotiate redirect's accessToken holds a control character: refused.")
+                        throw HubConnectionError(
+                            .negotiateFailed, "The negotiate redirect's accessToken holds a control character: refused."
+                        )
                     }
                     token = newToken
                 }
@@ -100,7 +107,8 @@ struct Negotiator: Sendable {
         do {
             response = try await (options.httpClient ?? .shared).send(request)
         } catch {
-            var failure = HubConnectionError(.negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
+            var failure = HubConnectionError(
+                .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) failed: \(error.message)")
             failure.reachedNoServer = error.kind == .connect
             throw failure
         }
@@ -108,14 +116,18 @@ struct Negotiator: Sendable {
         switch status {
         case 200: break
         case 300..<400:
-            let to = response.header("Location").flatMap { URL(string: $0, relativeTo: negotiateURL)?.absoluteURL.originForLogs }
+            let to = response.header("Location").flatMap {
+                URL(string: $0, relativeTo: negotiateURL)?.absoluteURL.originForLogs
+            }
             throw HubConnectionError(
                 .negotiateFailed,
-                "Negotiate at \(negotiateURL.redactedForLogs) was redirected (HTTP \(status)\(to.map { " to " + $0 } ?? "")); not followed, so that the token goes only to the configured server. Set the server URL to the hub's real address.")
+                "Negotiate at \(negotiateURL.redactedForLogs) was redirected (HTTP \(status)\(to.map { " to " + $0 } ?? "")); not followed, so that the token goes only to the configured server. Set the server URL to the hub's real address."
+            )
         case 401, 403:
             throw HubConnectionError(
                 .unauthorized,
-                "The server refused the access token (HTTP \(status) from negotiate). Check the token; retrying with the same token will not help.")
+                "The server refused the access token (HTTP \(status) from negotiate). Check the token; retrying with the same token will not help."
+            )
         default:
             throw HubConnectionError(
                 .negotiateFailed, "Negotiate at \(negotiateURL.redactedForLogs) answered HTTP \(status); expected 200.")

@@ -10,7 +10,10 @@ public struct RetryContext: Sendable {
     /// draws randomness of its own.
     public var random: @Sendable () -> Double
 
-    public init(previousRetryCount: Int, elapsed: Duration, reason: String, random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+    public init(
+        previousRetryCount: Int, elapsed: Duration, reason: String,
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+    ) {
         self.previousRetryCount = previousRetryCount
         self.elapsed = elapsed
         self.reason = reason
@@ -40,7 +43,9 @@ public struct ExponentialRetryPolicy: RetryPolicy {
     public var backoff: Backoff
     public var maxAttempts: Int?
 
-    public init(initial: Duration = .seconds(1), maximum: Duration = .seconds(60), jitter: Double = 0.2, maxAttempts: Int? = nil) {
+    public init(
+        initial: Duration = .seconds(1), maximum: Duration = .seconds(60), jitter: Double = 0.2, maxAttempts: Int? = nil
+    ) {
         backoff = Backoff(initial: initial, maximum: maximum, jitter: jitter)
         self.maxAttempts = maxAttempts
     }

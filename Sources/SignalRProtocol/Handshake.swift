@@ -22,8 +22,10 @@ public enum Handshake {
 
     public static func encode(_ request: Request) -> [UInt8] {
         TextMessageFormat.frame(
-            JSONValue.object([("protocol", .string(request.protocolName)), ("version", .number(String(request.version)))])
-                .serialized.utf8)
+            JSONValue.object([
+                ("protocol", .string(request.protocolName)), ("version", .number(String(request.version))),
+            ])
+            .serialized.utf8)
     }
 
     public static func encode(_ response: Response) -> [UInt8] {
@@ -81,11 +83,14 @@ public enum Handshake {
             }
         }
         guard let name else { throw HubProtocolError("Missing required property 'protocol'. Message content: \(text)") }
-        guard let version else { throw HubProtocolError("Missing required property 'version'. Message content: \(text)") }
+        guard let version else {
+            throw HubProtocolError("Missing required property 'version'. Message content: \(text)")
+        }
         return (Request(protocolName: name, version: version), bytes[(end + 1)...])
     }
 
-    static func topLevelObject(_ bytes: ArraySlice<UInt8>) throws(HubProtocolError) -> [(key: String, value: JSONValue)] {
+    static func topLevelObject(_ bytes: ArraySlice<UInt8>) throws(HubProtocolError) -> [(key: String, value: JSONValue)]
+    {
         let value: JSONValue
         do { value = try JSONParser.parse(bytes) } catch { throw HubProtocolError(error) }
         guard case .object(let members) = value else { throw .unexpectedToken(value, expected: "Object") }

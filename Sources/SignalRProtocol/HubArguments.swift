@@ -26,7 +26,9 @@ public struct HubArguments: Sendable {
     public func decode<T: Decodable>(_ index: Int, as type: T.Type = T.self) throws(HubProtocolError) -> T {
         let value = try value(at: index)
         // A decimal is exact from the JSON number's text, and from a string: MessagePack servers write C#'s decimal so.
-        if T.self == Decimal.self, let text = value.decimalText, let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+        if T.self == Decimal.self, let text = value.decimalText,
+            let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
+        {
             return d as! T
         }
         do {
@@ -44,7 +46,9 @@ public struct HubArguments: Sendable {
     private static func reason(_ error: any Error) -> String {
         switch error {
         case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
-            return c.debugDescription + (c.codingPath.count > 1 ? " at \(c.codingPath.dropFirst().map(\.stringValue).joined(separator: "."))" : "")
+            return c.debugDescription
+                + (c.codingPath.count > 1
+                    ? " at \(c.codingPath.dropFirst().map(\.stringValue).joined(separator: "."))" : "")
         case DecodingError.keyNotFound(let key, _):
             return "missing key '\(key.stringValue)'"
         case DecodingError.dataCorrupted(let c):
@@ -60,7 +64,8 @@ extension JSONValue {
     var decimalText: String? {
         switch self {
         case .number(let text): text
-        case .string(let text) where !text.isEmpty && text.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2E || $0 == 0x2D }): text
+        case .string(let text)
+        where !text.isEmpty && text.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2E || $0 == 0x2D }): text
         default: nil
         }
     }

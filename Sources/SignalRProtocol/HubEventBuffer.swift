@@ -68,7 +68,8 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
 
     /// No more events will come: `next` returns what is left, then nil; a waiting producer goes on.
     public func finish() {
-        let (consumer, producer) = state.withLock { s -> (CheckedContinuation<Void, Never>?, CheckedContinuation<Void, Never>?) in
+        let (consumer, producer) = state.withLock {
+            s -> (CheckedContinuation<Void, Never>?, CheckedContinuation<Void, Never>?) in
             s.finished = true
             defer {
                 s.consumer = nil
@@ -93,7 +94,9 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
     /// Like `next`, but waits at most `timeout` for the first event: [] when none came in time (a consumer that also
     /// has other work to look at). To keep an event with the one that follows it, use the decoder's `isFollowed`: the
     /// connection holds it on its own thread.
-    public func next(limit: Int = 1000, within timeout: Duration, isolation: isolated (any Actor)? = #isolation) async -> [Event]? {
+    public func next(
+        limit: Int = 1000, within timeout: Duration, isolation: isolated (any Actor)? = #isolation
+    ) async -> [Event]? {
         if let taken = take(limit) { return taken }
         let ticket = state.withLock { s -> Int in
             s.lingers += 1
@@ -173,7 +176,8 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     /// `read` and `readMessagePack` appending to the connection's staged events (false: nothing read). They are made
     /// in the inlinable `init`, where the caller's `Event` is a known type: the connection, generic over `Event`,
     /// would otherwise look up the metadata of `Event?` and `[Event]` at run time for every event it reads.
-    @usableFromInline package let stage: @Sendable (_ target: String, _ reader: inout JSONReader, _ into: inout [Event]) -> Bool
+    @usableFromInline package let stage:
+        @Sendable (_ target: String, _ reader: inout JSONReader, _ into: inout [Event]) -> Bool
     @usableFromInline package let stageMessagePack:
         @Sendable (_ target: String, _ reader: inout MessagePackReader, _ into: inout [Event]) -> Bool
     /// From the parsed arguments, with every check and the exact error (which goes to `onError`; the message is
@@ -188,8 +192,11 @@ public struct HubEventDecoder<Event: Sendable>: Sendable {
     public var followerWait: Duration
 
     @inlinable public init(
-        targets: [String], read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
-        readMessagePack: @escaping @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event? = { _, _ in nil },
+        targets: [String],
+        read: @escaping @Sendable (_ target: String, _ reader: inout JSONReader) -> Event? = { _, _ in nil },
+        readMessagePack: @escaping @Sendable (_ target: String, _ reader: inout MessagePackReader) -> Event? = { _, _ in
+            nil
+        },
         decode: @escaping @Sendable (_ target: String, _ arguments: HubArguments) throws -> Event,
         onError: @escaping @Sendable (_ target: String, _ error: any Error) -> Void,
         isFollowed: @escaping @Sendable (Event) -> Bool = { _ in false }, followerWait: Duration = .zero

@@ -16,7 +16,9 @@ public enum HubProtocolKind: String, Sendable, CaseIterable {
     }
 
     /// The hub messages of one whole transport message, and whether something was left unfinished after them.
-    public func split(_ bytes: some Collection<UInt8>) throws(HubProtocolError) -> (messages: [ArraySlice<UInt8>], incomplete: Bool) {
+    public func split(
+        _ bytes: some Collection<UInt8>
+    ) throws(HubProtocolError) -> (messages: [ArraySlice<UInt8>], incomplete: Bool) {
         switch self {
         case .json: TextMessageFormat.split(bytes)
         case .messagepack: try BinaryMessageFormat.split(bytes)

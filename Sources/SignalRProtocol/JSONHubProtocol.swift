@@ -133,7 +133,9 @@ public enum JSONHubProtocol {
             case "headers":
                 guard case .object(let members) = value else { throw .expected("headers", "Object") }
                 for (k, v) in members {
-                    guard case .string(let s) = v else { throw HubProtocolError("Expected header '\(k)' to be of type String.") }
+                    guard case .string(let s) = v else {
+                        throw HubProtocolError("Expected header '\(k)' to be of type String.")
+                    }
                     headers[k] = s
                 }
             case "item":

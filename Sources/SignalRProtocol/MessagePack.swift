@@ -14,21 +14,37 @@ public struct MessagePackWriter: Sendable {
     public mutating func write(_ value: Int64) {
         if value >= 0 { return write(unsigned: UInt64(value)) }
         switch value {
-        case -32 ..< 0: bytes.append(UInt8(bitPattern: Int8(value)))
-        case Int64(Int8.min)...: bytes.append(0xD0); append(UInt8(bitPattern: Int8(value)))
-        case Int64(Int16.min)...: bytes.append(0xD1); append(UInt16(bitPattern: Int16(value)))
-        case Int64(Int32.min)...: bytes.append(0xD2); append(UInt32(bitPattern: Int32(value)))
-        default: bytes.append(0xD3); append(UInt64(bitPattern: value))
+        case -32..<0: bytes.append(UInt8(bitPattern: Int8(value)))
+        case Int64(Int8.min)...:
+            bytes.append(0xD0)
+            append(UInt8(bitPattern: Int8(value)))
+        case Int64(Int16.min)...:
+            bytes.append(0xD1)
+            append(UInt16(bitPattern: Int16(value)))
+        case Int64(Int32.min)...:
+            bytes.append(0xD2)
+            append(UInt32(bitPattern: Int32(value)))
+        default:
+            bytes.append(0xD3)
+            append(UInt64(bitPattern: value))
         }
     }
 
     public mutating func write(unsigned value: UInt64) {
         switch value {
-        case 0 ..< 0x80: bytes.append(UInt8(value))
-        case ..<0x100: bytes.append(0xCC); bytes.append(UInt8(value))
-        case ..<0x1_0000: bytes.append(0xCD); append(UInt16(value))
-        case ..<0x1_0000_0000: bytes.append(0xCE); append(UInt32(value))
-        default: bytes.append(0xCF); append(value)
+        case 0..<0x80: bytes.append(UInt8(value))
+        case ..<0x100:
+            bytes.append(0xCC)
+            bytes.append(UInt8(value))
+        case ..<0x1_0000:
+            bytes.append(0xCD)
+            append(UInt16(value))
+        case ..<0x1_0000_0000:
+            bytes.append(0xCE)
+            append(UInt32(value))
+        default:
+            bytes.append(0xCF)
+            append(value)
         }
     }
 
@@ -50,9 +66,13 @@ public struct MessagePackWriter: Sendable {
         bytes.append(contentsOf: binary)
     }
 
-    public mutating func writeArrayHeader(_ count: Int) { writeHeader(count, fix: 0x90, fixLimit: 16, codes: (nil, 0xDC, 0xDD)) }
+    public mutating func writeArrayHeader(_ count: Int) {
+        writeHeader(count, fix: 0x90, fixLimit: 16, codes: (nil, 0xDC, 0xDD))
+    }
 
-    public mutating func writeMapHeader(_ count: Int) { writeHeader(count, fix: 0x80, fixLimit: 16, codes: (nil, 0xDE, 0xDF)) }
+    public mutating func writeMapHeader(_ count: Int) {
+        writeHeader(count, fix: 0x80, fixLimit: 16, codes: (nil, 0xDE, 0xDF))
+    }
 
     /// A JSON value as MessagePack: integers as integers, other numbers as float64, objects as maps keyed by
     /// their member names.
@@ -125,8 +145,12 @@ public struct MessagePackReader {
 
     public mutating func readBool() -> Bool? {
         switch peek {
-        case 0xC2: position += 1; return false
-        case 0xC3: position += 1; return true
+        case 0xC2:
+            position += 1
+            return false
+        case 0xC3:
+            position += 1
+            return true
         default: return nil
         }
     }
@@ -135,8 +159,12 @@ public struct MessagePackReader {
     public mutating func readInt() -> Int64? {
         guard let b = peek else { return nil }
         switch b {
-        case 0x00...0x7F: position += 1; return Int64(b)
-        case 0xE0...0xFF: position += 1; return Int64(Int8(bitPattern: b))
+        case 0x00...0x7F:
+            position += 1
+            return Int64(b)
+        case 0xE0...0xFF:
+            position += 1
+            return Int64(Int8(bitPattern: b))
         case 0xCC: return take(UInt8.self).map(Int64.init)
         case 0xCD: return take(UInt16.self).map(Int64.init)
         case 0xCE: return take(UInt32.self).map(Int64.init)
@@ -180,12 +208,12 @@ public struct MessagePackReader {
     /// The bytes of a string, unchecked, for a caller that compares or parses them itself.
     public mutating func readStringBytes() -> UnsafeRawBufferPointer? {
         guard let (start, count) = readLength(fix: 0xA0...0xBF, codes: (0xD9, 0xDA, 0xDB)) else { return nil }
-        return UnsafeRawBufferPointer(rebasing: bytes[start ..< start + count])
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<start + count])
     }
 
     public mutating func readBinary() -> [UInt8]? {
         guard let (start, count) = readLength(fix: nil, codes: (0xC4, 0xC5, 0xC6)) else { return nil }
-        return Array(bytes[start ..< start + count])
+        return Array(bytes[start..<start + count])
     }
 
     /// An array's element count; the elements follow. A count the remaining bytes cannot hold is refused.
@@ -206,7 +234,8 @@ public struct MessagePackReader {
             position = start
             return nil
         }
-        let seconds: Int64, nanoseconds: UInt32
+        let seconds: Int64
+        let nanoseconds: UInt32
         switch body.count {
         case 4:
             seconds = Int64(body.loadBigEndian(UInt32.self, at: 0))
@@ -233,7 +262,8 @@ public struct MessagePackReader {
     public mutating func readExtension() -> (type: Int8, body: UnsafeRawBufferPointer)? {
         guard let b = peek else { return nil }
         let start = position
-        let count: Int?, header: Int
+        let count: Int?
+        let header: Int
         switch b {
         case 0xD4: (count, header) = (1, 1)
         case 0xD5: (count, header) = (2, 1)
@@ -249,7 +279,7 @@ public struct MessagePackReader {
         guard let count, start + header + 1 + count <= bytes.count else { return nil }
         let type = Int8(bitPattern: bytes[start + header])
         position = start + header + 1 + count
-        return (type, UnsafeRawBufferPointer(rebasing: bytes[start + header + 1 ..< position]))
+        return (type, UnsafeRawBufferPointer(rebasing: bytes[start + header + 1..<position]))
     }
 
     /// Moves past one whole value of any kind (without recursion). False (cursor unchanged) when it is cut short.
@@ -262,7 +292,8 @@ public struct MessagePackReader {
                 pending += n
             } else if let n = readMapHeader() {
                 pending += 2 * n
-            } else if readNil() || readBool() != nil || readInt() != nil || readLargeUnsigned() != nil || readDouble() != nil || readStringBytes() != nil
+            } else if readNil() || readBool() != nil || readInt() != nil || readLargeUnsigned() != nil
+                || readDouble() != nil || readStringBytes() != nil
                 || readLength(fix: nil, codes: (0xC4, 0xC5, 0xC6)) != nil || readExtension() != nil
             {
                 continue
@@ -292,11 +323,13 @@ public struct MessagePackReader {
         }
         if let v = readString() { return .string(v) }
         if let v = readBinary() { return .string(Data(v).base64EncodedString()) }
-        if let (seconds, nanoseconds) = readTimestampParts() { return .string(Self.iso(seconds: seconds, nanoseconds: nanoseconds)) }
+        if let (seconds, nanoseconds) = readTimestampParts() {
+            return .string(Self.iso(seconds: seconds, nanoseconds: nanoseconds))
+        }
         if let n = readArrayHeader() {
             var items: [JSONValue] = []
             items.reserveCapacity(min(n, 1024))
-            for _ in 0 ..< n {
+            for _ in 0..<n {
                 guard let item = readValue(depth: depth + 1) else {
                     position = start
                     return nil
@@ -308,7 +341,7 @@ public struct MessagePackReader {
         if let n = readMapHeader() {
             var members: [(key: String, value: JSONValue)] = []
             members.reserveCapacity(min(n, 1024))
-            for _ in 0 ..< n {
+            for _ in 0..<n {
                 guard let key = readValue(depth: depth + 1), let value = readValue(depth: depth + 1) else {
                     position = start
                     return nil
@@ -366,9 +399,12 @@ public struct MessagePackReader {
     }
 
     /// A string or binary header and the bounds of its bytes, which must all be there; moves past them.
-    private mutating func readLength(fix: ClosedRange<UInt8>?, codes: (UInt8, UInt8, UInt8)) -> (start: Int, count: Int)? {
+    private mutating func readLength(
+        fix: ClosedRange<UInt8>?, codes: (UInt8, UInt8, UInt8)
+    ) -> (start: Int, count: Int)? {
         guard let b = peek else { return nil }
-        let count: Int?, header: Int
+        let count: Int?
+        let header: Int
         if let fix, fix.contains(b) {
             (count, header) = (Int(b - fix.lowerBound), 1)
         } else if b == codes.0 {
@@ -388,7 +424,8 @@ public struct MessagePackReader {
 
     private mutating func readCount(fix: ClosedRange<UInt8>, codes: (UInt8, UInt8), bytesPerItem: Int) -> Int? {
         guard let b = peek else { return nil }
-        let count: Int?, header: Int
+        let count: Int?
+        let header: Int
         if fix.contains(b) {
             (count, header) = (Int(b - fix.lowerBound), 1)
         } else if b == codes.0 {

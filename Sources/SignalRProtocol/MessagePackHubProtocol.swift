@@ -22,8 +22,12 @@ public enum MessagePackHubProtocol {
     }
 
     static func decode(_ r: inout MessagePackReader) throws(HubProtocolError) -> HubMessage? {
-        guard let count = r.readArrayHeader() else { throw HubProtocolError("Reading array length for 'message' failed.") }
-        guard count > 0, let type = r.readInt() else { throw HubProtocolError("Reading 'messageType' as Int32 failed.") }
+        guard let count = r.readArrayHeader() else {
+            throw HubProtocolError("Reading array length for 'message' failed.")
+        }
+        guard count > 0, let type = r.readInt() else {
+            throw HubProtocolError("Reading 'messageType' as Int32 failed.")
+        }
         switch type {
         case 1, 4:
             let headers = try readHeaders(&r)
@@ -34,16 +38,21 @@ public enum MessagePackHubProtocol {
                 id = try string(&r, "invocationId")
             }
             let target = try string(&r, "target")
-            guard let n = r.readArrayHeader() else { throw HubProtocolError("Reading array length for 'arguments' failed.") }
+            guard let n = r.readArrayHeader() else {
+                throw HubProtocolError("Reading array length for 'arguments' failed.")
+            }
             var arguments: [JSONValue] = []
             arguments.reserveCapacity(n)
-            for _ in 0 ..< n { arguments.append(try value(&r, "argument")) }
+            for _ in 0..<n { arguments.append(try value(&r, "argument")) }
             var streamIds: [String] = []
             if count > 5 {
-                guard let s = r.readArrayHeader() else { throw HubProtocolError("Reading array length for 'streamIds' failed.") }
-                for _ in 0 ..< s { streamIds.append(try string(&r, "streamId")) }
+                guard let s = r.readArrayHeader() else {
+                    throw HubProtocolError("Reading array length for 'streamIds' failed.")
+                }
+                for _ in 0..<s { streamIds.append(try string(&r, "streamId")) }
             }
-            let invocation = HubMessage.Invocation(invocationId: id, target: target, arguments: arguments, streamIds: streamIds, headers: headers)
+            let invocation = HubMessage.Invocation(
+                invocationId: id, target: target, arguments: arguments, streamIds: streamIds, headers: headers)
             return type == 1 ? .invocation(invocation) : .streamInvocation(invocation)
         case 2:
             let headers = try readHeaders(&r)
@@ -70,7 +79,9 @@ public enum MessagePackHubProtocol {
             let error: String? = r.readNil() ? nil : try string(&r, "error")
             var allowReconnect = false
             if count > 2 {
-                guard let b = r.readBool() else { throw HubProtocolError("Reading 'allowReconnect' as Boolean failed.") }
+                guard let b = r.readBool() else {
+                    throw HubProtocolError("Reading 'allowReconnect' as Boolean failed.")
+                }
                 allowReconnect = b
             }
             return .close(.init(error: error, allowReconnect: allowReconnect))
@@ -150,7 +161,8 @@ public enum MessagePackHubProtocol {
         _ bytes: UnsafeRawBufferPointer, _ body: (_ target: String, _ reader: inout MessagePackReader) -> T?
     ) -> T? {
         var r = MessagePackReader(bytes)
-        guard let count = r.readArrayHeader(), count >= 5, r.readInt() == 1, let headers = r.readMapHeader(), headers == 0,
+        guard let count = r.readArrayHeader(), count >= 5, r.readInt() == 1, let headers = r.readMapHeader(),
+            headers == 0,
             r.readNil(), let target = r.readString()
         else { return nil }
         return body(target, &r)
@@ -161,9 +173,13 @@ public enum MessagePackHubProtocol {
     private static func readHeaders(_ r: inout MessagePackReader) throws(HubProtocolError) -> [String: String] {
         guard let n = r.readMapHeader() else { throw HubProtocolError("Reading map length for 'headers' failed.") }
         var headers: [String: String] = [:]
-        for i in 0 ..< n {
-            guard let key = r.readString() else { throw HubProtocolError("Reading 'headers[\(i)].Key' as String failed.") }
-            guard let value = r.readString() else { throw HubProtocolError("Reading 'headers[\(i)].Value' as String failed.") }
+        for i in 0..<n {
+            guard let key = r.readString() else {
+                throw HubProtocolError("Reading 'headers[\(i)].Key' as String failed.")
+            }
+            guard let value = r.readString() else {
+                throw HubProtocolError("Reading 'headers[\(i)].Value' as String failed.")
+            }
             headers[key] = value
         }
         return headers
@@ -175,7 +191,11 @@ public enum MessagePackHubProtocol {
     }
 
     private static func value(_ r: inout MessagePackReader, _ field: String) throws(HubProtocolError) -> JSONValue {
-        guard let v = r.readValue() else { throw HubProtocolError("Deserializing object for '\(field)' failed: the value is cut short, nested too deep or of an unknown kind.") }
+        guard let v = r.readValue() else {
+            throw HubProtocolError(
+                "Deserializing object for '\(field)' failed: the value is cut short, nested too deep or of an unknown kind."
+            )
+        }
         return v
     }
 }
@@ -204,7 +224,9 @@ public enum BinaryMessageFormat {
 
     /// Splits one complete transport message into hub messages. A prefix that claims more than is there cannot be
     /// finished by a later message (each is whole), so it is reported as incomplete, after the good ones.
-    public static func split(_ bytes: some Collection<UInt8>) throws(HubProtocolError) -> (messages: [ArraySlice<UInt8>], incomplete: Bool) {
+    public static func split(
+        _ bytes: some Collection<UInt8>
+    ) throws(HubProtocolError) -> (messages: [ArraySlice<UInt8>], incomplete: Bool) {
         let array = Array(bytes)
         var messages: [ArraySlice<UInt8>] = []
         var i = 0
@@ -220,9 +242,11 @@ public enum BinaryMessageFormat {
                 shift += 7
                 i += 1
             } while byte & 0x80 != 0
-            guard length <= Int(Int32.max) else { throw HubProtocolError("Messages over 2GB in size are not supported.") }
+            guard length <= Int(Int32.max) else {
+                throw HubProtocolError("Messages over 2GB in size are not supported.")
+            }
             guard length <= array.count - i else { return (messages, true) }
-            messages.append(array[i ..< i + length])
+            messages.append(array[i..<i + length])
             i += length
         }
         return (messages, array.isEmpty)

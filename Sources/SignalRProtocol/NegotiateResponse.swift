@@ -72,7 +72,9 @@ public enum NegotiateResponse: Sendable, Equatable {
                 guard case .string(let s) = value else { throw .expected("connectionToken", "String") }
                 connectionToken = s
             case "negotiateVersion":
-                guard case .number = value, let v = value.intValue else { throw .expected("negotiateVersion", "Number") }
+                guard case .number = value, let v = value.intValue else {
+                    throw .expected("negotiateVersion", "Number")
+                }
                 version = v
             case "availableTransports":
                 guard case .array(let items) = value else { throw .unexpectedToken(value, expected: "Array") }
@@ -84,7 +86,9 @@ public enum NegotiateResponse: Sendable, Equatable {
                 guard case .bool(let b) = value else { throw .expected("useStatefulReconnect", "Boolean") }
                 stateful = b
             case "tokenLifetimeSeconds":
-                guard case .number = value, let v = value.intValue else { throw .expected("tokenLifetimeSeconds", "Number") }
+                guard case .number = value, let v = value.intValue else {
+                    throw .expected("tokenLifetimeSeconds", "Number")
+                }
                 lifetime = v
             case "ProtocolVersion":
                 throw HubProtocolError(classicServerMessage)
@@ -131,9 +135,16 @@ public enum NegotiateResponse: Sendable, Equatable {
         if c.useStatefulReconnect { members.append(("useStatefulReconnect", true)) }
         if let lifetime = c.tokenLifetimeSeconds { members.append(("tokenLifetimeSeconds", .number(String(lifetime)))) }
         members.append(
-            ("availableTransports", .array(c.availableTransports.map {
-                .object([("transport", .string($0.transport)), ("transferFormats", .array($0.transferFormats.map { .string($0) }))])
-            })))
+            (
+                "availableTransports",
+                .array(
+                    c.availableTransports.map {
+                        .object([
+                            ("transport", .string($0.transport)),
+                            ("transferFormats", .array($0.transferFormats.map { .string($0) })),
+                        ])
+                    })
+            ))
         var out: [UInt8] = []
         JSONValue.object(members).write(into: &out)
         return out

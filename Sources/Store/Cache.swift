@@ -1,8 +1,8 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import GRDB
-import Core
 import StoreContract
 
 extension Store {
@@ -15,12 +15,16 @@ extension Store {
     /// none is stored (the caller catches up, which fetches them again). One that contradicts the cache (another
     /// server's data) fails the burst with a `StoreError` whose `isConflict` is set. `traceParents` (tracing on):
     /// each event's W3C traceparent, which the deliveries it plans keep.
-    public func apply(_ events: [HubEvent], at now: Date = Date(), traceParents: [String?] = []) throws(StoreError) -> [ApplyResult] {
+    public func apply(
+        _ events: [HubEvent], at now: Date = Date(), traceParents: [String?] = []
+    ) throws(StoreError) -> [ApplyResult] {
         try write { db in
             try sizeCache(db, forCommitOf: events.count)
             var children = BurstChildren()
             let results = try events.indices.map { i in
-                try applyOne(db, events[i], children: &children, now: now, traceParent: i < traceParents.count ? traceParents[i] : nil)
+                try applyOne(
+                    db, events[i], children: &children, now: now,
+                    traceParent: i < traceParents.count ? traceParents[i] : nil)
             }
             try children.save(db, now: now)
             return results
@@ -35,13 +39,20 @@ extension Store {
             if let problem = t.problem(now: now) {
                 let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
                 return .rejected(
-                    reason: "transaction \(t.id.lowercased): \(problem)", first: try setAside(db, row, now: now, traceParent: traceParent))
+                    reason: "transaction \(t.id.lowercased): \(problem)",
+                    first: try setAside(db, row, now: now, traceParent: traceParent))
             }
             guard let child = try children.load(db, t.childId) else {
-                return .needsCatchUp(reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
+                return .needsCatchUp(
+                    reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
-            guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now) else {
-                if let contradiction = try Self.contradiction(db, t) { throw StoreError(path: path, contradiction, code: .conflict) }
+            guard
+                try Self.recordInbox(
+                    db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now)
+            else {
+                if let contradiction = try Self.contradiction(db, t) {
+                    throw StoreError(path: path, contradiction, code: .conflict)
+                }
                 return .duplicate
             }
             let cents = try t.cents()
@@ -59,7 +70,9 @@ extension Store {
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
-            if try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased]) == true {
+            if try Bool.fetchOne(
+                try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased]) == true
+            {
                 return .duplicate
             }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
@@ -68,12 +81,17 @@ extension Store {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             // Not unique by content (the same balance can come twice): every one is kept, in order.
-            _ = try Self.recordInbox(db, key: "BalanceUpdated:\(session)-\(sequence.add(1, ordering: .relaxed).newValue)", event: event, caughtUp: false, now: now)
+            _ = try Self.recordInbox(
+                db, key: "BalanceUpdated:\(session)-\(sequence.add(1, ordering: .relaxed).newValue)", event: event,
+                caughtUp: false, now: now)
             let latest = try Int64.fetchOne(
                 try db.cachedStatement(
-                    sql: "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"),
+                    sql:
+                        "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"
+                ),
                 arguments: [childId.lowercased])
-            let (gap, after, previous) = HubEventPolicy.balance(try MinorUnits.from(balance), child: child, latest: latest)
+            let (gap, after, previous) = HubEventPolicy.balance(
+                try MinorUnits.from(balance), child: child, latest: latest)
             children.update(childId, after)
             if plansAny(.balanceUpdated) {
                 try planDeliveries(
@@ -100,7 +118,8 @@ extension Store {
                 throw StoreError(path: path, message, code: .conflict)
             case .record(let note):
                 try db.execute(
-                    sql: "INSERT INTO sync_state (key, value) VALUES ('server', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    sql:
+                        "INSERT INTO sync_state (key, value) VALUES ('server', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     arguments: [server.json.serialized])
                 return note
             }
@@ -122,7 +141,8 @@ extension Store {
     @discardableResult
     public func storeCaughtUp(
         children: [Child], transactions: [Transaction], rejected: [RejectedRow] = [], cursors: [UUID: UUID] = [:],
-        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil, at now: Date = Date(),
+        complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil,
+        at now: Date = Date(),
         traceParent: String? = nil
     ) throws(StoreError) -> Int {
         try write { db -> Int in
@@ -132,20 +152,29 @@ extension Store {
             for t in transactions {
                 if let problem = t.problem(now: now) {
                     try setAside(
-                        db, RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText),
+                        db,
+                        RejectedRow(
+                            id: t.id.lowercased, childId: t.childId, reason: problem,
+                            payload: HubEvent.transactionCreated(t).jsonText),
                         now: now, traceParent: traceParent)
                     continue
                 }
-                guard try Self.recordInbox(db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true, now: now)
+                guard
+                    try Self.recordInbox(
+                        db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true,
+                        now: now)
                 else {
-                    if let contradiction = try Self.contradiction(db, t) { throw StoreError(path: path, contradiction, code: .conflict) }
+                    if let contradiction = try Self.contradiction(db, t) {
+                        throw StoreError(path: path, contradiction, code: .conflict)
+                    }
                     continue
                 }
                 _ = try Self.dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
                 try Self.insert(db, t, via: "catch-up", now: now)
                 inserted += 1
                 var event = RelayEvent(
-                    kind: .transactionCreated, at: now, childId: t.childId, childName: try Self.childName(db, t.childId), transaction: t,
+                    kind: .transactionCreated, at: now, childId: t.childId,
+                    childName: try Self.childName(db, t.childId), transaction: t,
                     balance: t.balanceAfter, caughtUp: true)
                 event.history = try history && Self.madeBeforeTheDatabase(db, t)
                 event.traceParent = traceParent
@@ -156,7 +185,8 @@ extension Store {
             for c in children {
                 if let asked = balancesAskedAt,
                     let updated = try String.fetchOne(
-                        try db.cachedStatement(sql: "SELECT updated_at FROM child WHERE id = ?"), arguments: [c.id.lowercased]),
+                        try db.cachedStatement(sql: "SELECT updated_at FROM child WHERE id = ?"),
+                        arguments: [c.id.lowercased]),
                     updated > ISO.string(asked)
                 {
                     continue
@@ -166,26 +196,32 @@ extension Store {
                 try Self.setBalance(db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, now: now)
                 if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
                     var event = RelayEvent(
-                        kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName, balance: c.currentBalance,
+                        kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName,
+                        balance: c.currentBalance,
                         previousBalance: Money.decimal(cents: cached), caughtUp: true)
                     // History only while nothing came live: a relay that ran (and was stopped) before its first
                     // catch-up completed owes what changed meanwhile.
-                    event.history = try history && !(Bool.fetchOne(db, sql: "SELECT 1 FROM inbox WHERE caught_up = 0 LIMIT 1") ?? false)
+                    event.history =
+                        try history
+                        && !(Bool.fetchOne(db, sql: "SELECT 1 FROM inbox WHERE caught_up = 0 LIMIT 1") ?? false)
                     event.traceParent = traceParent
                     try planDeliveries(db, event)
                 }
             }
             for (child, newest) in cursors {
                 try db.executeCached(
-                    sql: "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    sql:
+                        "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     arguments: ["cursor:\(child.lowercased)", newest.lowercased])
             }
             try db.executeCached(
-                sql: "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                sql:
+                    "INSERT INTO sync_state (key, value) VALUES ('last_catch_up', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [ISO.string(now)])
             if let historyTaken {
                 try db.execute(
-                    sql: "INSERT INTO sync_state (key, value) VALUES ('history', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    sql:
+                        "INSERT INTO sync_state (key, value) VALUES ('history', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     arguments: ["\(historyTaken) \(ISO.string(now))"])
             }
             return inserted
@@ -201,7 +237,8 @@ extension Store {
             arguments: [row.id, row.childId?.lowercased, row.reason, row.payload, ISO.string(now)])
         guard db.changesCount == 1 else { return false }
         var alert = RelayEvent(
-            kind: .syncRejected, at: now, childId: row.childId, childName: try row.childId.flatMap { try Self.childName(db, $0) },
+            kind: .syncRejected, at: now, childId: row.childId,
+            childName: try row.childId.flatMap { try Self.childName(db, $0) },
             detail: "the server's transaction \(row.id) was not stored: \(row.reason)")
         alert.traceParent = traceParent
         try planDeliveries(db, alert)
@@ -211,15 +248,24 @@ extension Store {
     /// Rows from the server set aside, newest first.
     public func rejectedRows() throws(StoreError) -> [(id: String, childId: UUID?, reason: String, at: Date)] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT id, child_id, reason, first_seen_at FROM rejected ORDER BY first_seen_at DESC, rowid DESC").map {
-                ($0["id"], ($0["child_id"] as String?).flatMap(UUID.init(uuidString:)), $0["reason"], ISODate.parse($0["first_seen_at"]) ?? .distantPast)
+            try Row.fetchAll(
+                db,
+                sql: "SELECT id, child_id, reason, first_seen_at FROM rejected ORDER BY first_seen_at DESC, rowid DESC"
+            ).map {
+                (
+                    $0["id"], ($0["child_id"] as String?).flatMap(UUID.init(uuidString:)), $0["reason"],
+                    ISODate.parse($0["first_seen_at"]) ?? .distantPast
+                )
             }
         }
     }
 
     /// Whether `t` was made before this database was: history, not something the relay missed while it ran.
     static func madeBeforeTheDatabase(_ db: Database, _ t: Transaction) throws -> Bool {
-        guard let born = try String.fetchOne(try db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = 'born_at'")) else { return true }
+        guard
+            let born = try String.fetchOne(
+                try db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = 'born_at'"))
+        else { return true }
         return ISO.string(t.createdAt) < born
     }
 
@@ -231,7 +277,9 @@ extension Store {
     /// What the first catch-up of this database took as history: how many transactions, and when.
     public func historyTaken() throws(StoreError) -> (transactions: Int, at: Date)? {
         try read { db in
-            guard let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'history'") else { return nil }
+            guard let text = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'history'") else {
+                return nil
+            }
             let parts = text.split(separator: " ")
             guard parts.count == 2, let n = Int(parts[0]), let at = ISODate.parse(String(parts[1])) else { return nil }
             return (n, at)
@@ -241,14 +289,18 @@ extension Store {
     /// The newest transaction of the child's last completed catch-up.
     public func catchUpCursor(child: UUID) throws(StoreError) -> UUID? {
         try read { db in
-            try String.fetchOne(try db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"), arguments: ["cursor:\(child.lowercased)"])
-                .flatMap(UUID.init(uuidString:))
+            try String.fetchOne(
+                try db.cachedStatement(sql: "SELECT value FROM sync_state WHERE key = ?"),
+                arguments: ["cursor:\(child.lowercased)"]
+            )
+            .flatMap(UUID.init(uuidString:))
         }
     }
 
     public func children() throws(StoreError) -> [Child] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id").map { row in
+            try Row.fetchAll(db, sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id").map {
+                row in
                 Child(
                     id: UUID(uuidString: row["id"])!, firstName: row["first_name"], lastName: row["last_name"],
                     weeklyAllowance: Money.decimal(cents: row["weekly_allowance_minor"]),
@@ -268,9 +320,12 @@ extension Store {
     }
 
     /// Transactions, newest first; a child's only, and only those created at or after `since`, when given.
-    public func transactions(child: UUID? = nil, since: Date? = nil, limit: Int = 100) throws(StoreError) -> [Transaction] {
+    public func transactions(
+        child: UUID? = nil, since: Date? = nil, limit: Int = 100
+    ) throws(StoreError) -> [Transaction] {
         try read { db in
-            let filter = [child == nil ? nil : "child_id = :child", since == nil ? nil : "created_at >= :since"].compactMap { $0 }
+            let filter = [child == nil ? nil : "child_id = :child", since == nil ? nil : "created_at >= :since"]
+                .compactMap { $0 }
             let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
             return try Row.fetchAll(
                 db, sql: "SELECT * FROM txn \(clause) ORDER BY created_at DESC, stored_at DESC LIMIT :limit",
@@ -288,7 +343,9 @@ extension Store {
     /// Hub events and caught-up transactions recorded, oldest first: (kind, caught up?).
     public func inbox() throws(StoreError) -> [(kind: String, caughtUp: Bool)] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT kind, caught_up FROM inbox ORDER BY seq").map { ($0["kind"], $0["caught_up"]) }
+            try Row.fetchAll(db, sql: "SELECT kind, caught_up FROM inbox ORDER BY seq").map {
+                ($0["kind"], $0["caught_up"])
+            }
         }
     }
 }

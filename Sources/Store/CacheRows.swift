@@ -1,8 +1,8 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import GRDB
-import Core
 import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
@@ -11,7 +11,8 @@ extension Store {
     static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
         let kind = if case .balanceUpdated = event { "BalanceUpdated" } else { "TransactionCreated" }
         try db.executeCached(
-            sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
+            sql:
+                "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
             arguments: [key, kind, event.jsonText, caughtUp, ISO.string(now)])
         return db.changesCount == 1
     }
@@ -21,16 +22,23 @@ extension Store {
     static func contradiction(_ db: Database, _ t: Transaction) throws -> String? {
         guard
             let row = try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT child_id, amount_minor, type, created_at, description FROM txn WHERE id = ?"),
+                try db.cachedStatement(
+                    sql: "SELECT child_id, amount_minor, type, created_at, description FROM txn WHERE id = ?"),
                 arguments: [t.id.lowercased])
         else { return nil }  // pruned, or a local write's id: nothing to compare
-        let stored = (child: row["child_id"] as String, minor: row["amount_minor"] as Int64, type: row["type"] as String, at: row["created_at"] as String)
+        let stored = (
+            child: row["child_id"] as String, minor: row["amount_minor"] as Int64, type: row["type"] as String,
+            at: row["created_at"] as String
+        )
         // Stored to the millisecond (truncated), so the same instant may differ below a millisecond.
         let sameTime = ISODate.parse(stored.at).map { abs($0.timeIntervalSince(t.createdAt)) < 0.001 } ?? false
         let minor = try MinorUnits.from(t.amount)
-        guard stored.child != t.childId.lowercased || stored.minor != minor || stored.type != t.type.rawValue || !sameTime else { return nil }
+        guard
+            stored.child != t.childId.lowercased || stored.minor != minor || stored.type != t.type.rawValue || !sameTime
+        else { return nil }
         func name(_ id: String) throws -> String {
-            try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
+            try String.fetchOne(
+                try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id]) ?? id
         }
         return ConflictText.contradiction(
             id: t.id.lowercased, cached: (try name(stored.child), stored.type, stored.minor, stored.at), server: t,
@@ -67,11 +75,13 @@ extension Store {
     }
 
     static func childName(_ db: Database, _ id: UUID) throws -> String? {
-        try String.fetchOne(try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
+        try String.fetchOne(
+            try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
     }
 
     static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
-        try Int64.fetchOne(try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
+        try Int64.fetchOne(
+            try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
     }
 
     static func setBalance(_ db: Database, _ id: UUID, minor: Int64, now: Date) throws {
@@ -130,7 +140,8 @@ struct BurstChildren {
         if let child = known[id] { return child }
         guard
             let row = try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
+                try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"),
+                arguments: [id.lowercased])
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
         let child = BurstChild(name: row[1], balance: row[0], pending: pending, waiting: waiting)

@@ -1,8 +1,8 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import GRDB
-import Core
 import StoreContract
 
 extension Store {
@@ -31,9 +31,11 @@ extension Store {
     @discardableResult
     func planDeliveries(_ db: Database, _ event: RelayEvent, now: Date = Date()) throws -> Int {
         guard let planner = relay.withLock({ $0?.planner }) else { return 0 }
-        let rows = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) { sink, key, since in
+        let rows = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
+            sink, key, since in
             try Bool.fetchOne(
-                try db.cachedStatement(sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"),
+                try db.cachedStatement(
+                    sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"),
                 arguments: [sink, key, ISO.string(since)]) == true
         } write: { d, key in
             try db.executeCached(
@@ -43,7 +45,8 @@ extension Store {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest, key,
+                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest,
+                    key,
                     d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now), d.traceParent,
                 ])
         }
@@ -57,7 +60,9 @@ extension Store {
     /// Deliveries of `sink` due now, oldest first, leaving out `excluding` (the worker's own, being sent). Nothing is
     /// written for a claim: a crash during the send leaves the row pending, and it goes again with the same id.
     /// A row that cannot be read (an unknown kind or urgency) becomes a dead letter with the reason, here.
-    public func dueDeliveries(sink: String, at now: Date = Date(), limit: Int = 100, excluding: Set<String> = []) throws(StoreError) -> [Delivery] {
+    public func dueDeliveries(
+        sink: String, at now: Date = Date(), limit: Int = 100, excluding: Set<String> = []
+    ) throws(StoreError) -> [Delivery] {
         try dueDeliveriesAndNext(sink: sink, at: now, limit: limit, excluding: excluding, withNext: false).due
     }
 
@@ -117,8 +122,10 @@ extension Store {
     /// When the next pending delivery of `sink` not in `excluding` falls due (nil: none pending).
     public func nextDeliveryDue(sink: String, excluding: Set<String> = []) throws(StoreError) -> Date? {
         try read { db in
-            try JobQueue<Delivery>.waiting(db, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1)
-                .first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
+            try JobQueue<Delivery>.waiting(
+                db, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
+            )
+            .first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
         }
     }
 
@@ -150,7 +157,8 @@ extension Store {
             let older = Array(waiting.dropFirst())
             for id in older {
                 try db.executeCached(
-                    sql: "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
+                    sql:
+                        "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
                     arguments: [Delivery.State.merged, newest, id])
             }
             return Set(older)
@@ -159,7 +167,9 @@ extension Store {
 
     /// Folds several deliveries of one sink into one new digest delivery, in one SQLite transaction: the parts
     /// become `merged` and point at it. The digest has its own stable id from then on.
-    public func foldIntoDigest(_ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date = Date()) throws(StoreError) -> Delivery {
+    public func foldIntoDigest(
+        _ parts: [Delivery], digest event: RelayEvent, currency: String?, at now: Date = Date()
+    ) throws(StoreError) -> Delivery {
         let digest = Delivery.digest(of: parts, event: event, currency: currency, at: now)
         try write { db in
             try db.execute(
@@ -170,12 +180,14 @@ extension Store {
                     """,
                 arguments: [
                     digest.id, digest.sink, digest.rule, digest.kind.rawValue, digest.childId?.lowercased,
-                    digest.urgency.rawValue, digest.alert, digest.state, ISO.string(now), ISO.string(now), digest.traceParent,
+                    digest.urgency.rawValue, digest.alert, digest.state, ISO.string(now), ISO.string(now),
+                    digest.traceParent,
                 ])
             for p in parts {
                 try db.execute(
-                    sql: "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
-                arguments: [Delivery.State.merged, digest.id, p.id])
+                    sql:
+                        "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
+                    arguments: [Delivery.State.merged, digest.id, p.id])
             }
         }
         return digest
@@ -216,11 +228,13 @@ extension Store {
                 switch change {
                 case .due(let at):
                     try db.execute(
-                        sql: "UPDATE delivery SET next_attempt_at = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        sql:
+                            "UPDATE delivery SET next_attempt_at = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
                         arguments: [ISO.string(at), id])
                 case .muted(let why):
                     try db.execute(
-                        sql: "UPDATE delivery SET state = ?, last_error = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        sql:
+                            "UPDATE delivery SET state = ?, last_error = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
                         arguments: [Delivery.State.muted, why, id])
                 }
             }
@@ -235,7 +249,9 @@ extension Store {
                     ON CONFLICT(sink) DO UPDATE SET failing_since = excluded.failing_since, failing_error = excluded.failing_error,
                       dead_lettering = excluded.dead_lettering
                     """,
-                arguments: [sink, health.map { ISO.string($0.failingSince) }, health?.lastError, health?.deadLettering ?? false])
+                arguments: [
+                    sink, health.map { ISO.string($0.failingSince) }, health?.lastError, health?.deadLettering ?? false,
+                ])
         }
     }
 
@@ -243,10 +259,17 @@ extension Store {
         try read { db in
             Dictionary(
                 uniqueKeysWithValues: try Row.fetchAll(
-                    db, sql: "SELECT sink, failing_since, failing_error, dead_lettering FROM sink_state WHERE failing_since IS NOT NULL"
+                    db,
+                    sql:
+                        "SELECT sink, failing_since, failing_error, dead_lettering FROM sink_state WHERE failing_since IS NOT NULL"
                 ).compactMap { row -> (String, SinkHealth)? in
                     guard let since = ISODate.parse(row["failing_since"]) else { return nil }
-                    return (row["sink"], SinkHealth(failingSince: since, lastError: row["failing_error"] ?? "", deadLettering: row["dead_lettering"]))
+                    return (
+                        row["sink"],
+                        SinkHealth(
+                            failingSince: since, lastError: row["failing_error"] ?? "",
+                            deadLettering: row["dead_lettering"])
+                    )
                 })
         }
     }
@@ -256,14 +279,18 @@ extension Store {
         try read { db in
             Dictionary(
                 uniqueKeysWithValues: try Row.fetchAll(
-                    try db.cachedStatement(sql: "SELECT sink, disabled_reason FROM sink_state WHERE disabled_reason IS NOT NULL"))
-                    .map { ($0["sink"] as String, $0["disabled_reason"] as String) })
+                    try db.cachedStatement(
+                        sql: "SELECT sink, disabled_reason FROM sink_state WHERE disabled_reason IS NOT NULL")
+                )
+                .map { ($0["sink"] as String, $0["disabled_reason"] as String) })
         }
     }
 
     // MARK: - The CLI's view
 
-    public func deliveries(sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100) throws(StoreError) -> [Delivery] {
+    public func deliveries(
+        sink: String? = nil, state: Delivery.State? = nil, limit: Int = 100
+    ) throws(StoreError) -> [Delivery] {
         try read { db in
             let filter = [sink == nil ? nil : "sink = :sink", state == nil ? nil : "state = :state"].compactMap { $0 }
             let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
@@ -289,7 +316,8 @@ extension Store {
     public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
         try read { db in
             var counts: [String: [String: Int]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT sink, state, COUNT(*) AS n FROM delivery GROUP BY sink, state") {
+            for row in try Row.fetchAll(db, sql: "SELECT sink, state, COUNT(*) AS n FROM delivery GROUP BY sink, state")
+            {
                 counts[row["sink"], default: [:]][row["state"]] = row["n"]
             }
             return counts
@@ -298,9 +326,12 @@ extension Store {
 
     /// Queues dead deliveries again (one by id, or all of a sink's), with a fresh count of attempts.
     @discardableResult
-    public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int {
+    public func retryDeliveries(id: String? = nil, sink: String? = nil, at now: Date = Date()) throws(StoreError) -> Int
+    {
         try write { db in
-            try JobQueue<Delivery>.requeue(db, states: [.dead], filter: "(? IS NULL OR id = ?) AND (? IS NULL OR sink = ?)", [id, id, sink, sink], at: now)
+            try JobQueue<Delivery>.requeue(
+                db, states: [.dead], filter: "(? IS NULL OR id = ?) AND (? IS NULL OR sink = ?)", [id, id, sink, sink],
+                at: now)
         }
     }
 
@@ -310,7 +341,8 @@ extension Store {
         try write { db in
             let states: [Delivery.State] = includingDead ? [.delivered, .merged, .dead] : [.delivered, .merged]
             try db.execute(
-                sql: "DELETE FROM delivery WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND created_at < ?",
+                sql:
+                    "DELETE FROM delivery WHERE state IN (\(states.map { _ in "?" }.joined(separator: ", "))) AND created_at < ?",
                 arguments: StatementArguments(states) + [ISO.string(before)])
             return db.changesCount
         }
@@ -342,7 +374,8 @@ extension Delivery: FetchableRecord, TableRecord, QueuedJob {
         guard let state = Delivery.State(rawValue: row["state"]) else { throw unknown("state") }
         self.init(
             id: row["id"], sink: row["sink"], rule: row["rule"], kind: kind,
-            childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)), urgency: urgency, alert: row["alert"],
+            childId: (row["child_id"] as String?).flatMap(UUID.init(uuidString:)), urgency: urgency,
+            alert: row["alert"],
             digest: row["digest"], state: state, attempts: row["attempts"],
             nextAttemptAt: ISODate.parse(row["next_attempt_at"]) ?? .distantPast, lastError: row["last_error"],
             createdAt: ISODate.parse(row["created_at"]) ?? .distantPast,

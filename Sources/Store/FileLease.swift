@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import StoreContract
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -24,7 +24,8 @@ public final class FileLease: Lease {
             let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard opened >= 0 else {
                 throw StoreError(
-                    path: path, "Cannot open the relay's lock file (\(String(cString: strerror(errno)))). Check the folder's owner and permissions.",
+                    path: path,
+                    "Cannot open the relay's lock file (\(String(cString: strerror(errno)))). Check the folder's owner and permissions.",
                     code: .notWritable)
             }
             guard flock(opened, LOCK_EX | LOCK_NB) == 0 else {

@@ -26,7 +26,8 @@ enum JobQueue<Job: QueuedJob> {
     /// caller decides what an unreadable row becomes (the ledger makes it a dead letter). Nothing is written: a
     /// crash during an attempt leaves the job waiting.
     static func waiting(
-        _ db: Database, dueBy: Date? = nil, dueAfter: Date? = nil, filter: String = "1", _ arguments: StatementArguments = [],
+        _ db: Database, dueBy: Date? = nil, dueAfter: Date? = nil, filter: String = "1",
+        _ arguments: StatementArguments = [],
         order: String, limit: Int? = nil
     ) throws -> [Row] {
         var sql = "SELECT * FROM \(table) WHERE state IN \(Job.State.waitingSQL)"
@@ -51,7 +52,8 @@ enum JobQueue<Job: QueuedJob> {
     /// How many jobs are still owed (`filter` narrows them).
     static func waitingCount(_ db: Database, filter: String = "1", _ arguments: StatementArguments = []) throws -> Int {
         try Int.fetchOne(
-            try db.cachedStatement(sql: "SELECT COUNT(*) FROM \(table) WHERE state IN \(Job.State.waitingSQL) AND (\(filter))"),
+            try db.cachedStatement(
+                sql: "SELECT COUNT(*) FROM \(table) WHERE state IN \(Job.State.waitingSQL) AND (\(filter))"),
             arguments: arguments) ?? 0
     }
 
@@ -59,7 +61,8 @@ enum JobQueue<Job: QueuedJob> {
     /// one was made), the state and error set. `gaveUpAs` names another final state than the dead letter (the
     /// outbox's `rejected`).
     static func record(
-        _ db: Database, _ key: some DatabaseValueConvertible, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
+        _ db: Database, _ key: some DatabaseValueConvertible, _ outcome: JobOutcome, attempted: Bool = true,
+        gaveUpAs: Job.State? = nil
     ) throws {
         let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
         switch outcome {
@@ -70,7 +73,8 @@ enum JobQueue<Job: QueuedJob> {
                 arguments: Job.doneAtColumn == nil ? [Job.State.done, key] : [Job.State.done, ISO.string(at), key])
         case .retry(let error, let at):
             try db.executeCached(
-                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",
+                sql:
+                    "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",
                 arguments: [Job.State.pending, error, ISO.string(at), key])
         case .gaveUp(let reason):
             try db.executeCached(
@@ -83,29 +87,37 @@ enum JobQueue<Job: QueuedJob> {
     /// (the outbox: the hub can echo a write before its POST is answered, and the echo is matched to it). The
     /// attempt is counted with its outcome; a crash leaves the job in flight until `requeueInFlight`.
     static func markInFlight(_ db: Database, _ key: some DatabaseValueConvertible) throws {
-        try db.executeCached(sql: "UPDATE \(table) SET state = ? WHERE \(self.key) = ?", arguments: [Job.State.inFlight, key])
+        try db.executeCached(
+            sql: "UPDATE \(table) SET state = ? WHERE \(self.key) = ?", arguments: [Job.State.inFlight, key])
     }
 
     /// Jobs left in flight by a crash: pending again.
     static func requeueInFlight(_ db: Database) throws -> Int {
-        try db.execute(sql: "UPDATE \(table) SET state = ? WHERE state = ?", arguments: [Job.State.pending, Job.State.inFlight])
+        try db.execute(
+            sql: "UPDATE \(table) SET state = ? WHERE state = ?", arguments: [Job.State.pending, Job.State.inFlight])
         return db.changesCount
     }
 
     /// Queues jobs in `states` again with a fresh count of attempts, due at `now`; `filter` narrows them (SQL over
     /// the table's columns, with its arguments).
-    static func requeue(_ db: Database, states: [Job.State], filter: String = "1", _ arguments: StatementArguments = [], at now: Date) throws -> Int {
+    static func requeue(
+        _ db: Database, states: [Job.State], filter: String = "1", _ arguments: StatementArguments = [], at now: Date
+    ) throws -> Int {
         let list = states.map { _ in "?" }.joined(separator: ", ")
         try db.execute(
-            sql: "UPDATE \(table) SET state = ?, attempts = 0, next_attempt_at = ? WHERE state IN (\(list)) AND (\(filter))",
+            sql:
+                "UPDATE \(table) SET state = ?, attempts = 0, next_attempt_at = ? WHERE state IN (\(list)) AND (\(filter))",
             arguments: [Job.State.pending, ISO.string(now)] + StatementArguments(states) + arguments)
         return db.changesCount
     }
 
     /// Waiting jobs due later than `now` become due now (the other side is back, or the user asked).
-    static func dueNow(_ db: Database, filter: String = "1", _ arguments: StatementArguments = [], at now: Date) throws -> Int {
+    static func dueNow(
+        _ db: Database, filter: String = "1", _ arguments: StatementArguments = [], at now: Date
+    ) throws -> Int {
         try db.execute(
-            sql: "UPDATE \(table) SET next_attempt_at = ? WHERE state IN \(Job.State.waitingSQL) AND next_attempt_at > ? AND (\(filter))",
+            sql:
+                "UPDATE \(table) SET next_attempt_at = ? WHERE state IN \(Job.State.waitingSQL) AND next_attempt_at > ? AND (\(filter))",
             arguments: [ISO.string(now), ISO.string(now)] + arguments)
         return db.changesCount
     }

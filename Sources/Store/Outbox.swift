@@ -8,13 +8,17 @@ extension Store {
     /// Records a write made here: the optimistic local transaction, the new local balance and the outbox row,
     /// in one SQLite transaction. Works with the backend down. At most `limit` writes wait (`outbox.limit`, 100 by default).
     public func enqueueTransaction(
-        child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100, at now: Date = Date()
+        child: UUID, amount: Decimal, type: TransactionType, description: String, limit: Int = 100,
+        at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
         try write { db -> OutboxEntry in
             let waiting = try JobQueue<OutboxEntry>.waitingCount(db)
-            let balance = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased])
+            let balance = try Int64.fetchOne(
+                db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased])
             let minor: Int64
-            switch OutboxCheck.check(child: child, amount: amount, type: type, balance: balance, waiting: waiting, limit: limit) {
+            switch OutboxCheck.check(
+                child: child, amount: amount, type: type, balance: balance, waiting: waiting, limit: limit)
+            {
             case .success(let value): minor = value
             case .failure(let refusal): throw StoreError(path: path, refusal.message)
             }
@@ -26,15 +30,22 @@ extension Store {
                 id: localId, childId: child, amount: amount, type: type, description: description,
                 balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
             try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
-            try db.execute(sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", arguments: [after, stamp, child.lowercased])
+            try db.execute(
+                sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+                arguments: [after, stamp, child.lowercased])
             try db.execute(
                 sql: """
                     INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state,
                                         next_attempt_at, created_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [key, localId.lowercased, child.lowercased, minor, type.rawValue, description, OutboxEntry.State.pending, stamp, stamp])
-            guard let entry = try Self.entry(db, seq: db.lastInsertedRowID) else { throw StoreError(path: path, "The outbox row was not written.") }
+                arguments: [
+                    key, localId.lowercased, child.lowercased, minor, type.rawValue, description,
+                    OutboxEntry.State.pending, stamp, stamp,
+                ])
+            guard let entry = try Self.entry(db, seq: db.lastInsertedRowID) else {
+                throw StoreError(path: path, "The outbox row was not written.")
+            }
             return entry
         }
     }
@@ -77,7 +88,11 @@ extension Store {
     }
 
     public func outbox() throws(StoreError) -> [OutboxEntry] {
-        try read { db in try Int64.fetchAll(db, sql: "SELECT seq FROM outbox ORDER BY seq").compactMap { try Self.entry(db, seq: $0) } }
+        try read { db in
+            try Int64.fetchAll(db, sql: "SELECT seq FROM outbox ORDER BY seq").compactMap {
+                try Self.entry(db, seq: $0)
+            }
+        }
     }
 
     /// A write is being sent: a hub echo of it may come before the answer (`dropLocalEcho` matches in-flight writes
@@ -98,11 +113,16 @@ extension Store {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let stamp = ISO.string(now)
-            try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
+            try db.execute(
+                sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
+                arguments: [e.localTransactionId.lowercased])
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
             try db.execute(
-                sql: "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
-                arguments: ["TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp])
+                sql:
+                    "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
+                arguments: [
+                    "TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp,
+                ])
             guard db.changesCount > 0 else { return }  // already stored from the hub: its balance is newer than ours
             try Self.insert(db, server, via: "outbox", now: now)
             // The server's balance after this write, plus the writes still waiting here.
@@ -110,11 +130,13 @@ extension Store {
             try Self.setBalance(db, server.childId, minor: try MinorUnits.from(server.balanceAfter) + pending, now: now)
             // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here, with the
             // balance before it as the server had it (the cache's already counted the write).
-            let before = server.type == .credit ? server.balanceAfter - server.amount : server.balanceAfter + server.amount
+            let before =
+                server.type == .credit ? server.balanceAfter - server.amount : server.balanceAfter + server.amount
             try planDeliveries(
                 db,
                 RelayEvent(
-                    kind: .transactionCreated, at: now, childId: server.childId, childName: try Self.childName(db, server.childId),
+                    kind: .transactionCreated, at: now, childId: server.childId,
+                    childName: try Self.childName(db, server.childId),
                     transaction: server, balance: server.balanceAfter, previousBalance: before))
         }
     }
@@ -135,11 +157,15 @@ extension Store {
         try giveUp(seq, state: .dead, reason: reason, attempted: false, at: now)
     }
 
-    private func giveUp(_ seq: Int64, state: OutboxEntry.State, reason: String, attempted: Bool, at now: Date) throws(StoreError) {
+    private func giveUp(
+        _ seq: Int64, state: OutboxEntry.State, reason: String, attempted: Bool, at now: Date
+    ) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             let minor = try MinorUnits.from(e.amount)
-            try db.execute(sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'", arguments: [e.localTransactionId.lowercased])
+            try db.execute(
+                sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
+                arguments: [e.localTransactionId.lowercased])
             // No local row left: the hub already brought the server's copy of it, and the balance is the server's.
             if db.changesCount > 0 {
                 try db.execute(
@@ -148,7 +174,8 @@ extension Store {
             }
             try JobQueue<OutboxEntry>.record(db, seq, .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state)
             let local = Transaction(
-                id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
+                id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
+                description: e.description,
                 balanceAfter: Money.decimal(cents: try Self.childBalance(db, e.childId) ?? 0), createdAt: e.createdAt,
                 createdByName: "allowance-relay")
             try planDeliveries(
@@ -175,16 +202,26 @@ extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
     /// A row as a record; a value this version cannot read (a damaged file) throws with the column and the value.
     public init(row: Row) throws {
         func unreadable(_ column: String) -> APIError {
-            APIError(.invalidPayload, "outbox row \(row["seq"] as Int64? ?? 0): unreadable \(column) '\(row[column] as String? ?? "")'")
+            APIError(
+                .invalidPayload,
+                "outbox row \(row["seq"] as Int64? ?? 0): unreadable \(column) '\(row[column] as String? ?? "")'")
         }
-        guard let local = (row["local_txn_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("local_txn_id") }
-        guard let child = (row["child_id"] as String?).flatMap(UUID.init(uuidString:)) else { throw unreadable("child_id") }
-        guard let type = (row["type"] as String?).flatMap(TransactionType.init(rawValue:)) else { throw unreadable("type") }
+        guard let local = (row["local_txn_id"] as String?).flatMap(UUID.init(uuidString:)) else {
+            throw unreadable("local_txn_id")
+        }
+        guard let child = (row["child_id"] as String?).flatMap(UUID.init(uuidString:)) else {
+            throw unreadable("child_id")
+        }
+        guard let type = (row["type"] as String?).flatMap(TransactionType.init(rawValue:)) else {
+            throw unreadable("type")
+        }
         guard let state = (row["state"] as String?).flatMap(State.init(rawValue:)) else { throw unreadable("state") }
         self.init(
             seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: local, childId: child,
-            amount: Money.decimal(cents: row["amount_minor"]), type: type, description: row["description"], state: state,
-            attempts: row["attempts"], lastError: row["last_error"], createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
+            amount: Money.decimal(cents: row["amount_minor"]), type: type, description: row["description"],
+            state: state,
+            attempts: row["attempts"], lastError: row["last_error"],
+            createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
     }
 }
 
@@ -195,7 +232,9 @@ extension Store {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
             guard [.pending, .rejected, .dead].contains(e.state) else {
-                throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
+                throw StoreError(
+                    path: path,
+                    "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
             }
             if e.state != .pending {
                 let minor = try MinorUnits.from(e.amount)
@@ -203,24 +242,34 @@ extension Store {
                 try db.execute(
                     sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
                     arguments: [e.type == .credit ? minor : -minor, stamp, e.childId.lowercased])
-                let after = try Int64.fetchOne(db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
+                let after =
+                    try Int64.fetchOne(
+                        db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
                 let local = Transaction(
-                    id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
+                    id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
+                    description: e.description,
                     balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
                 try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
             }
-            _ = try JobQueue<OutboxEntry>.requeue(db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
+            _ = try JobQueue<OutboxEntry>.requeue(
+                db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
             try db.execute(sql: "UPDATE outbox SET created_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])
         }
     }
 
     /// Gives up a write that was not sent: the local transaction and its effect on the balance are undone.
     public func dropOutbox(_ seq: Int64, at now: Date = Date()) throws(StoreError) {
-        guard let e = try outbox().first(where: { $0.seq == seq }) else { throw StoreError(path: path, "No outbox entry #\(seq).") }
-        guard [.pending, .rejected, .dead].contains(e.state) else {
-            throw StoreError(path: path, "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be dropped.")
+        guard let e = try outbox().first(where: { $0.seq == seq }) else {
+            throw StoreError(path: path, "No outbox entry #\(seq).")
         }
-        if e.state == .pending { try giveUp(seq, state: .rejected, reason: "dropped by the user", attempted: false, at: now) }
+        guard [.pending, .rejected, .dead].contains(e.state) else {
+            throw StoreError(
+                path: path,
+                "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be dropped.")
+        }
+        if e.state == .pending {
+            try giveUp(seq, state: .rejected, reason: "dropped by the user", attempted: false, at: now)
+        }
         try write { db in try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq]) }
     }
 }

@@ -24,7 +24,8 @@ extension Store {
                     arguments: [sink, child.lowercased, role.rawValue, Int64(id)])
             } else {
                 try db.execute(
-                    sql: "DELETE FROM popup WHERE sink = ? AND child_id = ? AND role = ?", arguments: [sink, child.lowercased, role.rawValue])
+                    sql: "DELETE FROM popup WHERE sink = ? AND child_id = ? AND role = ?",
+                    arguments: [sink, child.lowercased, role.rawValue])
             }
         }
     }

@@ -49,7 +49,9 @@ extension Store {
                 """,
             arguments: [window.child.lowercased, newerThan, ISO.string(window.startedAt)])
         // The cursor itself is never among `seen`: it is on the server exactly when paging met it.
-        let onServer = { (id: String) in window.seen.contains(id) || window.cursorFound && id == window.cursor?.lowercased }
+        let onServer = { (id: String) in
+            window.seen.contains(id) || window.cursorFound && id == window.cursor?.lowercased
+        }
         return described + candidates.filter { !onServer($0["id"]) }.map(describe)
     }
 
@@ -60,7 +62,8 @@ extension Store {
         try read { db -> [BalanceMismatch] in
             var found: [BalanceMismatch] = []
             for c in children {
-                if let updated = try String.fetchOne(db, sql: "SELECT updated_at FROM child WHERE id = ?", arguments: [c.id.lowercased]),
+                if let updated = try String.fetchOne(
+                    db, sql: "SELECT updated_at FROM child WHERE id = ?", arguments: [c.id.lowercased]),
                     updated > ISO.string(askedAt)
                 {
                     continue
@@ -81,7 +84,8 @@ extension Store {
                     BalanceMismatch(
                         child: c.id, serverBalance: c.currentBalance, newest: newest[0]["id"],
                         evidence: ConflictText.balance(
-                            child: c.firstName, server: c.currentBalance, newest: Self.describe(newest[0]), leftMinor: after)))
+                            child: c.firstName, server: c.currentBalance, newest: Self.describe(newest[0]),
+                            leftMinor: after)))
             }
             return found
         }
@@ -96,13 +100,15 @@ extension Store {
         guard !gone.isEmpty else { return [] }
         try write { db in
             for c in gone {
-                try db.execute(sql: "UPDATE child SET removed_at = ? WHERE id = ?", arguments: [ISO.string(now), c.id.lowercased])
+                try db.execute(
+                    sql: "UPDATE child SET removed_at = ? WHERE id = ?", arguments: [ISO.string(now), c.id.lowercased])
             }
         }
         return gone
     }
 
-    static let describedTransaction = "SELECT id, child_id, amount_minor, type, balance_after_minor, created_at, (SELECT first_name FROM child WHERE child.id = txn.child_id) AS name FROM txn"
+    static let describedTransaction =
+        "SELECT id, child_id, amount_minor, type, balance_after_minor, created_at, (SELECT first_name FROM child WHERE child.id = txn.child_id) AS name FROM txn"
 
     /// "Alice +5.00 at 2026-11-23T08:00:00.000Z (id …)".
     static func describe(_ row: Row) -> String {

@@ -7,7 +7,10 @@ extension Store {
     /// The message `sink` keeps for `subject` (e.g. `balance:<child id>`), if any.
     public func sentMessage(sink: String, subject: String) throws(StoreError) -> SentMessage? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT ref, posted_at FROM sent_message WHERE sink = ? AND subject = ?", arguments: [sink, subject]).map {
+            try Row.fetchOne(
+                db, sql: "SELECT ref, posted_at FROM sent_message WHERE sink = ? AND subject = ?",
+                arguments: [sink, subject]
+            ).map {
                 SentMessage(ref: $0["ref"], postedAt: ISODate.parse($0["posted_at"]) ?? .distantPast)
             }
         }
@@ -24,7 +27,8 @@ extension Store {
                         """,
                     arguments: [sink, subject, message.ref, ISO.string(message.postedAt)])
             } else {
-                try db.execute(sql: "DELETE FROM sent_message WHERE sink = ? AND subject = ?", arguments: [sink, subject])
+                try db.execute(
+                    sql: "DELETE FROM sent_message WHERE sink = ? AND subject = ?", arguments: [sink, subject])
             }
         }
     }

@@ -1,5 +1,5 @@
-import Foundation
 import AllowanceAPI
+import Foundation
 import GRDB
 import StoreContract
 
@@ -21,7 +21,8 @@ extension Store {
     public func unmute(child: UUID, sink: String? = nil) throws(StoreError) -> Int {
         try write { db in
             if let sink {
-                try db.execute(sql: "DELETE FROM mute WHERE child_id = ? AND sink = ?", arguments: [child.lowercased, sink])
+                try db.execute(
+                    sql: "DELETE FROM mute WHERE child_id = ? AND sink = ?", arguments: [child.lowercased, sink])
             } else {
                 try db.execute(sql: "DELETE FROM mute WHERE child_id = ?", arguments: [child.lowercased])
             }
@@ -33,8 +34,12 @@ extension Store {
     public func mutes(at now: Date = Date()) throws(StoreError) -> [Mute] {
         // Read only (`mute list` and `status` leave the file as it was); `prune` (at each start) forgets the ones past.
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT sink, child_id, until FROM mute WHERE until > ?", arguments: [ISO.string(now)]).compactMap { row -> Mute? in
-                guard let child = UUID(uuidString: row["child_id"]), let until = ISODate.parse(row["until"]) else { return nil }
+            try Row.fetchAll(
+                db, sql: "SELECT sink, child_id, until FROM mute WHERE until > ?", arguments: [ISO.string(now)]
+            ).compactMap { row -> Mute? in
+                guard let child = UUID(uuidString: row["child_id"]), let until = ISODate.parse(row["until"]) else {
+                    return nil
+                }
                 return Mute(sink: row["sink"], childId: child, until: until)
             }
         }

@@ -87,7 +87,9 @@ public final class Store: Sendable {
     /// Opens (creating if needed) and migrates the database at `path`. `readOnly`: for the commands that only read
     /// (`status`, `transactions` ...): nothing is created, migrated or checkpointed, so the file stays as it was byte
     /// for byte; a database an older version wrote is refused with the fix.
-    public static func open(path: String, durability: Durability = .full, readOnly: Bool = false) throws(StoreError) -> Store {
+    public static func open(
+        path: String, durability: Durability = .full, readOnly: Bool = false
+    ) throws(StoreError) -> Store {
         if readOnly { return try openReadOnly(path: path, durability: durability) }
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
@@ -96,7 +98,10 @@ public final class Store: Sendable {
                 try FileManager.default.createDirectory(
                     atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw StoreError(path: path, "Cannot create the directory '\(directory)': \(error.localizedDescription). Check its permissions or set store.path.")
+                throw StoreError(
+                    path: path,
+                    "Cannot create the directory '\(directory)': \(error.localizedDescription). Check its permissions or set store.path."
+                )
             }
         }
         try ownerOnly(path)
@@ -125,7 +130,9 @@ public final class Store: Sendable {
         return try pool(path: path, config, durability: durability) { pool in
             guard try pool.read({ db in try Schema.migrator.hasCompletedMigrations(db) }) else {
                 throw StoreError(
-                    path: path, "The database was written by an older version of the relay. Start `allowance-relay run` once to bring it up to date.")
+                    path: path,
+                    "The database was written by an older version of the relay. Start `allowance-relay run` once to bring it up to date."
+                )
             }
         }
     }
@@ -153,7 +160,8 @@ public final class Store: Sendable {
     public func integrityProblem() throws(StoreError) -> String? {
         let check = try read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
         guard check != "ok" else { return nil }
-        return "The database \(path) failed its integrity check (\(check ?? "no answer")). Stop the relay. \(StoreError.rebuildHint)"
+        return
+            "The database \(path) failed its integrity check (\(check ?? "no answer")). Stop the relay. \(StoreError.rebuildHint)"
     }
 
     /// The database is readable by its owner only (0600), whatever the umask: created so if missing, tightened if
@@ -165,7 +173,9 @@ public final class Store: Sendable {
             var info = stat()
             guard stat(path + suffix, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 else { continue }
             guard chmod(path + suffix, 0o600) == 0 else {
-                throw StoreError(path: path, "Cannot make '\(path + suffix)' private (chmod 600): \(String(cString: strerror(errno))).")
+                throw StoreError(
+                    path: path,
+                    "Cannot make '\(path + suffix)' private (chmod 600): \(String(cString: strerror(errno))).")
             }
         }
     }
@@ -202,7 +212,9 @@ public final class Store: Sendable {
     /// Rewrites the database file without its free pages (after a prune: SQLite does not shrink files by itself).
     /// Needs a moment alone with the database: writers wait (busy timeout) until it is done.
     public func vacuum() throws(StoreError) {
-        do { try pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") } } catch { throw StoreError(path: path, error) }
+        do { try pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") } } catch {
+            throw StoreError(path: path, error)
+        }
         try checkpoint()
     }
 
@@ -218,7 +230,9 @@ public final class Store: Sendable {
             return try pool.writeWithoutTransaction { db in
                 // Prepared each time, not cached: SQLite applies this pragma when it compiles it, not when it runs.
                 if durability != .normal { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-                defer { if durability != .normal { try? db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)") } }
+                defer {
+                    if durability != .normal { try? db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)") }
+                }
                 var result: T?
                 try db.inTransaction {
                     result = try body(db)
@@ -281,11 +295,15 @@ extension StoreError {
         guard let db = error as? DatabaseError else { return (.sqlite, "\(error)") }
         switch db.resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            return (.unreadable, "The file is not a readable relay database (\(db.message ?? "corrupt")). \(rebuildHint)")
+            return (
+                .unreadable, "The file is not a readable relay database (\(db.message ?? "corrupt")). \(rebuildHint)"
+            )
         case .SQLITE_FULL:
             return (.diskFull, "The disk is full; nothing was written. Free some space: the relay retries.")
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            return (.locked, "The database is locked by another process for more than 5 s. Is a second relay running on it?")
+            return (
+                .locked, "The database is locked by another process for more than 5 s. Is a second relay running on it?"
+            )
         case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
             return (
                 .notWritable,

@@ -83,7 +83,8 @@ extension Store {
                         (SELECT seq FROM inbox WHERE received_at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM inbox))
                     """, arguments: [inboxCutoff])
             let inbox = db.changesCount
-            try db.execute(sql: "DELETE FROM mute WHERE until <= ?", arguments: [ISO.string(now)])  // mutes that have ended
+            // mutes that have ended
+            try db.execute(sql: "DELETE FROM mute WHERE until <= ?", arguments: [ISO.string(now)])
             var transactions = 0
             if let transactionDays {
                 let cutoff = ISO.string(now.addingTimeInterval(-Double(transactionDays) * 86400))

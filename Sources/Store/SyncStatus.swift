@@ -1,7 +1,7 @@
 import AllowanceAPI
+import Core
 import Foundation
 import GRDB
-import Core
 import StoreContract
 
 extension Store {
@@ -17,7 +17,8 @@ extension Store {
     func setState(_ key: String, _ value: JSONValue) throws(StoreError) {
         try write { db in
             try db.execute(
-                sql: "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                sql:
+                    "INSERT INTO sync_state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [key, value.serialized])
         }
     }

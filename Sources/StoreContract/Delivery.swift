@@ -44,8 +44,10 @@ public struct Delivery: Sendable, Equatable {
 
     /// Every field, for another ledger's rows (the shared PostgreSQL one).
     public init(
-        id: String, sink: String, rule: String, kind: RelayEvent.Kind, childId: UUID?, urgency: PlannedDelivery.Urgency, alert: String,
-        digest: Bool, state: State, attempts: Int, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, deliveredAt: Date? = nil,
+        id: String, sink: String, rule: String, kind: RelayEvent.Kind, childId: UUID?, urgency: PlannedDelivery.Urgency,
+        alert: String,
+        digest: Bool, state: State, attempts: Int, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date,
+        deliveredAt: Date? = nil,
         traceParent: String? = nil, carried: RelayEvent? = nil
     ) {
         self.id = id
@@ -71,7 +73,9 @@ public struct Delivery: Sendable, Equatable {
         get throws(APIError) {
             if let carried { return carried }
             let json: JSONValue
-            do { json = try JSONValue(parsing: alert.utf8) } catch { throw APIError(.invalidPayload, "alert: \(error)") }
+            do { json = try JSONValue(parsing: alert.utf8) } catch {
+                throw APIError(.invalidPayload, "alert: \(error)")
+            }
             return try RelayEvent(json: json)
         }
     }
@@ -84,7 +88,9 @@ public protocol DeliveryLedger: Sendable {
     /// writes nothing for taking them; a shared ledger claims them, so no other replica takes them meanwhile.
     func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]
     /// The due deliveries, and when the next of the others falls due.
-    func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?)
+    func dueDeliveriesAndNext(
+        sink: String, at now: Date, limit: Int, excluding: Set<String>
+    ) throws(StoreError) -> (due: [Delivery], next: Date?)
     /// When the next delivery of `sink` not in `excluding` falls due (nil: none pending).
     func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
     /// The outcomes of several sends, together.
@@ -94,9 +100,13 @@ public protocol DeliveryLedger: Sendable {
     /// Merges the waiting deliveries of `kind` for (sink, child) that the newest waiting one supersedes
     /// (`Delivery.superseding`): they become `merged` into it, and only it goes out. Rows in `excluding` (being sent)
     /// are left alone. Returns the ids merged.
-    func mergeSuperseded(sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>) throws(StoreError) -> Set<String>
+    func mergeSuperseded(
+        sink: String, child: UUID, kind: RelayEvent.Kind, excluding: Set<String>
+    ) throws(StoreError) -> Set<String>
     /// Replaces `parts` by one digest delivery (its own id from then on).
-    func foldIntoDigest(_ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date) throws(StoreError) -> Delivery
+    func foldIntoDigest(
+        _ parts: [Delivery], digest: RelayEvent, currency: String?, at now: Date
+    ) throws(StoreError) -> Delivery
     /// Sinks switched off (by a 410 or the like) and why.
     func disabledSinks() throws(StoreError) -> [String: String]
     func disableSink(_ sink: String, reason: String, at now: Date) throws(StoreError)
@@ -137,7 +147,9 @@ extension Delivery {
 
 extension DeliveryLedger {
     /// In two reads, for a ledger that has no single one.
-    public func dueDeliveriesAndNext(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> (due: [Delivery], next: Date?) {
+    public func dueDeliveriesAndNext(
+        sink: String, at now: Date, limit: Int, excluding: Set<String>
+    ) throws(StoreError) -> (due: [Delivery], next: Date?) {
         let due = try dueDeliveries(sink: sink, at: now, limit: limit, excluding: excluding)
         guard due.count < limit else { return (due, now) }
         let next = try nextDeliveryDue(sink: sink, excluding: excluding.union(due.map(\.id)))

@@ -21,16 +21,19 @@ public enum DeliveryPlanning {
         var planned: [Delivery] = []
         var alerts: [RelayEvent.Kind: (text: String, value: RelayEvent)] = [:]
         for p in planner.plan(event) {
-            if let key = p.dedupKey, let window = p.dedupWindow, try seen(p.sink, key, now.addingTimeInterval(-window)) {
+            if let key = p.dedupKey, let window = p.dedupWindow, try seen(p.sink, key, now.addingTimeInterval(-window))
+            {
                 continue
             }
             // What a catch-up found comes before what happened after it (the live alert waits for the digest).
             let due = gathering.withLock { $0.due(p, for: event, now: now) }
-            let alert = alerts[p.kind] ?? {
-                var e = event
-                e.kind = p.kind
-                return (e.jsonText(currency: planner.currency), e)
-            }()
+            let alert =
+                alerts[p.kind]
+                ?? {
+                    var e = event
+                    e.kind = p.kind
+                    return (e.jsonText(currency: planner.currency), e)
+                }()
             alerts[p.kind] = alert
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind,

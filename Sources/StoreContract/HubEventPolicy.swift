@@ -59,7 +59,8 @@ public enum HubEventPolicy {
         _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?
     ) -> RelayEvent {
         var alert = RelayEvent(
-            kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t, balance: t.balanceAfter,
+            kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
+            balance: t.balanceAfter,
             previousBalance: Money.decimal(cents: balanceBefore))
         alert.traceParent = traceParent
         return alert

@@ -15,8 +15,14 @@ extension Transaction {
     /// The amounts in cents, or the error for one with more than two decimals.
     public func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
         guard let amountCents, let balanceAfterCents else {
-            throw APIError(.invalidPayload, "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range.")
+            throw APIError(
+                .invalidPayload,
+                "The amount \(amountCents == nil ? amount : balanceAfter) has more than 2 decimal places or is out of range."
+            )
         }
-        return (amountCents, balanceAfterCents, type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents)
+        return (
+            amountCents, balanceAfterCents,
+            type == .credit ? balanceAfterCents - amountCents : balanceAfterCents + amountCents
+        )
     }
 }

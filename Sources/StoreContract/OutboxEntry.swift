@@ -29,7 +29,8 @@ public struct OutboxEntry: Sendable, Equatable {
 
     /// Every field, for another outbox's rows (the shared PostgreSQL one).
     public init(
-        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amount: Decimal, type: TransactionType, description: String,
+        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amount: Decimal,
+        type: TransactionType, description: String,
         state: State, attempts: Int, lastError: String?, createdAt: Date
     ) {
         self.seq = seq
@@ -82,7 +83,8 @@ public enum OutboxCheck {
                 ))
         }
         guard let balance else {
-            return .failure(Refusal("Child \(child) is not in the cache: run the relay once while the backend is reachable."))
+            return .failure(
+                Refusal("Child \(child) is not in the cache: run the relay once while the backend is reachable."))
         }
         guard let minor = Money.minorUnits(amount) else {
             return .failure(Refusal("The amount \(amount) has more than 2 decimal places or is out of range."))
@@ -90,7 +92,9 @@ public enum OutboxCheck {
         guard minor > 0 else { return .failure(Refusal("The amount must be greater than 0.")) }
         guard (type == .credit ? balance + minor : balance - minor) >= 0 else {
             return .failure(
-                Refusal("Insufficient funds: the balance is \(Money.plain(cents: balance)), the debit \(Money.plain(amount))."))
+                Refusal(
+                    "Insufficient funds: the balance is \(Money.plain(cents: balance)), the debit \(Money.plain(amount))."
+                ))
         }
         return .success(minor)
     }

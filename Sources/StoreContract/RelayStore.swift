@@ -6,7 +6,8 @@ import Foundation
 /// SQLite file of a single relay (`Store`) and the PostgreSQL database replicas share (`SharedRelayStore`). On the
 /// shared one every replica sees the same: the message a dead replica posted is edited by the next, a mute set on
 /// one machine holds on all, a summary period done by one is not sent again by another.
-public typealias RelayStore = DeliveryLedger & SentMessageLedger & ChildRoster & MuteStore & SummaryLedger & PlanningStore
+public typealias RelayStore = DeliveryLedger & SentMessageLedger & ChildRoster & MuteStore & SummaryLedger
+    & PlanningStore
     & StatusSource
 
 /// The whole contract: what the relay, the sync engine, the daemon and the CLI use. Both stores implement all of it.

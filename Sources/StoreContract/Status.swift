@@ -68,9 +68,12 @@ public struct SyncStatus: Sendable, Equatable {
     }
 
     public init?(json: JSONValue) {
-        guard let p = json["phase"]?.stringValue.flatMap(Phase.init(rawValue:)), let since = json["since"]?.stringValue.flatMap(ISODate.parse)
+        guard let p = json["phase"]?.stringValue.flatMap(Phase.init(rawValue:)),
+            let since = json["since"]?.stringValue.flatMap(ISODate.parse)
         else { return nil }
-        self.init(phase: p, detail: json["detail"]?.stringValue ?? "", since: since, nextRetry: json["nextRetry"]?.stringValue.flatMap(ISODate.parse))
+        self.init(
+            phase: p, detail: json["detail"]?.stringValue ?? "", since: since,
+            nextRetry: json["nextRetry"]?.stringValue.flatMap(ISODate.parse))
     }
 }
 
@@ -93,7 +96,9 @@ public struct LinkStatus: Sendable, Equatable {
     /// The daemon's process id: a `status` that finds it gone says "not running" whatever the row says.
     public var pid: Int32
 
-    public init(state: State, connectionId: String? = nil, since: Date = Date(), detail: String = "", pid: Int32 = getpid()) {
+    public init(
+        state: State, connectionId: String? = nil, since: Date = Date(), detail: String = "", pid: Int32 = getpid()
+    ) {
         self.state = state
         self.connectionId = connectionId
         self.since = since
@@ -110,10 +115,13 @@ public struct LinkStatus: Sendable, Equatable {
     }
 
     public init?(json: JSONValue) {
-        guard let s = json["state"]?.stringValue.flatMap(State.init(rawValue:)), let since = json["since"]?.stringValue.flatMap(ISODate.parse),
+        guard let s = json["state"]?.stringValue.flatMap(State.init(rawValue:)),
+            let since = json["since"]?.stringValue.flatMap(ISODate.parse),
             let pid = json["pid"]?.intValue.flatMap({ Int32(exactly: $0) })
         else { return nil }
-        self.init(state: s, connectionId: json["connectionId"]?.stringValue, since: since, detail: json["detail"]?.stringValue ?? "", pid: pid)
+        self.init(
+            state: s, connectionId: json["connectionId"]?.stringValue, since: since,
+            detail: json["detail"]?.stringValue ?? "", pid: pid)
         transport = json["transport"]?.stringValue
         hubProtocol = json["protocol"]?.stringValue
     }

@@ -59,11 +59,13 @@ public enum ServerBinding: Equatable, Sendable {
                         + StoreError.conflictFix)
             }
             guard known.url != server.url else { return .keep }
-            return .record(note: "the server moved from \(known.url) to \(server.url) (same family): the cache carries on")
+            return .record(
+                note: "the server moved from \(known.url) to \(server.url) (same family): the cache carries on")
         }
         guard known.url == server.url else {
             return .conflict(
-                "The cache was filled from \(known.url); the configuration now points at \(server.url). " + StoreError.conflictFix)
+                "The cache was filled from \(known.url); the configuration now points at \(server.url). "
+                    + StoreError.conflictFix)
         }
         return server.accountIds != nil ? .record(note: nil) : .keep
     }
@@ -143,7 +145,8 @@ public enum ConflictText {
     ) -> String {
         let before = "\(cached.name) \(sign(cached.type))\(Money.plain(cents: cached.amountMinor)) at \(cached.at)"
         let now = "\(serverName) \(sign(t.type.rawValue))\(Money.plain(t.amount)) at \(ISODate.string(t.createdAt))"
-        return "The server's data contradicts the cache: transaction \(id) is cached as \(before), the server now says \(now). "
+        return
+            "The server's data contradicts the cache: transaction \(id) is cached as \(before), the server now says \(now). "
             + StoreError.conflictFix
     }
 

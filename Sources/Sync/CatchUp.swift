@@ -45,7 +45,10 @@ public struct CatchUp: Sendable {
     let holdLimit = 5_000
     let logger: Logger
 
-    public init(store: any SyncStore, api: APIClient, pageSize: Int = 100, maxPages: Int = 2000, logger: Logger = Logger(label: "catch-up")) {
+    public init(
+        store: any SyncStore, api: APIClient, pageSize: Int = 100, maxPages: Int = 2000,
+        logger: Logger = Logger(label: "catch-up")
+    ) {
         self.store = store
         self.api = api
         self.pageSize = pageSize
@@ -59,7 +62,8 @@ public struct CatchUp: Sendable {
         // more before calling it lost.
         var report = try await pass(confirming: [], storedBefore: 0, traceParent: traceParent)
         if report.balanceMismatches.isEmpty { return report }
-        let second = try await pass(confirming: report.balanceMismatches, storedBefore: report.stored, traceParent: traceParent)
+        let second = try await pass(
+            confirming: report.balanceMismatches, storedBefore: report.stored, traceParent: traceParent)
         report.fetched += second.fetched
         report.stored += second.stored
         report.rejected += second.rejected
@@ -94,7 +98,8 @@ public struct CatchUp: Sendable {
                 guard pageNumber <= maxPages else {
                     throw APIError(
                         .invalidResponse,
-                        "\(what) did not end after \(maxPages) pages (\(offset) transactions): the server seems to ignore offset. Catch-up stopped; it is tried again later.")
+                        "\(what) did not end after \(maxPages) pages (\(offset) transactions): the server seems to ignore offset. Catch-up stopped; it is tried again later."
+                    )
                 }
                 let page = try await api.page(child: child.id, limit: pageSize, offset: offset)
                 if page.isEmpty { break }  // the server has no more
@@ -121,13 +126,15 @@ public struct CatchUp: Sendable {
                 if repeatedPages >= 3 {
                     throw APIError(
                         .invalidResponse,
-                        "\(what) sent the same transactions again for offsets up to \(offset): the server seems to ignore offset. Catch-up stopped; it is tried again later.")
+                        "\(what) sent the same transactions again for offsets up to \(offset): the server seems to ignore offset. Catch-up stopped; it is tried again later."
+                    )
                 }
                 window.cursorFound = reachedCursor
                 if cursor == nil || held.fresh.count + held.unreadable.count >= holdLimit {
                     report.fetched += held.fresh.count
                     report.stored += try store.storeCaughtUp(
-                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable, cursors: [:],
+                        children: children, transactions: held.fresh.reversed(), rejected: held.unreadable,
+                        cursors: [:],
                         complete: false, balancesAskedAt: nil, history: history, historyTaken: nil, at: Date(),
                         traceParent: traceParent)
                     held = ([], [])
@@ -135,11 +142,15 @@ public struct CatchUp: Sendable {
                 if reachedCursor { break }
                 offset += page.count
             }
-            if !held.fresh.isEmpty || !held.unreadable.isEmpty { heldBack.append((children, held.fresh, held.unreadable)) }
+            if !held.fresh.isEmpty || !held.unreadable.isEmpty {
+                heldBack.append((children, held.fresh, held.unreadable))
+            }
             // A child the cache held nothing of when this catch-up began cannot have lost anything: its ids need not
             // be kept for the check (a new database's first catch-up of a long history kept every one: 166 MiB at
             // a million transactions).
-            if window.cursor == nil, try !store.hasTransactions(child: child.id, storedBefore: startedAt) { window.seen = [] }
+            if window.cursor == nil, try !store.hasTransactions(child: child.id, storedBefore: startedAt) {
+                window.seen = []
+            }
             windows.append(window)
         }
         // After every child's pages: a server handing out the same ids for other data is said as such first.
@@ -155,7 +166,8 @@ public struct CatchUp: Sendable {
         let latest = try await api.children()
         let mismatches = try store.balanceMismatches(latest, askedAt: asked)
         if confirming.isEmpty, !mismatches.isEmpty {
-            logger.debug("balances do not add up yet, reading once more: \(mismatches.map(\.evidence).joined(separator: "; "))")
+            logger.debug(
+                "balances do not add up yet, reading once more: \(mismatches.map(\.evidence).joined(separator: "; "))")
             report.balanceMismatches = mismatches
             return report
         }
@@ -164,21 +176,26 @@ public struct CatchUp: Sendable {
         let confirmed = mismatches.filter(confirming.contains)
         if !confirmed.isEmpty { throw store.conflict(BalanceMismatch.conflict(confirmed)) }
         for gone in try store.markRemoved(keeping: latest, at: Date()) {
-            logger.notice("\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children")
+            logger.notice(
+                "\(gone.firstName) (\(gone.id.lowercased)) is no longer on the server (deleted there): removed from the cache's children"
+            )
         }
         try store.storeCaughtUp(
             children: latest, transactions: [], rejected: [], cursors: cursors, complete: true, balancesAskedAt: asked,
-            history: history, historyTaken: history ? storedBefore + report.stored : nil, at: Date(), traceParent: traceParent)
+            history: history, historyTaken: history ? storedBefore + report.stored : nil, at: Date(),
+            traceParent: traceParent)
         if history {
             logger.notice(
-                "first catch-up of a new database: \(storedBefore + report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)")
+                "first catch-up of a new database: \(storedBefore + report.stored) transaction(s) of the family's history stored (alerted as relay.history says; by default not at all)"
+            )
         }
         let rejected = try store.rejectedRows()
         report.rejected = rejected.count - rejectedBefore
         if report.rejected > 0 {
             let named = rejected.prefix(report.rejected).map { "\($0.id): \($0.reason)" }.joined(separator: "; ")
             logger.warning(
-                "\(report.rejected) transaction(s) from the server could not be stored and were set aside (`allowance-relay status` lists them): \(named)")
+                "\(report.rejected) transaction(s) from the server could not be stored and were set aside (`allowance-relay status` lists them): \(named)"
+            )
         }
         Counter(label: "allowance_relay_caught_up_transactions_total").increment(by: report.stored)
         logger.info("caught up", metadata: ["children": "\(report.children)", "transactions": "\(report.stored)"])

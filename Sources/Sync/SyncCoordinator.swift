@@ -58,7 +58,8 @@ public actor SyncCoordinator {
 
     /// `tracing`: spans through the process's tracer (bootstrapped by the caller) for every event and catch-up.
     public init(
-        store: any SyncStore, api: APIClient, limits: OutboxLimits = OutboxLimits(), catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
+        store: any SyncStore, api: APIClient, limits: OutboxLimits = OutboxLimits(),
+        catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
         executor: (any TaskExecutor)? = nil, logger: Logger
     ) {
         self.executor = executor
@@ -102,10 +103,12 @@ public actor SyncCoordinator {
                 }
             }
             if let f = storeFailure {
-                logger.notice("storing works again: \(f.events) event(s) could not be stored since \(f.since); the catch-up fetches them")
+                logger.notice(
+                    "storing works again: \(f.events) event(s) could not be stored since \(f.since); the catch-up fetches them"
+                )
                 storeFailure = nil
             }
-        } catch where error.isConflict {
+        } catch  where error.isConflict {
             for span in spans { span.failed(error.message) }
             enterConflict(error.message)
             return
@@ -133,8 +136,10 @@ public actor SyncCoordinator {
     /// `received` sees each burst first (logs, metrics), `handled` once its SQLite transaction has ended. A
     /// transaction and its balance come as one burst: the connection holds the one for the other
     /// (`HubEvent.balanceFollows`).
-    public func store(from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in },
-                      handled: ([HubEvent]) -> Void = { _ in }) async {
+    public func store(
+        from events: HubEventBuffer<HubEvent>, received: ([HubEvent]) -> Void = { _ in },
+        handled: ([HubEvent]) -> Void = { _ in }
+    ) async {
         while let batch = await events.next() {
             received(batch)
             handle(batch)
@@ -147,9 +152,14 @@ public actor SyncCoordinator {
     private func transition(_ phase: SyncStatus.Phase, _ detail: String, nextRetry: Date? = nil) {
         guard status?.phase != phase || status?.detail != detail || status?.nextRetry != nextRetry else { return }
         let previous = status
-        status = SyncStatus(phase: phase, detail: detail, since: previous?.phase == phase ? previous!.since : Date(), nextRetry: nextRetry)
+        status = SyncStatus(
+            phase: phase, detail: detail, since: previous?.phase == phase ? previous!.since : Date(),
+            nextRetry: nextRetry)
         if previous?.phase != phase || previous?.detail != detail {
-            let line = previous?.phase == phase ? "sync: still \(phase.rawValue) (\(detail))" : "sync: \(previous?.phase.rawValue ?? "start") -> \(phase.rawValue) (\(detail))"
+            let line =
+                previous?.phase == phase
+                ? "sync: still \(phase.rawValue) (\(detail))"
+                : "sync: \(previous?.phase.rawValue ?? "start") -> \(phase.rawValue) (\(detail))"
             if phase == .error { logger.error("\(line)") } else { logger.info("\(line)") }
         }
         do {
@@ -179,7 +189,8 @@ public actor SyncCoordinator {
     private func enterConflict(_ message: String) {
         guard machine.enterConflict(message) == .new else { return }
         logger.error("\(message)")
-        transition(.error, "the server's data contradicts the cache; nothing is stored until `allowance-relay run --rebuild`")
+        transition(
+            .error, "the server's data contradicts the cache; nothing is stored until `allowance-relay run --rebuild`")
         do {
             try store.raise(RelayEvent(kind: .syncConflict, at: Date(), detail: message))
         } catch {
@@ -216,7 +227,9 @@ public actor SyncCoordinator {
                 attempt = 0
                 if await drainOutbox().ok {
                     if let next = try? store.nextOutboxAttempt(after: Date()) {
-                        transition(.offline, "caught up; write(s) waiting in the outbox for their next attempt", nextRetry: next)
+                        transition(
+                            .offline, "caught up; write(s) waiting in the outbox for their next attempt",
+                            nextRetry: next)
                     } else {
                         transition(.idle, "caught up")
                     }
@@ -257,7 +270,8 @@ public actor SyncCoordinator {
 
     /// A consumer span for one hub event, from its arrival at the writer to its commit (messaging conventions).
     private static func eventSpan(_ event: HubEvent) -> any Span {
-        let span = InstrumentationSystem.tracer.startSpan("process \(event.target)", context: .topLevel, ofKind: .consumer)
+        let span = InstrumentationSystem.tracer.startSpan(
+            "process \(event.target)", context: .topLevel, ofKind: .consumer)
         span.attributes["messaging.system"] = "signalr"
         span.attributes["messaging.operation.type"] = "process"
         span.attributes["messaging.destination.name"] = event.target
@@ -294,7 +308,9 @@ public actor SyncCoordinator {
     public func pollOutbox(every interval: Duration) async {
         while !Task.isCancelled {
             // At most `interval`, less when a write waiting for a retry falls due sooner.
-            let next = (try? store.nextOutboxAttempt(after: Date())).flatMap { $0 }.map { max(0.05, $0.timeIntervalSinceNow) }
+            let next = (try? store.nextOutboxAttempt(after: Date())).flatMap { $0 }.map {
+                max(0.05, $0.timeIntervalSinceNow)
+            }
             try? await Task.sleep(for: min(interval, next.map { .seconds($0) } ?? interval))
             let result = await drainOutbox()
             // The outbox was what kept us offline, and it has now gone through.

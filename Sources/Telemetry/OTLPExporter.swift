@@ -1,7 +1,7 @@
+import Core
 import Foundation
 import HTTPTransport
 import Logging
-import Core
 import ServiceLifecycle
 import Synchronization
 import Tracing
@@ -81,7 +81,9 @@ public final class OTLPExporter: Service, Sendable {
             var out: [(String, String)] = []
             for item in list.split(separator: ",") {
                 let parts = item.split(separator: "=", maxSplits: 1)
-                guard parts.count == 2, let value = String(parts[1]).trimmingCharacters(in: .whitespaces).removingPercentEncoding else { return nil }
+                guard parts.count == 2,
+                    let value = String(parts[1]).trimmingCharacters(in: .whitespaces).removingPercentEncoding
+                else { return nil }
                 let key = parts[0].trimmingCharacters(in: .whitespaces)
                 guard !key.isEmpty else { return nil }
                 out.append((key, value))
@@ -134,7 +136,9 @@ public final class OTLPExporter: Service, Sendable {
     func exportQueued(timeout: Duration? = nil) async {
         let (spans, dropped) = takeQueued()
         if dropped > 0 {
-            logger.warning("tracing: \(dropped) span(s) dropped: more than \(configuration.maxQueueSize) waited for the next export (OTEL_BSP_MAX_QUEUE_SIZE)")
+            logger.warning(
+                "tracing: \(dropped) span(s) dropped: more than \(configuration.maxQueueSize) waited for the next export (OTEL_BSP_MAX_QUEUE_SIZE)"
+            )
         }
         var start = spans.startIndex
         while start < spans.endIndex {
@@ -159,7 +163,9 @@ public final class OTLPExporter: Service, Sendable {
 
     private func send(_ batch: [FinishedSpan], timeout: Duration) async {
         let body = requestBody(batch)
-        var request = HTTPRequest(.post, configuration.tracesURL, body: body, timeout: timeout, maxResponseBytes: 64 << 10, trust: configuration.trust)
+        var request = HTTPRequest(
+            .post, configuration.tracesURL, body: body, timeout: timeout, maxResponseBytes: 64 << 10,
+            trust: configuration.trust)
         request[header: "Content-Type"] = "application/x-protobuf"
         for (name, value) in configuration.headers { request[header: name] = value }
         let problem: String?
@@ -176,7 +182,9 @@ public final class OTLPExporter: Service, Sendable {
         // The URL's query and credentials are left out: a collector's token may be there.
         let url = configuration.tracesURL.redactedForLogs
         if let problem, !wasFailing {
-            logger.warning("tracing: \(batch.count) span(s) not exported to \(url): \(problem) (said once until exports work again)")
+            logger.warning(
+                "tracing: \(batch.count) span(s) not exported to \(url): \(problem) (said once until exports work again)"
+            )
         } else if problem == nil, wasFailing {
             logger.notice("tracing: exports to \(url) work again")
         }

@@ -6,7 +6,9 @@ import Tracing
 /// generated code: a few dozen lines against a runtime and a code generator.
 enum OTLPProtobuf {
     /// One request: the resource (the process), one instrumentation scope, the spans.
-    static func request(resource: [(String, SpanAttribute)], scope: (name: String, version: String), spans: [FinishedSpan]) -> [UInt8] {
+    static func request(
+        resource: [(String, SpanAttribute)], scope: (name: String, version: String), spans: [FinishedSpan]
+    ) -> [UInt8] {
         var w = ProtobufWriter()
         w.message(1) { resourceSpans in  // ExportTraceServiceRequest.resource_spans
             resourceSpans.message(1) { r in  // ResourceSpans.resource

@@ -30,7 +30,8 @@ public struct OTLPTracer: Tracer {
     }
 
     public func startSpan<Instant: TracerInstant>(
-        _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind, at instant: @autoclosure () -> Instant,
+        _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind,
+        at instant: @autoclosure () -> Instant,
         function: String, file fileID: String, line: UInt
     ) -> OTLPSpan {
         var context = context()
@@ -54,16 +55,24 @@ public struct OTLPTracer: Tracer {
 
     public func forceFlush() {}
 
-    public func inject<Carrier, Inject: Injector>(_ context: ServiceContext, into carrier: inout Carrier, using injector: Inject)
+    public func inject<Carrier, Inject: Injector>(
+        _ context: ServiceContext, into carrier: inout Carrier, using injector: Inject
+    )
     where Inject.Carrier == Carrier {
         guard let identity = context.spanIdentity else { return }
         injector.inject(identity.traceparent, forKey: "traceparent", into: &carrier)
-        if let state = identity.traceState, !state.isEmpty { injector.inject(state, forKey: "tracestate", into: &carrier) }
+        if let state = identity.traceState, !state.isEmpty {
+            injector.inject(state, forKey: "tracestate", into: &carrier)
+        }
     }
 
-    public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract)
+    public func extract<Carrier, Extract: Extractor>(
+        _ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract
+    )
     where Extract.Carrier == Carrier {
-        guard let header = extractor.extract(key: "traceparent", from: carrier), var identity = SpanIdentity(traceparent: header) else { return }
+        guard let header = extractor.extract(key: "traceparent", from: carrier),
+            var identity = SpanIdentity(traceparent: header)
+        else { return }
         identity.traceState = extractor.extract(key: "tracestate", from: carrier)
         context.spanIdentity = identity
     }
@@ -88,7 +97,8 @@ public final class OTLPSpan: Span {
     }
 
     init(
-        name: String, kind: SpanKind, context: ServiceContext, identity: SpanIdentity, parentSpanID: UInt64?, start: UInt64,
+        name: String, kind: SpanKind, context: ServiceContext, identity: SpanIdentity, parentSpanID: UInt64?,
+        start: UInt64,
         exporter: OTLPExporter?
     ) {
         self.context = context
@@ -117,7 +127,9 @@ public final class OTLPSpan: Span {
     public func addEvent(_ event: SpanEvent) { change { $0.events.append(event) } }
 
     /// An `exception` event, as OpenTelemetry's conventions name it.
-    public func recordError<Instant: TracerInstant>(_ error: any Error, attributes: SpanAttributes, at instant: @autoclosure () -> Instant) {
+    public func recordError<Instant: TracerInstant>(
+        _ error: any Error, attributes: SpanAttributes, at instant: @autoclosure () -> Instant
+    ) {
         var attributes = attributes
         attributes["exception.type"] = String(reflecting: type(of: error))
         attributes["exception.message"] = "\(error)"

@@ -11,7 +11,9 @@ public struct SpanIdentity: Sendable, Hashable {
     public var traceState: String?
 
     public init(traceHigh: UInt64, traceLow: UInt64, spanID: UInt64, sampled: Bool = true, traceState: String? = nil) {
-        (self.traceHigh, self.traceLow, self.spanID, self.sampled, self.traceState) = (traceHigh, traceLow, spanID, sampled, traceState)
+        (self.traceHigh, self.traceLow, self.spanID, self.sampled, self.traceState) = (
+            traceHigh, traceLow, spanID, sampled, traceState
+        )
     }
 
     /// `00-<trace>-<span>-<flags>`, in lower-case hex.

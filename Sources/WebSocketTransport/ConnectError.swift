@@ -17,21 +17,29 @@ extension WebSocketError {
             case 409: hint = " Another socket already uses this connection id."
             default: hint = ""
             }
-            return WebSocketError(.upgradeRejected(status: status), "The server at \(target) refused the WebSocket upgrade with HTTP \(status).\(hint)")
+            return WebSocketError(
+                .upgradeRejected(status: status),
+                "The server at \(target) refused the WebSocket upgrade with HTTP \(status).\(hint)")
         }
-        if lower.contains("dns") || lower.contains("getaddrinfo") || lower.contains("resolve") || lower.contains("unknown host") {
-            return WebSocketError(.dnsFailure, "Could not resolve the host name '\(address.host)' (\(text)). Check the URL and DNS.")
+        if lower.contains("dns") || lower.contains("getaddrinfo") || lower.contains("resolve")
+            || lower.contains("unknown host")
+        {
+            return WebSocketError(
+                .dnsFailure, "Could not resolve the host name '\(address.host)' (\(text)). Check the URL and DNS.")
         }
         if lower.contains("timed out") || lower.contains("timeout") {
             return WebSocketError(.timeout, "Connecting to \(target) timed out after \(connectTimeout) (\(text)).")
         }
         if lacksSubjectAltName { return WebSocketError(.tls, TLSAdvice.commonNameOnly(address.host)) }
         if lower.contains("tls") || lower.contains("ssl") || lower.contains("cert") || lower.contains("x509") {
-            return WebSocketError(.tls, "TLS with \(target) failed: \(text). Check the server certificate or the CA file.")
+            return WebSocketError(
+                .tls, "TLS with \(target) failed: \(text). Check the server certificate or the CA file.")
         }
         if lower.contains("refused") || lower.contains("unable to connect") || lower.contains("connect failed") {
-            return WebSocketError(.connectionRefused, "The connection to \(target) was refused (\(text)). Is the server running?")
+            return WebSocketError(
+                .connectionRefused, "The connection to \(target) was refused (\(text)). Is the server running?")
         }
-        return WebSocketError(.connectionLost, "Could not connect to \(target): \(text.isEmpty ? "unknown error" : text).")
+        return WebSocketError(
+            .connectionLost, "Could not connect to \(target): \(text.isEmpty ? "unknown error" : text).")
     }
 }

@@ -30,12 +30,15 @@ public final class WebSocket: Sendable {
     ///     that received them); nil: a loop of its own. A given loop's CA file and connect timeout apply, not those
     ///     of `options`.
     public static func connect(
-        to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket"), loop: WebSocketLoop? = nil
+        to url: URL, options: WebSocketOptions = .init(), logger: Logger = Logger(label: "websocket"),
+        loop: WebSocketLoop? = nil
     ) async throws(WebSocketError) -> WebSocket {
         let address = try WebSocketAddress(url)
         // The header's name only: its value may be a secret.
         if let bad = options.headers.first(where: { !HeaderValue.isSafe($0.value) || !HeaderValue.isSafe($0.name) }) {
-            throw WebSocketError(.setupFailed, "The request header '\(bad.name)' holds a line break or another control character: refused.")
+            throw WebSocketError(
+                .setupFailed,
+                "The request header '\(bad.name)' holds a line break or another control character: refused.")
         }
         if address.secure && options.allowInsecureTLS {
             logger.warning(

@@ -125,4 +125,3 @@ struct WebSocketAddress: Sendable {
         path = p
     }
 }
-

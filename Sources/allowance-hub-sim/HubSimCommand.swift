@@ -62,18 +62,26 @@ struct HubSimCommand: AsyncParsableCommand {
 
     enum Payload: String, ExpressibleByArgument, CaseIterable { case full, id }
 
-    static let transportNames = ["websockets": "WebSockets", "server_sent_events": "ServerSentEvents", "long_polling": "LongPolling"]
-    var transportNames: [String] { transports.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() } }
+    static let transportNames = [
+        "websockets": "WebSockets", "server_sent_events": "ServerSentEvents", "long_polling": "LongPolling",
+    ]
+    var transportNames: [String] {
+        transports.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535.") }
         guard rate >= 0, burst >= 0 else { throw ValidationError("--rate and --burst cannot be negative.") }
-        guard keepAlive > 0, clientTimeout > 0 else { throw ValidationError("--keep-alive and --client-timeout must be positive.") }
+        guard keepAlive > 0, clientTimeout > 0 else {
+            throw ValidationError("--keep-alive and --client-timeout must be positive.")
+        }
         guard longPollTimeout > 0 else { throw ValidationError("--long-poll-timeout must be positive.") }
         for name in transportNames where Self.transportNames[name] == nil {
             throw ValidationError("--transports: '\(name)' is not one of websockets, server_sent_events, long_polling.")
         }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error.") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error.")
+        }
     }
 
     func run() async throws {
@@ -112,4 +120,3 @@ struct HubSimCommand: AsyncParsableCommand {
         }
     }
 }
-

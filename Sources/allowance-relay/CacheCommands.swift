@@ -1,10 +1,10 @@
 import AllowanceAPI
 import ArgumentParser
 import Config
+import Core
 import Foundation
 import Relay
 import RelayDaemon
-import Core
 import Store
 import StoreContract
 
@@ -73,7 +73,9 @@ struct CacheOptions: ParsableArguments {
         }
         let path = local.storePath
         guard FileManager.default.fileExists(atPath: path) else {
-            throw CLIError("No database at \(path) yet: run `allowance-relay run` first (or set store.path).", code: Exit.unavailable)
+            throw CLIError(
+                "No database at \(path) yet: run `allowance-relay run` first (or set store.path).",
+                code: Exit.unavailable)
         }
         do {
             return try Store.open(path: path, readOnly: readOnly)
@@ -81,7 +83,6 @@ struct CacheOptions: ParsableArguments {
             throw CLIError(error.description, code: Exit.ioError)
         }
     }
-
 
     func emit(_ value: JSONValue) {
         print(value.serialized)
@@ -115,16 +116,21 @@ struct BalancesCommand: AsyncParsableCommand {
         let children = try opened.relay.children()
         if options.json {
             let currency = try await options.settings().currency
-            options.emit(.array(children.map { c in
-                [
-                    "id": .string(c.id.lowercased), "name": .string("\(c.firstName) \(c.lastName)"),
-                    "balance": Money.json(c.currentBalance), "currency": .string(currency), "stale": .bool(stale),
-                ]
-            }))
+            options.emit(
+                .array(
+                    children.map { c in
+                        [
+                            "id": .string(c.id.lowercased), "name": .string("\(c.firstName) \(c.lastName)"),
+                            "balance": Money.json(c.currentBalance), "currency": .string(currency),
+                            "stale": .bool(stale),
+                        ]
+                    }))
             return
         }
         let currency = try await options.settings().currency
-        let rows = [["CHILD", "BALANCE", "CURRENCY"]] + children.map { ["\($0.firstName) \($0.lastName)", Money.plain($0.currentBalance), currency] }
+        let rows =
+            [["CHILD", "BALANCE", "CURRENCY"]]
+            + children.map { ["\($0.firstName) \($0.lastName)", Money.plain($0.currentBalance), currency] }
         print(Table.render(rows, rightAligned: [1]))
         if stale { print("(stale: nothing from the server for over \(Int(staleness.maxAgeHours)) h)") }
     }
@@ -134,7 +140,8 @@ struct TransactionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "transactions",
         abstract: "Cached transactions, newest first.",
-        discussion: Help.reflow("""
+        discussion: Help.reflow(
+            """
             Examples:
               allowance-relay transactions --child Alice --limit 5
               allowance-relay transactions --since 7d
@@ -152,7 +159,9 @@ struct TransactionsCommand: AsyncParsableCommand {
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be positive.") }
         if let since, Self.parseSince(since) == nil {
-            throw ValidationError("--since must be a date (2026-11-01), a time (2026-11-01T08:00:00Z) or an age (36h, 7d), not '\(since)'.")
+            throw ValidationError(
+                "--since must be a date (2026-11-01), a time (2026-11-01T08:00:00Z) or an age (36h, 7d), not '\(since)'."
+            )
         }
     }
 
@@ -181,25 +190,34 @@ struct TransactionsCommand: AsyncParsableCommand {
         let list = try opened.relay.transactions(child: childId, since: sinceDate, limit: limit)
         if options.json {
             let currency = try await options.settings().currency
-            options.emit(.array(list.map { t in
-                [
-                    "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased),
-                    "childName": names[t.childId].map { .string($0) } ?? .null, "type": .string(t.type.rawValue),
-                    "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter), "currency": .string(currency),
-                    "description": .string(t.description), "createdByName": .string(t.createdByName), "createdAt": .string(iso(t.createdAt)),
-                ]
-            }))
+            options.emit(
+                .array(
+                    list.map { t in
+                        [
+                            "id": .string(t.id.lowercased), "childId": .string(t.childId.lowercased),
+                            "childName": names[t.childId].map { .string($0) } ?? .null,
+                            "type": .string(t.type.rawValue),
+                            "amount": Money.json(t.amount), "balanceAfter": Money.json(t.balanceAfter),
+                            "currency": .string(currency),
+                            "description": .string(t.description), "createdByName": .string(t.createdByName),
+                            "createdAt": .string(iso(t.createdAt)),
+                        ]
+                    }))
             return
         }
         let zone = options.tableZone()
-        let rows = [["WHEN (\(options.zoneName(zone)))", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]] + list.map { t in
-            [LocalTime.cell(t.createdAt, zone), names[t.childId].map(SafeText.forLog) ?? "?", Money.signed(t.amount, t.type), Money.plain(t.balanceAfter),
-             SafeText.forLog(t.description)]
-        }
+        let rows =
+            [["WHEN (\(options.zoneName(zone)))", "CHILD", "AMOUNT", "BALANCE", "DESCRIPTION"]]
+            + list.map { t in
+                [
+                    LocalTime.cell(t.createdAt, zone), names[t.childId].map(SafeText.forLog) ?? "?",
+                    Money.signed(t.amount, t.type), Money.plain(t.balanceAfter),
+                    SafeText.forLog(t.description),
+                ]
+            }
         print(Table.render(rows, rightAligned: [2, 3]))
     }
 }
-
 
 /// The relay's part of the configuration for a command that needs it; a broken file is reported as `config check`
 /// reports it, exit 78.

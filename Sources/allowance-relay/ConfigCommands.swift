@@ -1,23 +1,25 @@
 import AllowanceAPI
 import ArgumentParser
 import Config
+import Core
 import Foundation
+import Relay
 import RelayDaemon
 import SharedStore
 import Store
-import Relay
-import Core
 import StoreContract
 
 /// `allowance-relay config check`: the same checks `run` makes before it starts, without starting.
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "config", abstract: "Check a configuration.", subcommands: [Check.self], defaultSubcommand: Check.self)
+        commandName: "config", abstract: "Check a configuration.", subcommands: [Check.self],
+        defaultSubcommand: Check.self)
 
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check the config file and the environment as `run` would, and say what is wrong.",
-            discussion: Help.reflow("""
+            discussion: Help.reflow(
+                """
                 Unknown keys (with "did you mean"), YAML syntax, bad values, URLs, templates and rules, unreadable
                 or readable-by-others secret files: every mistake at once, each as FILE:LINE:COLUMN: KEY: what is
                 wrong. Fix: how (a value from the environment names its variable instead). Exit 0 when `run` would
@@ -36,7 +38,9 @@ struct ConfigCommand: AsyncParsableCommand {
 
         @Option(
             name: .shortAndLong,
-            help: "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
+            help:
+                "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml)."
+        )
         var config: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
         @Flag(help: "Also try the server and send a test alert to each sink.") var probe = false
@@ -46,10 +50,14 @@ struct ConfigCommand: AsyncParsableCommand {
             var summary = ""
             var loaded: (RelaySettings, AlertSettings)?
             do {
-                let (settings, relay) = try await DaemonConfiguration.load(file: ConfigSource.locate(config), environment: ProcessInfo.processInfo.environment)
+                let (settings, relay) = try await DaemonConfiguration.load(
+                    file: ConfigSource.locate(config), environment: ProcessInfo.processInfo.environment)
                 loaded = (settings, relay)
-                let database = settings.local.sharedStore.map { "shared database \($0) (replicas)" } ?? "database \(settings.storePath)"
-                summary = "server \(settings.serverURL.redactedForLogs), \(database), "
+                let database =
+                    settings.local.sharedStore.map { "shared database \($0) (replicas)" }
+                    ?? "database \(settings.storePath)"
+                summary =
+                    "server \(settings.serverURL.redactedForLogs), \(database), "
                     + "\(relay.sinks.count) sink(s)\(relay.sinks.isEmpty ? "" : " (" + relay.sinks.map(\.name).joined(separator: ", ") + ")"), "
                     + "\(relay.rules.count) rule(s)"
                     + (settings.statusListen.map { ", status endpoint on \($0.host):\($0.port)" } ?? "")
@@ -69,14 +77,19 @@ struct ConfigCommand: AsyncParsableCommand {
                         "problems": .array(
                             problems.map {
                                 [
-                                    "file": .string($0.file), "line": .number(String($0.line)), "column": .number(String($0.column)),
+                                    "file": .string($0.file), "line": .number(String($0.line)),
+                                    "column": .number(String($0.column)),
                                     "key": .string($0.key), "message": .string($0.message), "fix": .string($0.fix),
                                 ]
                             }),
                         "summary": .string(summary),
-                        "routing": .array(routing?.routes.map { ["sink": .string($0.sink), "alerts": .array($0.alerts.map { .string($0) })] } ?? []),
+                        "routing": .array(
+                            routing?.routes.map {
+                                ["sink": .string($0.sink), "alerts": .array($0.alerts.map { .string($0) })]
+                            } ?? []),
                         "warnings": .array(warnings.map { .string($0) }),
-                        "probes": .array(probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
+                        "probes": .array(
+                            probes.map { ["target": .string($0.what), "ok": .bool($0.ok), "result": .string($0.said)] }),
                     ] as JSONValue).serialized)
             } else if !problems.isEmpty {
                 FileHandle.standardError.write(Data(ConfigErrors(problems).report.utf8))
@@ -97,16 +110,22 @@ struct ConfigCommand: AsyncParsableCommand {
             "server.insecure_tls is on: no TLS certificate or host name is checked (negotiate, REST, every transport). For tests only: give a private CA with server.ca_file instead."
 
         /// The server (sign in, list the children) and each sink (a test alert), one after the other.
-        static func probe(_ settings: RelaySettings, _ relay: AlertSettings) async -> [(what: String, ok: Bool, said: String)] {
+        static func probe(
+            _ settings: RelaySettings, _ relay: AlertSettings
+        ) async -> [(what: String, ok: Bool, said: String)] {
             var out: [(String, Bool, String)] = []
             // What `run` does first: the REST API, then the hub on its configured path, protocol and transports.
-            for probe in [await ServerProbe.rest(settings, http: RelayCommand.http), await ServerProbe.hub(settings, http: RelayCommand.http)] {
+            for probe in [
+                await ServerProbe.rest(settings, http: RelayCommand.http),
+                await ServerProbe.hub(settings, http: RelayCommand.http),
+            ] {
                 out.append((probe.what, probe.ok, probe.said))
             }
             if let location = settings.local.sharedStore {
                 // Connects and brings the schema up to date, as a replica's start would.
                 do {
-                    let shared = try SharedRelayStore.open(location, password: try settings.local.storePassword(), replica: "config-check-\(getpid())")
+                    let shared = try SharedRelayStore.open(
+                        location, password: try settings.local.storePassword(), replica: "config-check-\(getpid())")
                     let replicas = try shared.replicas().filter(\.alive).count
                     shared.close()
                     out.append(("shared database \(location)", true, "answered: \(replicas) replica(s) up"))
@@ -121,7 +140,8 @@ struct ConfigCommand: AsyncParsableCommand {
                 let said: String =
                     switch outcome {
                     case .delivered: "accepted a test alert"
-                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r):
+                        r
                     }
                 out.append(("sink \(sink.name) (\(sink.kind.rawValue))", outcome == .delivered, said))
             }

@@ -1,10 +1,10 @@
 import AllowanceAPI
 import ArgumentParser
 import Config
-import Foundation
-import RelayDaemon
-import Relay
 import Core
+import Foundation
+import Relay
+import RelayDaemon
 import Store
 import StoreContract
 
@@ -13,7 +13,8 @@ struct DeliveriesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deliveries",
         abstract: "The alerts owed to each sink: pending, delivered, dead letters.",
-        discussion: Help.reflow("""
+        discussion: Help.reflow(
+            """
             Every alert is one row per sink, kept until it is delivered or given up. Works offline and while
             `run` is running.
 
@@ -31,7 +32,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Deliveries, newest first.",
-            discussion: "Examples:\n  allowance-relay deliveries list --state dead\n  allowance-relay deliveries list --sink family-chat --json")
+            discussion:
+                "Examples:\n  allowance-relay deliveries list --state dead\n  allowance-relay deliveries list --sink family-chat --json"
+        )
         @OptionGroup var options: CacheOptions
         @Option(help: "Only this sink's.") var sink: String?
         @Option(help: "Only in this state: pending, delivered, dead, merged, muted.") var state: Delivery.State?
@@ -47,22 +50,35 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let why = { (d: Delivery) -> String? in
                 guard d.isWaiting else { return nil }
                 if let reason = off[d.sink] { return "sink switched off: \(reason)" }
-                return failing[d.sink].map { "sink failing since \(LocalTime.text($0.failingSince, zone)): \($0.lastError)" }
+                return failing[d.sink].map {
+                    "sink failing since \(LocalTime.text($0.failingSince, zone)): \($0.lastError)"
+                }
             }
             if options.json {
-                options.emit(.array(rows.map { d in
-                    guard case .object(let members) = d.json else { return d.json }
-                    return .object(members + [("waitsFor", why(d).map { .string($0) } ?? .null)])
-                }))
+                options.emit(
+                    .array(
+                        rows.map { d in
+                            guard case .object(let members) = d.json else { return d.json }
+                            return .object(members + [("waitsFor", why(d).map { .string($0) } ?? .null)])
+                        }))
                 return
             }
-            let table = [["CREATED (\(options.zoneName(zone)))", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID", "LAST ERROR"]] + rows.map { (d: Delivery) -> [String] in
+            let table =
                 [
-                    LocalTime.cell(d.createdAt, zone), d.sink, d.kind.rawValue, d.state.rawValue, String(d.attempts),
-                    d.isWaiting ? (why(d) == nil ? LocalTime.cell(d.nextAttemptAt, zone) : "after the sink") : "-", d.id,
-                    Self.short(d.lastError ?? why(d)),
+                    [
+                        "CREATED (\(options.zoneName(zone)))", "SINK", "KIND", "STATE", "TRIES", "NEXT TRY", "ID",
+                        "LAST ERROR",
+                    ]
                 ]
-            }
+                + rows.map { (d: Delivery) -> [String] in
+                    [
+                        LocalTime.cell(d.createdAt, zone), d.sink, d.kind.rawValue, d.state.rawValue,
+                        String(d.attempts),
+                        d.isWaiting ? (why(d) == nil ? LocalTime.cell(d.nextAttemptAt, zone) : "after the sink") : "-",
+                        d.id,
+                        Self.short(d.lastError ?? why(d)),
+                    ]
+                }
             print(Table.render(table, rightAligned: [4]))
             if rows.contains(where: { ($0.lastError?.count ?? 0) > Self.errorWidth }) {
                 print("(errors cut short: `allowance-relay deliveries show ID` prints one whole)")
@@ -90,7 +106,8 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let opened = try await options.openRelayStore(readOnly: true)
             defer { opened.close() }
             guard let d = try opened.relay.delivery(id: id) else {
-                throw CLIError("No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)
+                throw CLIError(
+                    "No delivery '\(id)' (`allowance-relay deliveries list` shows their ids).", code: Exit.dataError)
             }
             if options.json {
                 options.emit(d.json)
@@ -100,8 +117,10 @@ struct DeliveriesCommand: AsyncParsableCommand {
             let zone = options.tableZone()
             print(
                 Table.render([
-                    ["id", d.id], ["sink", d.sink], ["rule", d.rule], ["kind", d.kind.rawValue], ["state", d.state.rawValue],
-                    ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)], ["created", LocalTime.text(d.createdAt, zone)],
+                    ["id", d.id], ["sink", d.sink], ["rule", d.rule], ["kind", d.kind.rawValue],
+                    ["state", d.state.rawValue],
+                    ["urgency", d.urgency.rawValue], ["tries", String(d.attempts)],
+                    ["created", LocalTime.text(d.createdAt, zone)],
                     ["delivered", d.deliveredAt.map { LocalTime.text($0, zone) } ?? "-"],
                     ["next try", d.isWaiting ? LocalTime.text(d.nextAttemptAt, zone) : "-"],
                     ["last error", d.lastError ?? "-"], ["alert", alert.serialized],
@@ -119,13 +138,17 @@ struct DeliveriesCommand: AsyncParsableCommand {
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Queue dead letters again (one by id, or all of a sink's).",
-            discussion: "Examples:\n  allowance-relay deliveries retry dlv_83c1...\n  allowance-relay deliveries retry --sink family-chat")
+            discussion:
+                "Examples:\n  allowance-relay deliveries retry dlv_83c1...\n  allowance-relay deliveries retry --sink family-chat"
+        )
         @OptionGroup var options: CacheOptions
         @Argument(help: "A delivery id (see `deliveries list`).") var id: String?
         @Option(help: "All dead letters of this sink.") var sink: String?
 
         func validate() throws {
-            guard (id == nil) != (sink == nil) else { throw ValidationError("Give a delivery id or --sink, not both or neither.") }
+            guard (id == nil) != (sink == nil) else {
+                throw ValidationError("Give a delivery id or --sink, not both or neither.")
+            }
         }
 
         func run() async throws {
@@ -140,14 +163,18 @@ struct DeliveriesCommand: AsyncParsableCommand {
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Switch a sink back on after the server said it was gone (410).",
-            discussion: "Example (after fixing its URL and `systemctl reload allowance-relay`): allowance-relay deliveries enable family-chat")
+            discussion:
+                "Example (after fixing its URL and `systemctl reload allowance-relay`): allowance-relay deliveries enable family-chat"
+        )
         @OptionGroup var options: CacheOptions
         @Argument(help: "The sink's name.") var sink: String
 
         func run() async throws {
             let opened = try await options.openRelayStore()
             defer { opened.close() }
-            guard try opened.relay.disabledSinks()[sink] != nil else { throw CLIError("The sink \(sink) is not switched off.") }
+            guard try opened.relay.disabledSinks()[sink] != nil else {
+                throw CLIError("The sink \(sink) is not switched off.")
+            }
             try opened.relay.enableSink(sink, at: Date())
             print("Sink \(sink) is on again; \(DeliveriesCommand.told(opened))")
         }
@@ -156,7 +183,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
     struct Purge: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Delete finished deliveries older than N days.",
-            discussion: "Examples:\n  allowance-relay deliveries purge --older-than 30\n  allowance-relay deliveries purge --older-than 90 --dead")
+            discussion:
+                "Examples:\n  allowance-relay deliveries purge --older-than 30\n  allowance-relay deliveries purge --older-than 90 --dead"
+        )
         @OptionGroup var options: CacheOptions
         @Option(help: "Age in days.") var olderThan = 30
         @Flag(help: "Dead letters too.") var dead = false
@@ -179,7 +208,8 @@ struct NotifyCommand: AsyncParsableCommand {
     struct Test: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send a test alert to a sink (or to every sink) and say what happened.",
-            discussion: Help.reflow("""
+            discussion: Help.reflow(
+                """
                 Sends directly (not through the ledger) and exits 0 when every destination tried accepted it.
 
                 Examples:
@@ -190,7 +220,9 @@ struct NotifyCommand: AsyncParsableCommand {
 
         @Option(
             name: .shortAndLong,
-            help: "YAML config file with the sinks (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml).")
+            help:
+                "YAML config file with the sinks (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml)."
+        )
         var config: String?
         @Option(help: "The sink's name (default: every sink).") var sink: String?
         @Flag(help: "Print JSON instead of a sentence.") var json = false
@@ -222,13 +254,17 @@ struct NotifyCommand: AsyncParsableCommand {
                 let said: String =
                     switch outcome {
                     case .delivered: "delivered"
-                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r): r
+                    case .retry(let r, _), .throttled(let r, _), .disable(let r), .rejected(let r), .unavailable(let r):
+                        r
                     }
                 results.append((target, outcome == .delivered, said))
             }
             if json {
                 let each = results.map { r -> JSONValue in
-                    ["sink": .string(r.sink.name), "type": .string(r.sink.kind.rawValue), "delivered": .bool(r.ok), "result": .string(r.said)]
+                    [
+                        "sink": .string(r.sink.name), "type": .string(r.sink.kind.rawValue), "delivered": .bool(r.ok),
+                        "result": .string(r.said),
+                    ]
                 }
                 print((sink == nil ? .array(each) : each[0]).serialized)
             } else {
@@ -257,9 +293,11 @@ extension Delivery {
     var json: JSONValue {
         [
             "id": .string(id), "sink": .string(sink), "rule": .string(rule), "kind": .string(kind.rawValue),
-            "state": .string(state.rawValue), "urgency": .string(urgency.rawValue), "attempts": .number(String(attempts)),
+            "state": .string(state.rawValue), "urgency": .string(urgency.rawValue),
+            "attempts": .number(String(attempts)),
             "createdAt": .string(iso(createdAt)), "deliveredAt": deliveredAt.map { .string(iso($0)) } ?? .null,
-            "nextAttemptAt": .string(iso(nextAttemptAt)), "lastError": lastError.map { .string($0) } ?? .null, "event": storedAlert,
+            "nextAttemptAt": .string(iso(nextAttemptAt)), "lastError": lastError.map { .string($0) } ?? .null,
+            "event": storedAlert,
         ]
     }
 }

@@ -1,8 +1,8 @@
 import AllowanceAPI
 import Config
+import Core
 import Foundation
 import Logging
-import Core
 
 /// Log lines to stderr: plain text (journald adds its own timestamps) or one JSON object per line.
 enum LogSetup {
@@ -37,7 +37,8 @@ struct JSONLogHandler: LogHandler {
             ("label", .string(label)),
             ("msg", .string(event.message.description)),
         ]
-        for (k, v) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
+        for (k, v) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key })
+        {
             // A value that is itself JSON (e.g. a hub event) is embedded as an object, not a string.
             let text = "\(v)"
             if text.hasPrefix("{"), let parsed = try? JSONValue(parsing: Array(text.utf8)) {

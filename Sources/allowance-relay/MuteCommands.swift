@@ -1,7 +1,7 @@
 import AllowanceAPI
 import ArgumentParser
-import Core
 import Config
+import Core
 import Foundation
 import Relay
 import RelayDaemon
@@ -13,7 +13,8 @@ struct MuteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mute",
         abstract: "List, add or lift mutes: a muted sink gets nothing but critical alerts about that child.",
-        discussion: Help.reflow("""
+        discussion: Help.reflow(
+            """
             A muted alert is recorded, not sent: `deliveries list --state muted` shows it. Times are in relay.time_zone
             (else the system's). A running relay takes a change at once.
 
@@ -48,7 +49,9 @@ struct MuteCommand: AsyncParsableCommand {
             guard sinks.contains(given) else {
                 let near = Suggest.closest(to: given, in: sinks).map { " Did you mean \($0)?" } ?? ""
                 throw CLIError(
-                    sinks.isEmpty ? "No sink '\(given)': the configuration defines no sinks." : "No sink '\(given)'; the sinks are \(sinks.joined(separator: ", ")).\(near)",
+                    sinks.isEmpty
+                        ? "No sink '\(given)': the configuration defines no sinks."
+                        : "No sink '\(given)'; the sinks are \(sinks.joined(separator: ", ")).\(near)",
                     code: Exit.dataError)
             }
             return given
@@ -58,7 +61,8 @@ struct MuteCommand: AsyncParsableCommand {
         func tellTheRelay() -> String {
             tellTheRunningRelay(
                 opened, shared: "Every running replica applies it now (the shared database notifies them).",
-                signalled: { "The running relay (pid \($0)) applies it now." }, none: "It applies from the relay's next start.")
+                signalled: { "The running relay (pid \($0)) applies it now." },
+                none: "It applies from the relay's next start.")
         }
     }
 
@@ -73,12 +77,14 @@ struct MuteCommand: AsyncParsableCommand {
             let name = { (id: UUID) in c.children.first { $0.id == id }?.firstName ?? id.lowercased }
             if options.json {
                 options.emit(
-                    .array(mutes.map { m in
-                        [
-                            "childId": .string(m.childId.lowercased), "child": .string(name(m.childId)),
-                            "sink": m.sink == Mute.everySink ? .null : .string(m.sink), "until": .string(LocalTime.iso(m.until, c.zone)),
-                        ]
-                    }))
+                    .array(
+                        mutes.map { m in
+                            [
+                                "childId": .string(m.childId.lowercased), "child": .string(name(m.childId)),
+                                "sink": m.sink == Mute.everySink ? .null : .string(m.sink),
+                                "until": .string(LocalTime.iso(m.until, c.zone)),
+                            ]
+                        }))
                 return
             }
             guard !mutes.isEmpty else {
@@ -88,7 +94,12 @@ struct MuteCommand: AsyncParsableCommand {
             print(
                 Table.render(
                     [["child", "sink", "until"]]
-                        + mutes.map { [name($0.childId), $0.sink == Mute.everySink ? "every sink" : $0.sink, LocalTime.text($0.until, c.zone)] }))
+                        + mutes.map {
+                            [
+                                name($0.childId), $0.sink == Mute.everySink ? "every sink" : $0.sink,
+                                LocalTime.text($0.until, c.zone),
+                            ]
+                        }))
         }
     }
 
@@ -97,7 +108,9 @@ struct MuteCommand: AsyncParsableCommand {
         @OptionGroup var options: CacheOptions
         @Argument(help: "The child: a first name or an id.") var child: String
         @Option(help: "Only this sink (default: every sink).") var sink: String?
-        @Option(help: "Until when: HH:MM (the next one), YYYY-MM-DD HH:MM, or an ISO 8601 time (default: the next midnight).")
+        @Option(
+            help:
+                "Until when: HH:MM (the next one), YYYY-MM-DD HH:MM, or an ISO 8601 time (default: the next midnight).")
         var until: String?
 
         func run() async throws {
@@ -109,9 +122,13 @@ struct MuteCommand: AsyncParsableCommand {
             let end: Date
             if let until {
                 guard let parsed = LocalTime.parse(until, after: now, in: c.zone) else {
-                    throw CLIError("--until '\(until)' is not a time: use HH:MM, YYYY-MM-DD HH:MM or an ISO 8601 time.", code: Exit.usage)
+                    throw CLIError(
+                        "--until '\(until)' is not a time: use HH:MM, YYYY-MM-DD HH:MM or an ISO 8601 time.",
+                        code: Exit.usage)
                 }
-                guard parsed > now else { throw CLIError("--until \(LocalTime.text(parsed, c.zone)) has passed already.", code: Exit.usage) }
+                guard parsed > now else {
+                    throw CLIError("--until \(LocalTime.text(parsed, c.zone)) has passed already.", code: Exit.usage)
+                }
                 end = parsed
             } else {
                 end = MuteList.nextMidnight(after: now, in: c.zone)
@@ -119,9 +136,15 @@ struct MuteCommand: AsyncParsableCommand {
             try c.store.mute(Mute(sink: sinkName, childId: match.id, until: end))
             let told = c.tellTheRelay()
             if options.json {
-                options.emit(["childId": .string(match.id.lowercased), "sink": sinkName == Mute.everySink ? .null : .string(sinkName), "until": .string(LocalTime.iso(end, c.zone))])
+                options.emit([
+                    "childId": .string(match.id.lowercased),
+                    "sink": sinkName == Mute.everySink ? .null : .string(sinkName),
+                    "until": .string(LocalTime.iso(end, c.zone)),
+                ])
             } else {
-                print("Muted \(match.firstName) on \(sinkName == Mute.everySink ? "every sink" : sinkName) until \(LocalTime.text(end, c.zone)). \(told)")
+                print(
+                    "Muted \(match.firstName) on \(sinkName == Mute.everySink ? "every sink" : sinkName) until \(LocalTime.text(end, c.zone)). \(told)"
+                )
             }
         }
     }
@@ -141,9 +164,11 @@ struct MuteCommand: AsyncParsableCommand {
             if options.json {
                 options.emit(["childId": .string(match.id.lowercased), "lifted": .number(String(lifted))])
             } else {
-                print(lifted == 0 ? "\(match.firstName) had no mute\(sink.map { " on \($0)" } ?? "")." : "Lifted \(lifted) mute(s) of \(match.firstName).\(told)")
+                print(
+                    lifted == 0
+                        ? "\(match.firstName) had no mute\(sink.map { " on \($0)" } ?? "")."
+                        : "Lifted \(lifted) mute(s) of \(match.firstName).\(told)")
             }
         }
     }
 }
-

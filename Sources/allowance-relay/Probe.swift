@@ -43,7 +43,9 @@ enum ServerProbe {
                 let standard = "/hubs/family"
                 if let root = siteRootHint(settings) {
                     said += ". \(root)"
-                } else if normalized(settings.hubPath) != standard, (try? await connect(settings, hubPath: standard, http: http)) != nil {
+                } else if normalized(settings.hubPath) != standard,
+                    (try? await connect(settings, hubPath: standard, http: http)) != nil
+                {
                     said = "no hub at \(settings.hubPath) (\(said)): did you mean server.hub_path: \(standard)?"
                 } else {
                     said += ". No hub at that path: check server.hub_path (the Allowance Tracker hub is \(standard))"
@@ -54,7 +56,9 @@ enum ServerProbe {
     }
 
     /// Connects once and closes; the transport it connected over.
-    private static func connect(_ settings: RelaySettings, hubPath: String, http: HTTPClient) async throws(HubConnectionError) -> String {
+    private static func connect(
+        _ settings: RelaySettings, hubPath: String, http: HTTPClient
+    ) async throws(HubConnectionError) -> String {
         var probe = settings
         probe.hubPath = hubPath
         var options = Daemon.hubOptions(probe, http: http, tokens: probe.tokenSource(http: http))
@@ -71,9 +75,11 @@ enum ServerProbe {
 
     /// Why a REST answer is not the Allowance Tracker API's, when the likely cause is the URL.
     static func restHint(_ settings: RelaySettings, _ error: APIError) -> String? {
-        let notAnAPI = [404, 405, 501].contains(error.status ?? 0) || [.invalidResponse, .invalidPayload].contains(error.kind)
+        let notAnAPI =
+            [404, 405, 501].contains(error.status ?? 0) || [.invalidResponse, .invalidPayload].contains(error.kind)
         guard notAnAPI else { return nil }
-        return siteRootHint(settings) ?? "This is not an Allowance Tracker API (it has no /api/v1/children): check server.url"
+        return siteRootHint(settings)
+            ?? "This is not an Allowance Tracker API (it has no /api/v1/children): check server.url"
     }
 
     /// A server.url that names the API rather than the site (`https://host/api`): the site's root instead.
@@ -84,11 +90,14 @@ enum ServerProbe {
         else { return nil }
         site.path = String(path[..<range.lowerBound])
         site.query = nil
-        return "server.url must be the site root, not .../api: try \(site.url?.redactedForLogs ?? "the site's root URL")"
+        return
+            "server.url must be the site root, not .../api: try \(site.url?.redactedForLogs ?? "the site's root URL")"
     }
 
     /// A message as a clause: without its closing full stop, so that a hint can follow.
-    private static func sentence(_ message: String) -> String { message.hasSuffix(".") ? String(message.dropLast()) : message }
+    private static func sentence(_ message: String) -> String {
+        message.hasSuffix(".") ? String(message.dropLast()) : message
+    }
 
     private static func root(_ settings: RelaySettings) -> String {
         withoutTrailingSlash(settings.serverURL.absoluteString)

@@ -12,7 +12,8 @@ struct RelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "allowance-relay",
         abstract: "Watches an Allowance Tracker backend over SignalR and relays what happens.",
-        discussion: Help.reflow("""
+        discussion: Help.reflow(
+            """
             Configuration comes from a YAML file (--config) with ALLOWANCE_RELAY_* environment variables on top:
               ALLOWANCE_RELAY_SERVER_URL         backend base URL (the hub is at <url>/hubs/family)
               ALLOWANCE_RELAY_SERVER_TOKEN       bearer token (or ALLOWANCE_RELAY_SERVER_TOKEN_FILE, mode 600)
@@ -27,8 +28,10 @@ struct RelayCommand: AsyncParsableCommand {
             """),
         version: "\(version) (commit \(BuildStamp.commit))",
         subcommands: [
-            RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self, TransactionCommand.self,
-            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, MuteCommand.self, ConfigCommand.self, StoreCommand.self,
+            RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self,
+            TransactionCommand.self,
+            OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, MuteCommand.self,
+            ConfigCommand.self, StoreCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

@@ -11,7 +11,8 @@ struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Connect to the hub and log each TransactionCreated / BalanceUpdated as it arrives.",
-        discussion: Help.reflow("""
+        discussion: Help.reflow(
+            """
             Runs until SIGTERM or SIGINT, then stops gracefully and exits 0: the hub connection is closed (a SignalR
             Close, then a WebSocket close), each sink finishes the send it is in (for up to 10 s; a send cut short is
             sent again at the next start, with the same id), and the database is checkpointed.
@@ -39,7 +40,9 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(
         name: .shortAndLong,
-        help: "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml; the environment alone is enough).")
+        help:
+            "YAML config file (default: ~/.config/allowance-relay/relay.yaml, then /etc/allowance-relay/relay.yaml; the environment alone is enough)."
+    )
     var config: String?
 
     @Option(help: "Override log.level: trace, debug, info, notice, warning, error.")
@@ -77,7 +80,8 @@ struct RunCommand: AsyncParsableCommand {
         let daemon: Daemon
         do {
             daemon = try Daemon.start(
-                settings: settings, relayConfig: relayConfig, rebuild: rebuild, metrics: metrics, http: RelayCommand.http, reload: load,
+                settings: settings, relayConfig: relayConfig, rebuild: rebuild, metrics: metrics,
+                http: RelayCommand.http, reload: load,
                 logger: logger)
         } catch {
             logger.critical("\(error)")

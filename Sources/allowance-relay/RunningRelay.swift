@@ -1,10 +1,10 @@
 import AllowanceAPI
 import ArgumentParser
 import Config
+import Core
 import Foundation
 import Relay
 import RelayDaemon
-import Core
 import Store
 import StoreContract
 
@@ -14,7 +14,8 @@ import StoreContract
 /// traps no signals for it (`Daemon.run(signals: nil)`), and SIGUSR1's default is to end the process. Such a relay
 /// sees the change at its next outbox poll (60 s at most).
 func signalTheRunningRelay(_ store: Store) -> Int32? {
-    guard let link = try? store.linkStatus(), link.state != .stopped, link.pid > 0, SignalDisposition.caught(SIGUSR1, by: link.pid),
+    guard let link = try? store.linkStatus(), link.state != .stopped, link.pid > 0,
+        SignalDisposition.caught(SIGUSR1, by: link.pid),
         kill(link.pid, SIGUSR1) == 0
     else { return nil }
     return link.pid

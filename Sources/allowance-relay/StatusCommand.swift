@@ -1,10 +1,10 @@
 import AllowanceAPI
 import ArgumentParser
 import Config
+import Core
 import Foundation
 import Relay
 import RelayDaemon
-import Core
 import Store
 import StoreContract
 
@@ -37,41 +37,56 @@ struct StatusCommand: AsyncParsableCommand {
         let routing = (try? options.relayConfig()).map(Routing.init)
         if options.json {
             var json: JSONValue = [
-                "history": history.map { h -> JSONValue in ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))] } ?? .null,
+                "history": history.map { h -> JSONValue in
+                    ["transactions": .number(String(h.transactions)), "at": .string(iso(h.at))]
+                } ?? .null,
                 "database": .string(s.path), "databaseBytes": .number(String(s.fileBytes)),
                 "walBytes": opened.file.map { .number(String($0.walBytes)) } ?? .null,
                 "schema": .array(s.migrations.map { .string($0) }), "children": .number(String(s.children)),
-                "transactions": .number(String(s.transactions)), "inboxRows": s.inboxRows.map { .number(String($0)) } ?? .null,
+                "transactions": .number(String(s.transactions)),
+                "inboxRows": s.inboxRows.map { .number(String($0)) } ?? .null,
                 "outboxWaiting": .number(String(s.outboxWaiting)), "outboxRejected": .number(String(s.outboxRejected)),
                 "lastCatchUp": s.lastCatchUp.map { .string(iso($0)) } ?? .null,
                 "lastContact": s.lastContact.map { .string(iso($0)) } ?? .null, "stale": .bool(stale),
                 "sync": sync?.json ?? .null,
                 "running": .bool(running),
                 "hub": link.map { l -> JSONValue in
-                    running ? l.json : ["state": .string("stopped"), "since": .string(iso(l.since)), "detail": .string(running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"), "connectionId": .null, "pid": .null, "transport": .null, "protocol": .null]
+                    running
+                        ? l.json
+                        : [
+                            "state": .string("stopped"), "since": .string(iso(l.since)),
+                            "detail": .string(
+                                running ? l.detail : "not running (last: \(l.state.rawValue), \(l.detail))"),
+                            "connectionId": .null, "pid": .null, "transport": .null, "protocol": .null,
+                        ]
                 } ?? .null,
                 "lastEvent": s.lastEvent.map { .string(iso($0)) } ?? .null,
                 // Nothing to send and nothing under way (no delivery pending or in flight, no write waiting): what a
                 // script or a test waits for before it checks that nothing came twice.
-                "settled": .bool(s.outboxWaiting == 0 && counts.values.allSatisfy { ($0["pending"] ?? 0) + ($0["in_flight"] ?? 0) == 0 }),
-                "rejected": .array(rejected.map { r in
-                    [
-                        "id": .string(r.id), "childId": r.childId.map { .string($0.lowercased) } ?? .null,
-                        "reason": .string(r.reason), "at": .string(iso(r.at)),
-                    ]
-                }),
-                "deliveries": .object(counts.keys.sorted().map { sink in
-                    let c = counts[sink]!
-                    // One casing for every key: a row an older version left in flight counts as pending.
-                    var members: [(key: String, value: JSONValue)] = [
-                        ("pending", .number(String((c["pending"] ?? 0) + (c["in_flight"] ?? 0)))),
-                        ("delivered", .number(String(c["delivered"] ?? 0))), ("dead", .number(String(c["dead"] ?? 0))),
-                        ("muted", .number(String(c["muted"] ?? 0))),
-                    ]
-                    members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
-                    members.append(("failing", failing[sink].map(\.json) ?? .null))
-                    return (sink, .object(members))
-                }),
+                "settled": .bool(
+                    s.outboxWaiting == 0
+                        && counts.values.allSatisfy { ($0["pending"] ?? 0) + ($0["in_flight"] ?? 0) == 0 }),
+                "rejected": .array(
+                    rejected.map { r in
+                        [
+                            "id": .string(r.id), "childId": r.childId.map { .string($0.lowercased) } ?? .null,
+                            "reason": .string(r.reason), "at": .string(iso(r.at)),
+                        ]
+                    }),
+                "deliveries": .object(
+                    counts.keys.sorted().map { sink in
+                        let c = counts[sink]!
+                        // One casing for every key: a row an older version left in flight counts as pending.
+                        var members: [(key: String, value: JSONValue)] = [
+                            ("pending", .number(String((c["pending"] ?? 0) + (c["in_flight"] ?? 0)))),
+                            ("delivered", .number(String(c["delivered"] ?? 0))),
+                            ("dead", .number(String(c["dead"] ?? 0))),
+                            ("muted", .number(String(c["muted"] ?? 0))),
+                        ]
+                        members.append(("disabled", disabled[sink].map { .string($0) } ?? .null))
+                        members.append(("failing", failing[sink].map(\.json) ?? .null))
+                        return (sink, .object(members))
+                    }),
             ]
             if let routing, case .object(let members) = json {
                 json = .object(
@@ -99,8 +114,10 @@ struct StatusCommand: AsyncParsableCommand {
         }
         let hub: String =
             if let link, running {
-                "\(link.state.rawValue) since \(local(link.since))" + (link.connectionId.map { ", connection id \($0)" } ?? "")
-                    + (link.state == .connected ? link.transport.map { " over \($0) (\(link.hubProtocol ?? "json"))" } ?? "" : "")
+                "\(link.state.rawValue) since \(local(link.since))"
+                    + (link.connectionId.map { ", connection id \($0)" } ?? "")
+                    + (link.state == .connected
+                        ? link.transport.map { " over \($0) (\(link.hubProtocol ?? "json"))" } ?? "" : "")
                     + (link.state == .connected ? "" : ": \(link.detail)") + " (pid \(link.pid))"
             } else if let link {
                 "not running (last: \(link.state.rawValue) since \(local(link.since)), \(link.detail))"
@@ -109,12 +126,20 @@ struct StatusCommand: AsyncParsableCommand {
             }
         let lines: [[String]] = [
             ["hub", hub],
-            ["sync", sync.map { "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)" + ($0.nextRetry.map { ", next try \(local($0)) (\(Self.fromNow($0)))" } ?? "") } ?? "never run"],
+            [
+                "sync",
+                sync.map {
+                    "\($0.phase.rawValue) since \(local($0.since)): \($0.detail)"
+                        + ($0.nextRetry.map { ", next try \(local($0)) (\(Self.fromNow($0)))" } ?? "")
+                } ?? "never run",
+            ],
             ["database", s.path + (replicas == nil ? "" : " (shared by replicas)")],
             [
                 "size",
                 ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)
-                    + (opened.file.map { " (write-ahead log \(ByteCountFormatter.string(fromByteCount: $0.walBytes, countStyle: .file)))" } ?? ""),
+                    + (opened.file.map {
+                        " (write-ahead log \(ByteCountFormatter.string(fromByteCount: $0.walBytes, countStyle: .file)))"
+                    } ?? ""),
             ],
             ["schema", "version \(s.migrations.count)"],
             ["children", String(s.children)],
@@ -122,17 +147,28 @@ struct StatusCommand: AsyncParsableCommand {
             ["outbox", "\(s.outboxWaiting) waiting, \(s.outboxRejected) rejected"],
             ["last event", s.lastEvent.map(local) ?? "none"],
             ["last catch-up", s.lastCatchUp.map(local) ?? "never"],
-            ["history", history.map { "\($0.transactions) transaction(s) taken by the first catch-up at \(local($0.at)) (relay.history)" } ?? "not taken yet"],
+            [
+                "history",
+                history.map {
+                    "\($0.transactions) transaction(s) taken by the first catch-up at \(local($0.at)) (relay.history)"
+                } ?? "not taken yet",
+            ],
             ["last contact", (s.lastContact.map(local) ?? "never") + (stale ? "  (stale)" : "")],
         ]
         // Rows from the server that were set aside: each with its reason, so the server's data can be fixed.
-        let aside: [[String]] = rejected.prefix(10).map { ["set aside", "transaction \($0.id): \($0.reason)"] }
-            + (rejected.count > 10 ? [["set aside", "… and \(rejected.count - 10) more (status --json lists all)"]] : [])
+        let aside: [[String]] =
+            rejected.prefix(10).map { ["set aside", "transaction \($0.id): \($0.reason)"] }
+            + (rejected.count > 10
+                ? [["set aside", "… and \(rejected.count - 10) more (status --json lists all)"]] : [])
         let names = Dictionary(try store.children().map { ($0.id, $0.firstName) }, uniquingKeysWith: { a, _ in a })
         let muted: [[String]] = mutes.map { m in
-            ["muted", "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(local(m.until))"]
+            [
+                "muted",
+                "\(names[m.childId] ?? m.childId.lowercased) on \(m.sink == Mute.everySink ? "every sink" : m.sink) until \(local(m.until))",
+            ]
         }
-        let routes: [[String]] = (routing?.rows ?? []).map { ["routes \($0[0])", $0[1]] }
+        let routes: [[String]] =
+            (routing?.rows ?? []).map { ["routes \($0[0])", $0[1]] }
             + (routing?.warnings ?? []).map { ["warning", $0] }
         print(Table.render(lines + aside + muted + sinks + routes))
         if let replicas {
@@ -179,5 +215,8 @@ private func sinkLine(_ sink: String, _ c: [String: Int], _ disabled: String?) -
     let pending = c["pending", default: 0] + c["in_flight", default: 0]
     let off = disabled.map { "; SWITCHED OFF: \($0)" } ?? ""
     let muted = c["muted", default: 0] > 0 ? ", \(c["muted", default: 0]) muted" : ""
-    return ["sink \(sink)", "\(pending) pending, \(c["delivered", default: 0]) delivered, \(c["dead", default: 0]) dead\(muted)\(off)"]
+    return [
+        "sink \(sink)",
+        "\(pending) pending, \(c["delivered", default: 0]) delivered, \(c["dead", default: 0]) dead\(muted)\(off)",
+    ]
 }

@@ -1,19 +1,21 @@
-import Config
 import AllowanceAPI
 import ArgumentParser
-import Foundation
+import Config
 import Core
+import Foundation
 import Relay
 import RelayDaemon
 
 struct SummaryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "summary", abstract: "The summaries the rules send, now.", subcommands: [Show.self], defaultSubcommand: Show.self)
+        commandName: "summary", abstract: "The summaries the rules send, now.", subcommands: [Show.self],
+        defaultSubcommand: Show.self)
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print each child's summary of the period under way, as far as it has gone.",
-            discussion: Help.reflow("""
+            discussion: Help.reflow(
+                """
                 The period is the first summary rule's (or --rule's): since its last due time, in relay.time_zone. Without a
                 summary rule it is today, since midnight. Nothing is sent.
 
@@ -32,7 +34,9 @@ struct SummaryCommand: AsyncParsableCommand {
             defer { opened.close() }
             let store = opened.relay
             var events = try { () throws(CLIError) in
-                do { return try relay.currentSummaries(store: store, rule: rule) } catch { throw CLIError("\(error)", code: Exit.dataError) }
+                do { return try relay.currentSummaries(store: store, rule: rule) } catch {
+                    throw CLIError("\(error)", code: Exit.dataError)
+                }
             }()
             if let child {
                 let match = try Children.find(child, in: try store.children())
@@ -45,7 +49,8 @@ struct SummaryCommand: AsyncParsableCommand {
             // As a plain-text sink would say it: the summary template, no markup.
             let plain = SinkConfig(name: "summary", kind: .webhook)
             for e in events {
-                let m = relay.message(id: "summary", kind: .summary, urgency: .normal, event: e, sink: plain, markup: false)
+                let m = relay.message(
+                    id: "summary", kind: .summary, urgency: .normal, event: e, sink: plain, markup: false)
                 print(m.text)
             }
             if events.isEmpty { print("No child to summarise (the rule names none the cache has).") }

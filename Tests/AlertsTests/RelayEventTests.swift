@@ -1,19 +1,23 @@
-import AllowanceAPI
 import Alerts
+import AllowanceAPI
 import Foundation
 import Testing
 
 /// An alert as the ledger stores it: written once, read back into the same value.
 @Suite struct RelayEventTests {
     static let spend = Transaction(
-        id: UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!, childId: UUID(uuidString: "0B5E1C2A-0000-4000-8000-000000000001")!,
-        amount: Decimal(string: "3.5")!, type: .debit, description: "Comic \"Tintin\" ✓", balanceAfter: Decimal(string: "21.25")!,
+        id: UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!,
+        childId: UUID(uuidString: "0B5E1C2A-0000-4000-8000-000000000001")!,
+        amount: Decimal(string: "3.5")!, type: .debit, description: "Comic \"Tintin\" ✓",
+        balanceAfter: Decimal(string: "21.25")!,
         createdAt: Date(timeIntervalSince1970: 1_764_000_000.125), createdByName: "Alice")
 
     @Test func aTransactionAlertReadsBackAsItWasWritten() throws {
         let event = RelayEvent(
-            kind: .transactionCreated, at: Date(timeIntervalSince1970: 1_764_000_001.5), childId: Self.spend.childId, childName: "Alice",
-            transaction: Self.spend, balance: Decimal(string: "21.25")!, previousBalance: Decimal(string: "24.75")!, caughtUp: true,
+            kind: .transactionCreated, at: Date(timeIntervalSince1970: 1_764_000_001.5), childId: Self.spend.childId,
+            childName: "Alice",
+            transaction: Self.spend, balance: Decimal(string: "21.25")!, previousBalance: Decimal(string: "24.75")!,
+            caughtUp: true,
             detail: "line one\nline two")
         let read = try RelayEvent(json: event.json)
         #expect(read == event)

@@ -11,8 +11,10 @@ import Testing
             #expect(FastParse.uuid(u.uuidString) == u)
             #expect(FastParse.uuid(u.uuidString.lowercased()) == u)
         }
-        for bad in ["", "not-a-uuid", "11111111-1111-4111-8111-11111111111", "11111111-1111-4111-8111-11111111111g",
-                    "111111111111-4111-8111-1111111111111", "{11111111-1111-4111-8111-111111111111}"] {
+        for bad in [
+            "", "not-a-uuid", "11111111-1111-4111-8111-11111111111", "11111111-1111-4111-8111-11111111111g",
+            "111111111111-4111-8111-1111111111111", "{11111111-1111-4111-8111-111111111111}",
+        ] {
             #expect(FastParse.uuid(bad) == nil, "\(bad)")
         }
         // Every digit's place, with each kind of byte that is not a hex digit (or is one just outside a range).
@@ -25,7 +27,9 @@ import Testing
                 #expect(FastParse.uuid(string) == nil, "\(string)")  // (Foundation takes some of them: it decides)
             }
         }
-        #expect(FastParse.uuid(String(decoding: good, as: UTF8.self)) == UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff"))
+        #expect(
+            FastParse.uuid(String(decoding: good, as: UTF8.self))
+                == UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff"))
     }
 
     @Test func decimalsAgreeWithFoundation() {
@@ -48,7 +52,9 @@ import Testing
         let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
         let plain = Date.ISO8601FormatStyle()
         for _ in 0..<2000 {
-            let d = Date(timeIntervalSince1970: Double(Int.random(in: 0...4_102_444_800)) + Double(Int.random(in: 0...999)) / 1000)
+            let d = Date(
+                timeIntervalSince1970: Double(Int.random(in: 0...4_102_444_800)) + Double(Int.random(in: 0...999))
+                    / 1000)
             for text in [withFraction.format(d), plain.format(d)] {
                 let fast = FastParse.date(text)
                 let foundation = (try? withFraction.parse(text)) ?? (try? plain.parse(text))
@@ -57,11 +63,15 @@ import Testing
         }
         #expect(FastParse.date("2026-03-01T10:00:00+02:00") == ISODate.parse("2026-03-01T08:00:00Z"))
         #expect(FastParse.date("2024-02-29T00:00:00.1234567Z")?.timeIntervalSince1970 == 1_709_164_800.1234567)
-        for bad in ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:00:00", "2026-01-01",
-                    "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00+0200"] {
+        for bad in [
+            "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:00:00", "2026-01-01",
+            "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00+0200",
+        ] {
             #expect(FastParse.date(bad) == nil, "\(bad)")
         }
-        #expect(ISODate.parse("2026-01-01T00:00:00") == ISODate.parse("2026-01-01T00:00:00Z"), "no zone: read as UTC, as before")
+        #expect(
+            ISODate.parse("2026-01-01T00:00:00") == ISODate.parse("2026-01-01T00:00:00Z"),
+            "no zone: read as UTC, as before")
     }
 
     /// The stored form of every date: what Foundation's formatter writes, and a millisecond string read back comes
@@ -73,8 +83,12 @@ import Testing
             seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return seed >> 11
         }
-        var samples: [TimeInterval] = [0, 0.001, 0.999, 1.0005, 59.9999, 86_399.999, 951_782_400, 1_709_164_800.1234567, 253_402_300_799.999]
-        for _ in 0..<20_000 { samples.append(Double(next() % 253_402_300_800_000) / 1000 + Double(next() % 1000) / 1e7) }
+        var samples: [TimeInterval] = [
+            0, 0.001, 0.999, 1.0005, 59.9999, 86_399.999, 951_782_400, 1_709_164_800.1234567, 253_402_300_799.999,
+        ]
+        for _ in 0..<20_000 {
+            samples.append(Double(next() % 253_402_300_800_000) / 1000 + Double(next() % 1000) / 1e7)
+        }
         for t in samples {
             let d = Date(timeIntervalSince1970: t)
             let ours = FastParse.isoString(d)!
@@ -82,7 +96,9 @@ import Testing
             // Foundation truncates (after arithmetic relative to 2001, which loses a little): where we differ, ours is
             // the millisecond a microsecond above, the one the time stands for (see isoString).
             let (a, b) = (ISODate.parse(ours)!.timeIntervalSince1970, ISODate.parse(theirs)!.timeIntervalSince1970)
-            #expect(ours == theirs || (abs(a - b - 0.001) < 0.0001 && abs(a - t) < 0.000_002), "\(t): \(ours) against \(theirs)")
+            #expect(
+                ours == theirs || (abs(a - b - 0.001) < 0.0001 && abs(a - t) < 0.000_002),
+                "\(t): \(ours) against \(theirs)")
         }
         for _ in 0..<5000 {
             let text = foundation.format(Date(timeIntervalSince1970: Double(next() % 4_102_444_800_000) / 1000))

@@ -30,13 +30,21 @@ import Testing
 
     func transaction(
         _ id: UUID, amount: String, balance: String,
-        keys: [String] = ["Id", "ChildId", "Amount", "Type", "Description", "BalanceAfter", "CreatedAt", "CreatedByName"]
+        keys: [String] = [
+            "Id", "ChildId", "Amount", "Type", "Description", "BalanceAfter", "CreatedAt", "CreatedByName",
+        ]
     ) -> [UInt8] {
         // The writer has no timestamp of its own (clients never send one): the extension's bytes go in by hand.
         let marker = "\u{1}timestamp"
         var bytes = invocation("TransactionCreated", count: 1) { w in
             w.writeMapHeader(8)
-            for (key, value) in zip(keys, [id.uuidString, "6f9619ff-8b86-d011-b42d-00c04fc964ff", amount, "Credit", "Allowance", balance, marker, "Mum"]) {
+            for (key, value) in zip(
+                keys,
+                [
+                    id.uuidString, "6f9619ff-8b86-d011-b42d-00c04fc964ff", amount, "Credit", "Allowance", balance,
+                    marker, "Mum",
+                ])
+            {
                 w.write(key)
                 w.write(value)
             }
@@ -49,7 +57,9 @@ import Testing
     }
 
     func onePass(_ bytes: [UInt8]) -> HubEvent? {
-        bytes.withUnsafeBytes { raw in MessagePackHubProtocol.decodeInvocation(raw) { target, reader in HubEvent.read(target: target, &reader) } }
+        bytes.withUnsafeBytes { raw in
+            MessagePackHubProtocol.decodeInvocation(raw) { target, reader in HubEvent.read(target: target, &reader) }
+        }
     }
 
     func treePath(_ bytes: [UInt8]) -> HubEvent? {
@@ -62,14 +72,19 @@ import Testing
         let bytes = transaction(id, amount: "12.50", balance: "40.05")
         let fast = try #require(onePass(bytes))
         #expect(fast == treePath(bytes))
-        guard case .transactionCreated(let t) = fast else { Issue.record("not a transaction: \(fast)"); return }
+        guard case .transactionCreated(let t) = fast else {
+            Issue.record("not a transaction: \(fast)")
+            return
+        }
         #expect(t.id == id && t.amount == Decimal(string: "12.50") && t.balanceAfter == Decimal(string: "40.05"))
         #expect(ISODate.string(t.createdAt) == "2026-11-24T18:30:00.125Z")
         #expect(t.createdByName == "Mum")
     }
 
     @Test func camelCaseKeysAndNumbersAreReadToo() throws {
-        let bytes = transaction(UUID(), amount: "3", balance: "4", keys: ["id", "childId", "amount", "type", "description", "balanceAfter", "createdAt", "createdByName"])
+        let bytes = transaction(
+            UUID(), amount: "3", balance: "4",
+            keys: ["id", "childId", "amount", "type", "description", "balanceAfter", "createdAt", "createdByName"])
         let fast = try #require(onePass(bytes))
         #expect(fast == treePath(bytes))
     }
@@ -84,7 +99,11 @@ import Testing
             w.write(Int64(20))
         }
         #expect(try #require(onePass(text)) == treePath(text))
-        #expect(onePass(text) == .balanceUpdated(childId: UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff")!, balance: Decimal(string: "19.99")!))
+        #expect(
+            onePass(text)
+                == .balanceUpdated(
+                    childId: UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff")!,
+                    balance: Decimal(string: "19.99")!))
         #expect(try #require(onePass(number)) == treePath(number))
     }
 
@@ -95,7 +114,11 @@ import Testing
             w.write(19.5)
         }
         #expect(onePass(float) == nil)
-        #expect(treePath(float) == .balanceUpdated(childId: UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff")!, balance: Decimal(string: "19.5")!))
+        #expect(
+            treePath(float)
+                == .balanceUpdated(
+                    childId: UUID(uuidString: "6f9619ff-8b86-d011-b42d-00c04fc964ff")!,
+                    balance: Decimal(string: "19.5")!))
         let threeDecimals = transaction(UUID(), amount: "1.005", balance: "2")
         #expect(onePass(threeDecimals) == nil)
     }

@@ -6,10 +6,12 @@ import Testing
 
 @Suite struct RelaySettingsTests {
     @Test func environmentAloneIsEnough() async throws {
-        let s = try await RelaySettings.load(file: nil, environment: [
-            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5080/", "ALLOWANCE_RELAY_SERVER_TOKEN": "t0k",
-            "ALLOWANCE_RELAY_STORE_PATH": "/tmp/x.sqlite",
-        ])
+        let s = try await RelaySettings.load(
+            file: nil,
+            environment: [
+                "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5080/", "ALLOWANCE_RELAY_SERVER_TOKEN": "t0k",
+                "ALLOWANCE_RELAY_STORE_PATH": "/tmp/x.sqlite",
+            ])
         #expect(s.hubURL.absoluteString == "http://127.0.0.1:5080/hubs/family")
         #expect(try await s.tokenSource()?.token() == "t0k")
         #expect(s.storePath == "/tmp/x.sqlite")
@@ -21,8 +23,10 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appending(path: "relay.yaml")
-        try "server:\n  url: http://file.example:1\n  hub_path: /hubs/other\nlog:\n  level: debug\n".write(to: file, atomically: true, encoding: .utf8)
-        let s = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_URL": "http://env.example:2"])
+        try "server:\n  url: http://file.example:1\n  hub_path: /hubs/other\nlog:\n  level: debug\n".write(
+            to: file, atomically: true, encoding: .utf8)
+        let s = try await RelaySettings.load(
+            file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_URL": "http://env.example:2"])
         #expect(s.hubURL.absoluteString == "http://env.example:2/hubs/other")
         #expect(s.logLevel == "debug")
     }
@@ -34,15 +38,19 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appending(path: "relay.yaml")
-        try "server:\n  url: https://h.example\n  skip_negotiation: true\n  insecure_tls: yes\n  access_token_in_query: on\n"
+        try
+            "server:\n  url: https://h.example\n  skip_negotiation: true\n  insecure_tls: yes\n  access_token_in_query: on\n"
             .write(to: file, atomically: true, encoding: .utf8)
         let s = try await RelaySettings.load(file: file.path, environment: [:])
         #expect(s.skipNegotiation && s.insecureTLS && s.accessTokenInQuery)
-        let env = try await RelaySettings.load(file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "false"])
+        let env = try await RelaySettings.load(
+            file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_INSECURE_TLS": "false"])
         #expect(!env.insecureTLS, "the environment still wins")
-        try "server:\n  url: https://h.example\n  insecure_tls: maybe\n".write(to: file, atomically: true, encoding: .utf8)
+        try "server:\n  url: https://h.example\n  insecure_tls: maybe\n".write(
+            to: file, atomically: true, encoding: .utf8)
         await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
-            ($0 as? ConfigErrors)?.description == "\(file.path):3:17: server.insecure_tls: 'maybe' is not true or false. Fix: write true or false."
+            ($0 as? ConfigErrors)?.description
+                == "\(file.path):3:17: server.insecure_tls: 'maybe' is not true or false. Fix: write true or false."
         }
     }
 
@@ -52,7 +60,8 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appending(path: "relay.yaml")
-        let defaults = try await RelaySettings.load(file: nil, environment: ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example"])
+        let defaults = try await RelaySettings.load(
+            file: nil, environment: ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example"])
         #expect(defaults.hubProtocol == .json && defaults.transports == [.webSockets, .serverSentEvents, .longPolling])
 
         try "server:\n  url: https://h.example\n  hub_protocol: messagepack\n  transports: [long_polling, websockets]\n"
@@ -60,19 +69,27 @@ import Testing
         let s = try await RelaySettings.load(file: file.path, environment: [:])
         #expect(s.hubProtocol == .messagepack && s.transports == [.longPolling, .webSockets])
         let block = try await RelaySettings.load(
-            file: nil, environment: ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example", "ALLOWANCE_RELAY_SERVER_TRANSPORTS": "server_sent_events"])
+            file: nil,
+            environment: [
+                "ALLOWANCE_RELAY_SERVER_URL": "https://h.example",
+                "ALLOWANCE_RELAY_SERVER_TRANSPORTS": "server_sent_events",
+            ])
         #expect(block.transports == [.serverSentEvents])
 
-        try "server:\n  url: https://h.example\n  transports:\n    - websocket\n".write(to: file, atomically: true, encoding: .utf8)
+        try "server:\n  url: https://h.example\n  transports:\n    - websocket\n".write(
+            to: file, atomically: true, encoding: .utf8)
         await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
-            "\($0)".contains("server.transports: 'websocket' is not one of websockets, server_sent_events, long_polling. Fix: did you mean websockets?")
+            "\($0)".contains(
+                "server.transports: 'websocket' is not one of websockets, server_sent_events, long_polling. Fix: did you mean websockets?"
+            )
         }
         try "server:\n  url: https://h.example\n  hub_protocol: messagepack\n  transports: [server_sent_events]\n"
             .write(to: file, atomically: true, encoding: .utf8)
         await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
             "\($0)".contains("allows Server-Sent Events only, which cannot carry MessagePack")
         }
-        try "server:\n  url: https://h.example\n  hub_protocol: msgpack\n".write(to: file, atomically: true, encoding: .utf8)
+        try "server:\n  url: https://h.example\n  hub_protocol: msgpack\n".write(
+            to: file, atomically: true, encoding: .utf8)
         await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
             "\($0)".contains("\(file.path):3:17: server.hub_protocol: 'msgpack' is not one of json, messagepack.")
         }
@@ -83,14 +100,16 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appending(path: "relay.yaml")
-        try "store:\n  path: /tmp/r.sqlite\n  keep_transactions_days: 30\noutbox:\n  limit: 5\n".write(to: file, atomically: true, encoding: .utf8)
+        try "store:\n  path: /tmp/r.sqlite\n  keep_transactions_days: 30\noutbox:\n  limit: 5\n".write(
+            to: file, atomically: true, encoding: .utf8)
         let local = try await RelaySettings.local(file: file.path, environment: [:])
         #expect(local.storePath == "/tmp/r.sqlite" && local.keepTransactionsDays == 30 && local.outboxLimit == 5)
         #expect(local.outboxMaxAttempts == 10 && local.outboxMaxAgeDays == 7, "defaults")
         await #expect {
             try await RelaySettings.local(file: nil, environment: ["ALLOWANCE_RELAY_OUTBOX_LIMIT": "lots"])
         } throws: {
-            ($0 as? ConfigErrors)?.description == "environment: ALLOWANCE_RELAY_OUTBOX_LIMIT: 'lots' is not a whole number above 0. Fix: e.g. 100."
+            ($0 as? ConfigErrors)?.description
+                == "environment: ALLOWANCE_RELAY_OUTBOX_LIMIT: 'lots' is not a whole number above 0. Fix: e.g. 100."
         }
     }
 
@@ -101,9 +120,11 @@ import Testing
         let file = dir.appending(path: "token").path
         try "s3cret-value\n".write(toFile: file, atomically: true, encoding: .utf8)
         chmod(file, 0o644)
-        let s = try await RelaySettings.load(file: nil, environment: [
-            "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN_FILE": file,
-        ])
+        let s = try await RelaySettings.load(
+            file: nil,
+            environment: [
+                "ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:1", "ALLOWANCE_RELAY_SERVER_TOKEN_FILE": file,
+            ])
         await #expect {
             try await s.tokenSource()?.token()
         } throws: { error in
@@ -134,20 +155,40 @@ import Testing
     }
 
     @Test(arguments: [
-        ([String: String](),
-         "configuration: server.url: is not set. Fix: set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)."),
-        (["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"],
-         "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://x' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."),
-        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "jsn"],
-         "environment: ALLOWANCE_RELAY_LOG_FORMAT: 'jsn' is not one of text, json. Fix: did you mean json?"),
-        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_STORE_DURABILITY": "maybe"],
-         "environment: ALLOWANCE_RELAY_STORE_DURABILITY: 'maybe' is not one of full, normal. Fix: use one of full, normal."),
-        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b"],
-         "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set without a password. Fix: set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD."),
-        (["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
-         "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set together with a token. Fix: keep one way to sign in: remove server.token* or server.email."),
-        (["ALLOWANCE_RELAY_SERVER_URL": "ftp://parent:hunter2@allowance.example.org", "ALLOWANCE_RELAY_SERVER_TOKEN": "t"],
-         "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://allowance.example.org' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."),
+        (
+            [String: String](),
+            "configuration: server.url: is not set. Fix: set server.url in the config file or ALLOWANCE_RELAY_SERVER_URL (e.g. http://127.0.0.1:5000)."
+        ),
+        (
+            ["ALLOWANCE_RELAY_SERVER_URL": "ftp://x"],
+            "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://x' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."
+        ),
+        (
+            ["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_LOG_FORMAT": "jsn"],
+            "environment: ALLOWANCE_RELAY_LOG_FORMAT: 'jsn' is not one of text, json. Fix: did you mean json?"
+        ),
+        (
+            ["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_STORE_DURABILITY": "maybe"],
+            "environment: ALLOWANCE_RELAY_STORE_DURABILITY: 'maybe' is not one of full, normal. Fix: use one of full, normal."
+        ),
+        (
+            ["ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b"],
+            "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set without a password. Fix: set server.password_file (mode 600) or ALLOWANCE_RELAY_SERVER_PASSWORD."
+        ),
+        (
+            [
+                "ALLOWANCE_RELAY_SERVER_URL": "http://x", "ALLOWANCE_RELAY_SERVER_EMAIL": "a@b",
+                "ALLOWANCE_RELAY_SERVER_TOKEN": "t",
+            ],
+            "environment: ALLOWANCE_RELAY_SERVER_EMAIL: is set together with a token. Fix: keep one way to sign in: remove server.token* or server.email."
+        ),
+        (
+            [
+                "ALLOWANCE_RELAY_SERVER_URL": "ftp://parent:hunter2@allowance.example.org",
+                "ALLOWANCE_RELAY_SERVER_TOKEN": "t",
+            ],
+            "environment: ALLOWANCE_RELAY_SERVER_URL: 'ftp://allowance.example.org' is not an http:// or https:// URL with a host. Fix: e.g. https://allowance.example.org."
+        ),
     ])
     func badSettingsSayWhatToFix(_ env: [String: String], _ expected: String) async {
         do {
@@ -164,7 +205,9 @@ import Testing
             _ = try await RelaySettings.load(file: "/nonexistent/relay.yaml", environment: [:])
             Issue.record("accepted a missing file")
         } catch {
-            #expect(error.description == "/nonexistent/relay.yaml: cannot be read. Fix: check the path and its permissions.")
+            #expect(
+                error.description == "/nonexistent/relay.yaml: cannot be read. Fix: check the path and its permissions."
+            )
         }
     }
     /// `store.url` selects the shared PostgreSQL store; a URL holding a password is refused without repeating it,
@@ -179,20 +222,35 @@ import Testing
         let base = ["ALLOWANCE_RELAY_SERVER_URL": "https://h.example"]
         let plain = try await RelaySettings.load(file: nil, environment: base)
         #expect(plain.local.sharedStore == nil, "SQLite stays the default")
-        let shared = try await RelaySettings.load(file: nil, environment: base.merging([
-            "ALLOWANCE_RELAY_STORE_URL": "postgres://relay@db.home.lan/allowance?sslmode=verify-full",
-            "ALLOWANCE_RELAY_STORE_PASSWORD_FILE": passwordFile, "ALLOWANCE_RELAY_STORE_REPLICA_NAME": "relay-a",
-        ]) { $1 })
-        #expect(shared.local.sharedStore?.description == "postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full")
+        let shared = try await RelaySettings.load(
+            file: nil,
+            environment: base.merging([
+                "ALLOWANCE_RELAY_STORE_URL": "postgres://relay@db.home.lan/allowance?sslmode=verify-full",
+                "ALLOWANCE_RELAY_STORE_PASSWORD_FILE": passwordFile, "ALLOWANCE_RELAY_STORE_REPLICA_NAME": "relay-a",
+            ]) { $1 })
+        #expect(
+            shared.local.sharedStore?.description == "postgres://relay@db.home.lan:5432/allowance?sslmode=verify-full")
         #expect(try shared.local.storePassword() == "s3cret-db")
         #expect(shared.local.replicaName == "relay-a")
-        await #expect { try await RelaySettings.load(file: nil, environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "postgres://relay:hunter2@db/allowance"]) { $1 }) } throws: {
+        await #expect {
+            try await RelaySettings.load(
+                file: nil,
+                environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "postgres://relay:hunter2@db/allowance"]) { $1 }
+            )
+        } throws: {
             let text = "\($0)"
-            return text == "environment: ALLOWANCE_RELAY_STORE_URL: the URL holds a password. Fix: take it out and put it in store.password_file (a file only the relay's user can read) or ALLOWANCE_RELAY_STORE_PASSWORD."
+            return text
+                == "environment: ALLOWANCE_RELAY_STORE_URL: the URL holds a password. Fix: take it out and put it in store.password_file (a file only the relay's user can read) or ALLOWANCE_RELAY_STORE_PASSWORD."
                 && !text.contains("hunter2")
         }
-        await #expect { try await RelaySettings.load(file: nil, environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "mysql://relay@db/allowance"]) { $1 }) } throws: {
-            "\($0)".hasPrefix("environment: ALLOWANCE_RELAY_STORE_URL: the scheme is 'mysql', not postgres://. Fix: write it as postgres://")
+        await #expect {
+            try await RelaySettings.load(
+                file: nil, environment: base.merging(["ALLOWANCE_RELAY_STORE_URL": "mysql://relay@db/allowance"]) { $1 }
+            )
+        } throws: {
+            "\($0)".hasPrefix(
+                "environment: ALLOWANCE_RELAY_STORE_URL: the scheme is 'mysql', not postgres://. Fix: write it as postgres://"
+            )
         }
     }
 }

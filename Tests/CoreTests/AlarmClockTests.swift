@@ -13,7 +13,9 @@ import Testing
 
     private func waitFor(_ rings: Rings, count: Int, upTo limit: Duration = .seconds(10)) async {
         let start = ContinuousClock.now
-        while rings.value.count < count, ContinuousClock.now - start < limit { try? await Task.sleep(for: .milliseconds(5)) }
+        while rings.value.count < count, ContinuousClock.now - start < limit {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     @Test func alarmsRingInTheOrderOfTheirTimeAndACancelledOneNever() async {

@@ -1,5 +1,5 @@
-import Config
 import AllowanceAPI
+import Config
 import Foundation
 import HubSimulator
 import Relay
@@ -60,7 +60,9 @@ import Testing
     /// Each mention of a transaction in the chat, in order, repeats kept: what the family reads twice.
     func chatMentions(_ chat: WebhookReceiver) -> [String] {
         chat.received.flatMap { r in
-            r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map { String($0.output.1) }
+            r.text.matches(of: /\/t\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/).map {
+                String($0.output.1)
+            }
         }
     }
 
@@ -75,14 +77,18 @@ import Testing
             try await chat.run { chatURL in
                 try await withSim { base in
                     let config = try writeConfig(hook: hookURL, chat: chatURL)
-                    let storePath = URL(fileURLWithPath: config).deletingLastPathComponent().appending(path: "relay.sqlite").path
-                    let relay = try RelayProcess(env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", config])
+                    let storePath = URL(fileURLWithPath: config).deletingLastPathComponent().appending(
+                        path: "relay.sqlite"
+                    ).path
+                    let relay = try RelayProcess(
+                        env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", config])
                     #expect(await relay.waitFor("caught up"))
                     try await simPost(base, "/_sim/burst?count=20")
                     #expect(
                         await eventually { hook.received.count >= 20 && chat.received.count >= 20 },
                         "\(relay.output.suffix(2000))")
-                    #expect(await ledgerSettled(try Store.open(path: storePath)), "a repeat would have been sent by now")
+                    #expect(
+                        await ledgerSettled(try Store.open(path: storePath)), "a repeat would have been sent by now")
                     await relay.expectCleanStop()
                     let server = try await serverTransactionIds(base)
                     #expect(acknowledged(hook).ids == server && hook.received.count == 20 && chat.received.count == 20)
@@ -164,7 +170,9 @@ import Testing
                     let mentions = chatMentions(chat)
                     let chatRepeats = mentions.count - Set(mentions).count
                     print("alert crash test: \(chatRepeats) transactions repeated in the chat after \(kills) kills")
-                    #expect(chatRepeats <= kills * SinkConfig(name: "family-chat", kind: .slack).concurrency, "\(chatRepeats) repeats in the chat")
+                    #expect(
+                        chatRepeats <= kills * SinkConfig(name: "family-chat", kind: .slack).concurrency,
+                        "\(chatRepeats) repeats in the chat")
                 }
             }
         }

@@ -30,31 +30,48 @@ import Testing
 
     @Test func aChildThatIsNotThereIsNamedWithTheChildrenThatAre() async throws {
         let env = try seeded()
-        let r = try await run(["transaction", "add", "--child", "Dave", "--amount", "5", "--type", "credit", "--description", "x"], env)
+        let r = try await run(
+            ["transaction", "add", "--child", "Dave", "--amount", "5", "--type", "credit", "--description", "x"], env)
         #expect(r.code == 65)
-        #expect(r.output == "allowance-relay: No child 'Dave' in the cache; the children are Alice and Bob (a first name or an id).\n")
+        #expect(
+            r.output
+                == "allowance-relay: No child 'Dave' in the cache; the children are Alice and Bob (a first name or an id).\n"
+        )
         let near = try await run(["transactions", "--child", "Alise"], env)
         #expect(near.code == 65)
-        #expect(near.output.hasSuffix("the children are Alice and Bob (a first name or an id). Did you mean Alice?\n"), "\(near.output)")
+        #expect(
+            near.output.hasSuffix("the children are Alice and Bob (a first name or an id). Did you mean Alice?\n"),
+            "\(near.output)")
     }
 
     @Test func aNegativeAmountPointsAtTypeDebitAndAThirdDecimalAtCents() async throws {
         let env = try seeded()
-        let negative = try await run(["transaction", "add", "--child", "Alice", "--amount", "-2", "--type", "credit", "--description", "x"], env)
+        let negative = try await run(
+            ["transaction", "add", "--child", "Alice", "--amount", "-2", "--type", "credit", "--description", "x"], env)
         #expect(negative.code == 64)
         #expect(
             negative.output.hasPrefix(
-                "Error: --amount is the size of the amount, more than 0: for money going out, use --type debit (e.g. --amount 2 --type debit).\n"),
+                "Error: --amount is the size of the amount, more than 0: for money going out, use --type debit (e.g. --amount 2 --type debit).\n"
+            ),
             "\(negative.output)")
-        let cents = try await run(["transaction", "add", "--child", "Alice", "--amount", "1.255", "--type", "credit", "--description", "x"], env)
+        let cents = try await run(
+            ["transaction", "add", "--child", "Alice", "--amount", "1.255", "--type", "credit", "--description", "x"],
+            env)
         #expect(cents.code == 64)
-        #expect(cents.output.hasPrefix("Error: --amount 1.255 has more than two decimals: amounts are in cents (e.g. 1.25).\n"), "\(cents.output)")
+        #expect(
+            cents.output.hasPrefix(
+                "Error: --amount 1.255 has more than two decimals: amounts are in cents (e.g. 1.25).\n"),
+            "\(cents.output)")
         #expect(try Store.open(path: db).outbox().isEmpty, "nothing queued")
     }
 
     @Test func optionsAppearOnlyOnTheCommandsTheyAffect() async throws {
         let env = try seeded()
-        let r = try await run(["transaction", "add", "--child", "Alice", "--amount", "1", "--type", "credit", "--description", "x", "--max-age-hours", "2"], env)
+        let r = try await run(
+            [
+                "transaction", "add", "--child", "Alice", "--amount", "1", "--type", "credit", "--description", "x",
+                "--max-age-hours", "2",
+            ], env)
         #expect(r.code == 64 && r.output.hasPrefix("Error: Unknown option '--max-age-hours'"), "\(r.output)")
         #expect(try await run(["balances", "--max-age-hours", "2"], env).code == 0)
     }
@@ -62,28 +79,46 @@ import Testing
     @Test func aSinkThatIsNotThereIsNamedWithTheSinksThatAre() async throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let config = dir.appending(path: "relay.yaml").path
-        try "sinks:\n  chat: discord://1/2\n  hook:\n    type: webhook\n    url: https://x.example\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "sinks:\n  chat: discord://1/2\n  hook:\n    type: webhook\n    url: https://x.example\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
         let r = try await run(["notify", "test", "--config", config, "--sink", "chta"], [:])
         #expect(r.code == 65)
-        #expect(r.output == "allowance-relay: No sink 'chta' in \(config); its sinks are chat, hook. Did you mean chat?\n")
+        #expect(
+            r.output == "allowance-relay: No sink 'chta' in \(config); its sinks are chat, hook. Did you mean chat?\n")
     }
 
     @Test func tablesCarryTheChildAndTheCurrency() async throws {
         var env = try seeded()
-        #expect(try await run(["transaction", "add", "--child", "Bob", "--amount", "1.50", "--type", "debit", "--description", "Candy"], env).code == 0)
+        #expect(
+            try await run(
+                [
+                    "transaction", "add", "--child", "Bob", "--amount", "1.50", "--type", "debit", "--description",
+                    "Candy",
+                ], env
+            ).code == 0)
         let outbox = try await run(["outbox", "list"], env)
-        #expect(outbox.output.hasPrefix("#  STATE    CHILD  AMOUNT  DESCRIPTION  ATTEMPTS  LAST ERROR\n1  pending  Bob     -1.50  Candy"), "\(outbox.output)")
-        try "relay:\n  currency: EUR\n".write(toFile: dir.appending(path: "c.yaml").path, atomically: true, encoding: .utf8)
+        #expect(
+            outbox.output.hasPrefix(
+                "#  STATE    CHILD  AMOUNT  DESCRIPTION  ATTEMPTS  LAST ERROR\n1  pending  Bob     -1.50  Candy"),
+            "\(outbox.output)")
+        try "relay:\n  currency: EUR\n".write(
+            toFile: dir.appending(path: "c.yaml").path, atomically: true, encoding: .utf8)
         env["ALLOWANCE_RELAY_RELAY_CURRENCY"] = "GBP"
         let balances = try await run(["balances"], env)
-        #expect(balances.output.hasPrefix("CHILD          BALANCE  CURRENCY\nAlice Example    25.50  GBP\n"), "\(balances.output)")
+        #expect(
+            balances.output.hasPrefix("CHILD          BALANCE  CURRENCY\nAlice Example    25.50  GBP\n"),
+            "\(balances.output)")
     }
 
     /// Help paragraphs are wrapped by the parser to the terminal (80 columns here), not hard-wrapped at 100.
     @Test func helpFitsAnEightyColumnTerminal() async throws {
-        for command in [["--help"], ["transaction", "add", "--help"], ["config", "check", "--help"], ["deliveries", "--help"]] {
+        for command in [
+            ["--help"], ["transaction", "add", "--help"], ["config", "check", "--help"], ["deliveries", "--help"],
+        ] {
             let r = try await run(command, ["COLUMNS": "80"])
-            let long = r.output.split(separator: "\n").filter { $0.count > 80 && !$0.hasPrefix("USAGE:") && !$0.hasPrefix("  allowance-relay ") }
+            let long = r.output.split(separator: "\n").filter {
+                $0.count > 80 && !$0.hasPrefix("USAGE:") && !$0.hasPrefix("  allowance-relay ")
+            }
             #expect(r.code == 0 && long.isEmpty, "\(command): \(long)")
         }
         // A paragraph is filled to the width, not broken where the source text broke it (ragged before).
@@ -113,9 +148,12 @@ import Testing
     }
 
     @Test func noDatabaseYetIsUnavailable() async throws {
-        let r = try await run(["balances"], ["ALLOWANCE_RELAY_STORE_PATH": dir.appending(path: "none/relay.sqlite").path])
+        let r = try await run(
+            ["balances"], ["ALLOWANCE_RELAY_STORE_PATH": dir.appending(path: "none/relay.sqlite").path])
         #expect(r.code == 69)
-        #expect(r.output.contains("No database at ") && r.output.contains("yet: run `allowance-relay run` first (or set store.path)."))
+        #expect(
+            r.output.contains("No database at ")
+                && r.output.contains("yet: run `allowance-relay run` first (or set store.path)."))
     }
 }
 
@@ -128,10 +166,13 @@ import Testing
         let store = try Store.open(path: db)
         store.setPlanner(OneSink())
         let child = UUID()
-        try store.storeCaughtUp(children: [Child(id: child, firstName: "Alice", lastName: "E", weeklyAllowance: 1, currentBalance: 1)], transactions: [])
+        try store.storeCaughtUp(
+            children: [Child(id: child, firstName: "Alice", lastName: "E", weeklyAllowance: 1, currentBalance: 1)],
+            transactions: [])
         _ = try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "gone"))
         let d = try #require(try store.deliveries(sink: "hook").first)
-        let error = "HTTP 500 from hooks.example.org: the receiving end answered with an error page that goes on and on and on"
+        let error =
+            "HTTP 500 from hooks.example.org: the receiving end answered with an error page that goes on and on and on"
         try store.record([(d.id, .retry(error: error, at: Date().addingTimeInterval(3600)))])
         let env = ["ALLOWANCE_RELAY_STORE_PATH": db]
         let list = try await RelayProcess.output(["deliveries", "list"], env: env)
@@ -142,12 +183,16 @@ import Testing
         #expect(show.contains("last error  \(error)\n"), "\(show)")
         let missing = try RelayProcess(env: env, arguments: ["deliveries", "show", "dlv_nope"])
         #expect(await missing.wait() == 65)
-        #expect(missing.output == "allowance-relay: No delivery 'dlv_nope' (`allowance-relay deliveries list` shows their ids).\n")
+        #expect(
+            missing.output
+                == "allowance-relay: No delivery 'dlv_nope' (`allowance-relay deliveries list` shows their ids).\n")
     }
 }
 
 /// Every event to one sink named hook.
 private struct OneSink: AlertPlanner {
     var currency: String? { "USD" }
-    func plan(_ event: RelayEvent) -> [PlannedDelivery] { [PlannedDelivery(sink: "hook", rule: "all", kind: event.kind, urgency: .normal)] }
+    func plan(_ event: RelayEvent) -> [PlannedDelivery] {
+        [PlannedDelivery(sink: "hook", rule: "all", kind: event.kind, urgency: .normal)]
+    }
 }

@@ -25,13 +25,18 @@ import Testing
             guard body.hasPrefix("  "), !body.hasPrefix("   ") || body.hasPrefix("  # ") else { continue }
             body = body.dropFirst(2)
             if body.hasPrefix("# ") { body = body.dropFirst(2) }
-            guard let colon = body.firstIndex(of: ":"), body[..<colon].allSatisfy({ $0.isLetter || $0 == "_" }) else { continue }
+            guard let colon = body.firstIndex(of: ":"), body[..<colon].allSatisfy({ $0.isLetter || $0 == "_" }) else {
+                continue
+            }
             documented.insert("\(section).\(body[..<colon])")
             if !line.hasPrefix("  #") { written.insert("\(section).\(body[..<colon])") }
         }
         let schema = Set(ConfigSchema.settings.map(\.key))
-        #expect(schema.subtracting(documented).isEmpty, "in the schema, not in reference.yaml: \(schema.subtracting(documented).sorted())")
-        let unknown = written.filter { !["sinks", "rules", "templates"].contains(String($0.split(separator: ".")[0])) }.subtracting(schema)
+        #expect(
+            schema.subtracting(documented).isEmpty,
+            "in the schema, not in reference.yaml: \(schema.subtracting(documented).sorted())")
+        let unknown = written.filter { !["sinks", "rules", "templates"].contains(String($0.split(separator: ".")[0])) }
+            .subtracting(schema)
         #expect(unknown.isEmpty, "in reference.yaml, not in the schema: \(unknown.sorted())")
         #expect(ConfigValues(try ConfigFile.read(path), [:]).unknownKeys().isEmpty)
     }
@@ -41,14 +46,22 @@ import Testing
     @Test func anUnsetKeyIsItsDocumentedDefaultAndTheDefaultWrittenOutReadsTheSame() async throws {
         let server = ["ALLOWANCE_RELAY_SERVER_URL": "http://127.0.0.1:5000", "STATE_DIRECTORY": "/tmp/state"]
         var written = server
-        for setting in ConfigSchema.settings { if let value = setting.defaultValue { written[setting.environmentVariable] = value } }
+        for setting in ConfigSchema.settings {
+            if let value = setting.defaultValue { written[setting.environmentVariable] = value }
+        }
         for environment in [server, written] {
             let settings = try await RelaySettings.load(ConfigValues(nil, environment))
-            #expect(settings.hubPath == "/hubs/family" && settings.hubProtocol == .json && settings.transports == [.webSockets, .serverSentEvents, .longPolling])
-            #expect(settings.maxResponseBytes == 8 * 1024 * 1024 && settings.storeDurability == .full && settings.logLevel == "info" && settings.logFormat == .text)
+            #expect(
+                settings.hubPath == "/hubs/family" && settings.hubProtocol == .json
+                    && settings.transports == [.webSockets, .serverSentEvents, .longPolling])
+            #expect(
+                settings.maxResponseBytes == 8 * 1024 * 1024 && settings.storeDurability == .full
+                    && settings.logLevel == "info" && settings.logFormat == .text)
             #expect(settings.unhealthyAfter == 15 * 60 && settings.serviceName == "allowance-relay")
             #expect(!settings.accessTokenInQuery && !settings.skipNegotiation && !settings.insecureTLS)
-            #expect(settings.local.outboxLimit == 100 && settings.local.outboxMaxAttempts == 10 && settings.local.outboxMaxAgeDays == 7)
+            #expect(
+                settings.local.outboxLimit == 100 && settings.local.outboxMaxAttempts == 10
+                    && settings.local.outboxMaxAgeDays == 7)
             #expect(settings.local.currency == "USD" && settings.local.keepTransactionsDays == nil)
             let alerts = try AlertSettings.parse(ConfigValues(nil, environment))
             #expect(alerts.connectionLostAfter == 5 * 60 && alerts.history == .none)
@@ -65,7 +78,9 @@ import Testing
         #expect(byKey["relay.history"]?.type == "none|digest|all")
         #expect(byKey["server.hub_protocol"]?.type == "json|messagepack")
         #expect(byKey["server.transports"]?.defaultValue == "[websockets, server_sent_events, long_polling]")
-        #expect(throws: ConfigErrors.self) { try AlertSettings.parse(ConfigValues(nil, ["ALLOWANCE_RELAY_RELAY_HISTORY": "some"])) }
+        #expect(throws: ConfigErrors.self) {
+            try AlertSettings.parse(ConfigValues(nil, ["ALLOWANCE_RELAY_RELAY_HISTORY": "some"]))
+        }
     }
 
     /// `relay.*` keys come from the environment too, as the reference promises for every key.
@@ -78,7 +93,8 @@ import Testing
         #expect {
             try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_RELAY_CURRENCY": "EURO"])
         } throws: {
-            "\($0)" == "environment: ALLOWANCE_RELAY_RELAY_CURRENCY: 'EURO' is not a 3-letter ISO 4217 code. Fix: e.g. USD, EUR, GBP."
+            "\($0)"
+                == "environment: ALLOWANCE_RELAY_RELAY_CURRENCY: 'EURO' is not a 3-letter ISO 4217 code. Fix: e.g. USD, EUR, GBP."
         }
     }
 
@@ -110,7 +126,8 @@ import Testing
     /// One mistake is one error: a sink whose own key is wrong is reported at that key, and the rule that sends to
     /// it is not a second error (it was "not a sink (known: )").
     @Test func aBrokenSinkIsOneErrorNotACascade() {
-        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n    concurrency: yes\nrules:\n  - event: transaction.created\n    to: hook\n"
+        let yaml =
+            "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n    concurrency: yes\nrules:\n  - event: transaction.created\n    to: hook\n"
         #expect {
             try AlertSettings.parse(yaml, file: "r.yaml")
         } throws: {
@@ -122,12 +139,18 @@ import Testing
     /// A value from the environment for a sink the file does not have would be silently ignored: it is an error.
     @Test func anEnvironmentVariableNamingNoSinkIsAnError() {
         let yaml = "sinks:\n  hook:\n    type: webhook\n    url: https://h.example.org/x\n"
-        #expect(throws: Never.self) { try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOOK_URL": "https://x.org/y"]) }
+        #expect(throws: Never.self) {
+            try AlertSettings.parse(
+                yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOOK_URL": "https://x.org/y"])
+        }
         #expect {
-            try AlertSettings.parse(yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOK_URL": "https://x.org/y"])
+            try AlertSettings.parse(
+                yaml, file: "r.yaml", environment: ["ALLOWANCE_RELAY_SINKS_HOK_URL": "https://x.org/y"])
         } throws: {
             ($0 as? ConfigErrors)?.all.map(\.description)
-                == ["environment: ALLOWANCE_RELAY_SINKS_HOK_URL: names no sink of the configuration. Fix: the sinks are hook (e.g. ALLOWANCE_RELAY_SINKS_HOOK_URL)."]
+                == [
+                    "environment: ALLOWANCE_RELAY_SINKS_HOK_URL: names no sink of the configuration. Fix: the sinks are hook (e.g. ALLOWANCE_RELAY_SINKS_HOOK_URL)."
+                ]
         }
     }
 
@@ -156,13 +179,14 @@ import Testing
         let file = PythonPeer.root.appending(path: "config/\(name)").path
         // The examples name secret files that exist only on a real server: the environment stands in for them.
         // (Only for the sinks each example has: a variable naming no sink is a mistake.)
-        let env = [
-            "family-server.yaml": [
-                "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
-                "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-            ],
-            "both.yaml": ["ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://hooks.slack.com/services/T/B/X"],
-        ][name] ?? [:]
+        let env =
+            [
+                "family-server.yaml": [
+                    "ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://discord.com/api/webhooks/1/x",
+                    "ALLOWANCE_RELAY_SINKS_BOOKKEEPING_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                ],
+                "both.yaml": ["ALLOWANCE_RELAY_SINKS_FAMILY_CHAT_URL": "https://hooks.slack.com/services/T/B/X"],
+            ][name] ?? [:]
         let settings = try await RelaySettings.load(file: file, environment: env)
         let relay = try AlertSettings.load(file: file, environment: env)
         // What each example is for, as read: its sinks by kind, its rules, and the settings it is about.
@@ -170,7 +194,9 @@ import Testing
         switch name {
         case "demo.yaml":
             #expect(sinks == ["demo-hook": "webhook"])
-            #expect(settings.serverURL.absoluteString == "http://127.0.0.1:5080" && settings.storePath.hasSuffix(".build/demo/relay.sqlite"))
+            #expect(
+                settings.serverURL.absoluteString == "http://127.0.0.1:5080"
+                    && settings.storePath.hasSuffix(".build/demo/relay.sqlite"))
         case "family-server.yaml":
             #expect(sinks == ["family-chat": "discord", "bookkeeping": "webhook"])
             #expect(relay.rules.count == 4 && relay.formatting.currency == "USD")
@@ -195,14 +221,27 @@ import Testing
         let planner = RulePlanner(rules: relay.rules, sinks: relay.sinksByName)
         let child = UUID()
         func transaction(_ amount: Decimal, after: Decimal) -> RelayEvent {
-            let t = Transaction(id: UUID(), childId: child, amount: amount, type: .debit, description: "x", balanceAfter: after, createdAt: Date(), createdByName: "P")
-            return RelayEvent(kind: .transactionCreated, at: Date(), childId: child, childName: "Alice", transaction: t, balance: after, previousBalance: after + amount)
+            let t = Transaction(
+                id: UUID(), childId: child, amount: amount, type: .debit, description: "x", balanceAfter: after,
+                createdAt: Date(), createdByName: "P")
+            return RelayEvent(
+                kind: .transactionCreated, at: Date(), childId: child, childName: "Alice", transaction: t,
+                balance: after, previousBalance: after + amount)
         }
         #expect(planner.plan(transaction(1, after: 20)).map(\.kind) == [.transactionCreated])
-        #expect(Set(planner.plan(transaction(1, after: Decimal(string: "4.50")!)).map(\.kind)) == [.transactionCreated, .balanceLow], "crossing below 5.00")
-        #expect(planner.plan(transaction(1, after: Decimal(string: "3.50")!)).map(\.kind) == [.transactionCreated], "already below: no second low popup")
-        let balance = RelayEvent(kind: .balanceUpdated, at: Date(), childId: child, childName: "Alice", balance: 3, previousBalance: Decimal(string: "3.50")!)
-        #expect(planner.plan(balance).filter { $0.kind != .balanceLow }.isEmpty, "no balance popup beside the transaction's")
+        #expect(
+            Set(planner.plan(transaction(1, after: Decimal(string: "4.50")!)).map(\.kind)) == [
+                .transactionCreated, .balanceLow,
+            ], "crossing below 5.00")
+        #expect(
+            planner.plan(transaction(1, after: Decimal(string: "3.50")!)).map(\.kind) == [.transactionCreated],
+            "already below: no second low popup")
+        let balance = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: child, childName: "Alice", balance: 3,
+            previousBalance: Decimal(string: "3.50")!)
+        #expect(
+            planner.plan(balance).filter { $0.kind != .balanceLow }.isEmpty, "no balance popup beside the transaction's"
+        )
     }
 
     @Test func suggestionsAreCloseWordsOnly() {

@@ -1,6 +1,6 @@
 import AllowanceAPI
-import HubSimulator
 import Foundation
+import HubSimulator
 import Store
 import TestSupport
 import Testing
@@ -55,7 +55,8 @@ import Testing
                 _ = await burst.value  // cut short with the process
                 try await sim.start()
                 let kept = try await simStats(sim.base)["transactions"] ?? 0
-                print("crash test (seed \(seed &+ 2)): hub killed \(round) after \(delay) ms, \(kept) transactions kept")
+                print(
+                    "crash test (seed \(seed &+ 2)): hub killed \(round) after \(delay) ms, \(kept) transactions kept")
                 #expect(kept >= before, "the restarted hub is the same backend (its state file)")
                 #expect(await relay.waitFor(count: round + 1, of: "connected to the hub", timeout: .seconds(60)))
             }
@@ -78,7 +79,8 @@ import Testing
             let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
             let kids = try store.children()
             for i in 0..<60 {
-                _ = try store.enqueueTransaction(child: kids[i % kids.count].id, amount: 1, type: .credit, description: "crash-write-\(i)")
+                _ = try store.enqueueTransaction(
+                    child: kids[i % kids.count].id, amount: 1, type: .credit, description: "crash-write-\(i)")
             }
             // Each REST answer takes 40 ms, so that kills land mid-drain.
             try await simPost(base, "/_sim/rest?mode=slow&ms=40&count=100000")
@@ -91,19 +93,28 @@ import Testing
                 let delay = Int(random.next() % 1500)
                 try await Task.sleep(for: .milliseconds(delay))
                 _ = await relay.stop(signal: SIGKILL)
-                print("crash test (seed \(seed &+ 1)): drain round \(round) killed after \(delay) ms, \(try store.summary().outboxWaiting) waiting")
+                print(
+                    "crash test (seed \(seed &+ 1)): drain round \(round) killed after \(delay) ms, \(try store.summary().outboxWaiting) waiting"
+                )
             }
-            try await finalRunAndCompare(base, env, "kill -9 at random moments during an outbox drain of 60 writes", kills: round)
+            try await finalRunAndCompare(
+                base, env, "kill -9 at random moments during an outbox drain of 60 writes", kills: round)
             #expect(try store.summary().outboxWaiting == 0)
-            let descriptions = try await ServerTruth.transactions(base).map(\.description).filter { $0.hasPrefix("crash-write-") }
+            let descriptions = try await ServerTruth.transactions(base).map(\.description).filter {
+                $0.hasPrefix("crash-write-")
+            }
             #expect(descriptions.count == 60, "each write once: \(descriptions.count) on the server")
             #expect(Set(descriptions).count == 60)
         }
     }
 
     private func relayEnv(_ base: URL) -> [String: String] {
-        ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-         "ALLOWANCE_RELAY_STORE_PATH": FileManager.default.temporaryDirectory.appending(path: "relay-crash-\(UUID())/relay.sqlite").path]
+        [
+            "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+            "ALLOWANCE_RELAY_STORE_PATH": FileManager.default.temporaryDirectory.appending(
+                path: "relay-crash-\(UUID())/relay.sqlite"
+            ).path,
+        ]
     }
 
     /// One clean run to the idle state, then: the cache holds exactly the server's transactions and balances.
@@ -114,7 +125,9 @@ import Testing
         let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
         let server = try await ServerTruth.transactions(base)
         let cached = try store.transactions(limit: 100_000)
-        #expect(Set(cached.map(\.id)) == Set(server.map(\.id)), "seed \(seed): cached \(cached.count), server \(server.count)")
+        #expect(
+            Set(cached.map(\.id)) == Set(server.map(\.id)),
+            "seed \(seed): cached \(cached.count), server \(server.count)")
         #expect(cached.count == server.count, "no duplicates")
         var wrongBalances = 0
         for c in try await ServerTruth.children(base)
@@ -123,9 +136,11 @@ import Testing
         }
         #expect(wrongBalances == 0, "seed \(seed)")
         let lost = Set(server.map(\.id)).subtracting(cached.map(\.id)).count
-        ReliabilityFigures.record(scenario, [
-            ("kills", kills), ("events", server.count), ("lost_events", lost), ("wrong_balances", wrongBalances),
-            ("extra_events", cached.count - server.count),
-        ])
+        ReliabilityFigures.record(
+            scenario,
+            [
+                ("kills", kills), ("events", server.count), ("lost_events", lost), ("wrong_balances", wrongBalances),
+                ("extra_events", cached.count - server.count),
+            ])
     }
 }

@@ -26,14 +26,17 @@ import Testing
                         "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                         "ALLOWANCE_RELAY_STORE_PATH": db,
                     ])
-                let config = try AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "hook"))\n", file: "t.yaml")
+                let config = try AlertSettings.parse(
+                    "sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "hook"))\n", file: "t.yaml")
                 let logger = Logger(label: "daemon-in-process")
                 // What a reload reads: the test changes it, as an edited file would.
                 let next = Mutex<Result<AlertSettings, ConfigErrors>>(.success(config))
                 // The production start (`run` calls the same): store, prune, requeue, the relay's rules.
                 let daemon = try Daemon.start(
                     settings: settings, relayConfig: config, metrics: RelayMetrics(bootstrap: false), http: .shared,
-                    reload: { () async throws(ConfigErrors) -> (RelaySettings, AlertSettings) in (settings, try next.withLock { $0 }.get()) },
+                    reload: { () async throws(ConfigErrors) -> (RelaySettings, AlertSettings) in
+                        (settings, try next.withLock { $0 }.get())
+                    },
                     logger: logger)
                 let store = try #require(daemon.storage.file)
                 let running = Task { await daemon.run() }
@@ -45,21 +48,39 @@ import Testing
 
                 // A reload, as SIGHUP gives: the alerts go to the new sink from then on, on the same hub link.
                 let connection = try store.linkStatus()?.connectionId
-                next.withLock { $0 = .success(try! AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "second"))\n", file: "t.yaml")) }
+                next.withLock {
+                    $0 = .success(
+                        try! AlertSettings.parse(
+                            "sinks:\n  hook:\n    type: webhook\n    url: \(hook.appending(path: "second"))\n",
+                            file: "t.yaml"))
+                }
                 #expect(await daemon.reload())
                 try await simPost(base, "/_sim/burst?count=2")
-                #expect(await eventually(.seconds(15)) { receiver.received.filter { $0.path.hasSuffix("/second") }.count == 2 })
+                #expect(
+                    await eventually(.seconds(15)) {
+                        receiver.received.filter { $0.path.hasSuffix("/second") }.count == 2
+                    })
                 // A broken file is refused and the running configuration stays.
-                next.withLock { $0 = .failure(ConfigErrors([ConfigError(file: "t.yaml", line: 1, column: 1, key: "sinks", "broken", fix: "mend it")])) }
+                next.withLock {
+                    $0 = .failure(
+                        ConfigErrors([
+                            ConfigError(file: "t.yaml", line: 1, column: 1, key: "sinks", "broken", fix: "mend it")
+                        ]))
+                }
                 #expect(await daemon.reload() == false)
                 try await simPost(base, "/_sim/burst?count=1")
-                #expect(await eventually(.seconds(15)) { receiver.received.filter { $0.path.hasSuffix("/second") }.count == 3 })
+                #expect(
+                    await eventually(.seconds(15)) {
+                        receiver.received.filter { $0.path.hasSuffix("/second") }.count == 3
+                    })
                 #expect(try store.linkStatus()?.connectionId == connection, "one hub connection all along")
 
                 await daemon.stop()
                 #expect(await running.value == 0, "a graceful stop ends with 0")
                 #expect(try store.linkStatus()?.state == .stopped)
-                #expect(try await store.summary().transactions == ServerTruth.transactions(base).count, "every event stored")
+                #expect(
+                    try await store.summary().transactions == ServerTruth.transactions(base).count, "every event stored"
+                )
                 #expect(try store.deliveryCounts()["hook"]?["delivered"] == 6)
             }
         }

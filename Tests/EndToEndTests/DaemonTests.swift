@@ -190,7 +190,9 @@ import Testing
             #expect(stored.count >= 5)
             // The amounts are exact after MessagePack's decimal text, and the dates to the millisecond.
             let served = Dictionary(
-                uniqueKeysWithValues: try await ServerTruth.transactions(base).map { ($0.id.uuidString.lowercased(), $0) })
+                uniqueKeysWithValues: try await ServerTruth.transactions(base).map {
+                    ($0.id.uuidString.lowercased(), $0)
+                })
             for t in stored {
                 #expect(served[t.id.lowercased]?.amount == t.amount, "\(t.id)")
                 let ms = { (d: Date) in (d.timeIntervalSince1970 * 1000).rounded() }
@@ -277,13 +279,17 @@ import Testing
             let env = ["ALLOWANCE_RELAY_STORE_PATH": setup.store]
             let status = try await RelayProcess.output(["status"], env: env)
             #expect(status.contains("FAILING since") && status.contains("400"), "\(status)")
-            let json = try JSONValue(parsing: Array(try await RelayProcess.output(["status", "--json"], env: env).utf8))
+            let json = try JSONValue(
+                parsing: Array(try await RelayProcess.output(["status", "--json"], env: env).utf8))
             #expect(json["deliveries"]?["a"]?["failing"]?["deadLettering"]?.boolValue == true, "\(json.serialized)")
 
             answer.withLock { $0 = 200 }
             let retried = try await RelayProcess.output(["deliveries", "retry", "--sink", "a"], env: env)
-            #expect(retried.contains("2 delivery(ies) queued again; the running relay (pid \(relay.pid)) sends them now"), "\(retried)")
-            #expect(await eventually(.seconds(10)) { a.received.count == 4 }, "sent at once, not at the next minute's look")
+            #expect(
+                retried.contains("2 delivery(ies) queued again; the running relay (pid \(relay.pid)) sends them now"),
+                "\(retried)")
+            #expect(
+                await eventually(.seconds(10)) { a.received.count == 4 }, "sent at once, not at the next minute's look")
             #expect(await relay.waitFor("sink a works again"))
             #expect(await eventually(.seconds(5)) { (try? await setup.health().status) == 200 })
 
@@ -293,7 +299,9 @@ import Testing
             #expect(await eventually { (try? await setup.health().status) == 503 })
             let failing = try await setup.health().json["reasons"]?.arrayValue?.compactMap(\.stringValue) ?? []
             #expect(failing.contains { $0.hasPrefix("sink a failing since") && $0.contains("500") }, "\(failing)")
-            let list = try JSONValue(parsing: Array(try await RelayProcess.output(["deliveries", "list", "--sink", "a", "--json"], env: env).utf8))
+            let list = try JSONValue(
+                parsing: Array(
+                    try await RelayProcess.output(["deliveries", "list", "--sink", "a", "--json"], env: env).utf8))
             let waiting = list.arrayValue?.first { $0["state"]?.stringValue == "pending" }
             #expect(waiting?["waitsFor"]?.stringValue?.hasPrefix("sink failing since") == true, "\(list.serialized)")
             let metrics = try await setup.get("/metrics").body
@@ -319,12 +327,14 @@ import Testing
             let before = files.map { FileManager.default.contents(atPath: $0) }
             let env = ["ALLOWANCE_RELAY_STORE_PATH": setup.store]
             for command in [
-                ["status"], ["status", "--json"], ["transactions"], ["balances"], ["deliveries", "list"], ["outbox", "list"],
+                ["status"], ["status", "--json"], ["transactions"], ["balances"], ["deliveries", "list"],
+                ["outbox", "list"],
                 ["summary", "show"], ["mute", "list"],
             ] {
                 let out = try await RelayProcess.output(command + ["--config", setup.config], env: env)
                 #expect(!out.isEmpty, "\(command)")
-                #expect(files.map { FileManager.default.contents(atPath: $0) } == before, "\(command) changed the database")
+                #expect(
+                    files.map { FileManager.default.contents(atPath: $0) } == before, "\(command) changed the database")
             }
             let help = try await RelayProcess.output(["store"], env: env)
             #expect(help.contains("SUBCOMMANDS") && help.contains("prune"), "\(help)")
@@ -338,7 +348,8 @@ import Testing
             let test = try RelayProcess(env: [:], arguments: ["notify", "test", "--config", setup.config])
             #expect(await test.wait() == 1)
             #expect(test.output.contains("Sink a (webhook) accepted the test alert."), "\(test.output)")
-            #expect(test.output.contains("Sink b (webhook) did not take the test alert:") && test.output.contains("404"))
+            #expect(
+                test.output.contains("Sink b (webhook) did not take the test alert:") && test.output.contains("404"))
             #expect(a.received.count == 1 && b.received.count == 1)
         }
     }
@@ -352,7 +363,8 @@ import Testing
             let json = try JSONValue(parsing: Array(check.output.utf8))
             let probes = json["probes"]?.arrayValue ?? []
             #expect(probes.map { $0["ok"]?.boolValue } == [true, true, true, false], "\(check.output)")
-            #expect(probes[1]["result"]?.stringValue?.hasPrefix("connected over") == true, "the hub, as run connects to it")
+            #expect(
+                probes[1]["result"]?.stringValue?.hasPrefix("connected over") == true, "the hub, as run connects to it")
             #expect(probes.first?["result"]?.stringValue == "answered: 3 child(ren)")
             #expect(probes.last?["result"]?.stringValue?.contains("404") == true)
             #expect(a.received.count == 1 && b.received.count == 1)
@@ -380,11 +392,15 @@ import Testing
                     #expect(await check.wait() == 1, "\(check.output)")
                     return check.output.split(separator: "\n").map(String.init).filter { $0.contains("FAIL") }
                 }
-                let path = try await probe(["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_HUB_PATH": "/hubs/famliy"])
+                let path = try await probe([
+                    "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString,
+                    "ALLOWANCE_RELAY_SERVER_HUB_PATH": "/hubs/famliy",
+                ])
                 #expect(path.count == 1 && path[0].contains("FAIL hub") && path[0].contains("/hubs/famliy"), "\(path)")
                 #expect(path.first?.hasSuffix("did you mean server.hub_path: /hubs/family?") == true, "\(path)")
 
-                let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
+                let root =
+                    base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
                 let api = try await probe(["ALLOWANCE_RELAY_SERVER_URL": root + "/api"])
                 let server = api.first { $0.contains("FAIL server") } ?? ""
                 #expect(server.contains("GET \(root)/api/api/v1/children"), "the URL actually requested: \(api)")
@@ -392,7 +408,10 @@ import Testing
 
                 let elsewhere = try await probe(["ALLOWANCE_RELAY_SERVER_URL": other.absoluteString])
                 #expect(
-                    elsewhere.contains { $0.contains("FAIL server") && $0.contains("501") && $0.contains("This is not an Allowance Tracker API") },
+                    elsewhere.contains {
+                        $0.contains("FAIL server") && $0.contains("501")
+                            && $0.contains("This is not an Allowance Tracker API")
+                    },
                     "\(elsewhere)")
             }
         }

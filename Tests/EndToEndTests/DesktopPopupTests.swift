@@ -191,7 +191,9 @@ func simTransaction(
             // were merged into it, the rest replaced the child's popup in place.
             let balanceAlerts = try store.deliveries(sink: "popups").filter { $0.kind == .balanceUpdated }
             #expect(balanceAlerts.count > children, "more balance changes (\(balanceAlerts.count)) than children")
-            #expect(balanceAlerts.allSatisfy { $0.state == .delivered || $0.state == .merged }, "\(balanceAlerts.map(\.state))")
+            #expect(
+                balanceAlerts.allSatisfy { $0.state == .delivered || $0.state == .merged },
+                "\(balanceAlerts.map(\.state))")
         }
     }
 
@@ -250,7 +252,9 @@ func simTransaction(
             await desktop.screenshot("desktop-balance-low")
             try await simTransaction(base, amount: "10.00", type: "Credit")  // 1.50 -> 11.50: no longer low
             try await waitForDelivered(2, in: store)
-            #expect(await eventually(.seconds(10)) { (try? await desktop.displayed()) == 0 }, "closed when the balance recovered")
+            #expect(
+                await eventually(.seconds(10)) { (try? await desktop.displayed()) == 0 },
+                "closed when the balance recovered")
             #expect(
                 try store.popup(
                     sink: "popups", child: UUID(uuidString: "11111111-1111-4111-8111-111111111111")!, role: .low) == nil

@@ -47,7 +47,8 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let config = try Scenario.writeConfig(hook: hookURL)
-                let db = FileManager.default.temporaryDirectory.appending(path: "relay-standby-\(UUID())/relay.sqlite").path
+                let db = FileManager.default.temporaryDirectory.appending(path: "relay-standby-\(UUID())/relay.sqlite")
+                    .path
                 let env = [
                     "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
                     "ALLOWANCE_RELAY_STORE_PATH": db,
@@ -60,7 +61,10 @@ import Testing
                 try await simPost(base, "/_sim/burst?count=10")
                 let firstBurst = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                     .subtracting(before)
-                #expect(await eventually(.seconds(20)) { Set(hook.received.compactMap(Scenario.transactionId)) == firstBurst })
+                #expect(
+                    await eventually(.seconds(20)) {
+                        Set(hook.received.compactMap(Scenario.transactionId)) == firstBurst
+                    })
                 #expect(!second.output.contains("connected to the hub"), "the standby holds no hub link")
                 _ = await first.stop(signal: SIGKILL)
                 #expect(await second.waitFor("taking over"), "\(second.output.suffix(2000))")
@@ -68,9 +72,12 @@ import Testing
                 try await simPost(base, "/_sim/burst?count=10")
                 let made = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                     .subtracting(before)
-                #expect(await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == made })
+                #expect(
+                    await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == made })
                 let ids = hook.received.compactMap { $0.headers["webhook-id"] }
-                #expect(ids.count - Set(ids).count <= 1, "a repeat only under the same id, at most the one the kill cut short")
+                #expect(
+                    ids.count - Set(ids).count <= 1,
+                    "a repeat only under the same id, at most the one the kill cut short")
                 await second.expectCleanStop()
             }
         }

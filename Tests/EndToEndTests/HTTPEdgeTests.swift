@@ -13,16 +13,21 @@ import Testing
     @Test func aRESTRedirectToAnotherOriginIsRefusedAndTheTokenStaysHome() async throws {
         let elsewhere = WebhookReceiver()
         try await elsewhere.run { other in
-            let api = WebhookReceiver { _, _ in .init(302, headers: ["Location": other.appending(path: "api/v1/children").absoluteString]) }
+            let api = WebhookReceiver { _, _ in
+                .init(302, headers: ["Location": other.appending(path: "api/v1/children").absoluteString])
+            }
             try await api.run { base in
                 do throws(APIError) {
                     _ = try await APIClient(baseURL: base, token: "secret-token-123").children()
                     Issue.record("a redirect was followed")
                 } catch {
-                    #expect(error.message.contains("redirected (HTTP 302 to \(other.originForLogs))") && error.message.contains("not followed"), "\(error.message)")
+                    #expect(
+                        error.message.contains("redirected (HTTP 302 to \(other.originForLogs))")
+                            && error.message.contains("not followed"), "\(error.message)")
                     #expect(!error.message.contains("secret-token-123") && !error.message.contains("api/v1/children?"))
                 }
-                #expect(api.received.count == 1 && api.received[0].headers["authorization"] == "Bearer secret-token-123")
+                #expect(
+                    api.received.count == 1 && api.received[0].headers["authorization"] == "Bearer secret-token-123")
                 #expect(elsewhere.received.isEmpty, "the other origin got nothing")
             }
         }
@@ -33,7 +38,9 @@ import Testing
     @Test func aNegotiateRedirectIsNotFollowed() async throws {
         let elsewhere = WebhookReceiver()
         try await elsewhere.run { other in
-            let hub = WebhookReceiver { _, _ in .init(307, headers: ["Location": other.appending(path: "hubs/family/negotiate").absoluteString]) }
+            let hub = WebhookReceiver { _, _ in
+                .init(307, headers: ["Location": other.appending(path: "hubs/family/negotiate").absoluteString])
+            }
             try await hub.run { base in
                 var options = HubConnectionOptions()
                 options.accessTokenProvider = { "secret-token-123" }
@@ -42,7 +49,9 @@ import Testing
                     try await connection.start()
                     Issue.record("connected through a redirect")
                 } catch {
-                    #expect(error.message.contains("was redirected (HTTP 307") && error.message.contains("not followed"), "\(error.message)")
+                    #expect(
+                        error.message.contains("was redirected (HTTP 307") && error.message.contains("not followed"),
+                        "\(error.message)")
                 }
                 #expect(elsewhere.received.isEmpty)
             }
@@ -59,7 +68,9 @@ import Testing
                 _ = try await APIClient(baseURL: base, tokens: nil, maxResponseBytes: 1 << 20).children()
                 Issue.record("a 3 MiB answer was read")
             } catch {
-                #expect(error.message.contains("longer than 1048576 bytes") && error.message.contains("server.max_response_bytes"), "\(error.message)")
+                #expect(
+                    error.message.contains("longer than 1048576 bytes")
+                        && error.message.contains("server.max_response_bytes"), "\(error.message)")
             }
         }
     }

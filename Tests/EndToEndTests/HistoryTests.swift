@@ -16,10 +16,12 @@ import Testing
         try await withSim { base in
             try await simPost(base, "/_sim/burst?count=\(before)")
             try await Task.sleep(for: .milliseconds(5))  // the database is made after them, on this clock
-            let yaml = (mode.map { "relay:\n  history: \($0)\n" } ?? "")
+            let yaml =
+                (mode.map { "relay:\n  history: \($0)\n" } ?? "")
                 + "sinks:\n  chat:\n    type: slack\n    url: http://127.0.0.1:9/s\n  books:\n    type: webhook\n    url: http://127.0.0.1:9/b\n"
             let config = try AlertSettings.parse(yaml, file: "t.yaml")
-            let store = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "history-\(UUID())/relay.sqlite").path)
+            let store = try Store.open(
+                path: FileManager.default.temporaryDirectory.appending(path: "history-\(UUID())/relay.sqlite").path)
             store.setPlanner(RulePlanner(rules: config.rules, sinks: config.sinksByName, history: config.history))
             try await body(store, APIClient(baseURL: base, token: "e2e-token"), base)
         }
@@ -29,7 +31,9 @@ import Testing
         try await planned(nil, before: 12) { store, api, base in
             #expect(try await CatchUp(store: store, api: api).run().stored == 12)
             #expect(try store.transactions(limit: 100).count == 12, "the history is stored")
-            #expect(try store.deliveries(sink: "chat").isEmpty && store.deliveries(sink: "books").isEmpty, "and nothing of it alerted")
+            #expect(
+                try store.deliveries(sink: "chat").isEmpty && store.deliveries(sink: "books").isEmpty,
+                "and nothing of it alerted")
             #expect(try store.historyTaken()?.transactions == 12)
             // The relay was away for three transactions: those are alerted.
             try await simPost(base, "/_sim/burst?count=3")

@@ -10,7 +10,9 @@ import Testing
     /// many full catch-ups in 20 s; now a few, with one line saying what is going on.
     @Test func aHubThatDropsEveryLinkIsNotStormed() async throws {
         try await withSim { base in
-            let relay = try RelayProcess(env: ["ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token"])
+            let relay = try RelayProcess(env: [
+                "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+            ])
             #expect(await relay.waitFor("caught up"))
             let before = try await simStats(base)
             try await simPost(base, "/_sim/flap?mode=close")
@@ -22,13 +24,20 @@ import Testing
             let negotiations = (after["negotiations"] ?? 0) - (before["negotiations"] ?? 0)
             let catchUps = ((after["childrenRequests"] ?? 0) - (before["childrenRequests"] ?? 0)) / 2
             let cpu = cpuSeconds(relay.pid) - cpuBefore
-            print("hostile flapping hub: \(negotiations) negotiations, \(catchUps) catch-ups, \(String(format: "%.2f", cpu)) CPU s in \(Int(seconds)) s")
+            print(
+                "hostile flapping hub: \(negotiations) negotiations, \(catchUps) catch-ups, \(String(format: "%.2f", cpu)) CPU s in \(Int(seconds)) s"
+            )
             ReliabilityFigures.record(
                 "hostile backend: a hub that ends every link at once",
-                [("seconds", Int(seconds)), ("negotiations", negotiations), ("catch_ups", catchUps), ("cpu_ms", Int(cpu * 1000))])
+                [
+                    ("seconds", Int(seconds)), ("negotiations", negotiations), ("catch_ups", catchUps),
+                    ("cpu_ms", Int(cpu * 1000)),
+                ])
             #expect((3...10).contains(negotiations), "\(negotiations) negotiations in \(seconds) s")
             #expect(catchUps <= negotiations, "\(catchUps) catch-ups")
-            #expect(relay.output.components(separatedBy: "keeps ending the link soon after it is made").count - 1 == 1, "said once")
+            #expect(
+                relay.output.components(separatedBy: "keeps ending the link soon after it is made").count - 1 == 1,
+                "said once")
             await relay.expectCleanStop()
         }
     }
@@ -36,7 +45,9 @@ import Testing
 
 /// User and system CPU time of a process so far, from /proc/PID/stat.
 func cpuSeconds(_ pid: Int32) -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     // After the command: state is field 3, utime 14 and stime 15 (1-based, counting pid and comm).
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

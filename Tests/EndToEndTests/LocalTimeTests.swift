@@ -16,14 +16,18 @@ import Testing
         try Store.open(path: db).storeCaughtUp(
             children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 6)],
             transactions: [
-                Transaction(id: UUID(), childId: alice, amount: 1, type: .credit, description: "Chores", balanceAfter: 6, createdAt: at, createdByName: "Pat")
+                Transaction(
+                    id: UUID(), childId: alice, amount: 1, type: .credit, description: "Chores", balanceAfter: 6,
+                    createdAt: at, createdByName: "Pat")
             ])
         let file = dir.appending(path: "relay.yaml").path
         try "relay:\n  time_zone: Asia/Tokyo\n".write(toFile: file, atomically: true, encoding: .utf8)
         let env = ["ALLOWANCE_RELAY_STORE_PATH": db]
         let local = try RelayProcess(env: env, arguments: ["transactions", "--config", file])
         #expect(await local.wait() == 0)
-        #expect(local.output.contains("WHEN (Asia/Tokyo)") && local.output.contains("2026-11-24 23:30:05"), "\(local.output)")
+        #expect(
+            local.output.contains("WHEN (Asia/Tokyo)") && local.output.contains("2026-11-24 23:30:05"),
+            "\(local.output)")
         let utc = try RelayProcess(env: env, arguments: ["transactions", "--config", file, "--utc"])
         #expect(await utc.wait() == 0)
         #expect(utc.output.contains("WHEN (UTC)") && utc.output.contains("2026-11-24 14:30:05"), "\(utc.output)")

@@ -306,7 +306,8 @@ import Testing
             // Tried, and held for a retry: the send waited its timeout for a broker that is not there.
             #expect(
                 await eventually(.seconds(30)) {
-                    (try? store.deliveries(sink: "home").contains { $0.lastError?.contains("not connected") == true }) == true
+                    (try? store.deliveries(sink: "home").contains { $0.lastError?.contains("not connected") == true })
+                        == true
                 }, "\(relay.output.suffix(2000))")
             #expect(try delivered(store) == 0)
             try await broker.start()

@@ -1,5 +1,5 @@
-import Config
 import AllowanceAPI
+import Config
 import Foundation
 import HubSimulator
 import Relay
@@ -225,7 +225,8 @@ import Testing
                 let relay = try s.start()
                 #expect(await relay.waitFor("caught up"))
                 try await simPost(base, "/_sim/burst?count=5")
-                #expect(await relay.waitFor("sink audit:", timeout: .seconds(45)))  // a resolver without a network can take its time
+                // a resolver without a network can take its time
+                #expect(await relay.waitFor("sink audit:", timeout: .seconds(45)))
                 let line =
                     relay.output.split(separator: "\n").first { $0.contains("sink audit:") }.map(String.init) ?? ""
                 #expect(line.contains("alerts.allowance-relay.invalid"), "names the host: \(line)")
@@ -243,7 +244,9 @@ import Testing
 
     /// SQLite on a 6 MB tmpfs filled to the last 64 KB: a clear error, no corruption, everything stored once there
     /// is space again. Needs root for the mount: CI runs as root, and fails it there rather than skip it.
-    @Test(.enabled(if: getuid() == 0 || ProcessInfo.processInfo.environment["CI"] != nil, "needs root for the tmpfs mount"))
+    @Test(
+        .enabled(
+            if: getuid() == 0 || ProcessInfo.processInfo.environment["CI"] != nil, "needs root for the tmpfs mount"))
     func aFullDiskIsNamedAndNothingIsLostOnceThereIsSpace() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-diskfull-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -303,8 +306,7 @@ import Testing
                     // A frame that ends the link makes it a short one, and the relay waits longer before each new one
                     // (0.5 s, 1, 2, 4 ...): the next frame goes out once it is connected again.
                     let deadline = ContinuousClock.now + .seconds(40)
-                    while ContinuousClock.now < deadline, (try await simStats(base)["connections"] ?? 0) == 0
-                    {
+                    while ContinuousClock.now < deadline, (try await simStats(base)["connections"] ?? 0) == 0 {
                         try await Task.sleep(for: .milliseconds(100))
                     }
                     let lines = relay.output.split(separator: "\n").count

@@ -1,11 +1,12 @@
 import AllowanceAPI
 import Core
 import Foundation
+import TestSupport
+import Testing
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-import TestSupport
-import Testing
 
 /// Relays as replicas on one real PostgreSQL server (`store.url`): the real binary, the simulator, a real webhook
 /// receiver. Each run ends with every transaction the server made during it delivered, a repeat only under the same
@@ -150,7 +151,9 @@ import Testing
             try await paced.value
             let made = try await r.serverIds().subtracting(before)
             #expect(made.count == 60)
-            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replicas (\(replicas)): the link holder killed (kill -9) in a paced run")
+            await expectDelivered(
+                made, to: hook, repeatsAtMost: 1,
+                "replicas (\(replicas)): the link holder killed (kill -9) in a paced run")
 
             // status lists the replicas and the new holder.
             let status = try r.command(["status", "--json"])
@@ -197,7 +200,9 @@ import Testing
             // claiming (on a loaded machine the link holder may claim every row, and then it is the one).
             func held(_ name: String) async -> Int {
                 let sql = "SELECT count(*) FROM relay_delivery WHERE state = 'in_flight' AND claimed_by = '\(name)'"
-                return Int((try? await r.cluster.psql(sql, database: r.database))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+                return Int(
+                    (try? await r.cluster.psql(sql, database: r.database))?.trimmingCharacters(
+                        in: .whitespacesAndNewlines) ?? "") ?? 0
             }
             var victim: Int?
             let deadline = ContinuousClock.now + .seconds(20)
@@ -212,7 +217,8 @@ import Testing
             // Its claims stay its own on the ledger until they expire: it died holding them.
             #expect(await held(r.names[killed]) > 0, "replica \(r.names[killed]) was killed while holding claims")
             let made = try await r.serverIds().subtracting(before)
-            await expectDelivered(made, to: hook, repeatsAtMost: 1, "replicas: one killed (kill -9) while holding claims")
+            await expectDelivered(
+                made, to: hook, repeatsAtMost: 1, "replicas: one killed (kill -9) while holding claims")
             await r.relays[1 - killed].expectCleanStop()
         }
     }
@@ -230,7 +236,11 @@ import Testing
             try await r.cluster.start()
             try await paced.value
             let made = try await r.serverIds().subtracting(before)
-            await expectDelivered(made, to: hook, repeatsAtMost: 2, crash ? "replicas: PostgreSQL crashed (immediate shutdown) in a paced run" : "replicas: PostgreSQL restarted in a paced run")
+            await expectDelivered(
+                made, to: hook, repeatsAtMost: 2,
+                crash
+                    ? "replicas: PostgreSQL crashed (immediate shutdown) in a paced run"
+                    : "replicas: PostgreSQL restarted in a paced run")
             for relay in r.relays { await relay.expectCleanStop() }
         }
     }
@@ -269,10 +279,13 @@ import Testing
     /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
     /// healthy; their metrics read the shared store.
     @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {
-        let ports = ["a": try freeLoopbackPortOutsideEphemeralRange(), "b": try freeLoopbackPortOutsideEphemeralRange()]
+        let ports = [
+            "a": try freeLoopbackPortOutsideEphemeralRange(), "b": try freeLoopbackPortOutsideEphemeralRange(),
+        ]
         try await withReplicas(["a", "b"], hook: WebhookReceiver(), statusPorts: ports) { r in
             func get(_ name: String, _ path: String) async throws -> (status: Int, body: String) {
-                let (data, response) = try await TestHTTP.data(from: URL(string: "http://127.0.0.1:\(ports[name]!)\(path)")!)
+                let (data, response) = try await TestHTTP.data(
+                    from: URL(string: "http://127.0.0.1:\(ports[name]!)\(path)")!)
                 return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
             }
             let holder = r.names[r.holder]
@@ -307,12 +320,15 @@ import Testing
         let rules = "  - name: evening\n    summary: daily at \(at)\n    to: [audit]\nrelay:\n  time_zone: UTC\n"
         try await withReplicas(["a", "b"], hook: hook, moreRules: rules) { r in
             let summaries = {
-                hook.received.compactMap { try? JSONValue(parsing: $0.body) }.filter { $0["type"]?.stringValue == "summary" }
+                hook.received.compactMap { try? JSONValue(parsing: $0.body) }.filter {
+                    $0["type"]?.stringValue == "summary"
+                }
             }
             #expect(await eventually(.seconds(200)) { summaries().count >= 3 }, "the summaries came")
             // Both schedulers have taken the period: one planned it, the other found it done.
             for relay in r.relays {
-                #expect(await relay.waitFor("for the period ending", timeout: .seconds(30)), "\(relay.output.suffix(1500))")
+                #expect(
+                    await relay.waitFor("for the period ending", timeout: .seconds(30)), "\(relay.output.suffix(1500))")
             }
             let planned = r.relays.map { $0.output.contains("3 message(s) planned for the period ending") }
             #expect(planned.filter { $0 }.count == 1, "one replica planned the period")

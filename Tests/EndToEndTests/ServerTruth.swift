@@ -35,7 +35,8 @@ enum ServerTruth {
             var offset = 0
             while true {
                 let page: [Transaction] = try await get(
-                    base, "api/v1/children/\(c.id.uuidString.lowercased())/transactions?limit=500&offset=\(offset)", token: token)
+                    base, "api/v1/children/\(c.id.uuidString.lowercased())/transactions?limit=500&offset=\(offset)",
+                    token: token)
                 all += page
                 if page.count < 500 { break }
                 offset += 500

@@ -16,31 +16,38 @@ import Testing
         let now = Date()
         func t(_ amount: String, _ type: TransactionType, _ after: String, _ at: Date) -> Transaction {
             Transaction(
-                id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: type, description: "x", balanceAfter: Decimal(string: after)!,
+                id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: type, description: "x",
+                balanceAfter: Decimal(string: after)!,
                 createdAt: at, createdByName: "Pat")
         }
         try store.storeCaughtUp(
             children: [
-                Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: Decimal(string: "33.50")!),
+                Child(
+                    id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10,
+                    currentBalance: Decimal(string: "33.50")!),
                 Child(id: UUID(), firstName: "Bob", lastName: "E", weeklyAllowance: 5, currentBalance: 3),
             ],
             transactions: [
                 t("9.00", .credit, "30.00", now.addingTimeInterval(-3 * 86400)),  // days ago: in no period of today
-                t("5.00", .credit, "35.00", now.addingTimeInterval(-2)), t("1.50", .debit, "33.50", now.addingTimeInterval(-1)),
+                t("5.00", .credit, "35.00", now.addingTimeInterval(-2)),
+                t("1.50", .debit, "33.50", now.addingTimeInterval(-1)),
             ])
         let file = dir.appending(path: "relay.yaml").path
-        try "relay:\n  time_zone: UTC\nsinks:\n  chat: slack://T/B/X\n\(rules)".write(toFile: file, atomically: true, encoding: .utf8)
+        try "relay:\n  time_zone: UTC\nsinks:\n  chat: slack://T/B/X\n\(rules)".write(
+            toFile: file, atomically: true, encoding: .utf8)
         return (file, ["ALLOWANCE_RELAY_STORE_PATH": db])
     }
 
     @Test func itPrintsEachChildsPeriodSoFar() async throws {
         // A rule due at the minute just past: its period began then, so only today's two transactions count.
-        let minute = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: Date().addingTimeInterval(-3600))
+        let minute = Calendar(identifier: .gregorian).dateComponents(
+            in: TimeZone(identifier: "UTC")!, from: Date().addingTimeInterval(-3600))
         let at = String(format: "%02d:%02d", minute.hour!, minute.minute!)
         let (file, env) = try seeded(rules: "rules:\n  - name: evening\n    summary: daily at \(at)\n    to: chat\n")
         let p = try RelayProcess(env: env, arguments: ["summary", "show", "--config", file, "--child", "alice"])
         #expect(await p.wait() == 0, "\(p.output)")
-        #expect(p.output == "Alice, today so far: 2 transactions, $5.00 in, $1.50 out. Balance $33.50.\n", "\(p.output)")
+        #expect(
+            p.output == "Alice, today so far: 2 transactions, $5.00 in, $1.50 out. Balance $33.50.\n", "\(p.output)")
         let all = try RelayProcess(env: env, arguments: ["summary", "show", "--config", file, "--json"])
         #expect(await all.wait() == 0)
         let json = try JSONValue(parsing: Array(all.output.utf8))

@@ -16,7 +16,9 @@ final class NotifySocket: Sendable {
             for (i, b) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = b }
         }
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
         var timeout = timeval(tv_sec: 0, tv_usec: 100_000)

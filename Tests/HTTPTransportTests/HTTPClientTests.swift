@@ -42,7 +42,8 @@ import Testing
         let server = WebhookReceiver { _, _ in .init(200, body: String(repeating: "x", count: 10_000)) }
         try await server.run { base in
             do throws(HTTPError) {
-                _ = try await HTTPClient.shared.send(HTTPRequest(.get, base.appending(path: "big"), maxResponseBytes: 1_000))
+                _ = try await HTTPClient.shared.send(
+                    HTTPRequest(.get, base.appending(path: "big"), maxResponseBytes: 1_000))
                 Issue.record("10,000 bytes read with a limit of 1,000")
             } catch {
                 #expect(error.kind == .tooLarge, "\(error)")
@@ -54,7 +55,8 @@ import Testing
         let server = WebhookReceiver { _, _ in .init(200, delay: .seconds(5)) }
         try await server.run { base in
             do throws(HTTPError) {
-                _ = try await HTTPClient.shared.send(HTTPRequest(.get, base.appending(path: "slow"), timeout: .milliseconds(300)))
+                _ = try await HTTPClient.shared.send(
+                    HTTPRequest(.get, base.appending(path: "slow"), timeout: .milliseconds(300)))
                 Issue.record("answered")
             } catch {
                 #expect(error.kind == .timedOut, "\(error)")

@@ -12,7 +12,8 @@ struct HTTPTrustTests {
         let made = try await SelfSignedCertificate(subjectAltName: true)
         let receiver = WebhookReceiver()
         try await receiver.run { base in
-            let front = try await PythonPeer(script: "tls_front.py", arguments: [made.cert, made.key, String(base.port!)])
+            let front = try await PythonPeer(
+                script: "tls_front.py", arguments: [made.cert, made.key, String(base.port!)])
             defer { front.stop() }
             let url = URL(string: "https://localhost:\(front.address)/api/v1/children")!
             do throws(HTTPError) {
@@ -21,8 +22,13 @@ struct HTTPTrustTests {
             } catch {
                 #expect(error.kind == .tls, "\(error)")
             }
-            #expect(try await HTTPClient.shared.send(HTTPRequest(.get, url, timeout: .seconds(5), trust: .caFile(made.cert))).status == 200)
-            #expect(try await HTTPClient.shared.send(HTTPRequest(.get, url, timeout: .seconds(5), trust: .insecure)).status == 200)
+            #expect(
+                try await HTTPClient.shared.send(
+                    HTTPRequest(.get, url, timeout: .seconds(5), trust: .caFile(made.cert))
+                ).status == 200)
+            #expect(
+                try await HTTPClient.shared.send(HTTPRequest(.get, url, timeout: .seconds(5), trust: .insecure)).status
+                    == 200)
             #expect(receiver.received.count == 2, "only the trusted requests reached the server")
         }
     }

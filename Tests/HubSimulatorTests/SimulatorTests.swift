@@ -1,9 +1,10 @@
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 import Foundation
 import TestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The stand-in backend as a client meets it: negotiate and REST behind the bearer token, and the fault switches
 /// that the other suites rely on doing what they say.
@@ -37,7 +38,11 @@ import Testing
             #expect((answer["negotiateVersion"] as? NSNumber)?.intValue == 1)
             #expect((answer["connectionToken"] as? String)?.isEmpty == false)
             let transports = answer["availableTransports"] as? [[String: Any]] ?? []
-            #expect(transports.contains { $0["transport"] as? String == "WebSockets" && ($0["transferFormats"] as? [String])?.contains("Text") == true })
+            #expect(
+                transports.contains {
+                    $0["transport"] as? String == "WebSockets"
+                        && ($0["transferFormats"] as? [String])?.contains("Text") == true
+                })
         }
     }
 

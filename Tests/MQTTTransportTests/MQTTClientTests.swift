@@ -6,7 +6,10 @@ import Testing
 
 /// The MQTT connection against a real broker (Debian's mosquitto, started by the test in a temporary folder).
 // Skipped only outside CI: there a missing broker fails the suite rather than hiding it.
-@Suite(.enabled(if: MosquittoBroker.binary != nil || ProcessInfo.processInfo.environment["CI"] != nil, "mosquitto is not installed"))
+@Suite(
+    .enabled(
+        if: MosquittoBroker.binary != nil || ProcessInfo.processInfo.environment["CI"] != nil,
+        "mosquitto is not installed"))
 struct MQTTClientTests {
     func client(_ broker: MosquittoBroker, _ id: String) throws -> MQTTClient {
         try MQTTClient(MQTTClient.Options(host: "127.0.0.1", port: broker.port, clientId: id))

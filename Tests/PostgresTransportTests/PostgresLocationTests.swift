@@ -3,7 +3,8 @@ import Testing
 
 @Suite struct PostgresLocationTests {
     @Test func aFullURLIsReadWithItsParts() throws {
-        let location = try PostgresLocation("postgres://relay@db.home.lan:6543/allowance?sslmode=verify-full&sslrootcert=/etc/ssl/home-ca.pem")
+        let location = try PostgresLocation(
+            "postgres://relay@db.home.lan:6543/allowance?sslmode=verify-full&sslrootcert=/etc/ssl/home-ca.pem")
         #expect(location.user == "relay")
         #expect(location.host == "db.home.lan")
         #expect(location.port == 6543)
@@ -24,7 +25,8 @@ import Testing
             try PostgresLocation("postgres://relay:s3cret-pw@db/allowance")
         } throws: { error in
             let text = "\(error)"
-            return text.contains("password_file") && text.contains("ALLOWANCE_RELAY_STORE_PASSWORD") && !text.contains("s3cret-pw")
+            return text.contains("password_file") && text.contains("ALLOWANCE_RELAY_STORE_PASSWORD")
+                && !text.contains("s3cret-pw")
         }
     }
 

@@ -14,7 +14,11 @@ import Testing
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let result = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
         try #require(result == 0)
         return fd
     }
@@ -38,7 +42,9 @@ import Testing
         let server = try StatusServer(host: "127.0.0.1", port: 0)
         let serving = Task {
             await server.serve { request in
-                request.path == "/healthz" ? .init(status: 200, contentType: "application/json", body: #"{"status":"ok"}"#) : .init(status: 404, contentType: "text/plain", body: "not found\n")
+                request.path == "/healthz"
+                    ? .init(status: 200, contentType: "application/json", body: #"{"status":"ok"}"#)
+                    : .init(status: 404, contentType: "text/plain", body: "not found\n")
             }
         }
         let port = server.port
@@ -50,7 +56,9 @@ import Testing
         #expect(try exchange(port, Array("GET /nothing HTTP/1.1\r\n\r\n".utf8)).hasPrefix("HTTP/1.1 404 Not Found\r\n"))
         // Not a request line at all, and a head that never ends within the limit.
         #expect(try exchange(port, Array("hello there\r\n\r\n".utf8)).hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
-        let huge = Array("GET / HTTP/1.1\r\nX: ".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: StatusServer.maxHead + 10)
+        let huge =
+            Array("GET / HTTP/1.1\r\nX: ".utf8)
+            + [UInt8](repeating: UInt8(ascii: "a"), count: StatusServer.maxHead + 10)
         #expect(try exchange(port, huge).hasPrefix("HTTP/1.1 431 "))
         // A client that connects and leaves without a word does not stop the next one.
         close(try connected(port))

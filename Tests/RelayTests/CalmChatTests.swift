@@ -1,6 +1,6 @@
-import Config
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import Logging
 import Relay
@@ -14,7 +14,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct CalmChatTests {
     let logger: Logger = {
         var l = Logger(label: "relay-test")
-        l.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        l.logLevel =
+            ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return l
     }()
 
@@ -25,7 +26,9 @@ import Testing
         try await hook.run { base in
             var utc = Calendar(identifier: .gregorian)
             utc.timeZone = TimeZone(identifier: "UTC")!
-            let hm = { (d: Date) in String(format: "%02d:%02d", utc.component(.hour, from: d), utc.component(.minute, from: d)) }
+            let hm = { (d: Date) in
+                String(format: "%02d:%02d", utc.component(.hour, from: d), utc.component(.minute, from: d))
+            }
             let quiet = "\(hm(Date().addingTimeInterval(-3600)))-\(hm(Date().addingTimeInterval(3600)))"
             let yaml = { (quietHours: String?) in
                 "relay:\n  time_zone: UTC\nsinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n"
@@ -33,26 +36,35 @@ import Testing
             }
             let store = try Store.open(path: temporaryPath())
             try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
-            let engine = RelayEngine(store: store, config: try AlertSettings.parse(yaml(quiet), file: "t.yaml"), logger: logger)
+                children: [
+                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)
+                ], transactions: [])
+            let engine = RelayEngine(
+                store: store, config: try AlertSettings.parse(yaml(quiet), file: "t.yaml"), logger: logger)
             try engine.install()
             let task = Task { await engine.run() }
             defer { task.cancel() }
             func spend(_ after: Int) throws {
                 let t = Transaction(
-                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item", balanceAfter: Decimal(after),
+                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item",
+                    balanceAfter: Decimal(after),
                     createdAt: Date(), createdByName: "Pat")
                 #expect(try store.apply(.transactionCreated(t)) != .duplicate)
             }
             try spend(49)
             try spend(48)
             // Both planned, and the worker parked with nothing under way: had it sent a held alert, it would have.
-            #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["pending"] == 2 && engine.sinksAreSettled })
+            #expect(
+                try await eventually(.seconds(10)) {
+                    try store.deliveryCounts()["hook"]?["pending"] == 2 && engine.sinksAreSettled
+                })
             #expect(hook.received.isEmpty, "held by quiet hours")
 
             _ = engine.reload(try AlertSettings.parse(yaml(nil), file: "t.yaml"))
             let deadline = ContinuousClock.now + .seconds(10)
-            while hook.received.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            while hook.received.count < 2, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(hook.received.count == 2, "released by the reload, not at the old end of the quiet hours")
 
             _ = engine.reload(try AlertSettings.parse(yaml(quiet), file: "t.yaml"))
@@ -60,7 +72,10 @@ import Testing
             try store.mute(Mute(sink: "hook", childId: alice, until: Date().addingTimeInterval(7200)))
             engine.mutesChanged()
             _ = engine.reload(try AlertSettings.parse(yaml(nil), file: "t.yaml"))
-            #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["muted"] == 1 && engine.sinksAreSettled })
+            #expect(
+                try await eventually(.seconds(10)) {
+                    try store.deliveryCounts()["hook"]?["muted"] == 1 && engine.sinksAreSettled
+                })
             #expect(hook.received.count == 2, "the muted child's held alert stays unsent")
         }
     }
@@ -72,16 +87,21 @@ import Testing
         let standIn = ChatStandIn(.slack)
         let receiver = WebhookReceiver { r, _ in standIn.answer(r) }
         try await receiver.run { base in
-            let yaml = standIn.yaml(base) + "    rate_limit: 20/s\nrules:\n  - event: [transaction.created, balance.updated]\n    to: [chat]\n"
+            let yaml =
+                standIn.yaml(base)
+                + "    rate_limit: 20/s\nrules:\n  - event: [transaction.created, balance.updated]\n    to: [chat]\n"
             let config = try AlertSettings.parse(yaml, file: "t.yaml")
             let store = try Store.open(path: temporaryPath())
             try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+                children: [
+                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)
+                ], transactions: [])
             let engine = RelayEngine(store: store, config: config, logger: logger)
             try engine.install()
             for i in 1...8 {  // planned before the workers start: a backlog
                 let t = Transaction(
-                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item \(i)", balanceAfter: Decimal(50 - i),
+                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item \(i)",
+                    balanceAfter: Decimal(50 - i),
                     createdAt: Date(), createdByName: "Pat")
                 #expect(try store.apply(.transactionCreated(t)) != .duplicate)
             }
@@ -92,12 +112,19 @@ import Testing
                 try await Task.sleep(for: .milliseconds(20))
             }
             // Every worker parked with nothing under way: a late send would have happened.
-            #expect(try await eventually(.seconds(10)) { try engine.sinksAreSettled && store.deliveryCounts()["chat"]?["in_flight"] == nil })
+            #expect(
+                try await eventually(.seconds(10)) {
+                    try engine.sinksAreSettled && store.deliveryCounts()["chat"]?["in_flight"] == nil
+                })
             #expect(standIn.problems.isEmpty, "\(standIn.problems)")
-            #expect(standIn.posts + standIn.edits == 9, "8 transactions and 1 balance, not \(standIn.posts + standIn.edits) sends")
+            #expect(
+                standIn.posts + standIn.edits == 9,
+                "8 transactions and 1 balance, not \(standIn.posts + standIn.edits) sends")
             let balance = try #require(standIn.fullChat.first { $0.localizedCaseInsensitiveContains("balance") })
             #expect(balance.contains("42.00"), "the balance as it is now: \(balance)")
-            #expect(try store.deliveries(sink: "chat", state: .merged).map(\.kind) == Array(repeating: .balanceUpdated, count: 7))
+            #expect(
+                try store.deliveries(sink: "chat", state: .merged).map(\.kind)
+                    == Array(repeating: .balanceUpdated, count: 7))
         }
     }
 }

@@ -31,7 +31,9 @@ final class ChatStandIn: Sendable {
     init(_ kind: SinkConfig.Kind) { self.kind = kind }
 
     /// The chat as a person sees it now, each message's last line (Matrix puts the title above the text).
-    var chat: [String] { state.withLock { s in s.order.compactMap { s.messages[$0]?.components(separatedBy: "\n").last } } }
+    var chat: [String] {
+        state.withLock { s in s.order.compactMap { s.messages[$0]?.components(separatedBy: "\n").last } }
+    }
     /// Each message whole, in the order posted.
     var fullChat: [String] { state.withLock { s in s.order.compactMap { s.messages[$0] } } }
     var posts: Int { state.withLock { $0.posts } }
@@ -42,9 +44,18 @@ final class ChatStandIn: Sendable {
     func yaml(_ base: URL, edit: Bool = true) -> String {
         let extra = edit ? "" : "    edit: false\n"
         switch kind {
-        case .telegram: return "sinks:\n  chat:\n    type: telegram\n    url: \(base)\n    token: \"123:abc\"\n    chat_id: \"-100\"\n" + extra
-        case .slack: return "sinks:\n  chat:\n    type: slack\n    url: \(base)/api\n    token: xoxb-test\n    channel: \"#family\"\n" + extra
-        case .matrix: return "sinks:\n  chat:\n    type: matrix\n    url: \(base)\n    token: syt_test\n    room: \"!room:example.org\"\n" + extra
+        case .telegram:
+            return
+                "sinks:\n  chat:\n    type: telegram\n    url: \(base)\n    token: \"123:abc\"\n    chat_id: \"-100\"\n"
+                + extra
+        case .slack:
+            return
+                "sinks:\n  chat:\n    type: slack\n    url: \(base)/api\n    token: xoxb-test\n    channel: \"#family\"\n"
+                + extra
+        case .matrix:
+            return
+                "sinks:\n  chat:\n    type: matrix\n    url: \(base)\n    token: syt_test\n    room: \"!room:example.org\"\n"
+                + extra
         case .discord: return "sinks:\n  chat:\n    type: discord\n    url: \(base)/api/webhooks/42/tok\n" + extra
         default: return "sinks:\n  chat:\n    type: ntfy\n    url: \(base)/family\n" + extra
         }
@@ -72,34 +83,55 @@ final class ChatStandIn: Sendable {
             let json = (try? JSONValue(parsing: r.body)) ?? .null
             switch kind {
             case .telegram:
-                guard json["chat_id"]?.stringValue == "-100", let text = json["text"]?.stringValue, json["parse_mode"]?.stringValue == "HTML" else {
+                guard json["chat_id"]?.stringValue == "-100", let text = json["text"]?.stringValue,
+                    json["parse_mode"]?.stringValue == "HTML"
+                else {
                     return problem("chat_id, text and parse_mode are required")
                 }
                 if r.path == "/bot123:abc/sendMessage" {
                     let id = post(text)
-                    return .init(200, body: #"{"ok":true,"result":{"message_id":\#(id),"chat":{"id":-100},"date":1,"text":"x"}}"#)
+                    return .init(
+                        200, body: #"{"ok":true,"result":{"message_id":\#(id),"chat":{"id":-100},"date":1,"text":"x"}}"#
+                    )
                 }
                 guard r.path == "/bot123:abc/editMessageText" else { return problem("unknown method") }
                 guard case .number(let id)? = json["message_id"] else { return problem("message_id must be a number") }
                 if json["disable_notification"] != nil { return problem("editMessageText has no disable_notification") }
                 guard edit(id, text) else {
-                    return .init(400, body: #"{"ok":false,"error_code":400,"description":"Bad Request: message to edit not found"}"#)
+                    return .init(
+                        400,
+                        body: #"{"ok":false,"error_code":400,"description":"Bad Request: message to edit not found"}"#)
                 }
-                return .init(200, body: #"{"ok":true,"result":{"message_id":\#(id),"chat":{"id":-100},"date":1,"edit_date":2,"text":"x"}}"#)
+                return .init(
+                    200,
+                    body:
+                        #"{"ok":true,"result":{"message_id":\#(id),"chat":{"id":-100},"date":1,"edit_date":2,"text":"x"}}"#
+                )
             case .slack:
-                guard r.headers["authorization"] == "Bearer xoxb-test" else { return .init(200, body: #"{"ok":false,"error":"not_authed"}"#) }
-                guard r.headers["content-type"]?.hasPrefix("application/json") == true, let text = json["text"]?.stringValue else {
+                guard r.headers["authorization"] == "Bearer xoxb-test" else {
+                    return .init(200, body: #"{"ok":false,"error":"not_authed"}"#)
+                }
+                guard r.headers["content-type"]?.hasPrefix("application/json") == true,
+                    let text = json["text"]?.stringValue
+                else {
                     return problem("a JSON body with text")
                 }
                 if r.path == "/api/chat.postMessage" {
-                    guard json["channel"]?.stringValue == "#family" else { return .init(200, body: #"{"ok":false,"error":"channel_not_found"}"#) }
+                    guard json["channel"]?.stringValue == "#family" else {
+                        return .init(200, body: #"{"ok":false,"error":"channel_not_found"}"#)
+                    }
                     let id = post(text)
-                    return .init(200, body: #"{"ok":true,"channel":"C0FAMILY","ts":"1700000000.\#(id)","message":{"text":"x"}}"#)
+                    return .init(
+                        200, body: #"{"ok":true,"channel":"C0FAMILY","ts":"1700000000.\#(id)","message":{"text":"x"}}"#)
                 }
                 guard r.path == "/api/chat.update" else { return .init(404, body: "unknown_method") }
                 // chat.update takes the channel's id (the one chat.postMessage answered), not its name.
-                guard json["channel"]?.stringValue == "C0FAMILY" else { return .init(200, body: #"{"ok":false,"error":"channel_not_found"}"#) }
-                guard let ts = json["ts"]?.stringValue, ts.hasPrefix("1700000000."), edit(String(ts.dropFirst(11)), text) else {
+                guard json["channel"]?.stringValue == "C0FAMILY" else {
+                    return .init(200, body: #"{"ok":false,"error":"channel_not_found"}"#)
+                }
+                guard let ts = json["ts"]?.stringValue, ts.hasPrefix("1700000000."),
+                    edit(String(ts.dropFirst(11)), text)
+                else {
                     return .init(200, body: #"{"ok":false,"error":"message_not_found"}"#)
                 }
                 return .init(200, body: #"{"ok":true,"channel":"C0FAMILY","ts":"\#(ts)","text":"x"}"#)
@@ -108,33 +140,52 @@ final class ChatStandIn: Sendable {
                 // loses its content and gains unsigned.redacted_because, as the spec's redaction algorithm says.
                 let events = "/_matrix/client/v3/rooms/%21room%3Aexample.org/event/"
                 if r.method == "GET", r.path.hasPrefix(events) {
-                    guard r.headers["authorization"] == "Bearer syt_test" else { return problem("GET of an event without the token") }
+                    guard r.headers["authorization"] == "Bearer syt_test" else {
+                        return problem("GET of an event without the token")
+                    }
                     let event = String(r.path.dropFirst(events.count)).removingPercentEncoding ?? ""
                     guard event.hasPrefix("$ev-"), s.order.contains(String(event.dropFirst(4))) else {
                         return .init(404, body: #"{"errcode":"M_NOT_FOUND","error":"Event not found."}"#)
                     }
                     if let text = s.messages[String(event.dropFirst(4))] {
                         let content = ["msgtype": "m.text", "body": JSONValue.string(text)] as JSONValue
-                        return .init(200, body: #"{"type":"m.room.message","event_id":"\#(event)","sender":"@relay:example.org","content":\#(content.serialized)}"#)
+                        return .init(
+                            200,
+                            body:
+                                #"{"type":"m.room.message","event_id":"\#(event)","sender":"@relay:example.org","content":\#(content.serialized)}"#
+                        )
                     }
-                    return .init(200, body: #"{"type":"m.room.message","event_id":"\#(event)","sender":"@relay:example.org","content":{},"unsigned":{"redacted_because":{"type":"m.room.redaction","sender":"@mum:example.org","redacts":"\#(event)","content":{}}}}"#)
+                    return .init(
+                        200,
+                        body:
+                            #"{"type":"m.room.message","event_id":"\#(event)","sender":"@relay:example.org","content":{},"unsigned":{"redacted_because":{"type":"m.room.redaction","sender":"@mum:example.org","redacts":"\#(event)","content":{}}}}"#
+                    )
                 }
                 let prefix = "/_matrix/client/v3/rooms/%21room%3Aexample.org/send/m.room.message/"
-                guard r.method == "PUT", r.path.hasPrefix(prefix), r.headers["authorization"] == "Bearer syt_test" else {
+                guard r.method == "PUT", r.path.hasPrefix(prefix), r.headers["authorization"] == "Bearer syt_test"
+                else {
                     return problem("PUT to the room's send endpoint with the token")
                 }
                 let txn = String(r.path.dropFirst(prefix.count))
-                if let earlier = s.matrixTxns[txn] { return .init(200, body: #"{"event_id":"\#(earlier)"}"#) }  // idempotent
-                guard json["msgtype"]?.stringValue == "m.text", let body = json["body"]?.stringValue else { return problem("msgtype and body") }
+                // idempotent
+                if let earlier = s.matrixTxns[txn] { return .init(200, body: #"{"event_id":"\#(earlier)"}"#) }
+                guard json["msgtype"]?.stringValue == "m.text", let body = json["body"]?.stringValue else {
+                    return problem("msgtype and body")
+                }
                 let event: String
                 if let relation = json["m.relates_to"] {
-                    guard relation["rel_type"]?.stringValue == "m.replace", let original = relation["event_id"]?.stringValue,
+                    guard relation["rel_type"]?.stringValue == "m.replace",
+                        let original = relation["event_id"]?.stringValue,
                         let new = json["m.new_content"]?["body"]?.stringValue, body.hasPrefix("* "),
                         json["m.new_content"]?["msgtype"]?.stringValue == "m.text"
-                    else { return problem("an edit needs m.relates_to m.replace, m.new_content and a fallback body with *") }
+                    else {
+                        return problem("an edit needs m.relates_to m.replace, m.new_content and a fallback body with *")
+                    }
                     // The server keeps the edit as an event of its own, whether or not the original still stands.
                     s.edits += 1
-                    if s.messages[String(original.dropFirst(4))] != nil { s.messages[String(original.dropFirst(4))] = new }
+                    if s.messages[String(original.dropFirst(4))] != nil {
+                        s.messages[String(original.dropFirst(4))] = new
+                    }
                     event = "$ed-\(s.edits)"
                 } else {
                     event = "$ev-" + post(body)
@@ -142,14 +193,21 @@ final class ChatStandIn: Sendable {
                 s.matrixTxns[txn] = event
                 return .init(200, body: #"{"event_id":"\#(event)"}"#)
             case .discord:
-                guard let content = json["content"]?.stringValue, json["allowed_mentions"] != nil else { return problem("content and allowed_mentions") }
+                guard let content = json["content"]?.stringValue, json["allowed_mentions"] != nil else {
+                    return problem("content and allowed_mentions")
+                }
                 if r.method == "POST", r.path == "/api/webhooks/42/tok" {
-                    guard r.query.contains("wait=true") else { return .init(204) }  // without wait there is no message to learn
+                    // without wait there is no message to learn
+                    guard r.query.contains("wait=true") else { return .init(204) }
                     let id = post(content)
                     return .init(200, body: #"{"id":"\#(id)","type":0,"content":"x","channel_id":"7"}"#)
                 }
-                guard r.method == "PATCH", r.path.hasPrefix("/api/webhooks/42/tok/messages/") else { return problem("PATCH .../messages/{id}") }
-                if json["username"] != nil || json["flags"] != nil { return problem("an edit cannot change username or flags") }
+                guard r.method == "PATCH", r.path.hasPrefix("/api/webhooks/42/tok/messages/") else {
+                    return problem("PATCH .../messages/{id}")
+                }
+                if json["username"] != nil || json["flags"] != nil {
+                    return problem("an edit cannot change username or flags")
+                }
                 let id = String(r.path.dropFirst("/api/webhooks/42/tok/messages/".count))
                 guard edit(id, content) else { return .init(404, body: #"{"message":"Unknown Message","code":10008}"#) }
                 return .init(200, body: #"{"id":"\#(id)","type":0,"content":"x","channel_id":"7"}"#)
@@ -157,7 +215,9 @@ final class ChatStandIn: Sendable {
                 guard r.method == "POST", r.path == "/family" else { return problem("POST to the topic") }
                 let text = r.text
                 if let sequence = r.headers["x-sequence-id"] {
-                    guard sequence.range(of: "^[-_A-Za-z0-9]{1,64}$", options: .regularExpression) != nil else { return problem("sequence id \(sequence)") }
+                    guard sequence.range(of: "^[-_A-Za-z0-9]{1,64}$", options: .regularExpression) != nil else {
+                        return problem("sequence id \(sequence)")
+                    }
                     if s.messages[sequence] != nil {
                         s.edits += 1
                         s.messages[sequence] = text
@@ -183,13 +243,17 @@ func temporaryPath() -> String {
     static let services: [SinkConfig.Kind] = [.telegram, .slack, .matrix, .discord, .ntfy]
 
     func balance(_ amount: String, id: String) -> Message {
-        let event = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: Decimal(string: amount)!)
-        return Message(id: id, kind: .balanceUpdated, urgency: .normal, title: "Alice", text: "Alice's balance: \(amount)", event: event)
+        let event = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: Decimal(string: amount)!)
+        return Message(
+            id: id, kind: .balanceUpdated, urgency: .normal, title: "Alice", text: "Alice's balance: \(amount)",
+            event: event)
     }
 
     func transaction(id: String) -> Message {
         let e = created(RelayTests.transaction("1.00", after: "5.00"))
-        return Message(id: id, kind: .transactionCreated, urgency: .normal, title: "Alice", text: "Alice spent 1.00", event: e)
+        return Message(
+            id: id, kind: .transactionCreated, urgency: .normal, title: "Alice", text: "Alice spent 1.00", event: e)
     }
 
     func withStandIn(_ kind: SinkConfig.Kind, _ body: (ChatStandIn, URL) async throws -> Void) async throws {
@@ -203,7 +267,9 @@ func temporaryPath() -> String {
         return makeSink(config.sinks[0], memory: store)
     }
 
-    @Test(arguments: services) func aChildsBalanceIsOneMessageEditedInPlaceAlsoAfterARestart(_ kind: SinkConfig.Kind) async throws {
+    @Test(arguments: services) func aChildsBalanceIsOneMessageEditedInPlaceAlsoAfterARestart(
+        _ kind: SinkConfig.Kind
+    ) async throws {
         try await withStandIn(kind) { standIn, base in
             let store = try Store.open(path: temporaryPath())
             var chat = try sink(standIn.yaml(base), store)
@@ -219,7 +285,8 @@ func temporaryPath() -> String {
     }
 
     /// Matrix takes an edit of a redacted event (its clients then show nothing): the sink asks first and posts anew.
-    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aDeletedMessageIsPostedAnewAndTheNewOneEdited(_ kind: SinkConfig.Kind) async throws {
+    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord])
+    func aDeletedMessageIsPostedAnewAndTheNewOneEdited(_ kind: SinkConfig.Kind) async throws {
         try await withStandIn(kind) { standIn, base in
             let store = try Store.open(path: temporaryPath())
             let chat = try sink(standIn.yaml(base), store)
@@ -233,17 +300,22 @@ func temporaryPath() -> String {
         }
     }
 
-    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aMessageTooOldToEditIsPostedAnew(_ kind: SinkConfig.Kind) async throws {
+    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aMessageTooOldToEditIsPostedAnew(
+        _ kind: SinkConfig.Kind
+    ) async throws {
         try await withStandIn(kind) { standIn, base in
             let store = try Store.open(path: temporaryPath())
             let chat = try sink(standIn.yaml(base), store)
             #expect(await chat.send(balance("10.00", id: "dlv_1")) == .delivered)
             let kept = try #require(try store.sentMessage(sink: "chat", subject: "balance:\(alice.lowercased)"))
             try store.setSentMessage(
-                sink: "chat", subject: "balance:\(alice.lowercased)", SentMessage(ref: kept.ref, postedAt: Date().addingTimeInterval(-SinkConfig.editWindow - 60)))
+                sink: "chat", subject: "balance:\(alice.lowercased)",
+                SentMessage(ref: kept.ref, postedAt: Date().addingTimeInterval(-SinkConfig.editWindow - 60)))
             #expect(await chat.send(balance("9.00", id: "dlv_2")) == .delivered)
             #expect(standIn.posts == 2 && standIn.edits == 0)
-            #expect(try store.sentMessage(sink: "chat", subject: "balance:\(alice.lowercased)")?.ref != kept.ref, "the new message is the one kept")
+            #expect(
+                try store.sentMessage(sink: "chat", subject: "balance:\(alice.lowercased)")?.ref != kept.ref,
+                "the new message is the one kept")
         }
     }
 
@@ -279,7 +351,9 @@ func temporaryPath() -> String {
 
     /// A burst of a child's transactions is one message, edited as each comes ("Alice: 3 transactions"), as the
     /// desktop's popup is; a balance message between them is a message of its own.
-    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aBurstOfTransactionsIsOneMessage(_ kind: SinkConfig.Kind) async throws {
+    @Test(arguments: [SinkConfig.Kind.telegram, .slack, .matrix, .discord]) func aBurstOfTransactionsIsOneMessage(
+        _ kind: SinkConfig.Kind
+    ) async throws {
         try await withStandIn(kind) { standIn, base in
             let store = try Store.open(path: temporaryPath())
             let chat = try sink(standIn.yaml(base), store)
@@ -292,21 +366,35 @@ func temporaryPath() -> String {
             #expect(standIn.problems.isEmpty, "\(standIn.problems)")
             #expect(standIn.posts == 2 && standIn.edits == 2, "posts \(standIn.posts), edits \(standIn.edits)")
             let burst = try #require(standIn.chat.first.map { _ in standIn.fullChat[0] })
-            #expect(burst.contains("Alice: 3 transactions") && burst.contains("Alice spent 1.00") && burst.hasSuffix("Alice got 5.00"), "\(burst)")
+            #expect(
+                burst.contains("Alice: 3 transactions") && burst.contains("Alice spent 1.00")
+                    && burst.hasSuffix("Alice got 5.00"), "\(burst)")
         }
     }
 
     /// Slack's Web API says no with HTTP 200: that is not a delivery.
     @Test func slacksRefusalsInA200AreNotDeliveries() {
         let refused = HTTPResponse(status: 200, body: Array(#"{"ok":false,"error":"invalid_auth"}"#.utf8))
-        #expect(HTTPSink.classify(refused, kind: .slack, slackAPI: true) == .rejected("Slack refused the bot token: invalid_auth"))
+        #expect(
+            HTTPSink.classify(refused, kind: .slack, slackAPI: true)
+                == .rejected("Slack refused the bot token: invalid_auth"))
         let limited = HTTPResponse(status: 200, body: Array(#"{"ok":false,"error":"ratelimited"}"#.utf8))
-        guard case .throttled = HTTPSink.classify(limited, kind: .slack, slackAPI: true) else { Issue.record("ratelimited is a wait"); return }
-        #expect(HTTPSink.classify(HTTPResponse(status: 200, body: Array("ok".utf8)), kind: .slack) == .delivered, "the incoming webhook answers ok")
+        guard case .throttled = HTTPSink.classify(limited, kind: .slack, slackAPI: true) else {
+            Issue.record("ratelimited is a wait")
+            return
+        }
+        #expect(
+            HTTPSink.classify(HTTPResponse(status: 200, body: Array("ok".utf8)), kind: .slack) == .delivered,
+            "the incoming webhook answers ok")
     }
 
     @Test func aSlackBotTokenNeedsAChannel() {
-        #expect(throws: ConfigErrors.self) { try AlertSettings.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n", file: "t.yaml") }
-        #expect(throws: Never.self) { try AlertSettings.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n    channel: C1\n", file: "t.yaml") }
+        #expect(throws: ConfigErrors.self) {
+            try AlertSettings.parse("sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n", file: "t.yaml")
+        }
+        #expect(throws: Never.self) {
+            try AlertSettings.parse(
+                "sinks:\n  chat:\n    type: slack\n    token: xoxb-1\n    channel: C1\n", file: "t.yaml")
+        }
     }
 }

@@ -1,44 +1,50 @@
-import Config
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import GRDB
 import Logging
 import Relay
 import SignalRProtocol
 import Store
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// The ledger and the sink workers against real HTTP receivers: what arrives, how often, and when.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct DeliveryTests {
     let logger: Logger = {
         var l = Logger(label: "relay-test")
-        l.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        l.logLevel =
+            ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return l
     }()
 
     func store() throws -> Store {
-        let s = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "alerts-\(UUID())/relay.sqlite").path)
+        let s = try Store.open(
+            path: FileManager.default.temporaryDirectory.appending(path: "alerts-\(UUID())/relay.sqlite").path)
         try s.storeCaughtUp(
-            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)],
+            transactions: [])
         return s
     }
 
     /// Runs the engine for `body` with the config (BASE_A, BASE_B: the receivers' URLs).
     func withRelay(
-        _ yaml: String, _ a: WebhookReceiver, _ b: WebhookReceiver = WebhookReceiver(), _ body: (Store) async throws -> Void
+        _ yaml: String, _ a: WebhookReceiver, _ b: WebhookReceiver = WebhookReceiver(),
+        _ body: (Store) async throws -> Void
     ) async throws {
         try await withRelay(yaml, a, b) { store, _ in try await body(store) }
     }
 
     func withRelay(
-        _ yaml: String, _ a: WebhookReceiver, _ b: WebhookReceiver = WebhookReceiver(), _ body: (Store, RelayEngine) async throws -> Void
+        _ yaml: String, _ a: WebhookReceiver, _ b: WebhookReceiver = WebhookReceiver(),
+        _ body: (Store, RelayEngine) async throws -> Void
     ) async throws {
         try await a.run { baseA in
             try await b.run { baseB in
-                let text = yaml.replacingOccurrences(of: "BASE_A", with: baseA.absoluteString).replacingOccurrences(of: "BASE_B", with: baseB.absoluteString)
+                let text = yaml.replacingOccurrences(of: "BASE_A", with: baseA.absoluteString).replacingOccurrences(
+                    of: "BASE_B", with: baseB.absoluteString)
                 let config = try AlertSettings.parse(text, file: "t.yaml")
                 let store = try store()
                 let engine = RelayEngine(store: store, config: config, logger: logger)
@@ -62,7 +68,8 @@ import Testing
     /// asserted after this rather than after a sleep that a late duplicate could outlast.
     func settled(_ engine: RelayEngine, _ store: Store) async throws {
         try await eventually("the relay to settle") {
-            try engine.sinksAreSettled && store.deliveryCounts().values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
+            try engine.sinksAreSettled
+                && store.deliveryCounts().values.allSatisfy { $0["pending"] == nil && $0["in_flight"] == nil }
         }
     }
 
@@ -81,7 +88,8 @@ import Testing
     @Test func outcomesThatCannotBeWrittenAreKeptAndNotSentAgain() async throws {
         let hook = WebhookReceiver()
         try await hook.run { base in
-            let config = try AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let config = try AlertSettings.parse(
+                "sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
             let store = try store()
             let ledger = RefusingLedger(store, refusals: 4)
             let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
@@ -89,9 +97,13 @@ import Testing
             let task = Task { await engine.run() }
             defer { task.cancel() }
             for i in 1...5 { try live(store, "1", after: String(50 - i)) }
-            try await eventually("the ledger to take the outcomes") { try ledger.refused >= 4 && (store.deliveryCounts()["hook"]?["delivered"] ?? 0) == 5 }
+            try await eventually("the ledger to take the outcomes") {
+                try ledger.refused >= 4 && (store.deliveryCounts()["hook"]?["delivered"] ?? 0) == 5
+            }
             try await settled(engine, store)
-            #expect(hook.received.count == 5, "each alert sent once, though its outcome was refused \(ledger.refused) times")
+            #expect(
+                hook.received.count == 5, "each alert sent once, though its outcome was refused \(ledger.refused) times"
+            )
             #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 5)
         }
     }
@@ -102,7 +114,8 @@ import Testing
     @Test func aSteadySinkTakesItsAlertsFromThePlannerWithoutReadingTheLedger() async throws {
         let hook = WebhookReceiver()
         try await hook.run { base in
-            let config = try AlertSettings.parse("sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let config = try AlertSettings.parse(
+                "sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
             let store = try store()
             let ledger = CountingLedger(store)
             let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
@@ -114,7 +127,9 @@ import Testing
             let before = ledger.reads
             for i in 1...10 {
                 try live(store, "1", after: String(50 - i))
-                try await eventually("alert \(i) recorded") { (try store.deliveryCounts()["hook"]?["delivered"] ?? 0) == i }
+                try await eventually("alert \(i) recorded") {
+                    (try store.deliveryCounts()["hook"]?["delivered"] ?? 0) == i
+                }
                 try await settled(engine, store)  // each alert before the next: a steady pace
             }
             #expect(hook.received.count == 10)
@@ -127,27 +142,35 @@ import Testing
     @Test func alertsPlannedInBurstsAndGapsArriveOnceEach() async throws {
         let hook = WebhookReceiver()
         let chat = WebhookReceiver()
-        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 1000/s\n"
+        let yaml =
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 1000/s\n"
         try await withRelay(yaml, hook, chat) { store, engine in
             var rng = SystemRandomNumberGenerator()
             for i in 0..<150 {
                 try live(store, "0.10", after: "\(1000 - i)", "item \(i)")
-                if Int.random(in: 0..<4, using: &rng) == 0 { try await Task.sleep(for: .microseconds(Int.random(in: 0..<3000, using: &rng))) }
+                if Int.random(in: 0..<4, using: &rng) == 0 {
+                    try await Task.sleep(for: .microseconds(Int.random(in: 0..<3000, using: &rng)))
+                }
             }
             await eventually("150 at each") { hook.received.count >= 150 && chat.received.count >= 150 }
             try await settled(engine, store)
             #expect(hook.received.count == 150 && chat.received.count == 150, "nothing twice")
             #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 150)
-            #expect(try store.deliveryCounts()["hook"]?["delivered"] == 150 && store.deliveryCounts()["chat"]?["delivered"] == 150)
+            #expect(
+                try store.deliveryCounts()["hook"]?["delivered"] == 150
+                    && store.deliveryCounts()["chat"]?["delivered"] == 150)
             let texts = chat.received.compactMap { try? JSONValue(parsing: $0.body)["text"]?.stringValue }
-            #expect(texts.enumerated().allSatisfy { $1.contains("item \($0)") }, "one child's alerts reach the chat in order")
+            #expect(
+                texts.enumerated().allSatisfy { $1.contains("item \($0)") },
+                "one child's alerts reach the chat in order")
         }
     }
 
     @Test func eachAlertArrivesOnceAtEachSinkWithAStableId() async throws {
         let hook = WebhookReceiver()
         let chat = WebhookReceiver()
-        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
+        let yaml =
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
         try await withRelay(yaml, hook, chat) { store, engine in
             for i in 0..<5 { try live(store, "1.00", after: "\(49 - i)", "item \(i)") }
             // Every row delivered in the ledger, and the relay settled: a send twice would have arrived by now.
@@ -173,7 +196,8 @@ import Testing
     @Test func theWebhookForwardsTheStoredAlertAndAnUnreadableRowIsADeadLetter() async throws {
         let hook = WebhookReceiver()
         let chat = WebhookReceiver()
-        let yaml = "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
+        let yaml =
+            "sinks:\n  hook:\n    type: webhook\n    url: BASE_A/hook\n  chat:\n    type: slack\n    url: BASE_B/slack\n    rate_limit: 100/s\n"
         try await withRelay(yaml, hook, chat) { store, engine in
             try live(store, "1.00", after: "49", "forwarded")
             // Recorded, not only received: the damage below must not race the outcomes' commit.
@@ -187,7 +211,8 @@ import Testing
 
             let db = try DatabaseQueue(path: store.path)
             try await db.write { db in
-                try db.execute(sql: "UPDATE delivery SET state = 'pending', kind = 'from.the.future' WHERE sink = 'hook'")
+                try db.execute(
+                    sql: "UPDATE delivery SET state = 'pending', kind = 'from.the.future' WHERE sink = 'hook'")
                 try db.execute(sql: "UPDATE delivery SET state = 'pending', alert = '{not json' WHERE sink = 'chat'")
             }
             // The damage comes from outside, which wakes no worker (a running relay sees such changes within a
@@ -196,10 +221,15 @@ import Testing
             try live(store, "1.00", after: "48", "after the damage")
             try await eventually("the damaged rows given up, the new alerts sent") {
                 let counts = try store.deliveryCounts()
-                return counts["hook"]?["dead"] == 1 && counts["chat"]?["dead"] == 1 && hook.received.count == 2 && chat.received.count == 2
+                return counts["hook"]?["dead"] == 1 && counts["chat"]?["dead"] == 1 && hook.received.count == 2
+                    && chat.received.count == 2
             }
-            let reasons = try await db.read { db in try String.fetchAll(db, sql: "SELECT last_error FROM delivery WHERE state = 'dead' ORDER BY sink") }
-            #expect(reasons.count == 2 && reasons[0].contains("unreadable alert") && reasons[1].contains("unknown kind 'from.the.future'"), "\(reasons)")
+            let reasons = try await db.read { db in
+                try String.fetchAll(db, sql: "SELECT last_error FROM delivery WHERE state = 'dead' ORDER BY sink")
+            }
+            #expect(
+                reasons.count == 2 && reasons[0].contains("unreadable alert")
+                    && reasons[1].contains("unknown kind 'from.the.future'"), "\(reasons)")
         }
     }
 
@@ -219,7 +249,8 @@ import Testing
             #expect(hook.received.count == 3, "delivered on the third attempt and not again")
             #expect(t[1] - t[0] >= .milliseconds(950), "Retry-After: 1 honoured: \(t[1] - t[0])")
             #expect(t[2] - t[1] >= .seconds(3), "exponential back-off after the 500 (about 4 s): \(t[2] - t[1])")
-            #expect(Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 1, "the same id on every attempt")
+            #expect(
+                Set(hook.received.compactMap { $0.headers["webhook-id"] }).count == 1, "the same id on every attempt")
             #expect(try store.deliveries(sink: "hook").first?.state == .delivered)
         }
     }
@@ -249,8 +280,10 @@ import Testing
             await eventually("the other sink's second alert") { other.received.count == 3 }
             try await eventually("every worker to settle") { engine.sinksAreSettled }
             #expect(gone.received.count == 1, "no more sends to a switched-off sink")
-            #expect(try store.deliveries(sink: "old", state: .pending).count == 2, "its alerts wait until it is enabled")
-            #expect(try store.deliveries(sink: "old").allSatisfy { $0.kind != .deliveryDisabled }, "not told about itself")
+            #expect(
+                try store.deliveries(sink: "old", state: .pending).count == 2, "its alerts wait until it is enabled")
+            #expect(
+                try store.deliveries(sink: "old").allSatisfy { $0.kind != .deliveryDisabled }, "not told about itself")
         }
     }
 
@@ -262,7 +295,8 @@ import Testing
             await eventually("both tried") { hook.received.count == 2 }
             // Both outcomes are written, in whichever order the two concurrent sends finished.
             await eventually("the ledger settles") {
-                (try? store.deliveries(sink: "hook", state: .delivered).count) == 1 && (try? store.deliveries(sink: "hook", state: .dead).count) == 1
+                (try? store.deliveries(sink: "hook", state: .delivered).count) == 1
+                    && (try? store.deliveries(sink: "hook", state: .dead).count) == 1
             }
             let dead = try store.deliveries(sink: "hook", state: .dead)
             #expect(dead.count == 1 && dead[0].lastError == "HTTP 400: bad payload")
@@ -273,7 +307,8 @@ import Testing
     @Test func aSlowSinkDoesNotDelayTheOthers() async throws {
         let slow = WebhookReceiver { _, _ in .init(200, delay: .seconds(3)) }
         let fast = WebhookReceiver()
-        let yaml = "sinks:\n  slow:\n    type: webhook\n    url: BASE_A/hook\n    concurrency: 1\n  fast:\n    type: webhook\n    url: BASE_B/hook\n"
+        let yaml =
+            "sinks:\n  slow:\n    type: webhook\n    url: BASE_A/hook\n    concurrency: 1\n  fast:\n    type: webhook\n    url: BASE_B/hook\n"
         try await withRelay(yaml, slow, fast) { store in
             let start = ContinuousClock.now
             for i in 0..<3 { try live(store, "1.00", after: "\(49 - i)") }
@@ -301,15 +336,22 @@ import Testing
             """
         try await withRelay(yaml, hook, chat) { store in
             for i in 0..<6 { try live(store, "1.00", after: "\(49 - i)", "item \(i)") }
-            await eventually("all six at each", timeout: .seconds(10)) { hook.received.count == 6 && chat.received.count == 6 }
+            await eventually("all six at each", timeout: .seconds(10)) {
+                hook.received.count == 6 && chat.received.count == 6
+            }
             // Three at once; the fourth only once a slot is free again (an answer takes 800 ms).
             let at = hook.arrivals.sorted()
-            #expect(at[2] - at[0] < .milliseconds(600) && at[3] - at[0] >= .milliseconds(750), "arrivals: \(at.map { $0 - at[0] })")
+            #expect(
+                at[2] - at[0] < .milliseconds(600) && at[3] - at[0] >= .milliseconds(750),
+                "arrivals: \(at.map { $0 - at[0] })")
             let texts = chat.received.map { (try? JSONValue(parsing: $0.body)["text"]?.stringValue) ?? "" }
             #expect(texts.enumerated().allSatisfy { $1.contains("item \($0)") }, "in order: \(texts)")
             let gaps = zip(chat.arrivals.dropFirst(), chat.arrivals).map { $0 - $1 }
             #expect(gaps.allSatisfy { $0 >= .milliseconds(250) }, "each after the answer to the one before: \(gaps)")
-            await eventually("all recorded") { (try? store.deliveryCounts())?["hook"]?["delivered"] == 6 && (try? store.deliveryCounts())?["chat"]?["delivered"] == 6 }
+            await eventually("all recorded") {
+                (try? store.deliveryCounts())?["hook"]?["delivered"] == 6
+                    && (try? store.deliveryCounts())?["chat"]?["delivered"] == 6
+            }
         }
     }
 
@@ -349,150 +391,4 @@ import Testing
         #expect(try lost[0].event.detail == "no connection for 5 minutes: server down")
     }
 
-    @Test func aCatchUpArrivesAsOneDigestPerChild() async throws {
-        let chat = WebhookReceiver()
-        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store, engine in
-            // +2 then four times -2, from 50: 52, 50, 48, 46, 44.
-            let balances: [Decimal] = [52, 50, 48, 46, 44]
-            var fetched: [Transaction] = []
-            for (i, b) in balances.enumerated() {
-                fetched.append(
-                    Transaction(
-                        id: UUID(), childId: alice, amount: 2, type: i == 0 ? .credit : .debit, description: "t\(i)", balanceAfter: b,
-                        createdAt: Date().addingTimeInterval(Double(i)), createdByName: "Pat"))
-            }
-            try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 44)], transactions: fetched)
-            await eventually("the digest") { chat.received.count >= 1 }
-            try await settled(engine, store)
-            #expect(chat.received.count == 1)
-            let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
-            #expect(text == "While the relay was offline: 5 transactions for Alice, -$6.00, balance $44.00.", "\(text)")
-            #expect(try store.deliveries(state: .merged).count == 5)
-            let digest = try #require(try store.deliveries(sink: "chat").first { $0.kind == .digest })
-            #expect(try digest.event.transactions?.map(\.description) == ["t0", "t1", "t2", "t3", "t4"], "it carries what it folds, oldest first")
-        }
-    }
-
-    /// What a catch-up found comes before the live alert that follows it, and the digest shows the balance as it is
-    /// when it is sent (the live transaction moved it), not as its last folded transaction left it.
-    @Test func aCatchUpsDigestComesBeforeTheLiveAlertAfterItWithTheBalanceOfNow() async throws {
-        let chat = WebhookReceiver()
-        try await withRelay("sinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n", chat) { store in
-            let fetched = [(Decimal(52), TransactionType.credit), (Decimal(50), .debit)].enumerated().map { i, b in
-                Transaction(
-                    id: UUID(), childId: alice, amount: 2, type: b.1, description: "t\(i)", balanceAfter: b.0,
-                    createdAt: Date().addingTimeInterval(Double(i) - 60), createdByName: "Pat")
-            }
-            try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: fetched)
-            try live(store, "1.00", after: "49.00", "Ice cream")
-            await eventually("two messages") { chat.received.count >= 2 }
-            let texts = try chat.received.map { try JSONValue(parsing: $0.body)["text"]?.stringValue ?? "" }
-            #expect(texts.count == 2)
-            #expect(texts.first?.hasPrefix("While the relay was offline: 2 transactions for Alice") == true, "\(texts)")
-            #expect(texts.first?.hasSuffix("balance $49.00.") == true, "the balance when shown: \(texts)")
-            #expect(texts.last?.contains("Ice cream") == true, "\(texts)")
-        }
-    }
-
-    /// Quiet hours hold a night's live transactions and perhaps a few a catch-up found after a short drop: the digest
-    /// says "During quiet hours", not "While the relay was offline" (the relay was online).
-    @Test func aQuietHoursDigestSaysSoEvenWithACaughtUpTransactionInIt() async throws {
-        let chat = WebhookReceiver()
-        let utc = TimeZone(identifier: "UTC")!
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = utc
-        func hm(_ d: Date) -> String { String(format: "%02d:%02d", calendar.component(.hour, from: d), calendar.component(.minute, from: d)) }
-        let quiet = "\(hm(Date().addingTimeInterval(-300)))-\(hm(Date().addingTimeInterval(7200)))"
-        let yaml = "relay:\n  time_zone: UTC\nsinks:\n  chat:\n    type: slack\n    url: BASE_A/slack\n    quiet_hours: \(quiet)\n"
-        try await withRelay(yaml, chat) { store, engine in
-            try live(store, "1.00", after: "49.00", "Ice cream")
-            try live(store, "2.00", after: "47.00", "Stickers")
-            let fetched = Transaction(
-                id: UUID(), childId: alice, amount: 1, type: .debit, description: "Bus fare", balanceAfter: 46,
-                createdAt: Date(), createdByName: "Pat")
-            try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 46)], transactions: [fetched])
-            #expect(chat.received.isEmpty, "held by the quiet hours")
-            // The quiet hours end now: the rows fall due, and a reload's new worker takes them at once.
-            try await DatabaseQueue(path: store.path).write { db in
-                try db.execute(sql: "UPDATE delivery SET next_attempt_at = ? WHERE state = 'pending'", arguments: [ISODate.string(Date())])
-            }
-            _ = engine.reload(engine.config)
-            await eventually("the digest") { chat.received.count >= 1 }
-            let text = try JSONValue(parsing: chat.received[0].body)["text"]?.stringValue ?? ""
-            #expect(text.hasPrefix("During quiet hours: 3 transactions for Alice"), "\(text)")
-        }
-    }
-
-    /// A machine behind the generic webhook books each transaction: a catch-up reaches it one by one, with ids.
-    @Test func aCatchUpReachesTheGenericWebhookOneTransactionAtATime() async throws {
-        let books = WebhookReceiver()
-        try await withRelay("sinks:\n  books:\n    type: webhook\n    url: BASE_A/books\n", books) { store in
-            let fetched = (0..<3).map { i in
-                Transaction(
-                    id: UUID(), childId: alice, amount: 1, type: .credit, description: "t\(i)", balanceAfter: Decimal(51 + i),
-                    createdAt: Date().addingTimeInterval(Double(i)), createdByName: "Pat")
-            }
-            try store.storeCaughtUp(
-                children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 53)], transactions: fetched)
-            try await eventually("three delivered") { try store.deliveryCounts()["books"]?["delivered"] == 3 }
-            // One webhook per transaction, each exactly once, none folded into a digest (a machine sink sends
-            // several at a time: no order is promised).
-            let ids = try books.received.map { try JSONValue(parsing: $0.body)["data"]?["transaction"]?["id"]?.stringValue ?? "none" }
-            #expect(ids.sorted() == fetched.map { $0.id.uuidString.lowercased() }.sorted(), "\(ids)")
-            #expect(try store.deliveries(state: .merged).isEmpty)
-        }
-    }
-}
-
-/// A hand-driven clock for the engine's waits: each `sleep` ends when the test fires it, or at once when its task is
-/// cancelled (as `Task.sleep` does).
-final class ManualTimer: Sendable {
-    private struct State {
-        var waiting: [UUID: CheckedContinuation<Void, Never>] = [:]
-        var cancelledEarly: Set<UUID> = []
-        var started = 0
-        var cancelled = 0
-    }
-    private let state = Mutex(State())
-
-    var waiting: Int { state.withLock { $0.waiting.count } }
-    var started: Int { state.withLock { $0.started } }
-    var cancelled: Int { state.withLock { $0.cancelled } }
-
-    @Sendable func sleep(_: Duration) async {
-        let id = UUID()
-        state.withLock { $0.started += 1 }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { c in
-                let now = state.withLock { s -> Bool in
-                    if s.cancelledEarly.remove(id) != nil { return true }
-                    s.waiting[id] = c
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            let c = state.withLock { s -> CheckedContinuation<Void, Never>? in
-                s.cancelled += 1
-                guard let c = s.waiting.removeValue(forKey: id) else {
-                    s.cancelledEarly.insert(id)
-                    return nil
-                }
-                return c
-            }
-            c?.resume()
-        }
-    }
-
-    /// Ends every wait under way.
-    func fire() {
-        let all = state.withLock { s in
-            defer { s.waiting = [:] }
-            return Array(s.waiting.values)
-        }
-        for c in all { c.resume() }
-    }
 }

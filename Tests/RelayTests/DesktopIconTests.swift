@@ -11,7 +11,8 @@ import Testing
     @Test func theInstalledIconIsFoundInAnyDataDirectory() throws {
         let root = FileManager.default.temporaryDirectory.appending(path: "icon-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let empty = root.appending(path: "empty").path, themed = root.appending(path: "share").path
+        let empty = root.appending(path: "empty").path
+        let themed = root.appending(path: "share").path
         let apps = themed + "/icons/hicolor/scalable/apps"
         try FileManager.default.createDirectory(atPath: apps, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
@@ -20,15 +21,25 @@ import Testing
         #expect(DesktopSink.icon(sink, environment: nowhere, executable: nil) == "dialog-information")
         // Run from a checkout: .build/<triple>/debug/allowance-relay finds deploy/icons/allowance-relay.svg above it.
         let checkout = root.appending(path: "checkout")
-        try FileManager.default.createDirectory(at: checkout.appending(path: "deploy/icons"), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: checkout.appending(path: ".build/x86_64-unknown-linux-gnu/debug"), withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: checkout.appending(path: "deploy/icons/allowance-relay.svg").path, contents: Data("<svg/>".utf8))
+        try FileManager.default.createDirectory(
+            at: checkout.appending(path: "deploy/icons"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: checkout.appending(path: ".build/x86_64-unknown-linux-gnu/debug"), withIntermediateDirectories: true)
+        FileManager.default.createFile(
+            atPath: checkout.appending(path: "deploy/icons/allowance-relay.svg").path, contents: Data("<svg/>".utf8))
         let built = checkout.appending(path: ".build/x86_64-unknown-linux-gnu/debug/allowance-relay")
-        #expect(DesktopSink.icon(sink, environment: nowhere, executable: built) == checkout.appending(path: "deploy/icons/allowance-relay.svg").absoluteString)
+        #expect(
+            DesktopSink.icon(sink, environment: nowhere, executable: built)
+                == checkout.appending(path: "deploy/icons/allowance-relay.svg").absoluteString)
         #expect(DesktopSink.icon(sink, environment: nowhere, executable: built).hasPrefix("file:///"))
         FileManager.default.createFile(atPath: apps + "/allowance-relay.svg", contents: Data("<svg/>".utf8))
-        #expect(DesktopSink.icon(sink, environment: ["XDG_DATA_HOME": empty, "XDG_DATA_DIRS": "\(empty):\(themed)"], executable: built) == "allowance-relay")
-        #expect(DesktopSink.icon(sink, environment: ["XDG_DATA_HOME": themed, "XDG_DATA_DIRS": empty], executable: nil) == "allowance-relay")
+        #expect(
+            DesktopSink.icon(
+                sink, environment: ["XDG_DATA_HOME": empty, "XDG_DATA_DIRS": "\(empty):\(themed)"], executable: built)
+                == "allowance-relay")
+        #expect(
+            DesktopSink.icon(sink, environment: ["XDG_DATA_HOME": themed, "XDG_DATA_DIRS": empty], executable: nil)
+                == "allowance-relay")
         #expect(DesktopSink.icon(sink, environment: nowhere, executable: nil) == "dialog-information")
     }
 }

@@ -16,14 +16,20 @@ import Testing
     /// A ledger row as the ledger reads it.
     func row(_ id: String, child: String? = "c1", due: Date? = nil, digest: Bool = false) -> Delivery {
         let childId = child.map { "11111111-1111-4111-8111-\(String(repeating: "0", count: 10))\($0)" }
-        return try! Delivery(row: Row([
-            "id": id, "sink": "s", "rule": "r", "kind": "transaction.created", "child_id": childId, "urgency": "normal",
-            "alert": "{}", "digest": digest, "state": "pending", "attempts": 0, "next_attempt_at": ISODate.string(due ?? now),
-            "last_error": nil, "created_at": ISODate.string(now), "delivered_at": nil,
-        ]))
+        return try! Delivery(
+            row: Row([
+                "id": id, "sink": "s", "rule": "r", "kind": "transaction.created", "child_id": childId,
+                "urgency": "normal",
+                "alert": "{}", "digest": digest, "state": "pending", "attempts": 0,
+                "next_attempt_at": ISODate.string(due ?? now),
+                "last_error": nil, "created_at": ISODate.string(now), "delivered_at": nil,
+            ]))
     }
 
-    func step(_ m: inout DispatchMachine, room: Int = 4, pausedUntil: Date? = nil, inProgress: DispatchMachine.InProgress? = nil) -> DispatchMachine.Step {
+    func step(
+        _ m: inout DispatchMachine, room: Int = 4, pausedUntil: Date? = nil,
+        inProgress: DispatchMachine.InProgress? = nil
+    ) -> DispatchMachine.Step {
         m.step(now: now, clock: clock, pausedUntil: pausedUntil, room: room, inProgress: inProgress ?? none)
     }
 
@@ -31,7 +37,9 @@ import Testing
     @Test func afterADrainedWaitTheHandedOverRowsGoWithoutAReadOfTheLedger() {
         var m = DispatchMachine(ordersByChild: false)
         #expect(step(&m) == .look(readSwitchedOff: true))
-        #expect(m.looked(switchedOffRead: .some(nil), at: clock, handedOver: nil, inProgress: none, now: now) == .readLedger)
+        #expect(
+            m.looked(switchedOffRead: .some(nil), at: clock, handedOver: nil, inProgress: none, now: now) == .readLedger
+        )
         let first = [row("a"), row("b")]
         m.read(due: first, folded: first, next: nil)
         #expect(step(&m) == .start(first))
@@ -55,11 +63,15 @@ import Testing
             _ = step(&m)
             m.wokeFromDrainedWait()
             _ = step(&m)
-            #expect(m.looked(switchedOffRead: nil, at: clock, handedOver: handed, inProgress: none, now: now) == .readLedger)
+            #expect(
+                m.looked(switchedOffRead: nil, at: clock, handedOver: handed, inProgress: none, now: now) == .readLedger
+            )
         }
         var woken = DispatchMachine(ordersByChild: false)
         _ = step(&woken)
-        #expect(woken.looked(switchedOffRead: .some(nil), at: clock, handedOver: [row("x")], inProgress: none, now: now) == .readLedger,
+        #expect(
+            woken.looked(switchedOffRead: .some(nil), at: clock, handedOver: [row("x")], inProgress: none, now: now)
+                == .readLedger,
             "not after a drained wait: the hand-over may not be all that is new")
     }
 
@@ -82,19 +94,32 @@ import Testing
         let rows = [row("a1", child: "c1"), row("a2", child: "c1"), row("b1", child: "c2")]
         m.read(due: rows, folded: rows, next: nil)
         #expect(step(&m) == .start([rows[0], rows[2]]))
-        let busy = DispatchMachine.InProgress(ids: ["a1", "b1"], children: [DispatchMachine.childKey(rows[0]), DispatchMachine.childKey(rows[2])])
+        let busy = DispatchMachine.InProgress(
+            ids: ["a1", "b1"], children: [DispatchMachine.childKey(rows[0]), DispatchMachine.childKey(rows[2])])
         #expect(step(&m, inProgress: busy) == .wait(until: nil), "a2 waits for a1")
-        #expect(step(&m, inProgress: DispatchMachine.InProgress(ids: ["b1"], children: [DispatchMachine.childKey(rows[2])])) == .start([rows[1]]))
+        #expect(
+            step(&m, inProgress: DispatchMachine.InProgress(ids: ["b1"], children: [DispatchMachine.childKey(rows[2])]))
+                == .start([rows[1]]))
     }
 
     @Test func aSwitchedOffSinkWaitsAndItsSwitchIsReadAgainAfterAMinute() {
         var m = DispatchMachine(ordersByChild: false)
         _ = step(&m)
-        #expect(m.looked(switchedOffRead: .some("HTTP 410"), at: clock, handedOver: nil, inProgress: none, now: now) == .switchedOff(reason: "HTTP 410"))
-        #expect(m.step(now: now, clock: clock + .seconds(30), pausedUntil: nil, room: 4, inProgress: none) == .look(readSwitchedOff: false))
-        #expect(m.looked(switchedOffRead: nil, at: clock + .seconds(30), handedOver: nil, inProgress: none, now: now) == .switchedOff(reason: "HTTP 410"))
-        #expect(m.step(now: now, clock: clock + .seconds(61), pausedUntil: nil, room: 4, inProgress: none) == .look(readSwitchedOff: true))
-        #expect(m.looked(switchedOffRead: .some(nil), at: clock + .seconds(61), handedOver: nil, inProgress: none, now: now) == .readLedger,
+        #expect(
+            m.looked(switchedOffRead: .some("HTTP 410"), at: clock, handedOver: nil, inProgress: none, now: now)
+                == .switchedOff(reason: "HTTP 410"))
+        #expect(
+            m.step(now: now, clock: clock + .seconds(30), pausedUntil: nil, room: 4, inProgress: none)
+                == .look(readSwitchedOff: false))
+        #expect(
+            m.looked(switchedOffRead: nil, at: clock + .seconds(30), handedOver: nil, inProgress: none, now: now)
+                == .switchedOff(reason: "HTTP 410"))
+        #expect(
+            m.step(now: now, clock: clock + .seconds(61), pausedUntil: nil, room: 4, inProgress: none)
+                == .look(readSwitchedOff: true))
+        #expect(
+            m.looked(switchedOffRead: .some(nil), at: clock + .seconds(61), handedOver: nil, inProgress: none, now: now)
+                == .readLedger,
             "enabled again in another process")
     }
 
@@ -106,6 +131,8 @@ import Testing
         m.read(due: [], folded: [], next: next)
         #expect(step(&m) == .wait(until: next))
         m.read(due: [], folded: [], next: next)
-        #expect(step(&m, inProgress: DispatchMachine.InProgress(ids: ["x"], children: ["c1"])) == .wait(until: nil), "an outcome will signal")
+        #expect(
+            step(&m, inProgress: DispatchMachine.InProgress(ids: ["x"], children: ["c1"])) == .wait(until: nil),
+            "an outcome will signal")
     }
 }

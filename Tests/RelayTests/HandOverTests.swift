@@ -9,7 +9,8 @@ import Testing
 @Suite struct HandOverTests {
     func delivery(_ n: Int) -> Delivery {
         Delivery(
-            id: "dlv_\(n)", sink: "s", rule: "r", kind: .transactionCreated, childId: nil, urgency: .normal, alert: "{}", digest: false,
+            id: "dlv_\(n)", sink: "s", rule: "r", kind: .transactionCreated, childId: nil, urgency: .normal,
+            alert: "{}", digest: false,
             state: .pending, attempts: 0, nextAttemptAt: Date(), createdAt: Date())
     }
 

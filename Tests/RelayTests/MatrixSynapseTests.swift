@@ -1,5 +1,5 @@
-import Config
 import Alerts
+import Config
 import Foundation
 import Relay
 import Store
@@ -13,7 +13,9 @@ import Testing
 /// The Matrix sink against a real homeserver (Synapse, from PyPI, started by the test): a child's balance is one
 /// message edited in place with `m.replace` events the server relates to it, and once the family redacts it, the
 /// next balance is a new message (Matrix accepts an edit of a redacted event; clients would show nothing).
-@Suite(.serialized, .timeLimit(.minutes(3)), .enabled(if: PythonPeer.available, "needs .venv with matrix-synapse: make test creates it"))
+@Suite(
+    .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: PythonPeer.available, "needs .venv with matrix-synapse: make test creates it"))
 struct MatrixSynapseTests {
     struct Homeserver {
         let base: String, relayToken: String, mumToken: String, room: String
@@ -43,17 +45,23 @@ struct MatrixSynapseTests {
         func redact(_ event: String) async throws {
             let room = self.room.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             let id = event.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            let answer = try await call("PUT", "/_matrix/client/v3/rooms/\(room)/redact/\(id)/\(UUID())", body: Data("{}".utf8))
+            let answer = try await call(
+                "PUT", "/_matrix/client/v3/rooms/\(room)/redact/\(id)/\(UUID())", body: Data("{}".utf8))
             #expect(answer["event_id"] != nil, "redacted: \(answer)")
         }
     }
 
     func balance(_ amount: String, id: String) -> Message {
-        let event = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: Decimal(string: amount)!)
-        return Message(id: id, kind: .balanceUpdated, urgency: .normal, title: "Alice", text: "Alice's balance: \(amount)", event: event)
+        let event = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: Decimal(string: amount)!)
+        return Message(
+            id: id, kind: .balanceUpdated, urgency: .normal, title: "Alice", text: "Alice's balance: \(amount)",
+            event: event)
     }
 
-    static func body(_ event: [String: Any]) -> String { (event["content"] as? [String: Any])?["body"] as? String ?? "" }
+    static func body(_ event: [String: Any]) -> String {
+        (event["content"] as? [String: Any])?["body"] as? String ?? ""
+    }
     static func replaces(_ event: [String: Any]) -> String? {
         ((event["content"] as? [String: Any])?["m.relates_to"] as? [String: Any])?["event_id"] as? String
     }
@@ -66,7 +74,8 @@ struct MatrixSynapseTests {
         try #require(parts.count == 4, "\(peer.address)")
         let server = Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3])
         let store = try Store.open(path: temporaryPath())
-        let yaml = "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
+        let yaml =
+            "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
         let chat = makeSink(try AlertSettings.parse(yaml, file: "t.yaml").sinks[0], memory: store)
 
         #expect(await chat.send(balance("10.00", id: "dlv_1")) == .delivered)
@@ -78,7 +87,8 @@ struct MatrixSynapseTests {
         #expect(Self.replaces(events[1]) == first, "the second is an m.replace of the first")
         // The homeserver relates the edit to the original: a client shows the original with the new text.
         let original = try await server.get(
-            "/_matrix/client/v3/rooms/\(server.room.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)/event/\(first.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+            "/_matrix/client/v3/rooms/\(server.room.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)/event/\(first.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+        )
         let relations = (original["unsigned"] as? [String: Any])?["m.relations"] as? [String: Any]
         #expect(relations?["m.replace"] != nil, "Synapse aggregates the edit: \(original)")
 
@@ -90,7 +100,11 @@ struct MatrixSynapseTests {
         try #require(standing.count == 1, "one message stands after the redaction: \(events)")
         #expect(Self.body(standing[0]).contains("8.00"), "the balance posted anew")
         let again = try #require(standing[0]["event_id"] as? String)
-        #expect(Self.replaces(events.last!) == again && Self.body(events.last!).contains("7.50"), "and then edited: \(events.last!)")
-        #expect(!events.contains { Self.replaces($0) == first && Self.body($0).contains("8.00") }, "no edit of the redacted one")
+        #expect(
+            Self.replaces(events.last!) == again && Self.body(events.last!).contains("7.50"),
+            "and then edited: \(events.last!)")
+        #expect(
+            !events.contains { Self.replaces($0) == first && Self.body($0).contains("8.00") },
+            "no edit of the redacted one")
     }
 }

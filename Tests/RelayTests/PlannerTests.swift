@@ -1,6 +1,6 @@
-import Config
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import Relay
 import Store
@@ -8,12 +8,14 @@ import Testing
 
 @Suite struct PlannerTests {
     func planner(_ yaml: String, at now: Date = Date()) throws -> RulePlanner {
-        let c = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n  phone: ntfys://ntfy.sh/t\n" + yaml, file: "relay.yaml")
+        let c = try AlertSettings.parse(
+            "sinks:\n  chat: slack://T/B/X\n  phone: ntfys://ntfy.sh/t\n" + yaml, file: "relay.yaml")
         return RulePlanner(rules: c.rules, sinks: c.sinksByName, now: { now })
     }
 
     @Test func filtersOnChildTypeAmountAndDescription() throws {
-        let p = try planner("""
+        let p = try planner(
+            """
             rules:
               - event: transaction.created
                 child: alice
@@ -35,9 +37,11 @@ import Testing
     @Test func balanceLowFiresOnceWhenTheBalanceCrossesTheThreshold() throws {
         let p = try planner("rules:\n  - event: balance.low\n    below: 5.00\n    to: phone\n    urgency: critical\n")
         #expect(p.plan(created(transaction("3.00", after: "4.00"), previous: "7.00")).map(\.kind) == [.balanceLow])
-        #expect(p.plan(created(transaction("1.00", after: "3.00"), previous: "4.00")).isEmpty, "already below: no repeat")
+        #expect(
+            p.plan(created(transaction("1.00", after: "3.00"), previous: "4.00")).isEmpty, "already below: no repeat")
         #expect(p.plan(created(transaction("1.00", after: "6.00"), previous: "7.00")).isEmpty, "still above")
-        let update = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 2, previousBalance: 5)
+        let update = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 2, previousBalance: 5)
         #expect(p.plan(update).first?.urgency == .critical)
     }
 
@@ -48,15 +52,20 @@ import Testing
         let p = try planner("rules:\n  - event: balance.updated\n    to: chat\n")
         #expect(p.mayPlan(for: .transactionCreated), "transactions are planned for balance.updated rules")
         #expect(p.plan(created(transaction("3.00", after: "4.00"), previous: "7.00")).map(\.kind) == [.balanceUpdated])
-        let confirming = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 4, previousBalance: 4)
+        let confirming = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 4, previousBalance: 4)
         #expect(p.plan(confirming).isEmpty)
-        let news = RelayEvent(kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 9, previousBalance: 4)
+        let news = RelayEvent(
+            kind: .balanceUpdated, at: Date(), childId: alice, childName: "Alice", balance: 9, previousBalance: 4)
         #expect(p.plan(news).map(\.kind) == [.balanceUpdated])
-        #expect(p.plan(created(transaction("3.00", after: "4.00"), caughtUp: true)).isEmpty, "a catch-up says its balances once, at its end")
+        #expect(
+            p.plan(created(transaction("3.00", after: "4.00"), caughtUp: true)).isEmpty,
+            "a catch-up says its balances once, at its end")
     }
 
     @Test func aRecoveredBalanceClosesTheLowBalancePopupAndTellsNoOneElse() throws {
-        let p = try planner("  popups: {type: desktop}\nrules:\n  - event: balance.low\n    below: 5.00\n    to: [phone, popups]\n")
+        let p = try planner(
+            "  popups: {type: desktop}\nrules:\n  - event: balance.low\n    below: 5.00\n    to: [phone, popups]\n")
         let low = p.plan(created(transaction("3.00", after: "4.00"), previous: "7.00"))
         #expect(Set(low.map(\.sink)) == ["phone", "popups"] && low.allSatisfy { $0.kind == .balanceLow })
         let back = p.plan(created(transaction("3.00", .credit, after: "7.00"), previous: "4.00"))
@@ -75,13 +84,17 @@ import Testing
     /// A machine behind the generic webhook books each transaction: it gets them one by one unless a rule asks
     /// for digests; chat sinks fold a catch-up for the people reading them.
     @Test func theGenericWebhookGetsEachCaughtUpTransactionUnlessTheRuleAsksForDigests() throws {
-        let yaml = "  books: {type: webhook, url: 'http://127.0.0.1:9/h'}\nrules:\n  - event: transaction.created\n    to: [chat, books]\n"
+        let yaml =
+            "  books: {type: webhook, url: 'http://127.0.0.1:9/h'}\nrules:\n  - event: transaction.created\n    to: [chat, books]\n"
         let c = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n" + yaml, file: "relay.yaml")
-        let caught = RulePlanner(rules: c.rules, sinks: c.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
+        let caught = RulePlanner(rules: c.rules, sinks: c.sinksByName).plan(
+            created(transaction("1", after: "5"), caughtUp: true))
         #expect(caught.first { $0.sink == "chat" }?.digest == true)
         #expect(caught.first { $0.sink == "books" }?.digest == false)
-        let asked = try AlertSettings.parse("sinks:\n  chat: slack://T/B/X\n" + yaml + "    digest: true\n", file: "relay.yaml")
-        let folded = RulePlanner(rules: asked.rules, sinks: asked.sinksByName).plan(created(transaction("1", after: "5"), caughtUp: true))
+        let asked = try AlertSettings.parse(
+            "sinks:\n  chat: slack://T/B/X\n" + yaml + "    digest: true\n", file: "relay.yaml")
+        let folded = RulePlanner(rules: asked.rules, sinks: asked.sinksByName).plan(
+            created(transaction("1", after: "5"), caughtUp: true))
         #expect(folded.allSatisfy { $0.digest }, "digest: true folds for the webhook too")
     }
 
@@ -89,7 +102,8 @@ import Testing
         var utc = Calendar(identifier: .gregorian)
         utc.timeZone = .current
         let night = utc.date(from: DateComponents(year: 2026, month: 11, day: 22, hour: 23, minute: 30))!
-        let p = try planner("""
+        let p = try planner(
+            """
             rules:
               - event: transaction.created
                 to: chat
@@ -109,7 +123,8 @@ import Testing
     }
 
     @Test func theFirstRuleForAKindAndSinkWinsAndDedupKeysAreSet() throws {
-        let p = try planner("""
+        let p = try planner(
+            """
             rules:
               - name: urgent
                 event: transaction.created

@@ -4,12 +4,17 @@ import Testing
 
 /// The routing table `config check` and `status` print: what reaches each sink, and what reaches nothing.
 @Suite struct RoutingTests {
-    let sinks = "sinks:\n  chat:\n    type: discord\n    url: https://discord.com/api/webhooks/1/x\n  hook:\n    type: webhook\n    url: https://example.org/h\n"
+    let sinks =
+        "sinks:\n  chat:\n    type: discord\n    url: https://discord.com/api/webhooks/1/x\n  hook:\n    type: webhook\n    url: https://example.org/h\n"
 
     @Test func withoutRulesEverySinkGetsTheDefaultsAndNothingIsWarned() throws {
         let routing = Routing(try AlertSettings.parse(sinks, file: "t.yaml"))
         #expect(routing.routes.map(\.sink) == ["chat", "hook"])
-        #expect(routing.routes.allSatisfy { $0.alerts.count == 1 && $0.alerts[0].hasPrefix("rule default: ") && $0.alerts[0].contains("transaction.created") })
+        #expect(
+            routing.routes.allSatisfy {
+                $0.alerts.count == 1 && $0.alerts[0].hasPrefix("rule default: ")
+                    && $0.alerts[0].contains("transaction.created")
+            })
         #expect(routing.warnings.isEmpty)
     }
 
@@ -24,9 +29,13 @@ import Testing
     }
 
     @Test func aFilteredRuleSaysItTakesOnlySome() throws {
-        let yaml = sinks + "rules:\n  - event: [transaction.created, balance.updated]\n    child: Alice\n    to: [chat, hook]\n"
+        let yaml =
+            sinks
+            + "rules:\n  - event: [transaction.created, balance.updated]\n    child: Alice\n    to: [chat, hook]\n"
         let routing = Routing(try AlertSettings.parse(yaml, file: "t.yaml"))
-        #expect(routing.routes.map(\.alerts) == Array(repeating: ["rule 1: balance.updated, transaction.created (only some)"], count: 2))
+        #expect(
+            routing.routes.map(\.alerts)
+                == Array(repeating: ["rule 1: balance.updated, transaction.created (only some)"], count: 2))
         #expect(routing.warnings.isEmpty)
     }
 }

@@ -1,6 +1,6 @@
-import Config
 import Alerts
 import AllowanceAPI
+import Config
 import Foundation
 import HTTPTransport
 import Relay
@@ -239,82 +239,6 @@ import Testing
     }
 }
 
-/// The generic webhook's body is what `docs/webhook.schema.json` documents, for every kind of alert, checked by the
-/// reference JSON Schema validator: money as exact strings with the currency, a digest with its transactions.
-@Suite struct WebhookSchemaTests {
-    @Test func everyKindOfAlertMatchesTheDocumentedSchema() async throws {
-        let config = try AlertSettings.parse(
-            "relay:\n  currency: EUR\nsinks:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:9/h\n",
-            file: "t.yaml")
-        let sink = try #require(makeSink(config.sinks[0]) as? HTTPSink)
-        let t1 = transaction("26.00", after: "4.50", description: "Lego set")
-        var t2 = transaction("0.05", .credit, after: "4.55")
-        t2.id = UUID()
-        let now = Date()
-        let events: [RelayEvent] = [
-            created(t1, previous: "30.50"),
-            RelayEvent(
-                kind: .balanceUpdated, at: now, childId: alice, childName: "Alice", balance: 4.5,
-                previousBalance: Decimal(string: "30.5")!),
-            RelayEvent(
-                kind: .balanceLow, at: now, childId: alice, childName: "Alice", balance: 4.5, previousBalance: 30),
-            RelayEvent(
-                kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
-                caughtUp: true,
-                detail: "While the relay was offline", count: 2, total: Decimal(string: "-25.95")!,
-                transactions: [t1, t2]),
-            RelayEvent(
-                kind: .outboxRejected, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "HTTP 400"),
-            RelayEvent(
-                kind: .outboxDead, at: now, childId: alice, childName: "Alice", transaction: t1, detail: "gave up"),
-            RelayEvent(kind: .connectionLost, at: now, detail: "no connection for 5 minutes"),
-            RelayEvent(kind: .deliveryDisabled, at: now, detail: "HTTP 410", sink: "chat"),
-            RelayEvent(kind: .test, at: now, sink: "hook"),
-            RelayEvent(kind: .syncConflict, at: now, detail: "The server no longer has a transaction the cache holds"),
-            RelayEvent(kind: .syncRejected, at: now, childId: alice, childName: "Alice", detail: "an amount of 0"),
-            RelayEvent(
-                kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
-                detail: "daily at 19:00",
-                count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
-            { () -> RelayEvent in
-                var e = RelayEvent(
-                    kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
-                    caughtUp: true,
-                    detail: "Before the relay started", count: 2, total: Decimal(string: "-25.95")!,
-                    transactions: [t1, t2])
-                e.history = true
-                return e
-            }(),
-        ]
-        // Every kind a webhook can be sent (a recovered balance only takes back a popup).
-        #expect(Set(events.map(\.kind)) == Set(RelayEvent.Kind.allCases).subtracting([.balanceRecovered]))
-        var lines: [String] = []
-        for e in events {
-            let m = config.message(
-                id: "dlv_x", kind: e.kind, urgency: .normal, event: e, sink: config.sinks[0], markup: false)
-            lines.append(String(decoding: sink.request(for: m).body, as: UTF8.self))
-        }
-        let digest = try JSONValue(parsing: Array(lines[3].utf8))["data"]
-        #expect(digest?["currency"] == "EUR" && digest?["total"] == "-25.95")
-        let folded = digest?["transactions"]?.arrayValue ?? []
-        #expect(folded.count == 2 && folded.last?["amount"] == "0.05", "the digest carries each transaction it folds")
-        let first = try JSONValue(parsing: Array(lines[0].utf8))
-        #expect(first["data"]?["previousBalance"] == "30.50")
-        try #require(PythonPeer.available, "the Python venv with jsonschema (make test makes it)")
-        let schema = PythonPeer.root.appending(path: "docs/webhook.schema.json").path
-        let result = try await PythonPeer.run(
-            script: "validate_json_schema.py", arguments: [schema], input: lines.joined(separator: "\n") + "\n")
-        #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").count == events.count)
-        // And the validator does reject what the relay used to send: an amount as a JSON number.
-        let old = lines[0].replacingOccurrences(of: #""amount":"26.00""#, with: #""amount":26"#)
-        #expect(old != lines[0])
-        let refused = try await PythonPeer.run(
-            script: "validate_json_schema.py", arguments: [schema], input: old + "\n")
-        #expect(refused.status == 1 && refused.output.contains("amount"), "\(refused.output)")
-    }
-}
-
 /// Text from the server reaching people: it reads as typed, and never becomes markup, a link, a ping, a second
 /// log line or a reversed filename.
 @Suite struct ServerTextTests {
@@ -394,83 +318,5 @@ func threadCPUSeconds(named name: String) -> Double {
         // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return sum + ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / ticks
-    }
-}
-
-/// One link template, each destination's way of showing it.
-@Suite struct LinkTests {
-    func request(_ kind: String, _ extra: String = "") throws -> HTTPRequest {
-        let url =
-            [
-                "telegram": "", "gotify": "    url: https://push.example.org\n    token: t\n",
-                "matrix": "    url: https://m.example.org\n    token: t\n    room: \"!r:x\"\n",
-            ][kind]
-            ?? "    url: https://hooks.example.org/x\n"
-        let chat = kind == "telegram" ? "    token: \"1:a\"\n    chat_id: \"42\"\n" : ""
-        let yaml = """
-            relay:
-              link: https://allowance.example.org/children/{child_id}?t={transaction_id}
-              icon_url: https://allowance.example.org/icon.png
-            sinks:
-              s:
-                type: \(kind)
-            \(url)\(chat)\(extra)
-            """
-        let config = try AlertSettings.parse(yaml, file: "t.yaml")
-        var t = transaction("1", after: "1")
-        t.id = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
-        let event = created(t)
-        let m = config.message(
-            id: "d", kind: .transactionCreated, urgency: .normal, event: event, sink: config.sinks[0], markup: false)
-        let sink = try #require(makeSink(config.sinks[0], formatting: config.formatting) as? HTTPSink)
-        return sink.request(for: m)
-    }
-
-    var link: String {
-        "https://allowance.example.org/children/\(alice.lowercased)?t=00000000-0000-4000-8000-000000000001"
-    }
-
-    @Test func ntfyGetsClickAnOpenButtonTheIconAndMarkdown() throws {
-        let r = try request("ntfy")
-        #expect(r[header: "Click"] == link)
-        #expect(r[header: "Actions"] == "view, Open, \(link)")
-        #expect(r[header: "Icon"] == "https://allowance.example.org/icon.png" && r[header: "Markdown"] == "yes")
-    }
-
-    @Test func gotifyGetsAClickURL() throws {
-        let body = try JSONValue(parsing: try request("gotify").body)
-        #expect(body["extras"]?["client::notification"]?["click"]?["url"]?.stringValue == link)
-    }
-
-    @Test func chatsGetAButtonOrALink() throws {
-        let teams = try JSONValue(parsing: try request("teams").body)
-        let action = teams["attachments"]?.arrayValue?.first?["content"]?["actions"]?.arrayValue?.first
-        #expect(action?["type"]?.stringValue == "Action.OpenUrl" && action?["url"]?.stringValue == link)
-        let telegram = try JSONValue(parsing: try request("telegram").body)
-        #expect(
-            telegram["reply_markup"]?["inline_keyboard"]?.arrayValue?.first?.arrayValue?.first?["url"]?.stringValue
-                == link)
-        #expect(
-            try JSONValue(parsing: try request("slack").body)["text"]?.stringValue?.hasSuffix(
-                "<\(link)|Open in Allowance Tracker>") == true)
-        #expect(
-            try JSONValue(parsing: try request("discord").body)["content"]?.stringValue?.hasSuffix("(<\(link)>)")
-                == true)
-        #expect(
-            try JSONValue(parsing: try request("mattermost").body)["text"]?.stringValue?.hasSuffix("(\(link))") == true)
-        let matrix = try JSONValue(parsing: try request("matrix").body)
-        #expect(
-            matrix["formatted_body"]?.stringValue?.contains(
-                "<a href=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">") == true)
-    }
-
-    @Test func aSinksOwnTemplateWinsAndAnAlertWithoutAChildLeadsToTheFrontPage() throws {
-        let own = try request("ntfy", "    link: https://other.example.org/{child}\n")
-        #expect(own[header: "Click"] == "https://other.example.org/Alice")
-        let config = try AlertSettings.parse(
-            "relay:\n  link: https://allowance.example.org/children/{child_id}\n", file: "t.yaml")
-        #expect(
-            config.formatting.link(for: RelayEvent(kind: .connectionLost, at: Date()))
-                == "https://allowance.example.org/")
     }
 }

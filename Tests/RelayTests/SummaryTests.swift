@@ -4,9 +4,10 @@ import Config
 import Core
 import Foundation
 import Logging
-@testable import Relay
 import Store
 import Testing
+
+@testable import Relay
 
 /// Scheduled summaries: the schedule's arithmetic in the family's time zone, and the scheduler against a real
 /// SQLite store (planned once per period, also when it fell due while the relay was down).
@@ -44,7 +45,9 @@ import Testing
         #expect(daily.nextDue(after: date("2026-11-23T17:47:00Z"), in: paris) == date("2026-11-23T17:49:00Z"))
         #expect(daily.nextDue(after: date("2026-11-23T17:49:00Z"), in: paris) == date("2026-11-24T17:49:00Z"))
         let weekly = try #require(SummarySchedule("weekly on monday at 18:49"))
-        #expect(weekly.nextDue(after: date("2026-11-23T17:47:00Z"), in: paris) == date("2026-11-23T17:49:00Z"), "Monday 23, later today")
+        #expect(
+            weekly.nextDue(after: date("2026-11-23T17:47:00Z"), in: paris) == date("2026-11-23T17:49:00Z"),
+            "Monday 23, later today")
     }
 
     /// Both daylight-saving changes in Paris (29 March and 25 October 2026): a summary keeps its wall-clock time, a
@@ -53,7 +56,9 @@ import Testing
         let evening = try #require(SummarySchedule("daily at 19:00"))
         // 19:00 is 18:00 UTC before the spring change and 17:00 UTC after it.
         #expect(evening.nextDue(after: date("2026-03-28T18:00:00Z"), in: paris) == date("2026-03-29T17:00:00Z"))
-        #expect(evening.periodStart(endingAt: date("2026-03-29T17:00:00Z"), in: paris) == date("2026-03-28T18:00:00Z"), "a 23-hour day")
+        #expect(
+            evening.periodStart(endingAt: date("2026-03-29T17:00:00Z"), in: paris) == date("2026-03-28T18:00:00Z"),
+            "a 23-hour day")
         // And back in autumn: a 25-hour day.
         #expect(evening.nextDue(after: date("2026-10-24T17:00:00Z"), in: paris) == date("2026-10-25T18:00:00Z"))
         #expect(evening.lastDue(atOrBefore: date("2026-10-25T17:59:00Z"), in: paris) == date("2026-10-24T17:00:00Z"))
@@ -67,10 +72,12 @@ import Testing
     }
 
     @Test func eachPeriodIsPlannedOnceAndAMissedOneWhenTheRelayStarts() throws {
-        let store = try Store.open(path: FileManager.default.temporaryDirectory.appending(path: "summary-\(UUID())/relay.sqlite").path)
+        let store = try Store.open(
+            path: FileManager.default.temporaryDirectory.appending(path: "summary-\(UUID())/relay.sqlite").path)
         func t(_ amount: String, _ type: TransactionType, _ after: String, _ at: String) -> Transaction {
             Transaction(
-                id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: type, description: "x", balanceAfter: Decimal(string: after)!,
+                id: UUID(), childId: alice, amount: Decimal(string: amount)!, type: type, description: "x",
+                balanceAfter: Decimal(string: after)!,
                 createdAt: date(at), createdByName: "Pat")
         }
         try store.storeCaughtUp(
@@ -106,7 +113,8 @@ import Testing
         #expect(planned.count == 1 && planned.first?.kind == .summary)
         let event = try #require(try planned.first?.event)
         #expect(event.count == 2 && event.total == Decimal(string: "3.50"))
-        let message = config.message(id: "s1", kind: .summary, urgency: .normal, event: event, sink: config.sinks[0], markup: true)
+        let message = config.message(
+            id: "s1", kind: .summary, urgency: .normal, event: event, sink: config.sinks[0], markup: true)
         #expect(message.text == "Alice, today: 2 transactions, $5.00 in, $1.50 out. Balance $33.50.")
         #expect(message.title == "Alice: today")
         // The next evening is another period.
@@ -132,7 +140,9 @@ import Testing
                 to: chat
             """, file: "t.yaml")
         let planner = RulePlanner(rules: config.rules, sinks: config.sinksByName)
-        var summary = RelayEvent(kind: .summary, at: Date(), childId: alice, childName: "Alice", balance: 3, detail: "today", count: 0, total: 0)
+        var summary = RelayEvent(
+            kind: .summary, at: Date(), childId: alice, childName: "Alice", balance: 3, detail: "today", count: 0,
+            total: 0)
         summary.summaryRule = "evening"
         let planned = planner.plan(summary)
         #expect(planned.count == 1 && planned.first?.notBefore == nil, "\(planned)")
@@ -142,10 +152,13 @@ import Testing
 
     @Test func aSummaryRuleNeedsAScheduleAndNoEvent() {
         #expect(throws: ConfigErrors.self) {
-            try AlertSettings.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: nightly\n    to: c\n", file: "t.yaml")
+            try AlertSettings.parse(
+                "sinks:\n  c: slack://T/B/X\nrules:\n  - summary: nightly\n    to: c\n", file: "t.yaml")
         }
         #expect(throws: ConfigErrors.self) {
-            try AlertSettings.parse("sinks:\n  c: slack://T/B/X\nrules:\n  - summary: daily at 19:00\n    event: transaction.created\n    to: c\n", file: "t.yaml")
+            try AlertSettings.parse(
+                "sinks:\n  c: slack://T/B/X\nrules:\n  - summary: daily at 19:00\n    event: transaction.created\n    to: c\n",
+                file: "t.yaml")
         }
     }
 }

@@ -1,6 +1,6 @@
+import Core
 import Foundation
 import Synchronization
-import Core
 import Testing
 
 @testable import Relay

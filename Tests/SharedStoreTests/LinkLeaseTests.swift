@@ -56,7 +56,10 @@ import Testing
         print("lease test: taken over \(ContinuousClock.now - killed) after the holder's kill -9")
         ReliabilityFigures.record(
             "the hub link's lease: its holder killed (kill -9), taken over",
-            [("kills", 1), ("takeover_ms", Int(takeover.seconds * 1000 + takeover.attoseconds / 1_000_000_000_000_000))])
+            [
+                ("kills", 1),
+                ("takeover_ms", Int(takeover.seconds * 1000 + takeover.attoseconds / 1_000_000_000_000_000)),
+            ])
         #expect(lease.isHeld)
     }
 

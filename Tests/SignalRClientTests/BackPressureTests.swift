@@ -58,7 +58,8 @@ import Testing
             var received = 0
             var mostWaiting = 0
             var lastProgress = ContinuousClock.now
-            while received < expected, ContinuousClock.now - lastProgress < .seconds(5) {  // a lost event fails, not hangs
+            // a lost event fails, not hangs
+            while received < expected, ContinuousClock.now - lastProgress < .seconds(5) {
                 mostWaiting = max(mostWaiting, buffer.count)
                 if buffer.count > 0, let batch = await buffer.next(limit: 200) {
                     received += batch.count

@@ -10,7 +10,8 @@ import Testing
     func machine(start: (any RetryPolicy)? = nil, reconnect: (any RetryPolicy)? = DefaultRetryPolicy()) -> Machine {
         Machine(
             policies: .init(
-                start: start, reconnect: reconnect, stableLinkAfter: .seconds(30), shortLinkBackoff: (.milliseconds(500), .seconds(60)),
+                start: start, reconnect: reconnect, stableLinkAfter: .seconds(30),
+                shortLinkBackoff: (.milliseconds(500), .seconds(60)),
                 random: { 0.5 }))  // no jitter
     }
 
@@ -20,7 +21,8 @@ import Testing
     }
 
     let lost = HubConnectionError(.transport(.connectionLost), "The connection to the hub was lost.")
-    let timeout = HubConnectionError(.serverTimeout, "Server timeout elapsed without receiving a message from the server.")
+    let timeout = HubConnectionError(
+        .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
 
     func attempts(_ actions: [Machine.Action]) -> [Machine.Action] {
         actions.filter { if case .attempt = $0 { true } else { false } }
@@ -54,7 +56,8 @@ import Testing
         var refused = machine(start: DefaultRetryPolicy())
         _ = refused.start(at: t0)
         let unauthorized = HubConnectionError(.unauthorized, "401")
-        #expect(refused.attemptFailed(unauthorized, at: t0) == [.failStart(unauthorized)], "the same token will not help")
+        #expect(
+            refused.attemptFailed(unauthorized, at: t0) == [.failStart(unauthorized)], "the same token will not help")
     }
 
     /// A refused token ends the connection at a reconnect as it ends a start: the daemon exits
@@ -74,8 +77,12 @@ import Testing
         connected(&stateful)
         _ = stateful.linkEnded(lost, stateful: true, at: t0 + .seconds(60))
         let reattachRefused = stateful.attemptFailed(unauthorized, at: t0 + .seconds(61))
-        #expect(attempts(reattachRefused) == [.attempt(.newConnection, after: .zero)], "a new connection, with a fresh token")
-        #expect(announcements(stateful.attemptFailed(unauthorized, at: t0 + .seconds(62))) == [.closed(error: unauthorized)])
+        #expect(
+            attempts(reattachRefused) == [.attempt(.newConnection, after: .zero)],
+            "a new connection, with a fresh token")
+        #expect(
+            announcements(stateful.attemptFailed(unauthorized, at: t0 + .seconds(62))) == [.closed(error: unauthorized)]
+        )
         #expect(stateful.phase == .disconnected)
     }
 
@@ -91,16 +98,24 @@ import Testing
     }
 
     @Test func aCloseWithAllowReconnectOrATimeoutReconnectsOnAPolicySchedule() {
-        for error in [HubConnectionError(.closedByServer(allowReconnect: true), "The server closed the connection."), timeout] {
+        for error in [
+            HubConnectionError(.closedByServer(allowReconnect: true), "The server closed the connection."), timeout,
+        ] {
             var m = machine(reconnect: DefaultRetryPolicy(delays: [.zero, .seconds(2)]))
             connected(&m)
             let actions = m.linkEnded(error, stateful: false, at: t0 + .seconds(60))
             #expect(announcements(actions) == [.reconnecting(reason: error.message)])
             #expect(attempts(actions) == [.attempt(.newConnection, after: .zero)])
             #expect(m.phase == .reconnecting)
-            #expect(attempts(m.attemptFailed(lost, at: t0 + .seconds(61))) == [.attempt(.newConnection, after: .seconds(2))])
+            #expect(
+                attempts(m.attemptFailed(lost, at: t0 + .seconds(61))) == [.attempt(.newConnection, after: .seconds(2))]
+            )
             let gaveUp = m.attemptFailed(lost, at: t0 + .seconds(63))
-            #expect(announcements(gaveUp) == [.closed(error: HubConnectionError(lost.kind, "Reconnect gave up after 2 attempt(s): \(lost.message)"))])
+            #expect(
+                announcements(gaveUp) == [
+                    .closed(
+                        error: HubConnectionError(lost.kind, "Reconnect gave up after 2 attempt(s): \(lost.message)"))
+                ])
             #expect(m.phase == .disconnected)
         }
     }
@@ -130,14 +145,25 @@ import Testing
         for _ in 0..<5 {
             now += .milliseconds(100)  // each link lives 100 ms
             let actions = m.linkEnded(lost, stateful: false, at: now)
-            warnings += actions.filter { if case .log(.warning, let text, _) = $0, text.contains("keeps ending the link") { true } else { false } }.count
+            warnings +=
+                actions.filter {
+                    if case .log(.warning, let text, _) = $0, text.contains("keeps ending the link") {
+                        true
+                    } else {
+                        false
+                    }
+                }.count
             for case .attempt(_, let pause) in actions { pauses.append(pause) }
             _ = m.attemptSucceeded(at: now)
         }
-        #expect(pauses == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)], "a growing pause, not a storm")
+        #expect(
+            pauses == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)],
+            "a growing pause, not a storm")
         #expect(warnings == 1, "the series is said once")
         let quietLoss = m.linkEnded(lost, stateful: false, at: now + .milliseconds(100))
-        #expect(quietLoss.contains(.log(.debug, "connection lost; reconnecting", reason: lost.message)), "the same loss again: debug")
+        #expect(
+            quietLoss.contains(.log(.debug, "connection lost; reconnecting", reason: lost.message)),
+            "the same loss again: debug")
         _ = m.attemptSucceeded(at: now)
         // A link that holds brings quick reconnects back.
         let held = m.linkEnded(lost, stateful: false, at: now + .seconds(40))
@@ -154,7 +180,8 @@ import Testing
 
         var starting = machine(start: DefaultRetryPolicy())
         _ = starting.start(at: t0)
-        #expect(starting.stop() == [.failStart(HubConnectionError(.stopped, "The connection was stopped while starting."))])
+        #expect(
+            starting.stop() == [.failStart(HubConnectionError(.stopped, "The connection was stopped while starting."))])
 
         var live = machine()
         connected(&live)
@@ -171,14 +198,20 @@ import Testing
     @Test func theKeepAlivePingsOnOurSilenceAndTimesOutOnTheServers() {
         let m = machine()
         let t0 = ContinuousClock.now
-        #expect(m.keepAlive(at: t0 + .seconds(5), lastSend: t0, lastReceive: t0, heldBack: false) == .wait(until: t0 + .seconds(15)))
-        #expect(m.keepAlive(at: t0 + .seconds(15), lastSend: t0, lastReceive: t0 + .seconds(10), heldBack: false)
-            == .ping(next: t0 + .seconds(30)))
-        #expect(m.keepAlive(at: t0 + .seconds(29), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false)
-            == .wait(until: t0 + .seconds(30)), "the timeout comes before the next ping")
-        #expect(m.keepAlive(at: t0 + .seconds(30), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false) == .serverTimedOut)
-        #expect(m.keepAlive(at: t0 + .seconds(45), lastSend: t0 + .seconds(40), lastReceive: t0, heldBack: true)
-            == .wait(until: t0 + .seconds(55)), "held back: no timeout, the next ping as usual")
+        #expect(
+            m.keepAlive(at: t0 + .seconds(5), lastSend: t0, lastReceive: t0, heldBack: false)
+                == .wait(until: t0 + .seconds(15)))
+        #expect(
+            m.keepAlive(at: t0 + .seconds(15), lastSend: t0, lastReceive: t0 + .seconds(10), heldBack: false)
+                == .ping(next: t0 + .seconds(30)))
+        #expect(
+            m.keepAlive(at: t0 + .seconds(29), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false)
+                == .wait(until: t0 + .seconds(30)), "the timeout comes before the next ping")
+        #expect(
+            m.keepAlive(at: t0 + .seconds(30), lastSend: t0 + .seconds(28), lastReceive: t0, heldBack: false)
+                == .serverTimedOut)
+        #expect(
+            m.keepAlive(at: t0 + .seconds(45), lastSend: t0 + .seconds(40), lastReceive: t0, heldBack: true)
+                == .wait(until: t0 + .seconds(55)), "held back: no timeout, the next ping as usual")
     }
 }
-

@@ -87,7 +87,9 @@ import WebSocketTransport
         #expect(await actor.thread() == "test-loop")
         let began = ContinuousClock.now
         let fired: (String, Duration) = await withCheckedContinuation { c in
-            loop.schedule(after: .milliseconds(50)) { c.resume(returning: (ProcessThreads.current(), ContinuousClock.now - began)) }
+            loop.schedule(after: .milliseconds(50)) {
+                c.resume(returning: (ProcessThreads.current(), ContinuousClock.now - began))
+            }
         }
         #expect(fired.0 == "test-loop")
         #expect(fired.1 >= .milliseconds(50), "not before it is due: \(fired.1)")
@@ -139,7 +141,8 @@ import WebSocketTransport
 @Suite struct FollowerHoldTests {
     func decoder(followed: String, wait: Duration) -> HubEventDecoder<String> {
         HubEventDecoder(
-            targets: ["TransactionCreated", "BalanceUpdated"], read: { target, reader in reader.skipValue() ? target : nil },
+            targets: ["TransactionCreated", "BalanceUpdated"],
+            read: { target, reader in reader.skipValue() ? target : nil },
             decode: { target, _ in target }, onError: { _, _ in }, isFollowed: { $0 == followed }, followerWait: wait)
     }
 
@@ -157,8 +160,12 @@ import WebSocketTransport
             await connection.stop()
             #expect(batches.joined().count == 20)
             for batch in batches {
-                #expect(batch.count % 2 == 0 && batch.indices.allSatisfy { batch[$0] == ($0 % 2 == 0 ? "TransactionCreated" : "BalanceUpdated") },
-                        "a hand-over split a pair: \(batches)")
+                #expect(
+                    batch.count % 2 == 0
+                        && batch.indices.allSatisfy {
+                            batch[$0] == ($0 % 2 == 0 ? "TransactionCreated" : "BalanceUpdated")
+                        },
+                    "a hand-over split a pair: \(batches)")
             }
         }
     }

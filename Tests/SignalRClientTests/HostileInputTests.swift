@@ -16,10 +16,13 @@ import Testing
     func unreadableJSONEndsTheLinkAfterTheRestOfTheFrame(_ kind: String, _ reason: String?) async throws {
         try await withSimulator({ $0.binaryFrames = true }) { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(50)) },
+                url: hubURL(base),
+                options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(50)) },
                 logger: quietLogger())
             let notices = Collector<String>()
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("SimNotice") { (args: HubArguments) in
+                notices.append(try args.decode(0, as: String.self))
+            }
             let events = await connection.events()
             try await connection.start()
             try await call(base, "POST", "/_sim/malformed?kind=\(kind)")
@@ -41,7 +44,9 @@ import Testing
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let notices = Collector<String>()
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("SimNotice") { (args: HubArguments) in
+                notices.append(try args.decode(0, as: String.self))
+            }
             await connection.on("Headers") { (_: HubArguments) in }
             try await connection.start()
             try await call(base, "POST", "/_sim/malformed?kind=\(kind)")
@@ -57,7 +62,9 @@ import Testing
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let notices = Collector<String>()
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("SimNotice") { (args: HubArguments) in
+                notices.append(try args.decode(0, as: String.self))
+            }
             let read = Atomic<Int>(0)
             let routed = HubEventBuffer<String>(capacity: 10)
             await connection.on(
@@ -88,7 +95,9 @@ import Testing
                 let n = try args.decode(0, as: Int.self)
                 flood.withLock { $0.append(n) }
             }
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("SimNotice") { (args: HubArguments) in
+                notices.append(try args.decode(0, as: String.self))
+            }
             try await connection.start()
             try await call(base, "POST", "/_sim/malformed?kind=flood")
             #expect(await notices.wait(for: 1) == ["after the bad one"])

@@ -1,12 +1,12 @@
 import Foundation
+import HubSimulator
 import Hummingbird
 import HummingbirdWebSocket
-import HubSimulator
 import NIOCore
 import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct HubConnectionTests {
     @Test func receivesEventsInOrderFromTheFirstMessage() async throws {
@@ -37,10 +37,15 @@ import TestSupport
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let balances = Collector<Decimal>()
-            await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await connection.on("BalanceUpdated") { (args: HubArguments) in
+                balances.append(try args.decode(1, as: Decimal.self))
+            }
             try await connection.start()
-            try await call(base, "POST", "/api/v1/transactions",
-                body: #"{"childId":"11111111-1111-4111-8111-111111111111","amount":19.99,"type":"Credit","description":"Chores"}"#)
+            try await call(
+                base, "POST", "/api/v1/transactions",
+                body:
+                    #"{"childId":"11111111-1111-4111-8111-111111111111","amount":19.99,"type":"Credit","description":"Chores"}"#
+            )
             #expect(await balances.wait(for: 1) == [Decimal(string: "45.49")!])  // 25.50 + 19.99
             await connection.stop()
         }
@@ -56,8 +61,11 @@ import TestSupport
             await #expect(throws: HubConnectionError(.invocationFailed(target: "Fail"), "nope")) {
                 try await connection.invoke("Fail", ["nope"])
             }
-            await #expect(throws: HubConnectionError(
-                .invocationFailed(target: "Nope"), "Failed to invoke 'Nope' due to an error on the server. HubException: Method does not exist.")) {
+            await #expect(
+                throws: HubConnectionError(
+                    .invocationFailed(target: "Nope"),
+                    "Failed to invoke 'Nope' due to an error on the server. HubException: Method does not exist.")
+            ) {
                 try await connection.invoke("Nope")
             }
             try await connection.send("Echo", ["fire and forget"])
@@ -78,9 +86,15 @@ import TestSupport
             await connection.onResult("Twice") { (_: HubArguments) async throws -> JSONValue? in 2 }
             try await connection.start()
             #expect(try await call(base, "POST", "/_sim/invoke?target=GetStatus") == [["result": "all good"]])
-            #expect(try await call(base, "POST", "/_sim/invoke?target=Missing") == [["error": "Client didn't provide a result."]])
+            #expect(
+                try await call(base, "POST", "/_sim/invoke?target=Missing") == [
+                    ["error": "Client didn't provide a result."]
+                ])
             #expect(try await call(base, "POST", "/_sim/invoke?target=Broken") == [["error": "disk on fire"]])
-            #expect(try await call(base, "POST", "/_sim/invoke?target=Twice") == [["error": "Client provided multiple results."]])
+            #expect(
+                try await call(base, "POST", "/_sim/invoke?target=Twice") == [
+                    ["error": "Client provided multiple results."]
+                ])
             await connection.stop()
         }
     }
@@ -127,7 +141,8 @@ import TestSupport
     @Test func sendsPingsWhenIdle() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.keepAliveInterval = .milliseconds(200) }, logger: quietLogger())
+                url: hubURL(base), options: options { $0.keepAliveInterval = .milliseconds(200) }, logger: quietLogger()
+            )
             try await connection.start()
             // At 200 ms, three pings take 0.6 s. The deadline is far longer because the suites run side by side on
             // two cores and a timer can wake late; a client that ignored the interval (15 s by default) still fails.
@@ -151,14 +166,19 @@ import TestSupport
             try await connection.start()
             _ = try await connection.invoke("Silence", [5000])
             let closed = await waitForEvent(events) { if case .closed = $0 { true } else { false } }
-            #expect(closed == .closed(error: HubConnectionError(.serverTimeout, "Server timeout elapsed without receiving a message from the server.")))
+            #expect(
+                closed
+                    == .closed(
+                        error: HubConnectionError(
+                            .serverTimeout, "Server timeout elapsed without receiving a message from the server.")))
         }
     }
 
     @Test func closeWithAllowReconnectReconnectsWithHandlersIntact() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = DefaultRetryPolicy() }, logger: quietLogger())
+                url: hubURL(base), options: options { $0.reconnectPolicy = DefaultRetryPolicy() }, logger: quietLogger()
+            )
             let received = Collector<String>()
             await connection.on("TransactionCreated") { (_: HubArguments) in received.append("t") }
             let events = await connection.events()
@@ -180,14 +200,18 @@ import TestSupport
     @Test func droppedConnectionReconnectsAndPendingInvocationsFail() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(100)) },
+                url: hubURL(base),
+                options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(100)) },
                 logger: quietLogger())
             let events = await connection.events()
             try await connection.start()
             let hanging = Task { try await connection.invoke("Hang") }
             try await Task.sleep(for: .milliseconds(200))
             try await call(base, "POST", "/_sim/drop")
-            await #expect(throws: HubConnectionError(.stopped, "Invocation canceled due to the underlying connection being closed.")) {
+            await #expect(
+                throws: HubConnectionError(
+                    .stopped, "Invocation canceled due to the underlying connection being closed.")
+            ) {
                 try await hanging.value
             }
             #expect(await waitForEvent(events) { if case .reconnected = $0 { true } else { false } } != nil)
@@ -199,12 +223,17 @@ import TestSupport
     @Test func closeWithoutAllowReconnectIsFinal() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = DefaultRetryPolicy() }, logger: quietLogger())
+                url: hubURL(base), options: options { $0.reconnectPolicy = DefaultRetryPolicy() }, logger: quietLogger()
+            )
             let events = await connection.events()
             try await connection.start()
             try await call(base, "POST", "/_sim/close?error=boom")
             let closed = await waitForEvent(events) { if case .closed = $0 { true } else { false } }
-            #expect(closed == .closed(error: HubConnectionError(.closedByServer(allowReconnect: false), "Server returned an error on close: boom")))
+            #expect(
+                closed
+                    == .closed(
+                        error: HubConnectionError(
+                            .closedByServer(allowReconnect: false), "Server returned an error on close: boom")))
             #expect(await connection.state == .disconnected)
         }
     }
@@ -213,7 +242,9 @@ import TestSupport
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let notices = Collector<String>()
-            await connection.on("SimNotice") { (args: HubArguments) in notices.append(try args.decode(0, as: String.self)) }
+            await connection.on("SimNotice") { (args: HubArguments) in
+                notices.append(try args.decode(0, as: String.self))
+            }
             try await connection.start()
             try await call(base, "POST", "/_sim/malformed?kind=unknown")
             #expect(await notices.wait(for: 1).count == 1)
@@ -230,7 +261,9 @@ import TestSupport
                 do throws(HubProtocolError) {
                     _ = try args.decode(1, as: Decimal.self)
                 } catch {
-                    errors.append(error.code == .argument(target: "BalanceUpdated", index: 1) ? error.message : "wrong code: \(error.code)")
+                    errors.append(
+                        error.code == .argument(target: "BalanceUpdated", index: 1)
+                            ? error.message : "wrong code: \(error.code)")
                 }
             }
             try await connection.start()
@@ -266,7 +299,8 @@ import TestSupport
         let port = try freeLoopbackPortOutsideEphemeralRange()
         var o = options()
         o.startRetryPolicy = ExponentialRetryPolicy(initial: .milliseconds(200), maximum: .milliseconds(400))
-        let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
+        let connection = HubConnection(
+            url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
         let starting = Task { try await connection.start() }
         try await Task.sleep(for: .milliseconds(800))
         try await withSimulator({ $0.port = port }) { _ in
@@ -282,7 +316,8 @@ import TestSupport
         let port = try freeLoopbackPortOutsideEphemeralRange()  // nobody listens
         var o = options()
         o.startRetryPolicy = ExponentialRetryPolicy(initial: .seconds(30), maximum: .seconds(30))
-        let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
+        let connection = HubConnection(
+            url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
         let starting = Task { try await connection.start() }
         try await Task.sleep(for: .seconds(3))  // the first attempts have failed; a 30 s pause runs
         let asked = ContinuousClock.now
@@ -295,7 +330,8 @@ import TestSupport
         try await withSimulator { base in
             try await withRedirector(to: hubURL(base).absoluteString, token: testToken) { redirectorURL in
                 // The original token is wrong for the simulator: only the redirect's token works.
-                let connection = HubConnection(url: redirectorURL, options: options(token: "only-for-the-redirector"), logger: quietLogger())
+                let connection = HubConnection(
+                    url: redirectorURL, options: options(token: "only-for-the-redirector"), logger: quietLogger())
                 try await connection.start()
                 #expect(try await connection.invoke("Echo", ["via redirect"]) == "via redirect")
                 await connection.stop()
@@ -322,13 +358,15 @@ func withRedirector(to target: String?, token: String?, _ body: (URL) async thro
         let url = target ?? "http://127.0.0.1:\(portBox.port)/redirect"
         var fields: [(key: String, value: JSONValue)] = [("url", .string(url))]
         if let token { fields.append(("accessToken", .string(token))) }
-        return Response(status: .ok, headers: [.contentType: "application/json"],
-                        body: .init(byteBuffer: ByteBuffer(string: JSONValue.object(fields).serialized)))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: JSONValue.object(fields).serialized)))
     }
     var logger = quietLogger()
     logger.logLevel = .critical
-    let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                          onServerRunning: { continuation.yield($0.localAddress!.port!) }, logger: logger)
+    let app = Application(
+        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        onServerRunning: { continuation.yield($0.localAddress!.port!) }, logger: logger)
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await app.runService(gracefulShutdownSignals: []) }
         var it = stream.makeAsyncIterator()
@@ -344,11 +382,11 @@ final class PortBox: @unchecked Sendable {
     var port = 0
 }
 
-
 @Suite(.serialized, .timeLimit(.minutes(1))) struct HubConnectionStartOptionsTests {
     @Test func skipNegotiationGoesStraightToTheSocket() async throws {
         try await withSimulator { base in
-            let connection = HubConnection(url: hubURL(base), options: options { $0.skipNegotiation = true }, logger: quietLogger())
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.skipNegotiation = true }, logger: quietLogger())
             try await connection.start()
             #expect(await connection.connectionId == nil, "no negotiate, no connection id")
             #expect(try await connection.invoke("Echo", ["direct"]) == "direct")
@@ -359,7 +397,8 @@ final class PortBox: @unchecked Sendable {
 
     @Test func tokenInTheQueryStringWorks() async throws {
         try await withSimulator { base in
-            let connection = HubConnection(url: hubURL(base), options: options { $0.accessTokenInQuery = true }, logger: quietLogger())
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.accessTokenInQuery = true }, logger: quietLogger())
             try await connection.start()
             #expect(try await connection.invoke("Echo", ["query"]) == "query")
             await connection.stop()
@@ -369,7 +408,9 @@ final class PortBox: @unchecked Sendable {
     @Test func aServerThatNeverAnswersTheHandshakeTimesOut() async throws {
         // A WebSocket server that accepts and then says nothing at all.
         let router = Router(context: BasicWebSocketRequestContext.self)
-        router.ws("hub") { _, _ in .upgrade() } onUpgrade: { inbound, _, _ in
+        router.ws("hub") { _, _ in
+            .upgrade()
+        } onUpgrade: { inbound, _, _ in
             for try await _ in inbound.messages(maxSize: 1 << 16) {}
         }
         let (stream, continuation) = AsyncStream<Int>.makeStream()
@@ -385,9 +426,13 @@ final class PortBox: @unchecked Sendable {
             var o = HubConnectionOptions()
             o.skipNegotiation = true
             o.handshakeTimeout = .milliseconds(500)
-            let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hub")!, options: o, logger: quietLogger())
+            let connection = HubConnection(
+                url: URL(string: "http://127.0.0.1:\(port)/hub")!, options: o, logger: quietLogger())
             let started = ContinuousClock.now
-            await #expect(throws: HubConnectionError(.handshakeFailed, "The server did not answer the handshake within 0.5 seconds.")) {
+            await #expect(
+                throws: HubConnectionError(
+                    .handshakeFailed, "The server did not answer the handshake within 0.5 seconds.")
+            ) {
                 try await connection.start()
             }
             #expect(ContinuousClock.now - started < .seconds(5))

@@ -31,14 +31,18 @@ import Testing
 
             proxy.mode = .blackhole
             let lost = await waitForEvent(events) { if case .reconnecting = $0 { true } else { false } }
-            #expect(lost == .reconnecting(reason: "Server timeout elapsed without receiving a message from the server."), "\(String(describing: lost))")
+            #expect(
+                lost == .reconnecting(reason: "Server timeout elapsed without receiving a message from the server."),
+                "\(String(describing: lost))")
             // Reconnect attempts meanwhile hang in the hole (negotiate or handshake time out); none succeeds.
             let attemptsBefore = proxy.accepted
             try await Task.sleep(for: .seconds(3))
             #expect(proxy.accepted > attemptsBefore, "it kept trying during the cut")
 
             proxy.mode = .pass
-            let back = await waitForEvent(events, timeout: .seconds(20)) { if case .reconnected = $0 { true } else { false } }
+            let back = await waitForEvent(events, timeout: .seconds(20)) {
+                if case .reconnected = $0 { true } else { false }
+            }
             #expect(back != nil)
             let after = try await connection.invoke("GetConnectionId", [])?.stringValue
             #expect(after != nil && after != before, "a new connection after the cut")

@@ -11,7 +11,8 @@ import Testing
     @Test func aProbeThatAnswersEndsThePauseAtItsAnswer() async {
         let asked = Atomic<Int>(0)
         let began = ContinuousClock.now
-        await HubConnection.pause(.seconds(30), endedEarlyBy: { asked.add(1, ordering: .relaxed).newValue == 2 }, every: .milliseconds(50))
+        await HubConnection.pause(
+            .seconds(30), endedEarlyBy: { asked.add(1, ordering: .relaxed).newValue == 2 }, every: .milliseconds(50))
         #expect(asked.load(ordering: .relaxed) == 2, "asked until it said yes, then no more")
         #expect(ContinuousClock.now - began < .seconds(10), "ended by the probe, not the 30 s pause")
     }
@@ -20,7 +21,12 @@ import Testing
         let asked = Atomic<Int>(0)
         let began = ContinuousClock.now
         // 350 ms at 100 ms: asked at 100 and 200; at 300 less than one interval is left, so no more.
-        await HubConnection.pause(.milliseconds(350), endedEarlyBy: { asked.add(1, ordering: .relaxed); return false }, every: .milliseconds(100))
+        await HubConnection.pause(
+            .milliseconds(350),
+            endedEarlyBy: {
+                asked.add(1, ordering: .relaxed)
+                return false
+            }, every: .milliseconds(100))
         #expect(asked.load(ordering: .relaxed) == 2)
         #expect(ContinuousClock.now - began >= .milliseconds(350))
     }
@@ -31,7 +37,8 @@ import Testing
         let port = try freeLoopbackPortOutsideEphemeralRange()  // nobody listens yet
         var o = options()
         o.startRetryPolicy = FixedPause(.seconds(60))
-        let connection = HubConnection(url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
+        let connection = HubConnection(
+            url: URL(string: "http://127.0.0.1:\(port)/hubs/family")!, options: o, logger: quietLogger())
         let starting = Task { try await connection.start() }
         try await Task.sleep(for: .seconds(1))
         try await withSimulator({ $0.port = port }) { _ in

@@ -13,7 +13,8 @@ import Testing
         try await withSimulator { base in
             let log = LogLines()
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy() }, logger: log.logger(level: .debug))
+                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy() },
+                logger: log.logger(level: .debug))
             try await connection.start()
             try await call(base, "POST", "/_sim/flap?mode=\(mode)")
             try await call(base, "POST", "/_sim/drop")
@@ -22,10 +23,14 @@ import Testing
             // Pauses of about 0.5, 1, 2, 4 s: 5 or 6 links in 10 s (without them: thousands). On a machine busy with
             // the whole suite fewer links fit (2 seen once), so only the storm's side is bounded tightly.
             #expect((2...8).contains(negotiations), "\(negotiations) negotiations in 10 s")
-            let said = log.all.filter { $0.hasPrefix("warning") && $0.contains("keeps ending the link soon after it is made") }
+            let said = log.all.filter {
+                $0.hasPrefix("warning") && $0.contains("keeps ending the link soon after it is made")
+            }
             #expect(said.count <= 1, "said once at most: \(log.all.filter { $0.hasPrefix("warning") })")
             #expect(negotiations < 4 || said.count == 1, "said once the third short link ended: \(said)")
-            #expect(log.all.filter { $0.hasPrefix("warning connection lost") }.count <= 3, "then the cycle is logged at debug level")
+            #expect(
+                log.all.filter { $0.hasPrefix("warning connection lost") }.count <= 3,
+                "then the cycle is logged at debug level")
             await connection.stop()
         }
     }
@@ -74,7 +79,8 @@ import Testing
     /// it reaches a request, where it would add headers of its own.
     @Test func aTokenWithALineBreakIsRefused() async throws {
         try await withSimulator { base in
-            let connection = HubConnection(url: hubURL(base), options: options(token: "\(testToken)\r\nX-Injected: yes"), logger: quietLogger())
+            let connection = HubConnection(
+                url: hubURL(base), options: options(token: "\(testToken)\r\nX-Injected: yes"), logger: quietLogger())
             await #expect { try await connection.start() } throws: {
                 ($0 as? HubConnectionError)?.kind == .unauthorized
                     && "\($0)".contains("The access token holds a line break or another control character: refused")

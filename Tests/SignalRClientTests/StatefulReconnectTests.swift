@@ -35,7 +35,8 @@ import Testing
             // Once the client acknowledged all it was sent, the server has nothing left to replay: a duplicate would
             // have come before the tenth event (delivery is in order), so none can come later.
             #expect(try await eventually { try await simStats(base).clients.first?["unacknowledged"] == 0 })
-            #expect(sequences.values == Array(1...10), "every event once, in order: \(sequences.values) (got \(all.count))")
+            #expect(
+                sequences.values == Array(1...10), "every event once, in order: \(sequences.values) (got \(all.count))")
             let stats = try await simStats(base)
             #expect(stats["negotiations"] == 1, "a re-attach does not negotiate again")
             #expect(stats["reattachments"] == 1)
@@ -56,7 +57,10 @@ import Testing
             let hanging = Task { try await connection.invoke("Hang") }
             try await Task.sleep(for: .milliseconds(200))
             try await call(base, "POST", "/_sim/drop?forget=true")
-            await #expect(throws: HubConnectionError(.stopped, "Invocation canceled due to the underlying connection being closed.")) {
+            await #expect(
+                throws: HubConnectionError(
+                    .stopped, "Invocation canceled due to the underlying connection being closed.")
+            ) {
                 try await hanging.value
             }
             let back = await waitForEvent(events) { if case .reconnected = $0 { true } else { false } }
@@ -73,7 +77,8 @@ import Testing
     @Test func withoutStatefulReconnectADropIsANewConnection() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(100)) },
+                url: hubURL(base),
+                options: options { $0.reconnectPolicy = ExponentialRetryPolicy(initial: .milliseconds(100)) },
                 logger: quietLogger())
             let events = await connection.events()
             try await connection.start()

@@ -1,10 +1,10 @@
 import Foundation
 import HubSimulator
 import Logging
-import TestSupport
 import SignalRClient
 import SignalRProtocol
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -23,7 +23,8 @@ func withSimulator(
 
 func hubURL(_ base: URL) -> URL { base.appending(path: "hubs/family") }
 
-func options(token: String = testToken, _ edit: (inout HubConnectionOptions) -> Void = { _ in }) -> HubConnectionOptions {
+func options(token: String = testToken, _ edit: (inout HubConnectionOptions) -> Void = { _ in }) -> HubConnectionOptions
+{
     var o = HubConnectionOptions()
     o.accessTokenProvider = { token }
     edit(&o)
@@ -33,7 +34,8 @@ func options(token: String = testToken, _ edit: (inout HubConnectionOptions) -> 
 /// Silent unless ALLOWANCE_TEST_LOG names a level (e.g. ALLOWANCE_TEST_LOG=debug swift test --filter X).
 func quietLogger() -> Logger {
     var l = Logger(label: "signalr-test")
-    l.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    l.logLevel =
+        ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return l
 }
 
@@ -52,7 +54,9 @@ func simStat(_ base: URL, _ key: String, reaching value: Int) async throws -> In
 
 /// Calls a simulator endpoint (REST, or a fault switch under /_sim/).
 @discardableResult
-func call(_ base: URL, _ method: String, _ path: String, body: String? = nil, token: String? = testToken) async throws -> JSONValue {
+func call(
+    _ base: URL, _ method: String, _ path: String, body: String? = nil, token: String? = testToken
+) async throws -> JSONValue {
     var request = URLRequest(url: URL(string: base.absoluteString + path)!)
     request.httpMethod = method
     if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -69,7 +73,9 @@ final class Collector<T: Sendable>: Sendable {
     var values: [T] { items.withLock { $0 } }
 
     /// Waits until at least `count` values arrived, or fails the test after `timeout`.
-    func wait(for count: Int, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async -> [T] {
+    func wait(
+        for count: Int, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> [T] {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let v = values

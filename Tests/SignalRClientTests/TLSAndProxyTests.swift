@@ -50,15 +50,23 @@ struct TLSAndProxyTests {
 
     /// `allowInsecureTLS` takes a certificate nothing vouches for on every transport (negotiate included), and the start
     /// says so; without it, and without a CA file, the same certificate is refused.
-    @Test(arguments: transports) func insecureTLSTakesAnyCertificateOnEveryTransportAndSaysSo(_ transport: TransportKind) async throws {
+    @Test(arguments: transports) func insecureTLSTakesAnyCertificateOnEveryTransportAndSaysSo(
+        _ transport: TransportKind
+    ) async throws {
         let (cert, key) = try await Self.certificate(subjectAltName: true)
         try await withSimulator { base in
             let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
             let tls = hubURL(URL(string: "https://localhost:\(front.address)")!)
             let checked = HubConnection(
-                url: tls, options: options { $0.transports = [transport]; $0.handshakeTimeout = .seconds(5) }, logger: quietLogger())
-            await #expect(throws: HubConnectionError.self, "a self-signed certificate, no CA file") { try await checked.start() }
+                url: tls,
+                options: options {
+                    $0.transports = [transport]
+                    $0.handshakeTimeout = .seconds(5)
+                }, logger: quietLogger())
+            await #expect(throws: HubConnectionError.self, "a self-signed certificate, no CA file") {
+                try await checked.start()
+            }
             let lines = LogLines()
             let unchecked = HubConnection(
                 url: tls,
@@ -70,7 +78,10 @@ struct TLSAndProxyTests {
             try await unchecked.start()
             #expect(await unchecked.transport == transport)
             #expect(
-                lines.all.contains { $0.hasPrefix("warning TLS certificate and host name checks are OFF for negotiate and every transport") },
+                lines.all.contains {
+                    $0.hasPrefix(
+                        "warning TLS certificate and host name checks are OFF for negotiate and every transport")
+                },
                 "\(lines.all)")
             await unchecked.stop()
         }

@@ -1,11 +1,12 @@
 import Foundation
 import InMemoryTracing
 import Instrumentation
-@testable import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
 import Tracing
+
+@testable import SignalRClient
 
 /// One in-memory tracer for this test process (a tracer is bootstrapped once per process).
 let testTracer: InMemoryTracer = {
@@ -29,7 +30,8 @@ let testTracer: InMemoryTracer = {
 
             // Other suites run beside this one with the same tracer: spans are found by what this test saw.
             let spans = tracer.finishedSpans
-            let spanID = try #require(received[InMemoryTracer.spanIDKey]?.stringValue, "the server got a context: \(received)")
+            let spanID = try #require(
+                received[InMemoryTracer.spanIDKey]?.stringValue, "the server got a context: \(received)")
             let invoke = try #require(spans.first { $0.spanID == spanID })
             #expect(invoke.operationName == "family/Headers")
             #expect(invoke.kind == .client)
@@ -41,9 +43,13 @@ let testTracer: InMemoryTracer = {
             #expect(!failed.isEmpty && failed.allSatisfy { $0.status?.code == .error && !$0.errors.isEmpty })
 
             let connects = spans.filter { $0.operationName == "family connect" }
-            #expect(connects.contains { connect in
-                spans.contains { $0.operationName == "family negotiate" && $0.parentSpanID == connect.spanID && $0.traceID == connect.traceID }
-            }, "a negotiate inside its connection attempt")
+            #expect(
+                connects.contains { connect in
+                    spans.contains {
+                        $0.operationName == "family negotiate" && $0.parentSpanID == connect.spanID
+                            && $0.traceID == connect.traceID
+                    }
+                }, "a negotiate inside its connection attempt")
             #expect(connects.contains { $0.attributes["signalr.transport"]?.toSpanAttribute() == "WebSockets" })
         }
     }
@@ -58,7 +64,9 @@ let testTracer: InMemoryTracer = {
             try await call(base, "POST", "/_sim/burst?count=2")
             _ = await seen.wait(for: 2)
             await connection.stop()
-            let handled = tracer.finishedSpans.filter { $0.operationName == "family/BalanceUpdated" && $0.kind == .consumer }
+            let handled = tracer.finishedSpans.filter {
+                $0.operationName == "family/BalanceUpdated" && $0.kind == .consumer
+            }
             #expect(handled.count >= 2)
         }
     }

@@ -1,15 +1,17 @@
 import Foundation
 import HubSimulator
-@testable import SignalRClient
 import SignalRProtocol
-import Testing
 import TestSupport
+import Testing
+
+@testable import SignalRClient
 
 /// The three transports and the two protocols, against the simulator (whose MessagePack, Server-Sent Events and Long
 /// Polling are written apart from the client's), and the fallback of the official clients.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct TransportTests {
     static let combinations: [(TransportKind, HubProtocolKind)] = [
-        (.webSockets, .json), (.webSockets, .messagepack), (.serverSentEvents, .json), (.longPolling, .json), (.longPolling, .messagepack),
+        (.webSockets, .json), (.webSockets, .messagepack), (.serverSentEvents, .json), (.longPolling, .json),
+        (.longPolling, .messagepack),
     ]
 
     /// Events, an invocation with its result, and a clean stop, over each transport with each protocol it can carry.
@@ -26,9 +28,12 @@ import TestSupport
             let balances = Collector<Decimal>()
             await connection.on("TransactionCreated") { (args: HubArguments) in
                 let t = try args.value(at: 0)
-                sequences.append((t["sequence"] ?? t["Sequence"])?.intValue ?? Int(t["Sequence"]?.stringValue ?? "") ?? -1)
+                sequences.append(
+                    (t["sequence"] ?? t["Sequence"])?.intValue ?? Int(t["Sequence"]?.stringValue ?? "") ?? -1)
             }
-            await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await connection.on("BalanceUpdated") { (args: HubArguments) in
+                balances.append(try args.decode(1, as: Decimal.self))
+            }
             try await connection.start()
             #expect(await connection.transport == transport)
             try await call(base, "POST", "/_sim/burst?count=30")
@@ -48,7 +53,9 @@ import TestSupport
         try await withSimulator { base in
             let connection = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             let balances = Collector<Decimal>()
-            await connection.on("BalanceUpdated") { (args: HubArguments) in balances.append(try args.decode(1, as: Decimal.self)) }
+            await connection.on("BalanceUpdated") { (args: HubArguments) in
+                balances.append(try args.decode(1, as: Decimal.self))
+            }
             // Offered, but every upgrade refused: what a proxy that strips `Upgrade` does.
             try await withSimulatorRefusingUpgrades(base) {
                 try await connection.start()
@@ -65,8 +72,11 @@ import TestSupport
     /// MessagePack skips Server-Sent Events (text only) and takes Long Polling; JSON takes Server-Sent Events.
     @Test func aTransportThatCannotCarryTheProtocolIsSkipped() async throws {
         try await withSimulator({ $0.transports = ["ServerSentEvents", "LongPolling"] }) { base in
-            for (hubProtocol, expected) in [(HubProtocolKind.messagepack, TransportKind.longPolling), (.json, .serverSentEvents)] {
-                let connection = HubConnection(url: hubURL(base), options: options { $0.hubProtocol = hubProtocol }, logger: quietLogger())
+            for (hubProtocol, expected) in [
+                (HubProtocolKind.messagepack, TransportKind.longPolling), (.json, .serverSentEvents),
+            ] {
+                let connection = HubConnection(
+                    url: hubURL(base), options: options { $0.hubProtocol = hubProtocol }, logger: quietLogger())
                 try await connection.start()
                 #expect(await connection.transport == expected, "\(hubProtocol)")
                 await connection.stop()
@@ -77,13 +87,17 @@ import TestSupport
     /// A transport the server did not offer is never tried, and the error says what each side has.
     @Test func noCommonTransportIsAClearError() async throws {
         try await withSimulator({ $0.transports = ["LongPolling"] }) { base in
-            let connection = HubConnection(url: hubURL(base), options: options { $0.transports = [.webSockets, .serverSentEvents] }, logger: quietLogger())
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.transports = [.webSockets, .serverSentEvents] },
+                logger: quietLogger())
             do throws(HubConnectionError) {
                 try await connection.start()
                 Issue.record("started without a common transport")
             } catch {
                 #expect(error.kind == .negotiateFailed)
-                #expect(error.message.contains("None of the transports supported by the client are supported by the server"))
+                #expect(
+                    error.message.contains("None of the transports supported by the client are supported by the server")
+                )
                 #expect(error.message.contains("LongPolling"))
             }
         }
@@ -94,8 +108,11 @@ import TestSupport
         try await withSimulator({ $0.requireMessagePack = true }) { base in
             let json = HubConnection(url: hubURL(base), options: options(), logger: quietLogger())
             await #expect(throws: HubConnectionError.self) { try await json.start() }
-            do throws(HubConnectionError) { try await json.start() } catch { #expect(error.message.contains("The protocol 'json' is not supported.")) }
-            let messagePack = HubConnection(url: hubURL(base), options: options { $0.hubProtocol = .messagepack }, logger: quietLogger())
+            do throws(HubConnectionError) { try await json.start() } catch {
+                #expect(error.message.contains("The protocol 'json' is not supported."))
+            }
+            let messagePack = HubConnection(
+                url: hubURL(base), options: options { $0.hubProtocol = .messagepack }, logger: quietLogger())
             try await messagePack.start()
             await messagePack.stop()
         }
@@ -106,7 +123,9 @@ import TestSupport
     @Test func longPollingSeesTheServerEndTheConnection() async throws {
         try await withSimulator({ $0.transports = ["LongPolling"] }) { base in
             let connection = HubConnection(
-                url: hubURL(base), options: options { $0.reconnectPolicy = DefaultRetryPolicy(delays: [.milliseconds(100)]) }, logger: quietLogger())
+                url: hubURL(base),
+                options: options { $0.reconnectPolicy = DefaultRetryPolicy(delays: [.milliseconds(100)]) },
+                logger: quietLogger())
             let events = await connection.events()
             try await connection.start()
             let first = await connection.connectionId
@@ -144,17 +163,27 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
 
 @Suite struct TransportPlanTests {
     func negotiated(_ offers: [(String, [String])]) -> Negotiated {
-        Negotiated(url: URL(string: "http://h/hub")!, socketId: "t", offered: offers.map { .init(transport: $0.0, transferFormats: $0.1) })
+        Negotiated(
+            url: URL(string: "http://h/hub")!, socketId: "t",
+            offered: offers.map { .init(transport: $0.0, transferFormats: $0.1) })
     }
 
     @Test func followsTheClientsOrderAmongWhatIsOffered() {
-        let n = negotiated([("LongPolling", ["Text", "Binary"]), ("ServerSentEvents", ["Text"]), ("WebSockets", ["Text", "Binary"])])
-        #expect(n.plan(allowed: TransportKind.allCases, format: .text).tries == [.webSockets, .serverSentEvents, .longPolling])
+        let n = negotiated([
+            ("LongPolling", ["Text", "Binary"]), ("ServerSentEvents", ["Text"]), ("WebSockets", ["Text", "Binary"]),
+        ])
+        #expect(
+            n.plan(allowed: TransportKind.allCases, format: .text).tries == [
+                .webSockets, .serverSentEvents, .longPolling,
+            ])
         #expect(n.plan(allowed: [.longPolling, .webSockets], format: .text).tries == [.longPolling, .webSockets])
     }
 
     @Test func skipsWhatCannotCarryTheFormatOrIsNotOffered() {
-        let n = negotiated([("WebSockets", ["Text"]), ("ServerSentEvents", ["Text"]), ("LongPolling", ["Text", "Binary"]), ("Carrier", ["Text"])])
+        let n = negotiated([
+            ("WebSockets", ["Text"]), ("ServerSentEvents", ["Text"]), ("LongPolling", ["Text", "Binary"]),
+            ("Carrier", ["Text"]),
+        ])
         let (tries, skipped) = n.plan(allowed: TransportKind.allCases, format: .binary)
         #expect(tries == [.longPolling])
         #expect(skipped.contains("'WebSockets' does not support the requested transfer format 'Binary'."))
@@ -170,8 +199,11 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
 
     @Test func httpTransportsKeepTheHTTPScheme() {
         let n = Negotiated(url: URL(string: "https://h/hubs/family?tenant=a")!, socketId: "s+1", accessToken: "tok")
-        #expect(n.transportURL(.webSockets, tokenInQuery: false).absoluteString == "wss://h/hubs/family?tenant=a&id=s%2B1")
-        #expect(n.transportURL(.longPolling, tokenInQuery: true).absoluteString == "https://h/hubs/family?tenant=a&id=s%2B1&access_token=tok")
+        #expect(
+            n.transportURL(.webSockets, tokenInQuery: false).absoluteString == "wss://h/hubs/family?tenant=a&id=s%2B1")
+        #expect(
+            n.transportURL(.longPolling, tokenInQuery: true).absoluteString
+                == "https://h/hubs/family?tenant=a&id=s%2B1&access_token=tok")
     }
 }
 
@@ -181,7 +213,9 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
         var out: [String] = []
         for chunk in chunks {
             var bytes = Array(chunk.utf8)
-            out += bytes.withUnsafeMutableBytes { parser.feed(UnsafeRawBufferPointer($0)) }.map { String(decoding: $0, as: UTF8.self) }
+            out += bytes.withUnsafeMutableBytes { parser.feed(UnsafeRawBufferPointer($0)) }.map {
+                String(decoding: $0, as: UTF8.self)
+            }
         }
         return out
     }
@@ -195,7 +229,9 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
     }
 
     @Test func commentsAndOtherFieldsAreIgnored() {
-        #expect(events([": keep-alive\r\n\r\n", "event: x\r\nid: 3\r\nretry: 10\r\ndata: {}\u{1E}\r\n\r\n"]) == ["{}\u{1E}"])
+        #expect(
+            events([": keep-alive\r\n\r\n", "event: x\r\nid: 3\r\nretry: 10\r\ndata: {}\u{1E}\r\n\r\n"]) == ["{}\u{1E}"]
+        )
     }
 
     /// A chunk boundary anywhere, the CR of a CRLF in one chunk and its LF in the next included.
@@ -203,8 +239,12 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
         let text = "data: {\"type\":6}\u{1E}{\"type\":6}\u{1E}\r\n\r\ndata: x\r\n\r\n"
         for cut in 1..<text.utf8.count {
             let bytes = Array(text.utf8)
-            let parts = [String(decoding: bytes[..<cut], as: UTF8.self), String(decoding: bytes[cut...], as: UTF8.self)]
-            if parts.joined() == text { #expect(events(parts) == ["{\"type\":6}\u{1E}{\"type\":6}\u{1E}", "x"], "cut at \(cut)") }
+            let parts = [
+                String(decoding: bytes[..<cut], as: UTF8.self), String(decoding: bytes[cut...], as: UTF8.self),
+            ]
+            if parts.joined() == text {
+                #expect(events(parts) == ["{\"type\":6}\u{1E}{\"type\":6}\u{1E}", "x"], "cut at \(cut)")
+            }
         }
     }
 }
@@ -216,7 +256,8 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
     @Test(arguments: [TransportKind.serverSentEvents, .longPolling])
     func aSlowConsumerHoldsTheServerBackAndLosesNothing(_ transport: TransportKind) async throws {
         try await withSimulator { base in
-            let connection = HubConnection(url: hubURL(base), options: options { $0.transports = [transport] }, logger: quietLogger())
+            let connection = HubConnection(
+                url: hubURL(base), options: options { $0.transports = [transport] }, logger: quietLogger())
             let buffer = HubEventBuffer<Int>(capacity: 50)
             let decoder = HubEventDecoder<Int>(
                 targets: ["TransactionCreated", "BalanceUpdated"],
@@ -229,7 +270,9 @@ func withSimulatorRefusingUpgrades(_ base: URL, _ body: () async throws -> Void)
             // transport itself stops reading too, not only the route.
             try await call(base, "POST", "/_sim/burst?count=5000")
             let deadline = ContinuousClock.now + .seconds(20)
-            while !buffer.isHoldingBackProducer, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            while !buffer.isHoldingBackProducer, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(buffer.isHoldingBackProducer, "the connection waits for room instead of reading on")
             var sequences: [Int] = []
             var events = 0

@@ -27,7 +27,10 @@ import Testing
         #expect(parsed.response.error == error)
     }
 
-    @Test(arguments: [("{\"error\":\"\",\"minorVersion\":34}\u{1e}", 34), ("{\"error\":\"flump flump flump\",\"minorVersion\":112}\u{1e}", 112)])
+    @Test(arguments: [
+        ("{\"error\":\"\",\"minorVersion\":34}\u{1e}", 34),
+        ("{\"error\":\"flump flump flump\",\"minorVersion\":112}\u{1e}", 112),
+    ])
     func responseGivesMinorVersion(_ json: String, _ version: Int) throws {
         #expect(try Handshake.decodeResponse(Array(json.utf8))?.response.minorVersion == version)
     }
@@ -42,10 +45,15 @@ import Testing
         ("null\u{1e}", "Unexpected JSON Token Type 'Null'. Expected a JSON Object."),
         ("{}\u{1e}", "Missing required property 'protocol'. Message content: {}"),
         ("[]\u{1e}", "Unexpected JSON Token Type 'Array'. Expected a JSON Object."),
-        ("{\"protocol\":\"json\"}\u{1e}", "Missing required property 'version'. Message content: {\"protocol\":\"json\"}"),
+        (
+            "{\"protocol\":\"json\"}\u{1e}",
+            "Missing required property 'version'. Message content: {\"protocol\":\"json\"}"
+        ),
         ("{\"version\":1}\u{1e}", "Missing required property 'protocol'. Message content: {\"version\":1}"),
-        ("{\"type\":4,\"invocationId\":\"42\",\"target\":\"foo\",\"arguments\":{}}\u{1e}",
-         "Missing required property 'protocol'. Message content: {\"type\":4,\"invocationId\":\"42\",\"target\":\"foo\",\"arguments\":{}}"),
+        (
+            "{\"type\":4,\"invocationId\":\"42\",\"target\":\"foo\",\"arguments\":{}}\u{1e}",
+            "Missing required property 'protocol'. Message content: {\"type\":4,\"invocationId\":\"42\",\"target\":\"foo\",\"arguments\":{}}"
+        ),
         ("{\"version\":\"123\"}\u{1e}", "Expected 'version' to be of type Number."),
         ("{\"protocol\":null,\"version\":123}\u{1e}", "Expected 'protocol' to be of type String."),
     ])
@@ -85,12 +93,30 @@ import Testing
     @Test(arguments: [
         (#"{"connectionId":"123","availableTransports":[]}"#, "123", [String](), 0),
         (#"{"connectionId":"","availableTransports":[]}"#, "", [], 0),
-        (#"{"connectionId":"123","availableTransports":[{"transport":"test","transferFormats":[]}]}"#, "123", ["test"], 0),
-        (#"{"connectionId":"123","availableTransports":[{"\u0074ransport":"test","transferFormats":[]}]}"#, "123", ["test"], 0),
-        (#"{"negotiateVersion":123,"connectionId":"123","connectionToken":"t","availableTransports":[{"\u0074ransport":"test","transferFormats":[]}]}"#, "123", ["test"], 123),
-        (#"{"negotiateVersion":123,"negotiateVersion":321,"connectionId":"123","connectionToken":"t","availableTransports":[]}"#, "123", [], 321),
-        (#"{"ignore":123,"negotiateVersion":123,"connectionId":"123","connectionToken":"t","availableTransports":[]}"#, "123", [], 123),
-        (#"{"connectionId":"123","connectionToken":"t","availableTransports":[],"negotiateVersion":123}"#, "123", [], 123),
+        (
+            #"{"connectionId":"123","availableTransports":[{"transport":"test","transferFormats":[]}]}"#, "123",
+            ["test"], 0
+        ),
+        (
+            #"{"connectionId":"123","availableTransports":[{"\u0074ransport":"test","transferFormats":[]}]}"#, "123",
+            ["test"], 0
+        ),
+        (
+            #"{"negotiateVersion":123,"connectionId":"123","connectionToken":"t","availableTransports":[{"\u0074ransport":"test","transferFormats":[]}]}"#,
+            "123", ["test"], 123
+        ),
+        (
+            #"{"negotiateVersion":123,"negotiateVersion":321,"connectionId":"123","connectionToken":"t","availableTransports":[]}"#,
+            "123", [], 321
+        ),
+        (
+            #"{"ignore":123,"negotiateVersion":123,"connectionId":"123","connectionToken":"t","availableTransports":[]}"#,
+            "123", [], 123
+        ),
+        (
+            #"{"connectionId":"123","connectionToken":"t","availableTransports":[],"negotiateVersion":123}"#, "123", [],
+            123
+        ),
     ])
     func parsesValidConnections(_ json: String, _ id: String, _ transports: [String], _ version: Int) throws {
         guard case .connection(let c) = try NegotiateResponse.decode(Array(json.utf8)) else {
@@ -104,14 +130,19 @@ import Testing
     }
 
     @Test func parsesRedirects() throws {
-        #expect(try NegotiateResponse.decode(Array(#"{"url": "http://foo.com/chat"}"#.utf8)) == .redirect(url: "http://foo.com/chat", accessToken: nil))
-        #expect(try NegotiateResponse.decode(Array(#"{"url": "http://foo.com/chat", "accessToken": "token"}"#.utf8))
-            == .redirect(url: "http://foo.com/chat", accessToken: "token"))
+        #expect(
+            try NegotiateResponse.decode(Array(#"{"url": "http://foo.com/chat"}"#.utf8))
+                == .redirect(url: "http://foo.com/chat", accessToken: nil))
+        #expect(
+            try NegotiateResponse.decode(Array(#"{"url": "http://foo.com/chat", "accessToken": "token"}"#.utf8))
+                == .redirect(url: "http://foo.com/chat", accessToken: "token"))
     }
 
     @Test func parsesErrorsAndStatefulReconnect() throws {
-        #expect(try NegotiateResponse.decode(Array(#"{"error":"Negotiate failed"}"#.utf8)) == .error("Negotiate failed"))
-        let json = #"{"negotiateVersion":1,"connectionId":"a","connectionToken":"b","useStatefulReconnect":true,"availableTransports":[]}"#
+        #expect(
+            try NegotiateResponse.decode(Array(#"{"error":"Negotiate failed"}"#.utf8)) == .error("Negotiate failed"))
+        let json =
+            #"{"negotiateVersion":1,"connectionId":"a","connectionToken":"b","useStatefulReconnect":true,"availableTransports":[]}"#
         guard case .connection(let c) = try NegotiateResponse.decode(Array(json.utf8)) else {
             Issue.record("no connection")
             return
@@ -124,20 +155,35 @@ import Testing
         ("[]", "Unexpected JSON Token Type 'Array'. Expected a JSON Object."),
         (#"{"availableTransports":[]}"#, "Missing required property 'connectionId'."),
         (#"{"connectionId":123,"availableTransports":[]}"#, "Expected 'connectionId' to be of type String."),
-        (#"{"connectionId":"123","availableTransports":null}"#, "Unexpected JSON Token Type 'Null'. Expected a JSON Array."),
-        (#"{"connectionId":"123","availableTransports":[{"transferFormats":[]}]}"#, "Missing required property 'transport'."),
-        (#"{"connectionId":"123","availableTransports":[{"transport":"test"}]}"#, "Missing required property 'transferFormats'."),
-        (#"{"negotiateVersion":1,"connectionId":"123","availableTransports":[]}"#, "Missing required property 'connectionToken'."),
+        (
+            #"{"connectionId":"123","availableTransports":null}"#,
+            "Unexpected JSON Token Type 'Null'. Expected a JSON Array."
+        ),
+        (
+            #"{"connectionId":"123","availableTransports":[{"transferFormats":[]}]}"#,
+            "Missing required property 'transport'."
+        ),
+        (
+            #"{"connectionId":"123","availableTransports":[{"transport":"test"}]}"#,
+            "Missing required property 'transferFormats'."
+        ),
+        (
+            #"{"negotiateVersion":1,"connectionId":"123","availableTransports":[]}"#,
+            "Missing required property 'connectionToken'."
+        ),
     ])
     func rejectsInvalid(_ payload: String, _ expected: String) {
         #expect(throws: HubProtocolError(expected)) { try NegotiateResponse.decode(Array(payload.utf8)) }
     }
 
     @Test func detectsClassicAspNetSignalR() {
-        let payload = #"{"Url":"/signalr","ConnectionToken":"X97dw3uxW4NPPggQsYVcNcyQcuz4w2","ConnectionId":"05265228-1e2c-46c5-82a1-6a5bcc3f0143","KeepAliveTimeout":10.0,"DisconnectTimeout":5.0,"TryWebSockets":true,"ProtocolVersion":"1.5","TransportConnectTimeout":30.0,"LongPollDelay":0.0}"#
-        #expect(throws: HubProtocolError(
-            "Detected a connection attempt to an ASP.NET SignalR Server. This client only supports connecting to an ASP.NET Core SignalR Server. See https://aka.ms/signalr-core-differences for details."
-        )) { try NegotiateResponse.decode(Array(payload.utf8)) }
+        let payload =
+            #"{"Url":"/signalr","ConnectionToken":"X97dw3uxW4NPPggQsYVcNcyQcuz4w2","ConnectionId":"05265228-1e2c-46c5-82a1-6a5bcc3f0143","KeepAliveTimeout":10.0,"DisconnectTimeout":5.0,"TryWebSockets":true,"ProtocolVersion":"1.5","TransportConnectTimeout":30.0,"LongPollDelay":0.0}"#
+        #expect(
+            throws: HubProtocolError(
+                "Detected a connection attempt to an ASP.NET SignalR Server. This client only supports connecting to an ASP.NET Core SignalR Server. See https://aka.ms/signalr-core-differences for details."
+            )
+        ) { try NegotiateResponse.decode(Array(payload.utf8)) }
     }
 }
 

@@ -6,45 +6,87 @@ import Testing
 /// dotnet/aspnetcore): each message's bytes as MessagePack-CSharp writes them, parsed and written back, and the error
 /// texts of its invalid payloads.
 @Suite struct MessagePackHubProtocolTests {
-    static let headers = ["Foo": "Bar", "KeyWith\nNew\r\nLines": "Still Works", "ValueWithNewLines": "Also\nWorks\r\nFine"]
+    static let headers = [
+        "Foo": "Bar", "KeyWith\nNew\r\nLines": "Still Works", "ValueWithNewLines": "Also\nWorks\r\nFine",
+    ]
 
     /// (name, message, base64 of the unframed MessagePack array)
     static let vectors: [(String, HubMessage, String)] = [
-        ("InvocationWithNoHeadersAndNoArgs", .invocation(.init(invocationId: "xyz", target: "method", arguments: [])), "lgGAo3h5eqZtZXRob2SQkA=="),
-        ("InvocationWithNoHeadersNoIdAndNoArgs", .invocation(.init(target: "method", arguments: [])), "lgGAwKZtZXRob2SQkA=="),
-        ("InvocationWithNoHeadersNoIdAndSingleIntArg", .invocation(.init(target: "method", arguments: [.number("42")])), "lgGAwKZtZXRob2SRKpA="),
         (
-            "InvocationWithNoHeadersNoIdIntAndStringArgs", .invocation(.init(target: "method", arguments: [.number("42"), .string("string")])),
+            "InvocationWithNoHeadersAndNoArgs",
+            .invocation(.init(invocationId: "xyz", target: "method", arguments: [])), "lgGAo3h5eqZtZXRob2SQkA=="
+        ),
+        (
+            "InvocationWithNoHeadersNoIdAndNoArgs", .invocation(.init(target: "method", arguments: [])),
+            "lgGAwKZtZXRob2SQkA=="
+        ),
+        (
+            "InvocationWithNoHeadersNoIdAndSingleIntArg",
+            .invocation(.init(target: "method", arguments: [.number("42")])), "lgGAwKZtZXRob2SRKpA="
+        ),
+        (
+            "InvocationWithNoHeadersNoIdIntAndStringArgs",
+            .invocation(.init(target: "method", arguments: [.number("42"), .string("string")])),
             "lgGAwKZtZXRob2SSKqZzdHJpbmeQ"
         ),
         (
-            "InvocationWithStreamArgument", .invocation(.init(target: "Target", arguments: [], streamIds: ["__test_id__"])),
+            "InvocationWithStreamArgument",
+            .invocation(.init(target: "Target", arguments: [], streamIds: ["__test_id__"])),
             "lgGAwKZUYXJnZXSQkatfX3Rlc3RfaWRfXw=="
         ),
         (
-            "InvocationWithMultipleStreams", .invocation(.init(target: "Target", arguments: [], streamIds: ["__test_id__", "__test_id2__"])),
+            "InvocationWithMultipleStreams",
+            .invocation(.init(target: "Target", arguments: [], streamIds: ["__test_id__", "__test_id2__"])),
             "lgGAwKZUYXJnZXSQkqtfX3Rlc3RfaWRfX6xfX3Rlc3RfaWQyX18="
         ),
-        ("StreamItemWithNoHeadersAndIntItem", .streamItem(.init(invocationId: "xyz", item: .number("42"))), "lAKAo3h5eio="),
-        ("StreamItemWithNoHeadersAndStringItem", .streamItem(.init(invocationId: "xyz", item: .string("string"))), "lAKAo3h5eqZzdHJpbmc="),
-        ("StreamItemWithNoHeadersAndBoolItem", .streamItem(.init(invocationId: "xyz", item: .bool(true))), "lAKAo3h5esM="),
-        ("CompletionWithNoHeadersAndError", .completion(.init(invocationId: "xyz", outcome: .error("Error not found!"))), "lQOAo3h5egGwRXJyb3Igbm90IGZvdW5kIQ=="),
         (
-            "CompletionWithHeadersAndError", .completion(.init(invocationId: "xyz", outcome: .error("Error not found!"), headers: headers)),
+            "StreamItemWithNoHeadersAndIntItem", .streamItem(.init(invocationId: "xyz", item: .number("42"))),
+            "lAKAo3h5eio="
+        ),
+        (
+            "StreamItemWithNoHeadersAndStringItem", .streamItem(.init(invocationId: "xyz", item: .string("string"))),
+            "lAKAo3h5eqZzdHJpbmc="
+        ),
+        (
+            "StreamItemWithNoHeadersAndBoolItem", .streamItem(.init(invocationId: "xyz", item: .bool(true))),
+            "lAKAo3h5esM="
+        ),
+        (
+            "CompletionWithNoHeadersAndError",
+            .completion(.init(invocationId: "xyz", outcome: .error("Error not found!"))),
+            "lQOAo3h5egGwRXJyb3Igbm90IGZvdW5kIQ=="
+        ),
+        (
+            "CompletionWithHeadersAndError",
+            .completion(.init(invocationId: "xyz", outcome: .error("Error not found!"), headers: headers)),
             "lQODo0Zvb6NCYXKyS2V5V2l0aApOZXcNCkxpbmVzq1N0aWxsIFdvcmtzsVZhbHVlV2l0aE5ld0xpbmVzsEFsc28KV29ya3MNCkZpbmWjeHl6AbBFcnJvciBub3QgZm91bmQh"
         ),
         ("CompletionWithNoHeadersAndNoResult", .completion(.init(invocationId: "xyz", outcome: .void)), "lAOAo3h5egI="),
         (
-            "CompletionWithHeadersAndNoResult", .completion(.init(invocationId: "xyz", outcome: .void, headers: headers)),
+            "CompletionWithHeadersAndNoResult",
+            .completion(.init(invocationId: "xyz", outcome: .void, headers: headers)),
             "lAODo0Zvb6NCYXKyS2V5V2l0aApOZXcNCkxpbmVzq1N0aWxsIFdvcmtzsVZhbHVlV2l0aE5ld0xpbmVzsEFsc28KV29ya3MNCkZpbmWjeHl6Ag=="
         ),
-        ("CompletionWithNoHeadersAndIntResult", .completion(.init(invocationId: "xyz", outcome: .result(.number("42")))), "lQOAo3h5egMq"),
-        ("CompletionWithNoHeadersAndStringResult", .completion(.init(invocationId: "xyz", outcome: .result(.string("string")))), "lQOAo3h5egOmc3RyaW5n"),
-        ("CompletionWithNoHeadersAndBooleanResult", .completion(.init(invocationId: "xyz", outcome: .result(.bool(true)))), "lQOAo3h5egPD"),
-        ("StreamInvocationWithNoHeadersAndNoArgs", .streamInvocation(.init(invocationId: "xyz", target: "method", arguments: [])), "lgSAo3h5eqZtZXRob2SQkA=="),
+        (
+            "CompletionWithNoHeadersAndIntResult",
+            .completion(.init(invocationId: "xyz", outcome: .result(.number("42")))), "lQOAo3h5egMq"
+        ),
+        (
+            "CompletionWithNoHeadersAndStringResult",
+            .completion(.init(invocationId: "xyz", outcome: .result(.string("string")))), "lQOAo3h5egOmc3RyaW5n"
+        ),
+        (
+            "CompletionWithNoHeadersAndBooleanResult",
+            .completion(.init(invocationId: "xyz", outcome: .result(.bool(true)))), "lQOAo3h5egPD"
+        ),
+        (
+            "StreamInvocationWithNoHeadersAndNoArgs",
+            .streamInvocation(.init(invocationId: "xyz", target: "method", arguments: [])), "lgSAo3h5eqZtZXRob2SQkA=="
+        ),
         (
             "StreamInvocationWithStreamAndNormalArgument",
-            .streamInvocation(.init(invocationId: "xyz", target: "method", arguments: [.number("42")], streamIds: ["__test_id__"])),
+            .streamInvocation(
+                .init(invocationId: "xyz", target: "method", arguments: [.number("42")], streamIds: ["__test_id__"])),
             "lgSAo3h5eqZtZXRob2SRKpGrX190ZXN0X2lkX18="
         ),
         ("CancelInvocationWithNoHeaders", .cancelInvocation(invocationId: "xyz"), "kwWAo3h5eg=="),
@@ -56,7 +98,10 @@ import Testing
         ("CloseMessage", .close(.init()), "kwfAwg=="),
         ("CloseMessage_HasError", .close(.init(error: "Error!")), "kwemRXJyb3Ihwg=="),
         ("CloseMessage_HasAllowReconnect", .close(.init(allowReconnect: true)), "kwfAww=="),
-        ("CloseMessage_HasErrorAndAllowReconnect", .close(.init(error: "Error!", allowReconnect: true)), "kwemRXJyb3Ihww=="),
+        (
+            "CloseMessage_HasErrorAndAllowReconnect", .close(.init(error: "Error!", allowReconnect: true)),
+            "kwemRXJyb3Ihww=="
+        ),
     ]
 
     @Test(arguments: vectors.indices) func parsesTheDotNetBytes(_ i: Int) throws {
@@ -80,8 +125,12 @@ import Testing
     }
 
     @Test func ignoresExtraTrailingFields() throws {
-        let bytes: [UInt8] = [0x98, 1, 0x80, 0xA3] + Array("xyz".utf8) + [0xA6] + Array("method".utf8) + [0x90, 0x90, 0xC3, 0xA2] + Array("ex".utf8)
-        #expect(try MessagePackHubProtocol.decode(bytes) == .invocation(.init(invocationId: "xyz", target: "method", arguments: [])))
+        let bytes: [UInt8] =
+            [0x98, 1, 0x80, 0xA3] + Array("xyz".utf8) + [0xA6] + Array("method".utf8) + [0x90, 0x90, 0xC3, 0xA2]
+            + Array("ex".utf8)
+        #expect(
+            try MessagePackHubProtocol.decode(bytes)
+                == .invocation(.init(invocationId: "xyz", target: "method", arguments: [])))
     }
 
     @Test func ignoresUnknownMessageTypes() throws {
@@ -92,13 +141,18 @@ import Testing
         ("MessageTypeString", [0x91, 0xA3, 0x66, 0x6F, 0x6F], "Reading 'messageType' as Int32 failed."),
         ("HeadersNotAMap", [0x92, 1, 0xA3, 0x66, 0x6F, 0x6F], "Reading map length for 'headers' failed."),
         ("HeaderKeyInt", [0x92, 1, 0x82, 0x2A, 0xA3, 0x66, 0x6F, 0x6F], "Reading 'headers[0].Key' as String failed."),
-        ("HeaderValueInt", [0x92, 1, 0x82, 0xA3, 0x66, 0x6F, 0x6F, 42], "Reading 'headers[0].Value' as String failed."),
         (
-            "HeaderKeyArray", [0x92, 1, 0x84, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0x90, 0xA3, 0x66, 0x6F, 0x6F],
+            "HeaderValueInt", [0x92, 1, 0x82, 0xA3, 0x66, 0x6F, 0x6F, 42],
+            "Reading 'headers[0].Value' as String failed."
+        ),
+        (
+            "HeaderKeyArray",
+            [0x92, 1, 0x84, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0x90, 0xA3, 0x66, 0x6F, 0x6F],
             "Reading 'headers[1].Key' as String failed."
         ),
         (
-            "HeaderValueArray", [0x92, 1, 0x84, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0x90],
+            "HeaderValueArray",
+            [0x92, 1, 0x84, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0xA3, 0x66, 0x6F, 0x6F, 0x90],
             "Reading 'headers[1].Value' as String failed."
         ),
         ("InvocationMissingId", [0x92, 1, 0x80], "Reading 'invocationId' as String failed."),
@@ -111,11 +165,20 @@ import Testing
         ("StreamItemInvocationIdBoolean", [0x93, 2, 0x80, 0xC2], "Reading 'invocationId' as String failed."),
         ("CompletionMissingId", [0x92, 3, 0x80], "Reading 'invocationId' as String failed."),
         ("CompletionIdBoolean", [0x93, 3, 0x80, 0xC2], "Reading 'invocationId' as String failed."),
-        ("CompletionResultKindString", [0x94, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 0xA3, 0x78, 0x79, 0x7A], "Reading 'resultKind' as Int32 failed."),
-        ("CompletionResultKindOutOfRange", [0x94, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 42], "Invalid invocation result kind."),
+        (
+            "CompletionResultKindString", [0x94, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 0xA3, 0x78, 0x79, 0x7A],
+            "Reading 'resultKind' as Int32 failed."
+        ),
+        (
+            "CompletionResultKindOutOfRange", [0x94, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 42],
+            "Invalid invocation result kind."
+        ),
         ("CompletionErrorMissing", [0x94, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 0x01], "Reading 'error' as String failed."),
         ("CompletionErrorInt", [0x95, 3, 0x80, 0xA3, 0x78, 0x79, 0x7A, 0x01, 42], "Reading 'error' as String failed."),
-        ("InvocationArgumentArrayMissing", [0x94, 1, 0x80, 0xA3, 0x61, 0x62, 0x63, 0xA3, 0x78, 0x79, 0x7A], "Reading array length for 'arguments' failed."),
+        (
+            "InvocationArgumentArrayMissing", [0x94, 1, 0x80, 0xA3, 0x61, 0x62, 0x63, 0xA3, 0x78, 0x79, 0x7A],
+            "Reading array length for 'arguments' failed."
+        ),
         (
             "InvocationArgumentArrayNotAnArray", [0x95, 1, 0x80, 0xA3, 0x61, 0x62, 0x63, 0xA3, 0x78, 0x79, 0x7A, 42],
             "Reading array length for 'arguments' failed."
@@ -135,8 +198,10 @@ import Testing
             (.invocation(.init(invocationId: "1", target: "Target", arguments: [.number("1")])), 16),
             (.invocation(.init(invocationId: "1", target: "Target", arguments: [.number("1")], streamIds: ["2"])), 18),
             (.close(.init()), 5), (.close(.init(error: "error")), 10),
-            (.streamItem(.init(invocationId: "1", item: .null)), 7), (.streamItem(.init(invocationId: "1", item: .number("1"))), 7),
-            (.completion(.init(invocationId: "1", outcome: .void)), 7), (.completion(.init(invocationId: "1", outcome: .result(.number("1")))), 8),
+            (.streamItem(.init(invocationId: "1", item: .null)), 7),
+            (.streamItem(.init(invocationId: "1", item: .number("1"))), 7),
+            (.completion(.init(invocationId: "1", outcome: .void)), 7),
+            (.completion(.init(invocationId: "1", outcome: .result(.number("1")))), 8),
             (.completion(.init(invocationId: "1", outcome: .error("error"))), 13),
             (.streamInvocation(.init(invocationId: "1", target: "target", arguments: [])), 15),
             (.streamInvocation(.init(invocationId: "1", target: "target", arguments: [], streamIds: ["2"])), 17),
@@ -148,7 +213,9 @@ import Testing
     // MARK: - Framing
 
     @Test func lengthPrefixesAreVarInts() throws {
-        for (length, prefix) in [(0, [0x00]), (127, [0x7F]), (128, [0x80, 0x01]), (16_384, [0x80, 0x80, 0x01]), (300, [0xAC, 0x02])] as [(Int, [UInt8])] {
+        for (length, prefix) in [
+            (0, [0x00]), (127, [0x7F]), (128, [0x80, 0x01]), (16_384, [0x80, 0x80, 0x01]), (300, [0xAC, 0x02]),
+        ] as [(Int, [UInt8])] {
             let framed = BinaryMessageFormat.frame([UInt8](repeating: 7, count: length))
             #expect(Array(framed.prefix(prefix.count)) == prefix)
             let (pieces, incomplete) = try BinaryMessageFormat.split(framed)

@@ -15,8 +15,10 @@ import Testing
 
     @Test func integersOfEverySize() {
         let cases: [([UInt8], String)] = [
-            ([0x00], "0"), ([0x7F], "127"), ([0xFF], "-1"), ([0xE0], "-32"), ([0xCC, 0xFF], "255"), ([0xCD, 0x01, 0x00], "256"),
-            ([0xCE, 0x00, 0x01, 0x00, 0x00], "65536"), ([0xCF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "18446744073709551615"),
+            ([0x00], "0"), ([0x7F], "127"), ([0xFF], "-1"), ([0xE0], "-32"), ([0xCC, 0xFF], "255"),
+            ([0xCD, 0x01, 0x00], "256"),
+            ([0xCE, 0x00, 0x01, 0x00, 0x00], "65536"),
+            ([0xCF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "18446744073709551615"),
             ([0xD0, 0x80], "-128"), ([0xD1, 0x80, 0x00], "-32768"), ([0xD2, 0x80, 0x00, 0x00, 0x00], "-2147483648"),
             ([0xD3, 0x80, 0, 0, 0, 0, 0, 0, 0], "-9223372036854775808"),
         ]
@@ -25,8 +27,10 @@ import Testing
 
     @Test func writerPicksTheShortestIntegerForm() {
         let cases: [(Int64, [UInt8])] = [
-            (0, [0x00]), (127, [0x7F]), (128, [0xCC, 0x80]), (256, [0xCD, 0x01, 0x00]), (65536, [0xCE, 0x00, 0x01, 0x00, 0x00]),
-            (-1, [0xFF]), (-32, [0xE0]), (-33, [0xD0, 0xDF]), (-129, [0xD1, 0xFF, 0x7F]), (Int64(Int32.min), [0xD2, 0x80, 0, 0, 0]),
+            (0, [0x00]), (127, [0x7F]), (128, [0xCC, 0x80]), (256, [0xCD, 0x01, 0x00]),
+            (65536, [0xCE, 0x00, 0x01, 0x00, 0x00]),
+            (-1, [0xFF]), (-32, [0xE0]), (-33, [0xD0, 0xDF]), (-129, [0xD1, 0xFF, 0x7F]),
+            (Int64(Int32.min), [0xD2, 0x80, 0, 0, 0]),
         ]
         for (n, bytes) in cases {
             var w = MessagePackWriter()
@@ -59,14 +63,17 @@ import Testing
         let both = UInt64(123_456_700) << 34 | UInt64(seconds)
         let t64: [UInt8] = [0xD7, 0xFF] + withUnsafeBytes(of: both.bigEndian, Array.init)
         #expect(value(t64) == .string("2026-11-24T18:30:00.1234567Z"))
-        let t96: [UInt8] = [0xC7, 12, 0xFF] + withUnsafeBytes(of: UInt32(5_000_000).bigEndian, Array.init)
+        let t96: [UInt8] =
+            [0xC7, 12, 0xFF] + withUnsafeBytes(of: UInt32(5_000_000).bigEndian, Array.init)
             + withUnsafeBytes(of: Int64(-1).bigEndian, Array.init)
         #expect(value(t96) == .string("1969-12-31T23:59:59.005Z"))
         #expect(value([0xD6, 0x05, 0, 0, 0, 0]) == nil, "an extension this client does not know")
     }
 
     @Test func cutShortValuesAreRefusedWithoutMoving() {
-        for bytes: [UInt8] in [[0xCD, 0x01], [0xA5, 0x61], [0xC4, 0x05, 1], [0x92, 0x01], [0xDC, 0x00], [0xD7, 0xFF, 0, 0]] {
+        for bytes: [UInt8] in [
+            [0xCD, 0x01], [0xA5, 0x61], [0xC4, 0x05, 1], [0x92, 0x01], [0xDC, 0x00], [0xD7, 0xFF, 0, 0],
+        ] {
             bytes.withUnsafeBytes { raw in
                 var r = MessagePackReader(raw)
                 #expect(r.readValue() == nil, "\(bytes)")
@@ -126,7 +133,8 @@ import Testing
 
     @Test func jsonValuesRoundTrip() {
         let v: JSONValue = .object([
-            ("a", .array([.number("1"), .number("-70000"), .number("2.25"), .bool(false), .null])), ("s", .string("héllo")),
+            ("a", .array([.number("1"), .number("-70000"), .number("2.25"), .bool(false), .null])),
+            ("s", .string("héllo")),
         ])
         var w = MessagePackWriter()
         w.write(v)

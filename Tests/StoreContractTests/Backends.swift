@@ -23,7 +23,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     func handles(_ count: Int, planner: (any AlertPlanner)? = nil) async throws -> [any RelayStorage] {
         switch self {
         case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appending(path: "contract-\(UUID().uuidString).sqlite").path
+            let path = FileManager.default.temporaryDirectory.appending(path: "contract-\(UUID().uuidString).sqlite")
+                .path
             return try (0..<count).map { _ in
                 let store = try Store.open(path: path)
                 store.setPlanner(planner, onPlanned: nil)

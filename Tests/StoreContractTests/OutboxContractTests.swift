@@ -42,7 +42,8 @@ import Testing
         #expect(sent.seq == entry.seq)
         try store.outboxSent(sent.seq, server: serverCopy(of: sent, balanceAfter: 7.5), at: Date())
         let listed = try store.transactions(child: alice.id, since: nil, limit: 10)
-        #expect(listed.count == 1 && listed[0].id != entry.localTransactionId, "the server's copy replaced the local one")
+        #expect(
+            listed.count == 1 && listed[0].id != entry.localTransactionId, "the server's copy replaced the local one")
         #expect(try balance(store) == 7.5)
         #expect(try store.outbox().map(\.state) == [.sent])
     }
@@ -53,8 +54,10 @@ import Testing
         defer { backend.close(stores) }
         let store = stores[0]
         try backend.seed(store, children: [alice], transactions: [])
-        _ = try store.enqueueTransaction(child: alice.id, amount: 4, type: .credit, description: "chores", limit: 100, at: Date())
-        _ = try store.enqueueTransaction(child: alice.id, amount: 1, type: .credit, description: "more", limit: 100, at: Date())
+        _ = try store.enqueueTransaction(
+            child: alice.id, amount: 4, type: .credit, description: "chores", limit: 100, at: Date())
+        _ = try store.enqueueTransaction(
+            child: alice.id, amount: 1, type: .credit, description: "more", limit: 100, at: Date())
         #expect(try balance(store) == 15)
         let first = try sending(store)
         // The hub pushes the server's copy before the POST is answered: not a gap, and the stand-in goes.
@@ -90,7 +93,8 @@ import Testing
         try store.dropOutbox(entry.seq, at: Date())
         #expect(try balance(store) == 10 && store.outbox().isEmpty, "dropped and undone")
         do throws(StoreError) {
-            _ = try store.enqueueTransaction(child: alice.id, amount: 11, type: .debit, description: "bike", limit: 100, at: Date())
+            _ = try store.enqueueTransaction(
+                child: alice.id, amount: 11, type: .debit, description: "bike", limit: 100, at: Date())
             Issue.record("an overdraft was queued")
         } catch {
             #expect(error.message == "Insufficient funds: the balance is 10.00, the debit 11.00.")

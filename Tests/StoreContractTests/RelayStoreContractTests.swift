@@ -24,7 +24,9 @@ import Testing
         #expect(try next.sentMessage(sink: "chat", subject: subject) == nil)
         let posted = SentMessage(ref: "1001", postedAt: at("2026-11-26T08:00:00Z"))
         try first.setSentMessage(sink: "chat", subject: subject, posted)
-        #expect(try next.sentMessage(sink: "chat", subject: subject) == posted, "the next relay edits what the first posted")
+        #expect(
+            try next.sentMessage(sink: "chat", subject: subject) == posted, "the next relay edits what the first posted"
+        )
         #expect(try next.sentMessage(sink: "other", subject: subject) == nil, "per sink")
         let reposted = SentMessage(ref: "1002", postedAt: at("2026-11-26T09:00:00Z"))
         try next.setSentMessage(sink: "chat", subject: subject, reposted)
@@ -65,11 +67,16 @@ import Testing
         #expect(try stores[1].summaryLastDue(rule: "evening") == first)
         let summary = RelayEvent(kind: .summary, at: second, childId: alice.id, childName: "Alice", balance: 12)
         // Both schedulers wake for the same period together: one plans it, the other finds it done.
-        let planned = try atOnce(stores.map { store in { try store.raiseSummaries(rule: "evening", due: second, events: [summary], baselineOnly: false) } })
+        let planned = try atOnce(
+            stores.map { store in
+                { try store.raiseSummaries(rule: "evening", due: second, events: [summary], baselineOnly: false) }
+            })
         #expect(planned.sorted() == [0, 1])
         #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 1]])
         #expect(try stores[1].summaryLastDue(rule: "evening") == second)
-        #expect(try stores[1].raiseSummaries(rule: "evening", due: first, events: [summary], baselineOnly: false) == 0, "an older period")
+        #expect(
+            try stores[1].raiseSummaries(rule: "evening", due: first, events: [summary], baselineOnly: false) == 0,
+            "an older period")
         #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 1]])
     }
 
@@ -82,7 +89,8 @@ import Testing
         let made = times.enumerated().map { n, time in
             balance += 1
             return Transaction(
-                id: UUID(), childId: alice.id, amount: 1, type: .credit, description: "chore \(n)", balanceAfter: balance,
+                id: UUID(), childId: alice.id, amount: 1, type: .credit, description: "chore \(n)",
+                balanceAfter: balance,
                 createdAt: time, createdByName: "Parent")
         }
         try backend.seed(stores[0], children: [alice, bob], transactions: made)

@@ -114,7 +114,9 @@ import Testing
         try await withBackend(backend) { store, api, base in
             _ = try await CatchUp(store: store, api: api).run()
             let alice = "11111111-1111-4111-8111-111111111111"
-            #expect(try await post(base, "/_sim/badrow?child=\(alice)&id=00000000-0000-4000-8000-000000000001&amount=0") == 200)
+            #expect(
+                try await post(base, "/_sim/badrow?child=\(alice)&id=00000000-0000-4000-8000-000000000001&amount=0")
+                    == 200)
             #expect(try await post(base, "/_sim/burst?count=4") == 200)
             let report = try await CatchUp(store: store, api: api).run()
             #expect(report.rejected == 1 && report.stored == 4, "\(report)")
@@ -122,12 +124,15 @@ import Testing
             #expect(try alerted(store).filter { $0.kind == .syncRejected }.count == 1)
             #expect(try await CatchUp(store: store, api: api).run().rejected == 0, "reported once")
             // A live event the relay cannot keep is set aside the same way.
-            var live = try #require(try await api.transactions(child: UUID(uuidString: alice)!, limit: 1, offset: 0).first)
+            var live = try #require(
+                try await api.transactions(child: UUID(uuidString: alice)!, limit: 1, offset: 0).first)
             live.id = UUID()
             live.amount = 0
             #expect(
                 try store.apply([.transactionCreated(live)], at: Date(), traceParents: []) == [
-                    .rejected(reason: "transaction \(live.id.uuidString.lowercased()): its amount 0 is not above 0", first: true)
+                    .rejected(
+                        reason: "transaction \(live.id.uuidString.lowercased()): its amount 0 is not above 0",
+                        first: true)
                 ])
         }
     }
@@ -143,7 +148,9 @@ import Testing
         #expect(try store.bindServer(home) == nil)
         #expect(try store.bindServer(home) == nil)
         let moved = ServerIdentity(url: URL(string: "https://money.example/")!, userId: "u1", familyId: "f1")
-        #expect(try store.bindServer(moved)?.contains("moved from https://allowance.example to https://money.example") == true)
+        #expect(
+            try store.bindServer(moved)?.contains("moved from https://allowance.example to https://money.example")
+                == true)
         for other in [
             ServerIdentity(url: URL(string: "https://money.example")!, userId: "u2", familyId: "f2"),
             ServerIdentity(url: URL(string: "https://elsewhere.example")!),
@@ -171,9 +178,12 @@ import Testing
             let (child, newest) = try #require(found)
             let alice = child.id
             let cached = try store.children().first { $0.id == alice }?.currentBalance
-            let gap = cached.map { $0 != newest.balanceAfter - (newest.type == .credit ? newest.amount : -newest.amount) }
+            let gap = cached.map {
+                $0 != newest.balanceAfter - (newest.type == .credit ? newest.amount : -newest.amount)
+            }
             let results = try store.apply(
-                [.transactionCreated(newest), .balanceUpdated(childId: alice, balance: child.currentBalance)], at: Date(),
+                [.transactionCreated(newest), .balanceUpdated(childId: alice, balance: child.currentBalance)],
+                at: Date(),
                 traceParents: [])
             #expect(results.first == .stored(gap: gap == true ? alice : nil))
             #expect(try store.apply([.transactionCreated(newest)], at: Date(), traceParents: []) == [.duplicate])
@@ -187,7 +197,8 @@ import Testing
             fresh.id = UUID()
             let stored = try store.transactions(child: nil, since: nil, limit: 1000).count
             do {
-                _ = try store.apply([.transactionCreated(fresh), .transactionCreated(forged)], at: Date(), traceParents: [])
+                _ = try store.apply(
+                    [.transactionCreated(fresh), .transactionCreated(forged)], at: Date(), traceParents: [])
                 Issue.record("a contradiction was stored")
             } catch let error as StoreError {
                 #expect(error.isConflict && error.message.contains("contradicts the cache"), "\(error)")

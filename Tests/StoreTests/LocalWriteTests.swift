@@ -10,7 +10,9 @@ import Testing
 /// and nothing looks like a gap in the cache.
 @Suite struct LocalWriteTests {
     struct EverythingToOneSink: AlertPlanner {
-        func plan(_ e: RelayEvent) -> [PlannedDelivery] { [PlannedDelivery(sink: "s", rule: "r", kind: e.kind, urgency: .normal)] }
+        func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+            [PlannedDelivery(sink: "s", rule: "r", kind: e.kind, urgency: .normal)]
+        }
     }
 
     private func seeded() throws -> Store {
@@ -51,7 +53,9 @@ import Testing
         #expect(try alert.event.previousBalance == Decimal(string: "25.50")!)
         try store.outboxSent(e.seq, server: copy)
         #expect(try balance(store) == Decimal(string: "30.50")!)
-        #expect(try store.deliveries(sink: "s").filter { $0.kind == .transactionCreated }.count == 1, "one alert for one write")
+        #expect(
+            try store.deliveries(sink: "s").filter { $0.kind == .transactionCreated }.count == 1,
+            "one alert for one write")
         #expect(try store.outbox().first?.state == .sent)
     }
 
@@ -59,9 +63,13 @@ import Testing
         let store = try seeded()
         _ = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "Chores")  // 30.50 here
         // Meanwhile the server booked a debit of 1.00 on its 25.50.
-        #expect(try store.apply(.transactionCreated(server(amount: "1", after: "24.50", description: "Candy").with(type: .debit))) == .stored(gap: nil))
+        #expect(
+            try store.apply(
+                .transactionCreated(server(amount: "1", after: "24.50", description: "Candy").with(type: .debit)))
+                == .stored(gap: nil))
         #expect(try balance(store) == Decimal(string: "29.50")!, "the server's 24.50 plus the 5.00 still waiting")
-        #expect(try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "24.50")!)) == .stored(gap: nil))
+        #expect(
+            try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "24.50")!)) == .stored(gap: nil))
         #expect(try balance(store) == Decimal(string: "29.50")!)
     }
 
@@ -78,7 +86,10 @@ import Testing
         let store = try seeded()
         let bob = UUID(uuidString: "22222222-2222-4222-8222-222222222222")!
         try store.storeCaughtUp(
-            children: [child("25.50"), Child(id: bob, firstName: "Bob", lastName: "Example", weeklyAllowance: 5, currentBalance: 3)],
+            children: [
+                child("25.50"),
+                Child(id: bob, firstName: "Bob", lastName: "Example", weeklyAllowance: 5, currentBalance: 3),
+            ],
             transactions: [])
         let first = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "#1")
         let second = try store.enqueueTransaction(child: alice, amount: 2, type: .credit, description: "#2")

@@ -14,7 +14,8 @@ import Testing
 
     @Test func aWriteIsTheLocalTransactionTheBalanceAndTheOutboxRowTogether() throws {
         let store = try seeded()
-        let e = try store.enqueueTransaction(child: alice, amount: Decimal(string: "4.50")!, type: .debit, description: "Kite")
+        let e = try store.enqueueTransaction(
+            child: alice, amount: Decimal(string: "4.50")!, type: .debit, description: "Kite")
         #expect(e.state == .pending && e.attempts == 0)
         #expect(try store.children().first?.currentBalance == Decimal(string: "21.00")!)
         let local = try #require(try store.transactions().first)
@@ -65,7 +66,8 @@ import Testing
         try store.markInFlight(e.seq)
         #expect(try store.dueOutbox().isEmpty)
         #expect(try store.requeueInFlight() == 1)
-        #expect(try store.dueOutbox().map(\.attempts) == [0], "an attempt counts with its outcome, and none was recorded")
+        #expect(
+            try store.dueOutbox().map(\.attempts) == [0], "an attempt counts with its outcome, and none was recorded")
         try store.outboxRetry(e.seq, error: "HTTP 503", retryAt: Date().addingTimeInterval(60))
         #expect(try store.outbox().first?.attempts == 1)
         #expect(try store.dueOutbox().isEmpty)
@@ -74,7 +76,9 @@ import Testing
 
     @Test func clearErrorsForWhatCannotBeQueued() throws {
         let store = try seeded()
-        #expect { try store.enqueueTransaction(child: alice, amount: 100, type: .debit, description: "too much") } throws: {
+        #expect {
+            try store.enqueueTransaction(child: alice, amount: 100, type: .debit, description: "too much")
+        } throws: {
             ($0 as? StoreError)?.message == "Insufficient funds: the balance is 25.50, the debit 100.00."
         }
         #expect { try store.enqueueTransaction(child: UUID(), amount: 1, type: .credit, description: "x") } throws: {
@@ -83,10 +87,13 @@ import Testing
         for i in 0..<100 {
             _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "\(i)")
         }
-        #expect { try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "one more") } throws: {
+        #expect {
+            try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "one more")
+        } throws: {
             ($0 as? StoreError)?.message.hasPrefix("The outbox is full (100 writes waiting).") == true
         }
-        _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "under a raised limit", limit: 101)
+        _ = try store.enqueueTransaction(
+            child: alice, amount: 1, type: .credit, description: "under a raised limit", limit: 101)
     }
 }
 
@@ -113,7 +120,9 @@ import Testing
         try store.outboxRejected(a.seq, reason: "HTTP 400")
         #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
         try store.retryOutbox(a.seq)
-        #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!, "retrying restores the local effect")
+        #expect(
+            try store.children().first?.currentBalance == Decimal(string: "30.50")!,
+            "retrying restores the local effect")
         #expect(try store.dueOutbox().map(\.seq) == [a.seq])
         try store.dropOutbox(a.seq)
         #expect(try store.outbox().isEmpty)
@@ -128,7 +137,9 @@ import Testing
         let store = try Store.open(path: temporaryStorePath())
         #expect(try store.syncStatus() == nil)
         let when = Date(timeIntervalSince1970: 1_795_341_600)
-        let s = SyncStatus(phase: .offline, detail: "backend unreachable: HTTP 503", since: when, nextRetry: when.addingTimeInterval(8))
+        let s = SyncStatus(
+            phase: .offline, detail: "backend unreachable: HTTP 503", since: when, nextRetry: when.addingTimeInterval(8)
+        )
         try store.setSyncStatus(s)
         #expect(try store.syncStatus() == s)
     }
@@ -140,7 +151,8 @@ import Testing
         try store.storeCaughtUp(children: [child("0")], transactions: [])
         let long = Date(timeIntervalSince1970: 1_795_341_600)
         _ = try store.apply(.transactionCreated(transaction(1, amount: "1", after: "1")), at: long)
-        _ = try store.apply(.transactionCreated(transaction(2, amount: "1", after: "2")), at: long.addingTimeInterval(8 * 86400))
+        _ = try store.apply(
+            .transactionCreated(transaction(2, amount: "1", after: "2")), at: long.addingTimeInterval(8 * 86400))
         _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "waiting", at: long)
         let now = long.addingTimeInterval(9 * 86400)
         #expect(try store.prune(now: now) == (inbox: 1, transactions: 0))
@@ -148,6 +160,7 @@ import Testing
         #expect(try store.transactions().count == 3, "transactions are kept by default")
         // created_at of transaction(n) is 2026-11-22 + n seconds: both are older than 1 day at `now`.
         #expect(try store.prune(transactionDays: 1, now: now).transactions == 2)
-        #expect(try store.transactions().map(\.description) == ["waiting"], "a local write still waiting is never pruned")
+        #expect(
+            try store.transactions().map(\.description) == ["waiting"], "a local write still waiting is never pruned")
     }
 }

@@ -1,9 +1,10 @@
 import AllowanceAPI
 import Foundation
-import SignalRProtocol
 import GRDB
-@testable import Store
+import SignalRProtocol
 import Testing
+
+@testable import Store
 
 func temporaryStorePath() -> String {
     FileManager.default.temporaryDirectory.appending(path: "store-\(UUID())").appending(path: "relay.sqlite").path
@@ -12,8 +13,10 @@ func temporaryStorePath() -> String {
 let allMigrations = [
     "v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger",
     "v5: latest transaction per child by index", "v6: desktop popups by child", "v7: rows from the server set aside",
-    "v8: local writes by child", "v9: muted alerts", "v10: scheduled summaries", "v11: dedup index only for rows with a key",
-    "v12: children removed on the server", "v13: chat messages edited in place", "v14: muted deliveries", "v15: when the database was made",
+    "v8: local writes by child", "v9: muted alerts", "v10: scheduled summaries",
+    "v11: dedup index only for rows with a key",
+    "v12: children removed on the server", "v13: chat messages edited in place", "v14: muted deliveries",
+    "v15: when the database was made",
     "v16: the trace each delivery continues",
     "v17: the newest transactions without a scan",
     "v18: what goes first, found without a scan",
@@ -23,7 +26,9 @@ let allMigrations = [
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
 
 func child(_ balance: String) -> Child {
-    Child(id: alice, firstName: "Alice", lastName: "Example", weeklyAllowance: 10, currentBalance: Decimal(string: balance)!)
+    Child(
+        id: alice, firstName: "Alice", lastName: "Example", weeklyAllowance: 10,
+        currentBalance: Decimal(string: balance)!)
 }
 
 func transaction(_ n: Int, amount: String, type: TransactionType = .credit, after: String) -> Transaction {
@@ -82,15 +87,21 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         // Opening reads no more than the schema: it works, and so would `status` (0.3 s a million transactions faster).
         let damaged = try Store.open(path: path)
         let problem = try #require(try damaged.integrityProblem())
-        #expect(problem.contains("failed its integrity check") && problem.contains("allowance-relay run --rebuild") && problem.contains(path))
+        #expect(
+            problem.contains("failed its integrity check") && problem.contains("allowance-relay run --rebuild")
+                && problem.contains(path))
     }
 
     @Test func theWriterTakesTheLargeCacheForABurstAndGivesItBackAfter() throws {
         let store = try Store.open(path: temporaryStorePath())
         let writerCache = { try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } }
         #expect(try writerCache() == -Store.Tuning.defaultCacheKiB)
-        #expect(try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == Store.Tuning.checkpointPages)
-        #expect(try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB)
+        #expect(
+            try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+                == Store.Tuning.checkpointPages)
+        #expect(
+            try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB
+        )
 
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])
         let burst = (0..<Store.Tuning.burstEvents).map { HubEvent.balanceUpdated(childId: alice, balance: Decimal($0)) }
@@ -103,13 +114,17 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
 
     @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
         let path = temporaryStorePath()
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         do {
             // What version 1 of the relay left behind.
             let old = try DatabaseQueue(path: path)
             try Schema.migrator.migrate(old, upTo: "v1: children, transactions, inbox, sync state")
             try old.write { db in
-                try db.execute(sql: "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')")
+                try db.execute(
+                    sql:
+                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+                )
             }
         }
         let store = try Store.open(path: path)
@@ -120,18 +135,23 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
         let path = temporaryStorePath()
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         do {
             let old = try DatabaseQueue(path: path)
             try Schema.migrator.migrate(old, upTo: "v2: outbox")
             try old.write { db in
-                try db.execute(sql: "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')")
-                try db.execute(sql: """
-                    INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state, attempts,
-                                        next_attempt_at, created_at)
-                    VALUES ('k1', '00000000-0000-4000-8000-00000000000a', '11111111-1111-4111-8111-111111111111', 500, 'Credit',
-                            'queued by v2', 'pending', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')
-                    """)
+                try db.execute(
+                    sql:
+                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+                )
+                try db.execute(
+                    sql: """
+                        INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state, attempts,
+                                            next_attempt_at, created_at)
+                        VALUES ('k1', '00000000-0000-4000-8000-00000000000a', '11111111-1111-4111-8111-111111111111', 500, 'Credit',
+                                'queued by v2', 'pending', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')
+                        """)
             }
         }
         let store = try Store.open(path: path)
@@ -170,7 +190,10 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         try store.storeCaughtUp(children: [child("0")], transactions: [])
         #expect(
             try store.apply(.transactionCreated(transaction(1, amount: "1.005", after: "1.005")))
-                == .rejected(reason: "transaction 00000000-0000-4000-8000-000000000001: its amount 1.005 has more than two decimals", first: true))
+                == .rejected(
+                    reason:
+                        "transaction 00000000-0000-4000-8000-000000000001: its amount 1.005 has more than two decimals",
+                    first: true))
         #expect(try store.transactions().isEmpty, "nothing half-written")
         #expect(try store.inbox().isEmpty)
         #expect(try store.rejectedRows().map(\.id) == ["00000000-0000-4000-8000-000000000001"])
@@ -180,9 +203,12 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])
         // 25.50 + 5.00 should give 30.50; 40.00 means something in between was missed.
-        #expect(try store.apply(.transactionCreated(transaction(1, amount: "5.00", after: "40.00"))) == .stored(gap: alice))
-        #expect(try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "40.00")!)) == .stored(gap: nil))
-        #expect(try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "41.00")!)) == .stored(gap: alice))
+        #expect(
+            try store.apply(.transactionCreated(transaction(1, amount: "5.00", after: "40.00"))) == .stored(gap: alice))
+        #expect(
+            try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "40.00")!)) == .stored(gap: nil))
+        #expect(
+            try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "41.00")!)) == .stored(gap: alice))
         #expect(try store.children().first?.currentBalance == Decimal(string: "41.00")!, "the server's balance wins")
     }
 
@@ -215,7 +241,8 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
 
     @Test func aCorruptFileGivesAnErrorNamingItAndTheFix() throws {
         let path = temporaryStorePath()
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: path))
         do {
             _ = try Store.open(path: path)

@@ -46,7 +46,8 @@ func post(_ base: URL, _ path: String) async throws {
                     #expect(newest.balanceAfter == c.currentBalance)
                 }
             }
-            #expect(try store.inbox().allSatisfy { $0.caughtUp }, "caught-up rows are marked so the relay can digest them")
+            #expect(
+                try store.inbox().allSatisfy { $0.caughtUp }, "caught-up rows are marked so the relay can digest them")
             #expect(try await CatchUp(store: store, api: api).run().stored == 0, "idempotent")
         }
     }
@@ -65,7 +66,9 @@ func post(_ base: URL, _ path: String) async throws {
                 var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
                 request.httpMethod = "POST"
                 request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
-                request.httpBody = Data(#"{"childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit","description":"\#(d)"}"#.utf8)
+                request.httpBody = Data(
+                    #"{"childId":"11111111-1111-4111-8111-111111111111","amount":1,"type":"Credit","description":"\#(d)"}"#
+                        .utf8)
                 _ = try await TestHTTP.data(for: request)
             }
             let newest = try await api.transactions(child: alice, limit: 1, offset: 0)

@@ -20,7 +20,10 @@ import Testing
         (try Store.open(path: temporaryStorePath()), APIClient(baseURL: base, token: "store-token"))
     }
 
-    private let children = ["11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333"]
+    private let children = [
+        "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
+        "33333333-3333-4333-8333-333333333333",
+    ]
 
     @Test func pagesShorterThanAskedAreNotTakenForTheEnd() async throws {
         try await withSimulator { base in
@@ -73,14 +76,19 @@ import Testing
             #expect(aside["00000000-0000-4000-8000-000000000002"] == "its amount -2 is not above 0")
             #expect(aside["00000000-0000-4000-8000-000000000003"] == "its amount 1.255 has more than two decimals")
             #expect(aside["00000000-0000-4000-8000-000000000004"]?.hasSuffix("is in the future") == true)
-            #expect(aside["00000000-0000-4000-8000-000000000005"] == "transaction.createdAt is not an ISO-8601 date: \"2026-02-30T10:00:00Z\".")
-            #expect(aside["00000000-0000-4000-8000-000000000006"] == "transaction.createdAt is not an ISO-8601 date: \"0000-01-01T00:00:00Z\".")
+            #expect(
+                aside["00000000-0000-4000-8000-000000000005"]
+                    == "transaction.createdAt is not an ISO-8601 date: \"2026-02-30T10:00:00Z\".")
+            #expect(
+                aside["00000000-0000-4000-8000-000000000006"]
+                    == "transaction.createdAt is not an ISO-8601 date: \"0000-01-01T00:00:00Z\".")
             // Everything the server holds that is good is here, with the server's balances.
             for c in try await api.children() {
                 #expect(try store.children().first { $0.id == c.id }?.currentBalance == c.currentBalance)
             }
             let alerts = try store.deliveries(sink: "parents")
-            #expect(alerts.count == 6 && alerts.allSatisfy { (try? $0.event.detail?.contains("was not stored")) == true })
+            #expect(
+                alerts.count == 6 && alerts.allSatisfy { (try? $0.event.detail?.contains("was not stored")) == true })
             // Known bad rows are not reported again; live events are still stored.
             try await post(base, "/_sim/burst?count=5")
             #expect(try await CatchUp(store: store, api: api).run().rejected == 0)
@@ -90,7 +98,11 @@ import Testing
             var live = try #require(try await api.transactions(child: alice, limit: 1, offset: 6).first)
             live.id = UUID()
             live.amount = 0
-            #expect(try store.apply(.transactionCreated(live)) == .rejected(reason: "transaction \(live.id.uuidString.lowercased()): its amount 0 is not above 0", first: true))
+            #expect(
+                try store.apply(.transactionCreated(live))
+                    == .rejected(
+                        reason: "transaction \(live.id.uuidString.lowercased()): its amount 0 is not above 0",
+                        first: true))
         }
     }
 }

@@ -97,8 +97,11 @@ import Testing
         let decoder = HubEvent.decoder { _ in }
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(
-            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)], transactions: [])
-        let sync = SyncCoordinator(store: store, api: APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, token: "t"), logger: Logger(label: "t"))
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)],
+            transactions: [])
+        let sync = SyncCoordinator(
+            store: store, api: APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, token: "t"),
+            logger: Logger(label: "t"))
         let queue = HubEventBuffer<HubEvent>()
         let batches = Mutex<[Int]>([])
         let writer = Task {
@@ -106,7 +109,8 @@ import Testing
         }
         func transaction(_ balance: Decimal) -> Transaction {
             Transaction(
-                id: UUID(), childId: alice, amount: 1, type: .credit, description: "x", balanceAfter: balance, createdAt: Date(),
+                id: UUID(), childId: alice, amount: 1, type: .credit, description: "x", balanceAfter: balance,
+                createdAt: Date(),
                 createdByName: "Pat")
         }
         let created = HubEvent.transactionCreated(transaction(51))
@@ -117,7 +121,9 @@ import Testing
         await queue.append(.transactionCreated(transaction(52)))
         queue.finish()
         await writer.value
-        #expect(batches.withLock { $0 } == [2, 1] || batches.withLock { $0 } == [3], "each hand-over whole: \(batches.withLock { $0 })")
+        #expect(
+            batches.withLock { $0 } == [2, 1] || batches.withLock { $0 } == [3],
+            "each hand-over whole: \(batches.withLock { $0 })")
         #expect(try store.children().first?.currentBalance == 52)
     }
 }

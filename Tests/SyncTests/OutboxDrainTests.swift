@@ -11,7 +11,9 @@ import Testing
     private let logger = Logger(label: "sync-test")
 
     /// A store that knows the family (one catch-up), with the drain's coordinator.
-    private func setUp(_ base: URL, limits: SyncCoordinator.OutboxLimits = .init()) async throws -> (Store, SyncCoordinator, APIClient) {
+    private func setUp(
+        _ base: URL, limits: SyncCoordinator.OutboxLimits = .init()
+    ) async throws -> (Store, SyncCoordinator, APIClient) {
         let store = try Store.open(path: temporaryStorePath())
         let api = APIClient(baseURL: base, token: "store-token")
         _ = try await CatchUp(store: store, api: api).run()
@@ -97,12 +99,15 @@ import Testing
             for _ in 0..<3 {
                 _ = await sync.drainOutbox()
                 // Make the back-off elapse at once: the test is about the count of attempts, not the wait.
-                if try store.outbox().first?.state == .pending { try store.outboxRetry(w.seq, error: "waited", retryAt: .distantPast) }
+                if try store.outbox().first?.state == .pending {
+                    try store.outboxRetry(w.seq, error: "waited", retryAt: .distantPast)
+                }
             }
             let dead = try #require(try store.outbox().first)
             #expect(dead.state == .dead && dead.attempts == 2)
             #expect(dead.lastError?.hasPrefix("given up after 2 attempt(s)") == true)
-            #expect(try store.children().first { $0.id == alice }?.currentBalance == before, "the local effect is undone")
+            #expect(
+                try store.children().first { $0.id == alice }?.currentBalance == before, "the local effect is undone")
         }
     }
 
@@ -110,7 +115,8 @@ import Testing
         try await withSimulator { base in
             let (store, sync, api) = try await setUp(base, limits: .init(maxAge: 60))
             let before = try #require(try await serverBalance(api))
-            _ = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "stale", at: Date().addingTimeInterval(-120))
+            _ = try store.enqueueTransaction(
+                child: alice, amount: 5, type: .credit, description: "stale", at: Date().addingTimeInterval(-120))
             #expect(await sync.drainOutbox().sent == 0)
             #expect(try store.outbox().first?.state == .dead)
             #expect(try await serverBalance(api) == before, "never sent")
@@ -123,8 +129,10 @@ import Testing
     @Test func aDrainDuringACatchUpWaitsForItAndTheBalanceIsTheServers() async throws {
         try await withSimulator { base in
             let (store, sync, api) = try await setUp(base)
-            let w = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "during the catch-up")
-            try await post(base, "/_sim/rest?mode=slow&ms=150&count=100")  // the catch-up takes several requests of 150 ms
+            let w = try store.enqueueTransaction(
+                child: alice, amount: 5, type: .credit, description: "during the catch-up")
+            // the catch-up takes several requests of 150 ms
+            try await post(base, "/_sim/rest?mode=slow&ms=150&count=100")
             await sync.requestCatchUp()
             // The catch-up has begun (its state says so) before the drain is asked for.
             for _ in 0..<2000 {  // at most 10 s
@@ -134,11 +142,15 @@ import Testing
             }
             #expect(try store.syncStatus()?.phase == .syncing)
             #expect(await sync.drainOutbox().sent == 0, "left to the catch-up")
-            for _ in 0..<200 where try store.syncStatus()?.phase != .idle { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<200 where try store.syncStatus()?.phase != .idle {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             #expect(try store.outbox().first { $0.seq == w.seq }?.state == .sent)
             let server = try #require(try await serverBalance(api))
             #expect(try store.children().first { $0.id == alice }?.currentBalance == server)
-            let sent = try await api.transactions(child: alice, limit: 10, offset: 0).filter { $0.description == "during the catch-up" }
+            let sent = try await api.transactions(child: alice, limit: 10, offset: 0).filter {
+                $0.description == "during the catch-up"
+            }
             #expect(sent.count == 1)
         }
     }

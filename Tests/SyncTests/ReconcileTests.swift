@@ -17,7 +17,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ReconcileTests {
     struct EverySyncConflict: AlertPlanner {
         func plan(_ e: RelayEvent) -> [PlannedDelivery] {
-            e.kind == .syncConflict ? [PlannedDelivery(sink: "family-chat", rule: "r", kind: e.kind, urgency: .critical)] : []
+            e.kind == .syncConflict
+                ? [PlannedDelivery(sink: "family-chat", rule: "r", kind: e.kind, urgency: .critical)] : []
         }
     }
 
@@ -83,7 +84,11 @@ import Testing
             try await post(base, "/_sim/burst?count=1")
             var newest: Transaction?
             for c in try await api.children() {
-                if let t = try await api.transactions(child: c.id, limit: 1, offset: 0).first, t.createdAt > (newest?.createdAt ?? .distantPast) { newest = t }
+                if let t = try await api.transactions(child: c.id, limit: 1, offset: 0).first,
+                    t.createdAt > (newest?.createdAt ?? .distantPast)
+                {
+                    newest = t
+                }
             }
             let live = try #require(newest)
             #expect(try store.apply(.transactionCreated(live)) != .duplicate)
@@ -108,7 +113,9 @@ import Testing
             let error = await conflict { _ = try await CatchUp(store: store, api: api).run() }
             let message = try #require(error?.message)
             #expect(message.contains("do not add up") && message.contains("on the server is 999.99"), "\(message)")
-            #expect(try store.children().first { $0.id == child }?.currentBalance == cached, "the server's balance is not taken")
+            #expect(
+                try store.children().first { $0.id == child }?.currentBalance == cached,
+                "the server's balance is not taken")
         }
     }
 
@@ -117,15 +124,19 @@ import Testing
     @Test func aMismatchSeenOnceIsReadAgainNotCalledAConflict() throws {
         let store = try Store.open(path: temporaryStorePath())
         let t = Transaction(
-            id: UUID(), childId: alice, amount: 2, type: .credit, description: "Chores", balanceAfter: 12, createdAt: Date(), createdByName: "P")
+            id: UUID(), childId: alice, amount: 2, type: .credit, description: "Chores", balanceAfter: 12,
+            createdAt: Date(), createdByName: "P")
         try store.storeCaughtUp(
-            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 12)], transactions: [t])
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 12)],
+            transactions: [t])
         let asked = Date()
         let right = [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 12)]
         let wrong = [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 5, currentBalance: 15)]
         #expect(try store.balanceMismatches(right, askedAt: asked).isEmpty)
         let found = try store.balanceMismatches(wrong, askedAt: asked)
-        #expect(found.map(\.newest) == [t.id.lowercased] && found.first?.evidence.contains("left it at 12.00") == true, "\(found)")
+        #expect(
+            found.map(\.newest) == [t.id.lowercased] && found.first?.evidence.contains("left it at 12.00") == true,
+            "\(found)")
     }
 
     @Test func anUnchangedServerPassesEveryCheckAgainAndAgain() async throws {
@@ -168,7 +179,9 @@ import Testing
             logger.logLevel = .critical
             let sync = SyncCoordinator(store: store, api: api, catchUpSpacing: .zero, logger: logger)
             await sync.requestCatchUp()
-            for _ in 0..<100 where try store.syncStatus()?.phase != .error { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<100 where try store.syncStatus()?.phase != .error {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             #expect(try store.syncStatus()?.phase == .error)
             let alert = try #require(try store.deliveries(sink: "family-chat").first)
             #expect(try alert.event.detail?.contains("The server no longer has 7 transactions") == true)

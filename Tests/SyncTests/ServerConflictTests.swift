@@ -16,7 +16,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ServerConflictTests {
     struct EverySyncConflict: AlertPlanner {
         func plan(_ e: RelayEvent) -> [PlannedDelivery] {
-            e.kind == .syncConflict ? [PlannedDelivery(sink: "family-chat", rule: "r", kind: e.kind, urgency: .critical)] : []
+            e.kind == .syncConflict
+                ? [PlannedDelivery(sink: "family-chat", rule: "r", kind: e.kind, urgency: .critical)] : []
         }
     }
 
@@ -24,7 +25,8 @@ import Testing
         var request = URLRequest(url: base.appending(path: "api/v1/transactions"))
         request.httpMethod = "POST"
         request.setValue("Bearer store-token", forHTTPHeaderField: "Authorization")
-        request.httpBody = Data(#"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"\#(description)"}"#.utf8)
+        request.httpBody = Data(
+            #"{"childId":"\#(child)","amount":\#(amount),"type":"\#(type)","description":"\#(description)"}"#.utf8)
         let (_, response) = try await TestHTTP.data(for: request)
         #expect((response as? HTTPURLResponse)?.statusCode == 201)
     }
@@ -35,7 +37,7 @@ import Testing
             do {
                 try await TestSupport.withSimulator(token: "store-token", { $0.port = port }, body)
                 return
-            } catch where "\(error)".contains("Address already in use") && attempt < 50 {
+            } catch  where "\(error)".contains("Address already in use") && attempt < 50 {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
@@ -47,7 +49,8 @@ import Testing
         store.setPlanner(EverySyncConflict())
         let carol = "33333333-3333-4333-8333-333333333333"
         try await TestSupport.withSimulator(token: "store-token", { $0.port = port }) { base in
-            try await create(base, child: alice.uuidString.lowercased(), amount: "1.50", type: "Debit", description: "Lego set")
+            try await create(
+                base, child: alice.uuidString.lowercased(), amount: "1.50", type: "Debit", description: "Lego set")
             _ = try await CatchUp(store: store, api: APIClient(baseURL: base, token: "store-token")).run()
         }
         let before = try store.transactions(limit: 100)
@@ -61,7 +64,9 @@ import Testing
             logger.logLevel = .critical
             let sync = SyncCoordinator(store: store, api: api, logger: logger)
             await sync.requestCatchUp()
-            for _ in 0..<100 where try store.syncStatus()?.phase != .error { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<100 where try store.syncStatus()?.phase != .error {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             let status = try #require(try store.syncStatus())
             #expect(status.phase == .error && status.detail.contains("run --rebuild"), "\(status)")
             #expect(try store.transactions(limit: 100) == before, "the old data is kept, nothing merged")

@@ -24,7 +24,8 @@ import Testing
         let store = try Store.open(path: temporaryStorePath())
         try await TestSupport.withSimulator(token: "store-token", { $0.stateFile = file }) { base in
             try await post(base, "/_sim/burst?count=5")
-            #expect(try await CatchUp(store: store, api: APIClient(baseURL: base, token: "store-token")).run().stored == 5)
+            #expect(
+                try await CatchUp(store: store, api: APIClient(baseURL: base, token: "store-token")).run().stored == 5)
         }
         let balances = try store.children().map(\.currentBalance)
         try await TestSupport.withSimulator(token: "store-token", { $0.stateFile = file }) { base in

@@ -28,7 +28,9 @@ import Testing
             #expect(try #require(status.nextRetry) > first && status.nextRetry! > Date(), "\(status)")
             let lines = log.all.filter { $0.contains("sync:") }
             #expect(!lines.contains { $0.contains("offline -> offline") }, "\(lines)")
-            #expect(lines.contains { $0.contains("sync: start -> offline") } && lines.contains { $0.contains("sync: still offline") }, "\(lines)")
+            #expect(
+                lines.contains { $0.contains("sync: start -> offline") }
+                    && lines.contains { $0.contains("sync: still offline") }, "\(lines)")
         }
     }
 }

@@ -23,7 +23,10 @@ public final class LogLines: Sendable {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        func log(
+            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+            function: String, line: UInt
+        ) {
             sink.lines.withLock { $0.append("\(level) \(message)") }
         }
     }

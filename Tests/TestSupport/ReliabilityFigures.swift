@@ -5,7 +5,9 @@ import Foundation
 /// them into RELIABILITY.md's table of the last run.
 public enum ReliabilityFigures {
     public static func record(_ scenario: String, _ figures: [(String, Int)]) {
-        let path = ProcessInfo.processInfo.environment["ALLOWANCE_RELIABILITY_FIGURES"] ?? ".build/test-artifacts/reliability.jsonl"
+        let path =
+            ProcessInfo.processInfo.environment["ALLOWANCE_RELIABILITY_FIGURES"]
+            ?? ".build/test-artifacts/reliability.jsonl"
         var object: [String: Any] = ["scenario": scenario, "at": ISO8601DateFormatter().string(from: Date())]
         for (k, v) in figures { object[k] = v }
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
@@ -15,6 +17,7 @@ public enum ReliabilityFigures {
         guard fd >= 0 else { return }
         defer { close(fd) }
         let line = Array(data) + [0x0A]
-        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }  // one write: lines of parallel tests stay whole
+        // one write: lines of parallel tests stay whole
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 }

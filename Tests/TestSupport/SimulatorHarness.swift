@@ -1,10 +1,11 @@
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 import Foundation
 import HubSimulator
 import Logging
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Runs the real hub simulator in-process on 127.0.0.1 and a free port for the length of `body`, which gets
 /// its base URL. Shared by the test targets that need a backend.
@@ -17,7 +18,8 @@ public func withSimulator(
     config.token = token
     configure(&config)
     var logger = Logger(label: "hub-sim")
-    logger.logLevel = ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    logger.logLevel =
+        ProcessInfo.processInfo.environment["ALLOWANCE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     let simulator = HubSimulator(configuration: config, logger: logger)
     let (stream, continuation) = AsyncStream<Result<String, any Error>>.makeStream()
     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -54,7 +56,9 @@ public func freeLoopbackPortOutsideEphemeralRange() throws -> Int {
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         addr.sin_port = UInt16(port).bigEndian
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         if bound == 0 { return port }
     }
@@ -81,7 +85,8 @@ public struct SimStats: Sendable {
 public func simStats(_ base: URL) async throws -> SimStats {
     let (data, _) = try await TestHTTP.data(from: base.appending(path: "_sim/stats"))
     guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-        throw HarnessError("/_sim/stats answered something other than an object: \(String(decoding: data, as: UTF8.self))")
+        throw HarnessError(
+            "/_sim/stats answered something other than an object: \(String(decoding: data, as: UTF8.self))")
     }
     let ints = { (o: [String: Any]) in o.compactMapValues { ($0 as? NSNumber)?.intValue } }
     return SimStats(counters: ints(object), clients: (object["clients"] as? [[String: Any]] ?? []).map(ints))

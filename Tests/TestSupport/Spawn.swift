@@ -33,7 +33,9 @@ public func spawnServer(_ args: [String], input: String = "/dev/null", output: S
     let argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var child = pid_t()
-    guard posix_spawn(&child, args[0], &actions, &attributes, argv, environ) == 0 else { throw HarnessError("cannot start \(args[0])") }
+    guard posix_spawn(&child, args[0], &actions, &attributes, argv, environ) == 0 else {
+        throw HarnessError("cannot start \(args[0])")
+    }
     _ = stopAtExit
     running.withLock { _ = $0.insert(child) }
     return child
@@ -63,5 +65,9 @@ public func acceptsConnections(_ port: Int) -> Bool {
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    } == 0
 }

@@ -13,12 +13,16 @@ import Synchronization
 /// RST (a NAT or firewall that dropped its state). Blocking sockets, a thread per direction: simple, and the
 /// test's own loop stays free.
 public final class TCPProxy: Sendable {
-    public enum Mode: Sendable, Equatable { case pass, blackhole, delay(Duration) }
+    public enum Mode: Sendable, Equatable {
+        case pass, blackhole
+        case delay(Duration)
+    }
 
     public let port: Int
     private let listener: Int32
     private let targetPort: Int
-    private let state = Mutex<(mode: Mode, sockets: [Int32], closed: Bool, accepted: Int, resetting: Set<Int32>)>((.pass, [], false, 0, []))
+    private let state = Mutex<(mode: Mode, sockets: [Int32], closed: Bool, accepted: Int, resetting: Set<Int32>)>(
+        (.pass, [], false, 0, []))
 
     public init(to targetPort: Int) throws {
         self.targetPort = targetPort
@@ -26,11 +30,17 @@ public final class TCPProxy: Sendable {
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
         guard bound == 0, listen(fd, 64) == 0 else { throw HarnessError("the proxy cannot listen") }
         var got = sockaddr_in()
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &got) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        _ = withUnsafeMutablePointer(to: &got) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
         listener = fd
         port = Int(UInt16(bigEndian: got.sin_port))
         let thread = Thread { [self] in acceptLoop() }
@@ -89,7 +99,11 @@ public final class TCPProxy: Sendable {
             if blackholed { continue }  // accepted, never answered: the client waits for its own timeout
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var addr = Self.loopback(port: targetPort)
-            let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            let ok = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
             guard ok == 0 else {
                 Glibc.close(client)
                 Glibc.close(server)
@@ -109,7 +123,9 @@ public final class TCPProxy: Sendable {
             if n <= 0 { break }
             let mode = state.withLock { $0.mode }
             if mode == .blackhole { continue }
-            if case .delay(let d) = mode { Thread.sleep(forTimeInterval: Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) }
+            if case .delay(let d) = mode {
+                Thread.sleep(forTimeInterval: Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+            }
             var sent = 0
             while sent < n {
                 let w = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }

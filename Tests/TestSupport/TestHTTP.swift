@@ -24,7 +24,8 @@ public enum TestHTTP {
         let answer = try await HTTPClient.shared.send(sent)
         var fields: [String: String] = [:]
         for (name, value) in answer.headers { fields[name] = value }
-        let response = HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields)!
+        let response = HTTPURLResponse(
+            url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields)!
         return (Data(answer.body), response)
     }
 

@@ -85,7 +85,8 @@ public final class WebhookReceiver: Sendable {
     fileprivate func handle(_ request: Request) async throws -> Response {
         let bytes = try await request.body.collect(upTo: 10 << 20)
         var headers: [String: String] = [:]
-        for h in request.headers { headers[h.name.canonicalName.lowercased()] = h.value }  // HTTP names are case-insensitive
+        // HTTP names are case-insensitive
+        for h in request.headers { headers[h.name.canonicalName.lowercased()] = h.value }
         let r = Received(
             method: request.method.rawValue, path: request.uri.path, query: request.uri.query ?? "", headers: headers,
             body: Array(bytes.readableBytesView))
@@ -98,13 +99,16 @@ public final class WebhookReceiver: Sendable {
         answered.withLock { $0.append((r, answer.status)) }
         var out = HTTPFields()
         for (k, v) in answer.headers { if let name = HTTPField.Name(k) { out[name] = v } }
-        return Response(status: .init(code: answer.status), headers: out, body: .init(byteBuffer: ByteBuffer(string: answer.body)))
+        return Response(
+            status: .init(code: answer.status), headers: out, body: .init(byteBuffer: ByteBuffer(string: answer.body)))
     }
 }
 
 private struct Recorder: RouterMiddleware {
     let receiver: WebhookReceiver
-    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response
+    ) async throws -> Response {
         try await receiver.handle(request)
     }
 }

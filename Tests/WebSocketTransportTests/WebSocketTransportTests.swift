@@ -10,7 +10,9 @@ import WebSocketTransport
 /// A real WebSocket server (Hummingbird, SwiftNIO: a different stack from ours) on 127.0.0.1 and a free port.
 func withTestServer(_ body: (Int) async throws -> Void) async throws {
     let ws = Router(context: BasicWebSocketRequestContext.self)
-    ws.ws("/echo") { _, _ in .upgrade() } onUpgrade: { inbound, outbound, _ in
+    ws.ws("/echo") { _, _ in
+        .upgrade()
+    } onUpgrade: { inbound, outbound, _ in
         for try await message in inbound.messages(maxSize: 8 << 20) {
             switch message {
             case .text(let s): try await outbound.write(.text(s))
@@ -18,33 +20,47 @@ func withTestServer(_ body: (Int) async throws -> Void) async throws {
             }
         }
     }
-    ws.ws("/headers") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+    ws.ws("/headers") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, context in
         let h = context.request.headers
         let auth = h[.authorization] ?? "-"
         let agent = h[.userAgent] ?? "-"
         let custom = h.first { $0.name.canonicalName == "x-custom" }?.value ?? "-"
         try await outbound.write(.text("\(auth)|\(agent)|\(custom)"))
     }
-    ws.ws("/host") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
-        try await outbound.write(.text("\(context.request.head.authority ?? "-")|\(context.request.headers[.origin] ?? "-")"))
+    ws.ws("/host") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, context in
+        try await outbound.write(
+            .text("\(context.request.head.authority ?? "-")|\(context.request.headers[.origin] ?? "-")"))
     }
-    ws.ws("/big") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+    ws.ws("/big") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, context in
         let size = Int(context.request.uri.queryParameters["size"] ?? "0") ?? 0
         try await outbound.write(.binary(ByteBuffer(repeating: 0x41, count: size)))
         try await Task.sleep(for: .seconds(5))
     }
-    ws.ws("/fragments") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
+    ws.ws("/fragments") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, _ in
         try await outbound.write(.custom(.init(fin: false, opcode: .text, data: ByteBuffer(string: "Hello, "))))
         try await outbound.write(.custom(.init(fin: false, opcode: .continuation, data: ByteBuffer(string: "frag"))))
-        try await outbound.write(.custom(.init(fin: true, opcode: .continuation, data: ByteBuffer(string: "mented world"))))
+        try await outbound.write(
+            .custom(.init(fin: true, opcode: .continuation, data: ByteBuffer(string: "mented world"))))
         try await outbound.write(.binary(ByteBuffer(bytes: [0, 1, 2, 255])))
         try await Task.sleep(for: .seconds(5))
     }
-    ws.ws("/close") { _, _ in .upgrade() } onUpgrade: { _, outbound, _ in
+    ws.ws("/close") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, _ in
         try await outbound.write(.text("bye soon"))
         try await outbound.close(.init(codeNumber: 4000), reason: "see you")
     }
-    ws.ws("/burst") { _, _ in .upgrade() } onUpgrade: { _, outbound, context in
+    ws.ws("/burst") { _, _ in
+        .upgrade()
+    } onUpgrade: { _, outbound, context in
         let n = Int(context.request.uri.queryParameters["n"] ?? "0") ?? 0
         for i in 0..<n { try await outbound.write(.text("\(i)")) }
         try await outbound.close(.normalClosure, reason: "done")
@@ -108,7 +124,8 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
             let ws = try await WebSocket.connect(to: url(port, "/host"))
             var it = ws.messages.makeAsyncIterator()
             let got = try await it.next()
-            #expect(got == .text(Array("127.0.0.1:\(port)|http://127.0.0.1:\(port)".utf8)), "\(String(describing: got))")
+            #expect(
+                got == .text(Array("127.0.0.1:\(port)|http://127.0.0.1:\(port)".utf8)), "\(String(describing: got))")
             await ws.close()
         }
     }
@@ -119,7 +136,8 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
             var options = WebSocketOptions()
             options.headers = [("Authorization", "Bearer abc\r\nX-Injected: yes")]
             await #expect { try await WebSocket.connect(to: url(port, "/headers"), options: options) } throws: {
-                "\($0)" == "The request header 'Authorization' holds a line break or another control character: refused."
+                "\($0)"
+                    == "The request header 'Authorization' holds a line break or another control character: refused."
             }
         }
     }
@@ -179,7 +197,9 @@ private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0
             let ws = try await WebSocket.connect(to: url(port, "/burst?n=5000"), options: options)
             // Nobody reads yet: the burst fills the 16-message buffer, and the connection stops reading the socket.
             let deadline = ContinuousClock.now + .seconds(10)
-            while !ws.messages.isHoldingBack && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            while !ws.messages.isHoldingBack && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
             #expect(ws.messages.isHoldingBack, "reading stopped at the high-water mark")
             // What waits is what one round of reading brought past the mark, not the burst: the rest is in TCP.
             let waiting = ws.messages.waiting
@@ -281,7 +301,9 @@ final class SilentListener: @unchecked Sendable {
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
         listen(fd, 8)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
         port = Int(UInt16(bigEndian: addr.sin_port))
     }
 
@@ -347,11 +369,12 @@ final class CannedHTTPListener: @unchecked Sendable {
     private func clientSockets(to port: Int) -> Int {
         let portHex = String(format: "%04X", port)
         let table = readProcFile("/proc/net/tcp")
-        let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
-            let f = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard f.count > 9, f[2].hasSuffix(":" + portHex) else { return nil }
-            return String(f[9])
-        })
+        let inodes = Set(
+            table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+                let f = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard f.count > 9, f[2].hasSuffix(":" + portHex) else { return nil }
+                return String(f[9])
+            })
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         return fds.filter { fd in
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
@@ -392,7 +415,10 @@ final class CannedHTTPListener: @unchecked Sendable {
     /// Logs show where the relay connects, never the query (tokens) or credentials, and read as typed: the
     /// ellipsis was once percent-encoded into "%E2%80%A6".
     @Test func aURLInTheLogsKeepsItsPlaceAndDropsQueryAndCredentials() {
-        let url = URL(string: "https://pat:hunter2@allowance.example.org:8443/hubs/family/negotiate?negotiateVersion=1&access_token=abc")!
+        let url = URL(
+            string:
+                "https://pat:hunter2@allowance.example.org:8443/hubs/family/negotiate?negotiateVersion=1&access_token=abc"
+        )!
         #expect(url.redactedForLogs == "https://allowance.example.org:8443/hubs/family/negotiate?…")
         #expect(URL(string: "wss://h.example/hubs/family")!.redactedForLogs == "wss://h.example/hubs/family")
     }

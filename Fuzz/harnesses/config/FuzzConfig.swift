@@ -14,9 +14,11 @@ func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
 
 // SwiftPM links an executable's entry point as `<target>_main` (main is aliased to it), so this target starts
 // libFuzzer itself through its documented driver entry point instead of using libFuzzer's main.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
 ) -> CInt
 

@@ -37,11 +37,15 @@ extension HTTPSink {
             let edit = editRequest(for: burstMessage(m, burst.lines), ref: ref), !(await originalIsGone(ref, for: m))
         {
             let answer: HTTPResponse
-            do { answer = try await client.send(edit) } catch { return .retry("\(config.name): \(error.message)", after: nil) }
+            do { answer = try await client.send(edit) } catch {
+                return .retry("\(config.name): \(error.message)", after: nil)
+            }
             if !messageIsGone(answer) { return Self.classify(answer, kind: config.kind, slackAPI: config.token != nil) }
         }
         let (outcome, answer) = await post(m)
-        if outcome == .delivered { bursts.start(child, id: m.id, text: m.text, ref: answer.flatMap(messageRef), at: at) }
+        if outcome == .delivered {
+            bursts.start(child, id: m.id, text: m.text, ref: answer.flatMap(messageRef), at: at)
+        }
         return outcome
     }
 
@@ -51,26 +55,36 @@ extension HTTPSink {
         let name = m.childName.isEmpty ? "Transactions" : m.childName
         burst.title = "\(name): \(lines.count) transactions"
         let shown = lines.suffix(4).joined(separator: "\n")
-        burst.text = config.escape(burst.title, markup: true) + "\n" + shown + (lines.count > 4 ? "\n(and \(lines.count - 4) before)" : "")
+        burst.text =
+            config.escape(burst.title, markup: true) + "\n" + shown
+            + (lines.count > 4 ? "\n(and \(lines.count - 4) before)" : "")
         return burst
     }
 
     /// ntfy's sequence ids are `[-_A-Za-z0-9]{1,64}`: `balance-` and the child's id without dashes.
     static func ntfySequenceId(_ subject: String) -> String {
-        String(subject.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == ":" }.map { $0 == ":" ? "-" : Character($0) }.prefix(64))
+        String(
+            subject.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == ":" }.map {
+                $0 == ":" ? "-" : Character($0)
+            }.prefix(64))
     }
 
     func sendStanding(_ m: Message, subject: String, sent: any SentMessageLedger) async -> DeliveryOutcome {
         if config.kind == .ntfy { return await post(m).outcome }  // the sequence id in the request is the edit
-        if let prior = try? sent.sentMessage(sink: config.name, subject: subject), now().timeIntervalSince(prior.postedAt) < SinkConfig.editWindow,
+        if let prior = try? sent.sentMessage(sink: config.name, subject: subject),
+            now().timeIntervalSince(prior.postedAt) < SinkConfig.editWindow,
             let edit = editRequest(for: m, ref: prior.ref), !(await originalIsGone(prior.ref, for: m))
         {
             let answer: HTTPResponse
-            do { answer = try await client.send(edit) } catch { return .retry("\(config.name): \(error.message)", after: nil) }
+            do { answer = try await client.send(edit) } catch {
+                return .retry("\(config.name): \(error.message)", after: nil)
+            }
             if !messageIsGone(answer) {
                 let outcome = Self.classify(answer, kind: config.kind, slackAPI: config.token != nil)
                 // Telegram refuses an edit that changes nothing; the message already says it.
-                if outcome != .delivered, config.kind == .telegram, Self.detail(try? JSONValue(parsing: answer.body), answer.body).contains("not modified") {
+                if outcome != .delivered, config.kind == .telegram,
+                    Self.detail(try? JSONValue(parsing: answer.body), answer.body).contains("not modified")
+                {
                     return .delivered
                 }
                 return outcome
@@ -112,7 +126,8 @@ extension HTTPSink {
         var check = request(for: m)
         let post = check.url.absoluteString
         guard let send = post.range(of: "/send/", options: .backwards),
-            let id = ref.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))),
+            let id = ref.addingPercentEncoding(
+                withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))),
             let url = URL(string: post[..<send.lowerBound] + "/event/" + id)
         else { return false }
         check.url = url
@@ -130,9 +145,11 @@ extension HTTPSink {
         switch config.kind {
         case .telegram:
             let text = (json?["description"]?.stringValue ?? "").lowercased()
-            return answer.status == 400 && (text.contains("message to edit not found") || text.contains("can't be edited"))
+            return answer.status == 400
+                && (text.contains("message to edit not found") || text.contains("can't be edited"))
         case .slack:
-            return ["message_not_found", "cant_update_message", "edit_window_closed"].contains(json?["error"]?.stringValue ?? "")
+            return ["message_not_found", "cant_update_message", "edit_window_closed"].contains(
+                json?["error"]?.stringValue ?? "")
         case .discord:
             return answer.status == 404 && json?["code"]?.intValue == 10008  // Unknown Message
         default:
@@ -153,12 +170,15 @@ extension HTTPSink {
         switch config.kind {
         case .telegram:
             guard let sendMessage = base.range(of: "/sendMessage", options: .backwards) else { return nil }
-            request.url = URL(string: base.replacingCharacters(in: sendMessage, with: "/editMessageText")) ?? request.url
+            request.url =
+                URL(string: base.replacingCharacters(in: sendMessage, with: "/editMessageText")) ?? request.url
             payload.removeAll { $0.key == "disable_notification" }  // not a field of an edit
             set("message_id", .number(ref))
         case .slack:
             let parts = ref.split(separator: " ", maxSplits: 1).map(String.init)
-            guard parts.count == 2, let post = base.range(of: "/chat.postMessage", options: .backwards) else { return nil }
+            guard parts.count == 2, let post = base.range(of: "/chat.postMessage", options: .backwards) else {
+                return nil
+            }
             request.url = URL(string: base.replacingCharacters(in: post, with: "/chat.update")) ?? request.url
             set("channel", .string(parts[0]))
             set("ts", .string(parts[1]))
@@ -168,7 +188,8 @@ extension HTTPSink {
             let new = JSONValue.object(payload)
             payload = [
                 ("msgtype", "m.text"), ("body", .string("* " + (new["body"]?.stringValue ?? ""))),
-                ("format", "org.matrix.custom.html"), ("formatted_body", .string("* " + (new["formatted_body"]?.stringValue ?? ""))),
+                ("format", "org.matrix.custom.html"),
+                ("formatted_body", .string("* " + (new["formatted_body"]?.stringValue ?? ""))),
                 ("m.new_content", new), ("m.relates_to", ["rel_type": "m.replace", "event_id": .string(ref)]),
             ]
         case .discord:
@@ -190,7 +211,8 @@ extension HTTPSink {
     static func slackRefusal(_ error: String) -> DeliveryOutcome {
         switch error {
         case "ratelimited": .throttled("Slack: ratelimited", after: nil)
-        case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission", "missing_scope":
+        case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission",
+            "missing_scope":
             .rejected("Slack refused the bot token: \(error)")
         case "channel_not_found", "not_in_channel", "is_archived", "msg_too_long", "no_text", "invalid_blocks":
             .rejected("Slack: \(error)")

@@ -43,7 +43,8 @@ final class DesktopBus: @unchecked Sendable {
                 guard clsd_open(&opened, &err, err.count) >= 0, let connection = opened else {
                     return .failure(RelayError(.desktopBus, String(cString: err)))
                 }
-                listener.pointee = clsd_action_listener(callback: onActionInvoked, context: Unmanaged.passUnretained(self).toOpaque())
+                listener.pointee = clsd_action_listener(
+                    callback: onActionInvoked, context: Unmanaged.passUnretained(self).toOpaque())
                 if clsd_listen_actions(connection, listener, &err, err.count) < 0 {
                     clsd_free(connection)
                     return .failure(RelayError(.desktopBus, String(cString: err)))
@@ -66,7 +67,9 @@ final class DesktopBus: @unchecked Sendable {
     fileprivate func invoked(_ id: UInt32, _ key: String) { onAction.withLock { $0 }?(id, key) }
 
     private func startListening() {
-        guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            return
+        }
         let thread = Thread { [self] in
             ThreadName.set("desktop-bus")
             listen()

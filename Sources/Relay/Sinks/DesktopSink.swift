@@ -41,7 +41,10 @@ public final class DesktopSink: Sink {
         var lines: [String]
     }
 
-    init(config: SinkConfig, ids: (any PopupIds)? = nil, mutes: MuteList? = nil, timeZone: TimeZone = .current, logger: Logger? = nil) {
+    init(
+        config: SinkConfig, ids: (any PopupIds)? = nil, mutes: MuteList? = nil, timeZone: TimeZone = .current,
+        logger: Logger? = nil
+    ) {
         self.config = config
         self.ids = ids
         self.mutes = mutes
@@ -113,7 +116,9 @@ public final class DesktopSink: Sink {
         if m.kind == .transactionCreated, let child, let burst = burst(child, adding: text) {
             replaces = burst.id
             title = "\(name.isEmpty ? "Transactions" : name): \(burst.lines.count) transactions"
-            text = burst.lines.suffix(4).joined(separator: "\n") + (burst.lines.count > 4 ? "\n(and \(burst.lines.count - 4) before)" : "")
+            text =
+                burst.lines.suffix(4).joined(separator: "\n")
+                + (burst.lines.count > 4 ? "\n(and \(burst.lines.count - 4) before)" : "")
         }
         let urgency: UInt8 = ["low": 0, "normal": 1, "critical": 2][m.urgency.rawValue]!
         // A click on the popup opens the link; "Mute today" needs a child to mute.
@@ -130,7 +135,8 @@ public final class DesktopSink: Sink {
             defer { cActions.forEach { free($0) } }
             return cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
                 clsd_notify(
-                    bus, "allowance-relay", replaces, icon, title, text, UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
+                    bus, "allowance-relay", replaces, icon, title, text,
+                    UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
                     urgency, category, "allowance-relay", timeout, &id, err, len)
             }
         }
@@ -171,7 +177,9 @@ public final class DesktopSink: Sink {
             guard let child = target.child, let mutes else { return }
             do {
                 let until = try mutes.muteForToday(sink: config.name, child: child, timeZone: timeZone)
-                logger.notice("sink \(config.name): alerts about \(target.name.isEmpty ? child.lowercased : target.name) muted until \(LocalTime.text(until, timeZone)) (Mute today)")
+                logger.notice(
+                    "sink \(config.name): alerts about \(target.name.isEmpty ? child.lowercased : target.name) muted until \(LocalTime.text(until, timeZone)) (Mute today)"
+                )
             } catch {
                 logger.error("sink \(config.name): could not store the mute: \(error)")
             }

@@ -29,7 +29,9 @@ public struct HTTPSink: Sink {
     }
 
     public func send(_ message: Message) async -> DeliveryOutcome {
-        if let subject = editSubject(message), let sent { return await sendStanding(message, subject: subject, sent: sent) }
+        if let subject = editSubject(message), let sent {
+            return await sendStanding(message, subject: subject, sent: sent)
+        }
         if joinsBursts(message), let child = message.childId { return await sendInBurst(message, child: child) }
         return await post(message).outcome
     }
@@ -52,18 +54,22 @@ public struct HTTPSink: Sink {
         var method = HTTPRequest.Method.post
         var headers: [String: String] = ["Content-Type": "application/json"]
         var body: [UInt8]
-        let text = SinkConfig.cut(m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
+        let text = SinkConfig.cut(
+            m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
         switch config.kind {
         case .webhook:
             // `data` is the stored alert byte for byte (it already says the delivery's kind and the currency).
-            body = Array(#"{"type":""#.utf8) + Array(m.kind.rawValue.utf8) + Array(#"","timestamp":""#.utf8) + Array(m.at.utf8)
+            body =
+                Array(#"{"type":""#.utf8) + Array(m.kind.rawValue.utf8) + Array(#"","timestamp":""#.utf8)
+                + Array(m.at.utf8)
                 + Array(#"","data":"#.utf8) + Array(m.alert.utf8) + [UInt8(ascii: "}")]
             headers["webhook-id"] = m.id
             headers["traceparent"] = m.traceParent
             let timestamp = Int(now().timeIntervalSince1970)
             headers["webhook-timestamp"] = String(timestamp)
             if !config.secrets.isEmpty {
-                headers["webhook-signature"] = StandardWebhooks.signature(id: m.id, timestamp: timestamp, body: body, secrets: config.secrets.map(\.value))
+                headers["webhook-signature"] = StandardWebhooks.signature(
+                    id: m.id, timestamp: timestamp, body: body, secrets: config.secrets.map(\.value))
             }
         case .slack:
             let link = m.link.map { "\n<\($0)|Open in Allowance Tracker>" } ?? ""
@@ -71,7 +77,9 @@ public struct HTTPSink: Sink {
                 url = URL(string: root + "/chat.postMessage") ?? base
                 headers["Authorization"] = "Bearer \(token.value)"
                 headers["Content-Type"] = "application/json; charset=utf-8"
-                body = Array(JSONValue.object([("channel", .string(config.channel ?? "")), ("text", .string(text + link))]).serialized.utf8)
+                body = Array(
+                    JSONValue.object([("channel", .string(config.channel ?? "")), ("text", .string(text + link))])
+                        .serialized.utf8)
             } else {
                 body = Array((["text": .string(text + link)] as JSONValue).serialized.utf8)
             }
@@ -84,7 +92,9 @@ public struct HTTPSink: Sink {
             url = components.url ?? base
             // <...> around the URL: Discord shows the link without a preview card under every alert.
             let link = m.link.map { "\n[Open in Allowance Tracker](<\($0)>)" } ?? ""
-            var payload: [(key: String, value: JSONValue)] = [("content", .string(text + link)), ("allowed_mentions", ["parse": []])]
+            var payload: [(key: String, value: JSONValue)] = [
+                ("content", .string(text + link)), ("allowed_mentions", ["parse": []]),
+            ]
             if let u = config.username { payload.append(("username", .string(u))) }
             if m.urgency == .low { payload.append(("flags", 4096)) }  // silent
             body = Array(JSONValue.object(payload).serialized.utf8)
@@ -99,10 +109,14 @@ public struct HTTPSink: Sink {
                     ]
                 ),
             ]
-            if let link = m.link { content.append(("actions", [["type": "Action.OpenUrl", "title": "Open", "url": .string(link)]])) }
+            if let link = m.link {
+                content.append(("actions", [["type": "Action.OpenUrl", "title": "Open", "url": .string(link)]]))
+            }
             let card: JSONValue = [
                 "type": "message",
-                "attachments": [["contentType": "application/vnd.microsoft.card.adaptive", "content": .object(content)]],
+                "attachments": [
+                    ["contentType": "application/vnd.microsoft.card.adaptive", "content": .object(content)]
+                ],
             ]
             body = Array(card.serialized.utf8)
         case .ntfy:
@@ -125,7 +139,9 @@ public struct HTTPSink: Sink {
             url = base.appending(path: "message")
             headers["X-Gotify-Key"] = config.token?.value
             let priority = ["low": "2", "normal": "5", "critical": "8"][m.urgency.rawValue]!
-            var payload: [(key: String, value: JSONValue)] = [("title", .string(m.title)), ("message", .string(text)), ("priority", .number(priority))]
+            var payload: [(key: String, value: JSONValue)] = [
+                ("title", .string(m.title)), ("message", .string(text)), ("priority", .number(priority)),
+            ]
             if let link = m.link {
                 payload.append(("extras", ["client::notification": ["click": ["url": .string(link)]]]))
             }
@@ -135,9 +151,12 @@ public struct HTTPSink: Sink {
             let room = (config.room ?? "").addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
             url = URL(string: root + "/_matrix/client/v3/rooms/\(room)/send/m.room.message/\(m.id)") ?? base
             headers["Authorization"] = "Bearer \(config.token?.value ?? "")"
-            let link = m.link.map { (text: "\n" + $0, html: "<br><a href=\"\(SinkConfig.html($0))\">Open in Allowance Tracker</a>") }
+            let link = m.link.map {
+                (text: "\n" + $0, html: "<br><a href=\"\(SinkConfig.html($0))\">Open in Allowance Tracker</a>")
+            }
             let payload: JSONValue = [
-                "msgtype": "m.text", "body": .string(m.title + "\n" + text + (link?.text ?? "")), "format": "org.matrix.custom.html",
+                "msgtype": "m.text", "body": .string(m.title + "\n" + text + (link?.text ?? "")),
+                "format": "org.matrix.custom.html",
                 "formatted_body": .string("<b>" + SinkConfig.html(m.title) + "</b><br>" + text + (link?.html ?? "")),
             ]
             body = Array(payload.serialized.utf8)
@@ -147,13 +166,16 @@ public struct HTTPSink: Sink {
                 ("chat_id", .string(config.chatId ?? "")), ("text", .string(text)), ("parse_mode", "HTML"),
                 ("disable_notification", .bool(m.urgency == .low)),
             ]
-            if let link = m.link { payload.append(("reply_markup", ["inline_keyboard": [[["text": "Open", "url": .string(link)]]]])) }
+            if let link = m.link {
+                payload.append(("reply_markup", ["inline_keyboard": [[["text": "Open", "url": .string(link)]]]]))
+            }
             body = Array(JSONValue.object(payload).serialized.utf8)
         case .desktop, .mqtt, .email:
             body = []
         }
         // Answers are read for their status and a hint: 64 KiB is plenty, and a destination cannot make us hold more.
-        var request = HTTPRequest(method, url, body: body, timeout: .milliseconds(Int64(config.timeout * 1000)), maxResponseBytes: 64 * 1024)
+        var request = HTTPRequest(
+            method, url, body: body, timeout: .milliseconds(Int64(config.timeout * 1000)), maxResponseBytes: 64 * 1024)
         for (k, v) in headers.sorted(by: { $0.key < $1.key }) { request[header: k] = v }
         return request
     }
@@ -164,7 +186,9 @@ public struct HTTPSink: Sink {
     /// `parameters.retry_after`) or `retry_after_ms` (Matrix).
     ///
     /// Slack's Web API (`slackAPI`) answers 200 with `{"ok": false, "error": ...}` when it refused: read, not delivered.
-    public static func classify(_ answer: HTTPResponse, kind: SinkConfig.Kind, slackAPI: Bool = false) -> DeliveryOutcome {
+    public static func classify(
+        _ answer: HTTPResponse, kind: SinkConfig.Kind, slackAPI: Bool = false
+    ) -> DeliveryOutcome {
         let status = answer.status
         if slackAPI, status == 200, let json = try? JSONValue(parsing: answer.body), json["ok"] == .bool(false) {
             return slackRefusal(json["error"]?.stringValue ?? "unknown_error")
@@ -205,7 +229,8 @@ public struct HTTPSink: Sink {
 
     /// A short hint from the answer's body (never the request: it may carry secrets).
     static func detail(_ json: JSONValue?, _ body: [UInt8]) -> String {
-        let text = json?["message"]?.stringValue ?? json?["error"]?.stringValue ?? json?["description"]?.stringValue
+        let text =
+            json?["message"]?.stringValue ?? json?["error"]?.stringValue ?? json?["description"]?.stringValue
             ?? String(decoding: body.prefix(200), as: UTF8.self)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "\n", with: " ")
         return trimmed.isEmpty ? "" : ": " + String(trimmed.prefix(200))

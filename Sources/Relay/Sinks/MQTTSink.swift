@@ -56,7 +56,9 @@ public final class MQTTSink: Sink {
             let name = config.name
             let broker = "\(c.options.host):\(c.options.port)"
             c.onDisconnect = { reason in
-                logger.warning("sink \(name): mqtt: lost the broker (\(reason)); reconnecting, unacknowledged alerts are sent again")
+                logger.warning(
+                    "sink \(name): mqtt: lost the broker (\(reason)); reconnecting, unacknowledged alerts are sent again"
+                )
             }
             c.onConnect = { [weak self, weak c] in
                 logger.notice("sink \(name): mqtt: connected to \(broker)")
@@ -144,11 +146,17 @@ public final class MQTTSink: Sink {
             let currency = alert["currency"]?.stringValue ?? currency
             let transaction = alert["transaction"]
             // A child this process has not published yet (new since the last catch-up): its device goes first.
-            if let prefix = config.mqtt.discoveryPrefix, state.withLock({ $0.children.updateValue(name, forKey: child) == nil }) {
+            if let prefix = config.mqtt.discoveryPrefix,
+                state.withLock({ $0.children.updateValue(name, forKey: child) == nil })
+            {
                 out.append((deviceTopic(prefix, child: child), device(child: child, name: name), true))
             }
             if let balance = alert["balance"]?.stringValue ?? transaction?["balanceAfter"]?.stringValue {
-                out.append(("\(base)/child/\(child)/state", Self.balanceState(name: name, balance: balance, currency: currency, at: m.at), true))
+                out.append(
+                    (
+                        "\(base)/child/\(child)/state",
+                        Self.balanceState(name: name, balance: balance, currency: currency, at: m.at), true
+                    ))
             }
             if m.kind == .transactionCreated, let t = transaction, let type = t["type"]?.stringValue {
                 let event = Self.transactionEvent(t, type: type, currency: currency)
@@ -183,7 +191,9 @@ public final class MQTTSink: Sink {
     }
 
     /// The discovery node id: one device per base topic (two relays on one broker use two base topics).
-    var node: String { "allowance_relay_" + config.mqtt.topic.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() }
+    var node: String {
+        "allowance_relay_" + config.mqtt.topic.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
+    }
 
     func deviceTopic(_ prefix: String, child: String) -> String {
         "\(prefix)/device/\(node)_\(child.replacingOccurrences(of: "-", with: ""))/config"
@@ -281,10 +291,14 @@ public final class MQTTSink: Sink {
         let base = config.mqtt.topic
         for c in children {
             let id = c.id.lowercased
-            if let prefix = config.mqtt.discoveryPrefix { client.publishNow(deviceTopic(prefix, child: id), device(child: id, name: c.firstName), retain: true) }
+            if let prefix = config.mqtt.discoveryPrefix {
+                client.publishNow(deviceTopic(prefix, child: id), device(child: id, name: c.firstName), retain: true)
+            }
             client.publishNow(
-                "\(base)/child/\(id)/state", Self.balanceState(
-                    name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency, at: times[c.id].map(ISODate.string)),
+                "\(base)/child/\(id)/state",
+                Self.balanceState(
+                    name: c.firstName, balance: Money.plain(c.currentBalance), currency: currency,
+                    at: times[c.id].map(ISODate.string)),
                 retain: true)
             if let event = last[id] { client.publishNow("\(base)/child/\(id)/last_transaction", event, retain: true) }
         }
@@ -296,7 +310,9 @@ public final class MQTTSink: Sink {
         guard let client else { return }
         let base = config.mqtt.topic
         for child in gone {
-            if let prefix = config.mqtt.discoveryPrefix { client.publishNow(deviceTopic(prefix, child: child), [], retain: true) }
+            if let prefix = config.mqtt.discoveryPrefix {
+                client.publishNow(deviceTopic(prefix, child: child), [], retain: true)
+            }
             client.publishNow("\(base)/child/\(child)/state", [], retain: true)
             client.publishNow("\(base)/child/\(child)/last_transaction", [], retain: true)
         }
@@ -315,9 +331,13 @@ public final class MQTTSink: Sink {
             let object = Array(topic.dropFirst(devices.count).dropLast("/config".count))
             // A cache with no children yet (a new database before its first catch-up) knows of no deletion.
             guard object.count == 32, let roster, let listed = try? roster.children(), !listed.isEmpty else { return }
-            let id = [object[0..<8], object[8..<12], object[12..<16], object[16..<20], object[20..<32]].map { String($0) }.joined(separator: "-")
+            let id = [object[0..<8], object[8..<12], object[12..<16], object[16..<20], object[20..<32]].map {
+                String($0)
+            }.joined(separator: "-")
             if !listed.contains(where: { $0.id.lowercased == id }) { remove([id]) }
-        } else if topic.hasPrefix("\(prefix)/"), topic.hasSuffix("/config"), topic.contains("/\(node)/"), !payload.isEmpty {
+        } else if topic.hasPrefix("\(prefix)/"), topic.hasSuffix("/config"), topic.contains("/\(node)/"),
+            !payload.isEmpty
+        {
             client?.publishNow(topic, [], retain: true)  // the older per-entity form: the devices replace it
         }
     }

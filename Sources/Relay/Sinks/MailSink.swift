@@ -23,7 +23,9 @@ public struct MailSink: Sink {
             _ = try await client.send(request(for: m))
             return .delivered
         } catch {
-            guard error.kind == .refused, let code = error.serverCode else { return .retry("email: \(error.message)", after: nil) }
+            guard error.kind == .refused, let code = error.serverCode else {
+                return .retry("email: \(error.message)", after: nil)
+            }
             // 535 and other login failures concern every mail: they wait for a fixed config rather than die.
             if (500..<600).contains(code), code != 530, code != 535 { return .rejected("email: \(error.message)") }
             return .retry("email: \(error.message)", after: nil)
@@ -31,7 +33,9 @@ public struct MailSink: Sink {
     }
 
     public func request(for m: Message) -> MailRequest {
-        var r = MailRequest(url: config.url ?? URL(string: "smtp://localhost")!, from: config.mail.from, to: config.mail.to, message: Array(render(m).utf8))
+        var r = MailRequest(
+            url: config.url ?? URL(string: "smtp://localhost")!, from: config.mail.from, to: config.mail.to,
+            message: Array(render(m).utf8))
         r.username = config.username
         r.password = config.password?.value
         r.requireTLS = config.mail.requireTLS
@@ -45,7 +49,8 @@ public struct MailSink: Sink {
     public func render(_ m: Message) -> String {
         let boundary = "=_allowance_\(m.id.filter { $0.isLetter || $0.isNumber })"
         let date = Self.dateFormatter.string(from: now())
-        var html = "<!doctype html><html><body style=\"font-family:sans-serif\"><p><b>\(SinkConfig.html(m.title))</b></p>"
+        var html =
+            "<!doctype html><html><body style=\"font-family:sans-serif\"><p><b>\(SinkConfig.html(m.title))</b></p>"
         html += "<p>" + SinkConfig.html(m.text).replacingOccurrences(of: "\n", with: "<br>") + "</p>"
         var text = m.text
         if let link = m.link {
@@ -88,7 +93,9 @@ public struct MailSink: Sink {
     }
 
     static func base64Lines(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString(options: [.lineLength76Characters, .endLineWithCarriageReturn, .endLineWithLineFeed])
+        Data(text.utf8).base64EncodedString(options: [
+            .lineLength76Characters, .endLineWithCarriageReturn, .endLineWithLineFeed,
+        ])
     }
 
     static var dateFormatter: DateFormatter {

@@ -32,7 +32,8 @@ public struct Message: Sendable {
     /// A message with its alert as stored, and as a value when the worker has one (then nothing is read back from
     /// the text).
     public init(
-        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String = "", text: String = "", childId: UUID?,
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String = "", text: String = "",
+        childId: UUID?,
         alert: String, event: RelayEvent? = nil, link: String? = nil
     ) {
         self.id = id
@@ -55,13 +56,15 @@ public struct Message: Sendable {
 
     /// A message about `event`, its alert written as the ledger would store it (tests, `notify test`).
     public init(
-        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String, event: RelayEvent,
+        id: String, kind: RelayEvent.Kind, urgency: PlannedDelivery.Urgency, title: String, text: String,
+        event: RelayEvent,
         currency: String? = nil, link: String? = nil
     ) {
         var alert = event
         alert.kind = kind
         self.init(
-            id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId, alert: alert.jsonText(currency: currency),
+            id: id, kind: kind, urgency: urgency, title: title, text: text, childId: event.childId,
+            alert: alert.jsonText(currency: currency),
             event: alert, link: link)
     }
 }

@@ -6,7 +6,8 @@ import Foundation
 public enum StandardWebhooks {
     public static func signature(id: String, timestamp: Int, body: [UInt8], secrets: [String]) -> String {
         secrets.compactMap { secret -> String? in
-            guard let key = Data(base64Encoded: String(secret.hasPrefix("whsec_") ? secret.dropFirst(6) : secret[...])) else { return nil }
+            guard let key = Data(base64Encoded: String(secret.hasPrefix("whsec_") ? secret.dropFirst(6) : secret[...]))
+            else { return nil }
             var signed = Array("\(id).\(timestamp).".utf8)
             signed += body
             return "v1," + Data(hmacSHA256(key: [UInt8](key), message: signed)).base64EncodedString()
@@ -22,7 +23,9 @@ public enum StandardWebhooks {
         let ok = storage.withUnsafeBytes { k in
             message.withUnsafeBytes { m in
                 mac.withUnsafeMutableBufferPointer { out in
-                    HMAC(EVP_sha256(), k.baseAddress, Int32(key.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, out.baseAddress, &length)
+                    HMAC(
+                        EVP_sha256(), k.baseAddress, Int32(key.count),
+                        m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, out.baseAddress, &length)
                 }
             }
         }

@@ -79,8 +79,11 @@ struct HTTPTransportTarget: Sendable {
     static func refusal(_ status: Int, _ what: String) -> HubConnectionError? {
         switch status {
         case 200, 202: nil
-        case 401, 403: HubConnectionError(.unauthorized, "The server refused the access token (HTTP \(status) on \(what)).")
-        case 404: HubConnectionError(.transport(.connectionLost), "The server no longer knows this connection (HTTP 404 on \(what)).")
+        case 401, 403:
+            HubConnectionError(.unauthorized, "The server refused the access token (HTTP \(status) on \(what)).")
+        case 404:
+            HubConnectionError(
+                .transport(.connectionLost), "The server no longer knows this connection (HTTP 404 on \(what)).")
         default: HubConnectionError(.transport(.connectionLost), "The server answered HTTP \(status) on \(what).")
         }
     }
@@ -131,7 +134,8 @@ final class HTTPSendQueue: Sendable {
             }
             guard let body else { return }
             var request = target.request(.post, body: body, timeout: .seconds(30))
-            request[header: "Content-Type"] = target.format == .text ? "text/plain;charset=UTF-8" : "application/octet-stream"
+            request[header: "Content-Type"] =
+                target.format == .text ? "text/plain;charset=UTF-8" : "application/octet-stream"
             let failure: HubConnectionError?
             do {
                 let answer = try await target.client.send(request)

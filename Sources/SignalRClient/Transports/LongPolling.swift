@@ -21,11 +21,14 @@ final class LongPollingTransport: HubTransport {
     private init(target: HTTPTransportTarget, inbox: MessageInbox) {
         self.target = target
         self.inbox = inbox
-        sender = HTTPSendQueue(target) { error in inbox.finish(.failure(WebSocketError(.connectionLost, error.message))) }
+        sender = HTTPSendQueue(target) { error in inbox.finish(.failure(WebSocketError(.connectionLost, error.message)))
+        }
     }
 
     /// Makes the first poll, which the server answers at once, then keeps polling.
-    static func open(_ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration) async throws(HubConnectionError)
+    static func open(
+        _ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration
+    ) async throws(HubConnectionError)
         -> LongPollingTransport
     {
         let transport = LongPollingTransport(target: target, inbox: MessageInbox(loop: loop))
@@ -33,9 +36,13 @@ final class LongPollingTransport: HubTransport {
         do {
             first = try await target.client.send(target.request(.get, timeout: connectTimeout))
         } catch {
-            throw HubConnectionError(.transport(error.kind == .timedOut ? .timeout : .connectionLost), "The first poll failed: \(error.message)")
+            throw HubConnectionError(
+                .transport(error.kind == .timedOut ? .timeout : .connectionLost),
+                "The first poll failed: \(error.message)")
         }
-        if let refusal = HTTPTransportTarget.refusal(first.status == 204 ? 404 : first.status, "the first poll") { throw refusal }
+        if let refusal = HTTPTransportTarget.refusal(first.status == 204 ? 404 : first.status, "the first poll") {
+            throw refusal
+        }
         if !first.body.isEmpty { _ = transport.deliver(first.body) }
         let task = Task { await transport.pollLoop() }
         transport.poller.withLock { $0 = task }
@@ -52,10 +59,12 @@ final class LongPollingTransport: HubTransport {
             let answer: HTTPResponse
             do {
                 answer = try await target.client.send(target.request(.get, timeout: Self.pollTimeout))
-            } catch where error.kind == .timedOut {
+            } catch  where error.kind == .timedOut {
                 continue  // as the official clients do: a poll that timed out is simply made again
             } catch {
-                if !Task.isCancelled { end(.failure(WebSocketError(.connectionLost, "A poll failed: \(error.message)"))) }
+                if !Task.isCancelled {
+                    end(.failure(WebSocketError(.connectionLost, "A poll failed: \(error.message)")))
+                }
                 return
             }
             switch answer.status {

@@ -21,11 +21,15 @@ final class ServerSentEventsTransport: HubTransport {
     }
 
     /// Opens the stream and returns once the server answered 200 to it.
-    static func open(_ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration) async throws(HubConnectionError)
+    static func open(
+        _ target: HTTPTransportTarget, loop: WebSocketLoop, connectTimeout: Duration
+    ) async throws(HubConnectionError)
         -> ServerSentEventsTransport
     {
         let inbox = MessageInbox(loop: loop)
-        let sender = HTTPSendQueue(target) { error in inbox.finish(.failure(WebSocketError(.connectionLost, error.message))) }
+        let sender = HTTPSendQueue(target) { error in
+            inbox.finish(.failure(WebSocketError(.connectionLost, error.message)))
+        }
         let transport = ServerSentEventsTransport(inbox: inbox, sender: sender)
         let parser = Mutex(ServerSentEventParser())
         let (heads, headContinuation) = AsyncStream<Int>.makeStream()

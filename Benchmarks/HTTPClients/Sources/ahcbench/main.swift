@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Common
 import Foundation
 import NIOCore
+
 let client = HTTPClient(eventLoopGroupProvider: .singleton)
 let url = CommandLine.arguments[1]
 await run(name: "AsyncHTTPClient") {

@@ -1,6 +1,7 @@
 import Common
 import Foundation
 import HTTPTransport
+
 let client = HTTPClient(userAgent: "spike")
 let url = URL(string: CommandLine.arguments[1])!
 await run(name: "libcurl (HTTPTransport)") {
