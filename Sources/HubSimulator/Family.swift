@@ -38,7 +38,9 @@ actor FamilyStore {
     /// the family's whole history (a million transactions in `make bench`'s history part).
     private var byChild: [UUID: [Int]] = [:]
     private var byIdempotencyKey: [String: SimTransaction] = [:]
-    private var random: SeededRandom
+    /// Every child's wish list, in the order the items were added (FamilyStore+WishList).
+    var wishList: [SimWishItem] = []
+    var random: SeededRandom
     /// Where the family is saved after each change (nil: it lives as long as the process).
     private let stateFile: String?
 
@@ -48,6 +50,8 @@ actor FamilyStore {
         var children: [SimChild]
         var transactions: [SimTransaction]
         var idempotencyKeys: [String: UUID]
+        /// Absent from a state file written before the wish list.
+        var wishList: [SimWishItem]?
     }
 
     /// `extraChildren` more children after the three fixed ones, and `history` transactions spread over the three
@@ -82,6 +86,7 @@ actor FamilyStore {
             random = SeededRandom(state: saved.random)
             let byId = Dictionary(transactions.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             byIdempotencyKey = saved.idempotencyKeys.compactMapValues { byId[$0] }
+            wishList = saved.wishList ?? []
         }
         byChild = Self.index(transactions)
     }
@@ -152,11 +157,11 @@ actor FamilyStore {
     }
 
     /// Written whole after each change, atomically: a simulator killed at any moment restarts as the same backend.
-    private func save() {
+    func save() {
         guard let stateFile else { return }
         let saved = Saved(
             random: random.state, children: children, transactions: transactions,
-            idempotencyKeys: byIdempotencyKey.mapValues(\.id))
+            idempotencyKeys: byIdempotencyKey.mapValues(\.id), wishList: wishList)
         do {
             try JSONEncoder().encode(saved).write(to: URL(fileURLWithPath: stateFile), options: .atomic)
         } catch {
@@ -212,6 +217,7 @@ actor FamilyStore {
         guard children.contains(where: { $0.id == id }) else { return false }
         children.removeAll { $0.id == id }
         transactions.removeAll { $0.childId == id }
+        wishList.removeAll { $0.childId == id }
         reindex()
         save()
         return true

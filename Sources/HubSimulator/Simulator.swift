@@ -318,6 +318,7 @@ public final class HubSimulator: Sendable {
                 return self.problem(error.status, error.message)
             }
         }
+        wishListAndAnalyticsRoutes(api)
         router.post("hubs/family/negotiate") { request, _ in
             if self.isRefusing {
                 return self.problem(503, "The hub is refusing connections (simulated outage).")
@@ -344,7 +345,7 @@ public final class HubSimulator: Sendable {
     }
 
     /// Applies the REST fault switches; nil lets the request through.
-    private func restGate(_ request: Request) async throws -> Response? {
+    func restGate(_ request: Request) async throws -> Response? {
         if isDown { return problem(503, "The backend is down (simulated: POST /_sim/up brings it back).") }
         let (mode, delay) = faults.withLock { f -> (String, Duration) in
             guard f.restCount > 0 else { return ("ok", .zero) }
