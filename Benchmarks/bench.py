@@ -619,8 +619,13 @@ rules:
                               "rss_mib": end["VmRSS"]}
                 if p is relay:
                     rows[name]["rss_kib_by_mapping"] = p.rss_by_mapping()
+                    # Where the relay's wake-ups come from, per thread name, per hour.
+                    rows[name]["wakeups_per_hour_by_thread"] = {
+                        k: v * scale for k, v in Proc.wakeups_by_thread(start[name], end).items() if v}
                 self.log(f"  {name}: {rows[name]['cpu_s_per_hour']:.2f} CPU s/h, {rows[name]['wakeups_per_hour']:.0f} wakeups/h, "
                          f"RSS {end['VmRSS']:.1f} MiB")
+                for thread, n in rows[name].get("wakeups_per_hour_by_thread", {}).items():
+                    self.log(f"    {thread}: {n:.0f} wakeups/h")
         finally:
             for p in procs.values():
                 p.stop(signal.SIGKILL)
@@ -812,6 +817,12 @@ def report(r):
     ]
     for name, row in idle.items():
         lines.append(f"| {name} | {row['rss_mib']:.1f} | {row['cpu_s_per_hour']:.2f} | {row['wakeups_per_hour']:,.0f} |")
+    by_thread = idle.get("allowance-relay run", {}).get("wakeups_per_hour_by_thread")
+    if by_thread:
+        lines += ["", "Where the idle relay's wake-ups come from (context switches per hour, by thread name; the Swift "
+                  "pool's threads share one name):", "", "| thread | wakeups per hour |", "|---|---:|"]
+        for thread, n in by_thread.items():
+            lines.append(f"| {thread} | {n:,.0f} |")
     relay_idle = idle.get("allowance-relay run", {}).get("rss_kib_by_mapping")
     if relay_idle:
         total = sum(relay_idle.values())
