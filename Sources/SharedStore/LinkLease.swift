@@ -36,8 +36,6 @@ public final class LinkLease: Lease {
 
     /// Whether the lease is still ours: the session answers and the server still has our lock (false once the
     /// server restarted, the session was cut, or it was never acquired).
-    public var canBeLostWhileHeld: Bool { true }
-
     public var isHeld: Bool {
         guard let db = session.withLock({ $0 }) else { return false }
         guard let held = try? heldBy(db) else {

@@ -39,9 +39,6 @@ public final class FileLease: Lease {
 
     public var isHeld: Bool { descriptor.withLock { $0 != nil } }
 
-    /// The lock lasts as long as the descriptor, which only `release` (or the process's end) closes.
-    public var canBeLostWhileHeld: Bool { false }
-
     public func release() {
         descriptor.withLock { fd in
             if let held = fd { close(held) }  // closing the descriptor lets go of the lock

@@ -9,17 +9,13 @@ public protocol Lease: Sendable {
     func tryAcquire() throws -> Bool
     /// Whether the lease is still ours (false once the server restarted or the session was cut).
     var isHeld: Bool { get }
-    /// Whether a held lease can be lost without `release` (a database session cut, a server restarted): such a
-    /// lease is checked every interval while held; one that cannot (a lock on a file this process keeps open) is
-    /// not, so an idle relay does not wake to ask.
-    var canBeLostWhileHeld: Bool { get }
     /// Lets go at once; safe to call when not held.
     func release()
 }
 
 /// Runs `work` only while this relay holds `lease`: tries to take it every `interval`, starts `work` when it has
-/// it, checks every `interval` that it still does (when it can be lost), and cancels `work` the moment it does not:
-/// two relays never run it at once for longer than one interval. Ends when the calling task is cancelled (releasing the lease), or with the
+/// it, checks every `interval` that it still does, and cancels `work` the moment it does not: two relays never run it
+/// at once for longer than one interval. Ends when the calling task is cancelled (releasing the lease), or with the
 /// error `work` throws. `changed` hears each change (true: held), for logs and status.
 public func holdingLease(
     _ lease: any Lease, interval: Duration = .seconds(1), changed: @escaping @Sendable (Bool) async -> Void = { _ in },
@@ -42,15 +38,13 @@ public func holdingLease(
                     return .failure(error)
                 }
             }
-            if lease.canBeLostWhileHeld {
-                group.addTask {
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: interval)
-                        if Task.isCancelled { return nil }
-                        if !(await offThread(named: "lease-call") { lease.isHeld }) { return nil }
-                    }
-                    return nil
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    if Task.isCancelled { return nil }
+                    if !(await offThread(named: "lease-call") { lease.isHeld }) { return nil }
                 }
+                return nil
             }
             // Whichever ends first (the work, the lease lost, or the caller's cancellation) ends the other.
             let first = await group.next() ?? nil
