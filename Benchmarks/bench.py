@@ -638,7 +638,8 @@ rules:
             return {}
         floors = {}
         for name, source in (("floor: Swift, Foundation and the C libraries, doing nothing", "rss_foundation"),
-                             ("floor: Swift and the C libraries without Foundation, doing nothing", "rss_bare")):
+                             ("floor: Swift and the C libraries without Foundation, doing nothing", "rss_bare"),
+                             ("floor: Swift concurrency, one empty task run, then nothing", "idle_concurrency")):
             out = self.work / source
             subprocess.run([swiftc, "-O", "-o", str(out), str(ROOT / f"Benchmarks/floor/{source}.swift")], check=True,
                            capture_output=True)
