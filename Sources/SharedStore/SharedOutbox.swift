@@ -140,10 +140,19 @@ extension SharedRelayStore: OutboxQueue {
             try db.query(
                 "UPDATE relay_outbox SET state = 'sent', last_error = NULL, sent_transaction = $2 WHERE seq = $1",
                 [String(seq), server.id.lowercased])
-            try dropLocal(db, entry)
+            let standInRemoved = try dropLocal(db, entry) > 0
             guard try insert(db, server, via: "outbox", now: now), let child = try lockedChild(db, server.childId)
             else {
-                return  // already stored from the hub: its balance is newer than ours
+                // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
+                // place and the balance is the server's. By a catch-up after a restart (the server took the write,
+                // the relay died before the answer): the stand-in was still here and that balance counted it on top
+                // of the server's, so it comes out with the stand-in.
+                if standInRemoved, let child = try lockedChild(db, entry.childId),
+                    let minor = Money.minorUnits(entry.amount)
+                {
+                    try setBalance(db, entry.childId, child.balance - (entry.type == .credit ? minor : -minor), now)
+                }
+                return
             }
             // The server's balance after this write, plus the writes still waiting here.
             try setBalance(db, server.childId, (server.balanceAfterCents ?? 0) + child.pending, now)
@@ -224,9 +233,12 @@ extension SharedRelayStore: OutboxQueue {
     }
 
     /// The write's local transaction is gone (the server's replaces it).
-    func dropLocal(_ db: PostgresConnection, _ entry: OutboxEntry) throws(PostgresError) {
+    /// Removes the write's stand-in (its local transaction); how many rows went (0: the hub's echo took it already).
+    @discardableResult
+    func dropLocal(_ db: PostgresConnection, _ entry: OutboxEntry) throws(PostgresError) -> Int {
         try db.query(
-            "DELETE FROM relay_txn WHERE id = $1 AND origin = 'local-pending'", [entry.localTransactionId.lowercased])
+            "DELETE FROM relay_txn WHERE id = $1 AND origin = 'local-pending'", [entry.localTransactionId.lowercased]
+        ).affected
     }
 
     /// The write is undone here: its local transaction, and its effect on the balance while it was still there (the

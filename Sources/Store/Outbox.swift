@@ -116,6 +116,7 @@ extension Store {
             try db.execute(
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
                 arguments: [e.localTransactionId.lowercased])
+            let standInRemoved = db.changesCount > 0
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
             try db.execute(
                 sql:
@@ -123,7 +124,19 @@ extension Store {
                 arguments: [
                     "TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp,
                 ])
-            guard db.changesCount > 0 else { return }  // already stored from the hub: its balance is newer than ours
+            guard db.changesCount > 0 else {
+                // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
+                // place and the balance is the server's. By a catch-up after a restart (the server took the write,
+                // the relay died before the answer): the stand-in was still here and that balance counted it on top
+                // of the server's, so it comes out with the stand-in.
+                if standInRemoved {
+                    let minor = try MinorUnits.from(e.amount)
+                    try db.execute(
+                        sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
+                        arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
+                }
+                return
+            }
             try Self.insert(db, server, via: "outbox", now: now)
             // The server's balance after this write, plus the writes still waiting here.
             let pending = try Self.pendingEffect(db, server.childId)

@@ -71,6 +71,34 @@ import Testing
         #expect(try store.transactions(child: alice.id, since: nil, limit: 10).count == 2)
     }
 
+    /// Killed after the server took a write and before its answer was recorded: at the restart the write is pending
+    /// again, the catch-up brings the server's copy (and the server's balance, which has it), and the write is sent
+    /// again and answered with that same copy. The balance counts it once. (The catch-up added the write still
+    /// waiting here on top of the server's balance; the answer must take that back when it removes the stand-in.)
+    @Test(arguments: Backend.allCases)
+    func aWriteTheServerTookBeforeACrashIsCountedOnceAfterTheCatchUpAndTheResend(_ backend: Backend) async throws {
+        let stores = try await backend.handles(1, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let store = stores[0]
+        try backend.seed(store, children: [alice], transactions: [])
+        _ = try store.enqueueTransaction(
+            child: alice.id, amount: 3, type: .debit, description: "comic", limit: 100, at: Date())
+        let sent = try sending(store)
+        let copy = serverCopy(of: sent, balanceAfter: 7)  // the server took it; then kill -9
+        // The restart puts the write back in line (as a retry does): it is no longer the one being sent.
+        try store.outboxRetry(sent.seq, error: "the relay stopped while sending", retryAt: Date())
+        var server = alice
+        server.currentBalance = 7
+        try store.storeCaughtUp(
+            children: [server], transactions: [copy], rejected: [], cursors: [alice.id: copy.id], complete: true,
+            balancesAskedAt: nil, history: false, historyTaken: nil, at: Date(), traceParent: nil)
+        let resent = try sending(store)
+        #expect(resent.seq == sent.seq)
+        try store.outboxSent(resent.seq, server: copy, at: Date())
+        #expect(try balance(store) == 7, "the server's balance, the write counted once")
+        #expect(try store.transactions(child: alice.id, since: nil, limit: 10).map(\.id) == [copy.id])
+    }
+
     @Test(arguments: Backend.allCases)
     func aWriteRefusedForGoodIsUndoneWithAnAlertAndCanBeQueuedAgain(_ backend: Backend) async throws {
         let stores = try await backend.handles(1, planner: EveryEvent())
