@@ -34,12 +34,9 @@ extension HubSimulator {
             }
         }
         api.delete("wishlist/:id") { request, context in
-            if let r = try await self.restGate(request) { return r }
-            do throws(APIFailure) {
+            try await self.respond(request) { () throws(APIFailure) in
                 try await self.family.deleteWishItem(try Self.id(context))
                 return Response(status: .noContent)
-            } catch {
-                return self.problem(error.status, error.message)
             }
         }
         // As the app does: the price is debited from the child (one debit, whatever the retries: the item's id is
@@ -81,13 +78,20 @@ extension HubSimulator {
         }
     }
 
-    /// The REST gate (token, down, faults), then `body`'s value as JSON with `status`, or its failure as a problem.
+    /// `body`'s value as JSON with `status`, behind the gate (`respond`).
     private func answer(
         _ request: Request, status: Int = 200, _ body: () async throws(APIFailure) -> SimValue
     ) async throws -> Response {
+        try await respond(request) { () throws(APIFailure) in json(status, try await body()) }
+    }
+
+    /// The REST gate (token, down, faults), then `body`'s response, or its failure as a problem.
+    private func respond(
+        _ request: Request, _ body: () async throws(APIFailure) -> Response
+    ) async throws -> Response {
         if let r = try await restGate(request) { return r }
         do throws(APIFailure) {
-            return json(status, try await body())
+            return try await body()
         } catch {
             return problem(error.status, error.message)
         }
