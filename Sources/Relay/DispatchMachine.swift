@@ -38,8 +38,9 @@ struct DispatchMachine {
         /// The last read found every due row (fewer than a batch), or the hand-over was all that was new: once the
         /// queue has started, wait for a signal or the next due time.
         case drained
-        /// The drained wait has just ended: what the planner handed over meanwhile may be all that is new.
-        case wokeDrained
+        /// The drained wait has just ended (`bySignal`: a signal ended it, not its time): what the planner handed
+        /// over meanwhile may be all that is new.
+        case wokeDrained(bySignal: Bool)
     }
 
     /// Every due row known has started or is in the queue: the next empty queue is a drained wait.
@@ -101,15 +102,17 @@ struct DispatchMachine {
         return startable(room: room, inProgress: inProgress)
     }
 
-    /// The drained wait is over: what the planner hands over next may be all that is new.
-    mutating func wokeFromDrainedWait() {
-        phase = .wokeDrained
+    /// The drained wait is over (`bySignal`: a signal ended it, not the timeout): what the planner hands over next
+    /// may be all that is new.
+    mutating func wokeFromDrainedWait(bySignal: Bool) {
+        phase = .wokeDrained(bySignal: bySignal)
     }
 
     enum Look: Equatable {
         /// The sink is switched off: wait (a minute) for `deliveries enable`.
         case switchedOff(reason: String)
-        /// The rows handed over are all that is new, each due and sendable as it is: they are the queue now.
+        /// The rows handed over are all that is new, each due and sendable as it is: they are the queue now (none:
+        /// the signal was a written outcome's, and the worker is still drained).
         case handedOver
         /// Read the ledger's due rows (`excluding` the sends under way), fold them, then `read`.
         case readLedger
@@ -126,9 +129,19 @@ struct DispatchMachine {
             forgetDrained()
             return .switchedOff(reason: reason)
         }
-        let woke = phase == .wokeDrained
+        guard case .wokeDrained(let bySignal) = phase, let handedOver else {
+            phase = .unknown
+            return .readLedger
+        }
         phase = .unknown
-        if woke, let handedOver, let fresh = usable(handedOver, known: [lastRead, inProgress.ids], at: now) {
+        // Nothing handed over and nothing fallen due, woken by a signal: an outcome written just before the drained
+        // wait began (all sends through), or one of a sink's own signals that need no read. A signal that asks for
+        // the ledger (`lookAtTheLedger`, a planner's overflow, a retry) leaves the hand-over incomplete (nil).
+        if handedOver.isEmpty, bySignal, nextDue.map({ $0 > now }) ?? true {
+            phase = .drained
+            return .handedOver
+        }
+        if let fresh = usable(handedOver, known: [lastRead, inProgress.ids], at: now) {
             queue = fresh
             phase = .drained
             return .handedOver

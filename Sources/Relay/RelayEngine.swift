@@ -178,7 +178,7 @@ public final class RelayEngine: Sendable {
     /// Deliveries may be waiting that no planner of this process handed over (another replica planned them, or
     /// gave its claims back): every worker looks at the ledger.
     public func wakeWorkers() {
-        for w in state.withLock({ $0.current.workers }) { w.wakeup.signal() }
+        for w in state.withLock({ $0.current.workers }) { w.lookAtTheLedger() }
     }
 
     /// Another process asked for the waiting alerts now (`deliveries retry`, `deliveries enable`): each sink ends its

@@ -96,10 +96,13 @@ struct SinkWorker: Sendable {
     }
 
     /// Waits on the worker's wakeup, saying meanwhile what kind of wait it is.
-    private func park(_ kind: SendsInProgress.Dispatcher, upTo timeout: Duration) async {
+    /// Returns false when the timeout ended the wait.
+    @discardableResult
+    private func park(_ kind: SendsInProgress.Dispatcher, upTo timeout: Duration) async -> Bool {
         sends.dispatcher = kind
-        await wakeup.wait(upTo: timeout)
+        let signalled = await wakeup.wait(upTo: timeout)
         sends.dispatcher = .working
+        return signalled
     }
 
     /// Takes due deliveries and starts their sends while there is room: performs what `DispatchMachine` decides.
@@ -119,8 +122,7 @@ struct SinkWorker: Sendable {
                 case .full:
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                 case .drainedWait(let next):
-                    await park(.drained, upTo: Self.untilDue(next))
-                    machine.wokeFromDrainedWait()
+                    machine.wokeFromDrainedWait(bySignal: await park(.drained, upTo: Self.untilDue(next)))
                 case .look(let readSwitchedOff):
                     // A 410 just switched the sink off: read its switch again now rather than within the minute.
                     let switchedOffRead: String?? =

@@ -44,11 +44,44 @@ import Testing
         m.read(due: first, folded: first, next: nil)
         #expect(step(&m) == .start(first))
         #expect(step(&m) == .drainedWait(nextDue: nil), "everything due has started")
-        m.wokeFromDrainedWait()
+        m.wokeFromDrainedWait(bySignal: true)
         #expect(step(&m) == .look(readSwitchedOff: false), "the switch was read a moment ago")
         let fresh = [row("c")]
         #expect(m.looked(switchedOffRead: nil, at: clock, handedOver: fresh, inProgress: none, now: now) == .handedOver)
         #expect(step(&m) == .start(fresh))
+    }
+
+    /// A drained worker woken by a signal with nothing handed over (an outcome written just before it began to
+    /// wait, its sends all through) is still drained: it waits again without reading the ledger. Woken by its time,
+    /// by a row falling due, or asked to look (the hand-over left incomplete), it reads.
+    @Test func aSignalThatBroughtNothingNewLeavesTheWorkerDrained() {
+        let later = now.addingTimeInterval(120)
+        func drainedAndWoken(bySignal: Bool, nextDue: Date? = nil) -> DispatchMachine {
+            var m = DispatchMachine(ordersByChild: false)
+            _ = step(&m)
+            _ = m.looked(switchedOffRead: .some(nil), at: clock, handedOver: nil, inProgress: none, now: now)
+            m.read(due: [row("a")], folded: [row("a")], next: nextDue)
+            _ = step(&m)
+            #expect(step(&m) == .drainedWait(nextDue: nextDue))
+            m.wokeFromDrainedWait(bySignal: bySignal)
+            #expect(step(&m) == .look(readSwitchedOff: false))
+            return m
+        }
+        var signalled = drainedAndWoken(bySignal: true, nextDue: later)
+        #expect(
+            signalled.looked(switchedOffRead: nil, at: clock, handedOver: [], inProgress: none, now: now) == .handedOver
+        )
+        #expect(step(&signalled) == .drainedWait(nextDue: later), "waits again, the ledger unread")
+        var timedOut = drainedAndWoken(bySignal: false)
+        #expect(
+            timedOut.looked(switchedOffRead: nil, at: clock, handedOver: [], inProgress: none, now: now) == .readLedger)
+        var fallenDue = drainedAndWoken(bySignal: true, nextDue: now)
+        #expect(
+            fallenDue.looked(switchedOffRead: nil, at: clock, handedOver: [], inProgress: none, now: now)
+                == .readLedger, "a retry's time has come")
+        var asked = drainedAndWoken(bySignal: true)
+        #expect(
+            asked.looked(switchedOffRead: nil, at: clock, handedOver: nil, inProgress: none, now: now) == .readLedger)
     }
 
     /// The planner's rows are not enough when one is not due yet, folds into a digest, or the wait was not the
@@ -61,7 +94,7 @@ import Testing
             m.read(due: [row("a")], folded: [row("a")], next: nil)
             _ = step(&m)
             _ = step(&m)
-            m.wokeFromDrainedWait()
+            m.wokeFromDrainedWait(bySignal: true)
             _ = step(&m)
             #expect(
                 m.looked(switchedOffRead: nil, at: clock, handedOver: handed, inProgress: none, now: now) == .readLedger
