@@ -29,6 +29,10 @@ public struct RelayEvent: Sendable, Equatable {
         case test = "test"
         /// A child's day or week in one message, at a time of day (a rule's `summary:`).
         case summary = "summary"
+        /// A child's balance reached the price of an item on the wish list not bought yet (once per crossing).
+        case goalReached = "goal.reached"
+        /// An item on a child's wish list was bought.
+        case goalPurchased = "goal.purchased"
 
         /// Kinds the relay makes itself, which rules cannot name.
         public static let derivedOnly: Set<Kind> = [.digest, .test, .balanceRecovered, .summary]
@@ -59,6 +63,8 @@ public struct RelayEvent: Sendable, Equatable {
     public var transactions: [Transaction]?
     /// For a summary: the rule that asked for it (it goes to that rule's sinks only). Not stored in the alert.
     public var summaryRule: String?
+    /// For `goal.reached` and `goal.purchased`: the wish list item.
+    public var goal: Goal?
     /// The W3C `traceparent` of the span that handled the event (tracing on): stored with each delivery it plans,
     /// so that every send continues the event's trace. Not stored in the alert.
     public var traceParent: String?
@@ -156,6 +162,10 @@ public struct RelayEvent: Sendable, Equatable {
             w.endArray()
         }
         if let sink { w.member("sink", sink) }
+        if let goal {
+            w.key("goal")
+            goal.write(into: &w)
+        }
         w.endObject()
         return w.text
     }
@@ -180,6 +190,55 @@ public struct RelayEvent: Sendable, Equatable {
         if case .array(let items) = json["transactions"] {
             transactions = try items.map { (item) throws(APIError) -> Transaction in try Transaction(json: item) }
         }
+        if let g = json["goal"] { goal = try Goal(json: g) }
+    }
+}
+
+/// A wish list item as an alert names it: what, for how much, and how far the balance is towards it.
+public struct Goal: Sendable, Equatable {
+    public var id: UUID
+    public var name: String
+    public var price: Decimal
+    public var url: String?
+    /// The balance against the price, in whole percent, at most 100.
+    public var progress: Int
+
+    public init(id: UUID, name: String, price: Decimal, url: String? = nil, progress: Int) {
+        self.id = id
+        self.name = name
+        self.price = price
+        self.url = url
+        self.progress = progress
+    }
+
+    /// How far `balance` is towards `price`, in whole percent rounded down (0 to 100): 99 until it is there.
+    public static func progress(balance: Decimal, price: Decimal) -> Int {
+        guard price > 0, balance > 0 else { return 0 }
+        guard balance < price else { return 100 }
+        var ratio = balance * 100 / price
+        var whole = Decimal()
+        NSDecimalRound(&whole, &ratio, 0, .down)
+        return min(99, NSDecimalNumber(decimal: whole).intValue)
+    }
+
+    func write(into w: inout JSONWriter) {
+        w.beginObject()
+        w.member("id", id.lowercased)
+        w.member("name", name)
+        w.key("price")
+        Money.write(price, into: &w)
+        if let url { w.member("url", url) }
+        w.key("progress")
+        w.number(String(progress))
+        w.endObject()
+    }
+
+    init(json: JSONValue) throws(APIError) {
+        guard let id = json["id"]?.stringValue.flatMap(UUID.init(uuidString:)), let name = json["name"]?.stringValue,
+            let price = json["price"].flatMap(Money.decimal)
+        else { throw APIError(.invalidPayload, "alert: goal needs id, name and price") }
+        self.init(
+            id: id, name: name, price: price, url: json["url"]?.stringValue, progress: json["progress"]?.intValue ?? 0)
     }
 }
 

@@ -143,7 +143,7 @@ public struct APIClient: Sendable {
         return (Secret(token), expiry)
     }
 
-    private func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
+    func get(_ path: String, query: [(String, String)] = []) async throws(APIError) -> JSONValue {
         var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
         return try await send(HTTPRequest(.get, components.url!), what: "GET /\(path)", expect: [200])

@@ -12,6 +12,15 @@ public enum HubEvent: Sendable, Equatable {
 
     public static let targets = ["TransactionCreated", "BalanceUpdated"]
 
+    /// The child whose balance this event moves (nil: an id-only transaction, which a catch-up fetches).
+    public var movesBalanceOf: UUID? {
+        switch self {
+        case .transactionCreated(let t): t.childId
+        case .balanceUpdated(let child, _): child
+        case .transactionCreatedId: nil
+        }
+    }
+
     /// Decodes one invocation; the error names the target, the argument and what was wrong.
     public init(target: String, arguments: HubArguments) throws(APIError) {
         switch target.lowercased() {

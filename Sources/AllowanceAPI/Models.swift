@@ -273,7 +273,7 @@ public enum ISODate {
     }
 }
 
-private struct Fields {
+struct Fields {
     let json: JSONValue
     let what: String
 

@@ -7,7 +7,7 @@ public struct Template: Sendable, Equatable {
     public static let placeholders: Set<String> = [
         "child", "amount", "balance", "previous_balance", "description", "who", "when", "type", "link", "count",
         "total",
-        "detail", "sink", "kind", "credits", "debits",
+        "detail", "sink", "kind", "credits", "debits", "item", "price", "progress", "item_url",
     ]
 
     enum Part: Sendable, Equatable {
@@ -87,6 +87,8 @@ public enum DefaultTemplates {
         .syncRejected: "allowance-relay set a transaction aside: {detail}",
         .test: "Test alert from allowance-relay: if you can read this, the sink {sink} works.",
         .summary: "{child}, {detail}: {count} transactions, {credits} in, {debits} out. Balance {balance}.",
+        .goalReached: "{child} can now afford {item} ({price}): balance {balance}.",
+        .goalPurchased: "{child} bought {item} ({price}) from the wish list.",
     ]
     public static let title: [RelayEvent.Kind: String] = [
         .transactionCreated: "{child} {amount}",
@@ -102,6 +104,8 @@ public enum DefaultTemplates {
         .syncRejected: "Transaction not stored",
         .test: "allowance-relay test",
         .summary: "{child}: {detail}",
+        .goalReached: "{child} reached a goal: {item}",
+        .goalPurchased: "{child} bought {item}",
     ]
 }
 

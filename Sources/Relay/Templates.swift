@@ -43,6 +43,12 @@ extension Formatting {
             v["credits"] = money(list.filter { $0.type == .credit }.reduce(Decimal(0)) { $0 + $1.amount })
             v["debits"] = money(list.filter { $0.type == .debit }.reduce(Decimal(0)) { $0 + $1.amount })
         }
+        if let g = e.goal {
+            v["item"] = g.name
+            v["price"] = money(g.price)
+            v["progress"] = "\(g.progress)%"
+            if let url = g.url { v["item_url"] = url }
+        }
         if let d = e.detail { v["detail"] = d }
         if let s = e.sink { v["sink"] = s }
         if let link = link(for: e) { v["link"] = link }

@@ -198,6 +198,9 @@ public struct Daemon: Sendable {
             },
             "outbox")
         add(
+            untilShutdown { await withTaskExecutorPreference(syncThread) { await sync.wishLists.run() } },
+            "wish lists")
+        add(
             untilShutdown {
                 await Systemd.watchdog()
                 await untilCancelled()

@@ -37,7 +37,9 @@ public final class SharedRelayStore: Sendable {
     /// The channel a commit that planned deliveries notifies.
     public static let channel = "relay_delivery"
 
-    public static let migrations = [ReplicaRegistry.migration, relayTables, outboxTable, memoryTables, syncTables]
+    public static let migrations = [
+        ReplicaRegistry.migration, relayTables, outboxTable, memoryTables, syncTables, goalTables,
+    ]
 
     static let relayTables = PostgresMigration(
         2, "relay",
@@ -118,8 +120,10 @@ public final class SharedRelayStore: Sendable {
     /// were written (muted ones included).
     @discardableResult
     func plan(_ db: PostgresConnection, _ event: RelayEvent, now: Date) throws(PostgresError) -> Int {
+        // Compared whether or not a rule watches goals: a rule added later starts from the true state.
+        let goals = try goalsReached(db, by: event)
         guard let planner = planner.withLock({ $0?.planner }) else { return 0 }
-        return try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
+        var count = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
             (sink, key, since) throws(PostgresError) -> Bool in
             try !db.query(
                 "SELECT 1 FROM relay_delivery WHERE sink = $1 AND dedup_key = $2 AND created_at >= $3::timestamptz LIMIT 1",
@@ -138,6 +142,8 @@ public final class SharedRelayStore: Sendable {
                     ISODate.string(now), d.traceParent,
                 ])
         }.count
+        for goal in goals { count += try plan(db, goal, now: now) }
+        return count
     }
 
     /// The channels other relays' commits notify, listened to by `listen`.

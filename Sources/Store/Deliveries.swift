@@ -30,6 +30,8 @@ extension Store {
     /// rows not muted are handed to the workers once the transaction commits.
     @discardableResult
     func planDeliveries(_ db: Database, _ event: RelayEvent, now: Date = Date()) throws -> Int {
+        // Compared whether or not a rule watches goals: a rule added later starts from the true state.
+        let goals = try goalsReached(db, by: event)
         guard let planner = relay.withLock({ $0?.planner }) else { return 0 }
         let rows = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
             sink, key, since in
@@ -52,7 +54,9 @@ extension Store {
         }
         let handed = rows.filter { $0.state != .muted }  // a muted row is kept, not handed to a worker
         if !handed.isEmpty { planned.withLock { $0 += handed } }
-        return rows.count
+        var count = rows.count
+        for goal in goals { count += try planDeliveries(db, goal, now: now) }
+        return count
     }
 
     // MARK: - Workers

@@ -291,6 +291,26 @@ enum Schema {
                     ALTER TABLE sink_state ADD COLUMN dead_lettering INTEGER NOT NULL DEFAULT 0;
                     """)
         }
+        m.registerMigration("v20: wish lists and the goals reached") { db in
+            // `reached`: the balance was at or above the price when last compared (goal.reached fires on the flip).
+            // `listed_at` on the child: when its list was last read (none yet: the first list alerts nothing).
+            try db.execute(
+                sql: """
+                    CREATE TABLE wish_item (
+                        id TEXT PRIMARY KEY,
+                        child_id TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        price_minor INTEGER NOT NULL,
+                        url TEXT,
+                        notes TEXT,
+                        purchased INTEGER NOT NULL DEFAULT 0,
+                        purchased_at TEXT,
+                        reached INTEGER NOT NULL DEFAULT 0
+                    ) WITHOUT ROWID;
+                    CREATE INDEX wish_item_child ON wish_item (child_id, price_minor);
+                    ALTER TABLE child ADD COLUMN wish_list_at TEXT;
+                    """)
+        }
         return m
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// catch-up stores and checks (the server's identity, lost data, balances, deleted children, quarantined rows), the
 /// cursors, the outbox and the sync state. Both stores implement it, so one engine (`SyncCoordinator`, `CatchUp`)
 /// keeps either whole.
-public protocol SyncStore: OutboxQueue, DeliveryLedger, StatusSource {
+public protocol SyncStore: OutboxQueue, DeliveryLedger, StatusSource, GoalStore, ChildRoster {
     /// Applies hub events in order, in one transaction: one commit for a burst, with the deliveries they plan. If
     /// any fails, none is stored. One that contradicts the cache fails the burst with a conflict.
     func apply(_ events: [HubEvent], at now: Date, traceParents: [String?]) throws(StoreError) -> [ApplyResult]

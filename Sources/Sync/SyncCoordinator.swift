@@ -45,6 +45,8 @@ public actor SyncCoordinator {
     private var lastCatchUpStart: ContinuousClock.Instant?
     /// Told after each completed catch-up (the family as the server lists it is in the cache).
     private var caughtUp: (@Sendable () -> Void)?
+    /// The children's wish lists, read after each catch-up and when a balance moves (`run()` it beside the link).
+    public nonisolated let wishLists: WishListRefresh
     /// Each hub event stored, and each catch-up, is a span whose trace the deliveries it plans continue.
     private let tracing: Bool
     /// Where the catch-ups run (nil: the global pool): a thread of its own keeps their blocking database calls off
@@ -60,8 +62,11 @@ public actor SyncCoordinator {
     public init(
         store: any SyncStore, api: APIClient, limits: OutboxLimits = OutboxLimits(),
         catchUpSpacing: Duration = .seconds(3), tracing: Bool = false,
+        wishListSpacing: Duration = .seconds(5), wishListEvery: Duration = .seconds(1800),
         executor: (any TaskExecutor)? = nil, logger: Logger
     ) {
+        self.wishLists = WishListRefresh(
+            store: store, api: api, spacing: wishListSpacing, every: wishListEvery, logger: logger)
         self.executor = executor
         self.store = store
         self.tracing = tracing
@@ -89,7 +94,9 @@ public actor SyncCoordinator {
         do {
             let results = try store.apply(events, at: Date(), traceParents: spans.map { TraceParent.of($0.context) })
             for (span, result) in zip(spans, results) { span.attributes["allowance.stored"] = result.outcome }
+            var moved = Set<UUID>()
             for (event, result) in zip(events, results) {
+                if case .stored = result, let child = event.movesBalanceOf { moved.insert(child) }
                 switch result {
                 case .stored(gap: nil): break
                 case .stored(gap: let child?):
@@ -102,6 +109,7 @@ public actor SyncCoordinator {
                     if first { logger.warning("set aside, not stored (`allowance-relay status` lists it): \(reason)") }
                 }
             }
+            wishLists.balancesMoved(moved)
             if let f = storeFailure {
                 logger.notice(
                     "storing works again: \(f.events) event(s) could not be stored since \(f.since); the catch-up fetches them"
@@ -224,6 +232,7 @@ public actor SyncCoordinator {
                     try await runCatchUp()
                 }
                 caughtUp?()
+                wishLists.caughtUp()
                 attempt = 0
                 if await drainOutbox().ok {
                     if let next = try? store.nextOutboxAttempt(after: Date()) {

@@ -47,6 +47,16 @@ import Testing
                 detail: "daily at 19:00",
                 count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
             { () -> RelayEvent in
+                var e = RelayEvent(kind: .goalReached, at: now, childId: alice, childName: "Alice", balance: 31)
+                e.goal = Goal(id: UUID(), name: "Bike helmet", price: 30, url: "https://shop.example/h", progress: 100)
+                return e
+            }(),
+            { () -> RelayEvent in
+                var e = RelayEvent(kind: .goalPurchased, at: now, childId: alice, childName: "Alice", balance: 1)
+                e.goal = Goal(id: UUID(), name: "Bike helmet", price: Decimal(string: "29.99")!, progress: 100)
+                return e
+            }(),
+            { () -> RelayEvent in
                 var e = RelayEvent(
                     kind: .digest, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
                     caughtUp: true,

@@ -21,6 +21,7 @@ let allMigrations = [
     "v17: the newest transactions without a scan",
     "v18: what goes first, found without a scan",
     "v19: a failing sink, for status and /healthz",
+    "v20: wish lists and the goals reached",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -131,6 +132,30 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.appliedMigrations() == allMigrations)
         #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
         _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "uses v2")
+    }
+
+    /// The previous release's database (v19) with a family in it: opened by this one, its children keep their
+    /// balances, and their wish lists are kept from the first read on (the first list alerts nothing).
+    @Test func aDatabaseOfThePreviousReleaseTakesWishLists() throws {
+        let path = temporaryStorePath()
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        do {
+            let old = try DatabaseQueue(path: path)
+            try Schema.migrator.migrate(old, upTo: "v19: a failing sink, for status and /healthz")
+            try old.write { db in
+                try db.execute(
+                    sql:
+                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL)"
+                )
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        let helmet = WishListItem(id: UUID(), childId: alice, name: "helmet", price: 30)
+        #expect(try store.storeWishList(child: alice, items: [helmet]) == 0)
+        #expect(try store.goals(child: alice).map(\.item) == [helmet])
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {

@@ -96,6 +96,7 @@ public final class DesktopSink: Sink {
         case .balanceUpdated, .balanceRecovered: "x-allowance.balance"
         case .balanceLow: "x-allowance.balance.low"
         case .summary: "x-allowance.summary"
+        case .goalReached, .goalPurchased: "x-allowance.goal"
         default: "x-allowance.system"
         }
     }

@@ -123,7 +123,9 @@ public struct HTTPSink: Sink {
             headers["Content-Type"] = "text/plain; charset=utf-8"
             headers["Title"] = m.title
             headers["Priority"] = ["low": "2", "normal": "3", "critical": "5"][m.urgency.rawValue]
-            headers["Tags"] = m.kind == .balanceLow || m.urgency == .critical ? "warning" : "moneybag"
+            headers["Tags"] =
+                m.kind == .balanceLow || m.urgency == .critical
+                ? "warning" : m.kind == .goalReached || m.kind == .goalPurchased ? "tada" : "moneybag"
             if let token = config.token { headers["Authorization"] = "Bearer \(token.value)" }
             // The text's values are escaped for Markdown (SinkConfig.escape), so a description stays text.
             headers["Markdown"] = "yes"

@@ -1,0 +1,91 @@
+import Foundation
+import Store
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The wish list as a family meets it: the real binary, the simulator's REST wish list, a real webhook receiver. A
+/// credit that reaches an item's price says so once; buying it in the app says so once. The oracle is the receiver's
+/// bodies, read with Foundation's JSON.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct GoalEndToEndTests {
+    static let alice = "11111111-1111-4111-8111-111111111111"
+
+    /// (status, parsed body) of one REST call with the simulator's token.
+    func call(_ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil) async throws -> (Int, Any?) {
+        var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+        request.httpMethod = method
+        request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
+        if let body {
+            request.httpBody = try JSONSerialization.data(withJSONObject: body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await TestHTTP.data(for: request)
+        return (
+            (response as! HTTPURLResponse).statusCode, data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
+        )
+    }
+
+    /// The goal alerts the receiver took, as "kind name price progress".
+    func goalAlerts(_ hook: WebhookReceiver) -> [String] {
+        hook.received.compactMap { r -> String? in
+            guard let body = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any],
+                let data = body["data"] as? [String: Any], let goal = data["goal"] as? [String: Any]
+            else { return nil }
+            return "\(body["type"] ?? "") \(goal["name"] ?? "") \(goal["price"] ?? "") \(goal["progress"] ?? "")"
+        }
+    }
+
+    @Test func aCreditReachingAnItemAndItsPurchaseAreEachSaidOnce() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await withSim { base in
+                let (_, child) = try await call(base, "GET", "/api/v1/children/\(Self.alice)")
+                let balance = try #require(((child as? [String: Any])?["currentBalance"] as? NSNumber)?.doubleValue)
+                let (created, item) = try await call(
+                    base, "POST", "/api/v1/wishlist",
+                    [
+                        "childId": Self.alice, "name": "Bike helmet", "price": balance + 5,
+                        "url": "https://shop.example/h",
+                    ])
+                #expect(created == 201 || created == 200)
+                let itemId = try #require((item as? [String: Any])?["id"] as? String)
+                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-goals-\(UUID())")
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                let config = dir.appending(path: "relay.yaml").path
+                try """
+                sinks:
+                  hook:
+                    type: webhook
+                    url: \(hookURL.absoluteString)/goals
+                rules:
+                  - event: [goal.reached, goal.purchased]
+                    to: hook
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+                let storePath = dir.appending(path: "relay.sqlite").path
+                let relay = try RelayProcess(
+                    env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", config])
+                #expect(await relay.waitFor("caught up"))
+                // Waits (not the oracle) for the first read of the list: the starting point, which alerts nothing.
+                #expect(await eventually { (try? Store.open(path: storePath).goals(child: nil).count) == 1 })
+                let (credited, _) = try await call(
+                    base, "POST", "/api/v1/transactions",
+                    ["childId": Self.alice, "amount": 5, "type": "Credit", "description": "birthday"])
+                #expect(credited == 201 || credited == 200)
+                #expect(await eventually { goalAlerts(hook).count >= 1 }, "\(relay.output.suffix(1500))")
+                let (bought, _) = try await call(base, "POST", "/api/v1/wishlist/\(itemId)/purchase")
+                #expect(bought == 200)
+                #expect(await eventually { goalAlerts(hook).count >= 2 }, "\(relay.output.suffix(1500))")
+                try await Task.sleep(for: .seconds(1))
+                let price = String(format: "%.2f", balance + 5)
+                #expect(
+                    goalAlerts(hook) == [
+                        "goal.reached Bike helmet \(price) 100", "goal.purchased Bike helmet \(price) 100",
+                    ])
+                await relay.expectCleanStop()
+            }
+        }
+    }
+}
