@@ -139,6 +139,7 @@ public struct Daemon: Sendable {
                 maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             tracing: settings.otlpEndpoint != nil, executor: syncThread, logger: logger)
         await sync.onCaughtUp { [engine] in engine.familyChanged() }
+        sync.wishLists.onStored { [engine] in engine.familyChanged() }
         let holdsLink = LinkHeld()
         var presence: ReplicaPresence?
         if case .shared(let shared, _, _) = storage {

@@ -4,7 +4,7 @@ import Foundation
 import GRDB
 import StoreContract
 
-extension Store: GoalStore {
+extension Store {
     public func goals(child: UUID? = nil) throws(StoreError) -> [GoalRow] {
         try read { db in try Self.goals(db, child: child) }
     }

@@ -8,7 +8,7 @@ import Foundation
 /// one machine holds on all, a summary period done by one is not sent again by another.
 public typealias RelayStore = DeliveryLedger & SentMessageLedger & ChildRoster & MuteStore & SummaryLedger
     & PlanningStore
-    & StatusSource
+    & StatusSource & GoalStore
 
 /// The whole contract: what the relay, the sync engine, the daemon and the CLI use. Both stores implement all of it.
 public typealias RelayStorage = RelayStore & SyncStore & OperatorStore

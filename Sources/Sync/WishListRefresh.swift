@@ -57,6 +57,12 @@ public final class WishListRefresh: Sendable {
     private let schedule: Mutex<WishListSchedule>
     private let wakeup = Wakeup()
     private let missing = Mutex(false)
+    private let stored = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// `action` runs after each round of reads that stored a list (Home Assistant's goal sensors follow the lists).
+    public func onStored(_ action: @escaping @Sendable () -> Void) {
+        stored.withLock { $0 = action }
+    }
 
     init(store: any SyncStore, api: APIClient, spacing: Duration, every: Duration, logger: Logger) {
         self.store = store
@@ -87,12 +93,15 @@ public final class WishListRefresh: Sendable {
             let known = ((try? store.children()) ?? []).map(\.id)
             let (due, wake) = schedule.withLock { $0.next(known: known, at: .now) }
             if !due.isEmpty { missing.withLock { $0 = false } }
-            for child in due where !Task.isCancelled { await refresh(child) }
+            var any = false
+            for child in due where !Task.isCancelled { any = await refresh(child) || any }
+            if any { stored.withLock { $0 }?() }
             await wakeup.wait(upTo: wake.map { max(.milliseconds(1), $0 - .now) } ?? .seconds(3600))
         }
     }
 
-    private func refresh(_ child: UUID) async {
+    /// Whether the list was read and stored.
+    private func refresh(_ child: UUID) async -> Bool {
         do {
             let (items, unreadable) = try await api.wishList(child: child)
             if !unreadable.isEmpty {
@@ -102,6 +111,7 @@ public final class WishListRefresh: Sendable {
             }
             let planned = try store.storeWishList(child: child, items: items, at: Date())
             logger.debug("wish list of child \(child.lowercased): \(items.count) item(s), \(planned) alert(s)")
+            return true
         } catch let error as APIError where error.status == 404 {
             // The server has no wish lists (an older backend) or no longer the child: asked again next round.
             if !missing.withLock({ $0 }) {
@@ -110,6 +120,7 @@ public final class WishListRefresh: Sendable {
                 )
             }
             missing.withLock { $0 = true }
+            return false
         } catch {
             // The server away is the catch-up's to say; a list it refuses otherwise is worth a warning.
             let away = (error as? APIError)?.kind.isRetryable ?? false
@@ -118,6 +129,7 @@ public final class WishListRefresh: Sendable {
                 "wish list of child \(child.lowercased) could not be read: \(error); read again later")
             let now = ContinuousClock.now
             schedule.withLock { $0.ask(child, at: now) }
+            return false
         }
     }
 }

@@ -262,7 +262,7 @@ func temporaryPath() -> String {
         try await receiver.run { base in try await body(standIn, base) }
     }
 
-    func sink(_ yaml: String, _ store: any SentMessageLedger & ChildRoster) throws -> any Sink {
+    func sink(_ yaml: String, _ store: any SentMessageLedger & ChildRoster & GoalStore) throws -> any Sink {
         let config = try AlertSettings.parse(yaml, file: "t.yaml")
         return makeSink(config.sinks[0], memory: store)
     }

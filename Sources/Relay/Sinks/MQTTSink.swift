@@ -13,11 +13,14 @@ import Synchronization
 /// - `allowance/child/ID/state`: the child's balance with its currency (retained: a dashboard shows it at once);
 /// - `allowance/child/ID/last_transaction` (retained) and `allowance/child/ID/transaction` (an event per
 ///   transaction, `event_type` credit or debit);
+/// - `allowance/child/ID/goals` (retained): the child's wish list items not bought yet, by id, each with its
+///   `name`, `price` and `progress` (the balance against the price, whole percent), published with each balance;
 /// - `allowance/alert`: every alert, as `{"type", "id", "title", "text", "data"}` with `data` the stored alert.
 ///
 /// With discovery on, Home Assistant finds a device per child (device-based discovery: one retained message at
 /// `homeassistant/device/NODE_CHILD/config` with the `origin` block) with a balance sensor (`monetary`,
-/// `state_class: total`) and a transaction event entity. The sink connects when it starts, not at the first alert:
+/// `state_class: total`), a transaction event entity and a progress sensor per goal (an item not bought yet; the
+/// device is published again when the goals change). The sink connects when it starts, not at the first alert:
 /// every child the cache knows is published with its balance at each connection, on Home Assistant's birth
 /// message, and when the family changes (a catch-up found a child added or deleted). A deleted child's device is
 /// removed with an empty retained config, also when it was deleted while the relay was stopped: the retained
@@ -28,8 +31,8 @@ public final class MQTTSink: Sink {
     public let config: SinkConfig
     private let client: MQTTClient?
     private let setupProblem: String?
-    /// The children the cache knows (nil: only those alerts name, for `notify test`).
-    private let roster: (any ChildRoster)?
+    /// The children the cache knows and their goals (nil: only those alerts name, for `notify test`).
+    private let roster: (any ChildRoster & GoalStore)?
     private let currency: String
     private let state = Mutex(Published())
     private let starter = Mutex<Task<Void, Never>?>(nil)
@@ -40,9 +43,11 @@ public final class MQTTSink: Sink {
         var lastTransaction: [String: [UInt8]] = [:]
         /// The children (lower-cased id -> first name) whose devices this process published.
         var children: [String: String] = [:]
+        /// Per child, the goals its published device has a sensor for.
+        var goals: [String: [Goal]] = [:]
     }
 
-    init(config: SinkConfig, roster: (any ChildRoster)? = nil, currency: String = "USD") {
+    init(config: SinkConfig, roster: (any ChildRoster & GoalStore)? = nil, currency: String = "USD") {
         self.config = config
         self.roster = roster
         self.currency = currency
@@ -145,19 +150,32 @@ public final class MQTTSink: Sink {
             let name = alert["childName"]?.stringValue ?? String(child.prefix(8))
             let currency = alert["currency"]?.stringValue ?? currency
             let transaction = alert["transaction"]
-            // A child this process has not published yet (new since the last catch-up): its device goes first.
+            let balance = alert["balance"]?.stringValue ?? transaction?["balanceAfter"]?.stringValue
+            // Read only where a balance or a goal moves: the goals' progress goes out with each balance.
+            let goals =
+                balance != nil || m.kind == .goalPurchased || m.kind == .goalReached
+                ? goals(of: child, balance: balance.flatMap { Decimal(string: $0) }) : nil
+            // A child this process has not published yet (new since the last catch-up), or whose goals changed: its
+            // device goes first.
             if let prefix = config.mqtt.discoveryPrefix,
-                state.withLock({ $0.children.updateValue(name, forKey: child) == nil })
+                state.withLock({ s in
+                    let new = s.children.updateValue(name, forKey: child) == nil
+                    guard let goals, Self.sameGoals(s.goals[child], goals) == false else { return new }
+                    s.goals[child] = goals
+                    return true
+                })
             {
-                out.append((deviceTopic(prefix, child: child), device(child: child, name: name), true))
+                out.append(
+                    (deviceTopic(prefix, child: child), device(child: child, name: name, goals: goals ?? []), true))
             }
-            if let balance = alert["balance"]?.stringValue ?? transaction?["balanceAfter"]?.stringValue {
+            if let balance {
                 out.append(
                     (
                         "\(base)/child/\(child)/state",
                         Self.balanceState(name: name, balance: balance, currency: currency, at: m.at), true
                     ))
             }
+            if let goals { out.append(("\(base)/child/\(child)/goals", Self.goalsState(goals), true)) }
             if m.kind == .transactionCreated, let t = transaction, let type = t["type"]?.stringValue {
                 let event = Self.transactionEvent(t, type: type, currency: currency)
                 state.withLock { $0.lastTransaction[child] = event }
@@ -190,6 +208,40 @@ public final class MQTTSink: Sink {
         return Array(w.text.utf8)
     }
 
+    /// The child's goals (items not bought), with their progress at `balance` (nil: the cached balance).
+    private func goals(of child: String, balance: Decimal?) -> [Goal]? {
+        guard let roster, let id = UUID(uuidString: child), let rows = try? roster.goals(child: id) else { return nil }
+        let current = balance ?? (try? roster.children().first { $0.id == id }?.currentBalance) ?? 0
+        return rows.filter { !$0.item.isPurchased }.map { g in
+            Goal(
+                id: g.item.id, name: g.item.name, price: g.item.price, url: g.item.url,
+                progress: Goal.progress(balance: current, price: g.item.price))
+        }
+    }
+
+    /// Whether two goal lists need the same sensors (the same items under the same names; progress aside).
+    static func sameGoals(_ a: [Goal]?, _ b: [Goal]) -> Bool {
+        a.map { $0.map { "\($0.id) \($0.name)" } == b.map { "\($0.id) \($0.name)" } } ?? false
+    }
+
+    /// `{"ID": {"name", "price", "progress", "url"?}}`: the retained state the goal sensors read.
+    static func goalsState(_ goals: [Goal]) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        for g in goals {
+            w.key(named: g.id.lowercased)
+            w.beginObject()
+            w.member("name", g.name)
+            w.member("price", Money.plain(g.price))
+            w.key("progress")
+            w.number(String(g.progress))
+            if let url = g.url { w.member("url", url) }
+            w.endObject()
+        }
+        w.endObject()
+        return Array(w.text.utf8)
+    }
+
     /// The discovery node id: one device per base topic (two relays on one broker use two base topics).
     var node: String {
         "allowance_relay_" + config.mqtt.topic.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
@@ -199,9 +251,9 @@ public final class MQTTSink: Sink {
         "\(prefix)/device/\(node)_\(child.replacingOccurrences(of: "-", with: ""))/config"
     }
 
-    /// Home Assistant's device-based discovery message for one child: the device, the origin, and two components
-    /// (the balance sensor and the transaction event).
-    func device(child: String, name: String) -> [UInt8] {
+    /// Home Assistant's device-based discovery message for one child: the device, the origin, and its components
+    /// (the balance sensor, the transaction event, a progress sensor per goal).
+    func device(child: String, name: String, goals: [Goal] = []) -> [UInt8] {
         let base = config.mqtt.topic
         let object = child.replacingOccurrences(of: "-", with: "")
         var w = JSONWriter()
@@ -254,6 +306,22 @@ public final class MQTTSink: Sink {
         w.endArray()
         w.member("icon", "mdi:cash-multiple")
         w.endObject()
+        for g in goals {
+            let id = g.id.lowercased
+            w.key(named: "goal_\(id.replacingOccurrences(of: "-", with: ""))")
+            w.beginObject()
+            w.member("platform", "sensor")
+            w.member("name", "Goal: \(g.name)")
+            w.member("unique_id", "\(node)_\(object)_goal_\(id.replacingOccurrences(of: "-", with: ""))")
+            w.member("availability_topic", "\(base)/status")
+            w.member("state_topic", "\(base)/child/\(child)/goals")
+            // Gone from the list (bought, deleted): unknown until the device drops the sensor.
+            w.member("value_template", "{{ value_json['\(id)'].progress if '\(id)' in value_json else None }}")
+            w.member("unit_of_measurement", "%")
+            w.member("state_class", "measurement")
+            w.member("icon", "mdi:gift")
+            w.endObject()
+        }
         w.endObject()
         w.endObject()
         return Array(w.text.utf8)
@@ -281,19 +349,27 @@ public final class MQTTSink: Sink {
     private func publishFamily(force: Bool) {
         guard let client, client.isConnected, let roster, let children = try? roster.children() else { return }
         let family = Dictionary(children.map { ($0.id.lowercased, $0.firstName) }, uniquingKeysWith: { a, _ in a })
-        let (before, last) = state.withLock { s in
-            defer { s.children = family }
-            return (s.children, s.lastTransaction)
+        let goals = Dictionary(
+            children.map { ($0.id.lowercased, self.goals(of: $0.id.lowercased, balance: $0.currentBalance) ?? []) },
+            uniquingKeysWith: { a, _ in a })
+        let (before, goalsBefore, last) = state.withLock { s in
+            defer { (s.children, s.goals) = (family, goals) }
+            return (s.children, s.goals, s.lastTransaction)
         }
-        guard force || before != family else { return }
+        // A wish list read may have added or dropped a goal: its sensor comes or goes.
+        let goalsChanged = goals.contains { !Self.sameGoals(goalsBefore[$0.key], $0.value) }
+        guard force || before != family || goalsChanged else { return }
         let times = (try? roster.balanceTimes()) ?? [:]
         remove(Set(before.keys).subtracting(family.keys))
         let base = config.mqtt.topic
         for c in children {
             let id = c.id.lowercased
+            let goals = goals[id] ?? []
             if let prefix = config.mqtt.discoveryPrefix {
-                client.publishNow(deviceTopic(prefix, child: id), device(child: id, name: c.firstName), retain: true)
+                client.publishNow(
+                    deviceTopic(prefix, child: id), device(child: id, name: c.firstName, goals: goals), retain: true)
             }
+            client.publishNow("\(base)/child/\(id)/goals", Self.goalsState(goals), retain: true)
             client.publishNow(
                 "\(base)/child/\(id)/state",
                 Self.balanceState(
@@ -315,8 +391,9 @@ public final class MQTTSink: Sink {
             }
             client.publishNow("\(base)/child/\(child)/state", [], retain: true)
             client.publishNow("\(base)/child/\(child)/last_transaction", [], retain: true)
+            client.publishNow("\(base)/child/\(child)/goals", [], retain: true)
         }
-        state.withLock { s in for child in gone { s.lastTransaction[child] = nil } }
+        state.withLock { s in for child in gone { (s.lastTransaction[child], s.goals[child]) = (nil, nil) } }
     }
 
     /// Home Assistant's birth message, a child's device message as the broker kept it, or an old per-entity one.

@@ -111,7 +111,8 @@ extension Sink {
 /// `formatting`: the relay's settings some sinks use (the icon for ntfy, the currency for Home Assistant, the
 /// family's day for "Mute today"). `mutes`: where "Mute today" on a popup goes.
 public func makeSink(
-    _ config: SinkConfig, memory: (any SentMessageLedger & ChildRoster)? = nil, popups: (any PopupIds)? = nil,
+    _ config: SinkConfig, memory: (any SentMessageLedger & ChildRoster & GoalStore)? = nil,
+    popups: (any PopupIds)? = nil,
     http: HTTPClient = .shared, formatting: Formatting = Formatting(), mutes: MuteList? = nil
 ) -> any Sink {
     switch config.kind {
