@@ -12,6 +12,11 @@ public struct GoalRow: Sendable, Equatable {
         self.item = item
         self.reached = reached
     }
+
+    /// How far `balance` is towards the item, in whole percent (100 once bought).
+    public func progress(balance: Decimal) -> Int {
+        item.isPurchased ? 100 : Goal.progress(balance: balance, price: item.price)
+    }
 }
 
 /// The wish lists the cache keeps. The hub says nothing of them: they are read over REST (`WishListRefresh`), and

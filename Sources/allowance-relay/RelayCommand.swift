@@ -31,7 +31,7 @@ struct RelayCommand: AsyncParsableCommand {
             RunCommand.self, StatusCommand.self, BalancesCommand.self, TransactionsCommand.self,
             TransactionCommand.self,
             OutboxCommand.self, DeliveriesCommand.self, NotifyCommand.self, SummaryCommand.self, MuteCommand.self,
-            ConfigCommand.self, StoreCommand.self,
+            ConfigCommand.self, StoreCommand.self, GoalsCommand.self,
         ],
         defaultSubcommand: RunCommand.self
     )

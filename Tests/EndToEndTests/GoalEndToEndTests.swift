@@ -85,6 +85,16 @@ import Testing
                         "goal.reached Bike helmet \(price) 100", "goal.purchased Bike helmet \(price) 100",
                     ])
                 await relay.expectCleanStop()
+                // What a parent's script reads: the item bought, with its price.
+                let cli = try RelayProcess(
+                    env: simRelayEnv(base, store: storePath),
+                    arguments: ["goals", "--all", "--json", "--config", config])
+                #expect(await cli.wait() == 0, "\(cli.output)")
+                let listed = try JSONSerialization.jsonObject(with: Data(cli.output.utf8)) as? [[String: Any]]
+                #expect(listed?.count == 1, "\(cli.output)")
+                #expect(
+                    listed?.first?["name"] as? String == "Bike helmet" && listed?.first?["price"] as? String == price)
+                #expect(listed?.first?["state"] as? String == "bought" && listed?.first?["child"] as? String == "Alice")
             }
         }
     }
