@@ -12,8 +12,8 @@ all: build
 
 # System libraries from Debian: libwebsockets (WebSocket transport), SQLite (store), libsystemd (sd-bus, popups),
 # libcurl (the HTTP client, and SMTP for e-mail), libmosquitto (the MQTT sink), OpenSSL's libcrypto (webhook signatures),
-# libpq (relays sharing one PostgreSQL).
-BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev libpq-dev pkg-config
+# libpq (relays sharing one PostgreSQL), cairo (the summaries' charts).
+BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev libpq-dev libcairo2-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
 # systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own),
 # dpkg-dev (the Debian package's dependencies, computed by dpkg-shlibdeps).
@@ -23,7 +23,7 @@ APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq &
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
 deps:
-	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto libcrypto libpq 2>/dev/null; then \
+	@if ! pkg-config --exists libwebsockets sqlite3 libsystemd libcurl libmosquitto libcrypto libpq cairo 2>/dev/null; then \
 	  echo "Installing $(BUILD_DEBS) (apt-get)"; $(APT) $(BUILD_DEBS); \
 	fi
 
@@ -39,7 +39,7 @@ test-deps: deps
 # The SignalRClient library's DocC catalog, built with every warning an error (a broken link, a symbol that moved).
 # Every library's documentation (LayerTests checks that this list names each), warnings as errors: a doc comment
 # that names a parameter the function does not have, or misses one, fails the build. SignalRClient has a catalog.
-DOC_TARGETS := Core WebSocketTransport HTTPTransport MQTTTransport PostgresTransport SignalRProtocol Telemetry \
+DOC_TARGETS := Core WebSocketTransport HTTPTransport MQTTTransport PostgresTransport Charts SignalRProtocol Telemetry \
 	SignalRClient HubSimulator AllowanceAPI Alerts StoreContract Config Store SharedStore Sync Relay RelayDaemon
 docs: deps
 	$(SWIFT) package --disable-sandbox generate-documentation $(addprefix --target ,$(DOC_TARGETS)) --warnings-as-errors

@@ -3,8 +3,8 @@ import PackageDescription
 
 // The layers, bottom to top: a module declares only modules of the layers below its own. LayerTests reads these
 // `// layer:` lines (the one list): a module missing from them, or a dependency that points sideways or up, fails it.
-// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres Core
-// layer: WebSocketTransport HTTPTransport MQTTTransport PostgresTransport
+// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres CCairo Core
+// layer: WebSocketTransport HTTPTransport MQTTTransport PostgresTransport Charts
 // layer: SignalRProtocol Telemetry
 // layer: SignalRClient HubSimulator
 // layer: AllowanceAPI
@@ -68,6 +68,10 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // libpq, from Debian's libpq-dev: the PostgreSQL client that relays sharing one database use.
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // cairo, from Debian's libcairo2-dev: the summaries' charts, drawn to PNG.
+        .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // A balance over time as a PNG picture (cairo). Knows nothing of the relay (as MQTTTransport).
+        .target(name: "Charts", dependencies: ["CCairo"]),
         // A PostgreSQL session on libpq: statements with parameters, LISTEN/NOTIFY, the session's advisory locks.
         // Knows nothing of the relay (as MQTTTransport).
         .target(name: "PostgresTransport", dependencies: ["CPostgres"]),
@@ -152,7 +156,7 @@ let package = Package(
             name: "Relay",
             dependencies: [
                 "AllowanceAPI", "Alerts", "Config", "StoreContract", "CSystemd", "CLibCrypto", "Core", "HTTPTransport",
-                "MQTTTransport",
+                "MQTTTransport", "Charts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -236,6 +240,7 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport"]),
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
+        .testTarget(name: "ChartsTests", dependencies: ["Charts"]),
         .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
         .testTarget(
             name: "SharedStoreTests",

@@ -79,11 +79,13 @@ struct SummaryScheduler: Sendable {
 }
 
 extension AlertSettings {
-    /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
-    /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
-    public func currentSummaries(
-        store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()
-    ) throws -> [RelayEvent] {
+    /// The period under way of the summary rule `name` (the first one without a name; without any, today from
+    /// midnight in the family's time zone): the rule, the words for it and when it began.
+    public func currentPeriod(
+        rule name: String? = nil, now: Date = Date()
+    ) throws -> (
+        rule: Rule?, label: String, start: Date
+    ) {
         let summaryRules = rules.filter { $0.summary != nil }
         let rule: Rule?
         if let name {
@@ -100,9 +102,17 @@ extension AlertSettings {
             rule = summaryRules.first
         }
         let schedule = rule?.summary ?? SummarySchedule("daily at 00:00")!
-        let start = schedule.lastDue(atOrBefore: now, in: formatting.timeZone)
+        return (rule, schedule.label + " so far", schedule.lastDue(atOrBefore: now, in: formatting.timeZone))
+    }
+
+    /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
+    /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
+    public func currentSummaries(
+        store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()
+    ) throws -> [RelayEvent] {
+        let period = try currentPeriod(rule: name, now: now)
         return try summaryEvents(
-            store: store, rule: rule, label: schedule.label + " so far", from: start,
+            store: store, rule: period.rule, label: period.label, from: period.start,
             before: now.addingTimeInterval(0.001), at: now)
     }
 

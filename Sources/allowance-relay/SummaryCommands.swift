@@ -22,11 +22,20 @@ struct SummaryCommand: AsyncParsableCommand {
                 Examples:
                   allowance-relay summary show --config relay.yaml
                   allowance-relay summary show --config relay.yaml --child Alice --json
+                  allowance-relay summary show --config relay.yaml --child Alice --chart alice.png
+
+                --chart draws the child's balance over the period (each transaction's balance after it; the goals \
+                still to buy as dashed lines) to a PNG file, as a summary with a chart shows it.
                 """))
 
         @OptionGroup var options: CacheOptions
         @Option(help: "Only this child (a first name or an id).") var child: String?
         @Option(help: "The summary rule whose period and children to use (default: the first one).") var rule: String?
+        @Option(help: "Also write the child's chart of the period to this PNG file (with --child).") var chart: String?
+
+        func validate() throws {
+            if chart != nil, child == nil { throw ValidationError("--chart draws one child: add --child NAME.") }
+        }
 
         func run() async throws {
             let relay = try options.relayConfig()
@@ -41,6 +50,16 @@ struct SummaryCommand: AsyncParsableCommand {
             if let child {
                 let match = try Children.find(child, in: try store.children())
                 events = events.filter { $0.childId == match.id }
+                if let chart, let event = events.first {
+                    let now = Date()
+                    let start = try relay.currentPeriod(rule: rule, now: now).start
+                    let picture = relay.chart(for: event, from: start, to: now, goals: try store.goals(child: match.id))
+                    do {
+                        try Data(try picture.png()).write(to: URL(fileURLWithPath: chart), options: .atomic)
+                    } catch {
+                        throw CLIError("Cannot write the chart to \(chart): \(error)", code: Exit.ioError)
+                    }
+                }
             }
             if options.json {
                 options.emit(.array(events.map { $0.json(currency: relay.formatting.currency) }))

@@ -12,7 +12,7 @@ field() { dpkg-deb --field "$deb" "$1"; }
 
 # What it declares: its dependencies come from what the binary links, and none is the Swift toolchain's.
 depends=$(field Depends)
-for lib in libwebsockets17 libsqlite3-0 libcurl4 libpq5 libmosquitto1 libssl3 libsystemd0 libc6; do
+for lib in libwebsockets17 libsqlite3-0 libcurl4 libpq5 libmosquitto1 libssl3 libsystemd0 libcairo2 libc6; do
   grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib: $depends"
 done
 grep -qi swift <<<"$depends" && fail "Depends names the Swift toolchain: $depends"

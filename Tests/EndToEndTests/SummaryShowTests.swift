@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import SignalRProtocol
 import Store
+import TestSupport
 import Testing
 
 /// `allowance-relay summary show`: the period under way, now, as the binary prints it from a real database.
@@ -52,6 +53,52 @@ import Testing
         #expect(await all.wait() == 0)
         let json = try JSONValue(parsing: Array(all.output.utf8))
         #expect(json.arrayValue?.count == 2 && json.arrayValue?.first?["kind"] == "summary", "\(all.output)")
+    }
+
+    /// `--chart`: the child's balance over the period as a PNG, read back with Pillow: the balance line rises from
+    /// left to right (30.00 before the period's transactions, 33.50 now) and the goal still to buy (a 40.00 helmet)
+    /// is drawn above it; the bought one (60.00) is not drawn.
+    @Test func theChartShowsTheBalanceOverThePeriodAndTheGoalsStillToBuy() async throws {
+        try #require(PythonPeer.available)
+        let minute = Calendar(identifier: .gregorian).dateComponents(
+            in: TimeZone(identifier: "UTC")!, from: Date().addingTimeInterval(-3600))
+        let at = String(format: "%02d:%02d", minute.hour!, minute.minute!)
+        let (file, env) = try seeded(rules: "rules:\n  - name: evening\n    summary: daily at \(at)\n    to: chat\n")
+        // Cara's transactions fall inside the period, 40 and 20 minutes ago: the line moves within the picture.
+        let store = try Store.open(path: env["ALLOWANCE_RELAY_STORE_PATH"]!)
+        let cara = UUID()
+        let now = Date()
+        try store.storeCaughtUp(
+            children: [Child(id: cara, firstName: "Cara", lastName: "E", weeklyAllowance: 5, currentBalance: 33.5)],
+            transactions: [
+                Transaction(
+                    id: UUID(), childId: cara, amount: 5, type: .credit, description: "x", balanceAfter: 35,
+                    createdAt: now.addingTimeInterval(-2400), createdByName: "Pat"),
+                Transaction(
+                    id: UUID(), childId: cara, amount: 1.5, type: .debit, description: "x", balanceAfter: 33.5,
+                    createdAt: now.addingTimeInterval(-1200), createdByName: "Pat"),
+            ])
+        try store.storeWishList(
+            child: cara,
+            items: [
+                WishListItem(id: UUID(), childId: cara, name: "helmet", price: 40),
+                WishListItem(id: UUID(), childId: cara, name: "kite", price: 60, isPurchased: true),
+            ])
+        let png = dir.appending(path: "alice.png").path
+        let p = try RelayProcess(
+            env: env, arguments: ["summary", "show", "--config", file, "--child", "Cara", "--chart", png])
+        #expect(await p.wait() == 0, "\(p.output)")
+        let read = try await PythonPeer.run(script: "read_chart.py", arguments: [png], input: "")
+        let seen = try #require(
+            try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any], "\(read.output)")
+        #expect(seen["format"] as? String == "PNG" && seen["size"] as? [Int] == [640, 320], "\(seen)")
+        let left = try #require((seen["balance_left"] as? [Int])?.first, "\(seen)")
+        let right = try #require((seen["balance_right"] as? [Int])?.first, "\(seen)")
+        #expect(right < left, "33.50 at the end is drawn above 30.00 at the start: \(seen)")
+        let goals = seen["goals"] as? [Int] ?? []
+        #expect(goals.count == 1 && goals[0] < right, "one goal (the helmet, 40.00) above the balance: \(seen)")
+        let without = try RelayProcess(env: env, arguments: ["summary", "show", "--config", file, "--chart", png])
+        #expect(await without.wait() == 64 && without.output.contains("--child"), "\(without.output)")
     }
 
     @Test func aRuleOrAChildThatIsNotThereIsNamed() async throws {
