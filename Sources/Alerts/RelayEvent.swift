@@ -65,6 +65,9 @@ public struct RelayEvent: Sendable, Equatable {
     public var summaryRule: String?
     /// For `goal.reached` and `goal.purchased`: the wish list item.
     public var goal: Goal?
+    /// For a summary: when its period began (it ends at `at`), and the child's goals still to buy, with their progress.
+    public var from: Date?
+    public var goals: [Goal]?
     /// The W3C `traceparent` of the span that handled the event (tracing on): stored with each delivery it plans,
     /// so that every send continues the event's trace. Not stored in the alert.
     public var traceParent: String?
@@ -166,6 +169,13 @@ public struct RelayEvent: Sendable, Equatable {
             w.key("goal")
             goal.write(into: &w)
         }
+        if let from { w.member("from", ISODate.string(from)) }
+        if let goals {
+            w.key("goals")
+            w.beginArray()
+            for g in goals { g.write(into: &w) }
+            w.endArray()
+        }
         w.endObject()
         return w.text
     }
@@ -191,6 +201,10 @@ public struct RelayEvent: Sendable, Equatable {
             transactions = try items.map { (item) throws(APIError) -> Transaction in try Transaction(json: item) }
         }
         if let g = json["goal"] { goal = try Goal(json: g) }
+        from = json["from"]?.stringValue.flatMap(ISODate.parse)
+        if case .array(let items) = json["goals"] {
+            goals = try items.map { (item) throws(APIError) -> Goal in try Goal(json: item) }
+        }
     }
 }
 

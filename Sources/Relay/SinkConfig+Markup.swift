@@ -67,3 +67,8 @@ extension SinkConfig {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 }
+
+extension SinkConfig.Kind {
+    /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`) and Discord (a file with the message).
+    public var showsPictures: Bool { self == .telegram || self == .discord }
+}

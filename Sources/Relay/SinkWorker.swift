@@ -443,8 +443,16 @@ struct SinkWorker: Sendable {
             return Message(
                 id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert, event: d.carried)
         }
-        return config.message(
-            id: d.id, kind: d.kind, urgency: d.urgency, event: try d.event, alert: d.alert, sink: sink.config,
-            markup: markup)
+        let event = try d.event
+        var m = config.message(
+            id: d.id, kind: d.kind, urgency: d.urgency, event: event, alert: d.alert, sink: sink.config, markup: markup)
+        // A summary shows the child's period as a chart where the destination shows pictures; without one it is
+        // the text alone (a chart that cannot be drawn is not a reason to hold the summary back).
+        if d.kind == .summary, sink.config.kind.showsPictures {
+            do { m.image = try config.chart(for: event).png() } catch {
+                logger.warning("sink \(name): the summary goes without its chart: \(error)")
+            }
+        }
+        return m
     }
 }

@@ -10,7 +10,7 @@ import StoreContract
 /// to the ledger like every alert (so a summary survives a crash and is sent once). A summary that fell due while
 /// the relay was down is planned when it starts; a rule seen for the first time starts from its next due time.
 struct SummaryScheduler: Sendable {
-    let store: any SummaryLedger & ChildRoster
+    let store: any SummaryLedger & ChildRoster & GoalStore
     let config: AlertSettings
     let stop: StopFlag
     let logger: Logger
@@ -108,7 +108,7 @@ extension AlertSettings {
     /// The summary of the period under way, up to `now`, for each child the rule covers (all children without a
     /// summary rule: then the period is today, from midnight in the family's time zone). For `summary show`.
     public func currentSummaries(
-        store: any SummaryLedger & ChildRoster, rule name: String? = nil, now: Date = Date()
+        store: any SummaryLedger & ChildRoster & GoalStore, rule name: String? = nil, now: Date = Date()
     ) throws -> [RelayEvent] {
         let period = try currentPeriod(rule: name, now: now)
         return try summaryEvents(
@@ -119,9 +119,12 @@ extension AlertSettings {
     /// One summary event per child `rule` covers (every child without one), of the transactions made from `start` up
     /// to `end`: what the scheduler sends for a period and what `summary show` prints for the period under way.
     func summaryEvents(
-        store: any SummaryLedger & ChildRoster, rule: Rule?, label: String, from start: Date, before end: Date, at: Date
+        store: any SummaryLedger & ChildRoster & GoalStore, rule: Rule?, label: String, from start: Date,
+        before end: Date, at: Date
     ) throws(StoreError) -> [RelayEvent] {
         var events: [RelayEvent] = []
+        let goals = Dictionary(
+            grouping: try store.goals(child: nil).filter { !$0.item.isPurchased }, by: \.item.childId)
         for child in try store.children() {
             if let rule, !rule.children.isEmpty, !rule.children.contains(child.firstName.lowercased()),
                 !rule.children.contains(child.id.lowercased)
@@ -137,6 +140,14 @@ extension AlertSettings {
                 detail: label,
                 count: list.count, total: total, transactions: Array(list))
             e.summaryRule = rule?.name
+            e.from = start
+            e.goals = goals[child.id].map { rows in
+                rows.map {
+                    Goal(
+                        id: $0.item.id, name: $0.item.name, price: $0.item.price, url: $0.item.url,
+                        progress: $0.progress(balance: child.currentBalance))
+                }
+            }
             events.append(e)
         }
         return events

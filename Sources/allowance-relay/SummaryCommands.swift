@@ -51,9 +51,7 @@ struct SummaryCommand: AsyncParsableCommand {
                 let match = try Children.find(child, in: try store.children())
                 events = events.filter { $0.childId == match.id }
                 if let chart, let event = events.first {
-                    let now = Date()
-                    let start = try relay.currentPeriod(rule: rule, now: now).start
-                    let picture = relay.chart(for: event, from: start, to: now, goals: try store.goals(child: match.id))
+                    let picture = relay.chart(for: event)
                     do {
                         try Data(try picture.png()).write(to: URL(fileURLWithPath: chart), options: .atomic)
                     } catch {

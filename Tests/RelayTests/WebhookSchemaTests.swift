@@ -42,10 +42,15 @@ import Testing
             RelayEvent(kind: .test, at: now, sink: "hook"),
             RelayEvent(kind: .syncConflict, at: now, detail: "The server no longer has a transaction the cache holds"),
             RelayEvent(kind: .syncRejected, at: now, childId: alice, childName: "Alice", detail: "an amount of 0"),
-            RelayEvent(
-                kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
-                detail: "daily at 19:00",
-                count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2]),
+            { () -> RelayEvent in
+                var e = RelayEvent(
+                    kind: .summary, at: now, childId: alice, childName: "Alice", balance: Decimal(string: "4.55")!,
+                    detail: "daily at 19:00",
+                    count: 2, total: Decimal(string: "-25.95")!, transactions: [t1, t2])
+                e.from = now.addingTimeInterval(-86400)
+                e.goals = [Goal(id: UUID(), name: "Kite", price: 20, progress: 22)]
+                return e
+            }(),
             { () -> RelayEvent in
                 var e = RelayEvent(kind: .goalReached, at: now, childId: alice, childName: "Alice", balance: 31)
                 e.goal = Goal(id: UUID(), name: "Bike helmet", price: 30, url: "https://shop.example/h", progress: 100)

@@ -98,6 +98,13 @@ public struct HTTPSink: Sink {
             if let u = config.username { payload.append(("username", .string(u))) }
             if m.urgency == .low { payload.append(("flags", 4096)) }  // silent
             body = Array(JSONValue.object(payload).serialized.utf8)
+            if let image = m.image {
+                // The message with its picture: the JSON as `payload_json`, the PNG as an attached file.
+                var form = MultipartForm(boundary: m.id)
+                form.field("payload_json", JSONValue.object(payload).serialized)
+                form.file("files[0]", filename: "chart.png", type: "image/png", image)
+                (body, headers["Content-Type"]) = (form.finished, form.contentType)
+            }
         case .teams:
             var content: [(key: String, value: JSONValue)] = [
                 ("type", "AdaptiveCard"), ("version", "1.4"),
@@ -172,6 +179,20 @@ public struct HTTPSink: Sink {
                 payload.append(("reply_markup", ["inline_keyboard": [[["text": "Open", "url": .string(link)]]]]))
             }
             body = Array(JSONValue.object(payload).serialized.utf8)
+            if let image = m.image {
+                // sendPhoto: the same fields as a form, the text as the caption (1,024 characters at most).
+                url = URL(string: root + "/bot\(config.token?.value ?? "")/sendPhoto") ?? base
+                var form = MultipartForm(boundary: m.id)
+                for (key, value) in payload {
+                    switch key {
+                    case "text": form.field("caption", SinkConfig.cut(m.text, to: 1024, html: true))
+                    case "chat_id", "parse_mode": form.field(key, value.stringValue ?? "")
+                    default: form.field(key, value.serialized)
+                    }
+                }
+                form.file("photo", filename: "chart.png", type: "image/png", image)
+                (body, headers["Content-Type"]) = (form.finished, form.contentType)
+            }
         case .desktop, .mqtt, .email:
             body = []
         }

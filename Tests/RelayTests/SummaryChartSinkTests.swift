@@ -1,0 +1,78 @@
+import Alerts
+import AllowanceAPI
+import Config
+import Foundation
+import Logging
+import Store
+import StoreContract
+import TestSupport
+import Testing
+
+@testable import Relay
+
+/// A summary goes out with its chart where the destination shows pictures: Telegram's `sendPhoto` and Discord's file
+/// upload, each a multipart form read back with Python's email parser and Pillow.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SummaryChartSinkTests {
+    let logger = Logger(label: "relay-test")
+
+    /// The forms the receiver took, as Python reads them.
+    func forms(_ received: [WebhookReceiver.Received]) async throws -> [[String: Any]] {
+        let lines = received.map { r in
+            "{\"content_type\": \"\(r.headers["content-type"] ?? "")\", \"body\": \"\(Data(r.body).base64EncodedString())\"}"
+        }
+        let run = try await PythonPeer.run(script: "read_form.py", input: lines.joined(separator: "\n") + "\n")
+        return try run.output.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\(run.output)")
+        }
+    }
+
+    @Test(arguments: ["telegram", "discord"])
+    func theSummaryCarriesTheChildsChart(_ kind: String) async throws {
+        try #require(PythonPeer.available)
+        let chat = WebhookReceiver()
+        try await chat.run { base in
+            let sink =
+                kind == "telegram"
+                ? "    type: telegram\n    url: \(base)\n    token: \"123:abc\"\n    chat_id: \"42\"\n"
+                : "    type: discord\n    url: \(base.appending(path: "api/webhooks/1/x"))\n"
+            let config = try AlertSettings.parse(
+                "sinks:\n  chat:\n\(sink)rules:\n  - name: evening\n    summary: daily at 19:00\n    to: chat\n",
+                file: "t.yaml")
+            let store = try Store.open(
+                path: FileManager.default.temporaryDirectory.appending(path: "chart-\(UUID())/relay.sqlite").path)
+            let alice = UUID()
+            try store.storeCaughtUp(
+                children: [
+                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 12)
+                ],
+                transactions: [
+                    Transaction(
+                        id: UUID(), childId: alice, amount: 2, type: .credit, description: "chores", balanceAfter: 12,
+                        createdAt: Date().addingTimeInterval(-60), createdByName: "Pat")
+                ])
+            try store.storeWishList(
+                child: alice, items: [WishListItem(id: UUID(), childId: alice, name: "kite", price: 20)])
+            let engine = RelayEngine(store: store, config: config, logger: logger)
+            try engine.install()
+            let task = Task { await engine.run() }
+            defer { task.cancel() }
+            let events = try config.currentSummaries(store: store, rule: "evening")
+            #expect(events.first?.goals?.map(\.progress) == [60], "the kite at 12.00 of 20.00")
+            try store.raiseSummaries(rule: "evening", due: Date(), events: events, baselineOnly: false)
+            #expect(await eventually(.seconds(10)) { chat.received.count >= 1 })
+            let request = try #require(chat.received.first)
+            let form = try #require(try await forms([request]).first)
+            let fields = form["fields"] as? [String: String] ?? [:]
+            let files = form["files"] as? [String: [String: Any]] ?? [:]
+            let picture = try #require(files[kind == "telegram" ? "photo" : "files[0]"], "\(form)")
+            #expect(picture["format"] as? String == "PNG" && picture["size"] as? [Int] == [640, 320], "\(picture)")
+            if kind == "telegram" {
+                #expect(request.path.hasSuffix("/bot123:abc/sendPhoto"))
+                #expect(fields["chat_id"] == "42" && fields["caption"]?.contains("Alice") == true, "\(fields)")
+            } else {
+                let payload = try JSONSerialization.jsonObject(with: Data((fields["payload_json"] ?? "").utf8))
+                #expect(((payload as? [String: Any])?["content"] as? String)?.contains("Alice") == true, "\(fields)")
+            }
+        }
+    }
+}
