@@ -16,9 +16,9 @@ all: build
 BUILD_DEBS := libwebsockets-dev libsqlite3-dev libsystemd-dev libcurl4-openssl-dev libmosquitto-dev libssl-dev libpq-dev libcairo2-dev pkg-config
 # For the tests: Python peers, openssl (TLS certificates), a headless desktop (Xvfb, a session bus, dunst),
 # systemd-analyze (the deploy/ units), a real MQTT broker (mosquitto), a real PostgreSQL server (the tests start their own),
-# dpkg-dev (the Debian package's dependencies, computed by dpkg-shlibdeps).
+# dpkg-dev (the Debian package's dependencies, computed by dpkg-shlibdeps), chromium with its driver (the family page).
 TEST_DEBS  := python3-venv openssl xvfb dunst libnotify-bin x11-utils dbus-x11 imagemagick systemd mosquitto postgresql dpkg-dev \
-              desktop-file-utils
+              desktop-file-utils chromium chromium-driver
 APT = SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); $$SUDO apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
@@ -28,7 +28,7 @@ deps:
 	fi
 
 test-deps: deps
-	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze dpkg-shlibdeps desktop-file-validate; do \
+	@missing=; for c in openssl Xvfb dunst dunstctl xdpyinfo dbus-daemon import systemd-analyze dpkg-shlibdeps desktop-file-validate chromium chromedriver; do \
 	  command -v $$c >/dev/null || missing=1; done; \
 	[ -x /usr/sbin/mosquitto ] || missing=1; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \

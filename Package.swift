@@ -177,7 +177,7 @@ let package = Package(
             name: "RelayDaemon",
             dependencies: [
                 "AllowanceAPI", "Config", "Core", "SignalRClient", "HTTPTransport", "Store", "StoreContract", "Sync",
-                "Relay", "Telemetry", "CSystemd", "SharedStore",
+                "Relay", "Telemetry", "CSystemd", "SharedStore", "Alerts", "Charts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -302,7 +302,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RelayDaemonTests", dependencies: ["Core", "RelayDaemon", "Store", "StoreContract"]),
+        .testTarget(
+            name: "RelayDaemonTests",
+            dependencies: ["AllowanceAPI", "Config", "Core", "RelayDaemon", "Store", "StoreContract"]),
         .testTarget(
             name: "TelemetryTests",
             dependencies: [

@@ -117,8 +117,14 @@ public enum ConfigSchema {
             help: "the least level logged"),
         .choice("log.format", RelaySettings.LogFormat.text, help: "one line of text, or one JSON object, per entry"),
         .init(
-            key: "status.listen", type: "[host:]port", defaultValue: nil, help: "where /healthz and /metrics are served"
-        ),
+            key: "status.listen", type: "[host:]port", defaultValue: nil,
+            help: "where the family page (/), /healthz and /metrics are served"),
+        .init(
+            key: "status.token", type: "string", defaultValue: nil,
+            help: "the token the family page and /metrics ask for (better: status.token_file)"),
+        .init(
+            key: "status.token_file", type: "file", defaultValue: nil,
+            help: "a file holding that token (mode 600); required when status.listen is not loopback"),
         .init(
             key: "status.unhealthy_after", type: "duration", defaultValue: "15m",
             help: "how long a sink may fail before /healthz says unhealthy (one that dead-letters is at once)"),

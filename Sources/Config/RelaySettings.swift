@@ -37,6 +37,21 @@ public struct RelaySettings: Sendable {
     public var logFormat: LogFormat
     /// `status.listen`: where `/healthz` and `/metrics` are served (nil: not served).
     public var statusListen: (host: String, port: Int)?
+    /// `status.token`, or the file that holds it (`status.token_file`): what the family page and /metrics ask for
+    /// (Bearer, or Basic with it as the password). Nil: no login, which only a loopback address allows.
+    public var statusToken: Secret?
+    public var statusTokenFile: String?
+
+    /// The status token, read from its file when it is in one.
+    public func readStatusToken() throws(APIError) -> Secret? {
+        if let statusToken { return statusToken }
+        return try statusTokenFile.map { (path) throws(APIError) in try Secret.read(file: path, what: "token file") }
+    }
+
+    /// Whether `host` reaches only this machine.
+    public static func isLoopback(_ host: String) -> Bool {
+        ["localhost", "::1", "[::1]"].contains(host.lowercased()) || host.hasPrefix("127.")
+    }
     /// `status.unhealthy_after`: how long a sink may fail (its retries may still get through) before `/healthz` says
     /// unhealthy. A sink that dead-letters is unhealthy at once.
     public var unhealthyAfter: TimeInterval = 0
@@ -132,6 +147,15 @@ public struct RelaySettings: Sendable {
                     values.error("status.listen", "'\(listen)' is not PORT or HOST:PORT", fix: "e.g. 127.0.0.1:9464"))
             }
         }
+        let statusToken = values.string("status.token").flatMap { $0.isEmpty ? nil : Secret($0) }
+        let statusTokenFile = values.path("status.token_file")
+        if let (host, port) = statusListen, !Self.isLoopback(host), statusToken == nil, statusTokenFile == nil {
+            problems.append(
+                values.error(
+                    "status.listen",
+                    "'\(host):\(port)' is reachable from other machines, and the family page shows the family's money",
+                    fix: "set status.token_file (mode 600), or listen on 127.0.0.1"))
+        }
         let unhealthyAfter = Self.duration(values.value("status.unhealthy_after") ?? "")
         if unhealthyAfter == nil {
             problems.append(
@@ -200,6 +224,7 @@ public struct RelaySettings: Sendable {
             logLevel: level,
             logFormat: logFormat,
             statusListen: statusListen)
+        (settings.statusToken, settings.statusTokenFile) = (statusToken, statusTokenFile)
         settings.hubProtocol = hubProtocol
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
@@ -301,6 +326,7 @@ public struct RelaySettings: Sendable {
         for (key, path, what) in [
             ("server.token_file", tokenFile, "token file"),
             ("server.password_file", password == nil ? passwordFile : nil, "password file"),
+            ("status.token_file", statusToken == nil ? statusTokenFile : nil, "token file"),
         ] {
             guard let path else { continue }
             do { _ = try Secret.read(file: path, what: what) } catch {

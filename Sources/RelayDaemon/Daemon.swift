@@ -179,10 +179,16 @@ public struct Daemon: Sendable {
                 }, "log checkpoint")
         }
         if let listen = settings.statusListen {
+            let token: Secret?
+            do { token = try settings.readStatusToken() } catch {
+                logger.critical("status.token_file: \(error)")
+                return 78
+            }
             add(
                 StatusEndpoint(
-                    host: listen.host, port: listen.port, store: store, link: link, metrics: metrics,
-                    unhealthyAfter: settings.unhealthyAfter, logger: logger
+                    host: listen.host, port: listen.port, store: store, token: token,
+                    alerts: { [engine] in engine.config },
+                    link: link, metrics: metrics, unhealthyAfter: settings.unhealthyAfter, logger: logger
                 ).service, "status endpoint")
         }
         if let presence { add(presence, "replica presence") }

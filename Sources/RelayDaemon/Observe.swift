@@ -1,4 +1,5 @@
 import AllowanceAPI
+import Config
 import Core
 import Foundation
 import Logging
@@ -92,11 +93,16 @@ public final class RelayMetrics: Sendable {
     }
 }
 
-/// `status.listen`: GET /healthz (200, or 503 with the reasons) and GET /metrics, for monitoring on the host.
+/// `status.listen`: GET / (the family page), GET /healthz (200, or 503 with the reasons) and GET /metrics. With a
+/// token (`status.token_file`), the page and /metrics ask for it (Bearer, or Basic with it as the password, so that a
+/// browser's login prompt works); /healthz stays open to the probes of a service manager or a container runtime.
 struct StatusEndpoint {
     let host: String
     let port: Int
-    let store: any StatusSource & PlanningStore
+    let store: any RelayStorage
+    let token: Secret?
+    /// The relay's settings as they are now (a reload changes the sinks and the currency).
+    let alerts: @Sendable () -> AlertSettings
     let link: LinkMonitor
     let metrics: RelayMetrics
     /// `status.unhealthy_after`.
@@ -109,12 +115,27 @@ struct StatusEndpoint {
 
     /// The answer to one request.
     var handle: @Sendable (StatusServer.Request) -> StatusServer.Response {
-        let (store, link, metrics, unhealthyAfter) = (store, link, metrics, unhealthyAfter)
+        let (store, link, metrics, unhealthyAfter, token, alerts) = (
+            store, link, metrics, unhealthyAfter, token, alerts
+        )
         return { request in
             guard request.method == "GET" else {
                 return .init(status: 405, contentType: "text/plain", body: "only GET\n")
             }
+            if request.path != "/healthz", let token, !Self.authorized(request.authorization, token: token) {
+                return .init(
+                    status: 401, contentType: "text/plain", body: "the token of status.token_file is needed here\n",
+                    headers: [("WWW-Authenticate", "Basic realm=\"allowance-relay\", charset=\"UTF-8\"")])
+            }
             switch request.path {
+            case "/":
+                do {
+                    let page = FamilyPage.html(try FamilyPage.view(store: store, config: alerts()))
+                    return .init(status: 200, contentType: "text/html; charset=utf-8", body: page)
+                } catch {
+                    return .init(
+                        status: 503, contentType: "text/plain", body: "the database cannot be read: \(error)\n")
+                }
             case "/healthz":
                 let (healthy, body) = Self.health(store: store, link: link.current, unhealthyAfter: unhealthyAfter)
                 return .init(status: healthy ? 200 : 503, contentType: "application/json", body: body.serialized + "\n")
@@ -124,9 +145,32 @@ struct StatusEndpoint {
                     body: metrics.scrape(store: store, link: link.current))
             default:
                 return .init(
-                    status: 404, contentType: "text/plain", body: "not found: /healthz and /metrics are served here\n")
+                    status: 404, contentType: "text/plain",
+                    body: "not found: the family page (/), /healthz and /metrics are served here\n")
             }
         }
+    }
+
+    /// Whether `header` carries the token: `Bearer TOKEN`, or `Basic` with any user and the token as the password.
+    /// Compared in constant time.
+    static func authorized(_ header: String?, token: Secret) -> Bool {
+        guard let header else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { return false }
+        var given: String?
+        switch parts[0].lowercased() {
+        case "bearer": given = parts[1]
+        case "basic":
+            given = Data(base64Encoded: parts[1]).map { String(decoding: $0, as: UTF8.self) }.flatMap { pair in
+                pair.firstIndex(of: ":").map { String(pair[pair.index(after: $0)...]) }
+            }
+        default: given = nil
+        }
+        guard let given else { return false }
+        let (a, b) = (Array(given.utf8), Array(token.value.utf8))
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for i in 0..<max(a.count, b.count) { difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0) }
+        return difference == 0
     }
 
     /// Healthy when the hub link is up (or, for a replica, held by another), the database answers, sync is not in
@@ -176,9 +220,10 @@ struct EndpointService: Service {
             server = try StatusServer(host: host, port: port)
         } catch {
             throw DaemonError(
-                exitCode: 1, message: "status.listen \(host):\(port): cannot serve /healthz and /metrics: \(error)")
+                exitCode: 1,
+                message: "status.listen \(host):\(port): cannot serve the family page, /healthz and /metrics: \(error)")
         }
-        logger.info("status endpoint on http://\(host):\(port) (/healthz, /metrics)")
+        logger.info("status endpoint on http://\(host):\(port) (the family page at /, /healthz, /metrics)")
         // It answers until the very end of a graceful stop (the group stops it last), then ends with the group.
         await withGracefulShutdownHandler {
             await server.serve(handle)

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// The few lines of HTTP/1.1 that `/healthz` and `/metrics` need, on a POSIX socket and one thread of its own.
+/// The few lines of HTTP/1.1 that the family page, `/healthz` and `/metrics` need, on a POSIX socket and one thread of its own.
 ///
 /// A monitoring endpoint answers a scrape every few seconds: one request at a time, each closed after its answer,
 /// is all it takes. A full HTTP server (Hummingbird on SwiftNIO) made a third of the relay's code and its event
@@ -10,12 +10,16 @@ final class StatusServer: Sendable {
     struct Request: Sendable {
         let method: String
         let path: String
+        /// The `Authorization` header's value, if any.
+        var authorization: String? = nil
     }
 
     struct Response: Sendable {
         var status: Int
         var contentType: String
         var body: String
+        /// Further headers (a 401's `WWW-Authenticate`).
+        var headers: [(String, String)] = []
     }
 
     /// Bound and listening, or the reason it could not be.
@@ -161,13 +165,21 @@ final class StatusServer: Sendable {
             return nil
         }
         let target = String(decoding: parts[1], as: UTF8.self)
-        return Request(method: String(decoding: parts[0], as: UTF8.self), path: String(target.prefix { $0 != "?" }))
+        // The one header read: a line `Authorization: value`, the name in any case.
+        let lines = String(decoding: head, as: UTF8.self).split(separator: "\r\n").dropFirst()
+        let authorization = lines.first { $0.lowercased().hasPrefix("authorization:") }.map {
+            $0.dropFirst("authorization:".count).trimmingCharacters(in: .whitespaces)
+        }
+        return Request(
+            method: String(decoding: parts[0], as: UTF8.self), path: String(target.prefix { $0 != "?" }),
+            authorization: authorization)
     }
 
     static func serialize(_ r: Response) -> [UInt8] {
         let reason =
             switch r.status {
             case 200: "OK"
+            case 401: "Unauthorized"
             case 400: "Bad Request"
             case 404: "Not Found"
             case 405: "Method Not Allowed"
@@ -178,7 +190,7 @@ final class StatusServer: Sendable {
         let body = Array(r.body.utf8)
         let head =
             "HTTP/1.1 \(r.status) \(reason)\r\nContent-Type: \(r.contentType)\r\nContent-Length: \(body.count)\r\n"
-            + "Connection: close\r\nServer: allowance-relay\r\n\r\n"
+            + r.headers.map { "\($0.0): \($0.1)\r\n" }.joined() + "Connection: close\r\nServer: allowance-relay\r\n\r\n"
         return Array(head.utf8) + body
     }
 
