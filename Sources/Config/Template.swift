@@ -7,7 +7,7 @@ public struct Template: Sendable, Equatable {
     public static let placeholders: Set<String> = [
         "child", "amount", "balance", "previous_balance", "description", "who", "when", "type", "link", "count",
         "total",
-        "detail", "sink", "kind", "credits", "debits", "item", "price", "progress", "item_url",
+        "detail", "sink", "kind", "credits", "debits", "savings_rate", "item", "price", "progress", "item_url",
     ]
 
     enum Part: Sendable, Equatable {
@@ -86,7 +86,8 @@ public enum DefaultTemplates {
         .syncConflict: "allowance-relay stopped syncing: {detail}",
         .syncRejected: "allowance-relay set a transaction aside: {detail}",
         .test: "Test alert from allowance-relay: if you can read this, the sink {sink} works.",
-        .summary: "{child}, {detail}: {count} transactions, {credits} in, {debits} out. Balance {balance}.",
+        .summary:
+            "{child}, {detail}: {count} transactions, {credits} in, {debits} out (savings rate {savings_rate}). Balance {balance}.",
         .goalReached: "{child} can now afford {item} ({price}): balance {balance}.",
         .goalPurchased: "{child} bought {item} ({price}) from the wish list.",
     ]

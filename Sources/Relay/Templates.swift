@@ -40,8 +40,11 @@ extension Formatting {
         if let c = e.count { v["count"] = String(c) }
         if let total = e.total { v["total"] = signed(total, credit: total >= 0) }
         if let list = e.transactions {
-            v["credits"] = money(list.filter { $0.type == .credit }.reduce(Decimal(0)) { $0 + $1.amount })
-            v["debits"] = money(list.filter { $0.type == .debit }.reduce(Decimal(0)) { $0 + $1.amount })
+            let income = list.filter { $0.type == .credit }.reduce(Decimal(0)) { $0 + $1.amount }
+            let spending = list.filter { $0.type == .debit }.reduce(Decimal(0)) { $0 + $1.amount }
+            v["credits"] = money(income)
+            v["debits"] = money(spending)
+            v["savings_rate"] = Self.savingsRate(income: income, spending: spending)
         }
         if let g = e.goal {
             v["item"] = g.name
@@ -53,6 +56,16 @@ extension Formatting {
         if let s = e.sink { v["sink"] = s }
         if let link = link(for: e) { v["link"] = link }
         return v
+    }
+
+    /// The part of the income kept, in percent with two decimals, rounded half away from zero ("70.00%"; "0.00%"
+    /// without income): the backend's `savingsRate` (`GET /api/v1/analytics/children/{id}/income-spending`).
+    static func savingsRate(income: Decimal, spending: Decimal) -> String {
+        guard income > 0 else { return "0.00%" }
+        var rate = (income - spending) / income * 100
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &rate, 2, .plain)
+        return Money.plain(rounded) + "%"
     }
 
     /// The link for an alert: `template` (a sink's own) or `link`, filled in. A template that names what this alert

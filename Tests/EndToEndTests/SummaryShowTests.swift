@@ -48,7 +48,9 @@ import Testing
         let p = try RelayProcess(env: env, arguments: ["summary", "show", "--config", file, "--child", "alice"])
         #expect(await p.wait() == 0, "\(p.output)")
         #expect(
-            p.output == "Alice, today so far: 2 transactions, $5.00 in, $1.50 out. Balance $33.50.\n", "\(p.output)")
+            p.output
+                == "Alice, today so far: 2 transactions, $5.00 in, $1.50 out (savings rate 70.00%). Balance $33.50.\n",
+            "\(p.output)")
         let all = try RelayProcess(env: env, arguments: ["summary", "show", "--config", file, "--json"])
         #expect(await all.wait() == 0)
         let json = try JSONValue(parsing: Array(all.output.utf8))

@@ -115,7 +115,8 @@ import Testing
         #expect(event.count == 2 && event.total == Decimal(string: "3.50"))
         let message = config.message(
             id: "s1", kind: .summary, urgency: .normal, event: event, sink: config.sinks[0], markup: true)
-        #expect(message.text == "Alice, today: 2 transactions, $5.00 in, $1.50 out. Balance $33.50.")
+        #expect(
+            message.text == "Alice, today: 2 transactions, $5.00 in, $1.50 out (savings rate 70.00%). Balance $33.50.")
         #expect(message.title == "Alice: today")
         // The next evening is another period.
         scheduler.plan(rule, schedule, now: date("2026-11-23T18:00:01Z"))
