@@ -69,6 +69,7 @@ extension SinkConfig {
 }
 
 extension SinkConfig.Kind {
-    /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`) and Discord (a file with the message).
-    public var showsPictures: Bool { self == .telegram || self == .discord }
+    /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`), Discord (a file with the message) and
+    /// e-mail (inline in the HTML part).
+    public var showsPictures: Bool { self == .telegram || self == .discord || self == .email }
 }

@@ -26,6 +26,31 @@ import Testing
         }
     }
 
+    /// An e-mail shows the chart inside its HTML part: one multipart/related message, read as a mail client would.
+    @Test func anEmailSummaryShowsTheChartInline() async throws {
+        try #require(PythonPeer.available)
+        let config = try AlertSettings.parse(
+            "sinks:\n  parents:\n    type: email\n    url: smtp://localhost:25\n    from: relay@example.org\n"
+                + "    to: [mum@example.org]\n", file: "t.yaml")
+        let mail = try #require(makeSink(config.sinks[0]) as? MailSink)
+        var event = RelayEvent(
+            kind: .summary, at: Date(), childId: UUID(), childName: "Alice", balance: 12, detail: "today",
+            transactions: [])
+        event.from = Date().addingTimeInterval(-86400)
+        var m = config.message(
+            id: "dlv_1", kind: .summary, urgency: .normal, event: event, sink: config.sinks[0], markup: true)
+        m.image = try config.chart(for: event).png()
+        let read = try await PythonPeer.run(script: "read_mail.py", input: mail.render(m))
+        let seen = try #require(
+            try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any], "\(read.output)")
+        #expect(seen["type"] as? String == "multipart/related", "\(seen)")
+        #expect(seen["parts"] as? [String] == ["text/plain", "text/html", "image/png"], "\(seen)")
+        let image = try #require((seen["images"] as? [[String: Any]])?.first, "\(seen)")
+        #expect(image["format"] as? String == "PNG" && image["size"] as? [Int] == [640, 320])
+        let cid = try #require((image["cid"] as? String)?.trimmingCharacters(in: CharacterSet(charactersIn: "<>")))
+        #expect((seen["html"] as? String)?.contains("src=\"cid:\(cid)\"") == true, "\(seen)")
+    }
+
     @Test(arguments: ["telegram", "discord"])
     func theSummaryCarriesTheChildsChart(_ kind: String) async throws {
         try #require(PythonPeer.available)

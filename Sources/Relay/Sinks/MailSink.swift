@@ -45,7 +45,8 @@ public struct MailSink: Sink {
     }
 
     /// The whole message (RFC 5322 and MIME), CRLF line ends, both parts in base64: no line is too long and no
-    /// byte needs the server's 8BITMIME.
+    /// byte needs the server's 8BITMIME. With a picture (a summary's chart), the two parts and the PNG are one
+    /// `multipart/related`, the HTML showing the PNG by its Content-ID.
     public func render(_ m: Message) -> String {
         let boundary = "=_allowance_\(m.id.filter { $0.isLetter || $0.isNumber })"
         let date = Self.dateFormatter.string(from: now())
@@ -57,18 +58,13 @@ public struct MailSink: Sink {
             html += "<p><a href=\"\(SinkConfig.html(link))\">Open in Allowance Tracker</a></p>"
             text += "\n\n" + link
         }
+        // A summary's chart shows inside the HTML part, from a related part named by its Content-ID.
+        let chartId = "chart-\(m.id.filter { $0.isLetter || $0.isNumber })@allowance-relay"
+        if m.image != nil {
+            html += "<p><img src=\"cid:\(chartId)\" alt=\"\(SinkConfig.html(m.title))\" width=\"640\"></p>"
+        }
         html += "</body></html>"
-        let lines = [
-            "From: allowance-relay <\(config.mail.from)>",
-            "To: " + config.mail.to.joined(separator: ", "),
-            "Subject: " + Self.encodedWord(m.title),
-            "Date: " + date,
-            "Message-ID: <\(m.id)@allowance-relay>",
-            "MIME-Version: 1.0",
-            "Auto-Submitted: auto-generated",
-            "X-Allowance-Kind: \(m.kind.rawValue)",
-            "Content-Type: multipart/alternative; boundary=\"\(boundary)\"",
-            "",
+        let alternative = [
             "--\(boundary)",
             "Content-Type: text/plain; charset=utf-8",
             "Content-Transfer-Encoding: base64",
@@ -80,9 +76,38 @@ public struct MailSink: Sink {
             "",
             Self.base64Lines(html),
             "--\(boundary)--",
-            "",
         ]
-        return lines.joined(separator: "\r\n")
+        var body = ["Content-Type: multipart/alternative; boundary=\"\(boundary)\"", ""] + alternative
+        if let image = m.image {
+            let related = boundary + "_related"
+            body =
+                [
+                    "Content-Type: multipart/related; boundary=\"\(related)\"; type=\"multipart/alternative\"", "",
+                    "--\(related)",
+                ]
+                + ["Content-Type: multipart/alternative; boundary=\"\(boundary)\"", ""] + alternative
+                + [
+                    "--\(related)",
+                    "Content-Type: image/png",
+                    "Content-Transfer-Encoding: base64",
+                    "Content-ID: <\(chartId)>",
+                    "Content-Disposition: inline; filename=\"chart.png\"",
+                    "",
+                    Self.base64Lines(image),
+                    "--\(related)--",
+                ]
+        }
+        let lines = [
+            "From: allowance-relay <\(config.mail.from)>",
+            "To: " + config.mail.to.joined(separator: ", "),
+            "Subject: " + Self.encodedWord(m.title),
+            "Date: " + date,
+            "Message-ID: <\(m.id)@allowance-relay>",
+            "MIME-Version: 1.0",
+            "Auto-Submitted: auto-generated",
+            "X-Allowance-Kind: \(m.kind.rawValue)",
+        ]
+        return (lines + body + [""]).joined(separator: "\r\n")
     }
 
     /// A header value in any script (RFC 2047): ASCII as it is, anything else as a base64 encoded word.
@@ -92,8 +117,10 @@ public struct MailSink: Sink {
         return "=?UTF-8?B?" + Data(clean.utf8).base64EncodedString() + "?="
     }
 
-    static func base64Lines(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString(options: [
+    static func base64Lines(_ text: String) -> String { base64Lines(Array(text.utf8)) }
+
+    static func base64Lines(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString(options: [
             .lineLength76Characters, .endLineWithCarriageReturn, .endLineWithLineFeed,
         ])
     }
