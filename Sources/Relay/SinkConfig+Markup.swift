@@ -62,7 +62,8 @@ extension SinkConfig {
             .replacingOccurrences(of: ">", with: "&gt;")
     }
 
-    static func html(_ text: String) -> String {
+    /// Text as HTML text (also inside a double-quoted attribute): a name or a description never becomes markup.
+    public static func html(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }

@@ -121,19 +121,6 @@ struct FamilyPage {
         return out
     }
 
-    /// Text as HTML text: a name or a description never becomes markup.
-    static func e(_ s: String) -> String {
-        var out = ""
-        for ch in s {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(ch)
-            }
-        }
-        return out
-    }
+    /// Text as HTML text: the sinks' one escape.
+    private static func e(_ s: String) -> String { SinkConfig.html(s) }
 }

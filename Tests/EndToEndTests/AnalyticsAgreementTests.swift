@@ -10,23 +10,11 @@ import Testing
 /// A summary's totals come from the relay's own cache; they must say what the backend's analytics say
 /// (`GET /api/v1/analytics/children/{id}/income-spending`) for the same transactions. Read with Foundation's JSON.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct AnalyticsAgreementTests {
-    func rest(_ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil) async throws -> Any? {
-        var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-        request.httpMethod = method
-        request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let (data, _) = try await TestHTTP.data(for: request)
-        return data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
-    }
-
     @Test func theSummarysIncomeSpendingAndSavingsRateAreTheBackendsAnalytics() async throws {
         try await withSim { base in
             let alice = "11111111-1111-4111-8111-111111111111"
             for (amount, type) in [(8.0, "Credit"), (5.25, "Debit"), (5.0, "Credit"), (2.5, "Debit")] {
-                _ = try await rest(
+                _ = try await simREST(
                     base, "POST", "/api/v1/transactions",
                     ["childId": alice, "amount": amount, "type": type, "description": "week"])
             }
@@ -59,7 +47,8 @@ import Testing
                 show.output.firstMatch(of: /\$([0-9.]+) in, \$([0-9.]+) out \(savings rate (-?[0-9.]+)%\)/),
                 "\(show.output)")
             let analytics = try #require(
-                try await rest(base, "GET", "/api/v1/analytics/children/\(alice)/income-spending") as? [String: Any])
+                try await simREST(base, "GET", "/api/v1/analytics/children/\(alice)/income-spending").json
+                    as? [String: Any])
             func figure(_ key: String) -> String {
                 String(format: "%.2f", (analytics[key] as? NSNumber)?.doubleValue ?? .nan)
             }

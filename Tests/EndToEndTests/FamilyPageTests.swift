@@ -10,31 +10,18 @@ import Testing
 /// The family page at `status.listen`, as a parent's browser shows it: Debian's chromium, headless, driven by
 /// Selenium, against the real binary and the simulator. The figures it must show come from the simulator's REST API.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct FamilyPageTests {
-    /// (status, parsed body) of one REST call with the simulator's token.
-    func rest(_ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil) async throws -> Any? {
-        var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-        request.httpMethod = method
-        request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let (data, _) = try await TestHTTP.data(for: request)
-        return data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
-    }
-
     @Test func aParentSeesBalancesGoalsTheWeeksChartAlertsAndSinks() async throws {
         try #require(PythonPeer.available)
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"), "apt: chromium-driver")
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in
-                let children = try #require(try await rest(base, "GET", "/api/v1/children") as? [[String: Any]])
+                let children = try #require(try await simREST(base, "GET", "/api/v1/children").json as? [[String: Any]])
                 let alice = try #require(children.first { $0["firstName"] as? String == "Alice" })
                 let bob = try #require(children.first { $0["firstName"] as? String != "Alice" })
                 let aliceId = try #require(alice["id"] as? String)
                 let balance = try #require((alice["currentBalance"] as? NSNumber)?.decimalValue)
-                _ = try await rest(
+                _ = try await simREST(
                     base, "POST", "/api/v1/wishlist",
                     ["childId": aliceId, "name": "Bike <helmet>", "price": NSDecimalNumber(decimal: balance * 2)])
                 let dir = FileManager.default.temporaryDirectory.appending(path: "relay-page-\(UUID())")
@@ -59,7 +46,7 @@ import Testing
                 #expect(await relay.waitFor("caught up"))
                 // Waits (not the oracle) for the relay's first read of the wish list.
                 #expect(await eventually { (try? Store.open(path: storePath).goals(child: nil).count) == 1 })
-                _ = try await rest(
+                _ = try await simREST(
                     base, "POST", "/api/v1/transactions",
                     ["childId": bob["id"] as? String ?? "", "amount": 1.25, "type": "Credit", "description": "chores"])
                 #expect(await eventually { hook.received.count >= 1 }, "\(relay.output.suffix(1500))")

@@ -13,21 +13,6 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct GoalEndToEndTests {
     static let alice = "11111111-1111-4111-8111-111111111111"
 
-    /// (status, parsed body) of one REST call with the simulator's token.
-    func call(_ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil) async throws -> (Int, Any?) {
-        var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-        request.httpMethod = method
-        request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let (data, response) = try await TestHTTP.data(for: request)
-        return (
-            (response as! HTTPURLResponse).statusCode, data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
-        )
-    }
-
     /// The goal alerts the receiver took, as "kind name price progress".
     func goalAlerts(_ hook: WebhookReceiver) -> [String] {
         hook.received.compactMap { r -> String? in
@@ -42,9 +27,9 @@ import Testing
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in
-                let (_, child) = try await call(base, "GET", "/api/v1/children/\(Self.alice)")
+                let (_, child) = try await simREST(base, "GET", "/api/v1/children/\(Self.alice)")
                 let balance = try #require(((child as? [String: Any])?["currentBalance"] as? NSNumber)?.doubleValue)
-                let (created, item) = try await call(
+                let (created, item) = try await simREST(
                     base, "POST", "/api/v1/wishlist",
                     [
                         "childId": Self.alice, "name": "Bike helmet", "price": balance + 5,
@@ -70,12 +55,12 @@ import Testing
                 #expect(await relay.waitFor("caught up"))
                 // Waits (not the oracle) for the first read of the list: the starting point, which alerts nothing.
                 #expect(await eventually { (try? Store.open(path: storePath).goals(child: nil).count) == 1 })
-                let (credited, _) = try await call(
+                let (credited, _) = try await simREST(
                     base, "POST", "/api/v1/transactions",
                     ["childId": Self.alice, "amount": 5, "type": "Credit", "description": "birthday"])
                 #expect(credited == 201 || credited == 200)
                 #expect(await eventually { goalAlerts(hook).count >= 1 }, "\(relay.output.suffix(1500))")
-                let (bought, _) = try await call(base, "POST", "/api/v1/wishlist/\(itemId)/purchase")
+                let (bought, _) = try await simREST(base, "POST", "/api/v1/wishlist/\(itemId)/purchase")
                 #expect(bought == 200)
                 #expect(await eventually { goalAlerts(hook).count >= 2 }, "\(relay.output.suffix(1500))")
                 try await Task.sleep(for: .seconds(1))

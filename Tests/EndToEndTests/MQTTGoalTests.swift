@@ -18,26 +18,17 @@ extension MQTTSinkTests {
         func json(_ text: String?) -> [String: Any] {
             (try? JSONSerialization.jsonObject(with: Data((text ?? "").utf8)) as? [String: Any]) ?? [:]
         }
-        func rest(
-            _ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil
-        ) async throws -> [String: Any] {
-            var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-            request.httpMethod = method
-            request.setValue("Bearer e2e-token", forHTTPHeaderField: "Authorization")
-            if let body {
-                request.httpBody = try JSONSerialization.data(withJSONObject: body)
-                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            }
-            return json(String(decoding: try await TestHTTP.data(for: request).0, as: UTF8.self))
-        }
         try await withSim { base in
             let balance = try #require(
-                (try await rest(base, "GET", "/api/v1/children/\(alice)"))["currentBalance"] as? NSNumber)
+                ((try await simREST(base, "GET", "/api/v1/children/\(alice)").json as? [String: Any])?["currentBalance"]
+                    as? NSNumber))
             // Priced so that the balance is half of it, whatever the simulator's family starts with.
             let price = balance.decimalValue * 2
-            let item = try await rest(
-                base, "POST", "/api/v1/wishlist",
-                ["childId": alice, "name": "Scooter", "price": NSDecimalNumber(decimal: price)])
+            let item =
+                try await simREST(
+                    base, "POST", "/api/v1/wishlist",
+                    ["childId": alice, "name": "Scooter", "price": NSDecimalNumber(decimal: price)]
+                ).json as? [String: Any] ?? [:]
             let itemId = try #require(item["id"] as? String).lowercased()
             let (relay, _) = try await startRelay(base, file, storePath)
             let sensorKey = "goal_" + Self.object(itemId)
@@ -56,7 +47,7 @@ extension MQTTSinkTests {
                 return ((goals[itemId] as? [String: Any])?["progress"] as? NSNumber)?.intValue
             }
             #expect(await progress() == 50)
-            _ = try await rest(
+            _ = try await simREST(
                 base, "POST", "/api/v1/transactions",
                 [
                     "childId": alice, "amount": NSDecimalNumber(decimal: price - balance.decimalValue),

@@ -142,3 +142,22 @@ public final class SimulatorProcess: Sendable {
 
     public var output: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 }
+
+/// One call of the simulator's REST API with its token: (status, body parsed by Foundation's JSONSerialization,
+/// nil when empty). A test's oracle and its set-up: never through the client's JSON reader.
+public func simREST(
+    _ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil, token: String = "e2e-token"
+) async throws -> (status: Int, json: Any?) {
+    var request = URLRequest(url: URL(string: base.absoluteString + path)!)
+    request.httpMethod = method
+    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    if let body {
+        request.httpBody = try JSONSerialization.data(withJSONObject: body)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    }
+    let (data, response) = try await TestHTTP.data(for: request)
+    return (
+        (response as? HTTPURLResponse)?.statusCode ?? 0,
+        data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
+    )
+}
