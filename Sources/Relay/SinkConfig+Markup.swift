@@ -70,7 +70,7 @@ extension SinkConfig {
 }
 
 extension SinkConfig.Kind {
-    /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`), Discord (a file with the message) and
-    /// e-mail (inline in the HTML part).
-    public var showsPictures: Bool { self == .telegram || self == .discord || self == .email }
+    /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`), Discord (a file with the message),
+    /// Matrix (an `m.image` event after the text) and e-mail (inline in the HTML part).
+    public var showsPictures: Bool { [.telegram, .discord, .matrix, .email].contains(self) }
 }

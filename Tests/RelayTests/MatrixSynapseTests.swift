@@ -66,6 +66,44 @@ struct MatrixSynapseTests {
         ((event["content"] as? [String: Any])?["m.relates_to"] as? [String: Any])?["event_id"] as? String
     }
 
+    /// A summary with its chart: the text, then an `m.image` event whose `mxc://` content the homeserver serves back
+    /// as the PNG (read by Pillow). Sent again with the same id (a retry after a crash), nothing is posted twice.
+    @Test func aSummarysChartIsAnImageEventTheHomeserverServes() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "synapse-\(UUID())").path
+        let peer = try await PythonPeer(script: "synapse_homeserver.py", arguments: [dir])
+        defer { peer.stop() }
+        let parts = peer.address.split(separator: " ").map(String.init)
+        try #require(parts.count == 4, "\(peer.address)")
+        let server = Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3])
+        let yaml =
+            "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
+        let config = try AlertSettings.parse(yaml, file: "t.yaml")
+        let chat = makeSink(config.sinks[0])
+        var event = RelayEvent(
+            kind: .summary, at: Date(), childId: alice, childName: "Alice", balance: 12, detail: "today",
+            transactions: [])
+        event.from = Date().addingTimeInterval(-86400)
+        var m = config.message(
+            id: "dlv_summary", kind: .summary, urgency: .normal, event: event, sink: config.sinks[0], markup: true)
+        m.image = try config.chart(for: event).png()
+        #expect(await chat.send(m) == .delivered)
+        #expect(await chat.send(m) == .delivered, "a retry")
+        let events = try await server.messages()
+        #expect(events.count == 2, "the text and the picture, once each: \(events)")
+        let image = try #require(events.last?["content"] as? [String: Any], "\(events)")
+        #expect(image["msgtype"] as? String == "m.image")
+        let uri = try #require(image["url"] as? String)
+        #expect(uri.hasPrefix("mxc://"))
+        let media = uri.dropFirst("mxc://".count)
+        var request = URLRequest(url: URL(string: server.base + "/_matrix/client/v1/media/download/\(media)")!)
+        request.setValue("Bearer \(server.mumToken)", forHTTPHeaderField: "Authorization")
+        let (png, _) = try await TestHTTP.data(for: request)
+        let file = dir + "/downloaded.png"
+        try png.write(to: URL(fileURLWithPath: file))
+        let read = try await PythonPeer.run(script: "read_chart.py", arguments: [file], input: "")
+        #expect(read.output.contains("\"format\": \"PNG\"") && read.output.contains("[640, 320]"), "\(read.output)")
+    }
+
     @Test func balanceEditsRelateToTheFirstMessageAndARedactedOneIsPostedAnew() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "synapse-\(UUID())").path
         let peer = try await PythonPeer(script: "synapse_homeserver.py", arguments: [dir])

@@ -33,6 +33,7 @@ public struct HTTPSink: Sink {
             return await sendStanding(message, subject: subject, sent: sent)
         }
         if joinsBursts(message), let child = message.childId { return await sendInBurst(message, child: child) }
+        if config.kind == .matrix, let image = message.image { return await sendMatrixPicture(message, image) }
         return await post(message).outcome
     }
 
