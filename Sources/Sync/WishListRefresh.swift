@@ -8,7 +8,8 @@ import Synchronization
 /// When each child's wish list is read again, as a value without I/O (`WishListRefresh` performs it).
 ///
 /// The hub says nothing when a wish list changes, so the list is read over REST: after each catch-up, when the
-/// child's balance moves (a purchase is a debit), and every `every` regardless. One child's list is read at most once
+/// child's balance moves (a purchase is a debit), and every `every` after the first catch-up (so a replica that
+/// stands by, which never catches up, never reads them). One child's list is read at most once
 /// per `spacing`, so a burst of a thousand transactions costs a request per child every few seconds, not a thousand: a list is at
 /// most `spacing` behind a balance change, and at most `every` behind an edit that moved no balance.
 struct WishListSchedule {
@@ -31,13 +32,17 @@ struct WishListSchedule {
         due[child] = min(due[child] ?? when, when)
     }
 
+    /// A catch-up completed: every child of `known` is read (each within `spacing` of its last read), and the
+    /// rounds every `every` count from now.
+    mutating func caughtUp(known: [UUID], at now: ContinuousClock.Instant) {
+        lastRound = now
+        for child in known { ask(child, at: now) }
+    }
+
     /// What to read now (from `known`, the children the cache holds), and when to look next (nil: only when asked).
     mutating func next(known: [UUID], at now: ContinuousClock.Instant) -> (read: [UUID], wake: ContinuousClock.Instant?)
     {
-        if lastRound.map({ now >= $0 + every }) ?? true {
-            lastRound = now
-            for child in known { ask(child, at: now) }
-        }
+        if let last = lastRound, now >= last + every { caughtUp(known: known, at: now) }
         let ready = due.filter { $0.value <= now }.keys.sorted { $0.uuidString < $1.uuidString }
         for child in ready {
             due[child] = nil
@@ -83,7 +88,7 @@ public final class WishListRefresh: Sendable {
     func caughtUp() {
         guard let children = try? store.children() else { return }
         let now = ContinuousClock.now
-        schedule.withLock { s in for c in children { s.ask(c.id, at: now) } }
+        schedule.withLock { $0.caughtUp(known: children.map(\.id), at: now) }
         wakeup.signal()
     }
 

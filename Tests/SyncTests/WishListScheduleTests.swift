@@ -9,8 +9,11 @@ import Testing
     let alice = UUID()
     let bob = UUID()
 
-    @Test func theFirstLookReadsEveryChildThenOnlyWhatWasAskedFor() {
+    @Test func nothingIsReadBeforeACatchUpThenEveryChildThenOnlyWhatWasAskedFor() {
         var s = WishListSchedule(spacing: .seconds(5), every: .seconds(1800))
+        let before = s.next(known: [alice, bob], at: start)
+        #expect(before.read.isEmpty && before.wake == nil, "a replica that stands by never catches up: it reads none")
+        s.caughtUp(known: [alice, bob], at: start)
         let first = s.next(known: [alice, bob], at: start)
         #expect(Set(first.read) == [alice, bob])
         #expect(first.wake == start + .seconds(1800), "nothing asked: the next round")
@@ -19,6 +22,7 @@ import Testing
 
     @Test func aBurstOfBalanceMovesCostsOneReadPerChildPerSpacing() {
         var s = WishListSchedule(spacing: .seconds(5), every: .seconds(1800))
+        s.caughtUp(known: [alice], at: start)
         _ = s.next(known: [alice], at: start)
         var reads = 0
         // A thousand moves over ten seconds, one every 10 ms, looked at after each.
@@ -35,6 +39,7 @@ import Testing
 
     @Test func aChildNotReadForAWhileIsReadAtOnceAndEveryRoundReadsAll() {
         var s = WishListSchedule(spacing: .seconds(5), every: .seconds(60))
+        s.caughtUp(known: [alice, bob], at: start)
         _ = s.next(known: [alice, bob], at: start)
         s.ask(bob, at: start + .seconds(30))
         #expect(s.next(known: [alice, bob], at: start + .seconds(30)).read == [bob])
