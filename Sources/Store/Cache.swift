@@ -61,7 +61,7 @@ extension Store {
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
             try Self.insert(db, t, via: "hub", now: now)
             children.update(t.childId, after)
-            if try plansAny(.transactionCreated) || Self.hasGoals(db, t.childId) {
+            if try plansAny(.transactionCreated) || hasGoals(db, t.childId) {
                 try planDeliveries(
                     db,
                     HubEventPolicy.alert(
@@ -93,7 +93,7 @@ extension Store {
             let (gap, after, previous) = HubEventPolicy.balance(
                 try MinorUnits.from(balance), child: child, latest: latest)
             children.update(childId, after)
-            if try plansAny(.balanceUpdated) || Self.hasGoals(db, childId) {
+            if try plansAny(.balanceUpdated) || hasGoals(db, childId) {
                 try planDeliveries(
                     db,
                     HubEventPolicy.alert(

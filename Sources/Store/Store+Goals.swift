@@ -42,6 +42,13 @@ extension Store {
                 sql: "UPDATE child SET wish_list_at = ? WHERE id = ?", arguments: [ISO.string(now), child.lowercased])
             var planned = 0
             for e in events { planned += try planDeliveries(db, e, now: now) }
+            // Last, once nothing can fail but the commit: the set is loaded from the file before this list changes
+            // it, then kept up to date.
+            _ = try hasGoals(db, child)
+            let wanted = rows.contains { !$0.item.isPurchased }
+            goalChildren.withLock { known in
+                if wanted { known?.insert(child) } else { known?.remove(child) }
+            }
             return planned
         }
     }
@@ -49,7 +56,7 @@ extension Store {
     /// Compares a balance `event` is about to store with the child's goals, inside its transaction: each flip is
     /// written, and a goal reached plans its alert (after the event's own).
     func goalsReached(_ db: Database, by event: RelayEvent) throws -> [RelayEvent] {
-        guard GoalPolicy.movesBalance(event), let child = event.childId else { return [] }
+        guard GoalPolicy.movesBalance(event), let child = event.childId, try hasGoals(db, child) else { return [] }
         let goals = try Self.goals(db, child: child, unpurchasedOnly: true)
         guard !goals.isEmpty else { return [] }
         let (flips, events) = GoalPolicy.balanceMoved(goals, by: event)
@@ -61,11 +68,13 @@ extension Store {
     }
 
     /// Whether the child has an item not bought yet: a balance stored for it is compared with the goals even when
-    /// no rule takes the event itself.
-    static func hasGoals(_ db: Database, _ child: UUID) throws -> Bool {
-        try Bool.fetchOne(
-            try db.cachedStatement(sql: "SELECT 1 FROM wish_item WHERE child_id = ? AND purchased = 0 LIMIT 1"),
-            arguments: [child.lowercased]) ?? false
+    /// no rule takes the event itself. From memory (`goalChildren`), read from the file once.
+    func hasGoals(_ db: Database, _ child: UUID) throws -> Bool {
+        if let known = goalChildren.withLock({ $0 }) { return known.contains(child) }
+        let ids = try String.fetchAll(db, sql: "SELECT DISTINCT child_id FROM wish_item WHERE purchased = 0")
+        let known = Set(ids.compactMap(UUID.init(uuidString:)))
+        goalChildren.withLock { $0 = known }
+        return known.contains(child)
     }
 
     static func goals(_ db: Database, child: UUID?, unpurchasedOnly: Bool = false) throws -> [GoalRow] {

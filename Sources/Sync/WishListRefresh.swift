@@ -26,10 +26,14 @@ struct WishListSchedule {
         self.every = every
     }
 
-    /// The child's list is to be read: now, or once `spacing` has passed since the last read.
-    mutating func ask(_ child: UUID, at now: ContinuousClock.Instant) {
+    /// The child's list is to be read: now, or once `spacing` has passed since the last read. Returns whether that
+    /// is news (not already due as soon): a burst asks thousands of times and wakes the reader once.
+    @discardableResult
+    mutating func ask(_ child: UUID, at now: ContinuousClock.Instant) -> Bool {
         let when = read[child].map { max(now, $0 + spacing) } ?? now
-        due[child] = min(due[child] ?? when, when)
+        if let already = due[child], already <= when { return false }
+        due[child] = when
+        return true
     }
 
     /// A catch-up completed: every child of `known` is read (each within `spacing` of its last read), and the
@@ -80,8 +84,8 @@ public final class WishListRefresh: Sendable {
     func balancesMoved(_ children: Set<UUID>) {
         guard !children.isEmpty, !missing.withLock({ $0 }) else { return }
         let now = ContinuousClock.now
-        schedule.withLock { s in for c in children { s.ask(c, at: now) } }
-        wakeup.signal()
+        let news = schedule.withLock { s in children.reduce(false) { s.ask($1, at: now) || $0 } }
+        if news { wakeup.signal() }
     }
 
     /// A catch-up completed: every child's list is read (each within `spacing` of its last read).

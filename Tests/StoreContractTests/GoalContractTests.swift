@@ -84,6 +84,18 @@ import Testing
         #expect(try goalAlerts(store).count == 2, "a bought item is no goal, and the ball was reached already")
     }
 
+    /// A relay started again on the same database (another handle) knows the goals stored before: its first
+    /// balance compares with them.
+    @Test(arguments: Backend.allCases)
+    func goalsStoredBeforeARestartAreComparedAfterIt(_ backend: Backend) async throws {
+        let stores = try await backend.handles(2, planner: EveryEvent())
+        defer { backend.close(stores) }
+        try backend.seed(stores[0], children: [alice], transactions: [])
+        try stores[0].storeWishList(child: alice.id, items: [item("helmet", 15)], at: Date())
+        try move(stores[1], 6, after: 16)
+        #expect(try goalAlerts(stores[1]) == ["goal.reached helmet 100"])
+    }
+
     @Test(arguments: Backend.allCases)
     func aChildTheCacheDoesNotHoldKeepsNoList(_ backend: Backend) async throws {
         let stores = try await backend.handles(1, planner: EveryEvent())
