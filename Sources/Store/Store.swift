@@ -29,8 +29,9 @@ public final class Store: Sendable {
     /// policy, kept here because it is asked inside the transaction that plans.
     let gathering = Mutex(DigestGathering())
     /// The children with an item on their wish list not bought yet (nil: not read yet). Kept in memory because
-    /// every stored balance asks: a query per event cost a fifth of the relay's CPU in `relay_ab.py`. Exact, since
-    /// only this process writes the file's wish lists (`storeWishList`); the file's lease keeps any other relay out.
+    /// every stored balance asks: a query per event was part of a 24% rise in CPU per event (`relay_ab.py`,
+    /// BENCHMARKS.md session 36). Exact, since only this process writes the file's wish lists (`storeWishList`);
+    /// the file's lease keeps any other relay out.
     let goalChildren = Mutex<Set<UUID>?>(nil)
     /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
     /// cheaper than a random UUID per event.
