@@ -16,16 +16,7 @@ import Testing
 
     /// (status, parsed body) of one request with the token.
     func call(_ base: URL, _ method: String, _ path: String, _ body: [String: Any]? = nil) async throws -> (Int, Any?) {
-        var request = URLRequest(url: URL(string: base.absoluteString + path)!)
-        request.httpMethod = method
-        request.setValue("Bearer \(Self.token)", forHTTPHeaderField: "Authorization")
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let (data, response) = try await TestHTTP.data(for: request)
-        let parsed = data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data)
-        return ((response as! HTTPURLResponse).statusCode, parsed)
+        try await simREST(base, method, path, body, token: Self.token)
     }
 
     func decimal(_ value: Any?) -> Decimal? { (value as? NSNumber).map { Decimal(string: $0.stringValue)! } }

@@ -59,6 +59,18 @@ struct MatrixSynapseTests {
             event: event)
     }
 
+    /// A Synapse of its own in a new folder: the peer (stop it), the homeserver's accounts and room, the folder.
+    func startHomeserver() async throws -> (PythonPeer, Homeserver, String) {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "synapse-\(UUID())").path
+        let peer = try await PythonPeer(script: "synapse_homeserver.py", arguments: [dir])
+        let parts = peer.address.split(separator: " ").map(String.init)
+        guard parts.count == 4 else {
+            peer.stop()
+            throw HarnessError("the homeserver said \(peer.address)")
+        }
+        return (peer, Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3]), dir)
+    }
+
     static func body(_ event: [String: Any]) -> String {
         (event["content"] as? [String: Any])?["body"] as? String ?? ""
     }
@@ -69,12 +81,8 @@ struct MatrixSynapseTests {
     /// A summary with its chart: the text, then an `m.image` event whose `mxc://` content the homeserver serves back
     /// as the PNG (read by Pillow). Sent again with the same id (a retry after a crash), nothing is posted twice.
     @Test func aSummarysChartIsAnImageEventTheHomeserverServes() async throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "synapse-\(UUID())").path
-        let peer = try await PythonPeer(script: "synapse_homeserver.py", arguments: [dir])
+        let (peer, server, dir) = try await startHomeserver()
         defer { peer.stop() }
-        let parts = peer.address.split(separator: " ").map(String.init)
-        try #require(parts.count == 4, "\(peer.address)")
-        let server = Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3])
         let yaml =
             "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
         let config = try AlertSettings.parse(yaml, file: "t.yaml")
@@ -105,12 +113,8 @@ struct MatrixSynapseTests {
     }
 
     @Test func balanceEditsRelateToTheFirstMessageAndARedactedOneIsPostedAnew() async throws {
-        let dir = FileManager.default.temporaryDirectory.appending(path: "synapse-\(UUID())").path
-        let peer = try await PythonPeer(script: "synapse_homeserver.py", arguments: [dir])
+        let (peer, server, dir) = try await startHomeserver()
         defer { peer.stop() }
-        let parts = peer.address.split(separator: " ").map(String.init)
-        try #require(parts.count == 4, "\(peer.address)")
-        let server = Homeserver(base: parts[0], relayToken: parts[1], mumToken: parts[2], room: parts[3])
         let store = try Store.open(path: temporaryPath())
         let yaml =
             "sinks:\n  chat:\n    type: matrix\n    url: \(server.base)\n    token: \(server.relayToken)\n    room: \"\(server.room)\"\n"
