@@ -113,20 +113,24 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.children().first?.currentBalance == 7)
     }
 
-    @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
+    /// A database file as an older relay left it: migrated up to `migration`, then `fill` writes its rows.
+    func olderDatabase(upTo migration: String, _ fill: (Database) throws -> Void) throws -> String {
         let path = temporaryStorePath()
         try FileManager.default.createDirectory(
             atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        do {
-            // What version 1 of the relay left behind.
-            let old = try DatabaseQueue(path: path)
-            try Schema.migrator.migrate(old, upTo: "v1: children, transactions, inbox, sync state")
-            try old.write { db in
-                try db.execute(
-                    sql:
-                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
-                )
-            }
+        let old = try DatabaseQueue(path: path)
+        try Schema.migrator.migrate(old, upTo: migration)
+        try old.write(fill)
+        return path
+    }
+
+    @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
+        // What version 1 of the relay left behind.
+        let path = try olderDatabase(upTo: "v1: children, transactions, inbox, sync state") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+            )
         }
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
@@ -137,18 +141,11 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
     /// The previous release's database (v19) with a family in it: opened by this one, its children keep their
     /// balances, and their wish lists are kept from the first read on (the first list alerts nothing).
     @Test func aDatabaseOfThePreviousReleaseTakesWishLists() throws {
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        do {
-            let old = try DatabaseQueue(path: path)
-            try Schema.migrator.migrate(old, upTo: "v19: a failing sink, for status and /healthz")
-            try old.write { db in
-                try db.execute(
-                    sql:
-                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL)"
-                )
-            }
+        let path = try olderDatabase(upTo: "v19: a failing sink, for status and /healthz") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL)"
+            )
         }
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
@@ -159,25 +156,18 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        do {
-            let old = try DatabaseQueue(path: path)
-            try Schema.migrator.migrate(old, upTo: "v2: outbox")
-            try old.write { db in
-                try db.execute(
-                    sql:
-                        "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
-                )
-                try db.execute(
-                    sql: """
-                        INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state, attempts,
-                                            next_attempt_at, created_at)
-                        VALUES ('k1', '00000000-0000-4000-8000-00000000000a', '11111111-1111-4111-8111-111111111111', 500, 'Credit',
-                                'queued by v2', 'pending', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')
-                        """)
-            }
+        let path = try olderDatabase(upTo: "v2: outbox") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state, attempts,
+                                        next_attempt_at, created_at)
+                    VALUES ('k1', '00000000-0000-4000-8000-00000000000a', '11111111-1111-4111-8111-111111111111', 500, 'Credit',
+                            'queued by v2', 'pending', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')
+                    """)
         }
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
