@@ -48,11 +48,13 @@ static inline int clsd_body_markup(sd_bus *bus, char *err, size_t errlen) {
     return markup;
 }
 
-/// org.freedesktop.Notifications.Notify. `actions`: key, label, key, label ... (`count` strings). Returns 0 and the
-/// popup's id in *id, or < 0 (err says why).
+/// org.freedesktop.Notifications.Notify. `actions`: key, label, key, label ... (`count` strings); `image_path`: a
+/// picture to show in the popup (the spec's `image-path` hint, a file path), or NULL. Returns 0 and the popup's id in
+/// *id, or < 0 (err says why).
 static inline int clsd_notify(sd_bus *bus, const char *app, uint32_t replaces, const char *icon, const char *summary,
                               const char *body, const char **actions, int count, uint8_t urgency, const char *category,
-                              const char *desktop_entry, int32_t timeout_ms, uint32_t *id, char *err, size_t errlen) {
+                              const char *desktop_entry, const char *image_path, int32_t timeout_ms, uint32_t *id,
+                              char *err, size_t errlen) {
     sd_bus_message *m = NULL, *reply = NULL;
     sd_bus_error e = SD_BUS_ERROR_NULL;
     int r = sd_bus_message_new_method_call(bus, &m, CLSD_DEST, CLSD_PATH, CLSD_DEST, "Notify");
@@ -64,6 +66,7 @@ static inline int clsd_notify(sd_bus *bus, const char *app, uint32_t replaces, c
     if (r >= 0) r = sd_bus_message_append(m, "{sv}", "urgency", "y", urgency);
     if (r >= 0 && category && *category) r = sd_bus_message_append(m, "{sv}", "category", "s", category);
     if (r >= 0 && desktop_entry && *desktop_entry) r = sd_bus_message_append(m, "{sv}", "desktop-entry", "s", desktop_entry);
+    if (r >= 0 && image_path && *image_path) r = sd_bus_message_append(m, "{sv}", "image-path", "s", image_path);
     if (r >= 0) r = sd_bus_message_close_container(m);
     if (r >= 0) r = sd_bus_message_append(m, "i", timeout_ms);
     if (r < 0) {

@@ -69,8 +69,23 @@ extension SinkConfig {
     }
 }
 
-extension SinkConfig.Kind {
+extension SinkConfig {
     /// Whether a summary's chart goes with its text: Telegram (`sendPhoto`), Discord (a file with the message),
-    /// Matrix (an `m.image` event after the text) and e-mail (inline in the HTML part).
-    public var showsPictures: Bool { [.telegram, .discord, .matrix, .email].contains(self) }
+    /// Matrix (an `m.image` event after the text), e-mail (inline in the HTML part), the desktop popup (its
+    /// `image-path`) and Slack with a bot token and a channel's id (a file shared with the text as its comment; the
+    /// incoming-webhook form cannot upload, and the upload's channel must be an id, not a name).
+    public var showsPictures: Bool {
+        switch kind {
+        case .telegram, .discord, .matrix, .email, .desktop: true
+        case .slack: token != nil && Self.isSlackChannelId(channel ?? "")
+        default: false
+        }
+    }
+
+    /// Slack's channel ids: `C...` (public), `G...` (private, older), `D...` (a direct message), upper-case letters
+    /// and digits.
+    public static func isSlackChannelId(_ s: String) -> Bool {
+        s.count >= 9 && ["C", "G", "D"].contains(s.first)
+            && s.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
+    }
 }

@@ -448,7 +448,7 @@ struct SinkWorker: Sendable {
             id: d.id, kind: d.kind, urgency: d.urgency, event: event, alert: d.alert, sink: sink.config, markup: markup)
         // A summary shows the child's period as a chart where the destination shows pictures; without one it is
         // the text alone (a chart that cannot be drawn is not a reason to hold the summary back).
-        if d.kind == .summary, sink.config.kind.showsPictures {
+        if d.kind == .summary, sink.config.showsPictures {
             do { m.image = try config.chart(for: event).png() } catch {
                 logger.warning("sink \(name): the summary goes without its chart: \(error)")
             }

@@ -1,4 +1,5 @@
 import AllowanceAPI
+import Config
 import Foundation
 import SignalRProtocol
 import Store
@@ -42,8 +43,9 @@ final class DesktopSession {
             atPath: dir + "/desktop.png", toPath: artifacts.appending(path: "\(name).png").path)
     }
 
-    /// The popups dunst showed: closes them all, then reads its history (summary, body, app name).
-    func popups() async throws -> [(summary: String, body: String, app: String)] {
+    /// The popups dunst showed: closes them all, then reads its history (summary, body, app name, and the image or
+    /// icon it drew: an `image-path` hint's file, else the icon's).
+    func popups() async throws -> [(summary: String, body: String, app: String, icon: String)] {
         _ = try await runCommand(["dunstctl", "close-all"], env: env)
         guard await eventually(.seconds(10), { (try? await displayed()) == 0 }) else {
             throw HarnessError("dunst kept popups on the screen after close-all")
@@ -53,7 +55,7 @@ final class DesktopSession {
         return (json["data"]?.arrayValue?.first?.arrayValue ?? []).map { n in
             (
                 n["summary"]?["data"]?.stringValue ?? "", n["body"]?["data"]?.stringValue ?? "",
-                n["appname"]?["data"]?.stringValue ?? ""
+                n["appname"]?["data"]?.stringValue ?? "", n["icon_path"]?["data"]?.stringValue ?? ""
             )
         }
     }
@@ -235,6 +237,63 @@ func simTransaction(
             #expect(
                 shown.first?.body.contains("$26.50") == true,
                 "the latest balance (25.50 + 1.00 - 0.50 + 1.00 - 0.50): \(shown)")
+        }
+    }
+
+    /// A summary's popup shows the child's chart: a file of the relay's in its own folder of the session's runtime
+    /// directory, named by the `image-path` hint. A relay that missed today's summary time (its last one was
+    /// yesterday's) sends it when it starts. dunst's history names the file; Pillow reads it.
+    @Test func theSummaryPopupShowsTheChildsChart() async throws {
+        try #require(PythonPeer.available)
+        let desktop = try await DesktopSession()
+        defer { desktop.stop() }
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        let hourAgo = utc.dateComponents([.hour, .minute], from: Date().addingTimeInterval(-3600))
+        let at = String(format: "%02d:%02d", hourAgo.hour!, hourAgo.minute!)
+        let file = try config(
+            "rules:\n  - name: evening\n    summary: daily at \(at)\n    to: popups\nrelay:\n  time_zone: UTC\n")
+        let runtime = FileManager.default.temporaryDirectory.appending(path: "runtime-\(UUID())").path
+        try FileManager.default.createDirectory(
+            atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try await withSim { base in
+            let storePath = FileManager.default.temporaryDirectory.appending(
+                path: "relay-desktop-\(UUID())/relay.sqlite"
+            ).path
+            let store = try Store.open(path: storePath)
+            // A relay that ran yesterday: the family in its cache, yesterday's summary done.
+            let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
+            try store.storeCaughtUp(
+                children: [
+                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 25.5)
+                ], transactions: [])
+            let due = SummarySchedule("daily at \(at)")!.lastDue(atOrBefore: Date(), in: utc.timeZone)
+            try store.raiseSummaries(
+                rule: "evening", due: due.addingTimeInterval(-86400), events: [], baselineOnly: true)
+            let relay = try RelayProcess(
+                env: desktop.env.merging(
+                    [
+                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
+                        "ALLOWANCE_RELAY_STORE_PATH": storePath, "XDG_RUNTIME_DIR": runtime,
+                    ]) { $1 },
+                arguments: ["run", "--config", file])
+            #expect(await relay.waitFor("caught up"))
+            let sent = {
+                ((try? store.deliveries(sink: "popups")) ?? []).filter { $0.kind == .summary && $0.state == .delivered }
+            }
+            #expect(await eventually(.seconds(15)) { !sent().isEmpty }, "\(relay.output)")
+            await desktop.screenshot("desktop-summary-chart")
+            await relay.expectCleanStop()
+            let all = try await desktop.popups()
+            let charts = all.filter { $0.icon.hasPrefix(runtime + "/allowance-relay/chart-") }
+            #expect(charts.count == sent().count, "each child's summary with its chart: \(all)")
+            let icon = try #require(charts.first?.icon, "\(all)")
+            let mode = try FileManager.default.attributesOfItem(atPath: icon)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "the chart is the family's business: \(String(mode ?? 0, radix: 8))")
+            let read = try await PythonPeer.run(script: "read_chart.py", arguments: [icon], input: "")
+            let chart = try #require(
+                try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any], "\(read.output)")
+            #expect(chart["format"] as? String == "PNG" && chart["size"] as? [Int] == [640, 320], "\(chart)")
         }
     }
 

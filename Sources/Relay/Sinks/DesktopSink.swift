@@ -15,6 +15,7 @@ import Synchronization
 /// - The transactions of a burst make one popup per child, updated in place while the burst lasts.
 /// - A click opens the alert's link with the desktop's URL handler (`xdg-open`); "Mute today" silences this sink
 ///   for the child until midnight in the family's time zone.
+/// - A summary shows its chart (the `image-path` hint, a file kept per child: `DesktopPictures`).
 /// - Every popup carries the relay's icon, an `x-allowance.*` category and the `desktop-entry` hint that ties it to
 ///   `allowance-relay.desktop` (GNOME lists and groups the app's notifications by it).
 public final class DesktopSink: Sink {
@@ -31,6 +32,7 @@ public final class DesktopSink: Sink {
     /// Per child, the transaction popup of the burst under way.
     private let bursts = Mutex<[UUID: Burst]>([:])
     private let bus = DesktopBus()
+    private let pictures: DesktopPictures
 
     /// How long after a child's last transaction popup the next one still joins it.
     static let burstWindow: TimeInterval = 10
@@ -43,9 +45,10 @@ public final class DesktopSink: Sink {
 
     init(
         config: SinkConfig, ids: (any PopupIds)? = nil, mutes: MuteList? = nil, timeZone: TimeZone = .current,
-        logger: Logger? = nil
+        logger: Logger? = nil, pictures: DesktopPictures = DesktopPictures()
     ) {
         self.config = config
+        self.pictures = pictures
         self.ids = ids
         self.mutes = mutes
         self.timeZone = timeZone
@@ -130,6 +133,13 @@ public final class DesktopSink: Sink {
         let category = Self.category(m.kind)
         // Critical popups stay until dismissed (the spec); the others use the server's default.
         let timeout: Int32 = m.urgency == .critical ? 0 : -1
+        // A summary's chart: the server reads the file when it draws the popup. Without it, the text alone.
+        var picture: String?
+        if let image = m.image {
+            do { picture = try pictures.store(image, as: "chart-\(child?.lowercased ?? "family").png") } catch {
+                logger.warning("sink \(config.name): the summary goes without its chart: \(error)")
+            }
+        }
         var id: UInt32 = 0
         let result = bus.call { bus, err, len in
             let cActions = actions.map { strdup($0) }
@@ -138,7 +148,7 @@ public final class DesktopSink: Sink {
                 clsd_notify(
                     bus, "allowance-relay", replaces, icon, title, text,
                     UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
-                    urgency, category, "allowance-relay", timeout, &id, err, len)
+                    urgency, category, "allowance-relay", picture, timeout, &id, err, len)
             }
         }
         if case .failure(let e) = result { return Self.unavailable(e.message) }

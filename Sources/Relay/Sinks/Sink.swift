@@ -28,7 +28,7 @@ public struct Message: Sendable {
     /// The send's span (tracing on), as W3C `traceparent`: the generic webhook passes it on, so that a receiver
     /// that traces joins the event's trace. Chat and push services are not told.
     public var traceParent: String?
-    /// A picture to go with the text (a summary's chart, PNG), for a sink that shows one (`SinkConfig.Kind.showsPictures`).
+    /// A picture to go with the text (a summary's chart, PNG), for a sink that shows one (`SinkConfig.showsPictures`).
     public var image: [UInt8]?
 
     /// A message with its alert as stored, and as a value when the worker has one (then nothing is read back from
