@@ -37,7 +37,8 @@ public struct SinkConfig: Sendable {
     public var link: String?
     public var room: String?
     public var chatId: String?
-    /// Slack with a bot token (`chat.postMessage`, `chat.update`): the channel's id or name.
+    /// Slack with a bot token (`chat.postMessage`, `chat.update`): the channel's id or name (an id lets a summary
+    /// carry its chart: `files.completeUploadExternal` takes no name).
     public var channel: String?
     /// A child's balance alert edits the message the last one posted instead of posting again, where the destination
     /// allows it (Telegram, Slack with a bot token, Matrix, Discord, ntfy) and that message is recent (`editWindow`).

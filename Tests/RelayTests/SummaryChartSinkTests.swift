@@ -26,6 +26,29 @@ import Testing
         }
     }
 
+    /// Alice (12.00, a kite at 20.00 on her wish list) and her evening summary raised: the engine that sends it runs
+    /// until the returned task is cancelled.
+    func raiseTheEveningSummary(_ config: AlertSettings) throws -> Task<Void, Never> {
+        let store = try Store.open(
+            path: FileManager.default.temporaryDirectory.appending(path: "chart-\(UUID())/relay.sqlite").path)
+        let alice = UUID()
+        try store.storeCaughtUp(
+            children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 12)],
+            transactions: [
+                Transaction(
+                    id: UUID(), childId: alice, amount: 2, type: .credit, description: "chores", balanceAfter: 12,
+                    createdAt: Date().addingTimeInterval(-60), createdByName: "Pat")
+            ])
+        try store.storeWishList(
+            child: alice, items: [WishListItem(id: UUID(), childId: alice, name: "kite", price: 20)])
+        let engine = RelayEngine(store: store, config: config, logger: logger)
+        try engine.install()
+        let events = try config.currentSummaries(store: store, rule: "evening")
+        #expect(events.first?.goals?.map(\.progress) == [60], "the kite at 12.00 of 20.00")
+        try store.raiseSummaries(rule: "evening", due: Date(), events: events, baselineOnly: false)
+        return Task { await engine.run() }
+    }
+
     /// An e-mail shows the chart inside its HTML part: one multipart/related message, read as a mail client would.
     @Test func anEmailSummaryShowsTheChartInline() async throws {
         try #require(PythonPeer.available)
@@ -63,27 +86,8 @@ import Testing
             let config = try AlertSettings.parse(
                 "sinks:\n  chat:\n\(sink)rules:\n  - name: evening\n    summary: daily at 19:00\n    to: chat\n",
                 file: "t.yaml")
-            let store = try Store.open(
-                path: FileManager.default.temporaryDirectory.appending(path: "chart-\(UUID())/relay.sqlite").path)
-            let alice = UUID()
-            try store.storeCaughtUp(
-                children: [
-                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 12)
-                ],
-                transactions: [
-                    Transaction(
-                        id: UUID(), childId: alice, amount: 2, type: .credit, description: "chores", balanceAfter: 12,
-                        createdAt: Date().addingTimeInterval(-60), createdByName: "Pat")
-                ])
-            try store.storeWishList(
-                child: alice, items: [WishListItem(id: UUID(), childId: alice, name: "kite", price: 20)])
-            let engine = RelayEngine(store: store, config: config, logger: logger)
-            try engine.install()
-            let task = Task { await engine.run() }
+            let task = try raiseTheEveningSummary(config)
             defer { task.cancel() }
-            let events = try config.currentSummaries(store: store, rule: "evening")
-            #expect(events.first?.goals?.map(\.progress) == [60], "the kite at 12.00 of 20.00")
-            try store.raiseSummaries(rule: "evening", due: Date(), events: events, baselineOnly: false)
             #expect(await eventually(.seconds(10)) { chat.received.count >= 1 })
             let request = try #require(chat.received.first)
             let form = try #require(try await forms([request]).first)
@@ -99,5 +103,70 @@ import Testing
                 #expect(((payload as? [String: Any])?["content"] as? String)?.contains("Alice") == true, "\(fields)")
             }
         }
+    }
+
+    /// Slack with a bot token: the external upload flow as Slack documents it. The receiver answers as Slack's Web
+    /// API does; the oracle is Foundation's form and JSON readers and Pillow on the bytes that reached the upload URL.
+    @Test func aSlackSummarySharesTheChartAsAFileWithTheTextAsItsComment() async throws {
+        try #require(PythonPeer.available)
+        let slack = WebhookReceiver()
+        try await slack.run { base in
+            slack.respond { r, _ in
+                switch r.path {
+                case "/api/files.getUploadURLExternal":
+                    WebhookReceiver.Answer(
+                        body:
+                            #"{"ok":true,"upload_url":"\#(base.appending(path: "upload/v1/Cx9"))","file_id":"F0CHART"}"#
+                    )
+                case "/upload/v1/Cx9": WebhookReceiver.Answer(body: "OK - \(r.body.count)")
+                default: WebhookReceiver.Answer(body: #"{"ok":true,"files":[{"id":"F0CHART"}]}"#)
+                }
+            }
+            let config = try AlertSettings.parse(
+                "sinks:\n  chat:\n    type: slack\n    url: \(base.appending(path: "api"))\n    token: xoxb-secret\n    channel: C0FAMILY1\n"
+                    + "rules:\n  - name: evening\n    summary: daily at 19:00\n    to: chat\n", file: "t.yaml")
+            let task = try raiseTheEveningSummary(config)
+            defer { task.cancel() }
+            #expect(await eventually(.seconds(10)) { slack.received.count >= 3 })
+            let steps = slack.received
+            #expect(
+                steps.map(\.path) == [
+                    "/api/files.getUploadURLExternal", "/upload/v1/Cx9", "/api/files.completeUploadExternal",
+                ])
+            guard steps.count == 3 else { return }
+            // 1: form-encoded, the length the upload then has.
+            #expect(steps[0].headers["authorization"] == "Bearer xoxb-secret")
+            var form = URLComponents()
+            form.percentEncodedQuery = steps[0].text
+            let asked = Dictionary((form.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { a, _ in a }
+            #expect(asked["filename"] == "chart.png" && asked["length"] == String(steps[1].body.count), "\(asked)")
+            // 2: the PNG, without the bot token (the upload URL carries its own permission).
+            #expect(steps[1].headers["authorization"] == nil)
+            let file = FileManager.default.temporaryDirectory.appending(path: "slack-\(UUID()).png").path
+            try Data(steps[1].body).write(to: URL(fileURLWithPath: file))
+            let read = try await PythonPeer.run(script: "read_chart.py", arguments: [file], input: "")
+            let chart = try #require(
+                try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any], "\(read.output)")
+            #expect(chart["format"] as? String == "PNG" && chart["size"] as? [Int] == [640, 320], "\(chart)")
+            // 3: shared in the channel, the summary's text introducing it.
+            let share = try #require(try JSONSerialization.jsonObject(with: Data(steps[2].body)) as? [String: Any])
+            #expect(share["channel_id"] as? String == "C0FAMILY1", "\(share)")
+            #expect((share["initial_comment"] as? String)?.contains("Alice") == true, "\(share)")
+            #expect((share["files"] as? [[String: Any]])?.first?["id"] as? String == "F0CHART", "\(share)")
+        }
+    }
+
+    /// What can carry the chart: Slack's upload needs the bot token and a channel's id (a name, or the incoming
+    /// webhook, keeps the text alone); the desktop popup shows it as its image.
+    @Test func whichSinksCarryThePicture() throws {
+        func sink(_ yaml: String) throws -> SinkConfig {
+            try AlertSettings.parse("sinks:\n  s:\n" + yaml, file: "t.yaml").sinks[0]
+        }
+        let api = "    type: slack\n    token: xoxb-1\n"
+        #expect(try sink(api + "    channel: C0FAMILY1\n").showsPictures)
+        #expect(try !sink(api + "    channel: \"#family\"\n").showsPictures)
+        #expect(try !sink("    type: slack\n    url: https://hooks.slack.com/services/T/B/X\n").showsPictures)
+        #expect(try sink("    type: desktop\n").showsPictures)
+        #expect(try !sink("    type: ntfy\n    url: https://ntfy.sh/family\n").showsPictures)
     }
 }

@@ -34,6 +34,9 @@ public struct HTTPSink: Sink {
         }
         if joinsBursts(message), let child = message.childId { return await sendInBurst(message, child: child) }
         if config.kind == .matrix, let image = message.image { return await sendMatrixPicture(message, image) }
+        if config.kind == .slack, let image = message.image, config.showsPictures {
+            return await sendSlackPicture(message, image)
+        }
         return await post(message).outcome
     }
 
@@ -73,7 +76,7 @@ public struct HTTPSink: Sink {
                     id: m.id, timestamp: timestamp, body: body, secrets: config.secrets.map(\.value))
             }
         case .slack:
-            let link = m.link.map { "\n<\($0)|Open in Allowance Tracker>" } ?? ""
+            let link = Self.slackLink(m)
             if let token = config.token {  // the Web API with a bot token: the message can be edited later
                 url = URL(string: root + "/chat.postMessage") ?? base
                 headers["Authorization"] = "Bearer \(token.value)"
