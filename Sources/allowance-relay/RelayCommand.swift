@@ -3,7 +3,6 @@ import Foundation
 import HTTPTransport
 import Relay
 
-@main
 struct RelayCommand: AsyncParsableCommand {
     static let version = RelayInfo.version
     /// The process's one HTTP client (negotiate, REST, every sink): one thread, one pool of connections.
