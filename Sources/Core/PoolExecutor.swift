@@ -40,7 +40,8 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
     /// `keep` threads wait for work for good once started; up to `most` run at once; a thread beyond `keep` ends
     /// after `linger` without work. Threads start at the first job that finds none waiting.
     init(
-        name: String = "pool", keep: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), most: Int = 64, linger: Duration = .seconds(10),
+        name: String = "pool", keep: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), most: Int = 64,
+        linger: Duration = .seconds(10),
         alarms: any Alarms = AlarmClock.shared
     ) {
         (self.name, self.keep, self.most, self.linger, self.alarms) = (name, keep, max(keep, most), linger, alarms)
@@ -164,7 +165,8 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
         deadline.tv_nsec = nanoseconds % 1_000_000_000
         while true {
             let result =
-                threads > keep ? pthread_cond_timedwait(condition, mutex, &deadline) : pthread_cond_wait(condition, mutex)
+                threads > keep
+                ? pthread_cond_timedwait(condition, mutex, &deadline) : pthread_cond_wait(condition, mutex)
             if claimed > 0 {
                 claimed -= 1
                 return true
