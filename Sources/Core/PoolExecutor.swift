@@ -116,14 +116,9 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
     func enqueue<C: Clock>(
         _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
     ) {
-        guard let wait = delay as? Duration else {
-            // A clock of another kind of duration: its own time base, kept by the platform's executor.
-            let platform = PlatformExecutorFactory.defaultExecutor as? any SchedulingExecutor
-            platform?.enqueue(job, after: delay, tolerance: tolerance, clock: clock)
-            return
+        alarms.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
+            self.enqueue(ExecutorJob($0))
         }
-        let job = UnownedJob(job)
-        alarms.set(after: wait) { self.enqueue(ExecutorJob(job)) }
     }
 
     func asUnownedTaskExecutor() -> UnownedTaskExecutor {
@@ -184,4 +179,21 @@ public enum DefaultExecutor {
     /// Tasks without a thread of their own run on a pool of the relay's, and sleep on its alarm clock, instead of
     /// libdispatch's pool (see `PoolExecutor`). Call first thing in `main`, before any task exists.
     public static func install() { PoolExecutor.install() }
+}
+
+extension Alarms {
+    /// Hands `job` to `enqueue` once `delay` of `clock` has passed: what an executor's `Task.sleep` needs
+    /// (`SchedulingExecutor`). The standard clocks count in `Duration`, kept here; another clock's time base is left
+    /// to the platform's executor.
+    public func schedule<C: Clock>(
+        _ job: UnownedJob, after delay: C.Duration, tolerance: C.Duration?, clock: C,
+        _ enqueue: @escaping @Sendable (UnownedJob) -> Void
+    ) {
+        guard let wait = delay as? Duration else {
+            let platform = PlatformExecutorFactory.defaultExecutor as? any SchedulingExecutor
+            platform?.enqueue(ExecutorJob(job), after: delay, tolerance: tolerance, clock: clock)
+            return
+        }
+        set(after: wait) { enqueue(job) }
+    }
 }

@@ -1,3 +1,5 @@
+@_spi(ExperimentalScheduling) import _Concurrency
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -31,10 +33,13 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     /// thread itself).
     private var thread = pthread_t()
     public let name: String
+    /// What keeps the deadlines of the sleeps of the tasks that prefer the thread.
+    let alarms: any Alarms
 
     /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept).
-    public init(name: String) {
+    public init(name: String, alarms: any Alarms = AlarmClock.shared) {
         self.name = name
+        self.alarms = alarms
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
         pthread_mutex_lock(mutex)
@@ -107,5 +112,17 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         }
         ended = true
         pthread_mutex_unlock(mutex)
+    }
+}
+
+/// A sleep in a task that prefers the thread is kept by the alarm clock and resumes here directly, not through the
+/// default executor first.
+@_spi(Scheduling) extension ThreadExecutor: SchedulingExecutor {
+    public func enqueue<C: Clock>(
+        _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
+    ) {
+        alarms.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
+            self.enqueue(ExecutorJob($0))
+        }
     }
 }

@@ -2,6 +2,7 @@ import CLibWebSockets
 import Core
 import Foundation
 import Synchronization
+@_spi(ExperimentalScheduling) import _Concurrency
 
 /// One libwebsockets context served by one thread, and that thread as a `SerialExecutor` (SE-0392).
 ///
@@ -401,13 +402,20 @@ struct UncheckedPointer: @unchecked Sendable {
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
 }
 
-/// `WebSocketLoop.taskExecutor`: a task holds its preferred executor, and this holds the loop.
-private final class LoopTaskExecutor: TaskExecutor {
+/// `WebSocketLoop.taskExecutor`: a task holds its preferred executor, and this holds the loop. A sleep of such a
+/// task (the keep-alive's) is kept by the alarm clock and resumes on the loop directly.
+private final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor {
     let loop: WebSocketLoop
 
     init(loop: WebSocketLoop) { self.loop = loop }
 
     func enqueue(_ job: consuming ExecutorJob) {
         loop.enqueue(UnownedJob(job), preferring: asUnownedTaskExecutor())
+    }
+
+    func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
+        AlarmClock.shared.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
+            self.loop.enqueue($0, preferring: self.asUnownedTaskExecutor())
+        }
     }
 }

@@ -84,3 +84,22 @@ import Testing
         #expect(name != "test-ended" && name != "?")
     }
 }
+
+/// A sleep in a task that prefers the thread is kept by the executor's alarms and resumes on the thread: the hand
+/// clock holds it, and an hour's sleep ends when the clock passes it.
+@Suite struct ThreadExecutorSleepTests {
+    @Test func aSleepWaitsOnTheExecutorsAlarmsAndResumesOnTheThread() async {
+        let clock = HandClock()
+        let executor = ThreadExecutor(name: "test-sleeper", alarms: clock)
+        defer { executor.shutdown() }
+        let sleeper = Task(executorPreference: executor) { () -> String in
+            try? await Task.sleep(for: .seconds(3600))
+            return ProcessThreads.current()
+        }
+        let held = await eventually(.seconds(5)) { clock.pending == 1 }
+        #expect(held, "the sleep set one alarm on the executor's clock")
+        if !held { sleeper.cancel() }  // not an hour's wait for the verdict
+        clock.advance(by: .seconds(3600))
+        #expect(await sleeper.value == "test-sleeper")
+    }
+}
