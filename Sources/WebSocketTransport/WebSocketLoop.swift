@@ -402,6 +402,18 @@ struct UncheckedPointer: @unchecked Sendable {
     init(_ pointer: OpaquePointer) { self.pointer = pointer }
 }
 
+/// A sleep of an actor on the loop (the hub connection's waits for the server) is kept by the alarm clock and resumes
+/// on the loop directly, not through the default pool first.
+@_spi(Scheduling) extension WebSocketLoop: SchedulingExecutor {
+    public func enqueue<C: Clock>(
+        _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
+    ) {
+        AlarmClock.shared.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
+            self.enqueue(ExecutorJob($0))
+        }
+    }
+}
+
 /// `WebSocketLoop.taskExecutor`: a task holds its preferred executor, and this holds the loop. A sleep of such a
 /// task (the keep-alive's) is kept by the alarm clock and resumes on the loop directly.
 private final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor {
