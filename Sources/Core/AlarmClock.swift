@@ -49,11 +49,7 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
     /// A clock with a thread of its own, which lives as long as the process (tests use their own to count alarms).
     public init() {
         pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+        Self.initMonotonic(condition)
         OwnThread.startDetached(named: "alarm-clock") { self.ring() }  // the thread holds the clock for good
     }
 
@@ -118,8 +114,17 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
         }
     }
 
+    /// A condition variable whose timed waits count on CLOCK_MONOTONIC (a change of the wall clock moves no deadline).
+    static func initMonotonic(_ condition: UnsafeMutablePointer<pthread_cond_t>) {
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
     /// CLOCK_MONOTONIC (the condition variable's clock) now plus `delay`, rounded up to the next nanosecond.
-    private static func monotonicDeadline(in delay: Duration) -> timespec {
+    static func monotonicDeadline(in delay: Duration) -> timespec {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let (seconds, attoseconds) = delay.components

@@ -46,11 +46,7 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
     ) {
         (self.name, self.keep, self.most, self.linger, self.alarms) = (name, keep, max(keep, most), linger, alarms)
         pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+        AlarmClock.initMonotonic(condition)
     }
 
     /// Makes a pool the process's default executor (and keeps libdispatch's main queue as the main executor).
@@ -152,12 +148,7 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
     /// without a claim, and ends (a kept one waits on without a deadline).
     private func waitForWork() -> Bool {
         idle += 1
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let (seconds, attoseconds) = linger.components
-        let nanoseconds = Int(deadline.tv_nsec) + Int(attoseconds / 1_000_000_000)
-        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
-        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        var deadline = AlarmClock.monotonicDeadline(in: linger)
         while true {
             let result =
                 threads > keep
