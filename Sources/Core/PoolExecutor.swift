@@ -15,7 +15,8 @@
 /// wakes for nothing: `keep` threads wait for good, the ones started beyond them (when jobs waited `patience` with every
 /// thread busy, as libdispatch's monitor adds one for a blocked worker) end after `linger` without work.
 ///
-/// Installed by the executable before its first task (`PoolExecutor.install`); a library never installs it.
+/// Installed by the executable before its first task (`DefaultExecutor.install`); a library never installs it. A pool
+/// lives as long as the process: its kept threads hold it.
 final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable {
     // @unchecked: every var is behind `mutex`, a pthread mutex (with `condition`).
 
