@@ -150,17 +150,19 @@ func simTransaction(
         #expect(!desktop.dunstLog.contains("No icon found"), "\(desktop.dunstLog)")
     }
 
-    /// `allowance-relay run` in the desktop session, on a database of its own, connected and caught up.
-    func startRelay(on desktop: DesktopSession, _ base: URL, config file: String) async throws -> (RelayProcess, String)
-    {
-        let storePath = FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite")
-            .path
+    /// A database of its own for a relay in the desktop session.
+    static func newStorePath() -> String {
+        FileManager.default.temporaryDirectory.appending(path: "relay-desktop-\(UUID())/relay.sqlite").path
+    }
+
+    /// `allowance-relay run` in the desktop session, on a database of its own (or `store`), connected and caught
+    /// up; `env` adds to the session's environment.
+    func startRelay(
+        on desktop: DesktopSession, _ base: URL, config file: String, store storePath: String = newStorePath(),
+        env: [String: String] = [:]
+    ) async throws -> (RelayProcess, String) {
         let relay = try RelayProcess(
-            env: desktop.env.merging(
-                [
-                    "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                    "ALLOWANCE_RELAY_STORE_PATH": storePath,
-                ]) { $1 },
+            env: desktop.env.merging(simRelayEnv(base, store: storePath)) { $1 }.merging(env) { $1 },
             arguments: ["run", "--config", file])
         #expect(await relay.waitFor("caught up"))
         return (relay, storePath)
@@ -257,9 +259,7 @@ func simTransaction(
         try FileManager.default.createDirectory(
             atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try await withSim { base in
-            let storePath = FileManager.default.temporaryDirectory.appending(
-                path: "relay-desktop-\(UUID())/relay.sqlite"
-            ).path
+            let storePath = Self.newStorePath()
             let store = try Store.open(path: storePath)
             // A relay that ran yesterday: the family in its cache, yesterday's summary done.
             let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -270,14 +270,8 @@ func simTransaction(
             let due = SummarySchedule("daily at \(at)")!.lastDue(atOrBefore: Date(), in: utc.timeZone)
             try store.raiseSummaries(
                 rule: "evening", due: due.addingTimeInterval(-86400), events: [], baselineOnly: true)
-            let relay = try RelayProcess(
-                env: desktop.env.merging(
-                    [
-                        "ALLOWANCE_RELAY_SERVER_URL": base.absoluteString, "ALLOWANCE_RELAY_SERVER_TOKEN": "e2e-token",
-                        "ALLOWANCE_RELAY_STORE_PATH": storePath, "XDG_RUNTIME_DIR": runtime,
-                    ]) { $1 },
-                arguments: ["run", "--config", file])
-            #expect(await relay.waitFor("caught up"))
+            let (relay, _) = try await startRelay(
+                on: desktop, base, config: file, store: storePath, env: ["XDG_RUNTIME_DIR": runtime])
             let sent = {
                 ((try? store.deliveries(sink: "popups")) ?? []).filter { $0.kind == .summary && $0.state == .delivered }
             }

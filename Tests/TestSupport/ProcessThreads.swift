@@ -14,4 +14,18 @@ public enum ProcessThreads {
         return ids.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
             .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
     }
+
+    /// Each thread of process `pid`: its name and how many times it has gone to sleep (its voluntary context
+    /// switches, as /proc counts them): where another process's wake-ups come from.
+    public static func sleeps(of pid: Int32) -> [(name: String, switches: Int)] {
+        let ids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return ids.compactMap { id in
+            guard let name = try? String(contentsOfFile: "/proc/\(pid)/task/\(id)/comm", encoding: .utf8),
+                let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(id)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+                let count = Int(line.split(separator: "\t").last ?? "")
+            else { return nil }
+            return (name.trimmingCharacters(in: .whitespacesAndNewlines), count)
+        }
+    }
 }

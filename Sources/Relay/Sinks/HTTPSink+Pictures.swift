@@ -13,9 +13,6 @@ extension HTTPSink {
         text.image = nil
         let posted = await post(text).outcome
         guard posted == .delivered else { return posted }
-        let base = config.url?.absoluteString ?? "http://invalid"
-        let root = base.hasSuffix("/") ? String(base.dropLast()) : base
-        let timeout = Duration.milliseconds(Int64(config.timeout * 1000))
         let auth = "Bearer \(config.token?.value ?? "")"
         var upload = HTTPRequest(
             .post, URL(string: root + "/_matrix/media/v3/upload?filename=chart.png")!, body: image, timeout: timeout,
@@ -61,9 +58,6 @@ extension HTTPSink {
     /// step shows anything: a retry after a failed first or second step leaves an unshared file behind, never a
     /// second message.
     func sendSlackPicture(_ m: Message, _ image: [UInt8]) async -> DeliveryOutcome {
-        let base = config.url?.absoluteString ?? "http://invalid"
-        let root = base.hasSuffix("/") ? String(base.dropLast()) : base
-        let timeout = Duration.milliseconds(Int64(config.timeout * 1000))
         let auth = "Bearer \(config.token?.value ?? "")"
         let title = m.title.isEmpty ? "chart.png" : m.title
         func form(_ pairs: [(String, String)]) -> [UInt8] {

@@ -50,10 +50,19 @@ public struct HTTPSink: Sink {
         }
     }
 
+    /// The sink's URL without a trailing slash: the base an API's paths (Slack's methods, Matrix's, Telegram's bot)
+    /// are put after.
+    var root: String {
+        let base = config.url?.absoluteString ?? "http://invalid"
+        return base.hasSuffix("/") ? String(base.dropLast()) : base
+    }
+
+    /// How long one request may take (`timeout:` in seconds).
+    var timeout: Duration { .milliseconds(Int64(config.timeout * 1000)) }
+
     /// The request for one message. Public for `notify test --dry-run` and the tests.
     public func request(for m: Message) -> HTTPRequest {
         let base = config.url ?? URL(string: "http://invalid")!
-        let root = base.absoluteString.hasSuffix("/") ? String(base.absoluteString.dropLast()) : base.absoluteString
         var url = base
         var method = HTTPRequest.Method.post
         var headers: [String: String] = ["Content-Type": "application/json"]
@@ -202,7 +211,7 @@ public struct HTTPSink: Sink {
         }
         // Answers are read for their status and a hint: 64 KiB is plenty, and a destination cannot make us hold more.
         var request = HTTPRequest(
-            method, url, body: body, timeout: .milliseconds(Int64(config.timeout * 1000)), maxResponseBytes: 64 * 1024)
+            method, url, body: body, timeout: timeout, maxResponseBytes: 64 * 1024)
         for (k, v) in headers.sorted(by: { $0.key < $1.key }) { request[header: k] = v }
         return request
     }
