@@ -113,9 +113,7 @@ final class PoolExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable 
     func enqueue<C: Clock>(
         _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
     ) {
-        alarms.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
-            self.enqueue(ExecutorJob($0))
-        }
+        alarms.wake(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock)
     }
 
     func asUnownedTaskExecutor() -> UnownedTaskExecutor {
@@ -174,18 +172,21 @@ public enum DefaultExecutor {
 }
 
 extension Alarms {
-    /// Hands `job` to `enqueue` once `delay` of `clock` has passed: what an executor's `Task.sleep` needs
+    /// Runs `job` where the alarm rings once `delay` of `clock` has passed: what an executor's `Task.sleep` needs
     /// (`SchedulingExecutor`). The standard clocks count in `Duration`, kept here; another clock's time base is left
     /// to the platform's executor.
-    public func schedule<C: Clock>(
-        _ job: UnownedJob, after delay: C.Duration, tolerance: C.Duration?, clock: C,
-        _ enqueue: @escaping @Sendable (UnownedJob) -> Void
-    ) {
+    ///
+    /// The job is not the sleeping task but the sleep's own wake-up task (the standard library's `Task.sleep` makes
+    /// one per sleep, and is the only caller): it belongs to no executor and only resumes the sleeper, which then
+    /// goes to its own executor. Run on the executor that was asked, it first hops to the default pool, whose thread
+    /// then hands the sleeper back: three threads woken where one is enough (strace of the idle relay: the loop,
+    /// a pool thread, the loop again, for each keep-alive ping). So it runs here, as the default executor's.
+    public func wake<C: Clock>(_ job: UnownedJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
         guard let wait = delay as? Duration else {
             let platform = PlatformExecutorFactory.defaultExecutor as? any SchedulingExecutor
             platform?.enqueue(ExecutorJob(job), after: delay, tolerance: tolerance, clock: clock)
             return
         }
-        set(after: wait) { enqueue(job) }
+        set(after: wait) { job.runSynchronously(on: Task.defaultExecutor.asUnownedTaskExecutor()) }
     }
 }

@@ -121,8 +121,6 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     public func enqueue<C: Clock>(
         _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
     ) {
-        alarms.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
-            self.enqueue(ExecutorJob($0))
-        }
+        alarms.wake(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock)
     }
 }

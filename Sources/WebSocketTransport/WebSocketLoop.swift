@@ -408,9 +408,7 @@ struct UncheckedPointer: @unchecked Sendable {
     public func enqueue<C: Clock>(
         _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
     ) {
-        AlarmClock.shared.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
-            self.enqueue(ExecutorJob($0))
-        }
+        AlarmClock.shared.wake(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock)
     }
 }
 
@@ -426,8 +424,6 @@ private final class LoopTaskExecutor: TaskExecutor, SchedulingExecutor {
     }
 
     func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
-        AlarmClock.shared.schedule(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock) {
-            self.loop.enqueue($0, preferring: self.asUnownedTaskExecutor())
-        }
+        AlarmClock.shared.wake(UnownedJob(job), after: delay, tolerance: tolerance, clock: clock)
     }
 }
