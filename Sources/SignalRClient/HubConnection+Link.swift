@@ -257,9 +257,7 @@ extension HubConnection {
         link?.receiveTask = Task(executorPreference: loop.taskExecutor) { [weak self] in
             await self?.receiveLoop(transport, generation: generation)
         }
-        link?.keepAliveTask = Task(executorPreference: loop.taskExecutor) { [weak self] in
-            await self?.keepAliveLoop(generation: generation)
-        }
+        keepAlive(generation: generation)
     }
 
     /// Sends the handshake request (JSON text whatever the protocol) and reads the answer; returns what followed it in
@@ -320,26 +318,31 @@ extension HubConnection {
 
     // MARK: - Keep-alive and server timeout
 
-    func keepAliveLoop(generation: Int) async {
-        while !Task.isCancelled {
-            guard let link, link.generation == generation else { return }
-            let next: ContinuousClock.Instant
-            switch machine.keepAlive(
-                at: .now, lastSend: link.lastSend, lastReceive: link.lastReceive, heldBack: link.heldBack)
-            {
-            case .serverTimedOut:
-                logger.warning("Server timeout elapsed without receiving a message from the server.")
-                self.link?.endReason = HubConnectionError(
-                    .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
-                await link.transport.close()
-                return
-            case .ping(let at):
-                try? write(.ping)
-                next = at
-            case .wait(let until):
-                next = until
-            }
-            try? await Task.sleep(until: next, clock: .continuous)
+    /// Pings when the link has sent nothing for the keep-alive interval, ends it when the server has said nothing for
+    /// the server timeout, and looks again when the next of the two is due. The wait is a timer of the loop's (its
+    /// poll timeout), which this actor runs on: a quiet link wakes one thread per ping, where a sleeping task woke the
+    /// alarm clock's thread and then the loop's.
+    func keepAlive(generation: Int) {
+        guard let link, link.generation == generation else { return }
+        let next: ContinuousClock.Instant
+        switch machine.keepAlive(
+            at: .now, lastSend: link.lastSend, lastReceive: link.lastReceive, heldBack: link.heldBack)
+        {
+        case .serverTimedOut:
+            logger.warning("Server timeout elapsed without receiving a message from the server.")
+            self.link?.endReason = HubConnectionError(
+                .serverTimeout, "Server timeout elapsed without receiving a message from the server.")
+            Task(executorPreference: loop.taskExecutor) { await link.transport.close() }
+            return
+        case .ping(let at):
+            try? write(.ping)
+            next = at
+        case .wait(let until):
+            next = until
+        }
+        self.link?.keepAliveTimer = loop.schedule(after: next - .now) { [weak self] in
+            // The loop runs its timers on its own thread, this actor's executor.
+            self?.assumeIsolated { $0.keepAlive(generation: generation) }
         }
     }
 
@@ -347,7 +350,7 @@ extension HubConnection {
 
     func linkEnded(generation: Int, error: HubConnectionError?) async {
         guard let current = link, current.generation == generation else { return }
-        current.keepAliveTask?.cancel()
+        if let timer = current.keepAliveTimer { loop.cancel(timer) }
         current.receiveTask?.cancel()
         link = nil
         // What is to be said is said now (subscribers hear of the loss before any retry); the retries run apart.

@@ -102,7 +102,8 @@ public actor HubConnection {
         /// The receive loop waits for room in an event buffer: the server is sending, we are not reading.
         var heldBack = false
         var receiveTask: Task<Void, Never>?
-        var keepAliveTask: Task<Void, Never>?
+        /// The loop's timer for the next keep-alive look.
+        var keepAliveTimer: WebSocketLoop.TimerID?
         /// Set when the server's Close message or a protocol error explains the end of the link.
         var endReason: HubConnectionError?
     }
