@@ -85,6 +85,12 @@ public enum ConfigSchema {
             key: "server.insecure_tls", type: "boolean", defaultValue: "false",
             help: "skip TLS certificate checks (tests only)"),
         .init(
+            key: "server.keep_alive_interval", type: "duration", defaultValue: "15s",
+            help: "ping the hub after this long without sending (half the server's ClientTimeoutInterval at most)"),
+        .init(
+            key: "server.server_timeout", type: "duration", defaultValue: "30s",
+            help: "end the link after this long without a message (twice the server's KeepAliveInterval at least)"),
+        .init(
             key: "server.max_response_bytes", type: "bytes", defaultValue: String(APIClient.defaultMaxResponseBytes),
             help: "the longest REST answer read"),
         .init(key: "store.path", type: "file", defaultValue: nil, help: "the SQLite database"),

@@ -27,6 +27,10 @@ public struct RelaySettings: Sendable {
     public var caFile: String?
     /// Skip TLS checks. For tests against self-signed servers only: logged loudly at every connect.
     public var insecureTLS: Bool
+    /// `server.keep_alive_interval`: a ping after this long without sending (the official clients' 15 s).
+    public var keepAliveInterval: TimeInterval = 15
+    /// `server.server_timeout`: the link ends after this long without a message from the server (their 30 s).
+    public var serverTimeout: TimeInterval = 30
     /// The longest REST answer read (`server.max_response_bytes`, default 8 MiB): a page is some kilobytes.
     public var maxResponseBytes = APIClient.defaultMaxResponseBytes
     public var storePath: String { local.storePath }
@@ -163,6 +167,15 @@ public struct RelaySettings: Sendable {
                     "status.unhealthy_after", "'\(values.value("status.unhealthy_after") ?? "")' is not a duration",
                     fix: "e.g. 90s, 15m or 1h"))
         }
+        let keepAlive = durations(["server.keep_alive_interval", "server.server_timeout"], values, into: &problems)
+        if let interval = keepAlive["server.keep_alive_interval"], let timeout = keepAlive["server.server_timeout"],
+            timeout <= interval
+        {
+            problems.append(
+                values.error(
+                    "server.server_timeout", "is not longer than server.keep_alive_interval",
+                    fix: "keep it at least twice the server's keep-alive (ASP.NET Core: 15s, so 30s)"))
+        }
         var otlpEndpoint: URL?
         if let text = values.string("telemetry.otlp_endpoint"), !text.isEmpty {
             if let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
@@ -229,6 +242,8 @@ public struct RelaySettings: Sendable {
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
         settings.unhealthyAfter = unhealthyAfter ?? 0
+        settings.keepAliveInterval = keepAlive["server.keep_alive_interval"] ?? settings.keepAliveInterval
+        settings.serverTimeout = keepAlive["server.server_timeout"] ?? settings.serverTimeout
         settings.serviceName =
             values.string("telemetry.service_name").flatMap { $0.isEmpty ? nil : $0 }
             ?? ConfigSchema.defaultValue(of: "telemetry.service_name")
@@ -246,11 +261,28 @@ public struct RelaySettings: Sendable {
             email ?? "",
             passwordFile ?? "", password.map { "password:" + String($0.value.hashValue) } ?? "",
             "\(accessTokenInQuery)",
-            "\(skipNegotiation)", caFile ?? "", "\(insecureTLS)", storePath, storeDurability.rawValue,
+            "\(skipNegotiation)", "\(keepAliveInterval)", "\(serverTimeout)", caFile ?? "", "\(insecureTLS)", storePath,
+            storeDurability.rawValue,
             local.sharedStore?.description ?? "",
             local.sharedStorePasswordFile ?? "", local.replicaName ?? "",
             statusListen.map { "\($0.host):\($0.port)" } ?? "", otlpEndpoint?.absoluteString ?? "", serviceName,
         ].joined(separator: "\u{1}")
+    }
+
+    /// The keys' durations (their defaults when unset); a problem for each that is not one.
+    static func durations(
+        _ keys: [String], _ values: ConfigValues, into problems: inout [ConfigError]
+    ) -> [String: TimeInterval] {
+        var found: [String: TimeInterval] = [:]
+        for key in keys {
+            let text = values.value(key) ?? ""
+            if let seconds = duration(text) {
+                found[key] = seconds
+            } else {
+                problems.append(values.error(key, "'\(text)' is not a duration", fix: "e.g. 15s, 2m"))
+            }
+        }
+        return found
     }
 
     /// "90s", "15m", "1h" (a number and its unit) in seconds; nil when it is not one.

@@ -330,6 +330,8 @@ public struct Daemon: Sendable {
         }
         options.accessTokenInQuery = settings.accessTokenInQuery
         options.skipNegotiation = settings.skipNegotiation
+        options.keepAliveInterval = .seconds(settings.keepAliveInterval)
+        options.serverTimeout = .seconds(settings.serverTimeout)
         options.hubProtocol = settings.hubProtocol
         options.transports = settings.transports
         options.userAgent = http.userAgent

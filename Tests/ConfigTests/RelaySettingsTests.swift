@@ -54,6 +54,38 @@ import Testing
         }
     }
 
+    /// The keep-alive and the server timeout: the official clients' 15 s and 30 s unless set, durations from the file
+    /// or the environment, and a timeout no longer than the keep-alive refused (the link would end between pings).
+    @Test func keepAliveAndServerTimeout() async throws {
+        let dir = FileManager.default.temporaryDirectory.appending(path: "relay-keepalive-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appending(path: "relay.yaml")
+        try "server:\n  url: https://h.example\n".write(to: file, atomically: true, encoding: .utf8)
+        let plain = try await RelaySettings.load(file: file.path, environment: [:])
+        #expect(plain.keepAliveInterval == 15 && plain.serverTimeout == 30)
+        try "server:\n  url: https://h.example\n  keep_alive_interval: 5s\n  server_timeout: 2m\n".write(
+            to: file, atomically: true, encoding: .utf8)
+        let set = try await RelaySettings.load(file: file.path, environment: [:])
+        #expect(set.keepAliveInterval == 5 && set.serverTimeout == 120)
+        let env = try await RelaySettings.load(
+            file: file.path, environment: ["ALLOWANCE_RELAY_SERVER_KEEP_ALIVE_INTERVAL": "1s"])
+        #expect(env.keepAliveInterval == 1, "the environment wins")
+        #expect(set.connectionFingerprint != env.connectionFingerprint, "a reload that changes it asks for a restart")
+        try "server:\n  url: https://h.example\n  keep_alive_interval: often\n  server_timeout: 10s\n".write(
+            to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            ($0 as? ConfigErrors)?.description
+                == "\(file.path):3:24: server.keep_alive_interval: 'often' is not a duration. Fix: e.g. 15s, 2m."
+        }
+        try "server:\n  url: https://h.example\n  keep_alive_interval: 30s\n".write(
+            to: file, atomically: true, encoding: .utf8)
+        await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
+            ($0 as? ConfigErrors)?.description.contains(
+                "server.server_timeout: is not longer than server.keep_alive_interval") == true
+        }
+    }
+
     /// The hub protocol and the transports: a list in the file, `a,b` in the environment, each name checked.
     @Test func hubProtocolAndTransports() async throws {
         let dir = FileManager.default.temporaryDirectory.appending(path: "relay-transports-\(UUID())")
