@@ -38,4 +38,42 @@ import Testing
             }
         }
     }
+
+    /// A quiet link's keep-alive wakes the connection's loop and no other thread: the ping waits on the loop's own
+    /// timer, and a sleep's end (each worker's minute-long wait) wakes the alarm clock and the sleeper only, never a
+    /// pool thread in between. With a ping a second, the alarm clock and the pool would wake at least three times
+    /// each in the window if either were on the ping's path.
+    @Test func aQuietLinksPingsWakeOnlyTheConnectionsLoop() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            try await withSim { base in
+                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-pings-\(UUID())")
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                let file = dir.appending(path: "relay.yaml").path
+                try
+                    "server:\n  keep_alive_interval: 1s\nsinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n"
+                    .write(toFile: file, atomically: true, encoding: .utf8)
+                let storePath = dir.appending(path: "relay.sqlite").path
+                let relay = try RelayProcess(
+                    env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
+                #expect(await relay.waitFor("caught up"))
+                #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
+                let count = { (named: (String) -> Bool) in
+                    ProcessThreads.sleeps(of: relay.pid).filter { named($0.name) }.map(\.switches).reduce(0, +)
+                }
+                let loop = { (name: String) in name.hasPrefix("signalr-") }
+                let others = { (name: String) in name == "alarm-clock" || name == "pool" }
+                let (loopBefore, othersBefore) = (count(loop), count(others))
+                // The window is the measurement: three pings in it.
+                try await Task.sleep(for: .seconds(3.5))
+                let (loopWakes, otherWakes) = (count(loop) - loopBefore, count(others) - othersBefore)
+                #expect(loopWakes >= 3, "the loop sent a ping a second (it woke \(loopWakes) times)")
+                #expect(
+                    otherWakes <= 2,
+                    "the alarm clock and the pool woke \(otherWakes) times in 3.5 s: \(ProcessThreads.sleeps(of: relay.pid))"
+                )
+                await relay.expectCleanStop()
+            }
+        }
+    }
 }
