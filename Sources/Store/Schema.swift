@@ -311,6 +311,27 @@ enum Schema {
                     ALTER TABLE child ADD COLUMN wish_list_at TEXT;
                     """)
         }
+        m.registerMigration("v21: the inbox without AUTOINCREMENT") { db in
+            // AUTOINCREMENT keeps the largest seq ever used in sqlite_sequence: one more page written with every
+            // event. Nothing keeps a seq (it orders the rows there are; retention deletes the oldest), so the rowid's
+            // own next value (the largest there is, plus one) orders them as well. Rebuilt, as SQLite cannot drop it.
+            try db.execute(
+                sql: """
+                    CREATE TABLE inbox_new (
+                        seq INTEGER PRIMARY KEY,
+                        dedup_key TEXT NOT NULL UNIQUE,
+                        kind TEXT NOT NULL,
+                        payload TEXT NOT NULL,
+                        caught_up INTEGER NOT NULL DEFAULT 0,
+                        received_at TEXT NOT NULL
+                    );
+                    INSERT INTO inbox_new (seq, dedup_key, kind, payload, caught_up, received_at)
+                        SELECT seq, dedup_key, kind, payload, caught_up, received_at FROM inbox ORDER BY seq;
+                    DROP TABLE inbox;
+                    ALTER TABLE inbox_new RENAME TO inbox;
+                    DELETE FROM sqlite_sequence WHERE name = 'inbox';
+                    """)
+        }
         return m
     }
 }

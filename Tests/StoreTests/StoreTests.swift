@@ -22,6 +22,7 @@ let allMigrations = [
     "v18: what goes first, found without a scan",
     "v19: a failing sink, for status and /healthz",
     "v20: wish lists and the goals reached",
+    "v21: the inbox without AUTOINCREMENT",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -153,6 +154,36 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let helmet = WishListItem(id: UUID(), childId: alice, name: "helmet", price: 30)
         #expect(try store.storeWishList(child: alice, items: [helmet]) == 0)
         #expect(try store.goals(child: alice).map(\.item) == [helmet])
+    }
+
+    /// The previous release's inbox (v20) rebuilt without AUTOINCREMENT: every row kept in its order, a repeat of a
+    /// kept event still refused, a new one after them; and an event stored no longer writes sqlite_sequence.
+    @Test func theInboxRebuiltWithoutAutoincrementKeepsItsRowsAndOrder() throws {
+        let path = try olderDatabase(upTo: "v20: wish lists and the goals reached") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            for (seq, key) in [(3, "c"), (7, "a"), (9, "b")] {
+                try db.execute(
+                    sql:
+                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, 'TransactionCreated', '{}', 0, '2026-01-01T00:00:00Z')",
+                    arguments: [seq, key])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        let rows = { try raw.read { try Row.fetchAll($0, sql: "SELECT seq, dedup_key FROM inbox ORDER BY seq") } }
+        #expect(try rows().map { "\($0["seq"] as Int64):\($0["dedup_key"] as String)" } == ["3:c", "7:a", "9:b"])
+        let sql = try raw.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'inbox'") }
+        #expect(sql?.uppercased().contains("AUTOINCREMENT") == false, "\(sql ?? "no inbox")")
+        let t = transaction(1, amount: "1.00", after: "26.50")
+        #expect(try store.apply(.transactionCreated(t)) == .stored(gap: nil))
+        #expect(try store.apply(.transactionCreated(t)) == .duplicate)
+        #expect(try rows().map { $0["seq"] as Int64 } == [3, 7, 9, 10], "a new event after the kept ones")
+        let sequences = try raw.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_sequence") }
+        #expect(!sequences.contains("inbox"), "\(sequences)")
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
