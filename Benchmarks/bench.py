@@ -99,6 +99,10 @@ class Proc:
         stat = Path(f"/proc/{self.p.pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = os.sysconf("SC_CLK_TCK")
         s["cpu"] = (int(stat[11]) + int(stat[12])) / ticks
+        # Write calls (write, pwrite: SQLite's WAL frames and checkpoints, an eventfd poke; not socket sends) and the
+        # bytes sent to storage.
+        io = dict(line.split(": ") for line in Path(f"/proc/{self.p.pid}/io").read_text().splitlines())
+        s["write_calls"], s["write_bytes"] = int(io["syscw"]), int(io["write_bytes"])
         s["switches"] = {}  # per thread: threads come and go, so deltas are taken per thread
         s["names"] = {}
         for task in Path(f"/proc/{self.p.pid}/task").iterdir():
@@ -545,12 +549,15 @@ rules:
             row = {"seconds": seconds, "rate": rate, "transactions": n,
                    "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / n,
                    "switches_per_transaction": Proc.wakeups(start, end) / n,
+                   "write_calls_per_transaction": (end["write_calls"] - start["write_calls"]) / n,
+                   "write_kib_per_transaction": (end["write_bytes"] - start["write_bytes"]) / 1024 / n,
                    "switches_per_transaction_by_thread": {k: v / n for k, v in Proc.wakeups_by_thread(start, end).items()},
                    "voluntary_switches_per_transaction_by_thread": {
                        k: v / n for k, v in Proc.wakeups_by_thread(start, end, "voluntary").items()},
                    "rss_start_mib": start["VmRSS"], "rss_after_1_min_mib": minute["rss_mib"], "rss_end_mib": end["VmRSS"],
                    "rss_growth_after_1_min_mib": end["VmRSS"] - minute["rss_mib"], "samples": samples}
-            self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU and {row['switches_per_transaction']:.1f} context switches "
+            self.log(f"  {row['cpu_ms_per_transaction']:.3f} ms CPU, {row['switches_per_transaction']:.1f} context switches, "
+                     f"{row['write_calls_per_transaction']:.1f} write calls and {row['write_kib_per_transaction']:.1f} KiB to storage "
                      f"per transaction; RSS {row['rss_after_1_min_mib']:.1f} MiB after 1 min, {row['rss_end_mib']:.1f} MiB at the end")
             self.log("  context switches per transaction by thread: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in row["switches_per_transaction_by_thread"].items() if v >= 0.05)
@@ -584,9 +591,12 @@ rules:
             receiver.close()
         row = {"seconds": seconds, "transactions": rate * seconds,
                "cpu_ms_per_transaction": (end["cpu"] - start["cpu"]) * 1000 / (rate * seconds), "rss_mib": end["VmRSS"],
-               "switches_per_transaction": Proc.wakeups(start, end) / (rate * seconds)}
-        self.log(f"  {name}: {row['cpu_ms_per_transaction']:.3f} ms CPU and "
-                 f"{row['switches_per_transaction']:.1f} context switches per transaction over {seconds} s")
+               "switches_per_transaction": Proc.wakeups(start, end) / (rate * seconds),
+               "write_calls_per_transaction": (end["write_calls"] - start["write_calls"]) / (rate * seconds),
+               "write_kib_per_transaction": (end["write_bytes"] - start["write_bytes"]) / 1024 / (rate * seconds)}
+        self.log(f"  {name}: {row['cpu_ms_per_transaction']:.3f} ms CPU, {row['switches_per_transaction']:.1f} context "
+                 f"switches, {row['write_calls_per_transaction']:.1f} write calls and {row['write_kib_per_transaction']:.1f} "
+                 f"KiB to storage per transaction over {seconds} s")
         return row
 
     # 4: idle cost, every client connected at once -----------------------------------------------------------------
@@ -637,12 +647,16 @@ rules:
         if swiftc is None:
             return {}
         floors = {}
-        for name, source in (("floor: Swift, Foundation and the C libraries, doing nothing", "rss_foundation"),
-                             ("floor: Swift and the C libraries without Foundation, doing nothing", "rss_bare"),
-                             ("floor: Swift concurrency, one empty task run, then nothing", "idle_concurrency")):
-            out = self.work / source
-            subprocess.run([swiftc, "-O", "-o", str(out), str(ROOT / f"Benchmarks/floor/{source}.swift")], check=True,
-                           capture_output=True)
+        # The Debian package links the Swift runtime and Foundation in (--static-swift-stdlib): its floor is that
+        # program linked the same way.
+        for name, source, flags in (
+                ("floor: Swift, Foundation and the C libraries, doing nothing", "rss_foundation", []),
+                ("floor: the same, linked in as the package is (-static-stdlib)", "rss_foundation", ["-static-stdlib"]),
+                ("floor: Swift and the C libraries without Foundation, doing nothing", "rss_bare", []),
+                ("floor: Swift concurrency, one empty task run, then nothing", "idle_concurrency", [])):
+            out = self.work / (source + ("_static" if flags else ""))
+            subprocess.run([swiftc, "-O", *flags, "-o", str(out), str(ROOT / f"Benchmarks/floor/{source}.swift")],
+                           check=True, capture_output=True)
             floors[name] = out
         return floors
 
