@@ -160,15 +160,9 @@ public struct RelaySettings: Sendable {
                     "'\(host):\(port)' is reachable from other machines, and the family page shows the family's money",
                     fix: "set status.token_file (mode 600), or listen on 127.0.0.1"))
         }
-        let unhealthyAfter = Self.duration(values.value("status.unhealthy_after") ?? "")
-        if unhealthyAfter == nil {
-            problems.append(
-                values.error(
-                    "status.unhealthy_after", "'\(values.value("status.unhealthy_after") ?? "")' is not a duration",
-                    fix: "e.g. 90s, 15m or 1h"))
-        }
-        let keepAlive = durations(["server.keep_alive_interval", "server.server_timeout"], values, into: &problems)
-        if let interval = keepAlive["server.keep_alive_interval"], let timeout = keepAlive["server.server_timeout"],
+        let times = durations(
+            ["status.unhealthy_after", "server.keep_alive_interval", "server.server_timeout"], values, into: &problems)
+        if let interval = times["server.keep_alive_interval"], let timeout = times["server.server_timeout"],
             timeout <= interval
         {
             problems.append(
@@ -241,9 +235,9 @@ public struct RelaySettings: Sendable {
         settings.hubProtocol = hubProtocol
         settings.transports = transports
         settings.otlpEndpoint = otlpEndpoint
-        settings.unhealthyAfter = unhealthyAfter ?? 0
-        settings.keepAliveInterval = keepAlive["server.keep_alive_interval"] ?? settings.keepAliveInterval
-        settings.serverTimeout = keepAlive["server.server_timeout"] ?? settings.serverTimeout
+        settings.unhealthyAfter = times["status.unhealthy_after"] ?? 0
+        settings.keepAliveInterval = times["server.keep_alive_interval"] ?? settings.keepAliveInterval
+        settings.serverTimeout = times["server.server_timeout"] ?? settings.serverTimeout
         settings.serviceName =
             values.string("telemetry.service_name").flatMap { $0.isEmpty ? nil : $0 }
             ?? ConfigSchema.defaultValue(of: "telemetry.service_name")
@@ -279,7 +273,7 @@ public struct RelaySettings: Sendable {
             if let seconds = duration(text) {
                 found[key] = seconds
             } else {
-                problems.append(values.error(key, "'\(text)' is not a duration", fix: "e.g. 15s, 2m"))
+                problems.append(values.error(key, "'\(text)' is not a duration", fix: "e.g. 90s, 15m or 1h"))
             }
         }
         return found

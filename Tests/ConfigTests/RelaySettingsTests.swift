@@ -76,7 +76,7 @@ import Testing
             to: file, atomically: true, encoding: .utf8)
         await #expect { try await RelaySettings.load(file: file.path, environment: [:]) } throws: {
             ($0 as? ConfigErrors)?.description
-                == "\(file.path):3:24: server.keep_alive_interval: 'often' is not a duration. Fix: e.g. 15s, 2m."
+                == "\(file.path):3:24: server.keep_alive_interval: 'often' is not a duration. Fix: e.g. 90s, 15m or 1h."
         }
         try "server:\n  url: https://h.example\n  keep_alive_interval: 30s\n".write(
             to: file, atomically: true, encoding: .utf8)
