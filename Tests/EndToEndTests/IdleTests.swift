@@ -7,35 +7,44 @@ import Testing
 /// start the pool's monitor, which wakes the process every second for good (BENCHMARKS.md, session 35), because the
 /// relay's tasks run on a pool of its own (`DefaultExecutor`) and sleep on its alarm clock.
 @Suite(.timeLimit(.minutes(1))) struct IdleTests {
-    @Test func aRestingRelayStartsNoLibdispatchPoolAndNothingTicksEverySecond() async throws {
+    /// A relay with one webhook sink (and `server`'s lines, if any), connected to a fresh simulator and caught up.
+    func withRelay(
+        server: String = "",
+        _ body: (RelayProcess, _ storePath: String, _ sim: URL, WebhookReceiver) async throws -> Void
+    ) async throws {
         let hook = WebhookReceiver()
         try await hook.run { hookURL in
             try await withSim { base in
                 let dir = FileManager.default.temporaryDirectory.appending(path: "relay-idle-\(UUID())")
                 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
                 let file = dir.appending(path: "relay.yaml").path
-                try "sinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n".write(
+                try "\(server)sinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n".write(
                     toFile: file, atomically: true, encoding: .utf8)
                 let storePath = dir.appending(path: "relay.sqlite").path
                 let relay = try RelayProcess(
-                    env: simRelayEnv(base, store: storePath),
-                    arguments: ["run", "--config", file])
+                    env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
                 #expect(await relay.waitFor("caught up"))
-                // Work first (events stored, alerts sent, sleeps and timeouts set), then rest.
-                try await simPost(base, "/_sim/burst?count=5")
-                #expect(await eventually(.seconds(15)) { hook.received.count >= 5 }, "\(relay.output)")
-                #expect(await ledgerSettled(try Store.open(path: storePath)), "every outcome written: now at rest")
-                let dispatch = { ProcessThreads.sleeps(of: relay.pid).filter { $0.name.contains("qos") } }
-                #expect(
-                    !dispatch().contains { $0.name.hasSuffix("default-qos") },
-                    "no worker of libdispatch's pool: \(ProcessThreads.sleeps(of: relay.pid))")
-                let before = dispatch().map(\.switches).reduce(0, +)
-                // The window is the measurement: a once-a-second timer shows three times in it, the relay's own none.
-                try await Task.sleep(for: .seconds(3))
-                let after = dispatch().map(\.switches).reduce(0, +)
-                #expect(after - before <= 1, "libdispatch's threads woke \(after - before) times in 3 s at rest")
+                try await body(relay, storePath, base, hook)
                 await relay.expectCleanStop()
             }
+        }
+    }
+
+    @Test func aRestingRelayStartsNoLibdispatchPoolAndNothingTicksEverySecond() async throws {
+        try await withRelay { relay, storePath, base, hook in
+            // Work first (events stored, alerts sent, sleeps and timeouts set), then rest.
+            try await simPost(base, "/_sim/burst?count=5")
+            #expect(await eventually(.seconds(15)) { hook.received.count >= 5 }, "\(relay.output)")
+            #expect(await ledgerSettled(try Store.open(path: storePath)), "every outcome written: now at rest")
+            let dispatch = { ProcessThreads.sleeps(of: relay.pid).filter { $0.name.contains("qos") } }
+            #expect(
+                !dispatch().contains { $0.name.hasSuffix("default-qos") },
+                "no worker of libdispatch's pool: \(ProcessThreads.sleeps(of: relay.pid))")
+            let before = dispatch().map(\.switches).reduce(0, +)
+            // The window is the measurement: a once-a-second timer shows three times in it, the relay's own none.
+            try await Task.sleep(for: .seconds(3))
+            let after = dispatch().map(\.switches).reduce(0, +)
+            #expect(after - before <= 1, "libdispatch's threads woke \(after - before) times in 3 s at rest")
         }
     }
 
@@ -44,36 +53,22 @@ import Testing
     /// pool thread in between. With a ping a second, the alarm clock and the pool would wake at least three times
     /// each in the window if either were on the ping's path.
     @Test func aQuietLinksPingsWakeOnlyTheConnectionsLoop() async throws {
-        let hook = WebhookReceiver()
-        try await hook.run { hookURL in
-            try await withSim { base in
-                let dir = FileManager.default.temporaryDirectory.appending(path: "relay-pings-\(UUID())")
-                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                let file = dir.appending(path: "relay.yaml").path
-                try
-                    "server:\n  keep_alive_interval: 1s\nsinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n"
-                    .write(toFile: file, atomically: true, encoding: .utf8)
-                let storePath = dir.appending(path: "relay.sqlite").path
-                let relay = try RelayProcess(
-                    env: simRelayEnv(base, store: storePath), arguments: ["run", "--config", file])
-                #expect(await relay.waitFor("caught up"))
-                #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
-                let count = { (named: (String) -> Bool) in
-                    ProcessThreads.sleeps(of: relay.pid).filter { named($0.name) }.map(\.switches).reduce(0, +)
-                }
-                let loop = { (name: String) in name.hasPrefix("signalr-") }
-                let others = { (name: String) in name == "alarm-clock" || name == "pool" }
-                let (loopBefore, othersBefore) = (count(loop), count(others))
-                // The window is the measurement: three pings in it.
-                try await Task.sleep(for: .seconds(3.5))
-                let (loopWakes, otherWakes) = (count(loop) - loopBefore, count(others) - othersBefore)
-                #expect(loopWakes >= 3, "the loop sent a ping a second (it woke \(loopWakes) times)")
-                #expect(
-                    otherWakes <= 2,
-                    "the alarm clock and the pool woke \(otherWakes) times in 3.5 s: \(ProcessThreads.sleeps(of: relay.pid))"
-                )
-                await relay.expectCleanStop()
+        try await withRelay(server: "server:\n  keep_alive_interval: 1s\n") { relay, storePath, _, _ in
+            #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
+            let count = { (named: (String) -> Bool) in
+                ProcessThreads.sleeps(of: relay.pid).filter { named($0.name) }.map(\.switches).reduce(0, +)
             }
+            let loop = { (name: String) in name.hasPrefix("signalr-") }
+            let others = { (name: String) in name == "alarm-clock" || name == "pool" }
+            let (loopBefore, othersBefore) = (count(loop), count(others))
+            // The window is the measurement: three pings in it.
+            try await Task.sleep(for: .seconds(3.5))
+            let (loopWakes, otherWakes) = (count(loop) - loopBefore, count(others) - othersBefore)
+            #expect(loopWakes >= 3, "the loop sent a ping a second (it woke \(loopWakes) times)")
+            #expect(
+                otherWakes <= 2,
+                "the alarm clock and the pool woke \(otherWakes) times in 3.5 s: \(ProcessThreads.sleeps(of: relay.pid))"
+            )
         }
     }
 }
