@@ -48,11 +48,11 @@ import Testing
         }
     }
 
-    /// A quiet link's keep-alive wakes the connection's loop and no other thread: the ping waits on the loop's own
-    /// timer, and a sleep's end (each worker's minute-long wait) wakes the alarm clock and the sleeper only, never a
-    /// pool thread in between. With a ping a second, the alarm clock and the pool would wake at least three times
-    /// each in the window if either were on the ping's path.
-    @Test func aQuietLinksPingsWakeOnlyTheConnectionsLoop() async throws {
+    /// A quiet link's keep-alive wakes the connection's loop, not the alarm clock or the pool: the ping waits on the
+    /// loop's own timer, and a sleep's end (each worker's minute-long wait) wakes the alarm clock and the sleeper
+    /// only, never a pool thread in between. With a ping a second, the alarm clock and the pool would wake at least
+    /// three times each in the window if either were on the ping's path.
+    @Test func aQuietLinksPingsWakeTheLoopNotTheAlarmClockOrThePool() async throws {
         try await withRelay(server: "server:\n  keep_alive_interval: 1s\n") { relay, storePath, _, _ in
             #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
             let count = { (named: (String) -> Bool) in
