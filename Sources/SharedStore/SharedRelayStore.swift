@@ -117,11 +117,14 @@ public final class SharedRelayStore: Sendable {
     }
 
     /// Plans `event`'s deliveries inside the caller's transaction (`DeliveryPlanning`, the one policy); how many
-    /// were written (muted ones included).
+    /// were written (muted ones included). `childHasGoals`: whether the event's child has an item not bought, when
+    /// the caller holds its row's lock and knows (nil: the wish list is read).
     @discardableResult
-    func plan(_ db: PostgresConnection, _ event: RelayEvent, now: Date) throws(PostgresError) -> Int {
+    func plan(
+        _ db: PostgresConnection, _ event: RelayEvent, now: Date, childHasGoals: Bool? = nil
+    ) throws(PostgresError) -> Int {
         // Compared whether or not a rule watches goals: a rule added later starts from the true state.
-        let goals = try goalsReached(db, by: event)
+        let goals = childHasGoals == false ? [] : try goalsReached(db, by: event)
         guard let planner = planner.withLock({ $0?.planner }) else { return 0 }
         var count = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
             (sink, key, since) throws(PostgresError) -> Bool in

@@ -29,22 +29,27 @@ extension SharedRelayStore {
 
     /// A child as a write to its balance needs it, its row locked until the caller's transaction ends (the link
     /// holder's writer and any replica's outbox change one child's balance one at a time): its name, its balance
-    /// (the server's plus the writes made here and not yet confirmed), and those writes' effect and number.
+    /// (the server's plus the writes made here and not yet confirmed), and those writes' effect and number; and
+    /// whether it has an item on its wish list not bought yet. That last is exact until the transaction ends:
+    /// a wish list is written holding the same lock (`storeWishList`).
     func lockedChild(
         _ db: PostgresConnection, _ id: UUID
-    ) throws(PostgresError) -> (name: String, balance: Int64, pending: Int64, waiting: Int)? {
+    ) throws(PostgresError) -> (name: String, balance: Int64, pending: Int64, waiting: Int, hasGoals: Bool)? {
         guard
             let row = try db.query(
                 """
                 SELECT c.name, c.balance_minor,
                   coalesce((SELECT sum(CASE t.type WHEN 'Credit' THEN t.amount_minor ELSE -t.amount_minor END) FROM relay_txn t
                             WHERE t.child_id = c.id AND t.origin = 'local-pending'), 0),
-                  (SELECT count(*) FROM relay_txn t WHERE t.child_id = c.id AND t.origin = 'local-pending')
+                  (SELECT count(*) FROM relay_txn t WHERE t.child_id = c.id AND t.origin = 'local-pending'),
+                  EXISTS (SELECT 1 FROM relay_wish_item w WHERE w.child_id = c.id AND NOT w.purchased)
                 FROM relay_child c WHERE c.id = $1 FOR UPDATE OF c
                 """, [id.lowercased]
             ).rows.first
         else { return nil }
-        return (row[0] ?? "", Int64(row[1] ?? "") ?? 0, Int64(row[2] ?? "") ?? 0, Int(row[3] ?? "") ?? 0)
+        return (
+            row[0] ?? "", Int64(row[1] ?? "") ?? 0, Int64(row[2] ?? "") ?? 0, Int(row[3] ?? "") ?? 0, row[4] == "t"
+        )
     }
 
     /// When `t` is the server's copy of a write being sent right now (the hub can push it before the POST is

@@ -82,6 +82,10 @@ extension SharedRelayStore: SyncStore {
     private struct BurstChildren {
         var rows: [UUID: BurstChild] = [:]
         var lastStored: [UUID: Int64] = [:]
+        /// The children with an item not bought yet, read with each child's lock: a burst asks the wish list only
+        /// for them, as the file answers from memory (`Store.hasGoals`); a query per event was half of PostgreSQL's
+        /// statements (BENCHMARKS.md, session 39).
+        var withGoals: Set<UUID> = []
 
         mutating func load(
             _ db: PostgresConnection, _ id: UUID, via store: SharedRelayStore
@@ -90,6 +94,7 @@ extension SharedRelayStore: SyncStore {
             guard let row = try store.lockedChild(db, id) else { return nil }
             let child = BurstChild(name: row.name, balance: row.balance, pending: row.pending, waiting: row.waiting)
             rows[id] = child
+            if row.hasGoals { withGoals.insert(id) }
             return child
         }
     }
@@ -127,7 +132,10 @@ extension SharedRelayStore: SyncStore {
             let alert = HubEventPolicy.alert(
                 t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now,
                 traceParent: traceParent)
-            return (.stored(gap: gap ? t.childId : nil), try plan(db, alert, now: now))
+            return (
+                .stored(gap: gap ? t.childId : nil),
+                try plan(db, alert, now: now, childHasGoals: children.withGoals.contains(t.childId))
+            )
         case .transactionCreatedId(let id):
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
@@ -154,7 +162,10 @@ extension SharedRelayStore: SyncStore {
             let alert = HubEventPolicy.alert(
                 balance: balance, child: childId, name: child.name, previous: previous, at: now,
                 traceParent: traceParent)
-            return (.stored(gap: gap ? childId : nil), try plan(db, alert, now: now))
+            return (
+                .stored(gap: gap ? childId : nil),
+                try plan(db, alert, now: now, childHasGoals: children.withGoals.contains(childId))
+            )
         }
     }
 

@@ -96,6 +96,32 @@ import Testing
         #expect(try goalAlerts(stores[1]) == ["goal.reached helmet 100"])
     }
 
+    /// Replicas on one PostgreSQL database take turns: a list another replica stored between two bursts, or a
+    /// purchase, counts at the next burst (each burst reads whether the child has goals with the child's lock).
+    @Test func aListAnotherReplicaStoredCountsAtTheNextBurst() async throws {
+        let backend = Backend.postgres
+        let stores = try await backend.handles(2, planner: EveryEvent())
+        defer { backend.close(stores) }
+        try backend.seed(stores[0], children: [alice], transactions: [])
+        try move(stores[0], 1, after: 11)
+        #expect(try goalAlerts(stores[0]).isEmpty, "no list yet")
+        let helmet = item("helmet", 15)
+        try stores[1].storeWishList(child: alice.id, items: [helmet], at: Date())
+        try move(stores[0], 5, after: 16)
+        #expect(try goalAlerts(stores[0]) == ["goal.reached helmet 100"])
+        var bought = helmet
+        bought.isPurchased = true
+        bought.purchasedAt = Date()
+        try stores[1].storeWishList(child: alice.id, items: [bought, item("bike", 30)], at: Date())
+        try move(stores[0], -10, after: 6)
+        try move(stores[0], 25, after: 31)
+        #expect(
+            try goalAlerts(stores[0]) == [
+                "goal.reached helmet 100", "goal.purchased helmet 100", "goal.reached bike 100",
+            ],
+            "the bought helmet is no goal; the bike, added by the other replica, is")
+    }
+
     @Test(arguments: Backend.allCases)
     func aChildTheCacheDoesNotHoldKeepsNoList(_ backend: Backend) async throws {
         let stores = try await backend.handles(1, planner: EveryEvent())
