@@ -1,7 +1,8 @@
 // The floor for the whole relay: the rows the relay writes for each hub event, written directly in C on the same
 // libraries (libwebsockets, SQLite; libcurl for the webhooks) into a copy of the relay's own database (its schema,
 // its indexes, its seeded family). What it keeps of the relay's promise: every event lands in the inbox under the
-// relay's dedup key with its normalised payload, each transaction in `txn`, each child's balance, and for each
+// relay's dedup key (a BalanceUpdated with its normalised payload; a transaction's is empty, as the relay's since
+// session 39: its row in `txn` holds it), each transaction in `txn`, each child's balance, and for each
 // transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
 // synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
 // 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
@@ -188,7 +189,7 @@ static void transaction_created(const char *m, size_t len) {
     long long amount = number_member(args, rest, "\"amount\":"), after = number_member(args, rest, "\"balanceAfter\":");
     struct child *child = child_of(child_id);
     if (!child) return;  // the relay catches up here; the blast's children are all known
-    char amount_text[32], after_text[32], before_text[32], key[64], members[1024], payload[1100], alert[1400];
+    char amount_text[32], after_text[32], before_text[32], key[64], members[1024], alert[1400];
     money(amount_text, amount);
     money(after_text, after);
     money(before_text, child->balance);
@@ -197,10 +198,9 @@ static void transaction_created(const char *m, size_t len) {
              "\"balanceAfter\":\"%s\",\"createdAt\":\"%s\",\"createdByName\":\"%s\"",
              id, child_id, type, amount_text, description, after_text, created_at, created_by);
     snprintf(key, sizeof key, "TransactionCreated:%s", id);
-    snprintf(payload, sizeof payload, "{\"event\":\"TransactionCreated\",%s}", members);
     text(insert_inbox, 1, key);
     text(insert_inbox, 2, "TransactionCreated");
-    text(insert_inbox, 3, payload);
+    text(insert_inbox, 3, "");
     text(insert_inbox, 4, now_iso);
     step(insert_inbox, "insert inbox");
     if (sqlite3_changes(db) != 1) return;  // a duplicate

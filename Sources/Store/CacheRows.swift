@@ -7,13 +7,17 @@ import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
 extension Store {
-    /// Returns false when the key was recorded before (the event is a duplicate).
+    /// Returns false when the key was recorded before (the event is a duplicate). A transaction's payload is
+    /// empty: its content is its row in `txn`, under the id its key names, written in the same commit; a second
+    /// copy as JSON cost each event a JSON text and a third of the file (BENCHMARKS.md, session 39). A
+    /// BalanceUpdated's payload is the event as JSON, the only record of it.
     static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
-        let kind = if case .balanceUpdated = event { "BalanceUpdated" } else { "TransactionCreated" }
+        let (kind, payload) =
+            if case .balanceUpdated = event { ("BalanceUpdated", event.jsonText) } else { ("TransactionCreated", "") }
         try db.executeCached(
             sql:
                 "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [key, kind, event.jsonText, caughtUp, ISO.string(now)])
+            arguments: [key, kind, payload, caughtUp, ISO.string(now)])
         return db.changesCount == 1
     }
 

@@ -112,19 +112,16 @@ extension Store {
     public func outboxSent(_ seq: Int64, server: Transaction, at now: Date = Date()) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
-            let stamp = ISO.string(now)
             try db.execute(
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
                 arguments: [e.localTransactionId.lowercased])
             let standInRemoved = db.changesCount > 0
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
-            try db.execute(
-                sql:
-                    "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, 'TransactionCreated', ?, 0, ?)",
-                arguments: [
-                    "TransactionCreated:\(server.id.lowercased)", HubEvent.transactionCreated(server).jsonText, stamp,
-                ])
-            guard db.changesCount > 0 else {
+            guard
+                try Self.recordInbox(
+                    db, key: "TransactionCreated:\(server.id.lowercased)", event: .transactionCreated(server),
+                    caughtUp: false, now: now)
+            else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top

@@ -70,6 +70,31 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(after.transactions == 0 && after.inboxRows == 0)
     }
 
+    @Test func aTransactionsInboxRowKeepsItsArrivalAndItsRowInTxnKeepsItsContent() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("10.00")], transactions: [])
+        let t = transaction(1, amount: "2.50", after: "12.50")
+        _ = try store.apply([
+            .transactionCreated(t), .balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!),
+        ])
+        let rows = try DatabaseQueue(path: store.path).read { db in
+            try Row.fetchAll(db, sql: "SELECT dedup_key, kind, payload FROM inbox ORDER BY seq")
+        }
+        #expect(rows.map { $0["kind"] as String } == ["TransactionCreated", "BalanceUpdated"])
+        #expect(rows[0]["dedup_key"] as String == "TransactionCreated:\(t.id.uuidString.lowercased())")
+        #expect(rows[0]["payload"] as String == "", "no second copy of the transaction")
+        let balance =
+            try JSONSerialization.jsonObject(with: Data((rows[1]["payload"] as String).utf8)) as? [String: String]
+        #expect(balance == ["event": "BalanceUpdated", "childId": alice.uuidString.lowercased(), "balance": "12.50"])
+        let stored = try DatabaseQueue(path: store.path).read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT amount_minor, balance_after_minor, description FROM txn WHERE id = ?",
+                arguments: [t.id.uuidString.lowercased()])
+        }
+        #expect(stored?["amount_minor"] as Int64? == 250 && stored?["balance_after_minor"] as Int64? == 1250)
+        #expect(stored?["description"] as String? == "t1")
+    }
+
     @Test func aDamagedPageIsFoundByTheIntegrityCheckNotAtOpen() throws {
         let path = temporaryStorePath()
         do {
