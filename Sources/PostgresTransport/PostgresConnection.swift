@@ -14,7 +14,17 @@ public final class PostgresConnection: Sendable {
     /// The `PGconn` pointer, only ever touched under the mutex.
     private struct Session: @unchecked Sendable {
         var conn: OpaquePointer?
+        /// The statements with parameters this session prepared, by their text, and the name of each: the server
+        /// parses and plans each once, not at every call (half of PostgreSQL's CPU per webhook, BENCHMARKS.md
+        /// session 39). Nil once the server lost one it had (a pooler that hands the session's statements to
+        /// other server connections): plain statements from then on.
+        var prepared: [String: String]? = [:]
+        var named = 0
     }
+
+    /// At most this many statements are prepared per session (the relay's own are fewer; text built with values in
+    /// it would otherwise grow the server's memory and this map without end): past it, plain statements.
+    static let preparedLimit = 256
 
     /// How soon a server that vanished (a machine off, a cable out: no FIN, no RST) is given up: TCP keep-alives
     /// while idle, and a limit on unacknowledged data while a statement waits (`tcp_user_timeout`), which a
@@ -100,19 +110,68 @@ public final class PostgresConnection: Sendable {
     public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
         try connection.withLock { session throws(PostgresError) -> PostgresRows in
             guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
-            let result: OpaquePointer?
             if parameters.isEmpty {
-                result = PQexec(conn, sql)
-            } else {
-                let copies = parameters.map { $0.map { strdup($0) } ?? nil }
-                defer { copies.forEach { free($0) } }
-                result = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
-                    PQexecParams(conn, sql, Int32(parameters.count), nil, $0.baseAddress, nil, nil, 0)
+                let result = PQexec(conn, sql)
+                defer { PQclear(result) }
+                return try Self.rows(of: result, conn: conn, location: location)
+            }
+            let copies = parameters.map { $0.map { strdup($0) } ?? nil }
+            defer { copies.forEach { free($0) } }
+            return try copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
+                values throws(PostgresError) -> PostgresRows in
+                let count = Int32(parameters.count)
+                guard let name = try Self.prepare(sql, count, &session, location) else {
+                    let result = PQexecParams(conn, sql, count, nil, values.baseAddress, nil, nil, 0)
+                    defer { PQclear(result) }
+                    return try Self.rows(of: result, conn: conn, location: location)
+                }
+                let result = PQexecPrepared(conn, name, count, values.baseAddress, nil, nil, 0)
+                defer { PQclear(result) }
+                do throws(PostgresError) {
+                    return try Self.rows(of: result, conn: conn, location: location)
+                } catch {
+                    switch error.sqlState {
+                    case "26000":  // the server does not have it (a pooler moved the session): prepare no more
+                        session.prepared = nil
+                    case "0A000":  // "cached plan must not change result type": a table changed under it
+                        session.prepared?[sql] = nil
+                    default:
+                        throw error
+                    }
+                    // Outside a transaction nothing was lost: run it again, plainly. Inside one, the transaction
+                    // is spoilt and the caller's retry will find the statement unprepared.
+                    guard PQtransactionStatus(conn) == PQTRANS_IDLE else { throw error }
+                    let again = PQexecParams(conn, sql, count, nil, values.baseAddress, nil, nil, 0)
+                    defer { PQclear(again) }
+                    return try Self.rows(of: again, conn: conn, location: location)
                 }
             }
-            defer { PQclear(result) }
-            return try Self.rows(of: result, conn: conn, location: location)
         }
+    }
+
+    /// The name `sql` is prepared under in this session, prepared now on its first use; nil: run it plainly (the
+    /// session prepares no more). A statement the server refuses to prepare throws its error, as running it would.
+    private static func prepare(
+        _ sql: String, _ count: Int32, _ session: inout Session, _ location: PostgresLocation
+    ) throws(PostgresError) -> String? {
+        guard let conn = session.conn, let prepared = session.prepared else { return nil }
+        if let name = prepared[sql] { return name }
+        guard prepared.count < preparedLimit else { return nil }
+        session.named += 1
+        let name = "allowance_relay_\(session.named)"
+        let result = PQprepare(conn, name, sql, count, nil)
+        defer { PQclear(result) }
+        do throws(PostgresError) {
+            _ = try rows(of: result, conn: conn, location: location)
+        } catch {
+            // Taken already: another client's statements share this server connection (a pooler).
+            guard error.sqlState == "42P05" else { throw error }
+            session.prepared = nil
+            guard PQtransactionStatus(conn) == PQTRANS_IDLE else { throw error }
+            return nil
+        }
+        session.prepared?[sql] = name
+        return name
     }
 
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.

@@ -33,6 +33,57 @@ import Testing
         #expect(db.isAlive, "a refused statement leaves the session usable")
     }
 
+    /// Asked of the server (`pg_prepared_statements`), not of the connection.
+    func preparedOnTheServer(_ db: PostgresConnection) throws -> [String] {
+        try db.query("SELECT statement FROM pg_prepared_statements ORDER BY prepare_time").rows.compactMap { $0[0] }
+    }
+
+    @Test func aStatementWithParametersIsPreparedOnceAndRunsPreparedAfter() async throws {
+        let cluster = try await PostgresCluster()
+        let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
+        try db.query("CREATE TABLE ids (id int PRIMARY KEY, name text)")
+        for n in 1...5 { try db.query("INSERT INTO ids VALUES ($1, $2)", [String(n), "n\(n)"]) }
+        #expect(try db.query("SELECT name FROM ids WHERE id = $1", ["4"]).scalar == "n4")
+        #expect(try db.query("SELECT name FROM ids WHERE id = $1", ["2"]).scalar == "n2")
+        #expect(
+            try preparedOnTheServer(db) == ["INSERT INTO ids VALUES ($1, $2)", "SELECT name FROM ids WHERE id = $1"],
+            "one each, however often it ran")
+    }
+
+    @Test func aTableChangedUnderAPreparedStatementIsReadAgainNotRefused() async throws {
+        let cluster = try await PostgresCluster()
+        let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
+        try db.query("CREATE TABLE ids (id int PRIMARY KEY)")
+        try db.query("INSERT INTO ids VALUES (1)")
+        #expect(try db.query("SELECT * FROM ids WHERE id = $1", ["1"]).columns == ["id"])
+        try db.query("ALTER TABLE ids ADD COLUMN name text DEFAULT 'one'")
+        let again = try db.query("SELECT * FROM ids WHERE id = $1", ["1"])
+        #expect(again.columns == ["id", "name"] && again.rows == [["1", "one"]])
+    }
+
+    @Test func statementsTheServerLostRunPlainlyFromThenOn() async throws {
+        let cluster = try await PostgresCluster()
+        let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
+        try db.query("CREATE TABLE ids (id int PRIMARY KEY)")
+        try db.query("INSERT INTO ids VALUES ($1)", ["1"])
+        try db.query("DEALLOCATE ALL")  // as a pooler's next server connection would have none of them
+        try db.query("INSERT INTO ids VALUES ($1)", ["2"])
+        try db.query("INSERT INTO ids VALUES ($1)", ["3"])
+        #expect(try db.query("SELECT count(*) FROM ids").scalar == "3", "nothing lost, nothing twice")
+        #expect(try preparedOnTheServer(db).isEmpty, "prepares no more")
+    }
+
+    @Test func aStatementTheServerCannotPrepareSaysWhyEvenInATransaction() async throws {
+        let cluster = try await PostgresCluster()
+        let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
+        #expect {
+            try db.transaction { () throws(PostgresError) in try db.query("SELEKT $1::int", ["1"]) }
+        } throws: { error in
+            (error as? PostgresError)?.sqlState == "42601" && "\(error)".contains("syntax error")
+        }
+        #expect(db.isAlive)
+    }
+
     @Test func aTransactionThatThrowsLeavesNothingBehind() async throws {
         let cluster = try await PostgresCluster()
         let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)
