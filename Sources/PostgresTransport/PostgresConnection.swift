@@ -15,7 +15,7 @@ public final class PostgresConnection: Sendable {
     private struct Session: @unchecked Sendable {
         var conn: OpaquePointer?
         /// The statements with parameters this session prepared, by their text, and the name of each: the server
-        /// parses and plans each once, not at every call (half of PostgreSQL's CPU per webhook, BENCHMARKS.md
+        /// parses and plans each once, not at every call (a third of PostgreSQL's CPU per webhook, BENCHMARKS.md
         /// session 39). Nil once the server lost one it had (a pooler that hands the session's statements to
         /// other server connections): plain statements from then on.
         var prepared: [String: String]? = [:]
@@ -120,11 +120,12 @@ public final class PostgresConnection: Sendable {
             return try copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
                 values throws(PostgresError) -> PostgresRows in
                 let count = Int32(parameters.count)
-                guard let name = try Self.prepare(sql, count, &session, location) else {
+                func plainly() throws(PostgresError) -> PostgresRows {
                     let result = PQexecParams(conn, sql, count, nil, values.baseAddress, nil, nil, 0)
                     defer { PQclear(result) }
                     return try Self.rows(of: result, conn: conn, location: location)
                 }
+                guard let name = try Self.prepare(sql, count, &session, location) else { return try plainly() }
                 let result = PQexecPrepared(conn, name, count, values.baseAddress, nil, nil, 0)
                 defer { PQclear(result) }
                 do throws(PostgresError) {
@@ -141,9 +142,7 @@ public final class PostgresConnection: Sendable {
                     // Outside a transaction nothing was lost: run it again, plainly. Inside one, the transaction
                     // is spoilt and the caller's retry will find the statement unprepared.
                     guard PQtransactionStatus(conn) == PQTRANS_IDLE else { throw error }
-                    let again = PQexecParams(conn, sql, count, nil, values.baseAddress, nil, nil, 0)
-                    defer { PQclear(again) }
-                    return try Self.rows(of: again, conn: conn, location: location)
+                    return try plainly()
                 }
             }
         }

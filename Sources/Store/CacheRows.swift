@@ -9,7 +9,7 @@ import StoreContract
 extension Store {
     /// Returns false when the key was recorded before (the event is a duplicate). A transaction's payload is
     /// empty: its content is its row in `txn`, under the id its key names, written in the same commit; a second
-    /// copy as JSON cost each event a JSON text and a third of the file (BENCHMARKS.md, session 39). A
+    /// copy as JSON cost each event a JSON text and was a sixth of the file (BENCHMARKS.md, session 39). A
     /// BalanceUpdated's payload is the event as JSON, the only record of it.
     static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
         let (kind, payload) =
