@@ -19,6 +19,7 @@ public final class PostgresConnection: Sendable {
         /// session 39). Nil once the server lost one it had (a pooler that hands the session's statements to
         /// other server connections): plain statements from then on.
         var prepared: [String: String]? = [:]
+        /// The names given so far (not `prepared.count`: a name dropped from the map stays on the server, unused).
         var named = 0
     }
 

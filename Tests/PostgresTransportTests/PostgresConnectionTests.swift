@@ -48,6 +48,10 @@ import Testing
         #expect(
             try preparedOnTheServer(db) == ["INSERT INTO ids VALUES ($1, $2)", "SELECT name FROM ids WHERE id = $1"],
             "one each, however often it ran")
+        // The server counts each run of a prepared statement as one plan (a custom or the generic one).
+        let runs = try db.query(
+            "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements ORDER BY prepare_time")
+        #expect(runs.rows.map { $0[1] } == ["5", "2"], "every run after the first went through the prepared one")
     }
 
     @Test func aTableChangedUnderAPreparedStatementIsReadAgainNotRefused() async throws {

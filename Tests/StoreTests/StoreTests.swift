@@ -78,8 +78,9 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
             .transactionCreated(t), .balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!),
         ])
         let rows = try DatabaseQueue(path: store.path).read { db in
-            try Row.fetchAll(db, sql: "SELECT dedup_key, kind, payload FROM inbox ORDER BY seq")
+            try Row.fetchAll(db, sql: "SELECT dedup_key, kind, payload, received_at FROM inbox ORDER BY seq")
         }
+        #expect(rows.allSatisfy { !($0["received_at"] as String).isEmpty }, "each arrival's time is kept")
         #expect(rows.map { $0["kind"] as String } == ["TransactionCreated", "BalanceUpdated"])
         #expect(rows[0]["dedup_key"] as String == "TransactionCreated:\(t.id.uuidString.lowercased())")
         #expect(rows[0]["payload"] as String == "", "no second copy of the transaction")
