@@ -218,7 +218,14 @@ struct SinkWorker: Sendable {
             let outcomes = unwritten + batch
             if !outcomes.isEmpty {
                 do {
-                    try ledger.record(outcomes.map { ($0.id, $0.result) })
+                    let results = outcomes.map { ($0.id, $0.result) }
+                    if !done && failures == 0 && sends.dispatcher == .drained {
+                        // Nothing else to send: the slots these rows hold cost nothing while their outcomes wait
+                        // for the next event's commit (one commit a transaction instead of two).
+                        try await ledger.record(results, withNextWriteWithin: Self.carryWindow)
+                    } else {
+                        try ledger.record(results)
+                    }
                     if failures > 0 {
                         logger.notice("sink \(name): outcomes are recorded again (\(outcomes.count) had waited)")
                     }
@@ -253,6 +260,10 @@ struct SinkWorker: Sendable {
             if batch.isEmpty { await wake.wait(upTo: .seconds(60), evenIfCancelled: true) }
         }
     }
+
+    /// How long outcomes wait for an event's commit to carry them before they get one of their own: longer than the
+    /// gap between events in a steady stream (50 ms at 20 a second), short beside a person reading `deliveries`.
+    static let carryWindow = Duration.milliseconds(200)
 
     /// Pauses between attempts at writing outcomes the ledger refused.
     static let recordRetry = Backoff(initial: .milliseconds(500), maximum: .seconds(30))

@@ -143,6 +143,28 @@ extension Store {
         }
     }
 
+    /// The outcomes of several sends, written with the next write's commit (the next event's, usually) when one
+    /// comes within `window`, else on their own as `record` does: one commit a transaction instead of two, in a
+    /// steady stream of events to a sink that keeps up. Returns once they are written.
+    public func record(
+        _ results: [(id: String, result: JobOutcome)], withNextWriteWithin window: Duration
+    )
+        async throws(StoreError)
+    {
+        guard !results.isEmpty else { return }
+        let wake = Wakeup()
+        let ticket = carried.leave(results, wake: wake)
+        var wait = window
+        while true {
+            await wake.wait(upTo: wait, evenIfCancelled: true)
+            switch carried.claim(ticket) {
+            case .written: return
+            case .yours(let results): return try record(results)
+            case .inAWrite: wait = .seconds(60)  // its commit or rollback signals
+            }
+        }
+    }
+
     /// Rows an older version left `in_flight` at a crash: pending again (they go out with the same id).
     @discardableResult
     public func requeueInFlightDeliveries() throws(StoreError) -> Int {

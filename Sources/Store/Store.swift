@@ -25,6 +25,8 @@ public final class Store: Sendable {
     /// observer per write that planned something, not one per event: that made a burst quadratic, and nested
     /// the observers' callbacks until the stack overflowed at about 90,000 events.
     let planned = Mutex<[Delivery]>([])
+    /// Outcomes of sends waiting for the next write's commit (`record(_:withNextWriteWithin:)`).
+    let carried = CarriedOutcomes()
     /// The alerts' ordering rule for catch-ups (a live alert waits for the digest of what was missed): Alerts'
     /// policy, kept here because it is asked inside the transaction that plans.
     let gathering = Mutex(DigestGathering())
@@ -250,20 +252,38 @@ public final class Store: Sendable {
         }
     }
 
-    /// One SQLite transaction. When it planned deliveries and committed, they go to the relay's `onPlanned`.
+    /// One SQLite transaction. When it planned deliveries and committed, they go to the relay's `onPlanned`. The
+    /// outcomes of sends left to be carried go in with it.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.write { db in
                 do {
                     let result = try body(db)
+                    let outcomes = carried.take()
+                    do {
+                        for (_, results) in outcomes {
+                            for (id, outcome) in results { try JobQueue<Delivery>.record(db, id, outcome) }
+                        }
+                    } catch {
+                        carried.rolledBack(outcomes.map(\.ticket))  // their callers write them, or keep them
+                        throw error
+                    }
                     let rows = planned.withLock { rows in
                         defer { rows.removeAll() }
                         return rows
                     }
-                    if !rows.isEmpty, let handOver = relay.withLock({ $0?.onPlanned }) {
+                    let handOver = rows.isEmpty ? nil : relay.withLock({ $0?.onPlanned })
+                    if handOver != nil || !outcomes.isEmpty {
                         // Once committed, and still in this writer's turn (writers on other threads wait for it):
-                        // the rows are this transaction's own, and the hand-overs follow the commits' order.
-                        db.afterNextTransaction(onCommit: { _ in handOver(rows) })
+                        // the rows are this transaction's own, and the hand-overs follow the commits' order. One
+                        // observer for both: each is a call on every statement until the commit.
+                        let tickets = outcomes.map(\.ticket)
+                        db.afterNextTransaction(
+                            onCommit: { [carried] _ in
+                                if !tickets.isEmpty { carried.committed(tickets) }
+                                handOver?(rows)
+                            },
+                            onRollback: { [carried] _ in if !tickets.isEmpty { carried.rolledBack(tickets) } })
                     }
                     return result
                 } catch {

@@ -95,6 +95,11 @@ public protocol DeliveryLedger: Sendable {
     func nextDeliveryDue(sink: String, excluding: Set<String>) throws(StoreError) -> Date?
     /// The outcomes of several sends, together.
     func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError)
+    /// The same, written with the next write's commit when one comes within `window` (a store that cannot carry
+    /// them writes them at once). Returns once they are written.
+    func record(
+        _ results: [(id: String, result: JobOutcome)], withNextWriteWithin window: Duration)
+        async throws(StoreError)
     /// A child's deliveries of `sink` that may fold into one digest, due by `dueBy`.
     func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery]
     /// Merges the waiting deliveries of `kind` for (sink, child) that the newest waiting one supersedes
@@ -146,6 +151,15 @@ extension Delivery {
 }
 
 extension DeliveryLedger {
+    /// At once, for a ledger whose writes are not a commit of the relay's own to carry them (a shared database).
+    public func record(
+        _ results: [(id: String, result: JobOutcome)], withNextWriteWithin window: Duration
+    )
+        async throws(StoreError)
+    {
+        try record(results)
+    }
+
     /// In two reads, for a ledger that has no single one.
     public func dueDeliveriesAndNext(
         sink: String, at now: Date, limit: Int, excluding: Set<String>

@@ -1,0 +1,85 @@
+import Alerts
+import Core
+import Foundation
+import GRDB
+import StoreContract
+import Synchronization
+import Testing
+
+@testable import Store
+
+/// A send's outcome waits for the next write and goes into the file with its commit, not with one of its own; with
+/// no write in time it is written alone; a write that rolls back leaves it to its caller. Read from another
+/// connection, which sees only what is committed.
+@Suite struct CarriedOutcomeTests {
+    struct EverythingToOneSink: AlertPlanner {
+        func plan(_ e: RelayEvent) -> [PlannedDelivery] {
+            [PlannedDelivery(sink: "s", rule: "r", kind: e.kind, urgency: .normal)]
+        }
+    }
+
+    func state(_ db: DatabaseQueue, _ id: String) throws -> String? {
+        try db.read { try String.fetchOne($0, sql: "SELECT state FROM delivery WHERE id = ?", arguments: [id]) }
+    }
+
+    @Test func anOutcomeGoesIntoTheFileWithTheNextWritesCommit() async throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let outside = try DatabaseQueue(path: store.path)
+        // What the file says of the first delivery when the second one's commit hands it over.
+        let firstAtTheSecondsCommit = Mutex<[String?]>([])
+        let first = Mutex<String?>(nil)
+        store.setPlanner(EverythingToOneSink()) { rows in
+            guard let id = first.withLock({ $0 }) else { return first.withLock { $0 = rows.first?.id } }
+            firstAtTheSecondsCommit.withLock { $0.append(try? self.state(outside, id)) }
+        }
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "first"))
+        let id = try #require(first.withLock { $0 })
+        let recorded = Task { try await store.record([(id, .done(at: Date()))], withNextWriteWithin: .seconds(60)) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try state(outside, id) == "pending", "no commit of its own: it waits for the next write")
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "second"))
+        try await recorded.value
+        #expect(firstAtTheSecondsCommit.withLock { $0 } == ["delivered"], "in the file with the second's commit")
+        #expect(try state(outside, id) == "delivered")
+    }
+
+    @Test func withNoWriteInTheWindowTheOutcomeIsWrittenAlone() async throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let outside = try DatabaseQueue(path: store.path)
+        let handed = Mutex<[String]>([])
+        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "only"))
+        let id = try #require(handed.withLock { $0.first })
+        try await store.record(
+            [(id, .retry(error: "HTTP 503", at: Date(timeIntervalSinceNow: 30)))],
+            withNextWriteWithin: .milliseconds(50))
+        let row = try #require(
+            try outside.read {
+                try Row.fetchOne(
+                    $0, sql: "SELECT state, attempts, last_error FROM delivery WHERE id = ?", arguments: [id])
+            })
+        #expect(row["state"] as String == "pending" && row["attempts"] as Int == 1)
+        #expect(row["last_error"] as String? == "HTTP 503")
+    }
+
+    /// The outcomes a write took are the caller's again when that write rolls back, and once only: a write that
+    /// commits later does not write them a second time.
+    @Test func outcomesAWriteRolledBackAreTheCallersAgain() {
+        let carried = CarriedOutcomes()
+        let ticket = carried.leave([("d1", .done(at: Date()))], wake: Wakeup())
+        let taken = carried.take()
+        #expect(taken.map(\.ticket) == [ticket])
+        #expect(carried.take().isEmpty, "held by the first write")
+        guard case .inAWrite = carried.claim(ticket) else {
+            Issue.record("a write holds them until its commit or rollback")
+            return
+        }
+        carried.rolledBack([ticket])
+        guard case .yours(let results) = carried.claim(ticket) else {
+            Issue.record("rolled back: the caller writes them")
+            return
+        }
+        #expect(results.map(\.id) == ["d1"])
+        #expect(carried.take().isEmpty, "claimed: no later write takes them")
+    }
+}
