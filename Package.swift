@@ -284,7 +284,7 @@ let package = Package(
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol",
+                "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol", "Core",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(
