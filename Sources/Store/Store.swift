@@ -256,7 +256,9 @@ public final class Store: Sendable {
     /// outcomes of sends left to be carried go in with it.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
-            return try pool.write { db in
+            return try pool.writeWithoutTransaction { db in
+                // GRDB's own transaction compiles its BEGIN and COMMIT afresh each time; these are compiled once.
+                try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
                 do {
                     let result = try body(db)
                     let outcomes = carried.take()
@@ -285,9 +287,12 @@ public final class Store: Sendable {
                             },
                             onRollback: { [carried] _ in if !tickets.isEmpty { carried.rolledBack(tickets) } })
                     }
+                    try db.executeCached(sql: "COMMIT TRANSACTION")
                     return result
                 } catch {
                     planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
+                    // SQLite has already rolled back after some failures (a full disk, an I/O error).
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
                     throw error
                 }
             }
