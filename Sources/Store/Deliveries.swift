@@ -138,9 +138,12 @@ extension Store {
     /// record); a kill -9 forgets nothing.
     public func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
         guard !results.isEmpty else { return }
-        try writeWithoutSync { db in
-            for (id, result) in results { try JobQueue<Delivery>.record(db, id, result) }
-        }
+        try writeWithoutSync { db in try Self.writeOutcomes(db, results) }
+    }
+
+    /// The one place sends' outcomes are written: in a commit of their own (`record`) or carried by another write's.
+    static func writeOutcomes(_ db: Database, _ results: [(id: String, result: JobOutcome)]) throws {
+        for (id, result) in results { try JobQueue<Delivery>.record(db, id, result) }
     }
 
     /// The outcomes of several sends, written with the next write's commit (the next event's, usually) when one

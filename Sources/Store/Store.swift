@@ -261,25 +261,16 @@ public final class Store: Sendable {
                 try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
                 do {
                     let result = try body(db)
-                    let outcomes = carried.take()
-                    do {
-                        for (_, results) in outcomes {
-                            for (id, outcome) in results { try JobQueue<Delivery>.record(db, id, outcome) }
-                        }
-                    } catch {
-                        carried.rolledBack(outcomes.map(\.ticket))  // their callers write them, or keep them
-                        throw error
-                    }
+                    let tickets = try carryOutcomes(db)
                     let rows = planned.withLock { rows in
                         defer { rows.removeAll() }
                         return rows
                     }
                     let handOver = rows.isEmpty ? nil : relay.withLock({ $0?.onPlanned })
-                    if handOver != nil || !outcomes.isEmpty {
+                    if handOver != nil || !tickets.isEmpty {
                         // Once committed, and still in this writer's turn (writers on other threads wait for it):
                         // the rows are this transaction's own, and the hand-overs follow the commits' order. One
                         // observer for both: each is a call on every statement until the commit.
-                        let tickets = outcomes.map(\.ticket)
                         db.afterNextTransaction(
                             onCommit: { [carried] _ in
                                 if !tickets.isEmpty { carried.committed(tickets) }
@@ -299,6 +290,19 @@ public final class Store: Sendable {
         } catch {
             throw StoreError(path: path, error)
         }
+    }
+
+    /// Writes the outcomes left to be carried into the write in progress; returns their tickets. On a failure they
+    /// are their callers' again, to write or keep.
+    private func carryOutcomes(_ db: Database) throws -> [UInt64] {
+        let outcomes = carried.take()
+        do {
+            for (_, results) in outcomes { try Self.writeOutcomes(db, results) }
+        } catch {
+            carried.rolledBack(outcomes.map(\.ticket))
+            throw error
+        }
+        return outcomes.map(\.ticket)
     }
 }
 
