@@ -44,6 +44,23 @@ public struct Daemon: Sendable {
         let stopped = Wakeup()
     }
 
+    /// Once the first catch-up is done and its alerts had a moment to go, the code only the start ran is let go of
+    /// (`CodePages`): an idle relay's resident memory is then what idling uses (BENCHMARKS.md, session 41).
+    private final class Settling: Sendable {
+        private let done = Atomic<Bool>(false)
+        private let logger: Logger
+        init(logger: Logger) { self.logger = logger }
+
+        func caughtUp() {
+            guard !done.exchange(true, ordering: .relaxed) else { return }
+            Task.detached(priority: .background) { [logger] in
+                try? await Task.sleep(for: .seconds(10))
+                let kib = CodePages.release()
+                logger.debug("settled: unmapped \(kib / 1024) MiB of code pages the start had touched")
+            }
+        }
+    }
+
     /// The parts already made; `start` makes them as `run` does.
     init(
         settings: RelaySettings, storage: DaemonStore, engine: RelayEngine, metrics: RelayMetrics, http: HTTPClient,
@@ -138,7 +155,11 @@ public struct Daemon: Sendable {
             limits: .init(
                 maxAttempts: settings.local.outboxMaxAttempts, maxAge: Double(settings.local.outboxMaxAgeDays) * 86400),
             tracing: settings.otlpEndpoint != nil, executor: syncThread, logger: logger)
-        await sync.onCaughtUp { [engine] in engine.familyChanged() }
+        let settling = Settling(logger: logger)
+        await sync.onCaughtUp { [engine] in
+            engine.familyChanged()
+            settling.caughtUp()
+        }
         sync.wishLists.onStored { [engine] in engine.familyChanged() }
         let holdsLink = LinkHeld()
         var presence: ReplicaPresence?
