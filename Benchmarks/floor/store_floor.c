@@ -1,8 +1,8 @@
 // The floor for the whole relay: the rows the relay writes for each hub event, written directly in C on the same
 // libraries (libwebsockets, SQLite; libcurl for the webhooks) into a copy of the relay's own database (its schema,
-// its indexes, its seeded family). What it keeps of the relay's promise: every event lands in the inbox under the
-// relay's dedup key (a BalanceUpdated with its normalised payload; a transaction's is empty, as the relay's since
-// session 39: its row in `txn` holds it), each transaction in `txn`, each child's balance, and for each
+// its indexes, its seeded family). What it keeps of the relay's promise: every event lands once, each transaction as
+// its row in `txn` (a repeat found by its id there, as the relay's since session 41), each BalanceUpdated in the
+// inbox with its normalised payload, each child's balance, and for each
 // transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
 // synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
 // 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
@@ -28,10 +28,10 @@
 
 static int connected, in_batch, batch_events, awaiting_balance;
 static lws_sorted_usec_list_t hold_timer;
-static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *insert_txn, *insert_delivery, *latest_balance,
+static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *is_stored, *insert_txn, *insert_delivery, *latest_balance,
     *load_child, *save_child, *mark_delivered;
 static char now_iso[32];
-static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
+static unsigned long long events, commits, rng = 0x9e3779b97f4a7c15ULL;
 static lws_usec_t held_since;
 
 // The soak's webhooks: a batch's alerts, sent after its commit; the rows they went out for, marked with the next.
@@ -189,7 +189,7 @@ static void transaction_created(const char *m, size_t len) {
     long long amount = number_member(args, rest, "\"amount\":"), after = number_member(args, rest, "\"balanceAfter\":");
     struct child *child = child_of(child_id);
     if (!child) return;  // the relay catches up here; the blast's children are all known
-    char amount_text[32], after_text[32], before_text[32], key[64], members[1024], alert[1400];
+    char amount_text[32], after_text[32], before_text[32], members[1024], alert[1400];
     money(amount_text, amount);
     money(after_text, after);
     money(before_text, child->balance);
@@ -197,13 +197,10 @@ static void transaction_created(const char *m, size_t len) {
              "\"id\":\"%s\",\"childId\":\"%s\",\"type\":\"%s\",\"amount\":\"%s\",\"description\":\"%s\","
              "\"balanceAfter\":\"%s\",\"createdAt\":\"%s\",\"createdByName\":\"%s\"",
              id, child_id, type, amount_text, description, after_text, created_at, created_by);
-    snprintf(key, sizeof key, "TransactionCreated:%s", id);
-    text(insert_inbox, 1, key);
-    text(insert_inbox, 2, "TransactionCreated");
-    text(insert_inbox, 3, "");
-    text(insert_inbox, 4, now_iso);
-    step(insert_inbox, "insert inbox");
-    if (sqlite3_changes(db) != 1) return;  // a duplicate
+    text(is_stored, 1, id);
+    int repeat = sqlite3_step(is_stored) == SQLITE_ROW;
+    sqlite3_reset(is_stored);
+    if (repeat) return;
     const char *values[] = {id, child_id, NULL, type, description, NULL, created_at, created_by, now_iso};
     for (int i = 0; i < 9; i++) if (values[i]) text(insert_txn, i + 1, values[i]);
     sqlite3_bind_int64(insert_txn, 3, amount);
@@ -252,15 +249,12 @@ static void balance_updated(const char *m, size_t len) {
     long long balance = cents_at(comma + 1);
     struct child *child = child_of(child_id);
     if (!child) return;
-    char key[96], payload[160], balance_text[32];
+    char payload[160], balance_text[32];
     money(balance_text, balance);
-    snprintf(key, sizeof key, "BalanceUpdated:floor-%llu", ++balance_updates);
     snprintf(payload, sizeof payload, "{\"event\":\"BalanceUpdated\",\"childId\":\"%s\",\"balance\":\"%s\"}", child_id,
              balance_text);
-    text(insert_inbox, 1, key);
-    text(insert_inbox, 2, "BalanceUpdated");
-    text(insert_inbox, 3, payload);
-    text(insert_inbox, 4, now_iso);
+    text(insert_inbox, 1, payload);
+    text(insert_inbox, 2, now_iso);
     step(insert_inbox, "insert inbox");
     // The relay compares the server's balance with its newest transaction's (a gap means missed events).
     text(latest_balance, 1, child_id);
@@ -299,8 +293,8 @@ int main(int argc, char **argv) {
                            "PRAGMA wal_autocheckpoint=4000;", NULL, NULL, NULL), "pragmas");
     prepare("BEGIN IMMEDIATE", &begin_stmt);
     prepare("COMMIT", &commit_stmt);
-    prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, 0, ?)",
-            &insert_inbox);
+    prepare("INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)", &insert_inbox);
+    prepare("SELECT 1 FROM txn WHERE id = ?", &is_stored);
     prepare("INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,"
             " origin, received_via, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'hub', ?)"
             " ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor",

@@ -6,7 +6,8 @@ import GRDB
 import StoreContract
 
 extension Store {
-    /// Applies one hub event in one SQLite transaction: the inbox row and the cache change land together.
+    /// Applies one hub event in one SQLite transaction: its record (a transaction's row, a balance's inbox row) and the cache
+    /// change land together.
     public func apply(_ event: HubEvent, at now: Date = Date()) throws(StoreError) -> ApplyResult {
         try apply([event], at: now)[0]
     }
@@ -46,10 +47,7 @@ extension Store {
                 return .needsCatchUp(
                     reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
-            guard
-                try Self.recordInbox(
-                    db, key: "TransactionCreated:\(t.id.lowercased)", event: event, caughtUp: false, now: now)
-            else {
+            guard try !Self.isStored(db, id: t.id) else {
                 if let contradiction = try Self.contradiction(db, t) {
                     throw StoreError(path: path, contradiction, code: .conflict)
                 }
@@ -70,20 +68,13 @@ extension Store {
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):
-            if try Bool.fetchOne(
-                try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased]) == true
-            {
-                return .duplicate
-            }
+            if try Self.isStored(db, id: id) { return .duplicate }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
         case .balanceUpdated(let childId, let balance):
             guard let child = try children.load(db, childId) else {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
-            // Not unique by content (the same balance can come twice): every one is kept, in order.
-            _ = try Self.recordInbox(
-                db, key: "BalanceUpdated:\(session)-\(sequence.add(1, ordering: .relaxed).newValue)", event: event,
-                caughtUp: false, now: now)
+            try Self.recordInbox(db, balance: event, now: now)
             let latest = try Int64.fetchOne(
                 try db.cachedStatement(
                     sql:
@@ -159,11 +150,7 @@ extension Store {
                         now: now, traceParent: traceParent)
                     continue
                 }
-                guard
-                    try Self.recordInbox(
-                        db, key: "TransactionCreated:\(t.id.lowercased)", event: .transactionCreated(t), caughtUp: true,
-                        now: now)
-                else {
+                guard try !Self.isStored(db, id: t.id) else {
                     if let contradiction = try Self.contradiction(db, t) {
                         throw StoreError(path: path, contradiction, code: .conflict)
                     }
@@ -201,9 +188,7 @@ extension Store {
                         previousBalance: Money.decimal(cents: cached), caughtUp: true)
                     // History only while nothing came live: a relay that ran (and was stopped) before its first
                     // catch-up completed owes what changed meanwhile.
-                    event.history =
-                        try history
-                        && !(Bool.fetchOne(db, sql: "SELECT 1 FROM inbox WHERE caught_up = 0 LIMIT 1") ?? false)
+                    event.history = try history && !Self.anythingCameLive(db)
                     event.traceParent = traceParent
                     try planDeliveries(db, event)
                 }
@@ -340,12 +325,8 @@ extension Store {
         }
     }
 
-    /// Hub events and caught-up transactions recorded, oldest first: (kind, caught up?).
-    public func inbox() throws(StoreError) -> [(kind: String, caughtUp: Bool)] {
-        try read { db in
-            try Row.fetchAll(db, sql: "SELECT kind, caught_up FROM inbox ORDER BY seq").map {
-                ($0["kind"], $0["caught_up"])
-            }
-        }
+    /// The hub events kept in the inbox (those with no row of their own: BalanceUpdated), oldest first: their kinds.
+    public func inbox() throws(StoreError) -> [String] {
+        try read { db in try String.fetchAll(db, sql: "SELECT kind FROM inbox ORDER BY seq") }
     }
 }

@@ -7,18 +7,27 @@ import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
 extension Store {
-    /// Returns false when the key was recorded before (the event is a duplicate). A transaction's payload is
-    /// empty: its content is its row in `txn`, under the id its key names, written in the same commit; a second
-    /// copy as JSON cost each event a JSON text and was a sixth of the file (BENCHMARKS.md, session 39). A
-    /// BalanceUpdated's payload is the event as JSON, the only record of it.
-    static func recordInbox(_ db: Database, key: String, event: HubEvent, caughtUp: Bool, now: Date) throws -> Bool {
-        let (kind, payload) =
-            if case .balanceUpdated = event { ("BalanceUpdated", event.jsonText) } else { ("TransactionCreated", "") }
+    /// A BalanceUpdated as it came (the event as JSON): its only record, in arrival order. Not unique by content (the
+    /// same balance can come twice): every one is kept. A transaction has no inbox row: its row in `txn` is its
+    /// record, and finds a repeat (`isStored`).
+    static func recordInbox(_ db: Database, balance event: HubEvent, now: Date) throws {
         try db.executeCached(
-            sql:
-                "INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [key, kind, payload, caughtUp, ISO.string(now)])
-        return db.changesCount == 1
+            sql: "INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)",
+            arguments: [event.jsonText, ISO.string(now)])
+    }
+
+    /// Whether any event came over the hub (a balance, or a transaction stored as it came): asked once per child at
+    /// the end of a first catch-up, where it may read what that catch-up stored.
+    static func anythingCameLive(_ db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM inbox LIMIT 1") == true
+            || Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE received_via IN ('hub', 'outbox') LIMIT 1") == true
+    }
+
+    /// Whether the server's transaction `id` is stored already (its event is a repeat). The id is the primary key
+    /// of `txn`, so this is one look-up; a local write waiting in the outbox has an id of its own.
+    static func isStored(_ db: Database, id: UUID) throws -> Bool {
+        try Bool.fetchOne(try db.cachedStatement(sql: "SELECT 1 FROM txn WHERE id = ?"), arguments: [id.lowercased])
+            == true
     }
 
     /// Why `t` cannot be the transaction stored under its id (nil: it is the same one). A transaction never

@@ -117,11 +117,7 @@ extension Store {
                 arguments: [e.localTransactionId.lowercased])
             let standInRemoved = db.changesCount > 0
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
-            guard
-                try Self.recordInbox(
-                    db, key: "TransactionCreated:\(server.id.lowercased)", event: .transactionCreated(server),
-                    caughtUp: false, now: now)
-            else {
+            guard try !Self.isStored(db, id: server.id) else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top

@@ -35,10 +35,6 @@ public final class Store: Sendable {
     /// BENCHMARKS.md session 36). Exact, since only this process writes the file's wish lists (`storeWishList`);
     /// the file's lease keeps any other relay out.
     let goalChildren = Mutex<Set<UUID>?>(nil)
-    /// Inbox keys for BalanceUpdated (not unique by content): this process's random prefix and a counter,
-    /// cheaper than a random UUID per event.
-    let session = UUID.random().lowercased
-    let sequence = Atomic<Int>(0)
 
     public enum Durability: String, Sendable {
         /// A committed row survives power loss (the default).

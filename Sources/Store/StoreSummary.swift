@@ -34,16 +34,20 @@ extension Store {
     private static func contact(_ db: Database) throws -> StoreContact {
         let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
             .flatMap(ISODate.parse)
-        // The newest rows by seq (the order they were stored in), read from the end: no scan of the inbox.
-        let lastReceived = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1")
-            .flatMap(ISODate.parse)
-        let lastEvent = try String.fetchOne(
-            db, sql: "SELECT received_at FROM inbox WHERE caught_up = 0 ORDER BY seq DESC LIMIT 1"
-        )
-        .flatMap(ISODate.parse)
+        // The newest rows in the order they were stored in (seq, rowid), read from the end. The inbox holds only live
+        // events; a transaction's row says how it came, looked for among the last 1,000 stored (read on each metrics
+        // scrape: after a long catch-up with the hub away, not the whole history each time).
+        let lastBalance = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1")
+        let lastTransaction = try String.fetchOne(
+            db,
+            sql: """
+                SELECT stored_at FROM (SELECT rowid AS r, stored_at, received_via FROM txn ORDER BY rowid DESC LIMIT 1000)
+                WHERE received_via IN ('hub', 'outbox') ORDER BY r DESC LIMIT 1
+                """)
+        let lastEvent = [lastBalance, lastTransaction].compactMap { $0.flatMap(ISODate.parse) }.max()
         return StoreContact(
             lastCatchUp: lastCatchUp, lastEvent: lastEvent,
-            lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
+            lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
     }
 
     /// Writes waiting to be sent (pending or in flight).

@@ -21,8 +21,9 @@ struct RunCommand: AsyncParsableCommand {
             A lost connection is retried forever (exponential back-off with jitter, at most 60 s apart);
             so is the first connect, so the relay may start before the backend.
 
-            Every event is stored in the local database (store.path) in the same SQLite transaction as its inbox
-            row; at each connect, and whenever an event shows a gap, missed transactions are fetched over REST.
+            Every event is stored in the local database (store.path), once, in one SQLite transaction with what it
+            changes and the alerts it causes; at each connect, and whenever an event shows a gap, missed transactions
+            are fetched over REST.
 
             With status.listen set (e.g. 127.0.0.1:9464), GET /healthz answers 200 or 503 with the reasons, and
             GET /metrics gives Prometheus text.

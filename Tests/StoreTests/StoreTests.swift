@@ -23,6 +23,7 @@ let allMigrations = [
     "v19: a failing sink, for status and /healthz",
     "v20: wish lists and the goals reached",
     "v21: the inbox without AUTOINCREMENT",
+    "v22: the inbox keeps what has no row of its own",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -59,10 +60,13 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.summary().transactions == 10)
         try store.storeCaughtUp(children: [child("10.00")], transactions: Array(history.suffix(4)))
         #expect(try store.summary().transactions == 10, "a transaction stored again is not counted again")
-        _ = try store.apply([.transactionCreated(transaction(11, amount: "1.00", after: "11.00"))])
+        _ = try store.apply([
+            .transactionCreated(transaction(11, amount: "1.00", after: "11.00")),
+            .balanceUpdated(childId: alice, balance: 11),
+        ])
         let before = try store.summary()
         #expect(before.transactions == 11)
-        #expect((before.inboxRows ?? 0) > 0)
+        #expect(before.inboxRows == 1, "the balance; a transaction's record is its row")
         let pruned = try store.prune(inboxDays: 1, transactionDays: 1, now: Date().addingTimeInterval(3 * 86400))
         #expect(pruned.transactions == 11)
         #expect(pruned.inbox == before.inboxRows)
@@ -70,30 +74,34 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(after.transactions == 0 && after.inboxRows == 0)
     }
 
-    @Test func aTransactionsInboxRowKeepsItsArrivalAndItsRowInTxnKeepsItsContent() throws {
+    /// A transaction's record is its row in `txn` (how and when it came included); a balance, which has no row of
+    /// its own, is kept in the inbox as it came, each arrival once.
+    @Test func aTransactionIsKeptAsItsRowAndABalanceAsItCameInTheInbox() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("10.00")], transactions: [])
         let t = transaction(1, amount: "2.50", after: "12.50")
         _ = try store.apply([
             .transactionCreated(t), .balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!),
         ])
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!))
         let rows = try DatabaseQueue(path: store.path).read { db in
-            try Row.fetchAll(db, sql: "SELECT dedup_key, kind, payload, received_at FROM inbox ORDER BY seq")
+            try Row.fetchAll(db, sql: "SELECT kind, payload, received_at FROM inbox ORDER BY seq")
         }
         #expect(rows.allSatisfy { !($0["received_at"] as String).isEmpty }, "each arrival's time is kept")
-        #expect(rows.map { $0["kind"] as String } == ["TransactionCreated", "BalanceUpdated"])
-        #expect(rows[0]["dedup_key"] as String == "TransactionCreated:\(t.id.uuidString.lowercased())")
-        #expect(rows[0]["payload"] as String == "", "no second copy of the transaction")
+        #expect(rows.map { $0["kind"] as String } == ["BalanceUpdated", "BalanceUpdated"], "the same balance twice")
         let balance =
-            try JSONSerialization.jsonObject(with: Data((rows[1]["payload"] as String).utf8)) as? [String: String]
+            try JSONSerialization.jsonObject(with: Data((rows[0]["payload"] as String).utf8)) as? [String: String]
         #expect(balance == ["event": "BalanceUpdated", "childId": alice.uuidString.lowercased(), "balance": "12.50"])
         let stored = try DatabaseQueue(path: store.path).read { db in
             try Row.fetchOne(
-                db, sql: "SELECT amount_minor, balance_after_minor, description FROM txn WHERE id = ?",
+                db,
+                sql:
+                    "SELECT amount_minor, balance_after_minor, description, received_via, stored_at FROM txn WHERE id = ?",
                 arguments: [t.id.uuidString.lowercased()])
         }
         #expect(stored?["amount_minor"] as Int64? == 250 && stored?["balance_after_minor"] as Int64? == 1250)
         #expect(stored?["description"] as String? == "t1")
+        #expect(stored?["received_via"] as String? == "hub" && stored?["stored_at"] as String? != nil)
     }
 
     @Test func aDamagedPageIsFoundByTheIntegrityCheckNotAtOpen() throws {
@@ -182,8 +190,8 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.goals(child: alice).map(\.item) == [helmet])
     }
 
-    /// The previous release's inbox (v20) rebuilt without AUTOINCREMENT: every row kept in its order, a repeat of a
-    /// kept event still refused, a new one after them; and an event stored no longer writes sqlite_sequence.
+    /// The inbox of two releases back (v20) rebuilt without AUTOINCREMENT: every row kept in its order, a new one
+    /// after them; and an event stored no longer writes sqlite_sequence.
     @Test func theInboxRebuiltWithoutAutoincrementKeepsItsRowsAndOrder() throws {
         let path = try olderDatabase(upTo: "v20: wish lists and the goals reached") { db in
             try db.execute(
@@ -193,23 +201,73 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
             for (seq, key) in [(3, "c"), (7, "a"), (9, "b")] {
                 try db.execute(
                     sql:
-                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, 'TransactionCreated', '{}', 0, '2026-01-01T00:00:00Z')",
-                    arguments: [seq, key])
+                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, 'BalanceUpdated', ?, 0, '2026-01-01T00:00:00Z')",
+                    arguments: [seq, key, "{\"balance\":\"\(key)\"}"])
             }
         }
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
         let raw = try DatabaseQueue(path: path)
-        let rows = { try raw.read { try Row.fetchAll($0, sql: "SELECT seq, dedup_key FROM inbox ORDER BY seq") } }
-        #expect(try rows().map { "\($0["seq"] as Int64):\($0["dedup_key"] as String)" } == ["3:c", "7:a", "9:b"])
+        let rows = { try raw.read { try Row.fetchAll($0, sql: "SELECT seq, payload FROM inbox ORDER BY seq") } }
+        #expect(
+            try rows().map { "\($0["seq"] as Int64):\($0["payload"] as String)" } == [
+                #"3:{"balance":"c"}"#, #"7:{"balance":"a"}"#, #"9:{"balance":"b"}"#,
+            ])
         let sql = try raw.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'inbox'") }
         #expect(sql?.uppercased().contains("AUTOINCREMENT") == false, "\(sql ?? "no inbox")")
-        let t = transaction(1, amount: "1.00", after: "26.50")
-        #expect(try store.apply(.transactionCreated(t)) == .stored(gap: nil))
-        #expect(try store.apply(.transactionCreated(t)) == .duplicate)
+        #expect(try store.apply(.balanceUpdated(childId: alice, balance: 26)) == .stored(gap: nil))
         #expect(try rows().map { $0["seq"] as Int64 } == [3, 7, 9, 10], "a new event after the kept ones")
         let sequences = try raw.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_sequence") }
         #expect(!sequences.contains("inbox"), "\(sequences)")
+    }
+
+    /// The previous release's inbox (v21): a transaction's row there repeated its row in `txn` and is dropped; the
+    /// balances stay, in order, with what they said; a repeat of a transaction stored before the upgrade is still
+    /// one (found by its row), and no unique index is left to write with each event.
+    @Test func theInboxKeepsTheBalancesAndTheTransactionsRowsFindRepeats() throws {
+        let stored = transaction(1, amount: "1.00", after: "25.50")
+        let path = try olderDatabase(upTo: "v21: the inbox without AUTOINCREMENT") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                     origin, received_via, stored_at)
+                    VALUES (?, '11111111-1111-4111-8111-111111111111', 100, 'Credit', 't1', 2550, ?, 'Parent', 'server', 'hub',
+                            '2026-01-01T00:00:01Z')
+                    """, arguments: [stored.id.uuidString.lowercased(), ISO.string(stored.createdAt)])
+            let rows: [(Int, String, String, String)] = [
+                (2, "TransactionCreated:\(stored.id.uuidString.lowercased())", "TransactionCreated", ""),
+                (3, "BalanceUpdated:s-1", "BalanceUpdated", #"{"balance":"25.50"}"#),
+                (5, "TransactionCreated:00000000-0000-4000-8000-0000000000ff", "TransactionCreated", ""),
+                (8, "BalanceUpdated:s-2", "BalanceUpdated", #"{"balance":"25.50"}"#),
+            ]
+            for (seq, key, kind, payload) in rows {
+                try db.execute(
+                    sql:
+                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, 0, '2026-01-01T00:00:01Z')",
+                    arguments: [seq, key, kind, payload])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        let inbox = try raw.read { try Row.fetchAll($0, sql: "SELECT seq, kind, payload FROM inbox ORDER BY seq") }
+        #expect(
+            inbox.map { "\($0["seq"] as Int64) \($0["kind"] as String) \($0["payload"] as String)" } == [
+                #"3 BalanceUpdated {"balance":"25.50"}"#, #"8 BalanceUpdated {"balance":"25.50"}"#,
+            ])
+        let indexes = try raw.read {
+            try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'inbox'")
+        }
+        #expect(indexes.isEmpty, "\(indexes)")
+        #expect(try store.apply(.transactionCreated(stored)) == .duplicate)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!, "the repeat changed nothing")
+        #expect(
+            try store.apply(.transactionCreated(transaction(2, amount: "1.00", after: "26.50"))) == .stored(gap: nil))
+        #expect(try store.transactions().count == 2)
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
@@ -234,6 +292,22 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.outbox().first?.state == .dead)
     }
 
+    /// When the hub last sent something (`status`, the metrics): a transaction alone counts, as a balance does; one
+    /// fetched by a catch-up does not (the catch-up is its own contact).
+    @Test func theLastEventIsTheNewestTransactionOrBalanceThatCameOverTheHub() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let day = Date(timeIntervalSince1970: 1_795_341_600 + 86400)
+        try store.storeCaughtUp(
+            children: [child("10.00")], transactions: [transaction(1, amount: "1.00", after: "10.00")], at: day)
+        #expect(try store.contact().lastEvent == nil)
+        #expect(try store.contact().lastContact == day)
+        _ = try store.apply(.transactionCreated(transaction(2, amount: "1.00", after: "11.00")), at: day + 60)
+        #expect(try store.contact().lastEvent == day + 60)
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: 11), at: day + 120)
+        #expect(try store.contact().lastEvent == day + 120)
+        #expect(try store.contact().lastContact == day + 120)
+    }
+
     @Test func theSameTransactionTwiceIsOneRow() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])
@@ -241,7 +315,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.apply(.transactionCreated(t)) == .stored(gap: nil))
         #expect(try store.apply(.transactionCreated(t)) == .duplicate)
         #expect(try store.transactions().count == 1)
-        #expect(try store.inbox().count == 1)
+        #expect(try store.inbox().isEmpty, "a transaction's record is its row")
         #expect(try store.children().first?.currentBalance == Decimal(string: "45.49")!)
     }
 
