@@ -255,29 +255,36 @@ public final class Store: Sendable {
             return try pool.writeWithoutTransaction { db in
                 // GRDB's own transaction compiles its BEGIN and COMMIT afresh each time; these are compiled once.
                 try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
+                var tickets: [UInt64] = []
+                var observed = false
                 do {
+                    // The outcomes first: each grows its row (a time, a state) while the row's page still has the
+                    // room. Written after this write's new rows had filled that page, the growth split it three
+                    // ways, a third of the pages an event wrote (BENCHMARKS.md, session 41).
+                    tickets = try carryOutcomes(db)
                     let result = try body(db)
-                    let tickets = try carryOutcomes(db)
                     let rows = planned.withLock { rows in
                         defer { rows.removeAll() }
                         return rows
                     }
                     let handOver = rows.isEmpty ? nil : relay.withLock({ $0?.onPlanned })
                     if handOver != nil || !tickets.isEmpty {
+                        observed = true
                         // Once committed, and still in this writer's turn (writers on other threads wait for it):
                         // the rows are this transaction's own, and the hand-overs follow the commits' order. One
                         // observer for both: each is a call on every statement until the commit.
                         db.afterNextTransaction(
-                            onCommit: { [carried] _ in
+                            onCommit: { [carried, tickets] _ in
                                 if !tickets.isEmpty { carried.committed(tickets) }
                                 handOver?(rows)
                             },
-                            onRollback: { [carried] _ in if !tickets.isEmpty { carried.rolledBack(tickets) } })
+                            onRollback: { [carried, tickets] _ in if !tickets.isEmpty { carried.rolledBack(tickets) } })
                     }
                     try db.executeCached(sql: "COMMIT TRANSACTION")
                     return result
                 } catch {
                     planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
+                    if !observed { carried.rolledBack(tickets) }  // else the observer gives them back
                     // SQLite has already rolled back after some failures (a full disk, an I/O error).
                     if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
                     throw error

@@ -62,6 +62,39 @@ import Testing
         #expect(row["last_error"] as String? == "HTTP 503")
     }
 
+    /// A write takes the outcomes before its own rows (so they grow their rows while the page has room): when its
+    /// own rows then fail, it rolls back and the outcomes are the caller's again, written by it at once, not left
+    /// waiting for a window that has passed its write.
+    @Test func aWriteThatFailsAfterTakingTheOutcomesGivesThemBack() async throws {
+        struct Refused: Error {}
+        let store = try Store.open(path: temporaryStorePath())
+        let outside = try DatabaseQueue(path: store.path)
+        let handed = Mutex<[String]>([])
+        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "only"))
+        let id = try #require(handed.withLock { $0.first })
+        let recorded = Task { try await store.record([(id, .done(at: Date()))], withNextWriteWithin: .seconds(60)) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(throws: StoreError.self) {
+            try store.write { db in
+                try db.execute(sql: "INSERT INTO sync_state (key, value) VALUES ('refused', 'x')")
+                throw Refused()
+            }
+        }
+        var seen = try state(outside, id)
+        for _ in 0..<200 where seen != "delivered" {
+            try await Task.sleep(for: .milliseconds(50))
+            seen = try state(outside, id)
+        }
+        #expect(seen == "delivered", "written by its caller once the write rolled back")
+        guard seen == "delivered" else { return }  // the caller still waits: not for this test to wait with it
+        try await recorded.value
+        let refused = try await outside.read {
+            try String.fetchOne($0, sql: "SELECT value FROM sync_state WHERE key = 'refused'")
+        }
+        #expect(refused == nil, "the failed write left nothing")
+    }
+
     /// The outcomes a write took are the caller's again when that write rolls back, and once only: a write that
     /// commits later does not write them a second time.
     @Test func outcomesAWriteRolledBackAreTheCallersAgain() {
