@@ -2,7 +2,9 @@
 // libraries (libwebsockets, SQLite; libcurl for the webhooks) into a copy of the relay's own database (its schema,
 // its indexes, its seeded family). What it keeps of the relay's promise: every event lands once, each transaction as
 // its row in `txn` (a repeat found by its id there, as the relay's since session 41), each BalanceUpdated in the
-// inbox with its normalised payload, each child's balance, and for each
+// inbox with its normalised payload (a database of schema v21 or before, for a before-and-after beside an older relay:
+// each event in the inbox under the relay's dedup key then, a transaction's with an empty payload), each child's
+// balance, and for each
 // transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
 // synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
 // 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
@@ -28,10 +30,11 @@
 
 static int connected, in_batch, batch_events, awaiting_balance;
 static lws_sorted_usec_list_t hold_timer;
-static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *is_stored, *insert_txn, *insert_delivery, *latest_balance,
+static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *balance_inbox, *is_stored, *insert_txn, *insert_delivery, *latest_balance,
     *load_child, *save_child, *mark_delivered;
 static char now_iso[32];
-static unsigned long long events, commits, rng = 0x9e3779b97f4a7c15ULL;
+static int keyed_inbox;  // schema v21 or before: every event in the inbox under a unique dedup key
+static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
 static lws_usec_t held_since;
 
 // The soak's webhooks: a batch's alerts, sent after its commit; the rows they went out for, marked with the next.
@@ -100,6 +103,17 @@ static struct child *child_of(const char *id) {
     return c;
 }
 
+// The outcomes of the last batch's webhooks, written first in the next transaction, as the relay
+// writes them (session 41: before the new rows fill the page the grown rows are on).
+static void mark_sent(void) {
+    for (int i = 0; i < sent_count; i++) {
+        text(mark_delivered, 1, now_iso);
+        text(mark_delivered, 2, sent[i]);
+        step(mark_delivered, "mark delivered");
+    }
+    sent_count = 0;
+}
+
 static void begin_batch(void) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -109,6 +123,7 @@ static void begin_batch(void) {
     snprintf(now_iso + n, sizeof now_iso - n, ".%03ldZ", (long)(tv.tv_usec / 1000));
     step(begin_stmt, "begin");
     in_batch = 1;
+    mark_sent();
 }
 
 static void wake(lws_sorted_usec_list_t *sul) { (void)sul; }  // the loop's turn ends, and commit_batch runs
@@ -134,16 +149,6 @@ static void send_webhooks(void) {
     pending_count = 0;
 }
 
-// The outcomes of the last batch's webhooks, written in the open transaction.
-static void mark_sent(void) {
-    for (int i = 0; i < sent_count; i++) {
-        text(mark_delivered, 1, now_iso);
-        text(mark_delivered, 2, sent[i]);
-        step(mark_delivered, "mark delivered");
-    }
-    sent_count = 0;
-}
-
 // After each turn of the loop: the batch is committed unless more is waiting to be read, or its last event is a
 // TransactionCreated whose BalanceUpdated may still come (for 2 ms).
 static void commit_batch(void) {
@@ -159,7 +164,6 @@ static void commit_batch(void) {
     }
     if (floor_context) lws_sul_cancel(&hold_timer);
     awaiting_balance = 0;
-    mark_sent();
     for (int i = 0; i < child_count; i++) {
         if (!children[i].changed) continue;
         sqlite3_bind_int64(save_child, 1, children[i].balance);
@@ -197,10 +201,20 @@ static void transaction_created(const char *m, size_t len) {
              "\"id\":\"%s\",\"childId\":\"%s\",\"type\":\"%s\",\"amount\":\"%s\",\"description\":\"%s\","
              "\"balanceAfter\":\"%s\",\"createdAt\":\"%s\",\"createdByName\":\"%s\"",
              id, child_id, type, amount_text, description, after_text, created_at, created_by);
-    text(is_stored, 1, id);
-    int repeat = sqlite3_step(is_stored) == SQLITE_ROW;
-    sqlite3_reset(is_stored);
-    if (repeat) return;
+    if (keyed_inbox) {
+        char key[64];
+        snprintf(key, sizeof key, "TransactionCreated:%s", id);
+        text(insert_inbox, 1, key);
+        text(insert_inbox, 2, "");
+        text(insert_inbox, 3, now_iso);
+        step(insert_inbox, "insert inbox");
+        if (sqlite3_changes(db) != 1) return;  // a duplicate
+    } else {
+        text(is_stored, 1, id);
+        int repeat = sqlite3_step(is_stored) == SQLITE_ROW;
+        sqlite3_reset(is_stored);
+        if (repeat) return;
+    }
     const char *values[] = {id, child_id, NULL, type, description, NULL, created_at, created_by, now_iso};
     for (int i = 0; i < 9; i++) if (values[i]) text(insert_txn, i + 1, values[i]);
     sqlite3_bind_int64(insert_txn, 3, amount);
@@ -253,9 +267,18 @@ static void balance_updated(const char *m, size_t len) {
     money(balance_text, balance);
     snprintf(payload, sizeof payload, "{\"event\":\"BalanceUpdated\",\"childId\":\"%s\",\"balance\":\"%s\"}", child_id,
              balance_text);
-    text(insert_inbox, 1, payload);
-    text(insert_inbox, 2, now_iso);
-    step(insert_inbox, "insert inbox");
+    if (keyed_inbox) {
+        char key[96];
+        snprintf(key, sizeof key, "BalanceUpdated:floor-%llu", ++balance_updates);
+        text(balance_inbox, 1, key);
+        text(balance_inbox, 2, payload);
+        text(balance_inbox, 3, now_iso);
+        step(balance_inbox, "insert inbox");
+    } else {
+        text(insert_inbox, 1, payload);
+        text(insert_inbox, 2, now_iso);
+        step(insert_inbox, "insert inbox");
+    }
     // The relay compares the server's balance with its newest transaction's (a gap means missed events).
     text(latest_balance, 1, child_id);
     check(sqlite3_step(latest_balance), "latest balance");
@@ -293,8 +316,19 @@ int main(int argc, char **argv) {
                            "PRAGMA wal_autocheckpoint=4000;", NULL, NULL, NULL), "pragmas");
     prepare("BEGIN IMMEDIATE", &begin_stmt);
     prepare("COMMIT", &commit_stmt);
-    prepare("INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)", &insert_inbox);
-    prepare("SELECT 1 FROM txn WHERE id = ?", &is_stored);
+    sqlite3_stmt *columns;
+    prepare("SELECT COUNT(*) FROM pragma_table_info('inbox') WHERE name = 'dedup_key'", &columns);
+    keyed_inbox = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
+    sqlite3_finalize(columns);
+    if (keyed_inbox) {
+        prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at)"
+                " VALUES (?, 'TransactionCreated', ?, 0, ?)", &insert_inbox);
+        prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at)"
+                " VALUES (?, 'BalanceUpdated', ?, 0, ?)", &balance_inbox);
+    } else {
+        prepare("INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)", &insert_inbox);
+        prepare("SELECT 1 FROM txn WHERE id = ?", &is_stored);
+    }
     prepare("INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,"
             " origin, received_via, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'hub', ?)"
             " ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor",
