@@ -6,8 +6,8 @@ import GRDB
 import StoreContract
 
 extension Store {
-    /// Applies one hub event in one SQLite transaction: its record (a transaction's row, a balance's inbox row) and the cache
-    /// change land together.
+    /// Applies one hub event in one SQLite transaction: its record (a transaction's row, a balance's inbox row) and
+    /// the cache change land together.
     public func apply(_ event: HubEvent, at now: Date = Date()) throws(StoreError) -> ApplyResult {
         try apply([event], at: now)[0]
     }

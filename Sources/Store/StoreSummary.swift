@@ -35,19 +35,23 @@ extension Store {
         let lastCatchUp = try String.fetchOne(db, sql: "SELECT value FROM sync_state WHERE key = 'last_catch_up'")
             .flatMap(ISODate.parse)
         // The newest rows in the order they were stored in (seq, rowid), read from the end. The inbox holds only live
-        // events; a transaction's row says how it came, looked for among the last 1,000 stored (read on each metrics
-        // scrape: after a long catch-up with the hub away, not the whole history each time).
+        // events; a transaction's row says how it came, the live one looked for among the last 1,000 stored (read on
+        // each metrics scrape: after a long catch-up with the hub away, not the whole history each time).
         let lastBalance = try String.fetchOne(db, sql: "SELECT received_at FROM inbox ORDER BY seq DESC LIMIT 1")
-        let lastTransaction = try String.fetchOne(
+        let lastLive = try String.fetchOne(
             db,
             sql: """
                 SELECT stored_at FROM (SELECT rowid AS r, stored_at, received_via FROM txn ORDER BY rowid DESC LIMIT 1000)
                 WHERE received_via IN ('hub', 'outbox') ORDER BY r DESC LIMIT 1
                 """)
-        let lastEvent = [lastBalance, lastTransaction].compactMap { $0.flatMap(ISODate.parse) }.max()
+        // Any row from the server (a catch-up's page too, before the catch-up completes), not a write made here.
+        let lastFromServer = try String.fetchOne(
+            db, sql: "SELECT stored_at FROM txn WHERE received_via <> 'local' ORDER BY rowid DESC LIMIT 1")
+        let lastEvent = [lastBalance, lastLive].compactMap { $0.flatMap(ISODate.parse) }.max()
+        let lastReceived = [lastBalance, lastFromServer].compactMap { $0.flatMap(ISODate.parse) }.max()
         return StoreContact(
             lastCatchUp: lastCatchUp, lastEvent: lastEvent,
-            lastContact: [lastCatchUp, lastEvent].compactMap { $0 }.max())
+            lastContact: [lastCatchUp, lastReceived].compactMap { $0 }.max())
     }
 
     /// Writes waiting to be sent (pending or in flight).

@@ -306,6 +306,12 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         _ = try store.apply(.balanceUpdated(childId: alice, balance: 11), at: day + 120)
         #expect(try store.contact().lastEvent == day + 120)
         #expect(try store.contact().lastContact == day + 120)
+        // A catch-up's page stored, the catch-up not complete: contact with the server, not a hub event.
+        try store.storeCaughtUp(
+            children: [child("12.00")], transactions: [transaction(3, amount: "1.00", after: "12.00")],
+            complete: false, at: day + 180)
+        #expect(try store.contact().lastEvent == day + 120)
+        #expect(try store.contact().lastContact == day + 180)
     }
 
     @Test func theSameTransactionTwiceIsOneRow() throws {
