@@ -22,6 +22,15 @@ import Testing
         try db.read { try String.fetchOne($0, sql: "SELECT state FROM delivery WHERE id = ?", arguments: [id]) }
     }
 
+    /// A store with one delivery planned and handed over; another connection to read its file; the delivery's id.
+    func oneDelivery() throws -> (Store, DatabaseQueue, String) {
+        let store = try Store.open(path: temporaryStorePath())
+        let handed = Mutex<[String]>([])
+        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "only"))
+        return (store, try DatabaseQueue(path: store.path), try #require(handed.withLock { $0.first }))
+    }
+
     @Test func anOutcomeGoesIntoTheFileWithTheNextWritesCommit() async throws {
         let store = try Store.open(path: temporaryStorePath())
         let outside = try DatabaseQueue(path: store.path)
@@ -44,12 +53,7 @@ import Testing
     }
 
     @Test func withNoWriteInTheWindowTheOutcomeIsWrittenAlone() async throws {
-        let store = try Store.open(path: temporaryStorePath())
-        let outside = try DatabaseQueue(path: store.path)
-        let handed = Mutex<[String]>([])
-        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
-        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "only"))
-        let id = try #require(handed.withLock { $0.first })
+        let (store, outside, id) = try oneDelivery()
         try await store.record(
             [(id, .retry(error: "HTTP 503", at: Date(timeIntervalSinceNow: 30)))],
             withNextWriteWithin: .milliseconds(50))
@@ -67,12 +71,7 @@ import Testing
     /// waiting for a window that has passed its write.
     @Test func aWriteThatFailsAfterTakingTheOutcomesGivesThemBack() async throws {
         struct Refused: Error {}
-        let store = try Store.open(path: temporaryStorePath())
-        let outside = try DatabaseQueue(path: store.path)
-        let handed = Mutex<[String]>([])
-        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
-        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "only"))
-        let id = try #require(handed.withLock { $0.first })
+        let (store, outside, id) = try oneDelivery()
         let recorded = Task { try await store.record([(id, .done(at: Date()))], withNextWriteWithin: .seconds(60)) }
         try await Task.sleep(for: .milliseconds(300))
         #expect(throws: StoreError.self) {
