@@ -25,8 +25,8 @@ struct StoreCommand: AsyncParsableCommand {
                 """))
 
         @OptionGroup var options: CacheOptions
-        @Option(help: "Inbox rows (the balances the hub sent, as they came) older than this many days.") var inboxDays =
-            7
+        @Option(help: "Inbox rows (the balances the hub sent, as they came) older than this many days.")
+        var inboxDays = 7
         @Option(help: "Delivered deliveries (and dead letters with --dead) older than this many days.")
         var deliveriesDays = 30
         @Flag(help: "Dead letters too.") var dead = false
