@@ -168,7 +168,9 @@ extension Store {
                 try planDeliveries(db, event)
             }
             guard complete else { return inserted }
-            // Balances last: the server's figure wins over any sum of what we hold.
+            // Balances last: the server's figure wins over any sum of what we hold. History only while nothing came
+            // live: a relay that ran (and was stopped) before its first catch-up completed owes what changed meanwhile.
+            let cameLive = try history && Self.anythingCameLive(db)
             for c in children {
                 if let asked = balancesAskedAt,
                     let updated = try String.fetchOne(
@@ -186,9 +188,7 @@ extension Store {
                         kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName,
                         balance: c.currentBalance,
                         previousBalance: Money.decimal(cents: cached), caughtUp: true)
-                    // History only while nothing came live: a relay that ran (and was stopped) before its first
-                    // catch-up completed owes what changed meanwhile.
-                    event.history = try history && !Self.anythingCameLive(db)
+                    event.history = history && !cameLive
                     event.traceParent = traceParent
                     try planDeliveries(db, event)
                 }

@@ -16,8 +16,8 @@ extension Store {
             arguments: [event.jsonText, ISO.string(now)])
     }
 
-    /// Whether any event came over the hub (a balance, or a transaction stored as it came): asked once per child at
-    /// the end of a first catch-up, where it may read what that catch-up stored.
+    /// Whether any event came over the hub (a balance, or a transaction stored as it came): asked once at the end of a
+    /// first catch-up, where it may read what that catch-up stored.
     static func anythingCameLive(_ db: Database) throws -> Bool {
         try Bool.fetchOne(db, sql: "SELECT 1 FROM inbox LIMIT 1") == true
             || Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE received_via IN ('hub', 'outbox') LIMIT 1") == true

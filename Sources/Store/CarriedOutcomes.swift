@@ -63,6 +63,9 @@ final class CarriedOutcomes: Sendable {
         for wake in wakes { wake.signal() }
     }
 
+    /// Whether no outcome waits here (none left, or all written).
+    var isEmpty: Bool { entries.withLock { $0.isEmpty } }
+
     func claim(_ ticket: UInt64) -> Claim {
         entries.withLock { entries in
             guard let entry = entries[ticket] else { return .written }
