@@ -20,7 +20,7 @@ extension Store {
     /// first catch-up, where it may read what that catch-up stored.
     static func anythingCameLive(_ db: Database) throws -> Bool {
         try Bool.fetchOne(db, sql: "SELECT 1 FROM inbox LIMIT 1") == true
-            || Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE received_via IN ('hub', 'outbox') LIMIT 1") == true
+            || Bool.fetchOne(db, sql: "SELECT 1 FROM txn WHERE received_via = 'hub' LIMIT 1") == true
     }
 
     /// Whether the server's transaction `id` is stored already (its event is a repeat). The id is the primary key

@@ -42,7 +42,7 @@ extension Store {
             db,
             sql: """
                 SELECT stored_at FROM (SELECT rowid AS r, stored_at, received_via FROM txn ORDER BY rowid DESC LIMIT 1000)
-                WHERE received_via IN ('hub', 'outbox') ORDER BY r DESC LIMIT 1
+                WHERE received_via = 'hub' ORDER BY r DESC LIMIT 1
                 """)
         // Any row from the server (a catch-up's page too, before the catch-up completes), not a write made here.
         let lastFromServer = try String.fetchOne(
