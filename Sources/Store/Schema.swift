@@ -352,6 +352,76 @@ enum Schema {
                     ALTER TABLE inbox_new RENAME TO inbox;
                     """)
         }
+        m.registerMigration("v23: the checks on each event's rows compare without a temporary index") { db in
+            // SQLite checks `x IN ('a', 'b', 'c')` (three values or more) by building a temporary index of the values,
+            // for every row it writes: 3 of them for each transaction stored (its row's received_via, its delivery's
+            // urgency and state), about a sixth of the writer's time in a blast (BENCHMARKS.md, session 42). The
+            // same checks written as `x = 'a' OR ...` compare in place. SQLite cannot change a CHECK: the two tables
+            // written with each event are rebuilt, their rowids (the order they were stored in) kept.
+            try db.execute(
+                sql: """
+                    CREATE TABLE txn_new (
+                        id TEXT PRIMARY KEY,
+                        child_id TEXT NOT NULL,
+                        amount_minor INTEGER NOT NULL CHECK (amount_minor > 0),
+                        type TEXT NOT NULL CHECK (type = 'Credit' OR type = 'Debit'),
+                        description TEXT NOT NULL,
+                        balance_after_minor INTEGER NOT NULL,
+                        created_at TEXT NOT NULL,
+                        created_by TEXT NOT NULL,
+                        origin TEXT NOT NULL CHECK (origin = 'server' OR origin = 'local-pending'),
+                        received_via TEXT NOT NULL
+                            CHECK (received_via = 'hub' OR received_via = 'catch-up' OR received_via = 'local'
+                                   OR received_via = 'outbox'),
+                        stored_at TEXT NOT NULL
+                    );
+                    INSERT INTO txn_new (rowid, id, child_id, amount_minor, type, description, balance_after_minor,
+                                         created_at, created_by, origin, received_via, stored_at)
+                        SELECT rowid, id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                               created_by, origin, received_via, stored_at FROM txn ORDER BY rowid;
+                    DROP TABLE txn;
+                    ALTER TABLE txn_new RENAME TO txn;
+                    CREATE INDEX txn_by_child ON txn (child_id, created_at, stored_at);
+                    CREATE INDEX txn_local_pending ON txn (child_id) WHERE origin = 'local-pending';
+                    CREATE INDEX txn_recent ON txn (created_at, stored_at);
+
+                    CREATE TABLE delivery_new (
+                        id TEXT PRIMARY KEY,
+                        sink TEXT NOT NULL,
+                        rule TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        child_id TEXT,
+                        urgency TEXT NOT NULL CHECK (urgency = 'low' OR urgency = 'normal' OR urgency = 'critical'),
+                        alert TEXT NOT NULL,
+                        digest INTEGER NOT NULL DEFAULT 0,
+                        dedup_key TEXT,
+                        state TEXT NOT NULL
+                            CHECK (state = 'pending' OR state = 'in_flight' OR state = 'delivered' OR state = 'dead'
+                                   OR state = 'merged' OR state = 'muted'),
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at TEXT NOT NULL,
+                        last_error TEXT,
+                        merged_into TEXT,
+                        created_at TEXT NOT NULL,
+                        delivered_at TEXT,
+                        trace_parent TEXT
+                    );
+                    INSERT INTO delivery_new (rowid, id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
+                                              attempts, next_attempt_at, last_error, merged_into, created_at, delivered_at,
+                                              trace_parent)
+                        SELECT rowid, id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, attempts,
+                               next_attempt_at, last_error, merged_into, created_at, delivered_at, trace_parent
+                        FROM delivery ORDER BY rowid;
+                    DROP TABLE delivery;
+                    ALTER TABLE delivery_new RENAME TO delivery;
+                    CREATE INDEX delivery_due ON delivery (sink, state, next_attempt_at);
+                    CREATE INDEX delivery_dedup ON delivery (sink, dedup_key, created_at) WHERE dedup_key IS NOT NULL;
+                    """)
+            try db.execute(
+                sql:
+                    "CREATE INDEX delivery_first ON delivery (sink, created_at) WHERE \(Delivery.firstSQL) AND state IN \(Delivery.State.waitingSQL)"
+            )
+        }
         return m
     }
 }

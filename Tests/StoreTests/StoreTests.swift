@@ -2,6 +2,7 @@ import AllowanceAPI
 import Foundation
 import GRDB
 import SignalRProtocol
+import StoreContract
 import Testing
 
 @testable import Store
@@ -24,6 +25,7 @@ let allMigrations = [
     "v20: wish lists and the goals reached",
     "v21: the inbox without AUTOINCREMENT",
     "v22: the inbox keeps what has no row of its own",
+    "v23: the checks on each event's rows compare without a temporary index",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
@@ -268,6 +270,100 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(
             try store.apply(.transactionCreated(transaction(2, amount: "1.00", after: "26.50"))) == .stored(gap: nil))
         #expect(try store.transactions().count == 2)
+    }
+
+    /// The previous release's transactions and deliveries (v22), rebuilt with checks that compare in place: every
+    /// row kept under its rowid (the order it was stored in), each index back, the checks still refusing what they
+    /// refused, and no row written with an event makes SQLite build a temporary index (`OpenEphemeral`).
+    @Test func theRebuiltTransactionsAndDeliveriesKeepTheirRowsAndChecks() throws {
+        let path = try olderDatabase(upTo: "v22: the inbox keeps what has no row of its own") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            for (rowid, n, via) in [(4, 2, "catch-up"), (9, 1, "hub")] {
+                try db.execute(
+                    sql: """
+                        INSERT INTO txn (rowid, id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                                         created_by, origin, received_via, stored_at)
+                        VALUES (?, ?, '11111111-1111-4111-8111-111111111111', 100, 'Credit', ?, 2550, '2026-01-01T00:00:00Z',
+                                'Parent', 'server', ?, '2026-01-01T00:00:01Z')
+                        """, arguments: [rowid, String(format: "00000000-0000-4000-8000-%012d", n), "t\(n)", via])
+            }
+            for (rowid, id, kind, state) in [
+                (3, "dlv_b", "summary", "pending"), (7, "dlv_a", "transaction.created", "delivered"),
+            ] {
+                try db.execute(
+                    sql: """
+                        INSERT INTO delivery (rowid, id, sink, rule, kind, child_id, urgency, alert, state, next_attempt_at,
+                                              created_at, trace_parent)
+                        VALUES (?, ?, 'family', 'all', ?, NULL, 'normal', '{}', ?, '2026-01-01T00:00:00Z',
+                                '2026-01-01T00:00:00Z', '00-trace')
+                        """, arguments: [rowid, id, kind, state])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        try raw.read { db in
+            let txns = try Row.fetchAll(db, sql: "SELECT rowid, description, received_via FROM txn ORDER BY rowid")
+            #expect(
+                txns.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String)" } == ["4 t2 catch-up", "9 t1 hub"])
+            let deliveries = try Row.fetchAll(
+                db, sql: "SELECT rowid, id, state, trace_parent FROM delivery ORDER BY rowid")
+            #expect(
+                deliveries.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String) \($0[3] as String)" } == [
+                    "3 dlv_b pending 00-trace", "7 dlv_a delivered 00-trace",
+                ])
+            let indexes = try String.fetchAll(
+                db,
+                sql:
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('txn', 'delivery') AND sql IS NOT NULL ORDER BY name"
+            )
+            #expect(
+                indexes == [
+                    "delivery_dedup", "delivery_due", "delivery_first", "txn_by_child", "txn_local_pending",
+                    "txn_recent",
+                ])
+            // The summary waiting is found through the partial index it is in.
+            let plan = try Row.fetchAll(
+                db,
+                sql:
+                    "EXPLAIN QUERY PLAN SELECT id FROM delivery WHERE sink = 'family' AND \(Delivery.firstSQL) AND state IN \(Delivery.State.waitingSQL) ORDER BY created_at"
+            ).map { $0["detail"] as String }.joined(separator: "; ")
+            #expect(plan.contains("delivery_first"), "\(plan)")
+        }
+        let writes = [
+            """
+            INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by, origin,
+                             received_via, stored_at)
+            VALUES ('00000000-0000-4000-8000-000000000003', '11111111-1111-4111-8111-111111111111', 100, 'Debit', 't3', 2450,
+                    '2026-01-02T00:00:00Z', 'Parent', 'server', 'hub', '2026-01-02T00:00:01Z')
+            """,
+            """
+            INSERT INTO delivery (id, sink, rule, kind, urgency, alert, state, next_attempt_at, created_at)
+            VALUES ('dlv_c', 'family', 'all', 'transaction.created', 'critical', '{}', 'pending', '2026-01-02T00:00:00Z',
+                    '2026-01-02T00:00:00Z')
+            """,
+            "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, delivered_at = '2026-01-02T00:00:01Z' WHERE id = 'dlv_c'",
+        ]
+        try raw.write { db in
+            for sql in writes {
+                let opcodes = try Row.fetchAll(db, sql: "EXPLAIN " + sql).map { $0["opcode"] as String }
+                #expect(!opcodes.contains("OpenEphemeral"), "\(sql)\n\(opcodes)")
+                try db.execute(sql: sql)
+            }
+        }
+        let refused = [
+            "UPDATE txn SET received_via = 'mail' WHERE description = 't1'",
+            "UPDATE txn SET type = 'Refund' WHERE description = 't1'",
+            "UPDATE txn SET origin = 'elsewhere' WHERE description = 't1'",
+            "UPDATE delivery SET state = 'lost' WHERE id = 'dlv_a'",
+            "UPDATE delivery SET urgency = 'urgent' WHERE id = 'dlv_a'",
+        ]
+        for sql in refused {
+            #expect(throws: DatabaseError.self, "\(sql)") { try raw.write { try $0.execute(sql: sql) } }
+        }
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
