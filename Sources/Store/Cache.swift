@@ -47,7 +47,7 @@ extension Store {
                 return .needsCatchUp(
                     reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
-            guard try !Self.isStored(db, id: t.id) else {
+            guard try Self.insert(db, t, via: "hub", now: now, ifNew: true) else {
                 if let contradiction = try Self.contradiction(db, t) {
                     throw StoreError(path: path, contradiction, code: .conflict)
                 }
@@ -57,7 +57,6 @@ extension Store {
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
-            try Self.insert(db, t, via: "hub", now: now)
             children.update(t.childId, after)
             if try plansAny(.transactionCreated) || hasGoals(db, t.childId) {
                 try planDeliveries(

@@ -58,20 +58,32 @@ extension Store {
             serverName: try name(t.childId.lowercased))
     }
 
-    /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came.
-    static func insert(_ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date) throws {
+    /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came. A row
+    /// already under its id takes the server's origin and balance; with `ifNew` it is left as it is and false is
+    /// returned (the event is a repeat, found by the insert's own look-up of the id rather than one before it).
+    @discardableResult
+    static func insert(
+        _ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date, ifNew: Bool = false
+    ) throws -> Bool {
+        let cents = try t.cents()
         try db.executeCached(
-            sql: """
-                INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
-                                 origin, received_via, stored_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor
-                """,
+            sql: ifNew ? insertIfNewSQL : insertOrUpdateSQL,
             arguments: [
-                t.id.lowercased, t.childId.lowercased, try t.cents().amount, t.type.rawValue, t.description,
-                try t.cents().balanceAfter, ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
+                t.id.lowercased, t.childId.lowercased, cents.amount, t.type.rawValue, t.description, cents.balanceAfter,
+                ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
             ])
+        return db.changesCount > 0
     }
+
+    private static let insertIfNewSQL = insertSQL + "NOTHING"
+    private static let insertOrUpdateSQL =
+        insertSQL + "UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor"
+    private static let insertSQL = """
+        INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                         origin, received_via, stored_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(id) DO
+        """ + " "
 
     static func upsert(_ db: Database, _ c: Child, now: Date) throws {
         try db.executeCached(
