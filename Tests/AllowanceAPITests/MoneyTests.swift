@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+@testable import AllowanceAPI
+
+/// Money in cents: exact both ways, whichever way a Decimal holds the amount (its exponent, trailing zeros), and nil
+/// for what has more than two decimals or does not fit.
+@Suite struct MoneyTests {
+    @Test(
+        arguments: [
+            ("25.16", 2516), ("-3", -300), ("0", 0), ("1.5", 150), ("0.01", 1), ("100", 10000), ("1e2", 10000),
+            ("1e3", 100_000), ("1.230", 123), ("-12345678.91", -1_234_567_891),
+            ("999999999999999", 99_999_999_999_999_900),
+            ("92233720368547758.07", Int64.max),
+        ] as [(String, Int64)])
+    func centsAreExact(_ text: String, _ cents: Int64) throws {
+        let amount = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
+        #expect(Money.minorUnits(amount) == cents, "\(text)")
+    }
+
+    @Test(arguments: ["0.001", "1.005", "-0.125", "92233720368547758.08", "1e30"])
+    func moreThanTwoDecimalsOrTooLargeIsNil(_ text: String) throws {
+        let amount = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
+        #expect(Money.minorUnits(amount) == nil, "\(text)")
+    }
+
+    @Test func notANumberIsNil() {
+        #expect(Money.minorUnits(Decimal.nan) == nil)
+    }
+
+    @Test func centsMadeIntoADecimalComeBack() {
+        for cents: Int64 in [0, 1, -1, 99, 100, 2516, -300, 1_234_567_891, 99_999_999_999_999_999] {
+            #expect(Money.minorUnits(Money.decimal(cents: cents)) == cents)
+        }
+    }
+}
