@@ -278,7 +278,7 @@ import Testing
             #expect(try store.disabledSinks()["old"]?.contains("410") == true)
             try live(store, "1.00", after: "48")
             await eventually("the other sink's second alert") { other.received.count == 3 }
-            try await eventually("every worker to settle") { engine.sinksAreSettled }
+            await eventually("every worker to settle") { engine.sinksAreSettled }
             #expect(gone.received.count == 1, "no more sends to a switched-off sink")
             #expect(
                 try store.deliveries(sink: "old", state: .pending).count == 2, "its alerts wait until it is enabled")

@@ -1,0 +1,249 @@
+import AllowanceAPI
+import Foundation
+import GRDB
+import StoreContract
+import Testing
+
+@testable import Store
+
+/// A database an older release left, opened by this one: each schema change is a migration, and its rows come
+/// through it.
+@Suite struct SchemaUpgradeTests {
+    /// A database file as an older relay left it: migrated up to `migration`, then `fill` writes its rows.
+    func olderDatabase(upTo migration: String, _ fill: (Database) throws -> Void) throws -> String {
+        let path = temporaryStorePath()
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let old = try DatabaseQueue(path: path)
+        try Schema.migrator.migrate(old, upTo: migration)
+        try old.write(fill)
+        return path
+    }
+
+    @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
+        // What version 1 of the relay left behind.
+        let path = try olderDatabase(upTo: "v1: children, transactions, inbox, sync state") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+            )
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "uses v2")
+    }
+
+    /// The previous release's database (v19) with a family in it: opened by this one, its children keep their
+    /// balances, and their wish lists are kept from the first read on (the first list alerts nothing).
+    @Test func aDatabaseOfThePreviousReleaseTakesWishLists() throws {
+        let path = try olderDatabase(upTo: "v19: a failing sink, for status and /healthz") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL)"
+            )
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!)
+        let helmet = WishListItem(id: UUID(), childId: alice, name: "helmet", price: 30)
+        #expect(try store.storeWishList(child: alice, items: [helmet]) == 0)
+        #expect(try store.goals(child: alice).map(\.item) == [helmet])
+    }
+
+    /// The inbox of two releases back (v20) rebuilt without AUTOINCREMENT: every row kept in its order, a new one
+    /// after them; and an event stored no longer writes sqlite_sequence.
+    @Test func theInboxRebuiltWithoutAutoincrementKeepsItsRowsAndOrder() throws {
+        let path = try olderDatabase(upTo: "v20: wish lists and the goals reached") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            for (seq, key) in [(3, "c"), (7, "a"), (9, "b")] {
+                try db.execute(
+                    sql:
+                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, 'BalanceUpdated', ?, 0, '2026-01-01T00:00:00Z')",
+                    arguments: [seq, key, "{\"balance\":\"\(key)\"}"])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        let rows = { try raw.read { try Row.fetchAll($0, sql: "SELECT seq, payload FROM inbox ORDER BY seq") } }
+        #expect(
+            try rows().map { "\($0["seq"] as Int64):\($0["payload"] as String)" } == [
+                #"3:{"balance":"c"}"#, #"7:{"balance":"a"}"#, #"9:{"balance":"b"}"#,
+            ])
+        let sql = try raw.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'inbox'") }
+        #expect(sql?.uppercased().contains("AUTOINCREMENT") == false, "\(sql ?? "no inbox")")
+        #expect(try store.apply(.balanceUpdated(childId: alice, balance: 26)) == .stored(gap: nil))
+        #expect(try rows().map { $0["seq"] as Int64 } == [3, 7, 9, 10], "a new event after the kept ones")
+        let sequences = try raw.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_sequence") }
+        #expect(!sequences.contains("inbox"), "\(sequences)")
+    }
+
+    /// The previous release's inbox (v21): a transaction's row there repeated its row in `txn` and is dropped; the
+    /// balances stay, in order, with what they said; a repeat of a transaction stored before the upgrade is still
+    /// one (found by its row), and no unique index is left to write with each event.
+    @Test func theInboxKeepsTheBalancesAndTheTransactionsRowsFindRepeats() throws {
+        let stored = transaction(1, amount: "1.00", after: "25.50")
+        let path = try olderDatabase(upTo: "v21: the inbox without AUTOINCREMENT") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                     origin, received_via, stored_at)
+                    VALUES (?, '11111111-1111-4111-8111-111111111111', 100, 'Credit', 't1', 2550, ?, 'Parent', 'server', 'hub',
+                            '2026-01-01T00:00:01Z')
+                    """, arguments: [stored.id.uuidString.lowercased(), ISO.string(stored.createdAt)])
+            let rows: [(Int, String, String, String)] = [
+                (2, "TransactionCreated:\(stored.id.uuidString.lowercased())", "TransactionCreated", ""),
+                (3, "BalanceUpdated:s-1", "BalanceUpdated", #"{"balance":"25.50"}"#),
+                (5, "TransactionCreated:00000000-0000-4000-8000-0000000000ff", "TransactionCreated", ""),
+                (8, "BalanceUpdated:s-2", "BalanceUpdated", #"{"balance":"25.50"}"#),
+            ]
+            for (seq, key, kind, payload) in rows {
+                try db.execute(
+                    sql:
+                        "INSERT INTO inbox (seq, dedup_key, kind, payload, caught_up, received_at) VALUES (?, ?, ?, ?, 0, '2026-01-01T00:00:01Z')",
+                    arguments: [seq, key, kind, payload])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        let inbox = try raw.read { try Row.fetchAll($0, sql: "SELECT seq, kind, payload FROM inbox ORDER BY seq") }
+        #expect(
+            inbox.map { "\($0["seq"] as Int64) \($0["kind"] as String) \($0["payload"] as String)" } == [
+                #"3 BalanceUpdated {"balance":"25.50"}"#, #"8 BalanceUpdated {"balance":"25.50"}"#,
+            ])
+        let indexes = try raw.read {
+            try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'inbox'")
+        }
+        #expect(indexes.isEmpty, "\(indexes)")
+        #expect(try store.apply(.transactionCreated(stored)) == .duplicate)
+        #expect(try store.children().first?.currentBalance == Decimal(string: "25.50")!, "the repeat changed nothing")
+        #expect(
+            try store.apply(.transactionCreated(transaction(2, amount: "1.00", after: "26.50"))) == .stored(gap: nil))
+        #expect(try store.transactions().count == 2)
+    }
+
+    /// The previous release's transactions and deliveries (v22), rebuilt with checks that compare in place: every
+    /// row kept under its rowid (the order it was stored in), each index back, the checks still refusing what they
+    /// refused, and no row written with an event makes SQLite build a temporary index (`OpenEphemeral`).
+    @Test func theRebuiltTransactionsAndDeliveriesKeepTheirRowsAndChecks() throws {
+        let path = try olderDatabase(upTo: "v22: the inbox keeps what has no row of its own") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z', NULL, NULL)"
+            )
+            for (rowid, n, via) in [(4, 2, "catch-up"), (9, 1, "hub")] {
+                try db.execute(
+                    sql: """
+                        INSERT INTO txn (rowid, id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                                         created_by, origin, received_via, stored_at)
+                        VALUES (?, ?, '11111111-1111-4111-8111-111111111111', 100, 'Credit', ?, 2550, '2026-01-01T00:00:00Z',
+                                'Parent', 'server', ?, '2026-01-01T00:00:01Z')
+                        """, arguments: [rowid, String(format: "00000000-0000-4000-8000-%012d", n), "t\(n)", via])
+            }
+            for (rowid, id, kind, state) in [
+                (3, "dlv_b", "summary", "pending"), (7, "dlv_a", "transaction.created", "delivered"),
+            ] {
+                try db.execute(
+                    sql: """
+                        INSERT INTO delivery (rowid, id, sink, rule, kind, child_id, urgency, alert, state, next_attempt_at,
+                                              created_at, trace_parent)
+                        VALUES (?, ?, 'family', 'all', ?, NULL, 'normal', '{}', ?, '2026-01-01T00:00:00Z',
+                                '2026-01-01T00:00:00Z', '00-trace')
+                        """, arguments: [rowid, id, kind, state])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let raw = try DatabaseQueue(path: path)
+        try raw.read { db in
+            let txns = try Row.fetchAll(db, sql: "SELECT rowid, description, received_via FROM txn ORDER BY rowid")
+            #expect(
+                txns.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String)" } == ["4 t2 catch-up", "9 t1 hub"])
+            let deliveries = try Row.fetchAll(
+                db, sql: "SELECT rowid, id, state, trace_parent FROM delivery ORDER BY rowid")
+            #expect(
+                deliveries.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String) \($0[3] as String)" } == [
+                    "3 dlv_b pending 00-trace", "7 dlv_a delivered 00-trace",
+                ])
+            let indexes = try String.fetchAll(
+                db,
+                sql:
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('txn', 'delivery') AND sql IS NOT NULL ORDER BY name"
+            )
+            #expect(
+                indexes == [
+                    "delivery_dedup", "delivery_due", "delivery_first", "txn_by_child", "txn_local_pending",
+                    "txn_recent",
+                ])
+            // The summary waiting is found through the partial index it is in.
+            let plan = try Row.fetchAll(
+                db,
+                sql:
+                    "EXPLAIN QUERY PLAN SELECT id FROM delivery WHERE sink = 'family' AND \(Delivery.firstSQL) AND state IN \(Delivery.State.waitingSQL) ORDER BY created_at"
+            ).map { $0["detail"] as String }.joined(separator: "; ")
+            #expect(plan.contains("delivery_first"), "\(plan)")
+        }
+        let writes = [
+            """
+            INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by, origin,
+                             received_via, stored_at)
+            VALUES ('00000000-0000-4000-8000-000000000003', '11111111-1111-4111-8111-111111111111', 100, 'Debit', 't3', 2450,
+                    '2026-01-02T00:00:00Z', 'Parent', 'server', 'hub', '2026-01-02T00:00:01Z')
+            """,
+            """
+            INSERT INTO delivery (id, sink, rule, kind, urgency, alert, state, next_attempt_at, created_at)
+            VALUES ('dlv_c', 'family', 'all', 'transaction.created', 'critical', '{}', 'pending', '2026-01-02T00:00:00Z',
+                    '2026-01-02T00:00:00Z')
+            """,
+            "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, delivered_at = '2026-01-02T00:00:01Z' WHERE id = 'dlv_c'",
+        ]
+        try raw.write { db in
+            for sql in writes {
+                let opcodes = try Row.fetchAll(db, sql: "EXPLAIN " + sql).map { $0["opcode"] as String }
+                #expect(!opcodes.contains("OpenEphemeral"), "\(sql)\n\(opcodes)")
+                try db.execute(sql: sql)
+            }
+        }
+        let refused = [
+            "UPDATE txn SET received_via = 'mail' WHERE description = 't1'",
+            "UPDATE txn SET type = 'Refund' WHERE description = 't1'",
+            "UPDATE txn SET origin = 'elsewhere' WHERE description = 't1'",
+            "UPDATE delivery SET state = 'lost' WHERE id = 'dlv_a'",
+            "UPDATE delivery SET urgency = 'urgent' WHERE id = 'dlv_a'",
+        ]
+        for sql in refused {
+            #expect(throws: DatabaseError.self, "\(sql)") { try raw.write { try $0.execute(sql: sql) } }
+        }
+    }
+
+    @Test func outboxRowsSurviveTheV3TableRebuild() throws {
+        let path = try olderDatabase(upTo: "v2: outbox") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00Z')"
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO outbox (idempotency_key, local_txn_id, child_id, amount_minor, type, description, state, attempts,
+                                        next_attempt_at, created_at)
+                    VALUES ('k1', '00000000-0000-4000-8000-00000000000a', '11111111-1111-4111-8111-111111111111', 500, 'Credit',
+                            'queued by v2', 'pending', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')
+                    """)
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        let row = try #require(try store.outbox().first)
+        #expect(row.description == "queued by v2" && row.attempts == 3 && row.state == .pending)
+        try store.outboxDead(row.seq, reason: "v3 allows dead letters")
+        #expect(try store.outbox().first?.state == .dead)
+    }
+}
