@@ -219,10 +219,12 @@ public struct Daemon: Sendable {
         add(RelayService(engine: engine, executor: relayThread), "relay")
         let reloader = Reloader(current: settings, engine: engine, reload: reload, logger: logger)
         // Writes queued by another process signal (SIGUSR1, below; on a shared store, a notification); the poll is
-        // the fallback for a signal that could not be sent, and the clock for retries that fall due.
+        // the clock for retries that fall due, and the fallback for a signal that could not be sent. Each look wakes
+        // three threads of the idle relay (the alarm clock's, the sync's, the writer's): once in 5 minutes, not once a
+        // minute (BENCHMARKS.md, session 42).
         add(
             untilShutdown {
-                await withTaskExecutorPreference(syncThread) { await sync.pollOutbox(every: .seconds(60)) }
+                await withTaskExecutorPreference(syncThread) { await sync.pollOutbox(every: .seconds(300)) }
             },
             "outbox")
         add(

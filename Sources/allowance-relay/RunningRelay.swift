@@ -12,7 +12,7 @@ import StoreContract
 /// mutes again and drains the outbox now). Its pid, or nil when none runs. Only a process that catches SIGUSR1 is
 /// signalled: the pid may have been reused by another program since, or the daemon may run inside a program that
 /// traps no signals for it (`Daemon.run(signals: nil)`), and SIGUSR1's default is to end the process. Such a relay
-/// sees the change at its next outbox poll (60 s at most).
+/// sees the change at its next outbox poll (5 minutes at most).
 func signalTheRunningRelay(_ store: Store) -> Int32? {
     guard let link = try? store.linkStatus(), link.state != .stopped, link.pid > 0,
         SignalDisposition.caught(SIGUSR1, by: link.pid),
