@@ -355,7 +355,7 @@ enum Schema {
         m.registerMigration("v23: the checks on each event's rows compare without a temporary index") { db in
             // SQLite checks `x IN ('a', 'b', 'c')` (three values or more) by building a temporary index of the values,
             // for every row it writes: 3 of them for each transaction stored (its row's received_via, its delivery's
-            // urgency and state), about a sixth of the writer's time in a blast (BENCHMARKS.md, session 42). The
+            // urgency and state), 7% of the writer's time in a blast (BENCHMARKS.md, session 42). The
             // same checks written as `x = 'a' OR ...` compare in place. SQLite cannot change a CHECK: the two tables
             // written with each event are rebuilt, their rowids (the order they were stored in) kept.
             try db.execute(
