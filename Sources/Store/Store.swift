@@ -61,7 +61,7 @@ public final class Store: Sendable {
         /// Log pages that fold the log back into the file (SQLite's default is 1,000; `Checkpointer`). Each checkpoint
         /// reads, writes and fsyncs every page changed since the last one; with fewer, a page changed by many
         /// commits (an index's hot leaf, a child's row) is written back once instead of several times. The log's
-        /// file stays at most about this many pages (16 MiB).
+        /// file stays about this many pages (16 MiB) while the checkpointer keeps up, and at most four times that.
         static let checkpointPages = 4000
     }
 
