@@ -208,8 +208,8 @@ public enum Money {
         return value
     }
 
-    /// 10^15: a significand below it, times 10^4 at most, stays inside Int64.
-    private static let plainSignificandBound = Decimal(1_000_000_000_000_000)
+    /// 10^14: a significand below it, times 10^4 at most (an exponent of 2, in cents), stays below 10^18, inside Int64.
+    private static let plainSignificandBound = Decimal(100_000_000_000_000)
 
     /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float.
     public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }

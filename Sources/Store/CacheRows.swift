@@ -75,15 +75,15 @@ extension Store {
         return db.changesCount > 0
     }
 
-    private static let insertIfNewSQL = insertSQL + "NOTHING"
+    private static let insertIfNewSQL = insertSQL + " NOTHING"
     private static let insertOrUpdateSQL =
-        insertSQL + "UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor"
+        insertSQL + " UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor"
     private static let insertSQL = """
         INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
                          origin, received_via, stored_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(id) DO
-        """ + " "
+        """
 
     static func upsert(_ db: Database, _ c: Child, now: Date) throws {
         try db.executeCached(

@@ -10,7 +10,7 @@ import Testing
         arguments: [
             ("25.16", 2516), ("-3", -300), ("0", 0), ("1.5", 150), ("0.01", 1), ("100", 10000), ("1e2", 10000),
             ("1e3", 100_000), ("1.230", 123), ("-12345678.91", -1_234_567_891),
-            ("999999999999999", 99_999_999_999_999_900),
+            ("999999999999999", 99_999_999_999_999_900), ("99999999999999e2", 999_999_999_999_990_000),
             ("92233720368547758.07", Int64.max),
         ] as [(String, Int64)])
     func centsAreExact(_ text: String, _ cents: Int64) throws {
@@ -18,7 +18,8 @@ import Testing
         #expect(Money.minorUnits(amount) == cents, "\(text)")
     }
 
-    @Test(arguments: ["0.001", "1.005", "-0.125", "92233720368547758.08", "1e30"])
+    // 999999999999999e2 is 9.99e18 cents: past Int64.max, however its significand and exponent are held.
+    @Test(arguments: ["0.001", "1.005", "-0.125", "92233720368547758.08", "999999999999999e2", "1e30"])
     func moreThanTwoDecimalsOrTooLargeIsNil(_ text: String) throws {
         let amount = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
         #expect(Money.minorUnits(amount) == nil, "\(text)")
