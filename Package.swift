@@ -133,8 +133,6 @@ let package = Package(
             dependencies: [
                 "AllowanceAPI", "Alerts", "Core", "StoreContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // SQLite's C API, for the WAL hook GRDB does not wrap (Checkpointer).
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -134,8 +134,9 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let store = try Store.open(path: temporaryStorePath())
         let writerCache = { try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } }
         #expect(try writerCache() == -Store.Tuning.defaultCacheKiB)
-        // SQLite's own checkpoint in the commit is replaced by the checkpointer's hook (SQLite reads 0 then).
-        #expect(try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == 0)
+        #expect(
+            try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+                == Store.Tuning.checkpointPages)
         #expect(
             try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB
         )
