@@ -10,11 +10,14 @@ import Synchronization
     import Glibc
 #endif
 
-/// The relay's SQLite file: one writer connection (GRDB's DatabasePool), WAL, `synchronous=FULL` by default,
-/// a busy timeout so the CLI and the daemon can share the file, versioned migrations; an integrity check on request.
+/// The relay's SQLite file: one writer connection (GRDB's DatabasePool), read-only connections beside it
+/// (`ReadConnections`), WAL, `synchronous=FULL` by default, a busy timeout so the CLI and the daemon can share the
+/// file, versioned migrations; an integrity check on request.
 public final class Store: Sendable {
     public let path: String
+    /// The writer (and the migrations). Its own readers are never used: reads go to `readers`.
     let pool: DatabasePool
+    let readers: ReadConnections
     /// The relay's hook into each write: set once the rules are loaded (and again on a reload).
     /// A class in the Mutex, not the closure itself: each `withLock` on a Mutex holding a function type wraps
     /// the stored closure in two more reabstraction thunks (inout through a generic), and after about 90,000
@@ -85,8 +88,11 @@ public final class Store: Sendable {
     private init(path: String, pool: DatabasePool, durability: Durability) {
         self.path = path
         self.pool = pool
+        self.readers = ReadConnections(path: path, configuration: pool.configuration)
         self.durability = durability
     }
+
+    deinit { readers.close() }  // before the writer (`pool`)
 
     /// Opens (creating if needed) and migrates the database at `path`. `readOnly`: for the commands that only read
     /// (`status`, `transactions` ...): nothing is created, migrated or checkpointed, so the file stays as it was byte
@@ -123,7 +129,7 @@ public final class Store: Sendable {
         // No integrity check here: it reads every page, and every command opens the store (0.3 s at a million
         // transactions). A file that is not a database fails right here, reading its schema; the daemon checks the
         // rest in the background (`checkIntegrity`).
-        return try pool(path: path, config, durability: durability) { pool in try Schema.migrator.migrate(pool) }
+        return try pool(path: path, config, durability: durability) { store in try Schema.migrator.migrate(store.pool) }
     }
 
     private static func openReadOnly(path: String, durability: Durability) throws(StoreError) -> Store {
@@ -131,8 +137,8 @@ public final class Store: Sendable {
         config.readonly = true
         config.busyMode = .timeout(5)
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)") }
-        return try pool(path: path, config, durability: durability) { pool in
-            guard try pool.read({ db in try Schema.migrator.hasCompletedMigrations(db) }) else {
+        return try pool(path: path, config, durability: durability) { store in
+            guard try store.read({ db in try Schema.migrator.hasCompletedMigrations(db) }) else {
                 throw StoreError(
                     path: path,
                     "The database was written by an older version of the relay. Start `allowance-relay run` once to bring it up to date."
@@ -141,15 +147,16 @@ public final class Store: Sendable {
         }
     }
 
-    /// Opens the pool and readies it (`prepare`: migrate, or check it is migrated), each failure as a StoreError
-    /// naming the file.
+    /// Opens the pool and readies the store (`prepare`: migrate, or check it is migrated), each failure as a
+    /// StoreError naming the file.
     private static func pool(
-        path: String, _ config: Configuration, durability: Durability, prepare: (DatabasePool) throws -> Void
+        path: String, _ config: Configuration, durability: Durability, prepare: (Store) throws -> Void
     ) throws(StoreError) -> Store {
         do {
-            let pool = try DatabasePool(path: path, configuration: config)
-            try prepare(pool)
-            return Store(path: path, pool: pool, durability: durability)
+            let store = Store(
+                path: path, pool: try DatabasePool(path: path, configuration: config), durability: durability)
+            try prepare(store)
+            return store
         } catch let error as StoreError {
             throw error
         } catch let error as DatabaseError {
@@ -223,7 +230,7 @@ public final class Store: Sendable {
     }
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try pool.read(body) } catch { throw StoreError(path: path, error) }
+        do { return try readers.read(body) } catch { throw StoreError(path: path, error) }
     }
 
     /// One SQLite transaction whose commit does not wait for the disk (synchronous=NORMAL for it, whatever

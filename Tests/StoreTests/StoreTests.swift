@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import SignalRProtocol
 import StoreContract
+import Synchronization
 import Testing
 
 @testable import Store
@@ -130,6 +131,40 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
                 && problem.contains(path))
     }
 
+    /// Reads on several threads at once while the writer commits: each read is one snapshot (a balance read twice
+    /// in one read is the same, however many commits came between), and a read after the last commit sees it.
+    @Test func readsOnSeveralThreadsAtOnceEachSeeOneCommittedState() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("0")], transactions: [])
+        let balance = { @Sendable (db: Database) in try Int.fetchOne(db, sql: "SELECT balance_minor FROM child") ?? -1 }
+        final class Counts: Sendable {
+            let writing = Atomic<Bool>(true), torn = Atomic<Int>(0), reads = Atomic<Int>(0)
+        }
+        let counts = Counts()
+        let finished = DispatchGroup()
+        for _ in 0..<4 {
+            finished.enter()
+            Thread {
+                defer { finished.leave() }
+                while counts.writing.load(ordering: .acquiring) {
+                    let (first, second) = try! store.read { db in
+                        let first = try balance(db)
+                        usleep(500)  // commits come meanwhile
+                        return (first, try balance(db))
+                    }
+                    if first != second { counts.torn.add(1, ordering: .relaxed) }
+                    counts.reads.add(1, ordering: .relaxed)
+                }
+            }.start()
+        }
+        for cents in 1...300 { _ = try store.apply([.balanceUpdated(childId: alice, balance: Decimal(cents) / 100)]) }
+        counts.writing.store(false, ordering: .releasing)
+        finished.wait()
+        #expect(counts.reads.load(ordering: .relaxed) > 20, "the reads ran while the writer committed")
+        #expect(counts.torn.load(ordering: .relaxed) == 0, "a read saw two states")
+        #expect(try store.read(balance) == 300, "the last commit is seen")
+    }
+
     @Test func theWriterTakesTheLargeCacheForABurstAndGivesItBackAfter() throws {
         let store = try Store.open(path: temporaryStorePath())
         let writerCache = { try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } }
@@ -138,7 +173,7 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
             try store.pool.write { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
                 == Store.Tuning.checkpointPages)
         #expect(
-            try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB
+            try store.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") } == -Store.Tuning.readerCacheKiB
         )
 
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])
