@@ -33,10 +33,11 @@ public final class Wakeup: Sendable {
     /// which stays set for a moment after a signal, until the woken task runs.
     public var isParked: Bool { state.withLock { $0.waiter != nil } }
 
-    /// `evenIfCancelled`: a cancelled task still waits (for a signal or the timeout) rather than returning at once.
+    /// `timeout` nil: only a signal (or the cancellation) ends the wait. `evenIfCancelled`: a cancelled task still
+    /// waits (for a signal or the timeout) rather than returning at once.
     /// Returns false when the timeout ended the wait, true when a signal (or the cancellation) did.
     @discardableResult
-    public func wait(upTo timeout: Duration, evenIfCancelled: Bool = false) async -> Bool {
+    public func wait(upTo timeout: Duration?, evenIfCancelled: Bool = false) async -> Bool {
         // The timeout is an alarm on the process's one clock thread, not a task with a timer: a wait that a signal
         // ends (the usual case) costs no thread a wake-up. Only a timeout that ran out ends the wait; it leaves no
         // pending signal behind, or every next wait would return at once and the worker would spin.
@@ -53,7 +54,7 @@ public final class Wakeup: Sendable {
                     return s.round
                 }
                 guard let round else { return c.resume(returning: true) }
-                alarm = clock.set(after: timeout) { [self] in timeUp(round) }
+                alarm = timeout.map { timeout in clock.set(after: timeout) { [self] in timeUp(round) } }
             }
         } onCancel: {
             if !evenIfCancelled { self.signal() }

@@ -57,7 +57,9 @@ extension SinkWorker {
             }
             if done { return }
             // Past the stop's deadline too: the sends being cut short still report, and their outcomes are written.
-            if batch.isEmpty { await wake.wait(upTo: .seconds(60), evenIfCancelled: true) }
+            // No timeout: every send's end and the worker's close signal `wake`, and an idle sink's committer has no
+            // reason to wake (it did once a minute, an alarm and a thread switch each time).
+            if batch.isEmpty { await wake.wait(upTo: nil, evenIfCancelled: true) }
         }
     }
 

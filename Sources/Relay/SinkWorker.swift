@@ -122,7 +122,7 @@ struct SinkWorker: Sendable {
                 case .full:
                     await wakeup.wait(upTo: .seconds(60))  // a send's outcome, once written, signals
                 case .drainedWait(let next):
-                    machine.wokeFromDrainedWait(bySignal: await park(.drained, upTo: Self.untilDue(next)))
+                    machine.wokeFromDrainedWait(bySignal: await park(.drained, upTo: untilDue(next)))
                 case .look(let readSwitchedOff):
                     // A 410 just switched the sink off: read its switch again now rather than within the minute.
                     let switchedOffRead: String?? =
@@ -149,8 +149,7 @@ struct SinkWorker: Sendable {
                             due: due, folded: try fold(try mergeSuperseded(due, sending: taken.ids)), next: next)
                     }
                 case .wait(let until):
-                    // Also a look once a minute: `deliveries retry|enable` in another process cannot wake us.
-                    await park(.waiting, upTo: Self.untilDue(until))
+                    await park(.waiting, upTo: untilDue(until))
                 case .start(let ready):
                     let markup = await sink.supportsMarkup()
                     for d in ready {
@@ -198,9 +197,12 @@ struct SinkWorker: Sendable {
         return due.filter { !merged.contains($0.id) }
     }
 
-    /// How long to sleep for a delivery due at `date`: at most a minute (nil: a minute).
-    static func untilDue(_ date: Date?) -> Duration {
-        .seconds(min(date.map { max(0.01, $0.timeIntervalSinceNow) } ?? 60, 60))
+    /// How long to sleep for a delivery due at `date` (nil: none waits): at most until the ledger's changes that no
+    /// signal tells of are to be seen (`unsignalledChangesSeenWithin`).
+    private func untilDue(_ date: Date?) -> Duration {
+        let most = ledger.unsignalledChangesSeenWithin
+        guard let date else { return most }
+        return min(.seconds(max(0.01, date.timeIntervalSinceNow)), most)
     }
 
     /// One send. Returns the outcome to write, or nil when the stop cut it short (the row stays pending). A

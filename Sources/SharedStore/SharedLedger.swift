@@ -8,6 +8,9 @@ import StoreContract
 /// The delivery ledger the sink workers use, on the shared database: the same interface as the SQLite file's,
 /// with a read of due deliveries that claims them for this replica (see `SharedRelayStore`).
 extension SharedRelayStore: DeliveryLedger {
+    /// A minute: rows another replica took after this one looked, and holds past its death, are seen within it.
+    public var unsignalledChangesSeenWithin: Duration { .seconds(60) }
+
     /// Claims the due deliveries of `sink` for this replica: what another replica's claim left when it expired (that
     /// replica died), then what is pending and due. Nothing while the sink is paused. For a sink that keeps a child's
     /// alerts in order, only each child's oldest, and none of a child with one out (claimed by any replica).

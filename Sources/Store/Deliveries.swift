@@ -61,6 +61,9 @@ extension Store {
 
     // MARK: - Workers
 
+    /// Five minutes, as the outbox's poll: `deliveries retry|enable` and every other writer signal the relay.
+    public var unsignalledChangesSeenWithin: Duration { .seconds(300) }
+
     /// Deliveries of `sink` due now, oldest first, leaving out `excluding` (the worker's own, being sent). Nothing is
     /// written for a claim: a crash during the send leaves the row pending, and it goes again with the same id.
     /// A row that cannot be read (an unknown kind or urgency) becomes a dead letter with the reason, here.

@@ -84,6 +84,11 @@ public struct Delivery: Sendable, Equatable {
 /// What a sink worker needs of the delivery ledger, and nothing more: the queue behind one interface, which the
 /// SQLite file (`Store`) and the database relays share (`SharedRelayStore`) both implement.
 public protocol DeliveryLedger: Sendable {
+    /// How long a sink worker with nothing due may wait before it looks again, for a change no signal told it of.
+    /// A file's other processes signal the relay (SIGUSR1) when they change its ledger, so on a file this only
+    /// catches a signal that could not be sent; on a shared ledger a replica may take rows after this one looked and
+    /// die holding them, and no one is told.
+    var unsignalledChangesSeenWithin: Duration { get }
     /// Due deliveries of `sink`, oldest first, leaving out `excluding`, taken for this relay: a file (one relay)
     /// writes nothing for taking them; a shared ledger claims them, so no other replica takes them meanwhile.
     func dueDeliveries(sink: String, at now: Date, limit: Int, excluding: Set<String>) throws(StoreError) -> [Delivery]

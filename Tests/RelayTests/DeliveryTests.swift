@@ -137,6 +137,28 @@ import Testing
         }
     }
 
+    /// A sink with nothing due looks at its ledger again after the time the ledger names for changes no signal tells
+    /// of (on a file five minutes, as every writer signals; on a shared ledger a minute), and sleeps until then.
+    @Test func anIdleSinkLooksAgainWhenItsLedgerSaysNotEveryMinute() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { base in
+            let config = try AlertSettings.parse(
+                "sinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n", file: "t.yaml")
+            let store = try store()
+            #expect(store.unsignalledChangesSeenWithin == .seconds(300))
+            let ledger = CountingLedger(store, lookAgainWithin: .milliseconds(300))
+            let engine = RelayEngine(store: store, config: config, ledger: ledger, logger: logger)
+            try engine.install()
+            let task = Task { await engine.run() }
+            defer { task.cancel() }
+            try await settled(engine, store)
+            let before = ledger.reads
+            try await Task.sleep(for: .milliseconds(1_000))
+            let looks = ledger.reads - before
+            #expect((2...4).contains(looks), "looked \(looks) times in 1 s at one look each 300 ms")
+        }
+    }
+
     /// Alerts planned in bursts and gaps while the workers send, read the ledger and take the planner's hand-over
     /// (a row committed just before a read is both read and handed over): each arrives once at each sink.
     @Test func alertsPlannedInBurstsAndGapsArriveOnceEach() async throws {

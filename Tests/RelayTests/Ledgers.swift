@@ -23,6 +23,8 @@ final class RefusingLedger: DeliveryLedger, @unchecked Sendable {
         left = Mutex(refusals)
     }
 
+    var unsignalledChangesSeenWithin: Duration { store.unsignalledChangesSeenWithin }
+
     func record(_ results: [(id: String, result: JobOutcome)]) throws(StoreError) {
         let refuse = left.withLock { n in
             defer { n = max(0, n - 1) }
@@ -75,7 +77,14 @@ final class CountingLedger: DeliveryLedger, @unchecked Sendable {
     private let count = Mutex(0)
     var reads: Int { count.withLock { $0 } }
 
-    init(_ store: Store) { self.store = store }
+    /// `lookAgainWithin`: the ledger's `unsignalledChangesSeenWithin` (nil: the file's).
+    init(_ store: Store, lookAgainWithin: Duration? = nil) {
+        self.store = store
+        self.lookAgainWithin = lookAgainWithin
+    }
+
+    private let lookAgainWithin: Duration?
+    var unsignalledChangesSeenWithin: Duration { lookAgainWithin ?? store.unsignalledChangesSeenWithin }
 
     private func read<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         count.withLock { $0 += 1 }

@@ -56,6 +56,19 @@ import Testing
         await second.value
     }
 
+    /// A wait without a timeout sets no alarm (an idle committer costs the clock nothing) and a signal ends it.
+    @Test func aWaitWithoutATimeoutSetsNoAlarmAndASignalEndsIt() async {
+        let clock = HandClock()
+        let wakeup = Wakeup(clock: clock)
+        let waiter = Task { await wakeup.wait(upTo: nil) }
+        for _ in 0..<5000 where !wakeup.isParked { await Task.yield() }
+        #expect(wakeup.isParked && clock.pending == 0, "asleep, no alarm set")
+        clock.advance(by: .seconds(86_400))
+        #expect(wakeup.isParked, "a day later, still asleep")
+        wakeup.signal()
+        #expect(await waiter.value, "says a signal ended it")
+    }
+
     /// Until the waiter is asleep with its alarm set: a signal before that is only kept as pending.
     private func parked(_ wakeup: Wakeup, _ clock: HandClock) async -> Bool {
         for _ in 0..<5000 where !(wakeup.isParked && clock.pending == 1) { await Task.yield() }
