@@ -24,9 +24,8 @@ public final class Store: Sendable {
     /// events calling it overflowed the stack.
     let relay = Mutex<PlannerHooks?>(nil)
     /// Deliveries planned by the write in progress: after its commit they are handed to the relay at once (it
-    /// wakes the sinks that got work, and gives them the rows so they need not read them back). One commit
-    /// observer per write that planned something, not one per event: that made a burst quadratic, and nested
-    /// the observers' callbacks until the stack overflowed at about 90,000 events.
+    /// wakes the sinks that got work, and gives them the rows so they need not read them back). Handed over once per
+    /// write, not once per event: that made a burst quadratic.
     let planned = Mutex<[Delivery]>([])
     /// Outcomes of sends waiting for the next write's commit (`record(_:withNextWriteWithin:)`).
     let carried = CarriedOutcomes()
@@ -264,35 +263,28 @@ public final class Store: Sendable {
                 // GRDB's own transaction compiles its BEGIN and COMMIT afresh each time; these are compiled once.
                 try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
                 var tickets: [UInt64] = []
-                var observed = false
                 do {
                     // The outcomes first: each grows its row (a time, a state) while the row's page still has the
                     // room. Written after this write's new rows had filled that page, the growth split it three
                     // ways, a third of the pages an event wrote (BENCHMARKS.md, session 41).
                     tickets = try carryOutcomes(db)
                     let result = try body(db)
+                    try db.executeCached(sql: "COMMIT TRANSACTION")
+                    // Committed, and still in this writer's turn (writers on other threads wait for it): the rows are
+                    // this transaction's own, and the hand-overs follow the commits' order. Told once the COMMIT has
+                    // returned, not by a GRDB transaction observer: when SQLite rolls a failed COMMIT back by itself
+                    // (a full disk), GRDB tells no observer, and the observer fired at the next commit instead, so
+                    // outcomes never written counted as written and their alerts went again.
+                    if !tickets.isEmpty { carried.committed(tickets) }
                     let rows = planned.withLock { rows in
                         defer { rows.removeAll() }
                         return rows
                     }
-                    let handOver = rows.isEmpty ? nil : relay.withLock({ $0?.onPlanned })
-                    if handOver != nil || !tickets.isEmpty {
-                        observed = true
-                        // Once committed, and still in this writer's turn (writers on other threads wait for it):
-                        // the rows are this transaction's own, and the hand-overs follow the commits' order. One
-                        // observer for both: each is a call on every statement until the commit.
-                        db.afterNextTransaction(
-                            onCommit: { [carried, tickets] _ in
-                                if !tickets.isEmpty { carried.committed(tickets) }
-                                handOver?(rows)
-                            },
-                            onRollback: { [carried, tickets] _ in if !tickets.isEmpty { carried.rolledBack(tickets) } })
-                    }
-                    try db.executeCached(sql: "COMMIT TRANSACTION")
+                    if !rows.isEmpty, let handOver = relay.withLock({ $0?.onPlanned }) { handOver(rows) }
                     return result
                 } catch {
                     planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
-                    if !observed { carried.rolledBack(tickets) }  // else the observer gives them back
+                    carried.rolledBack(tickets)
                     // SQLite has already rolled back after some failures (a full disk, an I/O error).
                     if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
                     throw error

@@ -8,7 +8,7 @@ import Testing
 /// A fault scenario of RELIABILITY.md: the relay binary between the simulator (or a proxy before it) and a webhook
 /// receiver, and the check every scenario ends with: every server transaction is in the cache with the server's
 /// balances; every alert owed since the start was acknowledged at least once; repeats counted (a receiver
-/// that dedups on `webhook-id` sees them as one).
+/// that dedups on `webhook-id` sees them as one); no transaction alerted under two ids (no dedup helps there).
 struct Scenario {
     let base: URL
     let env: [String: String]
@@ -49,6 +49,8 @@ struct Scenario {
     struct Outcome {
         var events = 0, alertsOwed = 0, lostEvents = 0, lostAlerts = 0, extraEvents = 0, wrongBalances = 0
         var requests = 0, repeats = 0
+        /// Transactions whose alert was acknowledged under more than one `webhook-id`: one event planned twice.
+        var doubled = 0
         var nothingLost: Bool { lostEvents == 0 && lostAlerts == 0 && extraEvents == 0 && wrongBalances == 0 }
     }
 
@@ -73,6 +75,9 @@ struct Scenario {
         o.lostAlerts = owed.subtracting(ackedIds).count
         o.requests = hook.received.count
         o.repeats = acked.count - Set(acked.compactMap { $0.headers["webhook-id"] }).count
+        let idsByTransaction = Dictionary(grouping: acked, by: { Self.transactionId(of: $0) ?? "" })
+            .mapValues { Set($0.compactMap { $0.headers["webhook-id"] }) }
+        o.doubled = idsByTransaction.filter { !$0.key.isEmpty && $0.value.count > 1 }.count
         return o
     }
 
@@ -93,6 +98,7 @@ struct Scenario {
         #expect(
             o.repeats <= repeatsAllowed,
             "\(scenario): \(o.repeats) alerts acknowledged twice (allowed \(repeatsAllowed))")
+        #expect(o.doubled == 0, "\(scenario): \(o.doubled) transactions alerted under two webhook ids")
         let figures: [(String, Int)] = [
             ("events", o.events), ("alerts", o.alertsOwed), ("lost_events", o.lostEvents),
             ("lost_alerts", o.lostAlerts),
