@@ -20,14 +20,15 @@ import Testing
     @Test func aProbeThatNeverAnswersLeavesThePauseWhole() async {
         let asked = Atomic<Int>(0)
         let began = ContinuousClock.now
-        // 350 ms at 100 ms: asked at 100 and 200; at 300 less than one interval is left, so no more.
+        // 350 ms at 100 ms: asked at 100 and 200; at 300 less than one interval is left, so no more. (On a starved
+        // machine an ask comes late, and the one after it may find less than an interval left: one ask, not two.)
         await HubConnection.pause(
             .milliseconds(350),
             endedEarlyBy: {
                 asked.add(1, ordering: .relaxed)
                 return false
             }, every: .milliseconds(100))
-        #expect(asked.load(ordering: .relaxed) == 2)
+        #expect((1...2).contains(asked.load(ordering: .relaxed)), "asked \(asked.load(ordering: .relaxed)) times")
         #expect(ContinuousClock.now - began >= .milliseconds(350))
     }
 
