@@ -2,6 +2,7 @@ import Alerts
 import Core
 import Foundation
 import GRDB
+import GRDBSQLite
 import StoreContract
 import Synchronization
 import Testing
@@ -66,6 +67,36 @@ import Testing
         #expect(row["last_error"] as String? == "HTTP 503")
     }
 
+    /// A COMMIT that SQLite rolls back by itself (a full disk does, while it appends the log; here a commit hook that
+    /// refuses once): the write throws, the outcomes it carried are their caller's again (written by it, in the file
+    /// when `record` returns), its planned rows go to no one, and the next write's commit claims nothing of it.
+    /// (Before, the write told them from a GRDB transaction observer, which hears of commits through that same hook:
+    /// here it heard of none and the caller waited for good; on a full disk it took the next write's commit for this.)
+    @Test(.timeLimit(.minutes(1)))
+    func aCommitSQLiteRollsBackByItselfGivesTheOutcomesBackAndHandsNothingOver() async throws {
+        let store = try Store.open(path: temporaryStorePath())
+        let outside = try DatabaseQueue(path: store.path)
+        let handed = Mutex<[String]>([])
+        store.setPlanner(EverythingToOneSink()) { rows in handed.withLock { $0 += rows.map(\.id) } }
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "first"))
+        let id = try #require(handed.withLock { $0.first })
+        let recorded = Task { try await store.record([(id, .done(at: Date()))], withNextWriteWithin: .seconds(60)) }
+        for _ in 0..<200 where store.carried.isEmpty { try await Task.sleep(for: .milliseconds(10)) }  // left here
+        commitRefusals.store(1, ordering: .relaxed)
+        try await store.pool.writeWithoutTransaction { db in
+            _ = sqlite3_commit_hook(
+                db.sqliteConnection, { _ in commitRefusals.subtract(1, ordering: .relaxed).oldValue > 0 ? 1 : 0 }, nil)
+        }
+        #expect(throws: StoreError.self) {
+            try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "refused"))
+        }
+        #expect(handed.withLock { $0.count } == 1, "the rolled-back write's row is handed to no one")
+        try await recorded.value
+        #expect(try state(outside, id) == "delivered", "written by its caller, in the file once `record` returned")
+        try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "third"))
+        #expect(handed.withLock { $0.count } == 2, "the next commit hands over its own row only")
+    }
+
     /// A write takes the outcomes before its own rows (so they grow their rows while the page has room): when its
     /// own rows then fail, it rolls back and the outcomes are the caller's again, written by it at once, not left
     /// waiting for a window that has passed its write.
@@ -115,3 +146,6 @@ import Testing
         #expect(carried.take().isEmpty, "claimed: no later write takes them")
     }
 }
+
+/// How many commits the test's hook refuses (a C callback reaches no context but a global).
+private let commitRefusals = Atomic<Int>(0)
