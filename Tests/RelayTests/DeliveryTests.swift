@@ -155,7 +155,8 @@ import Testing
             let before = ledger.reads
             try await Task.sleep(for: .milliseconds(1_000))
             let looks = ledger.reads - before
-            #expect((2...4).contains(looks), "looked \(looks) times in 1 s at one look each 300 ms")
+            // Three in a quiet second; a starved machine may run a look late (a minute's cap would show none).
+            #expect((1...4).contains(looks), "looked \(looks) times in 1 s at one look each 300 ms")
         }
     }
 
