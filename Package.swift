@@ -286,6 +286,8 @@ let package = Package(
             dependencies: [
                 "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol", "Core",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API itself: a commit hook that refuses (CarriedOutcomeTests).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
         .testTarget(
             name: "SyncTests",
