@@ -29,6 +29,32 @@ import Testing
         #expect(Money.minorUnits(Decimal.nan) == nil)
     }
 
+    /// Either side of 10^14, where the integer path gives way to Decimal arithmetic, and at random: the cents an
+    /// integer computes from the same digits (the oracle never reads a Decimal).
+    @Test func centsAgreeWithIntegerArithmeticEitherSideOfTheFastPath() throws {
+        var generator = SystemRandomNumberGenerator()
+        var cases: [(digits: Int64, exponent: Int)] = []
+        for digits: Int64 in [99_999_999_999_999, 100_000_000_000_000, 100_000_000_000_001, 1, 0] {
+            for exponent in -3...3 { cases.append((digits, exponent)) }
+        }
+        for _ in 0..<2_000 {
+            cases.append((Int64.random(in: 0...1_000_000_000_000_000, using: &generator), Int.random(in: -3...3)))
+        }
+        for (digits, exponent) in cases {
+            let text = "\(digits)e\(exponent)"
+            let amount = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
+            // digits x 10^(exponent + 2) cents, when whole and inside Int64.
+            var expected: Int64? = exponent + 2 >= 0 ? digits : (digits % 10 == 0 ? digits / 10 : nil)
+            for _ in 0..<max(0, exponent + 2) {
+                guard let cents = expected else { break }
+                let (product, overflow) = cents.multipliedReportingOverflow(by: 10)
+                expected = overflow ? nil : product
+            }
+            #expect(Money.minorUnits(amount) == expected, "\(text)")
+            if digits > 0 { #expect(Money.minorUnits(-amount) == expected.map { -$0 }, "-\(text)") }
+        }
+    }
+
     @Test func centsMadeIntoADecimalComeBack() {
         for cents: Int64 in [0, 1, -1, 99, 100, 2516, -300, 1_234_567_891, 99_999_999_999_999_999] {
             #expect(Money.minorUnits(Money.decimal(cents: cents)) == cents)
