@@ -132,7 +132,7 @@ let package = Package(
             name: "Store",
             dependencies: [
                 "AllowanceAPI", "Alerts", "Core", "StoreContract",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

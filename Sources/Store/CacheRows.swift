@@ -3,6 +3,7 @@ import AllowanceAPI
 import Core
 import Foundation
 import GRDB
+import GRDBSQLite
 import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
@@ -13,7 +14,7 @@ extension Store {
     static func recordInbox(_ db: Database, balance event: HubEvent, now: Date) throws {
         try db.executeCached(
             sql: "INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)",
-            arguments: [event.jsonText, ISO.string(now)])
+            values: [.text(event.jsonText), .text(ISO.string(now))])
     }
 
     /// Whether any event came over the hub (a balance, or a transaction stored as it came): asked once at the end of a
@@ -68,9 +69,10 @@ extension Store {
         let cents = try t.cents()
         try db.executeCached(
             sql: ifNew ? insertIfNewSQL : insertOrUpdateSQL,
-            arguments: [
-                t.id.lowercased, t.childId.lowercased, cents.amount, t.type.rawValue, t.description, cents.balanceAfter,
-                ISO.string(t.createdAt), t.createdByName, origin, via, ISO.string(now),
+            values: [
+                .text(t.id.lowercased), .text(t.childId.lowercased), .integer(cents.amount), .text(t.type.rawValue),
+                .text(t.description), .integer(cents.balanceAfter), .text(ISO.string(t.createdAt)),
+                .text(t.createdByName), .text(origin), .text(via), .text(ISO.string(now)),
             ])
         return db.changesCount > 0
     }
@@ -112,7 +114,7 @@ extension Store {
     static func setBalance(_ db: Database, _ id: UUID, minor: Int64, now: Date) throws {
         try db.executeCached(
             sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-            arguments: [minor, ISO.string(now), id.lowercased])
+            values: [.integer(minor), .text(ISO.string(now)), .text(id.lowercased)])
     }
 
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
@@ -188,6 +190,57 @@ extension Database {
     /// them each time was a third of the cost of storing it (measured with perf).
     func executeCached(sql: String, arguments: StatementArguments = StatementArguments()) throws {
         try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+
+    /// `executeCached(sql:arguments:)` for the rows written with every event (the transaction, the balance, the
+    /// delivery, the inbox): the values go straight to SQLite. GRDB's `StatementArguments` box each value as an
+    /// existential and copy it into a `DatabaseValue`, and for the delivery row's fourteen values that took as long
+    /// as SQLite's insert itself in a blast (BENCHMARKS.md, session 44). A failure is GRDB's `DatabaseError`, as from
+    /// any statement; the statement is reset either way, ready for the next event.
+    func executeCached(sql: String, values: [SQLValue]) throws {
+        let cached = try cachedStatement(sql: sql)  // the cache keeps it, and so the SQLite statement, alive
+        try withExtendedLifetime(cached) { try Self.run(cached.sqliteStatement, sql, values) }
+    }
+
+    private static func run(_ statement: SQLiteStatement, _ sql: String, _ values: [SQLValue]) throws {
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        let parameters = Int(sqlite3_bind_parameter_count(statement))
+        guard parameters == values.count else {
+            throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
+        }
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let code =
+                switch value {
+                case .text(let text?): sqlite3_bind_text(statement, index, text, -1, SQLValue.copied)
+                case .integer(let number?): sqlite3_bind_int64(statement, index, number)
+                case .text(nil), .integer(nil): sqlite3_bind_null(statement, index)
+                }
+            guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
+        }
+        var code = sqlite3_step(statement)
+        while code == SQLITE_ROW { code = sqlite3_step(statement) }
+        guard code == SQLITE_DONE else { throw SQLValue.failure(code, statement, sql) }
+    }
+}
+
+/// A value for `Database.executeCached(sql:values:)`: text or an integer, nil for NULL.
+enum SQLValue {
+    case text(String?)
+    case integer(Int64?)
+
+    /// SQLite copies the text before the bind returns (SQLITE_TRANSIENT): Swift's C string lasts only for the call.
+    fileprivate static let copied = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+
+    /// The error as GRDB words it: the result code (extended, as GRDB asks of every connection), SQLite's message.
+    fileprivate static func failure(_ code: Int32, _ statement: OpaquePointer, _ sql: String) -> DatabaseError {
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code),
+            message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))),
+            sql: sql)
     }
 }
 

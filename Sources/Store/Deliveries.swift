@@ -46,10 +46,12 @@ extension Store {
                                           next_attempt_at, last_error, created_at, trace_parent)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [
-                    d.id, d.sink, d.rule, d.kind.rawValue, d.childId?.lowercased, d.urgency.rawValue, d.alert, d.digest,
-                    key,
-                    d.state.rawValue, ISO.string(d.nextAttemptAt), d.lastError, ISO.string(now), d.traceParent,
+                values: [
+                    .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue), .text(d.childId?.lowercased),
+                    .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0), .text(key),
+                    .text(d.state.rawValue), .text(ISO.string(d.nextAttemptAt)), .text(d.lastError),
+                    .text(ISO.string(now)),
+                    .text(d.traceParent),
                 ])
         }
         let handed = rows.filter { $0.state != .muted }  // a muted row is kept, not handed to a worker

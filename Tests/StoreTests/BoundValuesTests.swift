@@ -1,0 +1,89 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import Testing
+
+@testable import Store
+
+/// The per-event rows bind their values straight to SQLite (`executeCached(sql:values:)`): what goes in is what a
+/// plain SQLite read gives back, NULL included; a refused row is GRDB's `DatabaseError` with SQLite's codes, and the
+/// statement works again for the next event.
+@Suite struct BoundValuesTests {
+    static let insert = "INSERT INTO t (name, amount, note) VALUES (?, ?, ?)"
+
+    func table() throws -> DatabaseQueue {
+        let db = try DatabaseQueue()
+        try db.write {
+            try $0.execute(sql: "CREATE TABLE t (name TEXT NOT NULL, amount INTEGER CHECK (amount > 0), note TEXT)")
+        }
+        return db
+    }
+
+    /// Each row as SQLite's C interface reads it back: (name, amount or nil, note or nil, the note's type).
+    func rows(_ queue: DatabaseQueue) throws -> [(String, Int64?, String?, Int32)] {
+        try queue.read { db in
+            let select = try db.makeStatement(sql: "SELECT name, amount, note FROM t ORDER BY rowid")
+            let statement = select.sqliteStatement
+            defer { withExtendedLifetime(select) {} }
+            var rows: [(String, Int64?, String?, Int32)] = []
+            while sqlite3_step(statement) == SQLITE_ROW {
+                let amount = sqlite3_column_type(statement, 1) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 1)
+                let note = sqlite3_column_text(statement, 2).map { String(cString: $0) }
+                rows.append(
+                    (
+                        String(cString: sqlite3_column_text(statement, 0)), amount, note,
+                        sqlite3_column_type(statement, 2)
+                    ))
+            }
+            return rows
+        }
+    }
+
+    @Test func textIntegersAndNullsArriveAsGiven() throws {
+        let queue = try table()
+        try queue.write { db in
+            try db.executeCached(sql: Self.insert, values: [.text("Alice 🍦 «ok»"), .integer(2516), .text(nil)])
+            try db.executeCached(sql: Self.insert, values: [.text(""), .integer(nil), .text("a \"quoted\" note")])
+            try db.executeCached(sql: Self.insert, values: [.text("big"), .integer(Int64.max), .text("x")])
+        }
+        let rows = try rows(queue)
+        #expect(rows.count == 3)
+        #expect(rows[0].0 == "Alice 🍦 «ok»" && rows[0].1 == 2516 && rows[0].2 == nil && rows[0].3 == SQLITE_NULL)
+        #expect(rows[1].0 == "" && rows[1].1 == nil && rows[1].2 == "a \"quoted\" note" && rows[1].3 == SQLITE_TEXT)
+        #expect(rows[2].1 == Int64.max)
+    }
+
+    @Test func aRefusedRowIsADatabaseErrorAndTheNextRowGoesIn() throws {
+        let queue = try table()
+        try queue.write { db in
+            let refused = #expect(throws: DatabaseError.self) {
+                try db.executeCached(sql: Self.insert, values: [.text("a"), .integer(-5), .text(nil)])
+            }
+            #expect(refused?.resultCode == .SQLITE_CONSTRAINT)
+            #expect(refused?.extendedResultCode == .SQLITE_CONSTRAINT_CHECK)
+            #expect(refused?.message?.contains("CHECK constraint failed") == true)
+            #expect(refused?.sql == Self.insert)
+            #expect(throws: DatabaseError.self) {
+                try db.executeCached(sql: Self.insert, values: [.text(nil), .integer(1), .text(nil)])  // NOT NULL
+            }
+            try db.executeCached(sql: Self.insert, values: [.text("b"), .integer(7), .text(nil)])
+        }
+        let rows = try rows(queue)
+        #expect(rows.count == 1)
+        #expect(rows.first?.0 == "b" && rows.first?.1 == 7 && rows.first?.2 == nil)
+    }
+
+    @Test func tooFewOrTooManyValuesAreAnErrorNotACrash() throws {
+        let queue = try table()
+        try queue.write { db in
+            let few = #expect(throws: DatabaseError.self) {
+                try db.executeCached(sql: Self.insert, values: [.text("a"), .integer(1)])
+            }
+            #expect(few?.message == "2 values for 3 parameters")
+            #expect(throws: DatabaseError.self) {
+                try db.executeCached(sql: Self.insert, values: [.text("a"), .integer(1), .text(nil), .text("extra")])
+            }
+        }
+        #expect(try rows(queue).isEmpty)
+    }
+}
