@@ -215,7 +215,8 @@ extension Database {
             let index = Int32(offset + 1)
             let code =
                 switch value {
-                case .text(let text?): sqlite3_bind_text(statement, index, text, -1, SQLValue.copied)
+                // withCString lends a native string's own bytes; passing the String itself made a copy of them.
+                case .text(let text?): text.withCString { sqlite3_bind_text(statement, index, $0, -1, SQLValue.copied) }
                 case .integer(let number?): sqlite3_bind_int64(statement, index, number)
                 case .text(nil), .integer(nil): sqlite3_bind_null(statement, index)
                 }
