@@ -74,12 +74,10 @@ extension Store {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             try Self.recordInbox(db, balance: event, now: now)
-            let latest = try Int64.fetchOne(
-                try db.cachedStatement(
-                    sql:
-                        "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1"
-                ),
-                arguments: [childId.lowercased])
+            let latest = try db.fetchCachedInt64(
+                sql:
+                    "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1",
+                values: [.text(childId.lowercased)])
             let (gap, after, previous) = HubEventPolicy.balance(
                 try MinorUnits.from(balance), child: child, latest: latest)
             children.update(childId, after)

@@ -198,33 +198,53 @@ extension Database {
     /// as SQLite's insert itself in a blast (BENCHMARKS.md, session 44). A failure is GRDB's `DatabaseError`, as from
     /// any statement; the statement is reset either way, ready for the next event.
     func executeCached(sql: String, values: [SQLValue]) throws {
-        let cached = try cachedStatement(sql: sql)  // the cache keeps it, and so the SQLite statement, alive
-        try withExtendedLifetime(cached) { try Self.run(cached.sqliteStatement, sql, values) }
+        try withBound(sql, values) { statement in
+            var code = sqlite3_step(statement)
+            while code == SQLITE_ROW { code = sqlite3_step(statement) }
+            guard code == SQLITE_DONE else { throw SQLValue.failure(code, statement, sql) }
+        }
     }
 
-    private static func run(_ statement: SQLiteStatement, _ sql: String, _ values: [SQLValue]) throws {
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+    /// The first column of the first row `sql` reads (nil: no row, or NULL), its values bound as
+    /// `executeCached(sql:values:)` binds them: the reads made for every event (a child's latest balance, a rule's
+    /// look for the same alert).
+    func fetchCachedInt64(sql: String, values: [SQLValue]) throws -> Int64? {
+        try withBound(sql, values) { statement in
+            switch sqlite3_step(statement) {
+            case SQLITE_ROW: sqlite3_column_type(statement, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 0)
+            case SQLITE_DONE: nil
+            case let code: throw SQLValue.failure(code, statement, sql)
+            }
         }
-        let parameters = Int(sqlite3_bind_parameter_count(statement))
-        guard parameters == values.count else {
-            throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
+    }
+
+    /// Runs `body` on the cached statement of `sql` with `values` bound; resets it afterwards, whatever happened.
+    private func withBound<T>(_ sql: String, _ values: [SQLValue], _ body: (SQLiteStatement) throws -> T) throws -> T {
+        let cached = try cachedStatement(sql: sql)  // the cache keeps it, and so the SQLite statement, alive
+        return try withExtendedLifetime(cached) {
+            let statement = cached.sqliteStatement
+            defer {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            }
+            let parameters = Int(sqlite3_bind_parameter_count(statement))
+            guard parameters == values.count else {
+                throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
+            }
+            for (offset, value) in values.enumerated() {
+                let index = Int32(offset + 1)
+                let code =
+                    switch value {
+                    // withCString lends a native string's own bytes; passing the String itself made a copy of them.
+                    case .text(let text?):
+                        text.withCString { sqlite3_bind_text(statement, index, $0, -1, SQLValue.copied) }
+                    case .integer(let number?): sqlite3_bind_int64(statement, index, number)
+                    case .text(nil), .integer(nil): sqlite3_bind_null(statement, index)
+                    }
+                guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
+            }
+            return try body(statement)
         }
-        for (offset, value) in values.enumerated() {
-            let index = Int32(offset + 1)
-            let code =
-                switch value {
-                // withCString lends a native string's own bytes; passing the String itself made a copy of them.
-                case .text(let text?): text.withCString { sqlite3_bind_text(statement, index, $0, -1, SQLValue.copied) }
-                case .integer(let number?): sqlite3_bind_int64(statement, index, number)
-                case .text(nil), .integer(nil): sqlite3_bind_null(statement, index)
-                }
-            guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
-        }
-        var code = sqlite3_step(statement)
-        while code == SQLITE_ROW { code = sqlite3_step(statement) }
-        guard code == SQLITE_DONE else { throw SQLValue.failure(code, statement, sql) }
     }
 }
 

@@ -35,10 +35,9 @@ extension Store {
         guard let planner = relay.withLock({ $0?.planner }) else { return 0 }
         let rows = try DeliveryPlanning.plan(event, planner: planner, gathering: gathering, now: now) {
             sink, key, since in
-            try Bool.fetchOne(
-                try db.cachedStatement(
-                    sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1"),
-                arguments: [sink, key, ISO.string(since)]) == true
+            try db.fetchCachedInt64(
+                sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1",
+                values: [.text(sink), .text(key), .text(ISO.string(since))]) != nil
         } write: { d, key in
             try db.executeCached(
                 sql: """

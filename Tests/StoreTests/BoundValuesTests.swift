@@ -73,6 +73,25 @@ import Testing
         #expect(rows.first?.0 == "b" && rows.first?.1 == 7 && rows.first?.2 == nil)
     }
 
+    @Test func aReadGivesTheFirstColumnOfTheFirstRowNilForNoneOrNull() throws {
+        let queue = try table()
+        try queue.write { db in
+            try db.execute(sql: "INSERT INTO t (name, amount) VALUES ('a', 5), ('a', 9), ('b', NULL)")
+            let read = "SELECT amount FROM t WHERE name = ? ORDER BY amount DESC LIMIT 1"
+            #expect(try db.fetchCachedInt64(sql: read, values: [.text("a")]) == 9)
+            #expect(try db.fetchCachedInt64(sql: read, values: [.text("b")]) == nil)  // NULL
+            #expect(try db.fetchCachedInt64(sql: read, values: [.text("c")]) == nil)  // no row
+            // The statement was reset after each read: the same one reads again, with new values.
+            #expect(try db.fetchCachedInt64(sql: read, values: [.text("a")]) == 9)
+            // A failure while stepping (SQLite's integer overflow) is a DatabaseError, and the next read works.
+            let overflow = #expect(throws: DatabaseError.self) {
+                try db.fetchCachedInt64(sql: "SELECT abs(?)", values: [.integer(Int64.min)])
+            }
+            #expect(overflow?.message == "integer overflow")
+            #expect(try db.fetchCachedInt64(sql: "SELECT abs(?)", values: [.integer(-3)]) == 3)
+        }
+    }
+
     @Test func tooFewOrTooManyValuesAreAnErrorNotACrash() throws {
         let queue = try table()
         try queue.write { db in
