@@ -234,6 +234,11 @@ class Receiver:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
+def spread(values):
+    """p50, p99 and the largest of `values` (ms), and how many there were."""
+    return {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values), "n": len(values)}
+
+
 def percentile(values, p):
     if not values:
         return None
@@ -488,17 +493,10 @@ rules:
                 # Hub events per second; each transaction is two events (TransactionCreated and BalanceUpdated).
                 for rate, count in paces:
                     self.log(f"latency: {count} transactions at {rate} hub events/s over {transport}")
-                    sent_before = set(sim.get("/_sim/sent-times"))
-                    sim.post(f"/_sim/paced?count={count}&rate={rate / 2}")
-                    sent = {k: v for k, v in sim.get("/_sim/sent-times").items() if k not in sent_before}
-                    wait_until(lambda: all(k in receiver.arrivals for k in sent), 120, "every webhook")
-                    webhook = [(receiver.arrivals[k] - t) * 1000 for k, t in sent.items()]
+                    sent, webhook = self.paced_to_webhook(sim, rate, count, lambda: receiver.arrivals)
                     stored = relay.commit_times()
                     commit = [(stored[k] - t) * 1000 for k, t in sent.items() if k in stored]
-                    row = {"transactions": count}
-                    for key, values in (("commit_ms", commit), ("webhook_ms", webhook)):
-                        row[key] = {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values),
-                                    "n": len(values)}
+                    row = {"transactions": count, "commit_ms": spread(commit), "webhook_ms": spread(webhook)}
                     rows[f"{rate} events/s{label}"] = row
                     self.log(f"  hub->commit p50 {row['commit_ms']['p50']:.2f} p99 {row['commit_ms']['p99']:.2f} ms; "
                              f"hub->webhook p50 {row['webhook_ms']['p50']:.2f} p99 {row['webhook_ms']['p99']:.2f} "
@@ -516,28 +514,43 @@ rules:
         db = self.work / "latency_floor.sqlite"
         for path in db.parent.glob(db.name + "*"):
             path.unlink()
-        proc = Proc("latency-floor", [str(self.soak_floor), "127.0.0.1", str(sim.port),
-                                      f"/hubs/family?access_token={TOKEN}", str(db), receiver.url], workdir=self.work)
+        proc = self.connected_floor(self.soak_floor, sim, db, receiver)
         try:
-            proc.wait_line(lambda l: l == "connected", 30)
-            time.sleep(1)
             self.log(f"latency: {count} transactions at {rate} hub events/s, the minimal C floor")
-            sent_before = set(sim.get("/_sim/sent-times"))
-            sim.post(f"/_sim/paced?count={count}&rate={rate / 2}")
-            sent = {k: v for k, v in sim.get("/_sim/sent-times").items() if k not in sent_before}
             # The floor posts the id as the frame spelled it (the simulator writes upper case); sent-times are lower.
-            arrivals = lambda: {k.lower(): t for k, t in list(receiver.arrivals.items())}
-            wait_until(lambda: all(k in arrivals() for k in sent), 120, "every webhook of the floor")
-            webhook = [(arrivals()[k] - t) * 1000 for k, t in sent.items()]
+            _, webhook = self.paced_to_webhook(
+                sim, rate, count, lambda: {k.lower(): t for k, t in list(receiver.arrivals.items())})
         finally:
             proc.stop()
             receiver.close()
-        row = {"transactions": count, "commit_ms": None,
-               "webhook_ms": {"p50": percentile(webhook, 50), "p99": percentile(webhook, 99), "max": max(webhook),
-                              "n": len(webhook)}}
+        row = {"transactions": count, "commit_ms": None, "webhook_ms": spread(webhook)}
         self.log(f"  hub->webhook p50 {row['webhook_ms']['p50']:.2f} p99 {row['webhook_ms']['p99']:.2f} "
                  f"max {row['webhook_ms']['max']:.2f} ms")
         return row
+
+    def paced_to_webhook(self, sim, rate, count, arrivals):
+        """`count` transactions paced at `rate` hub events/s (two events each); once every one has reached the
+        receiver (`arrivals()`: transaction id -> arrival time), their send times and hub-to-webhook times in ms."""
+        sent_before = set(sim.get("/_sim/sent-times"))
+        sim.post(f"/_sim/paced?count={count}&rate={rate / 2}")
+        sent = {k: v for k, v in sim.get("/_sim/sent-times").items() if k not in sent_before}
+        wait_until(lambda: all(k in arrivals() for k in sent), 120, "every webhook")
+        seen = arrivals()
+        return sent, [(seen[k] - t) * 1000 for k, t in sent.items()]
+
+    def connected_floor(self, program, sim, db, receiver):
+        """A C floor (soak_floor or store_floor) on `db`, posting to `receiver`, connected to the hub and settled. If
+        it never connects, it is stopped and the receiver closed before the error goes up."""
+        proc = Proc(program.name, [str(program), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
+                                   str(db), receiver.url], workdir=self.work)
+        try:
+            proc.wait_line(lambda l: l == "connected", 30)
+        except BaseException:
+            proc.stop()
+            receiver.close()
+            raise
+        time.sleep(1)
+        return proc
 
     # 5: webhooks: one sink, a receiver that answers at once ------------------------------------------------------
     def webhooks(self, sim):
@@ -614,11 +627,8 @@ rules:
         (inbox, transaction, balance, delivery row and its outcome) into a copy of the relay's database. Each gives
         the CPU per transaction that is left once the relay's own program is taken away."""
         receiver = Receiver()
-        proc = Proc(program.name, [str(program), "127.0.0.1", str(sim.port), f"/hubs/family?access_token={TOKEN}",
-                                   str(db), receiver.url], workdir=self.work)
+        proc = self.connected_floor(program, sim, db, receiver)
         try:
-            proc.wait_line(lambda l: l == "connected", 30)
-            time.sleep(1)
             known = len(receiver.arrivals)
             start = proc.status()
             call("POST", sim.url + f"/_sim/paced?count={rate * seconds}&rate={rate}", timeout=seconds + 120)
