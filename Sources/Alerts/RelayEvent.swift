@@ -124,7 +124,8 @@ public struct RelayEvent: Sendable, Equatable {
 
     /// The same object as text, written directly: every planned delivery stores it.
     public func jsonText(currency: String? = nil) -> String {
-        var w = JSONWriter(capacity: 1024)  // an alert with its transaction is 400-600 bytes: written without regrowing
+        // An alert with its transaction: 459-477 bytes in the benchmark; the default 256 regrew for every one.
+        var w = JSONWriter(capacity: 1024)
         w.beginObject()
         w.member("kind", kind.rawValue)
         w.member("at", ISODate.string(at))
