@@ -18,7 +18,7 @@ public enum CodePages {
         #if os(Linux)
             guard let smaps = readAll("/proc/self/smaps") else { return 0 }
             var released = 0
-            for mapping in Mapping.releasable(in: smaps)
+            for mapping in smaps.withUnsafeBufferPointer({ Mapping.releasable(in: $0) })
             where madvise(UnsafeMutableRawPointer(bitPattern: mapping.start), mapping.length, MADV_DONTNEED) == 0 {
                 released += mapping.residentKiB
             }
@@ -37,41 +37,88 @@ public enum CodePages {
         /// The mappings that hold only their file's content: private, backed by a file (an inode), not writable,
         /// no anonymous (copied-on-write) page, something resident.
         static func releasable(in smaps: String) -> [Mapping] {
+            var text = smaps
+            return text.withUTF8 { releasable(in: $0) }
+        }
+
+        /// Read byte by byte: the settled relay's smaps is thousands of lines, and splitting them into strings took
+        /// about 50 ms of CPU, once, a minute into every run (perf on the soak, BENCHMARKS.md session 45).
+        static func releasable(in smaps: UnsafeBufferPointer<UInt8>) -> [Mapping] {
             var found: [Mapping] = []
             var current: (mapping: Mapping, candidate: Bool, anonymous: Int)?
             func finish() {
                 if let c = current, c.candidate, c.anonymous == 0, c.mapping.residentKiB > 0 { found.append(c.mapping) }
             }
-            for line in smaps.split(separator: "\n") {
-                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                if let first = fields.first, first.contains("-"), fields.count >= 5 {
+            var rest = smaps[...]
+            while !rest.isEmpty {
+                let end = rest.firstIndex(of: UInt8(ascii: "\n")) ?? rest.endIndex
+                var fields = Fields(rest[rest.startIndex..<end])
+                rest = rest[min(end + 1, rest.endIndex)...]
+                guard let first = fields.next() else { continue }
+                if let dash = first.firstIndex(of: UInt8(ascii: "-")) {
                     // "start-end perms offset dev inode [path]"
+                    guard let perms = fields.next(), fields.next() != nil, fields.next() != nil,
+                        let inode = fields.next()
+                    else { continue }
                     finish()
-                    let bounds = first.split(separator: "-")
-                    guard bounds.count == 2, let lo = UInt(bounds[0], radix: 16), let hi = UInt(bounds[1], radix: 16)
+                    guard let lo = number(first[..<dash], radix: 16), let hi = number(first[(dash + 1)...], radix: 16),
+                        hi >= lo, let length = Int(exactly: hi - lo)
                     else {
                         current = nil
                         continue
                     }
-                    let perms = Array(fields[1].utf8)
-                    let fileBacked = (UInt(fields[4]) ?? 0) != 0
-                    let candidate = perms.count == 4 && perms[1] == UInt8(ascii: "-") && perms[3] == UInt8(ascii: "p")
-                    current = (Mapping(start: lo, length: Int(hi - lo), residentKiB: 0), candidate && fileBacked, -1)
-                } else if fields.count >= 2, current != nil {
-                    if fields[0] == "Rss:" {
-                        current!.mapping.residentKiB = Int(fields[1]) ?? 0
-                    } else if fields[0] == "Anonymous:" {
-                        current!.anonymous = Int(fields[1]) ?? -1
+                    let candidate =
+                        perms.count == 4 && perms[perms.startIndex + 1] == UInt8(ascii: "-")
+                        && perms[perms.startIndex + 3] == UInt8(ascii: "p")
+                    let fileBacked = (number(inode, radix: 10) ?? 0) != 0
+                    current = (Mapping(start: lo, length: length, residentKiB: 0), candidate && fileBacked, -1)
+                } else if current != nil, let value = fields.next() {
+                    if first.elementsEqual("Rss:".utf8) {
+                        current!.mapping.residentKiB = number(value, radix: 10).flatMap { Int(exactly: $0) } ?? 0
+                    } else if first.elementsEqual("Anonymous:".utf8) {
+                        current!.anonymous = number(value, radix: 10).flatMap { Int(exactly: $0) } ?? -1
                     }
                 }
             }
             finish()
             return found
         }
+
+        /// The fields of one line, split at spaces.
+        private struct Fields: IteratorProtocol {
+            var rest: Slice<UnsafeBufferPointer<UInt8>>
+            init(_ line: Slice<UnsafeBufferPointer<UInt8>>) { rest = line }
+
+            mutating func next() -> Slice<UnsafeBufferPointer<UInt8>>? {
+                guard let start = rest.firstIndex(where: { $0 != UInt8(ascii: " ") }) else { return nil }
+                let end = rest[start...].firstIndex(of: UInt8(ascii: " ")) ?? rest.endIndex
+                defer { rest = rest[end...] }
+                return rest[start..<end]
+            }
+        }
+
+        /// The digits as a number (nil: empty, not a digit, or too large).
+        private static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>, radix: UInt) -> UInt? {
+            guard !digits.isEmpty else { return nil }
+            var value: UInt = 0
+            for byte in digits {
+                let digit: UInt
+                switch byte {
+                case 0x30...0x39: digit = UInt(byte - 0x30)  // 0-9
+                case 0x61...0x66 where radix == 16: digit = UInt(byte - 0x61) + 10  // a-f
+                case 0x41...0x46 where radix == 16: digit = UInt(byte - 0x41) + 10  // A-F
+                default: return nil
+                }
+                let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
+                guard !overflow, shifted <= UInt.max - digit else { return nil }
+                value = shifted + digit
+            }
+            return value
+        }
     }
 
     #if os(Linux)
-        private static func readAll(_ path: String) -> String? {
+        private static func readAll(_ path: String) -> [UInt8]? {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return nil }
             defer { close(fd) }
@@ -83,7 +130,7 @@ public enum CodePages {
                 guard n > 0 else { break }
                 bytes += chunk[0..<n]
             }
-            return String(decoding: bytes, as: UTF8.self)
+            return bytes
         }
     #endif
 }

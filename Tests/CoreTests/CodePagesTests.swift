@@ -109,4 +109,35 @@ import Testing
                 .init(start: 0x7f00_0030_0000, length: 0x10_0000, residentKiB: 700),
             ])
     }
+
+    /// A line the reader does not expect (an address too large, no end, letters for digits, a short header, a
+    /// field without a value) is passed over, never a trap; the good mappings around them are still found.
+    @Test func garbledLinesArePassedOver() {
+        let smaps = """
+            5581a0000000-5581a0200000 r-xp 00010000 08:01 1234                       /usr/bin/allowance-relay
+            Rss:                1500 kB
+            Anonymous:             0 kB
+            0-1ffffffffffffffffffff r-xp 00000000 08:01 77 /huge
+            Rss:                 100 kB
+            Anonymous:             0 kB
+            ffffffffffffffff-0 r-xp 00000000 08:01 78 /backwards
+            Rss:                 100 kB
+            Anonymous:             0 kB
+            7f00zz000000-7f0000100000 r-xp 00000000 08:01 79 /letters
+            Rss:                 100 kB
+            Anonymous:             0 kB
+            7f0000300000-7f0000400000 r-xp
+            Rss:
+            Anonymous:
+            Rss:              99999999999999999999999 kB
+            7f0000500000-7f0000600000 r-xp 00028000 08:01 555                        /usr/lib/libc.so.6
+            Rss:                 700 kB
+            Anonymous:             0 kB
+            """
+        #expect(
+            CodePages.Mapping.releasable(in: smaps) == [
+                .init(start: 0x5581_a000_0000, length: 0x20_0000, residentKiB: 1500),
+                .init(start: 0x7f00_0050_0000, length: 0x10_0000, residentKiB: 700),
+            ])
+    }
 }
