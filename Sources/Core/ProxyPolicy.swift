@@ -43,7 +43,8 @@ public struct ProxyPolicy: Sendable, Equatable {
 
     /// The proxy for `url`, or nil to connect directly.
     public func proxy(for url: URL) -> Proxy? {
-        guard let host = url.host?.lowercased() else { return nil }
+        // Without a proxy there is nothing to decide: no parse of the URL for every webhook sent.
+        guard https != nil || http != nil, let host = url.host?.lowercased() else { return nil }
         let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         if exempt.contains(where: { $0 == "*" || bare == $0 || bare.hasSuffix("." + $0) }) { return nil }
         switch url.scheme?.lowercased() {

@@ -126,14 +126,13 @@ extension Store {
     /// The effect of the child's writes still waiting here, and how many there are (one probe of an index that is
     /// empty when nothing waits).
     static func pendingWrites(_ db: Database, _ id: UUID) throws -> (effect: Int64, count: Int) {
-        let row = try Row.fetchOne(
-            try db.cachedStatement(
-                sql: """
-                    SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
-                    FROM txn WHERE child_id = ? AND origin = 'local-pending'
-                    """),
-            arguments: [id.lowercased])
-        return (row?[0] ?? 0, row?[1] ?? 0)
+        try db.fetchCachedRow(
+            sql: """
+                SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
+                FROM txn WHERE child_id = ? AND origin = 'local-pending'
+                """,
+            values: [.text(id.lowercased)]
+        ) { (effect: $0.int64(0) ?? 0, count: Int($0.int64(1) ?? 0)) } ?? (0, 0)
     }
 
     /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is
@@ -166,12 +165,12 @@ struct BurstChildren {
     mutating func load(_ db: Database, _ id: UUID) throws -> BurstChild? {
         if let child = known[id] { return child }
         guard
-            let row = try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT balance_minor, first_name FROM child WHERE id = ?"),
-                arguments: [id.lowercased])
+            let row = try db.fetchCachedRow(
+                sql: "SELECT balance_minor, first_name FROM child WHERE id = ?", values: [.text(id.lowercased)],
+                { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "") })
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
-        let child = BurstChild(name: row[1], balance: row[0], pending: pending, waiting: waiting)
+        let child = BurstChild(name: row.name, balance: row.balance, pending: pending, waiting: waiting)
         known[id] = child
         return child
     }
@@ -209,9 +208,15 @@ extension Database {
     /// `executeCached(sql:values:)` binds them: the reads made for every event (a child's latest balance, a rule's
     /// look for the same alert).
     func fetchCachedInt64(sql: String, values: [SQLValue]) throws -> Int64? {
+        try fetchCachedRow(sql: sql, values: values) { $0.int64(0) } ?? nil
+    }
+
+    /// What `read` makes of the first row `sql` reads (nil: no row), its values bound as `executeCached(sql:values:)`
+    /// binds them.
+    func fetchCachedRow<T>(sql: String, values: [SQLValue], _ read: (BoundRow) throws -> T) throws -> T? {
         try withBound(sql, values) { statement in
             switch sqlite3_step(statement) {
-            case SQLITE_ROW: sqlite3_column_type(statement, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 0)
+            case SQLITE_ROW: try read(BoundRow(statement: statement))
             case SQLITE_DONE: nil
             case let code: throw SQLValue.failure(code, statement, sql)
             }
@@ -262,6 +267,22 @@ enum SQLValue {
             resultCode: ResultCode(rawValue: code),
             message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))),
             sql: sql)
+    }
+}
+
+/// The row a bound statement stands on, read by column (from 0): valid only inside `fetchCachedRow`'s `read`.
+struct BoundRow {
+    fileprivate let statement: OpaquePointer
+
+    /// nil for NULL; SQLite's conversion for another type.
+    func int64(_ column: Int32) -> Int64? {
+        sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
+    }
+
+    /// nil for NULL; SQLite's conversion (to UTF-8) for another type.
+    func text(_ column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(statement, column) else { return nil }
+        return String(cString: bytes)
     }
 }
 

@@ -147,7 +147,7 @@ extension Store {
 
     /// The one place sends' outcomes are written: in a commit of their own (`record`) or carried by another write's.
     static func writeOutcomes(_ db: Database, _ results: [(id: String, result: JobOutcome)]) throws {
-        for (id, result) in results { try JobQueue<Delivery>.record(db, id, result) }
+        for (id, result) in results { try JobQueue<Delivery>.record(db, .text(id), result) }
     }
 
     /// The outcomes of several sends, written with the next write's commit (the next event's, usually) when one

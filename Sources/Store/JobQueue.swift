@@ -61,25 +61,26 @@ enum JobQueue<Job: QueuedJob> {
     /// one was made), the state and error set. `gaveUpAs` names another final state than the dead letter (the
     /// outbox's `rejected`).
     static func record(
-        _ db: Database, _ key: some DatabaseValueConvertible, _ outcome: JobOutcome, attempted: Bool = true,
-        gaveUpAs: Job.State? = nil
+        _ db: Database, _ key: SQLValue, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
     ) throws {
+        // Bound straight to SQLite: a delivery's outcome is written for every alert sent (BENCHMARKS.md, session 45).
         let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
         switch outcome {
         case .done(let at):
             let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(self.key) = ?",
-                arguments: Job.doneAtColumn == nil ? [Job.State.done, key] : [Job.State.done, ISO.string(at), key])
+                values: [.text(Job.State.done.rawValue)] + (Job.doneAtColumn == nil ? [] : [.text(ISO.string(at))])
+                    + [key])
         case .retry(let error, let at):
             try db.executeCached(
                 sql:
                     "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",
-                arguments: [Job.State.pending, error, ISO.string(at), key])
+                values: [.text(Job.State.pending.rawValue), .text(error), .text(ISO.string(at)), key])
         case .gaveUp(let reason):
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(self.key) = ?",
-                arguments: [gaveUpAs ?? Job.State.dead, reason, key])
+                values: [.text((gaveUpAs ?? Job.State.dead).rawValue), .text(reason), key])
         }
     }
 

@@ -92,6 +92,30 @@ import Testing
         }
     }
 
+    /// A row read by column: text as stored (non-ASCII, empty), NULL as nil, integers, no row as nil; the rows were
+    /// written by SQLite's own SQL, not through the bound values.
+    @Test func aRowIsReadByColumn() throws {
+        let queue = try table()
+        try queue.write { db in
+            try db.execute(sql: "INSERT INTO t (name, amount, note) VALUES ('Zoë 🍦', 7, ''), ('b', NULL, NULL)")
+            let read = "SELECT name, amount, note FROM t WHERE name = ?"
+            let first = try db.fetchCachedRow(sql: read, values: [.text("Zoë 🍦")]) {
+                ($0.text(0), $0.int64(1), $0.text(2))
+            }
+            #expect(first?.0 == "Zoë 🍦" && first?.1 == 7 && first?.2 == "")
+            let second = try db.fetchCachedRow(sql: read, values: [.text("b")]) {
+                ($0.text(0), $0.int64(1), $0.text(2))
+            }
+            #expect(second?.0 == "b" && second?.1 == nil && second?.2 == nil)
+            #expect(try db.fetchCachedRow(sql: read, values: [.text("c")]) { $0.text(0) } == nil)  // no row
+            // Two aggregates of the same probe, as the pending writes read them.
+            let sums = try db.fetchCachedRow(sql: "SELECT SUM(amount), COUNT(*) FROM t", values: []) {
+                ($0.int64(0), $0.int64(1))
+            }
+            #expect(sums?.0 == 7 && sums?.1 == 2)
+        }
+    }
+
     @Test func tooFewOrTooManyValuesAreAnErrorNotACrash() throws {
         let queue = try table()
         try queue.write { db in
