@@ -152,8 +152,16 @@ public final class Store: Sendable {
         path: String, _ config: Configuration, durability: Durability, prepare: (Store) throws -> Void
     ) throws(StoreError) -> Store {
         do {
-            let store = Store(
-                path: path, pool: try DatabasePool(path: path, configuration: config), durability: durability)
+            let pool = try DatabasePool(path: path, configuration: config)
+            if !config.readonly {
+                // GRDB sets the writer to synchronous=NORMAL when it turns WAL on, after `prepareDatabase` ran: set
+                // again, or no commit would wait for the disk whatever store.durability says (BENCHMARKS.md,
+                // session 45: no fdatasync at all in a soak's 200 commits).
+                try pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
+                }
+            }
+            let store = Store(path: path, pool: pool, durability: durability)
             try prepare(store)
             return store
         } catch let error as StoreError {
