@@ -68,10 +68,10 @@ enum JobQueue<Job: QueuedJob> {
         switch outcome {
         case .done(let at):
             let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
+            let doneAt: [SQLValue] = Job.doneAtColumn == nil ? [] : [.text(ISO.string(at))]
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(self.key) = ?",
-                values: [.text(Job.State.done.rawValue)] + (Job.doneAtColumn == nil ? [] : [.text(ISO.string(at))])
-                    + [key])
+                values: [.text(Job.State.done.rawValue)] + doneAt + [key])
         case .retry(let error, let at):
             try db.executeCached(
                 sql:

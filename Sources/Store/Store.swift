@@ -117,7 +117,7 @@ public final class Store: Sendable {
         var config = Configuration()
         config.busyMode = .timeout(5)
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
+            try db.setDurability(durability)
             try db.execute(sql: "PRAGMA foreign_keys = ON")
             if db.configuration.readonly {
                 try db.execute(sql: "PRAGMA cache_size = \(-Tuning.readerCacheKiB)")
@@ -157,9 +157,7 @@ public final class Store: Sendable {
                 // GRDB sets the writer to synchronous=NORMAL when it turns WAL on, after `prepareDatabase` ran: set
                 // again, or no commit would wait for the disk whatever store.durability says (BENCHMARKS.md,
                 // session 45: no fdatasync at all in a soak's 200 commits).
-                try pool.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
-                }
+                try pool.writeWithoutTransaction { db in try db.setDurability(durability) }
             }
             let store = Store(path: path, pool: pool, durability: durability)
             try prepare(store)
@@ -246,10 +244,9 @@ public final class Store: Sendable {
     func writeWithoutSync<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.writeWithoutTransaction { db in
-                // Prepared each time, not cached: SQLite applies this pragma when it compiles it, not when it runs.
-                if durability != .normal { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                if durability != .normal { try db.setDurability(.normal) }
                 defer {
-                    if durability != .normal { try? db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)") }
+                    if durability != .normal { try? db.setDurability(durability) }
                 }
                 var result: T?
                 try db.inTransaction {
@@ -357,5 +354,13 @@ extension StoreError {
         default:
             return (.sqlite, "SQLite error \(db.resultCode.rawValue): \(db.message ?? "unknown").")
         }
+    }
+}
+
+extension Database {
+    /// Whether this connection's commits wait for the disk (`PRAGMA synchronous`); run, not cached: SQLite applies
+    /// the pragma when it compiles it.
+    fileprivate func setDurability(_ durability: Store.Durability) throws {
+        try execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
     }
 }
