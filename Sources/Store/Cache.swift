@@ -306,11 +306,8 @@ extension Store {
         child: UUID? = nil, since: Date? = nil, limit: Int = 100
     ) throws(StoreError) -> [Transaction] {
         try read { db in
-            let filter = [child == nil ? nil : "child_id = :child", since == nil ? nil : "created_at >= :since"]
-                .compactMap { $0 }
-            let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
-            return try Row.fetchAll(
-                db, sql: "SELECT * FROM txn \(clause) ORDER BY created_at DESC, stored_at DESC LIMIT :limit",
+            try Row.fetchAll(
+                db, sql: Self.newestTransactions(ofOneChild: child != nil, since: since != nil),
                 arguments: ["child": child?.lowercased, "since": since.map(ISO.string), "limit": limit]
             ).map { row in
                 Transaction(
@@ -320,6 +317,33 @@ extension Store {
                     createdAt: ISODate.parse(row["created_at"]) ?? .distantPast, createdByName: row["created_by"])
             }
         }
+    }
+
+    /// The children that have transactions, one row each (`kid.id`), found by hopping along txn_by_child from one
+    /// child's range to the next: a query that reads the history in date order does so child by child, without an
+    /// index on the whole history's dates to keep up with every event (schema v24).
+    static let eachChildsTransactions = """
+        WITH RECURSIVE kid(id) AS (
+            SELECT (SELECT min(child_id) FROM txn)
+            UNION ALL
+            SELECT (SELECT min(child_id) FROM txn WHERE child_id > kid.id) FROM kid WHERE kid.id IS NOT NULL
+        )
+        """
+
+    /// The query for the newest transactions (`:limit` of them), a child's (`:child`) or the family's, created at or
+    /// after `:since` when `since`. A child's newest are the end of its range in txn_by_child; the family's are each
+    /// child's newest, merged.
+    static func newestTransactions(ofOneChild: Bool, since: Bool) -> String {
+        let newest = """
+            WHERE child_id = \(ofOneChild ? ":child" : "kid.id") \(since ? "AND created_at >= :since" : "")
+            ORDER BY created_at DESC, stored_at DESC LIMIT :limit
+            """
+        if ofOneChild { return "SELECT * FROM txn \(newest)" }
+        return """
+            \(eachChildsTransactions)
+            SELECT txn.* FROM kid JOIN txn ON txn.rowid IN (SELECT rowid FROM txn AS mine \(newest))
+            ORDER BY created_at DESC, stored_at DESC LIMIT :limit
+            """
     }
 
     /// The hub events kept in the inbox (those with no row of their own: BalanceUpdated), oldest first: their kinds.

@@ -422,6 +422,12 @@ enum Schema {
                     "CREATE INDEX delivery_first ON delivery (sink, created_at) WHERE \(Delivery.firstSQL) AND state IN \(Delivery.State.waitingSQL)"
             )
         }
+        m.registerMigration("v24: the newest transactions read child by child") { db in
+            // txn_recent (v17) put the whole history in date order: one more B-tree page written with every
+            // transaction (1.09 of the soak's 10.4, BENCHMARKS.md session 46), for a listing and a prune that
+            // txn_by_child serves as well, one child's range at a time (Store.eachChildsTransactions).
+            try db.execute(sql: "DROP INDEX txn_recent")
+        }
         return m
     }
 }

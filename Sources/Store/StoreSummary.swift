@@ -75,6 +75,13 @@ extension Store {
 }
 
 extension Store {
+    /// Synced transactions created before `?`, found child by child in txn_by_child.
+    static let pruneTransactions = """
+        DELETE FROM txn WHERE rowid IN (
+            \(eachChildsTransactions)
+            SELECT txn.rowid FROM kid JOIN txn ON child_id = kid.id AND created_at < ? WHERE origin = 'server')
+        """
+
     /// Retention: inbox rows (kept for deduplication) older than `inboxDays`, and, when `transactionDays` is set,
     /// synced transactions older than that. Local writes still waiting are never pruned. Returns what was deleted.
     @discardableResult
@@ -96,7 +103,7 @@ extension Store {
             var transactions = 0
             if let transactionDays {
                 let cutoff = ISO.string(now.addingTimeInterval(-Double(transactionDays) * 86400))
-                try db.execute(sql: "DELETE FROM txn WHERE origin = 'server' AND created_at < ?", arguments: [cutoff])
+                try db.execute(sql: Self.pruneTransactions, arguments: [cutoff])
                 transactions = db.changesCount
             }
             return (inbox, transactions)

@@ -182,7 +182,6 @@ import Testing
             #expect(
                 indexes == [
                     "delivery_dedup", "delivery_due", "delivery_first", "txn_by_child", "txn_local_pending",
-                    "txn_recent",
                 ])
             // The summary waiting is found through the partial index it is in.
             let plan = try Row.fetchAll(
@@ -223,6 +222,76 @@ import Testing
         for sql in refused {
             #expect(throws: DatabaseError.self, "\(sql)") { try raw.write { try $0.execute(sql: sql) } }
         }
+    }
+
+    /// The previous release's database (v23) loses txn_recent: the family's newest transactions, a child's, those
+    /// since a date and the age prune come out as they did, each child's range read in txn_by_child, no whole scan.
+    @Test func theNewestTransactionsAreReadChildByChild() throws {
+        let kids = [
+            "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
+            "33333333-3333-4333-8333-333333333333",
+        ]
+        // (description, child, created_at, origin): dates interleave across the children, two share a time.
+        var rows: [(String, String, String, String)] = []
+        for n in 0..<30 {
+            let at = String(format: "2026-01-%02dT%02d:00:00Z", 1 + n % 9, n % 24)
+            rows.append(("t\(n)", kids[(n * 7) % 3], n == 29 ? "2026-01-01T00:00:00Z" : at, "server"))
+        }
+        rows.append(("waiting", kids[1], "2026-01-01T00:30:00Z", "local-pending"))
+        let path = try olderDatabase(upTo: "v23: the checks on each event's rows compare without a temporary index") {
+            db in
+            for (n, row) in rows.enumerated() {
+                try db.execute(
+                    sql: """
+                        INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at,
+                                         created_by, origin, received_via, stored_at)
+                        VALUES (?, ?, 100, 'Credit', ?, 100, ?, 'Pat', ?, 'hub', ?)
+                        """,
+                    arguments: [
+                        String(format: "00000000-0000-4000-8000-%012d", n), row.1, row.0, row.2, row.3,
+                        String(format: "2026-02-01T00:00:%02dZ", n),
+                    ])
+            }
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        // The oracle: the rows above in date order, newest first (the stored time, later for a later row, breaks ties).
+        let newestFirst = rows.enumerated().sorted { ($0.element.2, $0.offset) > ($1.element.2, $1.offset) }
+            .map(\.element)
+        #expect(try store.transactions(limit: 7).map(\.description) == newestFirst.prefix(7).map(\.0))
+        #expect(try store.transactions(limit: 100).map(\.description) == newestFirst.map(\.0))
+        let bob = UUID(uuidString: kids[1])!
+        #expect(
+            try store.transactions(child: bob, limit: 5).map(\.description)
+                == newestFirst.filter { $0.1 == kids[1] }.prefix(5).map(\.0))
+        let since = try #require(ISODate.parse("2026-01-08T00:00:00Z"))
+        #expect(
+            try store.transactions(since: since).map(\.description)
+                == newestFirst.filter { $0.2 >= "2026-01-08T00:00:00Z" }.map(\.0))
+
+        let raw = try DatabaseQueue(path: path)
+        try raw.read { db in
+            #expect(try String.fetchOne(db, sql: "SELECT name FROM sqlite_master WHERE name = 'txn_recent'") == nil)
+            let queries: [(String, StatementArguments)] = [
+                (Store.newestTransactions(ofOneChild: false, since: true), ["limit": 5, "since": "2026-01-08"]),
+                (Store.newestTransactions(ofOneChild: true, since: false), ["limit": 5, "child": kids[0]]),
+                (Store.pruneTransactions, ["2026-01-05"]),
+            ]
+            for (sql, arguments) in queries {
+                let steps = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments)
+                    .map { $0["detail"] as String }
+                // SQLite says SCAN for a table read whole, SEARCH for a range found in an index.
+                #expect(!steps.contains { $0.hasPrefix("SCAN txn") || $0.hasPrefix("SCAN mine") }, "\(steps)")
+                #expect(steps.contains { $0.contains("txn_by_child") }, "\(steps)")
+            }
+        }
+        // Synced transactions older than the cutoff go, every child's; the local write waiting stays.
+        let cutoff = "2026-01-05T00:00:00Z"
+        let now = try #require(ISODate.parse(cutoff)).addingTimeInterval(86400)
+        let pruned = try store.prune(transactionDays: 1, now: now)
+        let kept = rows.filter { $0.2 >= cutoff || $0.3 != "server" }
+        #expect(pruned.transactions == rows.count - kept.count)
+        #expect(Set(try store.transactions(limit: 100).map(\.description)) == Set(kept.map(\.0)))
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
