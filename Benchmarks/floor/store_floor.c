@@ -3,8 +3,9 @@
 // its indexes, its seeded family). What it keeps of the relay's promise: every event lands once, each transaction as
 // its row in `txn` (a repeat found by its id there, as the relay's since session 41), each BalanceUpdated in the
 // inbox with its normalised payload (a database of schema v21 or before, for a before-and-after beside an older relay:
-// each event in the inbox under the relay's dedup key then, a transaction's with an empty payload), each child's
-// balance, and for each
+// each event in the inbox under the relay's dedup key then, a transaction's with an empty payload; from schema v24, not
+// one right behind its stored transaction with that transaction's balance after, which the relay leaves to that
+// row), each child's balance, and for each
 // transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
 // synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
 // 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
@@ -34,6 +35,9 @@ static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *balance_inbox, *i
     *load_child, *save_child, *mark_delivered;
 static char now_iso[32];
 static int keyed_inbox;  // schema v21 or before: every event in the inbox under a unique dedup key
+static int balance_in_transaction;  // schema v24 or later: see balance_updated
+// The transaction stored (or found stored) by the event just before, in this batch: its child and balance after.
+static struct { char child_id[40]; long long after; int set; } just_stored;
 static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
 static lws_usec_t held_since;
 
@@ -172,6 +176,7 @@ static void commit_batch(void) {
         step(save_child, "save child");
     }
     child_count = 0;
+    just_stored.set = 0;
     step(commit_stmt, "commit");
     commits++;
     in_batch = 0;
@@ -213,6 +218,9 @@ static void transaction_created(const char *m, size_t len) {
         text(is_stored, 1, id);
         int repeat = sqlite3_step(is_stored) == SQLITE_ROW;
         sqlite3_reset(is_stored);
+        strcpy(just_stored.child_id, child_id);
+        just_stored.after = after;
+        just_stored.set = 1;
         if (repeat) return;
     }
     const char *values[] = {id, child_id, NULL, type, description, NULL, created_at, created_by, now_iso};
@@ -250,7 +258,9 @@ static void transaction_created(const char *m, size_t len) {
     pending[pending_count++].body = body;
 }
 
-static void balance_updated(const char *m, size_t len) {
+// `follows`: the event before it in this batch stored a transaction (just_stored). From schema v24 the relay keeps
+// no inbox row for a balance right behind its transaction with that transaction's balance after: the row says it.
+static void balance_updated(const char *m, size_t len, int follows) {
     const char *args = memmem(m, len, "\"arguments\":[\"", 14);
     if (!args) return;
     args += 14;
@@ -267,7 +277,9 @@ static void balance_updated(const char *m, size_t len) {
     money(balance_text, balance);
     snprintf(payload, sizeof payload, "{\"event\":\"BalanceUpdated\",\"childId\":\"%s\",\"balance\":\"%s\"}", child_id,
              balance_text);
-    if (keyed_inbox) {
+    if (balance_in_transaction && follows && just_stored.after == balance && !strcmp(just_stored.child_id, child_id)) {
+        // recorded by the transaction's row
+    } else if (keyed_inbox) {
         char key[96];
         snprintf(key, sizeof key, "BalanceUpdated:floor-%llu", ++balance_updates);
         text(balance_inbox, 1, key);
@@ -300,8 +312,10 @@ static void handle(const char *m, size_t len) {
     if (!in_batch) begin_batch();
     events++;
     batch_events++;
+    int follows = just_stored.set;
+    just_stored.set = 0;
     if (created) transaction_created(m, len);
-    else balance_updated(m, len);
+    else balance_updated(m, len, follows);
 }
 
 int main(int argc, char **argv) {
@@ -319,6 +333,9 @@ int main(int argc, char **argv) {
     sqlite3_stmt *columns;
     prepare("SELECT COUNT(*) FROM pragma_table_info('inbox') WHERE name = 'dedup_key'", &columns);
     keyed_inbox = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
+    sqlite3_finalize(columns);
+    prepare("SELECT COUNT(*) FROM grdb_migrations WHERE identifier LIKE 'v24:%'", &columns);
+    balance_in_transaction = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
     sqlite3_finalize(columns);
     if (keyed_inbox) {
         prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at)"

@@ -22,18 +22,25 @@ extension Store {
         try write { db in
             try sizeCache(db, forCommitOf: events.count)
             var children = BurstChildren()
-            let results = try events.indices.map { i in
-                try applyOne(
-                    db, events[i], children: &children, now: now,
-                    traceParent: i < traceParents.count ? traceParents[i] : nil)
+            var results: [ApplyResult] = []
+            results.reserveCapacity(events.count)
+            for i in events.indices {
+                let recorded = HubEventPolicy.isRecorded(
+                    events[i], byPrevious: i > 0 ? events[i - 1] : nil, storedAs: results.last)
+                results.append(
+                    try applyOne(
+                        db, events[i], children: &children, now: now,
+                        traceParent: i < traceParents.count ? traceParents[i] : nil, recorded: recorded))
             }
             try children.save(db, now: now)
             return results
         }
     }
 
+    /// `recorded`: a balance the transaction right before it records (`HubEventPolicy.isRecorded`): no inbox row.
     private func applyOne(
-        _ db: Database, _ event: HubEvent, children: inout BurstChildren, now: Date, traceParent: String?
+        _ db: Database, _ event: HubEvent, children: inout BurstChildren, now: Date, traceParent: String?,
+        recorded: Bool
     ) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
@@ -73,7 +80,7 @@ extension Store {
             guard let child = try children.load(db, childId) else {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
-            try Self.recordInbox(db, balance: event, now: now)
+            if !recorded { try Self.recordInbox(db, balance: event, now: now) }
             let latest = try db.fetchCachedInt64(
                 sql:
                     "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1",

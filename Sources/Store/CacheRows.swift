@@ -10,7 +10,8 @@ import StoreContract
 extension Store {
     /// A BalanceUpdated as it came (the event as JSON): its only record, in arrival order. Not unique by content (the
     /// same balance can come twice): every one is kept. A transaction has no inbox row: its row in `txn` is its
-    /// record, and its insert finds a repeat (`insert(ifNew:)`).
+    /// record, and its insert finds a repeat (`insert(ifNew:)`); nor has the balance right behind it that only
+    /// repeats its balance after (`HubEventPolicy.isRecorded`).
     static func recordInbox(_ db: Database, balance event: HubEvent, now: Date) throws {
         try db.executeCached(
             sql: "INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)",

@@ -54,6 +54,21 @@ public enum HubEventPolicy {
         return (latest != nil && latest != server, after, child.balance - child.pending)
     }
 
+    /// Whether a BalanceUpdated is recorded by the event right before it in the burst: the hub sends each
+    /// transaction's new balance right behind it, and when that transaction is stored (now or before) with this
+    /// balance after it, its row says what the balance does. Any other balance is the only record of itself.
+    public static func isRecorded(
+        _ balance: HubEvent, byPrevious previous: HubEvent?, storedAs result: ApplyResult?
+    ) -> Bool {
+        guard case .balanceUpdated(let child, let server) = balance, case .transactionCreated(let t)? = previous,
+            t.childId == child, t.balanceAfter == server
+        else { return false }
+        switch result {
+        case .stored?, .duplicate?: return true
+        default: return false
+        }
+    }
+
     /// The alerts they plan: the event as the relay says it, with the balance before it.
     public static func alert(
         _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?

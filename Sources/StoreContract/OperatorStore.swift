@@ -43,7 +43,8 @@ public struct StoreSummary: Sendable {
     public var migrations: [String]
     public var children: Int
     public var transactions: Int
-    /// Balances the hub sent, as they came (the file's inbox; nil where the store keeps none).
+    /// Balances the hub sent, as they came, that no transaction's row records (the file's inbox; nil where the store
+    /// keeps none).
     public var inboxRows: Int?
     /// Writes waiting to be sent (pending or in flight), and those given up (refused by the server, or dead).
     public var outboxWaiting: Int

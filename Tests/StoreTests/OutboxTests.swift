@@ -150,18 +150,12 @@ import Testing
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("0")], transactions: [])
         let long = Date(timeIntervalSince1970: 1_795_341_600)
-        _ = try store.apply(
-            [
-                .transactionCreated(transaction(1, amount: "1", after: "1")),
-                .balanceUpdated(childId: alice, balance: 1),
-            ],
-            at: long)
-        _ = try store.apply(
-            [
-                .transactionCreated(transaction(2, amount: "1", after: "2")),
-                .balanceUpdated(childId: alice, balance: 2),
-            ],
-            at: long.addingTimeInterval(8 * 86400))
+        // Each balance on its own (one right behind its transaction is that row's, and has no inbox row).
+        _ = try store.apply(.transactionCreated(transaction(1, amount: "1", after: "1")), at: long)
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: 1), at: long)
+        let later = long.addingTimeInterval(8 * 86400)
+        _ = try store.apply(.transactionCreated(transaction(2, amount: "1", after: "2")), at: later)
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: 2), at: later)
         _ = try store.enqueueTransaction(child: alice, amount: 1, type: .credit, description: "waiting", at: long)
         let now = long.addingTimeInterval(9 * 86400)
         #expect(try store.prune(now: now) == (inbox: 1, transactions: 0))

@@ -64,10 +64,8 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.summary().transactions == 10)
         try store.storeCaughtUp(children: [child("10.00")], transactions: Array(history.suffix(4)))
         #expect(try store.summary().transactions == 10, "a transaction stored again is not counted again")
-        _ = try store.apply([
-            .transactionCreated(transaction(11, amount: "1.00", after: "11.00")),
-            .balanceUpdated(childId: alice, balance: 11),
-        ])
+        _ = try store.apply(.transactionCreated(transaction(11, amount: "1.00", after: "11.00")))
+        _ = try store.apply(.balanceUpdated(childId: alice, balance: 11))
         let before = try store.summary()
         #expect(before.transactions == 11)
         #expect(before.inboxRows == 1, "the balance; a transaction's record is its row")
@@ -78,24 +76,39 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(after.transactions == 0 && after.inboxRows == 0)
     }
 
-    /// A transaction's record is its row in `txn` (how and when it came included); a balance, which has no row of
-    /// its own, is kept in the inbox as it came, each arrival once.
+    /// A transaction's record is its row in `txn` (how and when it came included). A balance, which has no row of
+    /// its own, is kept in the inbox as it came, each arrival once; but the one right behind its transaction, with
+    /// the balance that transaction left, is what that row says already and adds no row.
     @Test func aTransactionIsKeptAsItsRowAndABalanceAsItCameInTheInbox() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("10.00")], transactions: [])
         let t = transaction(1, amount: "2.50", after: "12.50")
-        _ = try store.apply([
-            .transactionCreated(t), .balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!),
-        ])
-        _ = try store.apply(.balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!))
-        let rows = try DatabaseQueue(path: store.path).read { db in
-            try Row.fetchAll(db, sql: "SELECT kind, payload, received_at FROM inbox ORDER BY seq")
+        let twelveFifty = HubEvent.balanceUpdated(childId: alice, balance: Decimal(string: "12.50")!)
+        _ = try store.apply([.transactionCreated(t), twelveFifty])
+        let inbox = {
+            try DatabaseQueue(path: store.path).read { db in
+                try Row.fetchAll(db, sql: "SELECT kind, payload, received_at FROM inbox ORDER BY seq")
+            }
         }
+        #expect(try inbox().isEmpty, "the balance right behind its transaction is that row's balance after")
+        #expect(try store.children().first?.currentBalance == Decimal(string: "12.50")!)
+        _ = try store.apply(twelveFifty)  // alone: the same balance again
+        let other = transaction(2, amount: "1.00", after: "13.50")
+        _ = try store.apply([.transactionCreated(other), .balanceUpdated(childId: alice, balance: 14)])
+        _ = try store.apply([
+            .transactionCreated(transaction(3, amount: "1.00", after: "15.00")),
+            .balanceUpdated(childId: alice, balance: 16), .balanceUpdated(childId: alice, balance: 15),
+        ])
+        let rows = try inbox()
         #expect(rows.allSatisfy { !($0["received_at"] as String).isEmpty }, "each arrival's time is kept")
-        #expect(rows.map { $0["kind"] as String } == ["BalanceUpdated", "BalanceUpdated"], "the same balance twice")
-        let balance =
-            try JSONSerialization.jsonObject(with: Data((rows[0]["payload"] as String).utf8)) as? [String: String]
-        #expect(balance == ["event": "BalanceUpdated", "childId": alice.uuidString.lowercased(), "balance": "12.50"])
+        let balances = try rows.map { row in
+            try JSONSerialization.jsonObject(with: Data((row["payload"] as String).utf8)) as? [String: String]
+        }
+        #expect(
+            balances.map { $0?["balance"].flatMap { Decimal(string: $0) } } == [12.5, 14, 16, 15],
+            "alone, other than its transaction's, not right behind it: each kept")
+        #expect(
+            balances[0] == ["event": "BalanceUpdated", "childId": alice.uuidString.lowercased(), "balance": "12.50"])
         let stored = try DatabaseQueue(path: store.path).read { db in
             try Row.fetchOne(
                 db,
