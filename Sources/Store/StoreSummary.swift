@@ -82,7 +82,7 @@ extension Store {
             SELECT txn.rowid FROM kid JOIN txn ON child_id = kid.id AND created_at < ? WHERE origin = 'server')
         """
 
-    /// Retention: inbox rows (kept for deduplication) older than `inboxDays`, and, when `transactionDays` is set,
+    /// Retention: inbox rows (balances as they came) older than `inboxDays`, and, when `transactionDays` is set,
     /// synced transactions older than that. Local writes still waiting are never pruned. Returns what was deleted.
     @discardableResult
     public func prune(
