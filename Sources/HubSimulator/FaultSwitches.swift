@@ -7,10 +7,18 @@ extension HubSimulator {
     /// malformed frames, revoked tokens, bursts, bad rows), and `GET /_sim/stats`. Every one answers JSON.
     func faultSwitches() -> RouteCollection<BasicRequestContext> {
         let sim = RouteCollection(context: BasicRequestContext.self)
+        // `before=N`: N transactions sent right before the cut, so no client can have acknowledged them (a client
+        // acknowledges about a second after receipt); `detached=N`: N sent right after it, before any can re-attach.
+        // A test then knows what a stateful re-attach must replay, however slowly its own steps run.
         sim.post("drop") { request, _ in
-            let forget = request.uri.queryParameters["forget"] == "true"
+            let q = request.uri.queryParameters
+            let forget = q["forget"] == "true"
+            let before = q["before"].flatMap { Int(String($0)) } ?? 0
+            let detached = q["detached"].flatMap { Int(String($0)) } ?? 0
             self.logger.notice("fault: dropping all hub sockets\(forget ? " and forgetting their connections" : "")")
+            await self.generate(before)
             await self.hub.dropAll(forget: forget)
+            await self.generate(detached)
             return self.json(200, ["dropped": true])
         }
         // The backend down and up, REST and hub together: how to try "backend down" with a relay.

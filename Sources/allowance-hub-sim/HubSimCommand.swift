@@ -20,7 +20,8 @@ struct HubSimCommand: AsyncParsableCommand {
             Hub:                  /hubs/family (negotiate v0/v1, JSON protocol, stateful reconnect):
                                   TransactionCreated, BalanceUpdated
             Backend down:         POST /_sim/down (REST answers 503, the hub refuses, no activity) and POST /_sim/up
-            Fault switches:       POST /_sim/drop[?forget=true] | refuse?seconds=T | close?allowReconnect=true&error=E |
+            Fault switches:       POST /_sim/drop[?forget=true&before=N&detached=N] | refuse?seconds=T |
+                                  close?allowReconnect=true&error=E |
                                   malformed?kind=json|type|args|unknown|incomplete | burst?count=N |
                                   rest?mode=slow[&ms=M]|fail|<status>&count=N | payload?mode=id|full | invoke?target=T | revoke | webhook (a receiver)
                                   restore?keep=N (a backup restored) | balance?child=ID&balance=X
