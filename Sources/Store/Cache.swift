@@ -61,6 +61,7 @@ extension Store {
                 return .duplicate
             }
             let cents = try t.cents()
+            children.stored(t, balanceAfter: cents.balanceAfter, at: now)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
@@ -81,10 +82,7 @@ extension Store {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             if !recorded { try Self.recordInbox(db, balance: event, now: now) }
-            let latest = try db.fetchCachedInt64(
-                sql:
-                    "SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1",
-                values: [.text(childId.lowercased)])
+            let latest = try children.latestBalance(db, childId)
             let (gap, after, previous) = HubEventPolicy.balance(
                 try MinorUnits.from(balance), child: child, latest: latest)
             children.update(childId, after)

@@ -161,6 +161,42 @@ extension Store {
 /// balance written once at the end of the burst, not once per event.
 struct BurstChildren {
     private var known: [UUID: BurstChild] = [:]
+    /// Each child's newest stored server transaction, once read in this burst (nil inside: none), kept up to date as
+    /// the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
+    private var newest: [UUID: NewestTransaction?] = [:]
+
+    /// Where a transaction sorts among a child's (created_at, then stored_at, then the later stored: the order of
+    /// `txn_by_child` read backwards), and the balance it left.
+    struct NewestTransaction {
+        var createdAt: String
+        var storedAt: String
+        var balanceAfter: Int64
+    }
+
+    /// The balance the child's newest stored server transaction left (nil: none stored).
+    mutating func latestBalance(_ db: Database, _ id: UUID) throws -> Int64? {
+        if let memo = newest[id] { return memo?.balanceAfter }
+        let row = try db.fetchCachedRow(
+            sql: """
+                SELECT created_at, stored_at, balance_after_minor FROM txn
+                WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1
+                """,
+            values: [.text(id.lowercased)]
+        ) { NewestTransaction(createdAt: $0.text(0) ?? "", storedAt: $0.text(1) ?? "", balanceAfter: $0.int64(2) ?? 0) }
+        newest[id] = row
+        return row?.balanceAfter
+    }
+
+    /// A server transaction this burst stored at `now`: the newest when it sorts at or after the one known (its row's
+    /// texts compared as SQLite compares them, a tie going to the later stored as in the index). Nothing to do while
+    /// the child's newest is unread: the read will find this row.
+    mutating func stored(_ t: Transaction, balanceAfter: Int64, at now: Date) {
+        guard let memo = newest[t.childId] else { return }
+        let created = ISO.string(t.createdAt)
+        let storedAt = ISO.string(now)
+        if let known = memo, (known.createdAt, known.storedAt) > (created, storedAt) { return }
+        newest[t.childId] = NewestTransaction(createdAt: created, storedAt: storedAt, balanceAfter: balanceAfter)
+    }
 
     /// The child as the cache has it (nil: not in the cache).
     mutating func load(_ db: Database, _ id: UUID) throws -> BurstChild? {

@@ -271,6 +271,35 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try store.children().first?.currentBalance == Decimal(string: "41.00")!, "the server's balance wins")
     }
 
+    /// A burst reads a child's newest transaction once and keeps it as it stores more: each balance is still compared
+    /// with the newest stored so far, the burst's own included, as when every event is a burst of its own (where
+    /// SQLite's index is read each time).
+    @Test func aBurstComparesEachBalanceWithTheNewestTransactionStoredSoFar() throws {
+        func balance(_ text: String) -> HubEvent { .balanceUpdated(childId: alice, balance: Decimal(string: text)!) }
+        var tie = transaction(12, amount: "1.00", after: "31.50")
+        tie.createdAt = transaction(10, amount: "5.00", after: "30.50").createdAt
+        let events: [HubEvent] = [
+            balance("25.50"),  // what t1 left: read from the file
+            .transactionCreated(transaction(10, amount: "5.00", after: "30.50")),
+            balance("30.50"),  // t10 is the newest now
+            .transactionCreated(tie),
+            balance("31.50"),  // made at the same time as t10, stored after it: the newest
+            .transactionCreated(transaction(5, amount: "1.00", after: "26.50")),  // older than both: came late
+            balance("26.50"),  // not what the newest left: something was missed
+        ]
+        let expected: [ApplyResult] = [
+            .stored(gap: nil), .stored(gap: nil), .stored(gap: nil), .stored(gap: nil), .stored(gap: nil),
+            .stored(gap: alice), .stored(gap: alice),
+        ]
+        let first = transaction(1, amount: "25.50", after: "25.50")
+        let inOneBurst = try Store.open(path: temporaryStorePath())
+        try inOneBurst.storeCaughtUp(children: [child("25.50")], transactions: [first])
+        #expect(try inOneBurst.apply(events) == expected)
+        let oneByOne = try Store.open(path: temporaryStorePath())
+        try oneByOne.storeCaughtUp(children: [child("25.50")], transactions: [first])
+        #expect(try events.map { try oneByOne.apply($0) } == expected)
+    }
+
     /// A catch-up asks for the balances; a live event sets Alice's balance before the answer is stored. The
     /// answer is older than the event: it must not overwrite it (found by the connection-reset scenario).
     @Test func aLiveBalanceNewerThanTheCatchUpsAnswerIsKept() throws {
