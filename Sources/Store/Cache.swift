@@ -21,7 +21,7 @@ extension Store {
     ) throws(StoreError) -> [ApplyResult] {
         try write { db in
             try sizeCache(db, forCommitOf: events.count)
-            var children = BurstChildren()
+            var children = BurstChildren(now: now)
             var results: [ApplyResult] = []
             results.reserveCapacity(events.count)
             for i in events.indices {
@@ -32,7 +32,7 @@ extension Store {
                         db, events[i], children: &children, now: now,
                         traceParent: i < traceParents.count ? traceParents[i] : nil, recorded: recorded))
             }
-            try children.save(db, now: now)
+            try children.save(db)
             return results
         }
     }
@@ -61,7 +61,7 @@ extension Store {
                 return .duplicate
             }
             let cents = try t.cents()
-            children.stored(t, balanceAfter: cents.balanceAfter, at: now)
+            children.stored(t, balanceAfter: cents.balanceAfter)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)

@@ -164,6 +164,14 @@ struct BurstChildren {
     /// Each child's newest stored server transaction, once read in this burst (nil inside: none), kept up to date as
     /// the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
     private var newest: [UUID: NewestTransaction?] = [:]
+    /// When the burst is stored: every row it writes says this time.
+    let now: Date
+    /// `now` as the rows' `stored_at` say it, once formatted.
+    private var stamp: String?
+
+    init(now: Date) {
+        self.now = now
+    }
 
     /// Where a transaction sorts among a child's (created_at, then stored_at, then the later stored: the order of
     /// `txn_by_child` read backwards), and the balance it left.
@@ -187,13 +195,14 @@ struct BurstChildren {
         return row?.balanceAfter
     }
 
-    /// A server transaction this burst stored at `now`: the newest when it sorts at or after the one known (its row's
-    /// texts compared as SQLite compares them, a tie going to the later stored as in the index). Nothing to do while
-    /// the child's newest is unread: the read will find this row.
-    mutating func stored(_ t: Transaction, balanceAfter: Int64, at now: Date) {
+    /// A server transaction this burst stored: the newest when it sorts at or after the one known (its row's texts
+    /// compared as SQLite compares them, a tie going to the later stored as in the index). Nothing to do while the
+    /// child's newest is unread: the read will find this row.
+    mutating func stored(_ t: Transaction, balanceAfter: Int64) {
         guard let memo = newest[t.childId] else { return }
         let created = ISO.string(t.createdAt)
-        let storedAt = ISO.string(now)
+        let storedAt = stamp ?? ISO.string(now)
+        stamp = storedAt
         if let known = memo, (known.createdAt, known.storedAt) > (created, storedAt) { return }
         newest[t.childId] = NewestTransaction(createdAt: created, storedAt: storedAt, balanceAfter: balanceAfter)
     }
@@ -216,7 +225,7 @@ struct BurstChildren {
         known[id] = child
     }
 
-    func save(_ db: Database, now: Date) throws {
+    func save(_ db: Database) throws {
         for (id, child) in known where child.changed { try Store.setBalance(db, id, minor: child.balance, now: now) }
     }
 }
