@@ -41,4 +41,4 @@ print("| binaries | per frame | events/s / CPU s, each round |")
 print("|---|---:|---|")
 for folder in results:
     for batch in (20, 1):
-        print(f"| {folder} | {batch} | " + "; ".join(f"{e:,.0f} / {c:.2f}" for e, c in results[folder][batch]) + " |")
+        print(f"| {folder} | {batch} | " + "; ".join(f"{e:,.0f} / {c:.3f}" for e, c in results[folder][batch]) + " |")
