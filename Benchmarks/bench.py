@@ -47,6 +47,7 @@ class Proc:
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, env=full_env, text=True, bufsize=1,
                                   start_new_session=True)
         self.cpu_group = cpu_accounting_group(f"{name}-{self.p.pid}", self.p.pid)
+        CPU_CLOCKS_USED.add("ns" if self.cpu_group else "ticks")
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -176,15 +177,11 @@ class Proc:
 
 
 CPU_ACCOUNTING = Path("/sys/fs/cgroup/cpuacct")
+CPU_CLOCKS_USED = set()  # "ns", "ticks": what the processes of this run were measured with
 
 
-def can_make_cpu_accounting_groups():
-    try:
-        (CPU_ACCOUNTING / "allowance-bench-probe").mkdir(exist_ok=True)
-        (CPU_ACCOUNTING / "allowance-bench-probe").rmdir()
-        return True
-    except OSError:
-        return False
+def cpu_clock_of_run():
+    return "ns" if CPU_CLOCKS_USED == {"ns"} else "ticks" if CPU_CLOCKS_USED <= {"ticks"} else "mixed"
 
 
 def cpu_accounting_group(name, pid):
@@ -804,7 +801,6 @@ rules:
             "python": platform.python_version(),
             "binaries": str(self.bin.relative_to(ROOT)) if self.bin.is_relative_to(ROOT) else str(self.bin),
             "command": "make bench" if not self.quick else "make bench-quick",
-            "cpu_clock": "ns" if can_make_cpu_accounting_groups() else "ticks",
         }
 
     def run(self, parts):
@@ -837,7 +833,8 @@ def report(r):
         "",
     ]
     clocks = {"ns": "to the nanosecond (`cpuacct.usage` of a cgroup made for each process)",
-              "ticks": "in 10 ms ticks (`/proc/PID/stat`)"}
+              "ticks": "in 10 ms ticks (`/proc/PID/stat`)",
+              "mixed": "to the nanosecond for the processes a cgroup could be made for, in 10 ms ticks for the others"}
     by_part = env.get("cpu_clock_by_part", {})
     clock = env.get("cpu_clock", "ticks")
     lines[-1:-1] = [f"CPU times are the kernel's, user and system, all threads: {clocks[clock]}"
@@ -1013,6 +1010,7 @@ def main():
         return
     bench = Bench(args)
     bench.run(args.parts.split(","))
+    bench.results["environment"]["cpu_clock"] = cpu_clock_of_run()
     if args.parts != ap.get_default("parts") and not args.merge:
         print(json.dumps(bench.results, indent=2))
         return
