@@ -146,8 +146,8 @@ def main():
             for setup in setups:
                 r = run(args, pg, setup, args.transactions, work)
                 results.setdefault(setup, []).append(r)
-                print(f"{setup}: {r['per_s']:.0f} webhooks/s, {r['requests']} requests, relay CPU {r['relay_cpu_s']:.1f} s, "
-                      f"PostgreSQL CPU {r['postgres_cpu_s']:.1f} s", file=sys.stderr, flush=True)
+                print(f"{setup}: {r['per_s']:.0f} webhooks/s, {r['requests']} requests, relay CPU {r['relay_cpu_s']:.3f} s, "
+                      f"PostgreSQL CPU {r['postgres_cpu_s']:.2f} s", file=sys.stderr, flush=True)
     finally:
         pg.close()
     print(f"| store | webhooks/s (each round) | median | relay CPU s (sum of replicas) | PostgreSQL CPU s | requests per webhook |")
@@ -157,7 +157,7 @@ def main():
         name = "SQLite file, 1 relay" if setup == "sqlite" else f"PostgreSQL, {setup} replica{'s' if setup != '1' else ''}"
         each = ", ".join(f"{r['per_s']:.0f}" for r in rows)
         print(f"| {name} | {each} | {statistics.median(r['per_s'] for r in rows):.0f} | "
-              f"{statistics.median(r['relay_cpu_s'] for r in rows):.1f} | {statistics.median(r['postgres_cpu_s'] for r in rows):.1f} | "
+              f"{statistics.median(r['relay_cpu_s'] for r in rows):.3f} | {statistics.median(r['postgres_cpu_s'] for r in rows):.2f} | "
               f"{statistics.median(r['requests'] / r['transactions'] for r in rows):.3f} |")
 
 
