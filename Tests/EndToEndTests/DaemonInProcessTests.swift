@@ -12,7 +12,7 @@ import Testing
 /// The daemon's services run in this process, as the executable wires them: against the simulator, a real
 /// webhook receiver and a real SQLite file; relaying, a reload and a graceful stop. (DaemonTests does the same
 /// through the binary, with the signals.)
-@Suite(.timeLimit(.minutes(3))) struct DaemonInProcessTests {
+@Suite(.timeLimit(.minutes(1))) struct DaemonInProcessTests {
     @Test func theDaemonRelaysReloadsAndStopsGracefullyInProcess() async throws {
         try await withSim { base in
             let dir = FileManager.default.temporaryDirectory.appending(path: "relay-inproc-\(UUID())")

@@ -10,7 +10,7 @@ import Testing
 
 /// A new database against a backend with a history: by default the relay starts from now (the history is stored,
 /// nothing of it alerted); `relay.history: digest | all` for those who want it. Later catch-ups alert what was missed.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct HistoryTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct HistoryTests {
     /// The simulator with `before` transactions made before the relay's database is, and a store planning with `mode`.
     func planned(_ mode: String?, before: Int, _ body: (Store, APIClient, URL) async throws -> Void) async throws {
         try await withSim { base in

@@ -6,7 +6,7 @@ import Testing
 /// At rest the relay wakes for its own timers only. libdispatch's thread pool never starts: its first worker would
 /// start the pool's monitor, which wakes the process every second for good (BENCHMARKS.md, session 35), because the
 /// relay's tasks run on a pool of its own (`DefaultExecutor`) and sleep on its alarm clock.
-@Suite(.timeLimit(.minutes(3))) struct IdleTests {
+@Suite(.timeLimit(.minutes(1))) struct IdleTests {
     /// A relay with one webhook sink (and `server`'s lines, if any), connected to a fresh simulator and caught up.
     func withRelay(
         server: String = "",

@@ -42,7 +42,7 @@ final class NotifySocket: Sendable {
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SystemdNotifyTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SystemdNotifyTests {
     @Test func readyStatusWatchdogAndStoppingReachTheNotifySocket() async throws {
         let notify = try NotifySocket()
         defer { notify.close() }

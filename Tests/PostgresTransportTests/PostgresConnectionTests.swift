@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// Against a real PostgreSQL server the test starts (Debian's `postgresql`), with password authentication.
-@Suite(.timeLimit(.minutes(3))) struct PostgresConnectionTests {
+@Suite(.timeLimit(.minutes(1))) struct PostgresConnectionTests {
     @Test func parametersTravelApartFromTheStatementAndComeBackExact() async throws {
         let cluster = try await PostgresCluster()
         let db = try PostgresConnection(PostgresLocation(cluster.url()), password: cluster.password)

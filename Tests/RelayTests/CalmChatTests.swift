@@ -11,7 +11,7 @@ import Testing
 
 /// A chat in a busy hour: what waits for a rate-limited chat is merged where a newer alert supersedes it, so the
 /// family reads the balance once, as it is, not every step of it.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct CalmChatTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct CalmChatTests {
     let logger: Logger = {
         var l = Logger(label: "relay-test")
         l.logLevel =

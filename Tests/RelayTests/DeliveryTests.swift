@@ -12,7 +12,7 @@ import TestSupport
 import Testing
 
 /// The ledger and the sink workers against real HTTP receivers: what arrives, how often, and when.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct DeliveryTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct DeliveryTests {
     let logger: Logger = {
         var l = Logger(label: "relay-test")
         l.logLevel =

@@ -12,7 +12,7 @@ import Testing
 
 /// A summary goes out with its chart where the destination shows pictures: Telegram's `sendPhoto` and Discord's file
 /// upload, each a multipart form read back with Python's email parser and Pillow.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SummaryChartSinkTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SummaryChartSinkTests {
     let logger = Logger(label: "relay-test")
 
     /// The forms the receiver took, as Python reads them.

@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// The hub link's lease on a real PostgreSQL server: one holder at a time, taken over when the holder goes.
-@Suite(.timeLimit(.minutes(3))) struct LinkLeaseTests {
+@Suite(.timeLimit(.minutes(1))) struct LinkLeaseTests {
     @Test func oneReplicaHoldsItAndAnotherTakesItOnceReleased() async throws {
         let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())

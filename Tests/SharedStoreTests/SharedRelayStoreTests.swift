@@ -10,7 +10,7 @@ import Testing
 
 /// The relay's store on a real PostgreSQL server, as replicas use it: events stored once with their deliveries,
 /// claims that never overlap, expire to another replica under the same id, and outcomes only from the holder.
-@Suite(.timeLimit(.minutes(3))) struct SharedRelayStoreTests {
+@Suite(.timeLimit(.minutes(1))) struct SharedRelayStoreTests {
     /// One delivery per event to the sink `hook`; digests when asked.
     struct EveryEvent: AlertPlanner {
         var digest = false

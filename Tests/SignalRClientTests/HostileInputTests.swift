@@ -8,7 +8,7 @@ import Testing
 
 /// Hostile frames from the server (the simulator's /_sim/malformed switches): each costs a log line and the
 /// right protocol action, never the process; a good message after it in the same frame still arrives.
-@Suite(.timeLimit(.minutes(3))) struct HostileInputTests {
+@Suite(.timeLimit(.minutes(1))) struct HostileInputTests {
     /// Messages the client cannot read as JSON end the link (then it reconnects), as the official clients do;
     /// a bad message does not cost the rest of its frame. Binary frames, so that invalid UTF-8 reaches the hub
     /// protocol as sent (a text frame must be valid UTF-8). `reason`: what the link's end must say, where known.

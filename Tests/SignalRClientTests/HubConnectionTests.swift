@@ -382,7 +382,7 @@ final class PortBox: @unchecked Sendable {
     var port = 0
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct HubConnectionStartOptionsTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct HubConnectionStartOptionsTests {
     @Test func skipNegotiationGoesStraightToTheSocket() async throws {
         try await withSimulator { base in
             let connection = HubConnection(

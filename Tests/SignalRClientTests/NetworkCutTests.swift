@@ -7,7 +7,7 @@ import Testing
 
 /// A network that stops carrying packets without closing anything (no FIN, no RST), through a real TCP proxy:
 /// only the server timeout can notice, and the reconnect must wait until the path works again.
-@Suite(.timeLimit(.minutes(3))) struct NetworkCutTests {
+@Suite(.timeLimit(.minutes(1))) struct NetworkCutTests {
     @Test func aCutWithoutFINIsFoundByTheServerTimeoutAndTheReconnectFollowsTheRepair() async throws {
         // The server pings well within the client's 2 s server timeout (as ASP.NET Core's 15 s within 30 s): only
         // the cut may trip it. (With the simulator's default 15 s pings every link timed out after 2 s, and the

@@ -110,7 +110,7 @@ import Testing
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ReconnectGivesUpTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ReconnectGivesUpTests {
     @Test func aReconnectPolicyThatRunsOutEndsInClosedNotInReconnectingForever() async throws {
         try await withSimulator { base in
             let connection = HubConnection(
@@ -150,7 +150,7 @@ import Testing
 }
 
 /// The simulator's REST side, as the sync engine will use it.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SimulatorRESTTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SimulatorRESTTests {
     @Test func loginIssuesATokenThatWorks() async throws {
         try await withSimulator { base in
             let bad = try await call(

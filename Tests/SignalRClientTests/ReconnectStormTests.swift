@@ -7,7 +7,7 @@ import Testing
 /// A hub that accepts the connection and ends it at once, again and again (a Close that allows reconnecting,
 /// a frame that is not JSON): the client waits longer after each such link instead of storming the server,
 /// says once what is happening, and is back to quick reconnects once a link holds.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ReconnectStormTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ReconnectStormTests {
     @Test(arguments: ["close", "malformed"])
     func aHubThatDropsEveryLinkAtOnceGetsAFewAttemptsNotAStorm(_ mode: String) async throws {
         try await withSimulator { base in
@@ -74,7 +74,7 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(3))) struct TokenShapeTests {
+@Suite(.timeLimit(.minutes(1))) struct TokenShapeTests {
     /// A token with a line break (a token file with two lines, a hostile negotiate redirect) is refused before
     /// it reaches a request, where it would add headers of its own.
     @Test func aTokenWithALineBreakIsRefused() async throws {

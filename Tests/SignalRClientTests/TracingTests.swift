@@ -18,7 +18,7 @@ let testTracer: InMemoryTracer = {
 /// Spans as the .NET client makes them, recorded by an in-memory tracer: an invocation's client span and the context
 /// that travels in its headers (the simulator's `Headers` method returns what it received), a connection attempt with
 /// its negotiate inside, a handler run as a consumer span.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct TracingTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct TracingTests {
     @Test func anInvocationIsAClientSpanWhoseContextTravelsInItsHeaders() async throws {
         let tracer = testTracer
         try await withSimulator { base in

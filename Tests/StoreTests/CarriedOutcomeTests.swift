@@ -72,7 +72,7 @@ import Testing
     /// when `record` returns), its planned rows go to no one, and the next write's commit claims nothing of it.
     /// (Before, the write told them from a GRDB transaction observer, which hears of commits through that same hook:
     /// here it heard of none and the caller waited for good; on a full disk it took the next write's commit for this.)
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(1)))
     func aCommitSQLiteRollsBackByItselfGivesTheOutcomesBackAndHandsNothingOver() async throws {
         let store = try Store.open(path: temporaryStorePath())
         let outside = try DatabaseQueue(path: store.path)

@@ -26,7 +26,7 @@ func post(_ base: URL, _ path: String) async throws {
     _ = try await TestHTTP.data(for: request)
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct CatchUpTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct CatchUpTests {
     @Test func catchesUpEverythingTheServerCreatedWhileWeWereAway() async throws {
         try await withSimulator { base in
             let store = try Store.open(path: temporaryStorePath())
@@ -52,7 +52,7 @@ func post(_ base: URL, _ path: String) async throws {
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct CatchUpCursorTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct CatchUpCursorTests {
     /// A live event stored while an older one was skipped (it came before the children were known) must not
     /// make the next catch-up stop early: catch-up stops at its own cursor, not at any known transaction.
     @Test func aTransactionSkippedBeforeANewerOneWasStoredIsStillCaughtUp() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// A backend that pages carelessly or sends rows no real server should: the catch-up loses nothing it can
 /// keep, sets aside what it cannot (saying which and why), and never follows a server forever.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct HostileBackendTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct HostileBackendTests {
     struct EveryRejection: AlertPlanner {
         func plan(_ e: RelayEvent) -> [PlannedDelivery] {
             e.kind == .syncRejected ? [PlannedDelivery(sink: "parents", rule: "r", kind: e.kind, urgency: .normal)] : []

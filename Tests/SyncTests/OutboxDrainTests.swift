@@ -7,7 +7,7 @@ import Sync
 import Testing
 
 /// The outbox drain against the real simulator: each class of answer leads to the documented outcome.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct OutboxDrainTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct OutboxDrainTests {
     private let logger = Logger(label: "sync-test")
 
     /// A store that knows the family (one catch-up), with the drain's coordinator.

@@ -14,7 +14,7 @@ import Testing
 
 /// A backend restored from an older backup (same family, same children) no longer has transactions the cache holds.
 /// Every catch-up checks for it; a child deleted on the server (the API's only delete) is not lost data.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ReconcileTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ReconcileTests {
     struct EverySyncConflict: AlertPlanner {
         func plan(_ e: RelayEvent) -> [PlannedDelivery] {
             e.kind == .syncConflict

@@ -13,7 +13,7 @@ import Testing
 
 /// What a new user hit: the simulator restarted on the same port starts a fresh family from its seed and hands
 /// out the same transaction ids again, for other children and amounts. The relay must notice, not merge.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ServerConflictTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ServerConflictTests {
     struct EverySyncConflict: AlertPlanner {
         func plan(_ e: RelayEvent) -> [PlannedDelivery] {
             e.kind == .syncConflict

@@ -11,7 +11,7 @@ import Testing
 
 /// The simulator for trying things: `--state FILE` keeps its family across restarts (the same backend comes back,
 /// not a reset one), and `/_sim/down` takes REST and the hub down together until `/_sim/up`.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SimulatorStateTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SimulatorStateTests {
     func status(_ base: URL, _ method: String, _ path: String) async throws -> Int {
         var request = URLRequest(url: URL(string: base.absoluteString + path)!)
         request.httpMethod = method

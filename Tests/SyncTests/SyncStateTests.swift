@@ -6,7 +6,7 @@ import Sync
 import TestSupport
 import Testing
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct SyncStateTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SyncStateTests {
     /// A write that fails again and again: the state stays offline (said as such, not "offline -> offline"), and the
     /// next retry recorded for `status` is always the one ahead, never one already past.
     @Test func aStateThatStaysIsNotATransitionAndItsNextRetryIsKeptCurrent() async throws {

@@ -4,7 +4,7 @@ import Testing
 import WebSocketTransport
 
 /// wss:// against a real TLS server (Python websockets) with certificates made by openssl for the test.
-@Suite(.serialized, .timeLimit(.minutes(3)), .enabled(if: PythonPeer.available, "needs .venv (make test) and openssl"))
+@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: PythonPeer.available, "needs .venv (make test) and openssl"))
 struct TLSTests {
     @Test func untrustedCertificateIsRefusedByDefault() async throws {
         try await TLSPeer.with(hostName: "localhost") { port, _ in

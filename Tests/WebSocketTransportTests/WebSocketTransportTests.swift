@@ -89,7 +89,7 @@ func withTestServer(_ body: (Int) async throws -> Void) async throws {
 
 private func url(_ port: Int, _ path: String) -> URL { URL(string: "ws://127.0.0.1:\(port)\(path)")! }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct WebSocketTransportTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct WebSocketTransportTests {
     @Test func echoesTextAndBinaryInOrder() async throws {
         try await withTestServer { port in
             let ws = try await WebSocket.connect(to: url(port, "/echo"))
@@ -344,7 +344,7 @@ final class CannedHTTPListener: @unchecked Sendable {
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(3))) struct WebSocketLifecycleTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct WebSocketLifecycleTests {
     /// /proc files say their size is 0, so Foundation's whole-file readers return nothing: read until EOF.
     private func readProcFile(_ path: String) -> String {
         let fd = open(path, O_RDONLY)
