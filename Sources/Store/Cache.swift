@@ -54,14 +54,15 @@ extension Store {
                 return .needsCatchUp(
                     reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
-            guard try Self.insert(db, t, via: "hub", now: now, ifNew: true) else {
+            let values = try TransactionRowValues(t, storedAt: children.stamp)
+            guard try Self.insert(db, t, values, via: "hub", ifNew: true) else {
                 if let contradiction = try Self.contradiction(db, t) {
                     throw StoreError(path: path, contradiction, code: .conflict)
                 }
                 return .duplicate
             }
-            let cents = try t.cents()
-            children.stored(t, balanceAfter: cents.balanceAfter)
+            let cents = values.cents
+            children.stored(t, values)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)

@@ -67,13 +67,21 @@ extension Store {
     static func insert(
         _ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date, ifNew: Bool = false
     ) throws -> Bool {
-        let cents = try t.cents()
+        try insert(db, t, TransactionRowValues(t, storedAt: ISO.string(now)), origin: origin, via: via, ifNew: ifNew)
+    }
+
+    /// `insert` with the row's values already worked out (the hub's path uses them again after the insert).
+    static func insert(
+        _ db: Database, _ t: Transaction, _ values: TransactionRowValues, origin: String = "server", via: String,
+        ifNew: Bool = false
+    ) throws -> Bool {
         try db.executeCached(
             sql: ifNew ? insertIfNewSQL : insertOrUpdateSQL,
             values: [
-                .text(t.id.lowercased), .text(t.childId.lowercased), .integer(cents.amount), .text(t.type.rawValue),
-                .text(t.description), .integer(cents.balanceAfter), .text(ISO.string(t.createdAt)),
-                .text(t.createdByName), .text(origin), .text(via), .text(ISO.string(now)),
+                .text(t.id.lowercased), .text(t.childId.lowercased), .integer(values.cents.amount),
+                .text(t.type.rawValue), .text(t.description), .integer(values.cents.balanceAfter),
+                .text(values.createdAt),
+                .text(t.createdByName), .text(origin), .text(via), .text(values.storedAt),
             ])
         return db.changesCount > 0
     }
@@ -157,6 +165,20 @@ extension Store {
     }
 }
 
+/// What a transaction's row holds beyond the transaction's own texts: its amounts in minor units and its two times as
+/// the row says them, each worked out once.
+struct TransactionRowValues {
+    let cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64)
+    let createdAt: String
+    let storedAt: String
+
+    init(_ t: Transaction, storedAt: String) throws {
+        cents = try t.cents()
+        createdAt = ISO.string(t.createdAt)
+        self.storedAt = storedAt
+    }
+}
+
 /// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
 /// balance written once at the end of the burst, not once per event.
 struct BurstChildren {
@@ -166,11 +188,12 @@ struct BurstChildren {
     private var newest: [UUID: NewestTransaction?] = [:]
     /// When the burst is stored: every row it writes says this time.
     let now: Date
-    /// `now` as the rows' `stored_at` say it, once formatted.
-    private var stamp: String?
+    /// `now` as the rows' `stored_at` say it, formatted once for the burst.
+    let stamp: String
 
     init(now: Date) {
         self.now = now
+        stamp = ISO.string(now)
     }
 
     /// Where a transaction sorts among a child's (created_at, then stored_at, then the later stored: the order of
@@ -198,13 +221,11 @@ struct BurstChildren {
     /// A server transaction this burst stored: the newest when it sorts at or after the one known (its row's texts
     /// compared as SQLite compares them, a tie going to the later stored as in the index). Nothing to do while the
     /// child's newest is unread: the read will find this row.
-    mutating func stored(_ t: Transaction, balanceAfter: Int64) {
+    mutating func stored(_ t: Transaction, _ values: TransactionRowValues) {
         guard let memo = newest[t.childId] else { return }
-        let created = ISO.string(t.createdAt)
-        let storedAt = stamp ?? ISO.string(now)
-        stamp = storedAt
-        if let known = memo, (known.createdAt, known.storedAt) > (created, storedAt) { return }
-        newest[t.childId] = NewestTransaction(createdAt: created, storedAt: storedAt, balanceAfter: balanceAfter)
+        if let known = memo, (known.createdAt, known.storedAt) > (values.createdAt, values.storedAt) { return }
+        newest[t.childId] = NewestTransaction(
+            createdAt: values.createdAt, storedAt: values.storedAt, balanceAfter: values.cents.balanceAfter)
     }
 
     /// The child as the cache has it (nil: not in the cache).
