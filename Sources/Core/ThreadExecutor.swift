@@ -14,6 +14,10 @@
 /// queued on the same thread, and only a hand-over from another thread (the connection's, the HTTP client's) wakes
 /// it. A continuation resumes its task on the task's preferred executor, so the work stays here.
 ///
+/// A thread may also drive an event loop of its own (`ThreadLoop`: libcurl's, for the HTTP client): it then waits in
+/// that loop's poll rather than on a condition, and a request handed to the loop by a job on the thread, and its
+/// answer, cost no other thread a wake-up.
+///
 /// The executor must outlive the tasks that prefer it: `shutdown()` once they have ended. A job that still comes
 /// after it goes to the global pool rather than nowhere. `shutdown()` returns once the thread has wholly ended (its
 /// thread-local destructors and its share of the allocator's caches included), so that the end of a thread never
@@ -35,11 +39,15 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     public let name: String
     /// What keeps the deadlines of the sleeps of the tasks that prefer the thread.
     let alarms: any Alarms
+    /// The thread's own event loop, if it drives one; let go of once the thread has ended.
+    private var loop: (any ThreadLoop)?
 
-    /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept).
-    public init(name: String, alarms: any Alarms = AlarmClock.shared) {
+    /// Starts the thread, named `name` (as `top -H` shows it; 15 characters are kept). `loop`: an event loop the
+    /// thread drives between its jobs and waits in when it has none.
+    public init(name: String, alarms: any Alarms = AlarmClock.shared, loop: (any ThreadLoop)? = nil) {
         self.name = name
         self.alarms = alarms
+        self.loop = loop
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
         pthread_mutex_lock(mutex)
@@ -62,12 +70,17 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
             return globalConcurrentExecutor.enqueue(ExecutorJob(job))
         }
         jobs.append(job)
-        if sleeping {
-            sleeping = false
-            pthread_cond_signal(condition)
-        }
+        // Only a sleeping thread needs a call: a busy one (or this one, queuing its own job) looks at `jobs` next.
+        let wake = sleeping
+        sleeping = false
+        let loop = wake ? self.loop : nil
+        if wake && loop == nil { pthread_cond_signal(condition) }
         pthread_mutex_unlock(mutex)
+        loop?.wake()
     }
+
+    /// The caller runs on this executor's thread.
+    public var isCurrent: Bool { pthread_equal(thread, pthread_self()) != 0 }
 
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
@@ -79,12 +92,13 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         pthread_mutex_lock(mutex)
         let first = !stopping
         stopping = true
-        if sleeping {
-            sleeping = false
-            pthread_cond_signal(condition)
-        }
+        let wake = sleeping
+        sleeping = false
+        let loop = wake ? self.loop : nil
+        if wake && loop == nil { pthread_cond_signal(condition) }
         let thread = self.thread
         pthread_mutex_unlock(mutex)
+        loop?.wake()
         guard first else { return }
         if pthread_equal(thread, pthread_self()) != 0 {
             pthread_detach(thread)
@@ -97,22 +111,49 @@ public final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
         let executor = asUnownedTaskExecutor()
         var batch: [UnownedJob] = []
         pthread_mutex_lock(mutex)
+        let loop = self.loop
         while true {
             if jobs.isEmpty {
                 if stopping { break }
                 sleeping = true
-                pthread_cond_wait(condition, mutex)
+                guard let loop else {
+                    pthread_cond_wait(condition, mutex)
+                    continue
+                }
+                pthread_mutex_unlock(mutex)
+                // A job queued between the unlock and the wait wakes the loop (`enqueue`): the wait returns at once.
+                loop.wait()
+                pthread_mutex_lock(mutex)
+                sleeping = false  // before the turn: the jobs it queues here need no wake-up
+                pthread_mutex_unlock(mutex)
+                loop.turn()  // what the wait found ready
+                pthread_mutex_lock(mutex)
                 continue
             }
             swap(&batch, &jobs)
             pthread_mutex_unlock(mutex)
             for job in batch { job.runSynchronously(on: executor) }
             batch.removeAll(keepingCapacity: true)
+            loop?.turn()  // what the jobs handed the loop starts now, and a busy thread still serves the loop
             pthread_mutex_lock(mutex)
         }
         ended = true
+        self.loop = nil
         pthread_mutex_unlock(mutex)
+        loop?.finish()
     }
+}
+
+/// An event loop that a `ThreadExecutor`'s thread drives: `turn` and `wait` run on that thread only, `wake` anywhere.
+public protocol ThreadLoop: AnyObject, Sendable {
+    /// Does what is ready (sockets, timers, requests handed over) without waiting.
+    func turn()
+    /// Waits until something is ready or `wake()` is called; a wake that came before the wait is not lost.
+    func wait()
+    /// Ends the current or the next `wait()`.
+    func wake()
+    /// The thread is ending, its jobs all run: ends what the loop still holds.
+    func finish()
 }
 
 /// A sleep in a task that prefers the thread is kept by the alarm clock and resumes here directly, not through the

@@ -103,3 +103,132 @@ import Testing
         #expect(await sleeper.value == "test-sleeper")
     }
 }
+
+/// A thread that drives an event loop of its own (as the HTTP client's thread drives libcurl's): it waits in the
+/// loop, runs the loop's turn after its jobs and after each wait, and only a job from another thread wakes the loop.
+@Suite struct ThreadExecutorLoopTests {
+    /// A loop on two pipes: one for wake-ups, one an event source another thread writes to. A byte on the source
+    /// resumes the task waiting for it, from `turn()` on the loop's thread.
+    final class PipeLoop: ThreadLoop, @unchecked Sendable {
+        // @unchecked: `waiter` is set from jobs on the thread and taken in `turn()`, on the thread too.
+        let wakeFDs: [Int32]
+        let sourceFDs: [Int32]
+        let wakes = Atomic<Int>(0)
+        let turns = Atomic<Int>(0)
+        let waits = Atomic<Int>(0)
+        let finishes = Atomic<Int>(0)
+        var turnThreads: Set<String> = []
+        var waiter: CheckedContinuation<UInt8, Never>?
+
+        init() {
+            var a: [Int32] = [0, 0]
+            var b: [Int32] = [0, 0]
+            pipe(&a)
+            pipe(&b)
+            (wakeFDs, sourceFDs) = (a, b)
+            for fd in [a[0], b[0]] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        }
+
+        deinit { for fd in wakeFDs + sourceFDs { close(fd) } }
+
+        func turn() {
+            turns.add(1, ordering: .relaxed)
+            turnThreads.insert(ProcessThreads.current())
+            var byte: UInt8 = 0
+            while read(wakeFDs[0], &byte, 1) == 1 {}
+            if waiter != nil, read(sourceFDs[0], &byte, 1) == 1 {
+                waiter?.resume(returning: byte)
+                waiter = nil
+            }
+        }
+
+        func wait() {
+            waits.add(1, ordering: .relaxed)
+            var fds = [pollfd(fd: wakeFDs[0], events: Int16(POLLIN), revents: 0)]
+            if waiter != nil { fds.append(pollfd(fd: sourceFDs[0], events: Int16(POLLIN), revents: 0)) }
+            _ = poll(&fds, nfds_t(fds.count), 10_000)
+        }
+
+        func wake() {
+            wakes.add(1, ordering: .relaxed)
+            var byte: UInt8 = 1
+            _ = write(wakeFDs[1], &byte, 1)
+        }
+
+        func finish() { finishes.add(1, ordering: .relaxed) }
+
+        /// From a job on the thread: waits for the next byte on the source.
+        func next() async -> UInt8 { await withCheckedContinuation { waiter = $0 } }
+    }
+
+    @Test func aJobFromAnotherThreadWakesTheLoopAndOnesFromTheThreadItselfDoNot() async {
+        let loop = PipeLoop()
+        let executor = ThreadExecutor(name: "test-looped", loop: loop)
+        defer { executor.shutdown() }
+        #expect(await eventually(.seconds(5)) { loop.waits.load(ordering: .relaxed) > 0 }, "the idle thread waits")
+        let first = await withTaskExecutorPreference(executor) { ProcessThreads.current() }
+        #expect(first == "test-looped")
+        #expect(loop.wakes.load(ordering: .relaxed) >= 1, "the sleeping thread was woken for the job")
+        let (names, wakes) = await withTaskExecutorPreference(executor) { () async -> ([String], Int) in
+            let before = loop.wakes.load(ordering: .relaxed)
+            var names: Set<String> = []
+            for _ in 0..<50 {
+                // Resumed on the thread itself: the continuation's job is queued by the thread for the thread.
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in c.resume() }
+                names.insert(ProcessThreads.current())
+            }
+            return (Array(names), loop.wakes.load(ordering: .relaxed) - before)
+        }
+        #expect(names == ["test-looped"])
+        #expect(wakes == 0, "a job the thread queues for itself needs no wake-up")
+    }
+
+    @Test func theLoopsEventsAreHandledOnTheThreadAndResumeItsTasksThere() async {
+        let loop = PipeLoop()
+        let executor = ThreadExecutor(name: "test-events", loop: loop)
+        defer { executor.shutdown() }
+        let task = Task(executorPreference: executor) { () async -> (UInt8, String) in
+            let byte = await loop.next()
+            return (byte, ProcessThreads.current())
+        }
+        // Another thread writes to the source once the task waits; only the loop's own poll sees it.
+        let waiting = await eventually(.seconds(5)) { loop.turns.load(ordering: .relaxed) > 0 }
+        #expect(waiting)
+        let wakesBefore = loop.wakes.load(ordering: .relaxed)
+        Thread {
+            Thread.sleep(forTimeInterval: 0.1)
+            var byte: UInt8 = 42
+            _ = write(loop.sourceFDs[1], &byte, 1)
+        }.start()
+        let (byte, name) = await task.value
+        #expect(byte == 42)
+        #expect(name == "test-events")
+        #expect(loop.wakes.load(ordering: .relaxed) == wakesBefore, "the source's byte woke the poll, not a wake()")
+        executor.shutdown()
+        #expect(loop.turnThreads == ["test-events"])
+    }
+
+    @Test func theShutdownRunsTheQueuedJobsThenFinishesTheLoopOnce() async {
+        let loop = PipeLoop()
+        let executor = ThreadExecutor(name: "test-finish", loop: loop)
+        final class Seen: Sendable {
+            let ran = Atomic<Int>(0)
+            let finishesBefore = Atomic<Int>(-1)
+        }
+        let seen = Seen()
+        await withTaskExecutorPreference(executor) {
+            for _ in 0..<10 {
+                Task(executorPreference: executor) {
+                    seen.ran.add(1, ordering: .relaxed)
+                    seen.finishesBefore.store(loop.finishes.load(ordering: .relaxed), ordering: .relaxed)
+                }
+            }
+        }
+        executor.shutdown()
+        #expect(seen.ran.load(ordering: .relaxed) == 10)
+        #expect(seen.finishesBefore.load(ordering: .relaxed) == 0, "no job ran after the loop's finish")
+        #expect(loop.finishes.load(ordering: .relaxed) == 1)
+        executor.shutdown()
+        #expect(loop.finishes.load(ordering: .relaxed) == 1)
+    }
+}
