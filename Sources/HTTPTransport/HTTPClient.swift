@@ -8,6 +8,9 @@ import Synchronization
 /// same host, TLS checks on, proxies from the environment (`https_proxy`, `http_proxy`, `no_proxy`, as curl reads
 /// them), redirects never followed (the caller decides: a token must not follow one to another host).
 ///
+/// The service thread is also an executor (`thread`): a task that prefers it hands its requests over and gets their
+/// answers back on the same thread, with no wake-up of another.
+///
 /// Chosen over AsyncHTTPClient by measurement (BENCHMARKS.md, "The HTTP client").
 public final class HTTPClient: Sendable {
     /// The process's client: one thread and one pool of connections for every part that speaks HTTP.
@@ -17,12 +20,17 @@ public final class HTTPClient: Sendable {
     public let userAgent: String
     private let engine: CurlEngine
 
-    public init(userAgent: String = "allowance-relay (Linux)") {
+    /// `threadName`: the service thread's, as `top -H` shows it.
+    public init(userAgent: String = "allowance-relay (Linux)", threadName: String = "http") {
         self.userAgent = userAgent
-        engine = CurlEngine()
+        engine = CurlEngine(threadName: threadName)
     }
 
     deinit { engine.stop() }
+
+    /// The service thread, as an executor for the tasks that send most (`withTaskExecutorPreference`). A job there
+    /// holds up every transfer of the client while it runs: it must not block for long.
+    public var thread: ThreadExecutor { engine.thread }
 
     /// Sends `request` and returns the answer whatever its status. Cancelling the calling task ends the request.
     public func send(_ request: HTTPRequest) async throws(HTTPError) -> HTTPResponse {
@@ -89,40 +97,45 @@ final class Transfer: @unchecked Sendable {
     }
 }
 
-/// The multi handle and the thread that drives it.
-final class CurlEngine: @unchecked Sendable {
-    // @unchecked: `multi`, `active` and `idle` are the service thread's alone; the rest is behind `inbox`.
+/// The multi handle, driven by a thread of its own that runs the jobs of the tasks that prefer it too.
+final class CurlEngine: ThreadLoop, @unchecked Sendable {
+    // @unchecked: `multi`, `active` and `idle` are the service thread's alone; the rest is behind `inbox`, and
+    // `thread` is set once, in `init`.
     private let multi: UnsafeMutableRawPointer
     private let inbox = Mutex<Inbox>(Inbox())
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idle: [UnsafeMutableRawPointer] = []
+    private(set) var thread: ThreadExecutor!
 
     private struct Inbox {
         var submitted: [Transfer] = []
         var cancelled: [Transfer] = []
         var resumed: [Transfer] = []
-        var stopping = false
+        /// The thread has ended: a transfer submitted now fails at once.
+        var ended = false
+        var isEmpty: Bool { submitted.isEmpty && cancelled.isEmpty && resumed.isEmpty }
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
-    init() {
+    init(threadName: String) {
         _ = Self.globalInit
         multi = curl_multi_init()
-        let thread = Thread { [self] in
-            ThreadName.set("http")
-            serve()
-        }
-        thread.start()
+        thread = ThreadExecutor(name: threadName, loop: self)
     }
 
     func submit(_ transfer: Transfer) {
-        // One wake-up for requests submitted together: the thread takes every waiting one when it wakes.
-        let first = inbox.withLock { i in
+        // One wake-up for requests submitted together: the thread takes every waiting one when it wakes. None from
+        // a job on the thread itself, which hands its transfers to libcurl once its jobs have run.
+        let accepted = inbox.withLock { i -> Bool? in
+            guard !i.ended else { return nil }
             i.submitted.append(transfer)
             return i.submitted.count == 1
         }
-        if first { curl_multi_wakeup(multi) }
+        guard let first = accepted else {
+            return transfer.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down")))
+        }
+        if first && !thread.isCurrent { curl_multi_wakeup(multi) }
     }
 
     func cancel(_ transfer: Transfer) {
@@ -138,49 +151,59 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
-    func stop() {
-        inbox.withLock { $0.stopping = true }
-        curl_multi_wakeup(multi)
+    /// Ends the thread once the jobs queued there have run; every transfer still open fails as cancelled.
+    func stop() { thread.shutdown() }
+
+    // MARK: ThreadLoop, on the service thread
+
+    func turn() {
+        let (submitted, cancelled, resumed) = inbox.withLock { i in
+            defer { (i.submitted, i.cancelled, i.resumed) = ([], [], []) }
+            return (i.submitted, i.cancelled, i.resumed)
+        }
+        for t in submitted { start(t) }
+        for t in cancelled {
+            if let handle = t.handle, active[handle] === t {
+                end(handle, .failure(HTTPError(.cancelled, "cancelled")))
+            }
+        }
+        for t in resumed where t.paused {
+            if let handle = t.handle, active[handle] === t {
+                t.paused = false
+                curl_easy_pause(handle, CURLPAUSE_CONT)
+            }
+        }
+        guard !active.isEmpty else { return }  // a turn after each of the thread's jobs: nothing to do, no call
+        var running: Int32 = 0
+        curl_multi_perform(multi, &running)
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard ccurl_msg_is_done(message) != 0 else { continue }
+            let handle = ccurl_msg_handle(message)!
+            end(handle, outcome(handle, ccurl_msg_result(message)))
+        }
     }
 
-    private func serve() {
-        while true {
-            let (submitted, cancelled, resumed, stopping) = inbox.withLock { i in
-                defer { (i.submitted, i.cancelled, i.resumed) = ([], [], []) }
-                return (i.submitted, i.cancelled, i.resumed, i.stopping)
-            }
-            if stopping {
-                for t in submitted { t.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
-                for handle in Array(active.keys) {
-                    end(handle, .failure(HTTPError(.cancelled, "the HTTP client was shut down")))
-                }
-                for handle in idle { curl_easy_cleanup(handle) }
-                curl_multi_cleanup(multi)
-                return
-            }
-            for t in submitted { start(t) }
-            for t in cancelled {
-                if let handle = t.handle, active[handle] === t {
-                    end(handle, .failure(HTTPError(.cancelled, "cancelled")))
-                }
-            }
-            for t in resumed where t.paused {
-                if let handle = t.handle, active[handle] === t {
-                    t.paused = false
-                    curl_easy_pause(handle, CURLPAUSE_CONT)
-                }
-            }
-            var running: Int32 = 0
-            curl_multi_perform(multi, &running)
-            var left: Int32 = 0
-            while let message = curl_multi_info_read(multi, &left) {
-                guard ccurl_msg_is_done(message) != 0 else { continue }
-                let handle = ccurl_msg_handle(message)!
-                end(handle, outcome(handle, ccurl_msg_result(message)))
-            }
-            // Sleeps until a socket is ready, curl's next timer, or a wake-up from submit/cancel/stop.
-            curl_multi_poll(multi, nil, 0, active.isEmpty ? 3_600_000 : 1000, nil)
+    func wait() {
+        // Until a socket is ready, curl's next timer, or a wake-up (a job queued, a request from another thread).
+        curl_multi_poll(multi, nil, 0, active.isEmpty ? 3_600_000 : 1000, nil)
+    }
+
+    func wake() { curl_multi_wakeup(multi) }
+
+    func finish() {
+        let submitted = inbox.withLock { i in
+            i.ended = true
+            defer { i.submitted = [] }
+            return i.submitted
         }
+        for t in submitted { t.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down"))) }
+        for handle in Array(active.keys) {
+            end(handle, .failure(HTTPError(.cancelled, "the HTTP client was shut down")))
+        }
+        for handle in idle { curl_easy_cleanup(handle) }
+        idle = []
+        curl_multi_cleanup(multi)
     }
 
     private func start(_ t: Transfer) {

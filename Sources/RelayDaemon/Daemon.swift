@@ -169,8 +169,10 @@ public struct Daemon: Sendable {
             )
         }
 
-        let relayThread = ThreadExecutor(name: "relay")
-        defer { relayThread.shutdown() }  // after the group, whose tasks prefer it; returns once the thread has ended
+        // The workers' thread is the HTTP client's: a send they hand over starts there once their jobs have run, and
+        // its answer comes back as a job there, with no other thread woken either way (BENCHMARKS.md, session 48).
+        // It is the process's for good, not the group's.
+        let relayThread = http.thread
         // On a file the writer shares the workers' thread (a commit reaches them as a job there). On a shared
         // database each of its calls waits for a round trip on a session of its own: a thread of its own too, so that
         // storing a burst and claiming and settling deliveries overlap instead of queueing behind each other.

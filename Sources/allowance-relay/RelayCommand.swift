@@ -5,8 +5,9 @@ import Relay
 
 struct RelayCommand: AsyncParsableCommand {
     static let version = RelayInfo.version
-    /// The process's one HTTP client (negotiate, REST, every sink): one thread, one pool of connections.
-    static let http = HTTPClient(userAgent: "allowance-relay/\(version) (Linux)")
+    /// The process's one HTTP client (negotiate, REST, every sink): one thread, one pool of connections. The thread
+    /// is named "relay": the daemon's sink workers (and on a file, its store writer) run there too.
+    static let http = HTTPClient(userAgent: "allowance-relay/\(version) (Linux)", threadName: "relay")
 
     static let configuration = CommandConfiguration(
         commandName: "allowance-relay",

@@ -65,6 +65,32 @@ import Testing
     }
 
     /// The one classification of answers that the REST client and the sinks share.
+    /// The client's thread is an executor: a task there hands its requests over and is resumed with each answer on
+    /// the same thread, as the relay's sink workers are; requests from elsewhere share the thread meanwhile.
+    @Test func requestsFromTheClientsOwnThreadAreAnsweredThere() async throws {
+        let client = HTTPClient(threadName: "test-http")
+        let server = WebhookReceiver { request, _ in .init(200, body: request.path) }
+        try await server.run { base in
+            async let outside = client.send(HTTPRequest(.get, base.appending(path: "outside")))
+            let answers = await withTaskExecutorPreference(client.thread) { () async -> [(String, String)] in
+                await withTaskGroup(of: (String, String).self) { group in
+                    for i in 0..<20 {
+                        group.addTask {
+                            let answer = try? await client.send(HTTPRequest(.get, base.appending(path: "n\(i)")))
+                            return (String(decoding: answer?.body ?? [], as: UTF8.self), ProcessThreads.current())
+                        }
+                    }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            #expect(Set(answers.map(\.0)) == Set((0..<20).map { "/n\($0)" }))
+            #expect(Set(answers.map(\.1)) == ["test-http"])
+            let other = try await outside
+            #expect(String(decoding: other.body, as: UTF8.self) == "/outside")
+            #expect(server.received.count == 21)
+        }
+    }
+
     @Test func everyStatusHasOneClass() {
         #expect([200, 201, 204, 299].allSatisfy { AnswerClass(status: $0) == .success })
         #expect(AnswerClass(status: 429) == .throttled)
