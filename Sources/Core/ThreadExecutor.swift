@@ -11,7 +11,7 @@
 ///
 /// For work that hands itself along: the relay's store writer, then its sink workers, then their outcomes. On the
 /// global pool each hand-over (a continuation resumed, an actor entered) woke another pool thread; here it is a job
-/// queued on the same thread, and only a hand-over from another thread (the connection's, the HTTP client's) wakes
+/// queued on the same thread, and only a hand-over from another thread (the connection's, the alarm clock's) wakes
 /// it. A continuation resumes its task on the task's preferred executor, so the work stays here.
 ///
 /// A thread may also drive an event loop of its own (`ThreadLoop`: libcurl's, for the HTTP client): it then waits in

@@ -113,7 +113,6 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         var resumed: [Transfer] = []
         /// The thread has ended: a transfer submitted now fails at once.
         var ended = false
-        var isEmpty: Bool { submitted.isEmpty && cancelled.isEmpty && resumed.isEmpty }
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
