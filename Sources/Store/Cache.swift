@@ -82,7 +82,7 @@ extension Store {
             guard let child = try children.load(db, childId) else {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
-            if !recorded { try Self.recordInbox(db, balance: event, now: now) }
+            if !recorded { try Self.recordInbox(db, balance: event, receivedAt: children.stamp) }
             let latest = try children.latestBalance(db, childId)
             let (gap, after, previous) = HubEventPolicy.balance(
                 try MinorUnits.from(balance), child: child, latest: latest)
@@ -185,7 +185,8 @@ extension Store {
                 }
                 let pending = try Self.pendingEffect(db, c.id)
                 let cached = try Self.childBalance(db, c.id).map { $0 - pending }
-                try Self.setBalance(db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, now: now)
+                try Self.setBalance(
+                    db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, updatedAt: ISO.string(now))
                 if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
                     var event = RelayEvent(
                         kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName,

@@ -12,10 +12,11 @@ extension Store {
     /// same balance can come twice): every one is kept. A transaction has no inbox row: its row in `txn` is its
     /// record, and its insert finds a repeat (`insert(ifNew:)`); nor has the balance right behind it that only
     /// repeats its balance after (`HubEventPolicy.isRecorded`).
-    static func recordInbox(_ db: Database, balance event: HubEvent, now: Date) throws {
+    /// `receivedAt`: the burst's time as the rows say it (`BurstChildren.stamp`).
+    static func recordInbox(_ db: Database, balance event: HubEvent, receivedAt: String) throws {
         try db.executeCached(
             sql: "INSERT INTO inbox (kind, payload, received_at) VALUES ('BalanceUpdated', ?, ?)",
-            values: [.text(event.jsonText), .text(ISO.string(now))])
+            values: [.text(event.jsonText), .text(receivedAt)])
     }
 
     /// Whether any event came over the hub (a balance, or a transaction stored as it came): asked once at the end of a
@@ -120,10 +121,11 @@ extension Store {
             try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
     }
 
-    static func setBalance(_ db: Database, _ id: UUID, minor: Int64, now: Date) throws {
+    /// `updatedAt`: the time as the rows say it (`ISO.string`), formatted once by a caller that writes several.
+    static func setBalance(_ db: Database, _ id: UUID, minor: Int64, updatedAt: String) throws {
         try db.executeCached(
             sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-            values: [.integer(minor), .text(ISO.string(now)), .text(id.lowercased)])
+            values: [.integer(minor), .text(updatedAt), .text(id.lowercased)])
     }
 
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
@@ -186,13 +188,10 @@ struct BurstChildren {
     /// Each child's newest stored server transaction, once read in this burst (nil inside: none), kept up to date as
     /// the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
     private var newest: [UUID: NewestTransaction?] = [:]
-    /// When the burst is stored: every row it writes says this time.
-    let now: Date
-    /// `now` as the rows' `stored_at` say it, formatted once for the burst.
+    /// When the burst is stored, as its rows say it (`stored_at`, `received_at`, `updated_at`): formatted once.
     let stamp: String
 
     init(now: Date) {
-        self.now = now
         stamp = ISO.string(now)
     }
 
@@ -247,7 +246,9 @@ struct BurstChildren {
     }
 
     func save(_ db: Database) throws {
-        for (id, child) in known where child.changed { try Store.setBalance(db, id, minor: child.balance, now: now) }
+        for (id, child) in known where child.changed {
+            try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp)
+        }
     }
 }
 

@@ -133,7 +133,9 @@ extension Store {
             try Self.insert(db, server, via: "outbox", now: now)
             // The server's balance after this write, plus the writes still waiting here.
             let pending = try Self.pendingEffect(db, server.childId)
-            try Self.setBalance(db, server.childId, minor: try MinorUnits.from(server.balanceAfter) + pending, now: now)
+            try Self.setBalance(
+                db, server.childId, minor: try MinorUnits.from(server.balanceAfter) + pending,
+                updatedAt: ISO.string(now))
             // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here, with the
             // balance before it as the server had it (the cache's already counted the write).
             let before =
