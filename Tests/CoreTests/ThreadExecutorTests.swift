@@ -117,6 +117,8 @@ import Testing
         let turns = Atomic<Int>(0)
         let waits = Atomic<Int>(0)
         let finishes = Atomic<Int>(0)
+        /// A task waits for the source's next byte (set on the thread, by the job that waits).
+        let awaiting = Atomic<Bool>(false)
         var turnThreads: Set<String> = []
         var waiter: CheckedContinuation<UInt8, Never>?
 
@@ -158,7 +160,12 @@ import Testing
         func finish() { finishes.add(1, ordering: .relaxed) }
 
         /// From a job on the thread: waits for the next byte on the source.
-        func next() async -> UInt8 { await withCheckedContinuation { waiter = $0 } }
+        func next() async -> UInt8 {
+            await withCheckedContinuation {
+                waiter = $0
+                awaiting.store(true, ordering: .relaxed)
+            }
+        }
     }
 
     @Test func aJobFromAnotherThreadWakesTheLoopAndOnesFromTheThreadItselfDoNot() async {
@@ -191,15 +198,11 @@ import Testing
             let byte = await loop.next()
             return (byte, ProcessThreads.current())
         }
-        // Another thread writes to the source once the task waits; only the loop's own poll sees it.
-        let waiting = await eventually(.seconds(5)) { loop.turns.load(ordering: .relaxed) > 0 }
-        #expect(waiting)
+        // Written once the task waits, from the test's thread: only the loop's own turn or poll can see it.
+        #expect(await eventually { loop.awaiting.load(ordering: .relaxed) })
         let wakesBefore = loop.wakes.load(ordering: .relaxed)
-        Thread {
-            Thread.sleep(forTimeInterval: 0.1)
-            var byte: UInt8 = 42
-            _ = write(loop.sourceFDs[1], &byte, 1)
-        }.start()
+        var sent: UInt8 = 42
+        _ = write(loop.sourceFDs[1], &sent, 1)
         let (byte, name) = await task.value
         #expect(byte == 42)
         #expect(name == "test-events")
