@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <sys/eventfd.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 
@@ -128,5 +130,30 @@ static inline int clsd_listen_actions(sd_bus *bus, clsd_action_listener *listene
 static inline int clsd_process(sd_bus *bus) { return sd_bus_process(bus, NULL); }
 
 static inline int clsd_fd(sd_bus *bus) { return sd_bus_get_fd(bus); }
+
+/// What to wait for before the next `clsd_process`: the socket's poll events, and the deadline in ms from now
+/// (-1: none; 0: messages a call read while it waited for its answer are queued, to be handled now). sd-bus's own
+/// recipe for an outside event loop (sd_bus_get_events, sd_bus_get_timeout).
+static inline int clsd_wait_spec(sd_bus *bus, short *events, int *timeout_ms) {
+    int e = sd_bus_get_events(bus);
+    if (e < 0) return e;
+    uint64_t until = 0;
+    int r = sd_bus_get_timeout(bus, &until);
+    if (r < 0) return r;
+    *events = (short)e;
+    if (until == UINT64_MAX) {
+        *timeout_ms = -1;
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t now_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+        uint64_t left_ms = until > now_us ? (until - now_us + 999) / 1000 : 0;
+        *timeout_ms = left_ms > INT32_MAX ? INT32_MAX : (int)left_ms;
+    }
+    return 0;
+}
+
+/// A descriptor that another thread can make readable (write 8 bytes), to wake a poll on the bus; < 0 on failure.
+static inline int clsd_wake_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 static inline void clsd_free(sd_bus *bus) { sd_bus_flush_close_unref(bus); }

@@ -347,6 +347,65 @@ func simTransaction(
         }
     }
 
+    /// dunst stopped (SIGSTOP) still owns the notifications' name: the bus queues each call for it, unanswered until
+    /// sd-bus gives up (10 s for a popup, 25 for the server's capabilities), as with a server that hangs. The popups
+    /// sink waits alone: the other sinks send and the store keeps each event meanwhile.
+    @Test func aHungNotificationServerHoldsUpNeitherTheWebhooksNorTheStore() async throws {
+        let desktop = try await DesktopSession()
+        defer { desktop.stop() }
+        let hook = WebhookReceiver()
+        try await hook.run { hookURL in
+            let file = try config("  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n")
+            try await withSim { base in
+                let (relay, storePath) = try await startRelay(on: desktop, base, config: file)
+                let store = try Store.open(path: storePath)
+                let stored = try store.transactions().count
+                let dunst = try #require(
+                    Int32(
+                        try String(contentsOfFile: desktop.dir + "/dunst.pid", encoding: .utf8)
+                            .trimmingCharacters(in: .whitespacesAndNewlines)))
+                kill(dunst, SIGSTOP)
+                var resumed = false
+                defer { if !resumed { kill(dunst, SIGCONT) } }
+                let gaveUp = "sink popups is unavailable"
+                // The order is the oracle: the webhooks arrive, and the events of a second burst (sent while the
+                // popups wait) are stored and sent, before the popups sink gives up.
+                for (burst, total) in [(3, 3), (2, 5)] {
+                    try await simPost(base, "/_sim/burst?count=\(burst)")
+                    #expect(
+                        await eventually(.seconds(60)) { hook.received.count >= total || relay.output.contains(gaveUp) }
+                    )
+                    #expect(hook.received.count == total, "the webhooks waited for the desktop: \(relay.output)")
+                    #expect(try store.transactions().count == stored + total, "the events waited for the desktop")
+                }
+                #expect(!relay.output.contains(gaveUp), "the popups sink was still waiting for its answer")
+                kill(dunst, SIGCONT)
+                resumed = true
+                await relay.expectCleanStop()
+            }
+        }
+    }
+
+    /// After a popup, the thread that listens for clicks sleeps until the bus has something for it: no timer of its own
+    /// (a quarter-second poll was 14,000 wake-ups an hour on a laptop).
+    @Test func theBusListenerSleepsWhileNothingHappens() async throws {
+        let desktop = try await DesktopSession()
+        defer { desktop.stop() }
+        try await withSim { base in
+            let (relay, storePath) = try await startRelay(on: desktop, base, config: try config())
+            try await simPost(base, "/_sim/burst?count=1")
+            try await waitForDelivered(1, in: try Store.open(path: storePath))
+            let listener = { ProcessThreads.sleeps(of: relay.pid).filter { $0.name == "desktop-bus" } }
+            #expect(await eventually(.seconds(10)) { !listener().isEmpty }, "the listener runs once a popup was sent")
+            let before = listener().map(\.switches).reduce(0, +)
+            // The window is the measurement: a quarter-second poll shows twelve times in it.
+            try await Task.sleep(for: .seconds(3))
+            let woke = listener().map(\.switches).reduce(0, +) - before
+            #expect(woke <= 2, "the desktop bus's listener woke \(woke) times in 3 s with nothing to do")
+            await relay.expectCleanStop()
+        }
+    }
+
     @Test func withoutASessionBusNotifyTestSaysWhy() async throws {
         let run = try RelayProcess(
             env: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus", "XDG_RUNTIME_DIR": "/nonexistent"],

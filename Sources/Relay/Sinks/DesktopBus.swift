@@ -1,13 +1,15 @@
 import CSystemd
 import Core
 import Foundation
+import Glibc
 import Synchronization
 
 /// One connection to the session bus for a desktop sink: its popups are sent on it, and the notification server's
 /// `ActionInvoked` signals for them come back on it (the server answers the connection that made the popup). A
-/// thread waits on the connection's socket and hands each click to `onAction`. sd-bus is not thread-safe: every
-/// use of the connection holds `bus`'s lock. A connection that breaks (the session's bus restarted) is dropped and
-/// opened again by the next call.
+/// thread waits on the connection's socket and hands each click to `onAction`; it sleeps until the bus has
+/// something for it (no timer: on a laptop, a wake-up a quarter second was 14,000 an hour). sd-bus is not
+/// thread-safe: every use of the connection holds `bus`'s lock. A connection that breaks (the session's bus
+/// restarted) is dropped and opened again by the next call.
 final class DesktopBus: @unchecked Sendable {
     // @unchecked: `listener` is written once before the thread starts; the connection is behind `bus`.
     private let bus = Mutex<OpaquePointer?>(nil)
@@ -15,6 +17,9 @@ final class DesktopBus: @unchecked Sendable {
     private let running = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
     private let onAction = Mutex<(@Sendable (UInt32, String) -> Void)?>(nil)
+    /// Wakes the listening thread: to stop, or to look again after a call (which may have opened a new connection,
+    /// or read signals into sd-bus's queue while it waited for its answer).
+    private let wake = clsd_wake_fd()
 
     init() {
         listener.initialize(to: clsd_action_listener(callback: nil, context: nil))
@@ -31,6 +36,7 @@ final class DesktopBus: @unchecked Sendable {
             b = nil
         }
         listener.deallocate()
+        if wake >= 0 { _ = Glibc.close(wake) }
     }
 
     /// Runs `body` (a `clsd_*` call: its result, or < 0 with the reason in the error buffer) on the connection,
@@ -55,13 +61,30 @@ final class DesktopBus: @unchecked Sendable {
             guard r >= 0 else { return .failure(RelayError(.desktopBus, String(cString: err))) }
             return .success(r)
         }
-        if case .success = result { startListening() }
+        if case .success = result {
+            startListening()
+            signalListener()
+        }
         return result
+    }
+
+    /// `work` (its `call`s) on a thread of its own, for a sink's sends: sd-bus waits for the server's answer (10 s
+    /// for a popup, 25 for the rest), and a notification server that hangs must not hold the caller's thread that
+    /// long. The relay's thread also runs the other sinks, the store's writer and the HTTP client.
+    func perform<T: Sendable>(_ work: @escaping @Sendable (DesktopBus) -> T) async -> T {
+        await offThread(named: "desktop-call") { [self] in work(self) }
     }
 
     /// Ends the thread and the connection.
     func close() {
         stopped.store(true, ordering: .releasing)
+        signalListener()
+    }
+
+    private func signalListener() {
+        guard wake >= 0 else { return }
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
     }
 
     fileprivate func invoked(_ id: UInt32, _ key: String) { onAction.withLock { $0 }?(id, key) }
@@ -77,25 +100,30 @@ final class DesktopBus: @unchecked Sendable {
         thread.start()
     }
 
-    /// Waits for the socket (a quarter second at most, so that `close` is seen), then lets sd-bus handle what came:
-    /// signals end up in `onActionInvoked`.
+    /// Lets sd-bus handle what came (signals end up in `onActionInvoked`), then sleeps until the socket has more,
+    /// sd-bus's own deadline passes, or `wake` is signalled (a call was made, or `close`).
     private func listen() {
         while !stopped.load(ordering: .acquiring) {
-            let fd = bus.withLock { b in b.map { clsd_fd($0) } ?? -1 }
-            if fd < 0 {
-                Thread.sleep(forTimeInterval: 0.25)
-                continue
-            }
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            _ = poll(&p, 1, 250)
-            bus.withLock { b in
-                guard let connection = b else { return }
+            let waitFor = bus.withLock { b -> (fd: Int32, events: Int16, timeout: Int32)? in
+                guard let connection = b else { return nil }
                 var r: Int32 = 1
                 while r > 0 { r = clsd_process(connection) }
-                if r < 0 {
+                var events: Int16 = 0
+                var timeout: Int32 = -1
+                if r < 0 || clsd_wait_spec(connection, &events, &timeout) < 0 {
                     clsd_free(connection)
                     b = nil
+                    return nil
                 }
+                return (clsd_fd(connection), events, timeout)
+            }
+            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            if let waitFor { fds.append(pollfd(fd: waitFor.fd, events: waitFor.events, revents: 0)) }
+            // Without a connection (it broke): nothing to wait for until the next call opens one and signals.
+            _ = poll(&fds, nfds_t(fds.count), waitFor?.timeout ?? -1)
+            if fds[0].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(wake, &count, 8)
             }
         }
         bus.withLock { b in

@@ -56,7 +56,7 @@ public final class DesktopSink: Sink {
         icon = Self.icon(config)
         bus.onAction { [weak self] id, key in
             // Off the bus's thread: opening a browser or writing the store must not hold the connection.
-            Task { self?.clicked(id, key) }
+            Task { await self?.clicked(id, key) }
         }
     }
 
@@ -65,7 +65,7 @@ public final class DesktopSink: Sink {
     public func close() async { bus.close() }
 
     public func supportsMarkup() async -> Bool {
-        (try? bus.call { clsd_body_markup($0, $1, $2) }.get()) == 1
+        (try? await bus.perform { $0.call { clsd_body_markup($0, $1, $2) } }.get()) == 1
     }
 
     /// The icon every popup shows: the sink's `icon` (a path or a theme name), else the installed one (install.sh,
@@ -108,7 +108,9 @@ public final class DesktopSink: Sink {
         let child = m.childId
         if m.kind == .balanceRecovered {
             guard let child, let id = popup(child, .low) else { return .delivered }  // nothing on screen to close
-            if case .failure(let e) = bus.call({ clsd_close($0, id, $1, $2) }) { return Self.unavailable(e.message) }
+            if case .failure(let e) = await bus.perform({ $0.call { clsd_close($0, id, $1, $2) } }) {
+                return Self.unavailable(e.message)
+            }
             remember(child, .low, nil)
             return .delivered
         }
@@ -140,18 +142,25 @@ public final class DesktopSink: Sink {
                 logger.warning("sink \(config.name): the summary goes without its chart: \(error)")
             }
         }
-        var id: UInt32 = 0
-        let result = bus.call { bus, err, len in
-            let cActions = actions.map { strdup($0) }
-            defer { cActions.forEach { free($0) } }
-            return cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
-                clsd_notify(
-                    bus, "allowance-relay", replaces, icon, title, text,
-                    UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
-                    urgency, category, "allowance-relay", picture, timeout, &id, err, len)
-            }
+        let result = await bus.perform {
+            [icon, title, text, picture, actions, replaces] desktop -> Result<UInt32, RelayError> in
+            var id: UInt32 = 0
+            return desktop.call { bus, err, len in
+                let cActions = actions.map { strdup($0) }
+                defer { cActions.forEach { free($0) } }
+                return cActions.map { UnsafePointer($0) }.withUnsafeBufferPointer { list in
+                    clsd_notify(
+                        bus, "allowance-relay", replaces, icon, title, text,
+                        UnsafeMutablePointer(mutating: list.baseAddress), Int32(actions.count),
+                        urgency, category, "allowance-relay", picture, timeout, &id, err, len)
+                }
+            }.map { _ in id }
         }
-        if case .failure(let e) = result { return Self.unavailable(e.message) }
+        let id: UInt32
+        switch result {
+        case .success(let shown): id = shown
+        case .failure(let e): return Self.unavailable(e.message)
+        }
         if let role, let child { remember(child, role, id) }
         if m.kind == .transactionCreated, let child { bursts.withLock { $0[child]?.id = id } }
         clickable.withLock { c in
@@ -178,7 +187,7 @@ public final class DesktopSink: Sink {
     }
 
     /// A click on one of our popups: open its link, or mute its child for today.
-    func clicked(_ id: UInt32, _ key: String) {
+    func clicked(_ id: UInt32, _ key: String) async {
         guard let target = clickable.withLock({ $0[id] }) else { return }  // another app's popup, or an older relay's
         switch key {
         case "default", "open":
@@ -194,7 +203,7 @@ public final class DesktopSink: Sink {
             } catch {
                 logger.error("sink \(config.name): could not store the mute: \(error)")
             }
-            _ = bus.call { clsd_close($0, id, $1, $2) }
+            _ = await bus.perform { $0.call { clsd_close($0, id, $1, $2) } }
         default:
             return
         }
