@@ -108,13 +108,19 @@ test: test-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q Tests/Interop
 	$(MAKE) --no-print-directory bench-quick
 	@mkdir -p .build/test-artifacts
-	$(SWIFT) test --skip '$(ALONE_SUITES)' 2>&1 | tee .build/test-artifacts/swift-test.log; \
-	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test.log; exit $$status
+	@# The tests' files (databases, configs, servers' folders: a thousand folders a run) go to a folder of the run's
+	@# own, removed after it passed or failed. Short, under /tmp: Unix socket paths in it must stay under 108 bytes;
+	@# readable by all: the PostgreSQL tests run the server as the postgres user when run as root.
+	tmp=$$(mktemp -d /tmp/ar-test.XXXXXX) && chmod 755 "$$tmp"; \
+	  TMPDIR=$$tmp $(SWIFT) test --skip '$(ALONE_SUITES)' 2>&1 | tee .build/test-artifacts/swift-test.log; \
+	  status=$${PIPESTATUS[0]}; rm -rf "$$tmp"; \
+	  [ $$status -eq 0 ] || Tests/failures.sh .build/test-artifacts/swift-test.log; exit $$status
 	@rm -f .build/test-artifacts/swift-test-alone.log
 	@for suite in $$(tr '|' ' ' <<<'$(ALONE_SUITES)'); do \
-	  $(SWIFT) test --skip-build --filter "$$suite" 2>&1 | tee -a .build/test-artifacts/swift-test-alone.log; \
-	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { Tests/failures.sh .build/test-artifacts/swift-test-alone.log; \
-	  exit $$status; }; done
+	  tmp=$$(mktemp -d /tmp/ar-test.XXXXXX) && chmod 755 "$$tmp"; \
+	  TMPDIR=$$tmp $(SWIFT) test --skip-build --filter "$$suite" 2>&1 | tee -a .build/test-artifacts/swift-test-alone.log; \
+	  status=$${PIPESTATUS[0]}; rm -rf "$$tmp"; \
+	  [ $$status -eq 0 ] || { Tests/failures.sh .build/test-artifacts/swift-test-alone.log; exit $$status; }; done
 	@# A filter that matches nothing passes: each suite run alone must have run and passed.
 	@for suite in $$(tr '|' ' ' <<<'$(ALONE_SUITES)'); do grep -q "Suite $$suite passed" .build/test-artifacts/swift-test-alone.log \
 	  || { echo "FAIL: $$suite did not run (renamed? ALONE_SUITES names it)"; exit 1; }; done
