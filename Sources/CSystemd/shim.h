@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <sys/eventfd.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 
@@ -152,8 +151,5 @@ static inline int clsd_wait_spec(sd_bus *bus, short *events, int *timeout_ms) {
     }
     return 0;
 }
-
-/// A descriptor that another thread can make readable (write 8 bytes), to wake a poll on the bus; < 0 on failure.
-static inline int clsd_wake_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 static inline void clsd_free(sd_bus *bus) { sd_bus_flush_close_unref(bus); }

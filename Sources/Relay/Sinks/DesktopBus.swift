@@ -1,7 +1,6 @@
 import CSystemd
 import Core
 import Foundation
-import Glibc
 import Synchronization
 
 /// One connection to the session bus for a desktop sink: its popups are sent on it, and the notification server's
@@ -19,7 +18,7 @@ final class DesktopBus: @unchecked Sendable {
     private let onAction = Mutex<(@Sendable (UInt32, String) -> Void)?>(nil)
     /// Wakes the listening thread: to stop, or to look again after a call (which may have opened a new connection,
     /// or read signals into sd-bus's queue while it waited for its answer).
-    private let wake = clsd_wake_fd()
+    private let wake = PollWake()
 
     init() {
         listener.initialize(to: clsd_action_listener(callback: nil, context: nil))
@@ -36,7 +35,6 @@ final class DesktopBus: @unchecked Sendable {
             b = nil
         }
         listener.deallocate()
-        if wake >= 0 { _ = Glibc.close(wake) }
     }
 
     /// Runs `body` (a `clsd_*` call: its result, or < 0 with the reason in the error buffer) on the connection,
@@ -63,7 +61,7 @@ final class DesktopBus: @unchecked Sendable {
         }
         if case .success = result {
             startListening()
-            signalListener()
+            wake.signal()
         }
         return result
     }
@@ -78,13 +76,7 @@ final class DesktopBus: @unchecked Sendable {
     /// Ends the thread and the connection.
     func close() {
         stopped.store(true, ordering: .releasing)
-        signalListener()
-    }
-
-    private func signalListener() {
-        guard wake >= 0 else { return }
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        wake.signal()
     }
 
     fileprivate func invoked(_ id: UInt32, _ key: String) { onAction.withLock { $0 }?(id, key) }
@@ -117,14 +109,11 @@ final class DesktopBus: @unchecked Sendable {
                 }
                 return (clsd_fd(connection), events, timeout)
             }
-            var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)]
             if let waitFor { fds.append(pollfd(fd: waitFor.fd, events: waitFor.events, revents: 0)) }
             // Without a connection (it broke): nothing to wait for until the next call opens one and signals.
             _ = poll(&fds, nfds_t(fds.count), waitFor?.timeout ?? -1)
-            if fds[0].revents != 0 {
-                var count: UInt64 = 0
-                _ = read(wake, &count, 8)
-            }
+            if fds[0].revents != 0 { wake.drain() }
         }
         bus.withLock { b in
             if let connection = b { clsd_free(connection) }
