@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "Charts", dependencies: ["CCairo"]),
         // A PostgreSQL session on libpq: statements with parameters, LISTEN/NOTIFY, the session's advisory locks.
         // Knows nothing of the relay (as MQTTTransport).
-        .target(name: "PostgresTransport", dependencies: ["CPostgres"]),
+        .target(name: "PostgresTransport", dependencies: ["CPostgres", "Core"]),
         // An MQTT connection whose QoS 1 publish returns once the broker has the message. Knows nothing of the relay.
         .target(name: "MQTTTransport", dependencies: ["CMosquitto"]),
         // The one HTTP client (libcurl's multi interface on one thread): negotiate, the REST API, every webhook.
@@ -241,7 +241,7 @@ let package = Package(
         .testTarget(name: "HTTPTransportTests", dependencies: ["HTTPTransport", "TestSupport"]),
         .testTarget(name: "MQTTTransportTests", dependencies: ["MQTTTransport", "TestSupport"]),
         .testTarget(name: "ChartsTests", dependencies: ["Charts"]),
-        .testTarget(name: "PostgresTransportTests", dependencies: ["PostgresTransport", "TestSupport"]),
+        .testTarget(name: "PostgresTransportTests", dependencies: ["Core", "PostgresTransport", "TestSupport"]),
         .testTarget(
             name: "SharedStoreTests",
             dependencies: [

@@ -1,4 +1,5 @@
 import CPostgres
+import Core
 import Foundation
 import Synchronization
 
@@ -197,9 +198,12 @@ public final class PostgresConnection: Sendable {
         try query("SELECT pg_notify($1, $2)", [channel, payload])
     }
 
-    /// The notifications that arrived, waiting up to `timeout` for the first one. Empty after the timeout.
-    public func notifications(timeout: Duration) throws(PostgresError) -> [PostgresNotification] {
-        let deadline = ContinuousClock.now + timeout
+    /// The notifications that arrived, waiting up to `timeout` (nil: as long as it takes) for the first one, or
+    /// until `wake` is signalled. Empty after the timeout or the wake.
+    public func notifications(
+        timeout: Duration?, wake: PollWake? = nil
+    ) throws(PostgresError) -> [PostgresNotification] {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
             let (found, socket) = try connection.withLock {
                 session throws(PostgresError) -> ([PostgresNotification], Int32) in
@@ -220,14 +224,21 @@ public final class PostgresConnection: Sendable {
                 }
                 return (found, PQsocket(conn))
             }
-            let left = ContinuousClock.now.duration(to: deadline)
-            if !found.isEmpty || left <= .zero { return found }
-            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            let ms = Int32(
-                min(
-                    Double(Int32.max),
-                    (Double(left.components.seconds) * 1000 + Double(left.components.attoseconds) / 1e15).rounded(.up)))
-            _ = poll(&poller, 1, ms)
+            let left = deadline.map { ContinuousClock.now.duration(to: $0) }
+            if !found.isEmpty || left.map({ $0 <= .zero }) == true { return found }
+            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+            if let wake { fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)) }
+            let ms = left.map {
+                Int32(
+                    min(
+                        Double(Int32.max),
+                        (Double($0.components.seconds) * 1000 + Double($0.components.attoseconds) / 1e15).rounded(.up)))
+            }
+            _ = poll(&fds, nfds_t(fds.count), ms ?? -1)
+            if let wake, fds[1].revents != 0 {
+                wake.drain()
+                return []
+            }
         }
     }
 

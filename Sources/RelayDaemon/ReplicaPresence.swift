@@ -57,11 +57,11 @@ struct ReplicaPresence: Service {
     /// Wakes the workers, the outbox and the rules at each notification, on a thread of its own (a session that
     /// waits for notifications does nothing else).
     private func listen() async {
-        let running = StopFlag()
+        let (running, wake) = (StopFlag(), PollWake())
         let (shared, engine, sync, syncThread, logger) = (shared, engine, sync, syncThread, logger)
         await withTaskCancellationHandler {
             await offThread(named: "pg-listen") {
-                shared.listen(while: { !running.isSet }) { channels in
+                shared.listen(while: { !running.isSet }, wake: wake) { channels in
                     if channels.contains(SharedRelayStore.channel) { engine.wakeWorkers() }
                     if channels.contains(SharedRelayStore.outboxChannel) {
                         Task(executorPreference: syncThread) { await sync.drainOutbox() }
@@ -78,6 +78,7 @@ struct ReplicaPresence: Service {
             }
         } onCancel: {
             running.set()
+            wake.signal()
         }
     }
 

@@ -156,12 +156,13 @@ public final class SharedRelayStore: Sendable {
     public static let retryChannel = "relay_retry"
 
     /// Waits for what other relays did (deliveries planned or given back, writes queued, mutes changed) on a session
-    /// of its own, calling `heard` with the channels notified, until `running` says no. At each (re)start `heard`
-    /// gets every channel (what was committed before LISTEN took effect is looked at once); a lost session is
-    /// opened again a second later, `failed` hearing the first failure and `nil` when it listens again. Blocks: run
-    /// it on a thread of its own.
+    /// of its own, calling `heard` with the channels notified, until `running` says no: whoever makes it say no
+    /// signals `wake`, and the session sleeps until one or the other (no timer: at rest it does not wake). At each
+    /// (re)start `heard` gets every channel (what was committed before LISTEN took effect is looked at once); a lost
+    /// session is opened again a second later, `failed` hearing the first failure and `nil` when it listens again.
+    /// Blocks: run it on a thread of its own.
     public func listen(
-        while running: @Sendable () -> Bool, heard: @Sendable (Set<String>) -> Void,
+        while running: @Sendable () -> Bool, wake: PollWake, heard: @Sendable (Set<String>) -> Void,
         failed: @Sendable (StoreError?) -> Void
     ) {
         var failing = false
@@ -175,7 +176,7 @@ public final class SharedRelayStore: Sendable {
                 if failing { failed(nil) }
                 failing = false
                 while running() {
-                    let notified = Set(try db.notifications(timeout: .milliseconds(500)).map(\.channel))
+                    let notified = Set(try db.notifications(timeout: nil, wake: wake).map(\.channel))
                     if !notified.isEmpty { heard(notified) }
                 }
             } catch {

@@ -276,6 +276,22 @@ import Testing
         }
     }
 
+    /// The session that listens for other replicas' commits sleeps until one comes: no timer of its own (a poll every
+    /// 500 ms before), and a stop still ends it at once (the clean stop).
+    @Test func aRestingReplicasListenerWakesOnlyForNotifications() async throws {
+        try await withReplicas(["a"], hook: WebhookReceiver()) { r in
+            let relay = r.relays[0]
+            let listener = { ProcessThreads.sleeps(of: relay.pid).filter { $0.name == "pg-listen" } }
+            #expect(await eventually(.seconds(10)) { !listener().isEmpty }, "the replica listens")
+            let before = listener().map(\.switches).reduce(0, +)
+            // The window is the measurement: a 500 ms poll shows six times in it.
+            try await Task.sleep(for: .seconds(3))
+            let woke = listener().map(\.switches).reduce(0, +) - before
+            #expect(woke <= 2, "the listening session woke \(woke) times in 3 s at rest")
+            await relay.expectCleanStop()
+        }
+    }
+
     /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
     /// healthy; their metrics read the shared store.
     @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import PostgresTransport
 import TestSupport
@@ -132,7 +133,10 @@ import Testing
         #expect(try listener.notifications(timeout: .milliseconds(300)).isEmpty)
         #expect(ContinuousClock.now - start >= .milliseconds(250), "it waited for the timeout")
 
-        let waiting = Task.detached { try listener.notifications(timeout: .seconds(10)) }
+        // Each wait blocks its thread: a thread of its own, not one of the pool's two that the test's notify needs.
+        let waiting = Task {
+            try await offThread(named: "pg-wait") { try listener.notifications(timeout: .seconds(10)) }
+        }
         try await Task.sleep(for: .milliseconds(100))
         try sender.notify("relay_jobs", payload: "sink=chat")
         try sender.notify("another_channel", payload: "not for us")
@@ -140,6 +144,30 @@ import Testing
         #expect(got.map(\.channel) == ["relay_jobs"])
         #expect(got.first?.payload == "sink=chat")
         #expect(got.first?.senderPID == sender.backendPID())
+    }
+
+    @Test func aWaitWithoutATimeoutEndsWithANotifyOrAWake() async throws {
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        let listener = try PostgresConnection(location, password: cluster.password)
+        let sender = try PostgresConnection(location, password: cluster.password)
+        try listener.listen("relay_jobs")
+        let wake = PollWake()
+        let notified = Task {
+            try await offThread(named: "pg-wait") { try listener.notifications(timeout: nil, wake: wake) }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        try sender.notify("relay_jobs", payload: "first")
+        #expect(try await notified.value.map(\.payload) == ["first"])
+        // Nothing comes: only the wake ends the wait, and nothing is lost by it.
+        let woken = Task {
+            try await offThread(named: "pg-wait") { try listener.notifications(timeout: nil, wake: wake) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        wake.signal()
+        #expect(try await woken.value.isEmpty)
+        try sender.notify("relay_jobs", payload: "second")
+        #expect(try listener.notifications(timeout: .seconds(10), wake: wake).map(\.payload) == ["second"])
     }
 
     @Test func aServerThatStopsIsALostConnectionAndANewOneWorksOnceItIsBack() async throws {
