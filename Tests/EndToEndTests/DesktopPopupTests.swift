@@ -395,13 +395,10 @@ func simTransaction(
             let (relay, storePath) = try await startRelay(on: desktop, base, config: try config())
             try await simPost(base, "/_sim/burst?count=1")
             try await waitForDelivered(1, in: try Store.open(path: storePath))
-            let listener = { ProcessThreads.sleeps(of: relay.pid).filter { $0.name == "desktop-bus" } }
-            #expect(await eventually(.seconds(10)) { !listener().isEmpty }, "the listener runs once a popup was sent")
-            let before = listener().map(\.switches).reduce(0, +)
-            // The window is the measurement: a quarter-second poll shows twelve times in it.
-            try await Task.sleep(for: .seconds(3))
-            let woke = listener().map(\.switches).reduce(0, +) - before
-            #expect(woke <= 2, "the desktop bus's listener woke \(woke) times in 3 s with nothing to do")
+            // A quarter-second poll shows twelve times in the window.
+            let woke = try await ProcessThreads.sleeps(of: relay.pid, named: "desktop-bus", over: .seconds(3))
+            let wokeTimes = try #require(woke, "the listener runs once a popup was sent")
+            #expect(wokeTimes <= 2, "the desktop bus's listener woke \(wokeTimes) times in 3 s with nothing to do")
             await relay.expectCleanStop()
         }
     }

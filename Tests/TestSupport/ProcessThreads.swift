@@ -28,4 +28,16 @@ public enum ProcessThreads {
             return (name.trimmingCharacters(in: .whitespacesAndNewlines), count)
         }
     }
+
+    /// How many times process `pid`'s threads named `name` went to sleep during `window`, once such a thread exists
+    /// (nil: none came within 10 s). The window is the measurement: a timer of period p shows window / p times.
+    public static func sleeps(of pid: Int32, named name: String, over window: Duration) async throws -> Int? {
+        let count = { () -> Int? in
+            let threads = sleeps(of: pid).filter { $0.name == name }
+            return threads.isEmpty ? nil : threads.map(\.switches).reduce(0, +)
+        }
+        guard await eventually(.seconds(10), { count() != nil }), let before = count() else { return nil }
+        try await Task.sleep(for: window)
+        return (count() ?? before) - before
+    }
 }
