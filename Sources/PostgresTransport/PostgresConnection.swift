@@ -228,12 +228,7 @@ public final class PostgresConnection: Sendable {
             if !found.isEmpty || left.map({ $0 <= .zero }) == true { return found }
             var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
             if let wake { fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)) }
-            let ms = left.map {
-                Int32(
-                    min(
-                        Double(Int32.max),
-                        (Double($0.components.seconds) * 1000 + Double($0.components.attoseconds) / 1e15).rounded(.up)))
-            }
+            let ms = left.map { Int32(min(Double(Int32.max), ($0.inSeconds * 1000).rounded(.up))) }
             _ = poll(&fds, nfds_t(fds.count), ms ?? -1)
             if let wake, fds[1].revents != 0 {
                 wake.drain()
