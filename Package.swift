@@ -245,7 +245,8 @@ let package = Package(
         .testTarget(
             name: "SharedStoreTests",
             dependencies: [
-                "SharedStore", "PostgresTransport", "Store", "StoreContract", "Alerts", "AllowanceAPI", "TestSupport",
+                "SharedStore", "PostgresTransport", "Store", "StoreContract", "Alerts", "AllowanceAPI", "Core",
+                "TestSupport",
             ]),
         // The storage contract's suites, each run on both backends (SQLite and a real PostgreSQL server).
         .testTarget(

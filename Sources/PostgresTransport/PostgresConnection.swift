@@ -210,7 +210,7 @@ public final class PostgresConnection: Sendable {
                 guard let conn = session.conn else {
                     throw PostgresError(.lost, "the connection to \(location) is closed")
                 }
-                guard PQconsumeInput(conn) == 1 else {
+                guard PQconsumeInput(conn) == 1, PQstatus(conn) == CONNECTION_OK else {
                     throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
                 }
                 var found: [PostgresNotification] = []
@@ -235,6 +235,80 @@ public final class PostgresConnection: Sendable {
                 return []
             }
         }
+    }
+
+    /// Runs one statement that may wait in the server (a lock it queues for) until its answer, or until `wake` is
+    /// signalled: the server is then asked to cancel it, and nil is returned unless it had finished meanwhile. The
+    /// session sleeps in `poll` on its socket and the wake's, with no timer. `$1`, `$2`, ... take `parameters`.
+    public func query(
+        _ sql: String, _ parameters: [String?], until wake: PollWake
+    ) throws(PostgresError) -> PostgresRows? {
+        let socket = try connection.withLock { session throws(PostgresError) -> Int32 in
+            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            let copies = parameters.map { $0.map { strdup($0) } ?? nil }
+            defer { copies.forEach { free($0) } }
+            let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
+                PQsendQueryParams(conn, sql, Int32(parameters.count), nil, $0.baseAddress, nil, nil, 0)
+            }
+            guard sent == 1 else {
+                throw PostgresError(
+                    PQstatus(conn) == CONNECTION_OK ? .statement : .lost,
+                    "PostgreSQL at \(location): \(Self.errorText(conn))")
+            }
+            return PQsocket(conn)
+        }
+        var cancelled = false
+        while try connection.withLock({ session throws(PostgresError) -> Bool in
+            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            guard PQconsumeInput(conn) == 1 else {
+                throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
+            }
+            return PQisBusy(conn) == 1
+        }) {
+            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+            if !cancelled { fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)) }
+            // Once cancelled, the answer (the cancel's error, or the result it came too late for) is due at once; a
+            // server that sends neither within the dead-peer limits is given up.
+            let answered = poll(&fds, nfds_t(fds.count), cancelled ? 10_000 : -1)
+            if cancelled && answered == 0 {
+                throw PostgresError(.lost, "PostgreSQL at \(location) did not answer a cancelled statement")
+            }
+            if !cancelled, fds[1].revents != 0 {
+                wake.drain()
+                cancelled = true
+                connection.withLock { session in
+                    guard let conn = session.conn, let cancel = PQgetCancel(conn) else { return }
+                    defer { PQfreeCancel(cancel) }
+                    var reason = [CChar](repeating: 0, count: 256)
+                    _ = PQcancel(cancel, &reason, Int32(reason.count))
+                }
+            }
+        }
+        return try connection.withLock { session throws(PostgresError) -> PostgresRows? in
+            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            var answer: Result<PostgresRows, PostgresError>?
+            while let result = PQgetResult(conn) {
+                defer { PQclear(result) }
+                if answer == nil {
+                    answer = Result { () throws(PostgresError) in
+                        try Self.rows(of: result, conn: conn, location: location)
+                    }
+                }
+            }
+            switch answer {
+            case .success(let rows): return rows
+            case .failure(let error) where cancelled && error.sqlState == "57014": return nil  // query_canceled
+            case .failure(let error): throw error
+            case nil: throw PostgresError(.lost, "PostgreSQL at \(location): \(Self.errorText(conn))")
+            }
+        }
+    }
+
+    /// Asks the server not to end this session for being idle (`idle_session_timeout`, PostgreSQL 14 and later): for
+    /// a session that waits without a statement (a listener, a lock's holder).
+    public func keepWhileIdle() throws(PostgresError) {
+        guard connection.withLock({ $0.conn.map { PQserverVersion($0) } ?? 0 }) >= 140_000 else { return }
+        try query("SET idle_session_timeout = 0")
     }
 
     /// Whether the session still answers (a round trip).

@@ -31,7 +31,7 @@ public enum DaemonStore: Sendable {
         if case .file(let store) = self { FileLease(database: store.path) } else { nil }
     }
 
-    var linkLease: (any Lease)? {
+    var linkLease: (any WatchedLease)? {
         if case .shared(_, _, let lease) = self { lease } else { nil }
     }
 

@@ -29,7 +29,7 @@ struct LinkService: Service {
     /// Where the connection's changes are followed: each records the link's state in the store (a blocking call).
     let syncThread: any TaskExecutor
     /// Nil: the link is this relay's alone.
-    let lease: (any Lease)?
+    let lease: (any WatchedLease)?
     let holdsLink: LinkHeld
     let logger: Logger
 

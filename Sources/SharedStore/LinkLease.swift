@@ -1,3 +1,4 @@
+import Core
 import PostgresTransport
 import StoreContract
 import Synchronization
@@ -6,7 +7,7 @@ import Synchronization
 /// session of its own. The server lets go of the lock when that session ends: at a clean release, and as well when
 /// the holder dies (`kill -9`: its socket closes and the server ends the session at once) or its machine vanishes
 /// (TCP keep-alives end the session within seconds). So the lease needs no expiry of its own to be taken over.
-public final class LinkLease: Lease {
+public final class LinkLease: WatchedLease {
     public let name: String
     public let key: Int64
     private let location: PostgresLocation
@@ -31,6 +32,32 @@ public final class LinkLease: Lease {
         } catch {
             dropSession()
             throw error
+        }
+    }
+
+    /// Waits in the server's queue for the lock (`pg_advisory_lock`): granted the moment its holder lets go or its
+    /// session ends, with nothing asked meanwhile. The wake cancels the wait.
+    public func acquire(until wake: PollWake) throws(PostgresError) -> Bool {
+        let db = try connection()
+        do {
+            if try heldBy(db) { return true }
+            return try db.query("SELECT pg_advisory_lock($1)", [String(key)], until: wake) != nil
+        } catch {
+            dropSession()
+            throw error
+        }
+    }
+
+    /// The lock lasts as long as its session, so the session's socket is watched, not asked: it becomes readable
+    /// when the server ends the session (a restart, `pg_terminate_backend`), and fails when the server's machine
+    /// vanished (the session's TCP keep-alives, about 3 s).
+    public func watch(until wake: PollWake) {
+        guard let db = session.withLock({ $0 }) else { return }
+        do {
+            // Nothing listens on this session: an answer is either the wake (empty) or the session's end (thrown).
+            while try !db.notifications(timeout: nil, wake: wake).isEmpty {}
+        } catch {
+            dropSession()
         }
     }
 
@@ -73,6 +100,7 @@ public final class LinkLease: Lease {
         try db.query(
             "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'"
         )
+        try db.keepWhileIdle()  // the holder's session is idle while it holds the lock
         session.withLock { $0 = db }
         return db
     }

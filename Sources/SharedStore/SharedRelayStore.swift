@@ -171,6 +171,7 @@ public final class SharedRelayStore: Sendable {
                 let db = try PostgresConnection(
                     location, password: password, applicationName: "allowance-relay \(replica) listener")
                 defer { db.close() }
+                try db.keepWhileIdle()
                 for channel in Self.channels { try db.listen(channel) }
                 heard(Set(Self.channels))
                 if failing { failed(nil) }

@@ -13,18 +13,29 @@ public protocol Lease: Sendable {
     func release()
 }
 
-/// Runs `work` only while this relay holds `lease`: tries to take it every `interval`, starts `work` when it has
-/// it, checks every `interval` that it still does, and cancels `work` the moment it does not: two relays never run it
-/// at once for longer than one interval. Ends when the calling task is cancelled (releasing the lease), or with the
-/// error `work` throws. `changed` hears each change (true: held), for logs and status.
+/// A lease a relay can wait for, and hold, with no timer: a standby sleeps until the lease is free, its holder until
+/// it is lost. The hub link's lease on a shared database (`LinkLease`); `holdingLease` runs the link on it.
+public protocol WatchedLease: Lease {
+    /// Blocks until this relay holds the lease (true), or until `wake` is signalled (false). Throws when the lease's
+    /// keeper (the server) cannot be reached.
+    func acquire(until wake: PollWake) throws -> Bool
+    /// Blocks while the lease is held: returns once it is lost (its session ended), or when `wake` is signalled.
+    func watch(until wake: PollWake)
+}
+
+/// Runs `work` only while this relay holds `lease`: waits for it, starts `work` when it has it, and cancels `work`
+/// the moment it is lost (the holder's session ended: the next holder may already have it). Neither wait wakes on a
+/// timer; `interval` only spaces the tries while the lease's keeper cannot be reached. Ends when the calling task is
+/// cancelled (releasing the lease), or with the error `work` throws. `changed` hears each change (true: held), for
+/// logs and status.
 public func holdingLease(
-    _ lease: any Lease, interval: Duration = .seconds(1), changed: @escaping @Sendable (Bool) async -> Void = { _ in },
-    work: @escaping @Sendable () async throws -> Void
+    _ lease: any WatchedLease, interval: Duration = .seconds(1),
+    changed: @escaping @Sendable (Bool) async -> Void = { _ in }, work: @escaping @Sendable () async throws -> Void
 ) async throws {
     defer { lease.release() }
     while !Task.isCancelled {
-        guard (try? await offThread(named: "lease-call") { try lease.tryAcquire() }) == true else {
-            try? await Task.sleep(for: interval)
+        guard (try? await waiting(named: "lease-wait", { wake in try lease.acquire(until: wake) })) == true else {
+            if !Task.isCancelled { try? await Task.sleep(for: interval) }
             continue
         }
         await changed(true)
@@ -39,11 +50,7 @@ public func holdingLease(
                 }
             }
             group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    if Task.isCancelled { return nil }
-                    if !(await offThread(named: "lease-call") { lease.isHeld }) { return nil }
-                }
+                await waiting(named: "lease-watch") { wake in lease.watch(until: wake) }
                 return nil
             }
             // Whichever ends first (the work, the lease lost, or the caller's cancellation) ends the other.
@@ -55,4 +62,20 @@ public func holdingLease(
         await changed(false)
         try ended.get()
     }
+}
+
+/// Runs a call that blocks until `wake` is signalled (or it is done) on a thread of its own; the task's cancellation
+/// signals the wake.
+private func waiting<T: Sendable, E: Error>(
+    named name: String, _ body: @escaping @Sendable (PollWake) throws(E) -> T
+) async throws(E) -> T {
+    let wake = PollWake()
+    let result: Result<T, E> = await withTaskCancellationHandler {
+        await offThread(named: name) { () -> Result<T, E> in
+            do throws(E) { return .success(try body(wake)) } catch { return .failure(error) }
+        }
+    } onCancel: {
+        wake.signal()
+    }
+    return try result.get()
 }

@@ -170,6 +170,31 @@ import Testing
         #expect(try listener.notifications(timeout: .seconds(10), wake: wake).map(\.payload) == ["second"])
     }
 
+    @Test func aStatementThatWaitsEndsWithItsAnswerOrIsCancelledAtTheWake() async throws {
+        let cluster = try await PostgresCluster()
+        let db = try PostgresConnection(try PostgresLocation(cluster.url()), password: cluster.password)
+        let wake = PollWake()
+        #expect(try db.query("SELECT $1::int + 1", ["41"], until: wake)?.scalar == "42")
+        let sleeping = Task {
+            try await offThread(named: "pg-wait") { try db.query("SELECT pg_sleep($1)", ["60"], until: wake) }
+        }
+        #expect(
+            await eventually(.seconds(10)) {
+                (try? await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'"))
+                    == "1\n"
+            }, "the statement runs in the server")
+        wake.signal()
+        #expect(try await sleeping.value == nil, "cancelled: no answer")
+        #expect(
+            try await cluster.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND state = 'active'")
+                == "0\n", "the server stopped running it")
+        #expect(try db.query("SELECT 1").scalar == "1", "the session answers after the cancel")
+        #expect(
+            throws: PostgresError.self, "an error in the statement is thrown, not taken for a cancel",
+            performing: { try db.query("SELECT 1/0", [], until: wake) })
+    }
+
     @Test func aServerThatStopsIsALostConnectionAndANewOneWorksOnceItIsBack() async throws {
         let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import PostgresTransport
 import SharedStore
@@ -72,6 +73,68 @@ import Testing
         #expect(throws: PostgresError.self) { try lease.tryAcquire() }
         try await cluster.start()
         #expect(try lease.tryAcquire())
+    }
+
+    /// The advisory locks the server holds and queues, from `pg_locks`: (granted, waiting).
+    private func advisoryLocks(_ cluster: PostgresCluster) async throws -> (granted: Int, waiting: Int) {
+        let counts = try await cluster.psql(
+            "SELECT count(*) FILTER (WHERE granted) || ' ' || count(*) FILTER (WHERE NOT granted) FROM pg_locks WHERE locktype = 'advisory'"
+        ).split(separator: " ").map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        return (counts.first.flatMap { $0 } ?? -1, counts.last.flatMap { $0 } ?? -1)
+    }
+
+    @Test func aStandbyWaitsInTheServersQueueAndIsGrantedTheLeaseWhenItsHolderLetsGo() async throws {
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        let a = LinkLease("hub", location: location, password: cluster.password)
+        let b = LinkLease("hub", location: location, password: cluster.password)
+        #expect(try a.tryAcquire())
+        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: PollWake()) } }
+        #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        a.release()
+        #expect(try await standby.value, "granted once the holder let go")
+        #expect(try await advisoryLocks(cluster) == (1, 0))
+    }
+
+    @Test func aWaitingStandbyStopsAtItsWakeAndLeavesNothingQueued() async throws {
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        let a = LinkLease("hub", location: location, password: cluster.password)
+        let b = LinkLease("hub", location: location, password: cluster.password)
+        #expect(try a.tryAcquire())
+        let wake = PollWake()
+        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: wake) } }
+        #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        wake.signal()
+        #expect(try await standby.value == false)
+        #expect(try await advisoryLocks(cluster) == (1, 0), "the wait was cancelled in the server")
+        #expect(try b.tryAcquire() == false, "its session still answers")
+        a.release()
+        #expect(try b.tryAcquire())
+    }
+
+    @Test func aHolderAsksTheServerNothingWhileItHoldsAndSeesItsSessionEnd() async throws {
+        let cluster = try await PostgresCluster()
+        let lease = LinkLease("hub", location: try PostgresLocation(cluster.url()), password: cluster.password)
+        let runs = Mutex(0)
+        let holder = Task {
+            try? await holdingLease(lease, interval: .milliseconds(200)) {
+                runs.withLock { $0 += 1 }
+                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        defer { holder.cancel() }
+        #expect(await eventually(.seconds(10)) { runs.withLock { $0 } == 1 })
+        // The server's own record of the session's last statement: unchanged while the holder rests.
+        let lastStatement =
+            "SELECT query_start FROM pg_stat_activity WHERE application_name = 'allowance-relay link lease'"
+        let before = try await cluster.psql(lastStatement)
+        try await Task.sleep(for: .seconds(3))  // the window in which nothing may be asked
+        #expect(try await cluster.psql(lastStatement) == before, "asked the server while holding")
+        _ = try await cluster.psql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'allowance-relay link lease'"
+        )
+        #expect(await eventually(.seconds(10)) { runs.withLock { $0 } == 2 }, "the work ended and ran again")
     }
 
     @Test func theWorkRunsOnOneReplicaAtATimeAndMovesWhenItsHolderStops() async throws {
