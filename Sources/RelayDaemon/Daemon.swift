@@ -161,9 +161,10 @@ public struct Daemon: Sendable {
             settling.caughtUp()
         }
         sync.wishLists.onStored { [engine] in engine.familyChanged() }
-        let holdsLink = LinkHeld()
+        var holdsLink = LinkHeld()
         var presence: ReplicaPresence?
         if case .shared(let shared, _, _) = storage {
+            holdsLink = LinkHeld(changed: shared.claimsTaken)  // the one wake-up of the replica's heartbeat
             presence = ReplicaPresence(
                 shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
             )

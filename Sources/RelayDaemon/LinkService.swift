@@ -163,9 +163,18 @@ struct LinkService: Service {
     }
 }
 
-/// Whether this relay holds the hub link, for its heartbeat.
+/// Whether this relay holds the hub link, for its heartbeat, which each change wakes (`changed`).
 final class LinkHeld: Sendable {
     private let value = Atomic<Bool>(false)
+    let changed: Wakeup?
+
+    init(changed: Wakeup? = nil) {
+        self.changed = changed
+    }
+
     var isHeld: Bool { value.load(ordering: .relaxed) }
-    func set(_ held: Bool) { value.store(held, ordering: .relaxed) }
+
+    func set(_ held: Bool) {
+        if value.exchange(held, ordering: .relaxed) != held { changed?.signal() }
+    }
 }

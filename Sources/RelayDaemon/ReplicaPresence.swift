@@ -8,9 +8,11 @@ import StoreContract
 import Sync
 
 /// What a replica does beside the services every relay runs: its row in the registry (`status` lists the replicas),
-/// a heartbeat every second that also renews its claims (so only a dead replica's are taken over, after
-/// `SharedRelayStore.claimFor`, under the same ids), and a session listening for what other relays did. Started
-/// before the workers, so that it stops after them: their claims are renewed until their last send ends.
+/// a heartbeat that renews its claims every second while it holds some (so only a dead replica's are taken over,
+/// after `SharedRelayStore.claimFor`, under the same ids) and writes whether it holds the link, and a session
+/// listening for what other relays did, whose life says the replica is up (`ReplicaRegistry`). At rest neither
+/// wakes. Started before the workers, so that it stops after them: their claims are renewed until their last send
+/// ends.
 struct ReplicaPresence: Service {
     let shared: SharedRelayStore
     let engine: RelayEngine
@@ -35,14 +37,16 @@ struct ReplicaPresence: Service {
         }
     }
 
-    /// Every second: this replica lives (its row, its claims renewed).
+    /// Its row (whether it holds the link) and its claims renewed: every second while it holds claims (or the
+    /// database does not answer), then not until it claims again or the link changes hands.
     private func heartbeat() async {
         var failing = false
         while !Task.isCancelled {
+            var held = 0
             do {
-                try await offThread(named: "postgres-call") { [shared, holdsLink] () throws(StoreError) in
+                held = try await offThread(named: "postgres-call") { [shared, holdsLink] () throws(StoreError) in
                     try shared.heartbeat(holdsLink: holdsLink.isHeld)
-                    try shared.renewClaims()
+                    return try shared.renewClaims()
                 }
                 if failing { logger.notice("the shared database answers again") }
                 failing = false
@@ -50,6 +54,8 @@ struct ReplicaPresence: Service {
                 if !failing { logger.error("heartbeat: \(error)") }
                 failing = true
             }
+            if held == 0 && !failing { await shared.claimsTaken.wait(upTo: nil) }
+            // A claim lasts `claimFor`: renewed a second after it was taken, and each second after.
             try? await Task.sleep(for: .seconds(1))
         }
     }

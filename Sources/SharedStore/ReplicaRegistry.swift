@@ -2,15 +2,19 @@ import Core
 import Foundation
 import PostgresTransport
 
-/// The relays sharing one database, as `status` shows them: each writes its heartbeat, and whether (and since when)
-/// it holds the hub link. A replica whose heartbeat is older than `staleAfter` is shown as gone (killed, or its
-/// machine down); its row stays until another replica starts under the same name.
+/// The relays sharing one database, as `status` shows them: whether (and since when) each holds the hub link, and
+/// whether it is up. A replica is up while its presence lock is held: an advisory lock its listening session takes
+/// (`holdPresence`), which the server lets go of when that session ends (the replica stopped, killed, or its machine
+/// down), so a replica at rest writes nothing to say it lives. A replica of an older release, which writes a
+/// heartbeat every second instead, is up while its heartbeat is newer than `staleAfter`. A row stays until another
+/// replica starts under the same name.
 public struct ReplicaRegistry: Sendable {
     public struct Replica: Sendable, Equatable {
         public let name: String
         public let host: String
         public let pid: Int32
         public let startedAt: String
+        /// Now for a replica that is up; when it was last seen for one that is gone.
         public let seenAt: String
         /// When it took the hub link; nil when it does not hold it.
         public let linkHeldSince: String?
@@ -47,7 +51,17 @@ public struct ReplicaRegistry: Sendable {
             """, [name, host, String(pid)])
     }
 
-    /// This replica is still up, and holds the hub link or not (the time it took it is kept while it does).
+    /// The advisory lock that says `name` is up, as long as the session holding it lives.
+    public static func presenceKey(_ name: String) -> Int64 { AdvisoryKey.key("allowance-relay:replica:\(name)") }
+
+    /// Takes `name`'s presence lock on this session: the replica is up while the session lives. False when another
+    /// session holds it (another relay runs under the same name).
+    public func holdPresence(_ name: String) throws(PostgresError) -> Bool {
+        try db.query("SELECT pg_try_advisory_lock($1)", [String(Self.presenceKey(name))]).scalar == "t"
+    }
+
+    /// Whether this replica holds the hub link or not (the time it took it is kept while it does), and when it was
+    /// last seen.
     public func heartbeat(_ name: String, holdsLink: Bool) throws(PostgresError) {
         try db.query(
             """
@@ -64,18 +78,27 @@ public struct ReplicaRegistry: Sendable {
             SELECT replica, host, pid, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
               to_char(link_held_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-              seen_at > now() - make_interval(secs => $1::float8)
+              seen_at > now() - make_interval(secs => $1::float8), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
             FROM relay_replicas ORDER BY link_held_since IS NULL, replica
             """, [String(staleAfter.inSeconds)]
         ).rows
-        let holder = rows.filter { $0[6] == "t" && $0[5] != nil }.max {
+        // pg_locks shows a bigint key as its high and low 32 bits (classid, objid) with objsubid 1.
+        let present = Set(
+            try db.query(
+                """
+                SELECT ((classid::bigint << 32) | objid::bigint)::text FROM pg_locks
+                WHERE locktype = 'advisory' AND granted AND objsubid = 1
+                """
+            ).rows.compactMap { $0[0].flatMap { Int64($0) } })
+        let up = rows.map { present.contains(Self.presenceKey($0[0] ?? "")) || $0[6] == "t" }
+        let holder = zip(rows, up).filter { $1 && $0[5] != nil }.map(\.0).max {
             ($0[5] ?? "", $0[0] ?? "") < ($1[5] ?? "", $1[0] ?? "")
         }?[0]
-        return rows.map { row in
+        return zip(rows, up).map { row, up in
             Replica(
                 name: row[0] ?? "", host: row[1] ?? "", pid: Int32(row[2] ?? "") ?? 0, startedAt: row[3] ?? "",
-                seenAt: row[4] ?? "",
-                linkHeldSince: row[5], alive: row[6] == "t", holdsLink: row[0] == holder)
+                seenAt: (up ? row[7] : row[4]) ?? "",
+                linkHeldSince: row[5], alive: up, holdsLink: row[0] == holder)
         }.sorted { ($0.holdsLink ? 0 : 1, $0.name) < ($1.holdsLink ? 0 : 1, $1.name) }
     }
 }

@@ -29,6 +29,9 @@ public final class SharedRelayStore: Sendable {
     private let gathering = Mutex(DigestGathering())
     /// The sinks whose claims hand out one delivery per child at a time (`setOrderedSinks`).
     let orderedSinks = Mutex<Set<String>>([])
+    /// Signalled when this replica takes a claim: its heartbeat renews claims while it holds some, and sleeps
+    /// otherwise.
+    public let claimsTaken = Wakeup()
 
     /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
     /// Renewed every second, so two heartbeats may be late; with 4 s, a killed sender left a 3.4 s pause in one
@@ -172,6 +175,9 @@ public final class SharedRelayStore: Sendable {
                     location, password: password, applicationName: "allowance-relay \(replica) listener")
                 defer { db.close() }
                 try db.keepWhileIdle()
+                // The replica is up while this session lives (`ReplicaRegistry`). Taken by another session: another
+                // relay runs under this name, and the registry shows one of them.
+                _ = try ReplicaRegistry(db).holdPresence(replica)
                 for channel in Self.channels { try db.listen(channel) }
                 heard(Set(Self.channels))
                 if failing { failed(nil) }
@@ -191,8 +197,7 @@ public final class SharedRelayStore: Sendable {
 
     // MARK: - Claims
 
-    /// This replica still lives: its claims (deliveries and outbox writes) last another `claimFor`. Returns how
-    /// many it holds.
+    /// This replica's claims (deliveries and outbox writes) last another `claimFor`. Returns how many it holds.
     @discardableResult
     public func renewClaims() throws(StoreError) -> Int {
         try working { db throws(PostgresError) -> Int in
@@ -207,6 +212,12 @@ public final class SharedRelayStore: Sendable {
             }
             return held
         }
+    }
+
+    /// `rows` just claimed for this replica: its heartbeat is told when there are any.
+    func claimed<Rows: Collection>(_ rows: Rows) -> Rows {
+        if !rows.isEmpty { claimsTaken.signal() }
+        return rows
     }
 
     /// A graceful stop: what this replica claimed and did not finish is pending again at once, for any replica.

@@ -289,6 +289,49 @@ import Testing
         }
     }
 
+    /// Two replicas at rest ask the shared database nothing: the holder watches its lease's session, the standby
+    /// waits in the server's queue for the lock, the heartbeat sleeps while neither holds a claim, and the listener
+    /// waits for notifications. Both are still shown up (their presence lock), and a replica killed is shown gone at
+    /// once. The oracle is the server's own record of each session's last statement (`pg_stat_activity`).
+    @Test func restingReplicasAskTheDatabaseNothingAndAreStillShownUp() async throws {
+        try await withReplicas(["a", "b"], hook: WebhookReceiver()) { r in
+            let sessions = """
+                SELECT application_name || ' ' || coalesce(query_start::text, '-') || ' ' || state FROM pg_stat_activity
+                WHERE application_name LIKE 'allowance-relay%' ORDER BY 1
+                """
+            func sample() async -> String { (try? await r.cluster.psql(sessions, database: r.database)) ?? "" }
+            // Before, the heartbeat and the lease's check each asked once a second: no 3 s window was quiet. Now a
+            // window may still hold the start's last statements, or a worker's look once a minute: six are tried.
+            var (quiet, before) = (false, "")
+            for _ in 0..<6 where !quiet {
+                before = await sample()
+                try await Task.sleep(for: .seconds(3))
+                quiet = await sample() == before
+            }
+            #expect(quiet, "no 3 s window in 18 s without a statement from the replicas")
+            #expect(before.components(separatedBy: "\n").filter { !$0.isEmpty }.count >= 6, "their sessions: \(before)")
+
+            func replicas() async throws -> [String: JSONValue] {
+                let json = try JSONValue(parsing: Array(try await r.output(["status", "--json"]).utf8))
+                return Dictionary(
+                    (json["replicas"]?.arrayValue ?? []).map { ($0["name"]?.stringValue ?? "", $0) },
+                    uniquingKeysWith: { a, _ in a })
+            }
+            let up = try await replicas()
+            #expect(up["a"]?["alive"]?.boolValue == true && up["b"]?["alive"]?.boolValue == true, "\(up)")
+            let standby = 1 - r.holder
+            _ = await r.relays[standby].stop(signal: SIGKILL)
+            var seen: [String: JSONValue] = [:]
+            #expect(
+                await eventually(.seconds(5)) {
+                    seen = (try? await replicas()) ?? [:]
+                    return seen[r.names[standby]]?["alive"]?.boolValue == false
+                }, "the killed replica shown gone: \(seen)")
+            #expect(seen[r.names[r.holder]]?["alive"]?.boolValue == true)
+            await r.relays[r.holder].expectCleanStop()
+        }
+    }
+
     /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
     /// healthy; their metrics read the shared store.
     @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {
