@@ -13,7 +13,7 @@ import Synchronization
 
 /// The hub link and the store's writer: the connection, its events stored by the sync engine a burst per
 /// transaction, a catch-up after each (re)connect. On a shared database only the holder of the link's lease runs
-/// it (another replica takes it within a second of the holder's death, and catches up from the cursors it left); on
+/// it (a standby waiting for it takes it at the holder's death, and catches up from the cursors it left); on
 /// a file of its own, always.
 struct LinkService: Service {
     let settings: RelaySettings
