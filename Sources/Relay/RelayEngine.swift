@@ -37,11 +37,19 @@ public final class RelayEngine: Sendable {
         var stopped = false
     }
 
-    /// One config's workers, and the flag that ends them.
+    /// One config's workers, the flag that ends them, and the summary scheduler's wake-up (a stop or a reload ends
+    /// its sleep).
     private struct Generation: Sendable {
         let config: AlertSettings
         let workers: [SinkWorker]
         let stop: StopFlag
+        let summaries = Wakeup()
+
+        func end() {
+            stop.set()
+            for w in workers { w.wakeup.signal() }
+            summaries.signal()
+        }
     }
 
     /// `popups`: where desktop sinks keep this machine's popup ids; `ledger`: where the workers take deliveries and
@@ -129,8 +137,7 @@ public final class RelayEngine: Sendable {
         }
         plan(with: new)
         replanHeld(config)
-        old.stop.set()
-        for w in old.workers { w.wakeup.signal() }
+        old.end()
         changed.signal()
         let before = Set(old.config.sinks.map(\.name))
         let after = Set(config.sinks.map(\.name))
@@ -154,7 +161,8 @@ public final class RelayEngine: Sendable {
                 let names = generation.workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }
                 logger.info("relaying to \(generation.workers.count) sink(s): \(names.joined(separator: ", "))")
                 let summaries = SummaryScheduler(
-                    store: store, config: generation.config, stop: generation.stop, logger: logger)
+                    store: store, config: generation.config, stop: generation.stop, wakeup: generation.summaries,
+                    logger: logger)
                 await withDiscardingTaskGroup { group in
                     for w in generation.workers { group.addTask { await w.run() } }
                     group.addTask { await summaries.run() }
@@ -170,8 +178,7 @@ public final class RelayEngine: Sendable {
             s.stopped = true
             return s.current
         }
-        current.stop.set()
-        for w in current.workers { w.wakeup.signal() }
+        current.end()
         changed.signal()
     }
 

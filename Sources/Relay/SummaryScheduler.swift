@@ -13,6 +13,8 @@ struct SummaryScheduler: Sendable {
     let store: any SummaryLedger & ChildRoster & GoalStore
     let config: AlertSettings
     let stop: StopFlag
+    /// Signalled with `stop` (a stop, a reload): ends the wait for the next due time.
+    var wakeup = Wakeup()
     let logger: Logger
 
     var rules: [Rule] { config.rules.filter { $0.summary != nil } }
@@ -29,9 +31,10 @@ struct SummaryScheduler: Sendable {
                     next,
                     done ? schedule.nextDue(after: now, in: config.formatting.timeZone) : now.addingTimeInterval(60))
             }
-            // Short naps, so that a stop or a reload is seen within a second.
+            // Until the next due time, a stop or a reload; by the wall clock again at least each minute, so that a
+            // clock set or a machine resumed from sleep is seen within one.
             while !stop.isSet, !Task.isCancelled, Date() < next {
-                try? await Task.sleep(for: .milliseconds(min(1000, max(10, Int(next.timeIntervalSinceNow * 1000)))))
+                await wakeup.wait(upTo: .milliseconds(min(60_000, max(10, Int(next.timeIntervalSinceNow * 1000)))))
             }
         }
     }

@@ -7,9 +7,9 @@ import Testing
 /// start the pool's monitor, which wakes the process every second for good (BENCHMARKS.md, session 35), because the
 /// relay's tasks run on a pool of its own (`DefaultExecutor`) and sleep on its alarm clock.
 @Suite(.timeLimit(.minutes(1))) struct IdleTests {
-    /// A relay with one webhook sink (and `server`'s lines, if any), connected to a fresh simulator and caught up.
+    /// A relay with one webhook sink (and `config`'s lines, if any), connected to a fresh simulator and caught up.
     func withRelay(
-        server: String = "",
+        config: String = "",
         _ body: (RelayProcess, _ storePath: String, _ sim: URL, WebhookReceiver) async throws -> Void
     ) async throws {
         let hook = WebhookReceiver()
@@ -18,7 +18,7 @@ import Testing
                 let dir = FileManager.default.temporaryDirectory.appending(path: "relay-idle-\(UUID())")
                 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
                 let file = dir.appending(path: "relay.yaml").path
-                try "\(server)sinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n".write(
+                try "\(config)sinks:\n  hook:\n    type: webhook\n    url: \(hookURL.absoluteString)/hook\n".write(
                     toFile: file, atomically: true, encoding: .utf8)
                 let storePath = dir.appending(path: "relay.sqlite").path
                 let relay = try RelayProcess(
@@ -53,7 +53,7 @@ import Testing
     /// only, never a pool thread in between. With a ping a second, the alarm clock and the pool would wake at least
     /// three times each in the window if either were on the ping's path.
     @Test func aQuietLinksPingsWakeTheLoopNotTheAlarmClockOrThePool() async throws {
-        try await withRelay(server: "server:\n  keep_alive_interval: 1s\n") { relay, storePath, _, _ in
+        try await withRelay(config: "server:\n  keep_alive_interval: 1s\n") { relay, storePath, _, _ in
             #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
             let count = { (named: (String) -> Bool) in
                 ProcessThreads.sleeps(of: relay.pid).filter { named($0.name) }.map(\.switches).reduce(0, +)
@@ -69,6 +69,28 @@ import Testing
                 otherWakes <= 2,
                 "the alarm clock and the pool woke \(otherWakes) times in 3.5 s: \(ProcessThreads.sleeps(of: relay.pid))"
             )
+        }
+    }
+
+    /// A summary rule waits for its time on the alarm clock, looking at the wall clock once a minute at most: it used
+    /// to nap a second at a time (so that a stop was seen), which woke the alarm clock and a pool thread each second
+    /// for as long as the relay ran.
+    @Test func aSummaryRuleWaitsForItsTimeWithoutWakingEverySecond() async throws {
+        let rule = "rules:\n  - name: morning\n    summary: daily at 07:00\n    to: hook\n"
+        try await withRelay(config: rule) { relay, storePath, _, _ in
+            #expect(await relay.waitFor("summary rule morning: first summary at"))
+            #expect(await ledgerSettled(try Store.open(path: storePath)), "caught up and at rest")
+            let count = {
+                ProcessThreads.sleeps(of: relay.pid).filter { $0.name == "alarm-clock" || $0.name == "pool" }
+                    .map(\.switches).reduce(0, +)
+            }
+            let before = count()
+            // The window is the measurement: naps of a second show six times in it (three each).
+            try await Task.sleep(for: .seconds(3))
+            let woke = count() - before
+            #expect(
+                woke <= 2,
+                "the alarm clock and the pool woke \(woke) times in 3 s: \(ProcessThreads.sleeps(of: relay.pid))")
         }
     }
 }
