@@ -100,7 +100,10 @@ public final class LinkLease: WatchedLease {
         try db.query(
             "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'"
         )
-        try db.keepWhileIdle()  // the holder's session is idle while it holds the lock
+        // A standby's statement waits for the lock as long as it takes, whatever the role's timeouts say; the holder's
+        // session is idle while it holds the lock.
+        try db.query("SET statement_timeout = 0; SET lock_timeout = 0")
+        try db.keepWhileIdle()
         session.withLock { $0 = db }
         return db
     }

@@ -175,16 +175,20 @@ public final class SharedRelayStore: Sendable {
                     location, password: password, applicationName: "allowance-relay \(replica) listener")
                 defer { db.close() }
                 try db.keepWhileIdle()
-                // The replica is up while this session lives (`ReplicaRegistry`). Taken by another session: another
-                // relay runs under this name, and the registry shows one of them.
-                _ = try ReplicaRegistry(db).holdPresence(replica)
+                // The replica is up while this session holds its presence lock (`ReplicaRegistry`). Still held by
+                // the session this one replaces (the server has not seen it end yet), or by another relay under the
+                // same name: asked again each second until it is this session's.
+                let registry = ReplicaRegistry(db)
+                var present = try registry.holdPresence(replica)
                 for channel in Self.channels { try db.listen(channel) }
                 heard(Set(Self.channels))
                 if failing { failed(nil) }
                 failing = false
                 while running() {
-                    let notified = Set(try db.notifications(timeout: nil, wake: wake).map(\.channel))
+                    let notified = Set(
+                        try db.notifications(timeout: present ? nil : .seconds(1), wake: wake).map(\.channel))
                     if !notified.isEmpty { heard(notified) }
+                    if !present { present = try registry.holdPresence(replica) }
                 }
             } catch {
                 if !failing { failed(Self.storeError(error, location)) }

@@ -107,6 +107,24 @@ import Testing
         #expect(try await advisoryLocks(cluster) == (1, 0))
     }
 
+    /// A server or role whose statements time out (`statement_timeout`, `lock_timeout`) does not end a standby's
+    /// wait: its session sets both to none.
+    @Test func aStandbysWaitOutlastsTheServersStatementTimeouts() async throws {
+        let cluster = try await PostgresCluster()
+        _ = try await cluster.psql("ALTER DATABASE postgres SET statement_timeout = '300ms'")
+        _ = try await cluster.psql("ALTER DATABASE postgres SET lock_timeout = '300ms'")
+        let location = try PostgresLocation(cluster.url())
+        let a = LinkLease("hub", location: location, password: cluster.password)
+        let b = LinkLease("hub", location: location, password: cluster.password)
+        #expect(try a.tryAcquire())
+        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: PollWake()) } }
+        #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        try await Task.sleep(for: .seconds(1))  // past both timeouts
+        #expect(try await advisoryLocks(cluster) == (1, 1), "still queued")
+        a.release()
+        #expect(try await standby.value)
+    }
+
     @Test func aWaitingStandbyStopsAtItsWakeAndLeavesNothingQueued() async throws {
         let cluster = try await PostgresCluster()
         let location = try PostgresLocation(cluster.url())

@@ -1,5 +1,6 @@
 import Alerts
 import AllowanceAPI
+import Core
 import Foundation
 import PostgresTransport
 import SharedStore
@@ -53,6 +54,50 @@ import Testing
         #expect(try store.currentBalance(child: child.id) == 11)
         // A balance that does not follow from the cached one is a gap: the caller catches up.
         #expect(try store.apply([.transactionCreated(transaction(2, balanceBefore: 5000))]) == [.stored(gap: child.id)])
+    }
+
+    /// A replica is shown up while its listener's session holds its presence lock. A lock still held by a session
+    /// the server has not seen end (the one a reconnecting listener replaces) is taken as soon as it is free.
+    @Test func theListenerHoldsTheReplicasPresenceAndTakesItOnceAnEarlierSessionLetsGo() async throws {
+        let cluster = try await PostgresCluster()
+        let database = try await cluster.createDatabase()
+        let store = try open(cluster, database, "a")
+        try store.register(host: "h")
+        let location = try PostgresLocation(cluster.url(database: database))
+        let earlier = try PostgresConnection(location, password: cluster.password)
+        try earlier.query("SELECT pg_advisory_lock($1)", [String(ReplicaRegistry.presenceKey("a"))])
+        let (running, wake) = (StopFlag(), PollWake())
+        let listening = Task {
+            await offThread(named: "test-listen") {
+                store.listen(while: { !running.isSet }, wake: wake, heard: { _ in }, failed: { _ in })
+            }
+        }
+        defer {
+            running.set()
+            wake.signal()
+        }
+        let listenersLock = """
+            SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'allowance-relay a listener'
+            """
+        #expect(
+            await eventually(.seconds(10)) {
+                (try? await cluster.psql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'allowance-relay a listener'",
+                    database: database)) == "1\n"
+            }, "listening")
+        #expect(try await cluster.psql(listenersLock, database: database) == "0\n", "still the earlier session's")
+        #expect(try store.replicas().first?.alive == true, "up by the earlier session's lock")
+        earlier.close()
+        #expect(
+            await eventually(.seconds(10)) { (try? await cluster.psql(listenersLock, database: database)) == "1\n" },
+            "the listener took it")
+        #expect(try store.replicas().first?.alive == true)
+        running.set()
+        wake.signal()
+        await listening.value
+        #expect(
+            await eventually(.seconds(10)) { (try? store.replicas().first?.alive) == false }, "its session ended: gone")
     }
 
     @Test func twoReplicasNeverClaimTheSameDelivery() async throws {
