@@ -38,7 +38,9 @@ start)
 XML
     bus_config=(--config-file="$dir/bus.conf")
   fi
-  bus=$(dbus-daemon "${bus_config[@]}" --fork --print-address=1 --print-pid=3 3>"$dir/dbus.pid" 2>"$dir/dbus.log" </dev/null)
+  # The bus's socket in DIR, not /tmp: the daemon is killed at the end and cannot remove it.
+  bus=$(dbus-daemon "${bus_config[@]}" --address="unix:dir=$dir" --fork --print-address=1 --print-pid=3 \
+    3>"$dir/dbus.pid" 2>"$dir/dbus.log" </dev/null)
   if [ "${3:-}" != "--no-notifier" ]; then
     # DIR/dunstrc, when the test wrote one, replaces dunst's default configuration.
     config=()
