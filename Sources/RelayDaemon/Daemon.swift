@@ -161,10 +161,9 @@ public struct Daemon: Sendable {
             settling.caughtUp()
         }
         sync.wishLists.onStored { [engine] in engine.familyChanged() }
-        var holdsLink = LinkHeld()
+        let holdsLink = LinkHeld(changed: storage.shared?.heartbeatDue)
         var presence: ReplicaPresence?
         if case .shared(let shared, _, _) = storage {
-            holdsLink = LinkHeld(changed: shared.claimsTaken)  // the one wake-up of the replica's heartbeat
             presence = ReplicaPresence(
                 shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
             )

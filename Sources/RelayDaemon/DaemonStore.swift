@@ -21,6 +21,11 @@ public enum DaemonStore: Sendable {
         }
     }
 
+    /// The shared database, for a replica (nil for a single relay).
+    public var shared: SharedRelayStore? {
+        if case .shared(let shared, _, _) = self { shared } else { nil }
+    }
+
     /// The file, for a single relay (nil for a replica).
     public var file: Store? {
         if case .file(let store) = self { store } else { nil }

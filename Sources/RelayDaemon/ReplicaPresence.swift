@@ -54,7 +54,7 @@ struct ReplicaPresence: Service {
                 if !failing { logger.error("heartbeat: \(error)") }
                 failing = true
             }
-            if held == 0 && !failing { await shared.claimsTaken.wait(upTo: nil) }
+            if held == 0 && !failing { await shared.heartbeatDue.wait(upTo: nil) }
             // A claim lasts `claimFor`: renewed a second after it was taken, and each second after.
             try? await Task.sleep(for: .seconds(1))
         }

@@ -217,7 +217,7 @@ extension SharedRelayStore: DeliveryLedger {
                     [digest.id, Self.array(parts.map(\.id)), replica])
             }
         }
-        claimsTaken.signal()
+        heartbeatDue.signal()
         return digest
     }
 

@@ -29,9 +29,9 @@ public final class SharedRelayStore: Sendable {
     private let gathering = Mutex(DigestGathering())
     /// The sinks whose claims hand out one delivery per child at a time (`setOrderedSinks`).
     let orderedSinks = Mutex<Set<String>>([])
-    /// Signalled when this replica takes a claim: its heartbeat renews claims while it holds some, and sleeps
-    /// otherwise.
-    public let claimsTaken = Wakeup()
+    /// Wakes this replica's heartbeat, which sleeps while there is nothing to renew or write: signalled when the
+    /// replica takes a claim (and by the daemon when the link changes hands).
+    public let heartbeatDue = Wakeup()
 
     /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
     /// Renewed every second, so two heartbeats may be late; with 4 s, a killed sender left a 3.4 s pause in one
@@ -220,7 +220,7 @@ public final class SharedRelayStore: Sendable {
 
     /// `rows` just claimed for this replica: its heartbeat is told when there are any.
     func claimed<Rows: Collection>(_ rows: Rows) -> Rows {
-        if !rows.isEmpty { claimsTaken.signal() }
+        if !rows.isEmpty { heartbeatDue.signal() }
         return rows
     }
 
