@@ -28,14 +28,24 @@ public final class PostgresConnection: Sendable {
     /// it would otherwise grow the server's memory and this map without end): past it, plain statements.
     static let preparedLimit = 256
 
-    /// How soon a server that vanished (a machine off, a cable out: no FIN, no RST) is given up: TCP keep-alives
-    /// while idle, and a limit on unacknowledged data while a statement waits (`tcp_user_timeout`), which a
-    /// keep-alive alone does not cover.
+    /// How soon a peer that vanished (a machine off, a cable out: no FIN, no RST) is given up, on both sides: TCP
+    /// keep-alives while idle, and a limit on unacknowledged data while a statement waits (`tcp_user_timeout`),
+    /// which a keep-alive alone does not cover. The server's side matters as much: it ends a vanished replica's
+    /// sessions, and with them the advisory locks that say the replica is up or holds the link (the server's own
+    /// default is two hours).
     public enum DeadPeer: Sendable {
         /// About 11 s idle, 10 s in a statement: for the work a replica does.
         case standard
         /// About 3 s either way: for a session whose loss must be known before another replica's 5 s are up.
         case lease
+
+        /// The server's keep-alives for this session, as start-up options.
+        var serverOptions: String {
+            switch self {
+            case .standard: "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+            case .lease: "-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+            }
+        }
 
         var settings: [(String, String)] {
             switch self {
@@ -68,7 +78,7 @@ public final class PostgresConnection: Sendable {
                 ("keepalives", "1"),
                 // libpq prints a server's notices ("relation ... already exists, skipping") to stderr, in the middle of a
                 // command's output: only warnings and worse are sent.
-                ("options", "-c client_min_messages=warning"),
+                ("options", "-c client_min_messages=warning " + deadPeer.serverOptions),
             ] + deadPeer.settings
         if let mode = location.sslMode { settings.append(("sslmode", mode)) }
         if let cert = location.sslRootCert { settings.append(("sslrootcert", cert)) }

@@ -94,15 +94,11 @@ public final class LinkLease: WatchedLease {
         if let db = session.withLock({ $0 }) { return db }
         let db = try PostgresConnection(
             location, password: password, applicationName: "allowance-relay link lease", deadPeer: .lease)
-        // The server's side of the same aim: a holder whose machine vanished (no FIN, no RST) should lose its session,
-        // and so the lock, in about 3 s (configured, not measured), before the next holder's 5 s are up; one killed in the middle of a
-        // statement is noticed within 1 s rather than at the statement's end.
-        try db.query(
-            "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 2; SET client_connection_check_interval = '1s'"
-        )
-        // A standby's statement waits for the lock as long as it takes, whatever the role's timeouts say; the holder's
-        // session is idle while it holds the lock.
-        try db.query("SET statement_timeout = 0; SET lock_timeout = 0")
+        // The server's keep-alives (`deadPeer: .lease`) end the session of a holder whose machine vanished in about
+        // 3 s (configured, not measured), before the next holder's 5 s are up; one killed in the middle of a
+        // statement is noticed within 1 s rather than at the statement's end. A standby's statement waits for the
+        // lock as long as it takes, whatever the role's timeouts say; the holder's session is idle while it holds it.
+        try db.query("SET client_connection_check_interval = '1s'; SET statement_timeout = 0; SET lock_timeout = 0")
         try db.keepWhileIdle()
         session.withLock { $0 = db }
         return db

@@ -170,6 +170,19 @@ import Testing
         #expect(try listener.notifications(timeout: .seconds(10), wake: wake).map(\.payload) == ["second"])
     }
 
+    /// The server gives up a vanished client as the client gives up the server: its keep-alives are set per session
+    /// (two hours is the server's default), as the server itself reports them.
+    @Test func theServersKeepAlivesAreTheSessions() async throws {
+        let cluster = try await PostgresCluster()
+        let location = try PostgresLocation(cluster.url())
+        let show =
+            "SELECT current_setting('tcp_keepalives_idle') || ' ' || current_setting('tcp_keepalives_interval') || ' ' || current_setting('tcp_keepalives_count')"
+        let standard = try PostgresConnection(location, password: cluster.password)
+        #expect(try standard.query(show).scalar == "5 2 3")
+        let lease = try PostgresConnection(location, password: cluster.password, deadPeer: .lease)
+        #expect(try lease.query(show).scalar == "1 1 2")
+    }
+
     @Test func aStatementThatWaitsEndsWithItsAnswerOrIsCancelledAtTheWake() async throws {
         let cluster = try await PostgresCluster()
         let db = try PostgresConnection(try PostgresLocation(cluster.url()), password: cluster.password)
