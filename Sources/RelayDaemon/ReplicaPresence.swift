@@ -23,6 +23,7 @@ struct ReplicaPresence: Service {
     let logger: Logger
 
     func run() async throws {
+        try await ownName()
         do {
             try shared.register(host: ProcessInfo.processInfo.hostName)
         } catch {
@@ -34,6 +35,38 @@ struct ReplicaPresence: Service {
                 group.addTask { await heartbeat() }
                 group.addTask { await listen() }
             }
+        }
+    }
+
+    /// Two relays under one name would each take the other's claims for its own and send them: the second is refused.
+    /// The session of this name's earlier run may still hold the presence lock for a few seconds (its machine vanished:
+    /// the server's keep-alives end it within about 11 s), so it is waited for first.
+    private func ownName(grace: Duration = .seconds(15)) async throws {
+        let deadline = ContinuousClock.now + grace
+        var said = false
+        while !Task.isCancelled {
+            let held: Bool
+            do {
+                held = try await offThread(named: "postgres-call") { [shared] () throws(StoreError) in
+                    try shared.presenceHeld()
+                }
+            } catch {
+                throw DaemonError(exitCode: 74, message: "\(error)")
+            }
+            guard held else { return }
+            guard ContinuousClock.now < deadline else {
+                throw DaemonError(
+                    exitCode: 78,
+                    message:
+                        "another relay runs as replica '\(shared.replica)' on \(shared.location): replicas sharing a database need a name each. Fix: set store.replica_name (or ALLOWANCE_RELAY_STORE_REPLICA_NAME) to a name no other replica uses."
+                )
+            }
+            if !said {
+                logger.notice(
+                    "replica \(shared.replica) is still up on the database: waiting up to \(grace) for it to end")
+                said = true
+            }
+            try? await Task.sleep(for: .seconds(1))
         }
     }
 

@@ -60,6 +60,17 @@ public struct ReplicaRegistry: Sendable {
         try db.query("SELECT pg_try_advisory_lock($1)", [String(Self.presenceKey(name))]).scalar == "t"
     }
 
+    /// Whether some session holds `name`'s presence lock: another relay running under that name, or the session of
+    /// an earlier run that the server has not ended yet.
+    public func presenceHeld(_ name: String) throws(PostgresError) -> Bool {
+        try db.query(
+            """
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+              AND ((classid::bigint << 32) | objid::bigint) = $1::bigint
+            """, [String(Self.presenceKey(name))]
+        ).scalar != "0"
+    }
+
     /// Whether this replica holds the hub link or not (the time it took it is kept while it does), and when it was
     /// last seen.
     public func heartbeat(_ name: String, holdsLink: Bool) throws(PostgresError) {

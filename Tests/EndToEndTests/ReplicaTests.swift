@@ -332,6 +332,24 @@ import Testing
         }
     }
 
+    /// Two relays under one name would each take the other's claims for its own: the second is refused (exit 78, with
+    /// what to set) after waiting for the name's earlier session to end, and the first runs on. A replica killed and
+    /// started again under its name is not refused: the server ended the killed one's session at once.
+    @Test func aSecondRelayUnderTheSameNameIsRefusedAndARestartIsNot() async throws {
+        try await withReplicas(["a"], hook: WebhookReceiver()) { r in
+            let twin = try RelayProcess(env: r.env(name: "a"), arguments: ["run", "--config", r.config])
+            #expect(await twin.wait(limit: .seconds(60)) == 78, "\(twin.output.suffix(2000))")
+            #expect(twin.output.contains("another relay runs as replica 'a'"), "\(twin.output.suffix(2000))")
+            #expect(twin.output.contains("store.replica_name") && !twin.output.contains(r.cluster.password))
+            #expect(!twin.output.contains("holds the hub link"), "the refused relay never took the link")
+            _ = await r.relays[0].stop(signal: SIGKILL)
+            let again = try RelayProcess(env: r.env(name: "a"), arguments: ["run", "--config", r.config])
+            #expect(await again.waitFor("this replica holds the hub link"), "\(again.output.suffix(2000))")
+            #expect(!again.output.contains("still up on the database"), "no wait for a killed run's session")
+            await again.expectCleanStop()
+        }
+    }
+
     /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
     /// healthy; their metrics read the shared store.
     @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {
