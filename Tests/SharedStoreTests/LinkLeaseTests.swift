@@ -94,17 +94,26 @@ import Testing
         return (counts.first.flatMap { $0 } ?? -1, counts.last.flatMap { $0 } ?? -1)
     }
 
-    @Test func aStandbyWaitsInTheServersQueueAndIsGrantedTheLeaseWhenItsHolderLetsGo() async throws {
-        let cluster = try await PostgresCluster()
+    /// `a` holds the lease and `b` waits in the server's queue for it until `wake`, as a standby replica does.
+    private func heldAndQueued(
+        _ cluster: PostgresCluster, until wake: PollWake = PollWake()
+    ) async throws -> (a: LinkLease, b: LinkLease, granted: Task<Bool, any Error>) {
         let location = try PostgresLocation(cluster.url())
         let a = LinkLease("hub", location: location, password: cluster.password)
         let b = LinkLease("hub", location: location, password: cluster.password)
         #expect(try a.tryAcquire())
-        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: PollWake()) } }
+        let granted = Task { try await offThread(named: "test-standby") { try b.acquire(until: wake) } }
         #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        return (a, b, granted)
+    }
+
+    @Test func aStandbyWaitsInTheServersQueueAndIsGrantedTheLeaseWhenItsHolderLetsGo() async throws {
+        let cluster = try await PostgresCluster()
+        let (a, b, granted) = try await heldAndQueued(cluster)
         a.release()
-        #expect(try await standby.value, "granted once the holder let go")
+        #expect(try await granted.value, "granted once the holder let go")
         #expect(try await advisoryLocks(cluster) == (1, 0))
+        #expect(b.isHeld)
     }
 
     /// A server or role whose statements time out (`statement_timeout`, `lock_timeout`) does not end a standby's
@@ -113,29 +122,19 @@ import Testing
         let cluster = try await PostgresCluster()
         _ = try await cluster.psql("ALTER DATABASE postgres SET statement_timeout = '300ms'")
         _ = try await cluster.psql("ALTER DATABASE postgres SET lock_timeout = '300ms'")
-        let location = try PostgresLocation(cluster.url())
-        let a = LinkLease("hub", location: location, password: cluster.password)
-        let b = LinkLease("hub", location: location, password: cluster.password)
-        #expect(try a.tryAcquire())
-        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: PollWake()) } }
-        #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        let (a, _, granted) = try await heldAndQueued(cluster)
         try await Task.sleep(for: .seconds(1))  // past both timeouts
         #expect(try await advisoryLocks(cluster) == (1, 1), "still queued")
         a.release()
-        #expect(try await standby.value)
+        #expect(try await granted.value)
     }
 
     @Test func aWaitingStandbyStopsAtItsWakeAndLeavesNothingQueued() async throws {
         let cluster = try await PostgresCluster()
-        let location = try PostgresLocation(cluster.url())
-        let a = LinkLease("hub", location: location, password: cluster.password)
-        let b = LinkLease("hub", location: location, password: cluster.password)
-        #expect(try a.tryAcquire())
         let wake = PollWake()
-        let standby = Task { try await offThread(named: "test-standby") { try b.acquire(until: wake) } }
-        #expect(await eventually(.seconds(10)) { (try? await advisoryLocks(cluster)) ?? (0, 0) == (1, 1) }, "queued")
+        let (a, b, granted) = try await heldAndQueued(cluster, until: wake)
         wake.signal()
-        #expect(try await standby.value == false)
+        #expect(try await granted.value == false)
         #expect(try await advisoryLocks(cluster) == (1, 0), "the wait was cancelled in the server")
         #expect(try b.tryAcquire() == false, "its session still answers")
         a.release()
