@@ -29,49 +29,49 @@ extension SharedRelayStore: DeliveryLedger {
                 SELECT 1 FROM relay_delivery o WHERE o.sink = $1 AND o.child_id = d.child_id AND o.state = 'pending'
                 AND (o.due_at, o.seq) < (d.due_at, d.seq)))))
             """ : ""
-        return claimed(
-            try working { db throws(PostgresError) -> [Delivery] in
-                // Two parts, each through its own partial index (one query with OR scans the whole table: BENCHMARKS.md, session 21).
-                try db.query(
-                    """
-                    WITH paused AS (
-                      SELECT 1 FROM relay_sink_state WHERE sink = $1 AND paused_until > $4::timestamptz),
-                    expired AS (
-                      SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'in_flight' AND d.claim_expires_at < now()
-                        AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused)
-                      ORDER BY d.claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
-                    first AS (
-                      SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
-                        AND d.\(Delivery.firstSQL) AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
-                      ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-                    due AS (
-                      SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
-                        AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
-                      ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-                    picked AS (SELECT DISTINCT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM first UNION ALL
-                      (SELECT id FROM due)) ids LIMIT $2)
-                    UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $3,
-                      claim_expires_at = now() + make_interval(secs => $6::float8)
-                    FROM picked WHERE d.id = picked.id
-                    RETURNING \(Self.deliveryColumns("d")), d.seq
-                    """,
-                    [
-                        sink, String(limit), replica, ISODate.string(now), Self.array(excluding),
-                        String(Self.claimFor.inSeconds),
-                    ]
-                ).rows.compactMap { row -> (seq: Int64, delivery: Delivery)? in
-                    guard var d = Self.delivery(row) else { return nil }
-                    d.state = .pending  // to the worker, a job to send
-                    return (Int64(row[15] ?? "") ?? 0, d)
-                }
-                // What goes first (`Delivery.first`), then due first, then in the order they were planned (ids made in one
-                // millisecond do not sort so).
-                .sorted {
-                    ($0.delivery.goesFirst ? 0 : 1, $0.delivery.nextAttemptAt, $0.seq) < (
-                        $1.delivery.goesFirst ? 0 : 1, $1.delivery.nextAttemptAt, $1.seq
-                    )
-                }.map(\.delivery)
-            })
+        let due = try working { db throws(PostgresError) -> [Delivery] in
+            // Two parts, each through its own partial index (one query with OR scans the whole table: BENCHMARKS.md, session 21).
+            try db.query(
+                """
+                WITH paused AS (
+                  SELECT 1 FROM relay_sink_state WHERE sink = $1 AND paused_until > $4::timestamptz),
+                expired AS (
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'in_flight' AND d.claim_expires_at < now()
+                    AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused)
+                  ORDER BY d.claim_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                first AS (
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
+                    AND d.\(Delivery.firstSQL) AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
+                  ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+                due AS (
+                  SELECT d.id FROM relay_delivery d WHERE d.sink = $1 AND d.state = 'pending' AND d.due_at <= $4::timestamptz
+                    AND NOT (d.id = ANY($5::text[])) AND NOT EXISTS (SELECT 1 FROM paused) \(inOrder)
+                  ORDER BY d.due_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+                picked AS (SELECT DISTINCT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM first UNION ALL
+                  (SELECT id FROM due)) ids LIMIT $2)
+                UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $3,
+                  claim_expires_at = now() + make_interval(secs => $6::float8)
+                FROM picked WHERE d.id = picked.id
+                RETURNING \(Self.deliveryColumns("d")), d.seq
+                """,
+                [
+                    sink, String(limit), replica, ISODate.string(now), Self.array(excluding),
+                    String(Self.claimFor.inSeconds),
+                ]
+            ).rows.compactMap { row -> (seq: Int64, delivery: Delivery)? in
+                guard var d = Self.delivery(row) else { return nil }
+                d.state = .pending  // to the worker, a job to send
+                return (Int64(row[15] ?? "") ?? 0, d)
+            }
+            // What goes first (`Delivery.first`), then due first, then in the order they were planned (ids made in one
+            // millisecond do not sort so).
+            .sorted {
+                ($0.delivery.goesFirst ? 0 : 1, $0.delivery.nextAttemptAt, $0.seq) < (
+                    $1.delivery.goesFirst ? 0 : 1, $1.delivery.nextAttemptAt, $1.seq
+                )
+            }.map(\.delivery)
+        }
+        return claimed(due)
     }
 
     public func pauseSink(_ sink: String, until: Date) throws(StoreError) {
@@ -145,26 +145,25 @@ extension SharedRelayStore: DeliveryLedger {
 
     /// Claims them too: no other replica sends a part while this one folds it.
     public func foldableDeliveries(sink: String, child: UUID, dueBy: Date) throws(StoreError) -> [Delivery] {
-        claimed(
-            try working { db throws(PostgresError) -> [Delivery] in
-                try db.query(
-                    """
-                    WITH parts AS (
-                      SELECT id FROM relay_delivery WHERE sink = $1 AND child_id = $2 AND digest AND kind = $3
-                        AND ((state = 'pending' AND due_at <= $4::timestamptz) OR (state = 'in_flight' AND claimed_by = $5))
-                      FOR UPDATE SKIP LOCKED)
-                    UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $5,
-                      claim_expires_at = now() + make_interval(secs => $6::float8)
-                    FROM parts WHERE d.id = parts.id
-                    RETURNING \(Self.deliveryColumns("d"))
-                    """,
-                    [
-                        sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue, ISODate.string(dueBy),
-                        replica,
-                        String(Self.claimFor.inSeconds),
-                    ]
-                ).rows.compactMap(Self.delivery).sorted { $0.createdAt < $1.createdAt }
-            })
+        let parts = try working { db throws(PostgresError) -> [Delivery] in
+            try db.query(
+                """
+                WITH parts AS (
+                  SELECT id FROM relay_delivery WHERE sink = $1 AND child_id = $2 AND digest AND kind = $3
+                    AND ((state = 'pending' AND due_at <= $4::timestamptz) OR (state = 'in_flight' AND claimed_by = $5))
+                  FOR UPDATE SKIP LOCKED)
+                UPDATE relay_delivery AS d SET state = 'in_flight', claimed_by = $5,
+                  claim_expires_at = now() + make_interval(secs => $6::float8)
+                FROM parts WHERE d.id = parts.id
+                RETURNING \(Self.deliveryColumns("d"))
+                """,
+                [
+                    sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue, ISODate.string(dueBy), replica,
+                    String(Self.claimFor.inSeconds),
+                ]
+            ).rows.compactMap(Self.delivery).sorted { $0.createdAt < $1.createdAt }
+        }
+        return claimed(parts)
     }
 
     /// The rows merged are this replica's claims (the batch it is sending) and rows still pending; another replica's

@@ -86,24 +86,24 @@ extension SharedRelayStore: OutboxQueue {
     }
 
     public func dueOutbox(at now: Date) throws(StoreError) -> [OutboxEntry] {
-        claimed(
-            try working { db throws(PostgresError) -> [OutboxEntry] in
-                try db.query(
-                    """
-                    WITH heads AS (
-                      SELECT DISTINCT ON (child_id) seq, state, due_at, claim_expires_at FROM relay_outbox
-                      WHERE state IN ('pending', 'in_flight') ORDER BY child_id, seq),
-                    picked AS (
-                      SELECT o.seq FROM relay_outbox o JOIN heads h ON h.seq = o.seq
-                      WHERE (h.state = 'pending' AND h.due_at <= $1::timestamptz) OR (h.state = 'in_flight' AND h.claim_expires_at < now())
-                      FOR UPDATE OF o SKIP LOCKED)
-                    UPDATE relay_outbox AS o SET state = 'in_flight', claimed_by = $2,
-                      claim_expires_at = now() + make_interval(secs => $3::float8)
-                    FROM picked WHERE o.seq = picked.seq
-                    RETURNING \(Self.outboxColumns("o"))
-                    """, [ISODate.string(now), replica, String(Self.claimFor.inSeconds)]
-                ).rows.compactMap(Self.outboxEntry).sorted { $0.seq < $1.seq }
-            })
+        let due = try working { db throws(PostgresError) -> [OutboxEntry] in
+            try db.query(
+                """
+                WITH heads AS (
+                  SELECT DISTINCT ON (child_id) seq, state, due_at, claim_expires_at FROM relay_outbox
+                  WHERE state IN ('pending', 'in_flight') ORDER BY child_id, seq),
+                picked AS (
+                  SELECT o.seq FROM relay_outbox o JOIN heads h ON h.seq = o.seq
+                  WHERE (h.state = 'pending' AND h.due_at <= $1::timestamptz) OR (h.state = 'in_flight' AND h.claim_expires_at < now())
+                  FOR UPDATE OF o SKIP LOCKED)
+                UPDATE relay_outbox AS o SET state = 'in_flight', claimed_by = $2,
+                  claim_expires_at = now() + make_interval(secs => $3::float8)
+                FROM picked WHERE o.seq = picked.seq
+                RETURNING \(Self.outboxColumns("o"))
+                """, [ISODate.string(now), replica, String(Self.claimFor.inSeconds)]
+            ).rows.compactMap(Self.outboxEntry).sorted { $0.seq < $1.seq }
+        }
+        return claimed(due)
     }
 
     public func nextOutboxAttempt(after now: Date) throws(StoreError) -> Date? {
