@@ -218,8 +218,7 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         let context = Unmanaged.passUnretained(t).toOpaque()
         ccurl_set_string(handle, CURLOPT_URL, r.url.absoluteString)
         ccurl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-        let ms = max(
-            1, Int(r.timeout.components.seconds * 1000 + r.timeout.components.attoseconds / 1_000_000_000_000_000))
+        let ms = max(1, Int(min(r.timeout.inSeconds * 1000, 1e12)))  // libcurl's long milliseconds
         ccurl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(ms, 10_000))
         if let stream = r.stream {
             // Long-lived: no overall timeout; the reader's own (the hub's server timeout) decides when it is dead.
