@@ -38,6 +38,8 @@ public func holdingLease(
             if !Task.isCancelled { try? await Task.sleep(for: interval) }
             continue
         }
+        // Granted just as the stop cancelled the wait: let go rather than start the work.
+        if Task.isCancelled { break }
         await changed(true)
         defer { lease.release() }
         let ended: Result<Void, any Error> = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
