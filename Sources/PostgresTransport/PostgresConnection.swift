@@ -22,6 +22,12 @@ public final class PostgresConnection: Sendable {
         var prepared: [String: String]? = [:]
         /// The names given so far (not `prepared.count`: a name dropped from the map stays on the server, unused).
         var named = 0
+
+        /// The `PGconn` of a session not closed yet.
+        func open(_ location: PostgresLocation) throws(PostgresError) -> OpaquePointer {
+            guard let conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            return conn
+        }
     }
 
     /// At most this many statements are prepared per session (the relay's own are fewer; text built with values in
@@ -121,24 +127,21 @@ public final class PostgresConnection: Sendable {
     @discardableResult
     public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
         try connection.withLock { session throws(PostgresError) -> PostgresRows in
-            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            let conn = try session.open(location)
             if parameters.isEmpty {
                 let result = PQexec(conn, sql)
                 defer { PQclear(result) }
                 return try Self.rows(of: result, conn: conn, location: location)
             }
-            let copies = parameters.map { $0.map { strdup($0) } ?? nil }
-            defer { copies.forEach { free($0) } }
-            return try copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
-                values throws(PostgresError) -> PostgresRows in
+            return try Self.withValues(parameters) { values throws(PostgresError) -> PostgresRows in
                 let count = Int32(parameters.count)
                 func plainly() throws(PostgresError) -> PostgresRows {
-                    let result = PQexecParams(conn, sql, count, nil, values.baseAddress, nil, nil, 0)
+                    let result = PQexecParams(conn, sql, count, nil, values, nil, nil, 0)
                     defer { PQclear(result) }
                     return try Self.rows(of: result, conn: conn, location: location)
                 }
                 guard let name = try Self.prepare(sql, count, &session, location) else { return try plainly() }
-                let result = PQexecPrepared(conn, name, count, values.baseAddress, nil, nil, 0)
+                let result = PQexecPrepared(conn, name, count, values, nil, nil, 0)
                 defer { PQclear(result) }
                 do throws(PostgresError) {
                     return try Self.rows(of: result, conn: conn, location: location)
@@ -217,12 +220,8 @@ public final class PostgresConnection: Sendable {
         while true {
             let (found, socket) = try connection.withLock {
                 session throws(PostgresError) -> ([PostgresNotification], Int32) in
-                guard let conn = session.conn else {
-                    throw PostgresError(.lost, "the connection to \(location) is closed")
-                }
-                guard PQconsumeInput(conn) == 1, PQstatus(conn) == CONNECTION_OK else {
-                    throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
-                }
+                let conn = try session.open(location)
+                try Self.consumeInput(conn, location)
                 var found: [PostgresNotification] = []
                 while let note = PQnotifies(conn) {
                     found.append(
@@ -254,11 +253,9 @@ public final class PostgresConnection: Sendable {
         _ sql: String, _ parameters: [String?], until wake: PollWake
     ) throws(PostgresError) -> PostgresRows? {
         let socket = try connection.withLock { session throws(PostgresError) -> Int32 in
-            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
-            let copies = parameters.map { $0.map { strdup($0) } ?? nil }
-            defer { copies.forEach { free($0) } }
-            let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer {
-                PQsendQueryParams(conn, sql, Int32(parameters.count), nil, $0.baseAddress, nil, nil, 0)
+            let conn = try session.open(location)
+            let sent = Self.withValues(parameters) {
+                PQsendQueryParams(conn, sql, Int32(parameters.count), nil, $0, nil, nil, 0)
             }
             guard sent == 1 else {
                 throw PostgresError(
@@ -269,10 +266,8 @@ public final class PostgresConnection: Sendable {
         }
         var cancelled = false
         while try connection.withLock({ session throws(PostgresError) -> Bool in
-            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
-            guard PQconsumeInput(conn) == 1 else {
-                throw PostgresError(.lost, "lost the connection to \(location): \(Self.errorText(conn))")
-            }
+            let conn = try session.open(location)
+            try Self.consumeInput(conn, location)
             return PQisBusy(conn) == 1
         }) {
             var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
@@ -295,7 +290,7 @@ public final class PostgresConnection: Sendable {
             }
         }
         return try connection.withLock { session throws(PostgresError) -> PostgresRows? in
-            guard let conn = session.conn else { throw PostgresError(.lost, "the connection to \(location) is closed") }
+            let conn = try session.open(location)
             var answer: Result<PostgresRows, PostgresError>?
             while let result = PQgetResult(conn) {
                 defer { PQclear(result) }
@@ -332,6 +327,24 @@ public final class PostgresConnection: Sendable {
     /// `name` quoted as an SQL identifier (for LISTEN, which takes no parameter).
     public static func identifier(_ name: String) -> String {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// Reads what the server sent (notifications, a statement's answer): a session the server ended throws.
+    private static func consumeInput(_ conn: OpaquePointer, _ location: PostgresLocation) throws(PostgresError) {
+        guard PQconsumeInput(conn) == 1, PQstatus(conn) == CONNECTION_OK else {
+            throw PostgresError(.lost, "lost the connection to \(location): \(errorText(conn))")
+        }
+    }
+
+    /// `parameters` as the C strings libpq takes (nil: SQL NULL), for the length of `body`.
+    private static func withValues<T, E: Error>(
+        _ parameters: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) throws(E) -> T
+    ) throws(E) -> T {
+        let copies = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { copies.forEach { free($0) } }
+        return try copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { (values) throws(E) -> T in
+            try body(values.baseAddress)
+        }
     }
 
     private static func errorText(_ conn: OpaquePointer) -> String {
