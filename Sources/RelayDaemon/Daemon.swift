@@ -163,7 +163,7 @@ public struct Daemon: Sendable {
         sync.wishLists.onStored { [engine] in engine.familyChanged() }
         let holdsLink = LinkHeld(changed: storage.shared?.heartbeatDue)
         var presence: ReplicaPresence?
-        if case .shared(let shared, _, _) = storage {
+        if let shared = storage.shared {
             presence = ReplicaPresence(
                 shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
             )

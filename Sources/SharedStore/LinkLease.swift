@@ -81,12 +81,9 @@ public final class LinkLease: WatchedLease {
     }
 
     private func heldBy(_ db: PostgresConnection) throws(PostgresError) -> Bool {
-        // pg_locks shows a bigint key as its high and low 32 bits (classid, objid) with objsubid 1.
         try db.query(
-            """
-            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-              AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1::bigint
-            """, [String(key)]
+            "SELECT count(*) FROM pg_locks WHERE \(AdvisoryKey.granted) AND pid = pg_backend_pid() AND \(AdvisoryKey.lockedKey) = $1::bigint",
+            [String(key)]
         ).scalar == "1"
     }
 

@@ -62,6 +62,11 @@ public enum PostgresMigrator {
 public enum AdvisoryKey {
     public static let migrations = key("allowance-relay:migrations")
 
+    /// In `pg_locks`, an advisory lock taken on a bigint key (shown as its high and low 32 bits, `classid` and
+    /// `objid`, with `objsubid` 1) and granted; `lockedKey` is that key.
+    static let granted = "locktype = 'advisory' AND granted AND objsubid = 1"
+    static let lockedKey = "((classid::bigint << 32) | objid::bigint)"
+
     /// FNV-1a of the name, as a signed 64-bit integer (what `pg_advisory_lock(bigint)` takes).
     public static func key(_ name: String) -> Int64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325

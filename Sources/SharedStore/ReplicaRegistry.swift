@@ -63,12 +63,14 @@ public struct ReplicaRegistry: Sendable {
     /// Whether some session holds `name`'s presence lock: another relay running under that name, or the session of
     /// an earlier run that the server has not ended yet.
     public func presenceHeld(_ name: String) throws(PostgresError) -> Bool {
-        try db.query(
-            """
-            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
-              AND ((classid::bigint << 32) | objid::bigint) = $1::bigint
-            """, [String(Self.presenceKey(name))]
-        ).scalar != "0"
+        try heldKeys().contains(Self.presenceKey(name))
+    }
+
+    /// The advisory keys some session holds now.
+    private func heldKeys() throws(PostgresError) -> Set<Int64> {
+        Set(
+            try db.query("SELECT \(AdvisoryKey.lockedKey)::text FROM pg_locks WHERE \(AdvisoryKey.granted)").rows
+                .compactMap { $0[0].flatMap { Int64($0) } })
     }
 
     /// Whether this replica holds the hub link or not (the time it took it is kept while it does), and when it was
@@ -93,14 +95,7 @@ public struct ReplicaRegistry: Sendable {
             FROM relay_replicas ORDER BY link_held_since IS NULL, replica
             """, [String(staleAfter.inSeconds)]
         ).rows
-        // pg_locks shows a bigint key as its high and low 32 bits (classid, objid) with objsubid 1.
-        let present = Set(
-            try db.query(
-                """
-                SELECT ((classid::bigint << 32) | objid::bigint)::text FROM pg_locks
-                WHERE locktype = 'advisory' AND granted AND objsubid = 1
-                """
-            ).rows.compactMap { $0[0].flatMap { Int64($0) } })
+        let present = try heldKeys()
         let up = rows.map { present.contains(Self.presenceKey($0[0] ?? "")) || $0[6] == "t" }
         let holder = zip(rows, up).filter { $1 && $0[5] != nil }.map(\.0).max {
             ($0[5] ?? "", $0[0] ?? "") < ($1[5] ?? "", $1[0] ?? "")
