@@ -119,6 +119,8 @@ class Proc:
                     if line.startswith("voluntary_ctxt_switches"):
                         s.setdefault("voluntary", {})[task.name] = int(line.split()[1])
                 s["switches"][task.name] = n
+                # Time on a core, to the nanosecond (the scheduler's own count): where the CPU goes, by thread.
+                s.setdefault("thread_cpu_ns", {})[task.name] = int((task / "schedstat").read_text().split()[0])
             except FileNotFoundError:
                 pass
         return s
@@ -152,7 +154,7 @@ class Proc:
     def wakeups_by_thread(start, end, key="switches"):
         """The same, per thread name (the Swift pool's threads share one name): where the context switches go.
         key="voluntary": only the switches where a thread went to sleep (waiting for work), not those where the
-        scheduler took the core from it."""
+        scheduler took the core from it; key="thread_cpu_ns": each thread's time on a core instead."""
         by = {}
         for tid, n in end[key].items():
             name = end["names"].get(tid, "?")
@@ -634,6 +636,8 @@ rules:
                    "write_calls_per_transaction": (end["write_calls"] - start["write_calls"]) / n,
                    "write_kib_per_transaction": (end["write_bytes"] - start["write_bytes"]) / 1024 / n,
                    "switches_per_transaction_by_thread": {k: v / n for k, v in Proc.wakeups_by_thread(start, end).items()},
+                   "cpu_ms_per_transaction_by_thread": {
+                       k: v / 1e6 / n for k, v in Proc.wakeups_by_thread(start, end, "thread_cpu_ns").items()},
                    "voluntary_switches_per_transaction_by_thread": {
                        k: v / n for k, v in Proc.wakeups_by_thread(start, end, "voluntary").items()},
                    "rss_start_mib": start["VmRSS"], "rss_after_1_min_mib": minute["rss_mib"], "rss_end_mib": end["VmRSS"],

@@ -27,13 +27,14 @@ for _ in range(rounds):
         finally:
             sim.proc.stop(signal.SIGKILL)
         rows[folder].append(run.results["soak"])
-print("| binaries | CPU ms per transaction | switches per transaction | by thread | write calls / KiB to storage per transaction "
+print("| binaries | CPU ms per transaction | by thread | switches per transaction | by thread | write calls / KiB to storage per transaction "
       "| floor CPU ms, writes / KiB | floor on the relay's rows CPU ms, writes / KiB |")
-print("|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|")
 for folder in folders:
     for r in rows[folder]:
         threads = ", ".join(f"{k} {v:.2f}" for k, v in r["switches_per_transaction_by_thread"].items() if v >= 0.05)
+        cpu = ", ".join(f"{k} {v:.3f}" for k, v in r.get("cpu_ms_per_transaction_by_thread", {}).items() if v >= 0.005)
         writes = lambda x: f"{x['write_calls_per_transaction']:.1f} / {x['write_kib_per_transaction']:.1f}"
-        print(f"| {folder} | {r['cpu_ms_per_transaction']:.3f} | {r['switches_per_transaction']:.1f} | {threads} | {writes(r)} "
+        print(f"| {folder} | {r['cpu_ms_per_transaction']:.3f} | {cpu} | {r['switches_per_transaction']:.1f} | {threads} | {writes(r)} "
               f"| {r['floor']['cpu_ms_per_transaction']:.3f}, {writes(r['floor'])} "
               f"| {r['store_floor']['cpu_ms_per_transaction']:.3f}, {writes(r['store_floor'])} |")
