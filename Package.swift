@@ -3,7 +3,7 @@ import PackageDescription
 
 // The layers, bottom to top: a module declares only modules of the layers below its own. LayerTests reads these
 // `// layer:` lines (the one list): a module missing from them, or a dependency that points sideways or up, fails it.
-// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres CCairo Core
+// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres CCairo CLinux Core
 // layer: WebSocketTransport HTTPTransport MQTTTransport PostgresTransport Charts
 // layer: SignalRProtocol Telemetry
 // layer: SignalRClient HubSimulator
@@ -68,6 +68,8 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // libpq, from Debian's libpq-dev: the PostgreSQL client that relays sharing one database use.
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // Linux calls Swift's Glibc module leaves out (glibc's own headers; no package): pidfd_open, for FileLease.
+        .systemLibrary(name: "CLinux"),
         // cairo, from Debian's libcairo2-dev: the summaries' charts, drawn to PNG.
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // A balance over time as a PNG picture (cairo). Knows nothing of the relay (as MQTTTransport).
@@ -131,7 +133,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
-                "AllowanceAPI", "Alerts", "Core", "StoreContract",
+                "AllowanceAPI", "Alerts", "CLinux", "Core", "StoreContract",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -285,7 +287,7 @@ let package = Package(
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol", "Core",
+                "Store", "StoreContract", "Alerts", "AllowanceAPI", "SignalRProtocol", "Core", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API itself: a commit hook that refuses (CarriedOutcomeTests).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

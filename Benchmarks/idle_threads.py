@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Relays at rest, thread by thread: the hub simulator and the relay with one webhook sink (and RULES, config lines
 such as a summary rule), on its SQLite file, or with --replicas N as N replicas on a PostgreSQL server of their own
-(replicas.Postgres; the first to start holds the link, the others stand by). Once the link is up and the history
-taken, 20 s pass; then over SECONDS, for each relay, every thread's context switches (voluntary and not,
+(replicas.Postgres; the first to start holds the link, the others stand by), or with --standbys N followed by N more
+relays on the same SQLite file, each waiting as a standby. Once the link is up and the history taken, 20 s pass; then over SECONDS, for each relay, every thread's context switches (voluntary and not,
 /proc/PID/task/*/status) and the threads it started (`perf stat` of its clone calls). Not part of `make bench`.
 
-    .venv/bin/python Benchmarks/idle_threads.py BIN_DIR [--seconds 60] [--replicas N] [--rules YAML]
+    .venv/bin/python Benchmarks/idle_threads.py BIN_DIR [--seconds 60] [--replicas N | --standbys N] [--rules YAML]
 """
 import argparse, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -16,6 +16,7 @@ import bench, replicas
 ap = argparse.ArgumentParser()
 ap.add_argument("bin"); ap.add_argument("--seconds", type=int, default=60)
 ap.add_argument("--replicas", type=int, default=0, help="0: one relay on its SQLite file")
+ap.add_argument("--standbys", type=int, default=0, help="relays started on the first one's SQLite file")
 ap.add_argument("--rules", default="", help='config lines, e.g. "rules:\\n  - name: m\\n    summary: daily at 07:00\\n    to: hook\\n"')
 args = ap.parse_args()
 binp = Path(args.bin).resolve(); secs = args.seconds
@@ -27,9 +28,9 @@ db = f"idle_{time.monotonic_ns()}"
 if pg: pg.psql(f"CREATE DATABASE {db}")
 cfg = work / "relay.yaml"
 cfg.write_text(args.rules.encode().decode("unicode_escape") + f"sinks:\n  hook:\n    type: webhook\n    url: {receiver.url}\n")
-def env(name):
+def env(name, file=None):
     e = {"ALLOWANCE_RELAY_SERVER_URL": sim.url, "ALLOWANCE_RELAY_SERVER_TOKEN": bench.TOKEN,
-         "ALLOWANCE_RELAY_STORE_PATH": str(work / f"{name}.sqlite")}
+         "ALLOWANCE_RELAY_STORE_PATH": str(work / f"{file or name}.sqlite")}
     if pg:
         e |= {"ALLOWANCE_RELAY_STORE_URL": f"postgres://bench@127.0.0.1:{pg.port}/{db}",
               "ALLOWANCE_RELAY_STORE_PASSWORD_FILE": pg.password_file, "ALLOWANCE_RELAY_STORE_REPLICA_NAME": name}
@@ -61,6 +62,9 @@ def ready():
     return bench.Bench.ready(None, str(work / "r0.sqlite"))
 try:
     bench.wait_until(ready, 60, "link")
+    for i in range(args.standbys if not pg else 0):
+        relays[f"standby{i}"] = bench.Proc(f"relay-standby-{i}", [str(binp / "allowance-relay"), "run", "--config", str(cfg)],
+                                           env=env(f"standby{i}", file="r0"), workdir=work)
     time.sleep(20)
     perfs = {n: clones(r) for n, r in relays.items()}
     a = {n: snap(r) for n, r in relays.items()}

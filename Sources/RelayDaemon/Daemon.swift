@@ -42,6 +42,8 @@ public struct Daemon: Sendable {
     private final class Control: Sendable {
         let state = Mutex<(group: ServiceGroup?, stopAsked: Bool)>((nil, false))
         let stopped = Wakeup()
+        /// The same stop, for a thread asleep in `poll` (the standby's wait).
+        let stoppedPoll = PollWake()
     }
 
     /// Once the first catch-up is done and its alerts had a moment to go, the code only the start ran is let go of
@@ -110,29 +112,25 @@ public struct Daemon: Sendable {
         case failed(any Error)
     }
 
-    /// Waits for the file's lease, as a standby while another relay holds it.
-    private func standBy(until lease: any Lease) async -> StandBy {
-        var said = false
-        while !control.state.withLock({ $0.stopAsked }) {
-            do {
-                if try lease.tryAcquire() { break }
-            } catch {
-                return .failed(error)
+    /// Waits for the file's lease, as a standby while another relay holds it: asleep on a thread of its own until
+    /// that relay ends or this one is stopped (`FileLease.acquire`), with no timer.
+    private func standBy(until lease: any WatchedLease) async -> StandBy {
+        let stopAsked = { self.control.state.withLock { $0.stopAsked } }
+        do {
+            if stopAsked() { return .stopped }
+            if try lease.tryAcquire() { return .held }
+            logger.notice(
+                "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends")
+            Systemd.ready(status: "standby: another relay runs on this database")
+            let wake = control.stoppedPoll
+            guard try await offThread(named: "standby", { try lease.acquire(until: wake) }), !stopAsked() else {
+                lease.release()
+                return .stopped
             }
-            if !said {
-                logger.notice(
-                    "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends"
-                )
-                Systemd.ready(status: "standby: another relay runs on this database")
-                said = true
-            }
-            await control.stopped.wait(upTo: .seconds(1))
+        } catch {
+            return .failed(error)
         }
-        guard lease.isHeld, !control.state.withLock({ $0.stopAsked }) else {
-            lease.release()
-            return .stopped
-        }
-        if said { logger.notice("the other relay has ended: taking over") }
+        logger.notice("the other relay has ended: taking over")
         return .held
     }
 
@@ -341,6 +339,7 @@ public struct Daemon: Sendable {
             return state.group
         }
         control.stopped.signal()
+        control.stoppedPoll.signal()
         await group?.triggerGracefulShutdown()
     }
 

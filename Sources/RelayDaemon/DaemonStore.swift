@@ -32,7 +32,7 @@ public enum DaemonStore: Sendable {
     }
 
     /// Whose lease gates what: the whole relay on a file (its ledger has no claims), the hub link on a shared store.
-    var wholeRelayLease: (any Lease)? {
+    var wholeRelayLease: (any WatchedLease)? {
         if case .file(let store) = self { FileLease(database: store.path) } else { nil }
     }
 

@@ -14,7 +14,8 @@ public protocol Lease: Sendable {
 }
 
 /// A lease a relay can wait for, and hold, with no timer: a standby sleeps until the lease is free, its holder until
-/// it is lost. The hub link's lease on a shared database (`LinkLease`); `holdingLease` runs the link on it.
+/// it is lost. The hub link's lease on a shared database (`LinkLease`; `holdingLease` runs the link on it), and the
+/// file's (`FileLease`; the daemon's standby waits for it).
 public protocol WatchedLease: Lease {
     /// Blocks until this relay holds the lease (true), or until `wake` is signalled (false). Throws when the lease's
     /// keeper (the server) cannot be reached.

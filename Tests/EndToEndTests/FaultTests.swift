@@ -58,6 +58,11 @@ import Testing
                 #expect(await first.waitFor("caught up"))
                 let second = try RelayProcess(env: env, arguments: ["run", "--config", config])
                 #expect(await second.waitFor("waiting as a standby"), "\(second.output.suffix(2000))")
+                // The standby sleeps until the first ends: no try each second, on any of its threads.
+                let asleep = ProcessThreads.allSleeps(of: second.pid)
+                try await Task.sleep(for: .seconds(3))
+                let woke = ProcessThreads.allSleeps(of: second.pid) - asleep
+                #expect(woke <= 2, "the standby woke \(woke) times in 3 s: \(ProcessThreads.sleeps(of: second.pid))")
                 let before = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })
                 try await simPost(base, "/_sim/burst?count=10")
                 let firstBurst = Set(try await ServerTruth.transactions(base).map { $0.id.uuidString.lowercased() })

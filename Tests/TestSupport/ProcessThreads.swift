@@ -29,6 +29,11 @@ public enum ProcessThreads {
         }
     }
 
+    /// How many times all of process `pid`'s threads have gone to sleep so far.
+    public static func allSleeps(of pid: Int32) -> Int {
+        sleeps(of: pid).reduce(0) { $0 + $1.switches }
+    }
+
     /// How many times process `pid`'s threads named `name` went to sleep during `window`, once such a thread exists
     /// (nil: none came within 10 s). The window is the measurement: a timer of period p shows window / p times.
     public static func sleeps(of pid: Int32, named name: String, over window: Duration) async throws -> Int? {
