@@ -162,9 +162,17 @@ public struct Daemon: Sendable {
         let holdsLink = LinkHeld(changed: storage.shared?.heartbeatDue)
         var presence: ReplicaPresence?
         if let shared = storage.shared {
-            presence = ReplicaPresence(
+            let replica = ReplicaPresence(
                 shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
             )
+            do {
+                try await replica.ownName(stopAsked: { control.state.withLock { $0.stopAsked } })
+            } catch {
+                logger.critical("\(error.message)")
+                shared.close()
+                return error.exitCode
+            }
+            presence = replica
         }
 
         // The workers' thread is the HTTP client's: a send they hand over starts there once their jobs have run, and

@@ -23,7 +23,6 @@ struct ReplicaPresence: Service {
     let logger: Logger
 
     func run() async throws {
-        try await ownName()
         do {
             try shared.register(host: ProcessInfo.processInfo.hostName)
         } catch {
@@ -38,22 +37,24 @@ struct ReplicaPresence: Service {
         }
     }
 
-    /// Two relays under one name would each take the other's claims for its own and send them: the second is refused.
-    /// The session of this name's earlier run may still hold the presence lock for a few seconds (its machine vanished:
-    /// the server's keep-alives end it within about 11 s), so it is waited for first.
-    private func ownName(grace: Duration = .seconds(15)) async throws {
+    /// Takes the replica's name (`SharedRelayStore.holdName`) before any other part of the relay starts: two relays
+    /// under one name would each take the other's claims for their own and send them, so the second is refused
+    /// (exit 78) before it sends or takes the link, even when both start at the same moment. The session of this
+    /// name's earlier run may still hold the name for a few seconds (its machine vanished: the server's keep-alives
+    /// end it within about 11 s), so it is waited for first. Returns at once when `stopAsked` says so.
+    func ownName(grace: Duration = .seconds(15), stopAsked: () -> Bool) async throws(DaemonError) {
         let deadline = ContinuousClock.now + grace
         var said = false
-        while !Task.isCancelled {
+        while !stopAsked() {
             let held: Bool
             do {
                 held = try await offThread(named: "postgres-call") { [shared] () throws(StoreError) in
-                    try shared.presenceHeld()
+                    try shared.holdName()
                 }
             } catch {
                 throw DaemonError(exitCode: 74, message: "\(error)")
             }
-            guard held else { return }
+            if held { return }
             guard ContinuousClock.now < deadline else {
                 throw DaemonError(
                     exitCode: 78,

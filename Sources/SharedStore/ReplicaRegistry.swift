@@ -60,12 +60,6 @@ public struct ReplicaRegistry: Sendable {
         try db.query("SELECT pg_try_advisory_lock($1)", [String(Self.presenceKey(name))]).scalar == "t"
     }
 
-    /// Whether some session holds `name`'s presence lock: another relay running under that name, or the session of
-    /// an earlier run that the server has not ended yet.
-    public func presenceHeld(_ name: String) throws(PostgresError) -> Bool {
-        try heldKeys().contains(Self.presenceKey(name))
-    }
-
     /// The advisory keys some session holds now.
     private func heldKeys() throws(PostgresError) -> Set<Int64> {
         Set(

@@ -103,12 +103,6 @@ extension SharedRelayStore {
         }
     }
 
-    /// Whether a session holds this replica's presence lock: another relay under its name, or an earlier run's
-    /// session that the server has not ended yet (its machine vanished).
-    public func presenceHeld() throws(StoreError) -> Bool {
-        try working { db throws(PostgresError) -> Bool in try ReplicaRegistry(db).presenceHeld(replica) }
-    }
-
     /// This replica is up: its row in `relay_replicas`.
     public func register(host: String) throws(StoreError) {
         try working { db throws(PostgresError) in try ReplicaRegistry(db).register(replica, host: host) }

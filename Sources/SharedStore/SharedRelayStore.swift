@@ -32,6 +32,8 @@ public final class SharedRelayStore: Sendable {
     /// Wakes this replica's heartbeat, which sleeps while there is nothing to renew or write: signalled when the
     /// replica takes a claim (and by the daemon when the link changes hands).
     public let heartbeatDue = Wakeup()
+    /// The listening session `holdName` opened with the presence lock taken, until `listen` starts on it.
+    private let namedSession = Mutex<PostgresConnection?>(nil)
 
     /// How long a claim lasts without being renewed: the longest a killed replica's deliveries wait for another.
     /// Renewed every second, so two heartbeats may be late; with 4 s, a killed sender left a 3.4 s pause in one
@@ -98,6 +100,7 @@ public final class SharedRelayStore: Sendable {
     public func close() {
         writer.close()
         work.close()
+        namedSession.withLock { $0.take() }?.close()
     }
 
     func installPlanner(_ planner: (any AlertPlanner)?) {
@@ -158,6 +161,38 @@ public final class SharedRelayStore: Sendable {
     /// Notified when a person asks for waiting alerts now (`deliveries retry`, `deliveries enable`).
     public static let retryChannel = "relay_retry"
 
+    /// Takes this replica's name for the run: opens the session that will listen for other relays (`listen`) and
+    /// takes the replica's presence lock on it (`ReplicaRegistry`). The lock is the name's ownership, so of two
+    /// relays started under one name at the same moment only one has it. False while another session holds it:
+    /// another relay under the name, or the session of this name's earlier run, which the server ends within
+    /// seconds (ask again).
+    public func holdName() throws(StoreError) -> Bool {
+        if namedSession.withLock({ $0 != nil }) { return true }
+        do throws(PostgresError) {
+            let db = try listenerSession()
+            guard try ReplicaRegistry(db).holdPresence(replica) else {
+                db.close()
+                return false
+            }
+            namedSession.withLock { $0 = db }
+            return true
+        } catch {
+            throw Self.storeError(error, location)
+        }
+    }
+
+    private func listenerSession() throws(PostgresError) -> PostgresConnection {
+        let db = try PostgresConnection(
+            location, password: password, applicationName: "allowance-relay \(replica) listener")
+        do {
+            try db.keepWhileIdle()
+        } catch {
+            db.close()
+            throw error
+        }
+        return db
+    }
+
     /// Waits for what other relays did (deliveries planned or given back, writes queued, mutes changed) on a session
     /// of its own, calling `heard` with the channels notified, until `running` says no: whoever makes it say no
     /// signals `wake`, and the session sleeps until one or the other (no timer: at rest it does not wake). At each
@@ -171,15 +206,17 @@ public final class SharedRelayStore: Sendable {
         var failing = false
         while running() {
             do throws(PostgresError) {
-                let db = try PostgresConnection(
-                    location, password: password, applicationName: "allowance-relay \(replica) listener")
+                // The first session is the one `holdName` took the name on, if it was asked to.
+                let named = namedSession.withLock { $0.take() }
+                let db: PostgresConnection
+                if let named { db = named } else { db = try listenerSession() }
                 defer { db.close() }
-                try db.keepWhileIdle()
                 // The replica is up while this session holds its presence lock (`ReplicaRegistry`). Still held by
                 // the session this one replaces (the server has not seen it end yet), or by another relay under the
                 // same name: asked again each second until it is this session's.
                 let registry = ReplicaRegistry(db)
-                var present = try registry.holdPresence(replica)
+                var present = named != nil
+                if !present { present = try registry.holdPresence(replica) }
                 for channel in Self.channels { try db.listen(channel) }
                 heard(Set(Self.channels))
                 if failing { failed(nil) }

@@ -76,6 +76,7 @@ final class RelayProcess: Sendable {
 
     var output: String { collected.text }
     var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
 
     func waitFor(_ text: String, timeout: Duration = .seconds(15)) async -> Bool {
         await waitFor(count: 1, of: text, timeout: timeout)

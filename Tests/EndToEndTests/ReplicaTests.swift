@@ -350,6 +350,28 @@ import Testing
         }
     }
 
+    /// Two relays started at the same moment under one name (two containers given one host name): the name is the
+    /// presence lock, taken before any other part of a relay starts, so one runs and the other is refused before it
+    /// takes the link or sends; a burst then reaches the sink once per transaction.
+    @Test func twoRelaysStartedTogetherUnderOneNameRunAsOne() async throws {
+        let hook = WebhookReceiver()
+        try await withReplicas(["a", "a"], hook: hook) { r in
+            let (kept, refused) = (r.relays[r.holder], r.relays[1 - r.holder])
+            #expect(await refused.wait(limit: .seconds(60)) == 78, "\(refused.output.suffix(2000))")
+            #expect(refused.output.contains("another relay runs as replica 'a'"), "\(refused.output.suffix(2000))")
+            #expect(kept.output.contains("replica a starting"))
+            #expect(!refused.output.contains("replica a starting"), "refused before any part of it started")
+            #expect(kept.isRunning)
+            let before = try await r.serverIds()
+            try await simPost(r.base, "/_sim/burst?count=10")
+            let made = try await r.serverIds().subtracting(before)
+            #expect(await eventually(.seconds(30)) { Set(hook.received.compactMap(Scenario.transactionId)) == made })
+            let ids = hook.received.compactMap { $0.headers["webhook-id"] }
+            #expect(ids.count == Set(ids).count && ids.count == made.count, "one webhook per transaction: \(ids)")
+            await kept.expectCleanStop()
+        }
+    }
+
     /// `status.listen` on each replica: the link holder says the hub is connected, the other that it stands by, both
     /// healthy; their metrics read the shared store.
     @Test func eachReplicaServesHealthAndMetricsOnTheSharedStore() async throws {
