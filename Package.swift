@@ -3,7 +3,8 @@ import PackageDescription
 
 // The layers, bottom to top: a module declares only modules of the layers below its own. LayerTests reads these
 // `// layer:` lines (the one list): a module missing from them, or a dependency that points sideways or up, fails it.
-// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres CCairo CLinux Core
+// layer: CLibWebSockets CCurl CLibCrypto CSystemd CMosquitto CPostgres CCairo CLinux
+// layer: Core
 // layer: WebSocketTransport HTTPTransport MQTTTransport PostgresTransport Charts
 // layer: SignalRProtocol Telemetry
 // layer: SignalRClient HubSimulator
@@ -68,7 +69,8 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // libpq, from Debian's libpq-dev: the PostgreSQL client that relays sharing one database use.
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        // Linux calls Swift's Glibc module leaves out (glibc's own headers; no package): pidfd_open, for FileLease.
+        // Linux calls Swift's Glibc module leaves out (glibc's own headers; no package): timerfd for the AlarmClock,
+        // pidfd_open for FileLease.
         .systemLibrary(name: "CLinux"),
         // cairo, from Debian's libcairo2-dev: the summaries' charts, drawn to PNG.
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
@@ -88,7 +90,7 @@ let package = Package(
         ),
         // What every layer shares, so that none imports another only for a helper: the JSON value type with its
         // reader and writer, back-off, redaction of URLs and header values for logs.
-        .target(name: "Core"),
+        .target(name: "Core", dependencies: ["CLinux"]),
         // SignalR JSON hub protocol: 0x1E framing, handshake, messages 1-9, negotiate body; typed hub arguments, the
         // decoder of a hub's events and the bounded buffer that hands them to their consumer. Pure, no I/O.
         .target(name: "SignalRProtocol", dependencies: ["Core"]),

@@ -1,3 +1,4 @@
+import CLinux
 import Synchronization
 
 #if canImport(Glibc)
@@ -19,10 +20,11 @@ public protocol Alarms: Sendable {
 /// A deadline made with `Task.sleep` costs a task, a libdispatch timer and, when the wait ends early (the usual
 /// case: the event came), a timer that still fires later and wakes two threads for nothing. The relay makes a
 /// deadline for every wait of every worker, so at a steady 20 transactions a second that was a dozen thread
-/// wake-ups per transaction. Here, setting an alarm that is not the next one to ring costs a lock and a heap
-/// insert, cancelling one costs a lock, and the clock's thread wakes only when an alarm it holds comes due.
+/// wake-ups per transaction. Here setting an alarm costs a lock and a heap insert, cancelling one a lock, and the
+/// clock's thread wakes only when an alarm comes due: it sleeps on a timer (`timerfd`) that the thread setting an
+/// earlier alarm, or cancelling the next one, moves itself, so a cancelled alarm wakes nobody.
 public final class AlarmClock: Alarms, @unchecked Sendable {
-    // @unchecked: every field is behind `mutex`, a pthread mutex (with `condition`, its condition variable).
+    // @unchecked: every field is behind `mutex`, a pthread mutex; `timer` is a descriptor, safe from any thread.
 
     /// The process's clock, started at its first use.
     public static let shared = AlarmClock()
@@ -38,19 +40,21 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
     }
 
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// A min-heap on `due`; a cancelled alarm stays in it until it comes up, and is then skipped.
+    /// Armed for the next alarm's time (disarmed when there is none); the clock's thread sleeps reading it.
+    private let timer: Int32
+    /// A min-heap on `due`; a cancelled alarm is dropped from it when it reaches the top.
     private var heap: [Entry] = []
     private var actions: [UInt64: @Sendable () -> Void] = [:]
     private var nextId: UInt64 = 0
-    /// When the thread will wake by itself (nil: it waits for a signal): a new alarm before this signals it.
-    private var sleepingUntil: ContinuousClock.Instant?
 
-    /// A clock with a thread of its own, which lives as long as the process (tests use their own to count alarms).
-    public init() {
+    /// A clock with a thread of its own named `name`, which lives as long as the process (tests use their own to
+    /// count alarms and wake-ups).
+    public init(name: String = "alarm-clock") {
         pthread_mutex_init(mutex, nil)
-        Self.initMonotonic(condition)
-        OwnThread.startDetached(named: "alarm-clock") { self.ring() }  // the thread holds the clock for good
+        // CLOCK_BOOTTIME: ContinuousClock's own on Linux (it counts a suspend).
+        timer = timerfd_create(CLOCK_BOOTTIME, Int32(TFD_CLOEXEC))
+        precondition(timer >= 0, "timerfd_create: \(String(cString: strerror(errno)))")
+        OwnThread.startDetached(named: name) { self.ring() }  // the thread holds the clock for good
     }
 
     /// Calls `action` on the clock's thread at `due` (at once if it has passed), unless cancelled first. `action`
@@ -62,9 +66,8 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
         let id = nextId
         actions[id] = action
         push(Entry(due: due, id: id))
-        // Only an alarm before the thread's own wake-up needs it awake sooner.
-        let wake = sleepingUntil.map { due < $0 } ?? true
-        if wake { pthread_cond_signal(condition) }
+        // Only a new first alarm moves the timer.
+        if heap[0].id == id { arm() }
         pthread_mutex_unlock(mutex)
         return Alarm(id: id)
     }
@@ -74,10 +77,14 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
         set(at: .now + delay, action)
     }
 
-    /// The alarm will not ring (if it has not already). Its slot in the heap is dropped when it comes up.
+    /// The alarm will not ring (if it has not already). When it was the next to ring, the timer is moved to the
+    /// one after it (or stopped) here, so the clock's thread does not wake for it.
     public func cancel(_ alarm: Alarm) {
         pthread_mutex_lock(mutex)
-        actions[alarm.id] = nil
+        if actions.removeValue(forKey: alarm.id) != nil, heap.first?.id == alarm.id {
+            dropCancelled()
+            arm()
+        }
         pthread_mutex_unlock(mutex)
     }
 
@@ -91,27 +98,39 @@ public final class AlarmClock: Alarms, @unchecked Sendable {
     private func ring() {
         pthread_mutex_lock(mutex)
         while true {
-            // Cancelled alarms at the top are dropped without a wake-up of their own.
-            while let top = heap.first, actions[top.id] == nil { _ = pop() }
-            guard let top = heap.first else {
-                sleepingUntil = nil
-                pthread_cond_wait(condition, mutex)
+            dropCancelled()
+            if let top = heap.first, top.due <= .now {
+                _ = pop()
+                let action = actions.removeValue(forKey: top.id)
+                pthread_mutex_unlock(mutex)
+                action?()
+                pthread_mutex_lock(mutex)
                 continue
             }
-            let now = ContinuousClock.now
-            if top.due > now {
-                sleepingUntil = top.due
-                var deadline = Self.monotonicDeadline(in: now.duration(to: top.due))
-                pthread_cond_timedwait(condition, mutex, &deadline)
-                continue
-            }
-            _ = pop()
-            let action = actions.removeValue(forKey: top.id)
-            sleepingUntil = nil
+            arm()
             pthread_mutex_unlock(mutex)
-            action?()
+            // Until the timer's time, which another thread may move meanwhile (setting it again clears an expiry
+            // not yet read, so a moved timer does not wake the thread at its old time).
+            var expirations: UInt64 = 0
+            _ = read(timer, &expirations, MemoryLayout<UInt64>.size)
             pthread_mutex_lock(mutex)
         }
+    }
+
+    /// The cancelled alarms at the top of the heap are dropped. Under `mutex`.
+    private func dropCancelled() {
+        while let top = heap.first, actions[top.id] == nil { _ = pop() }
+    }
+
+    /// The timer set for the first alarm's time, or stopped when there is none. Under `mutex`.
+    private func arm() {
+        var setting = itimerspec()  // all zero: stopped
+        if let due = heap.first?.due {
+            // At least a nanosecond: a zero value would stop the timer rather than ring it at once.
+            let (seconds, attoseconds) = max(ContinuousClock.now.duration(to: due), .nanoseconds(1)).components
+            setting.it_value = timespec(tv_sec: Int(seconds), tv_nsec: max(1, Int(attoseconds / 1_000_000_000)))
+        }
+        _ = timerfd_settime(timer, 0, &setting, nil)
     }
 
     /// A condition variable whose timed waits count on CLOCK_MONOTONIC (a change of the wall clock moves no deadline).

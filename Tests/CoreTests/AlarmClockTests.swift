@@ -1,5 +1,7 @@
 import Core
+import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// The process's one deadline thread: alarms ring in order of their time, a cancelled one never rings, and one set
@@ -44,6 +46,25 @@ import Testing
         // cores) once delayed this test's own polling by 5.5 s.
         #expect(ContinuousClock.now - start < .seconds(30), "rang after \(ContinuousClock.now - start)")
         clock.cancel(late)
+    }
+
+    /// The thread sleeps on a timer that the canceller moves: an alarm set and cancelled before its time wakes
+    /// nobody (before, the thread woke at each one's time, and at each set), and one left set rings as before.
+    @Test func anAlarmCancelledBeforeItsTimeWakesNobody() async throws {
+        let clock = AlarmClock(name: "alarm-cancel")
+        let rings = Rings()
+        let sleeps = { ProcessThreads.sleeps(of: getpid()).filter { $0.name == "alarm-cancel" }.map(\.switches).first }
+        #expect(await eventually(.seconds(5)) { sleeps() != nil }, "the clock's thread started")
+        try await Task.sleep(for: .milliseconds(50))  // and went to sleep, with nothing set
+        let asleep = sleeps() ?? 0
+        for n in 0..<5 { clock.cancel(clock.set(after: .milliseconds(50 + 10 * n)) { rings.add(n) }) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(rings.value.isEmpty)
+        #expect((sleeps() ?? 0) - asleep == 0, "the clock's thread woke \((sleeps() ?? 0) - asleep) times")
+        clock.set(after: .milliseconds(50)) { rings.add(9) }
+        await waitFor(rings, count: 1)
+        #expect(rings.value == [9])
+        #expect((sleeps() ?? 0) - asleep >= 1, "it woke to ring the one left set")
     }
 
     @Test func anAlarmInThePastRingsAtOnce() async {
