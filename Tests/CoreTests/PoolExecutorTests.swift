@@ -51,7 +51,8 @@ import Testing
         try? await Task.sleep(for: .milliseconds(20))
         sleeper.cancel()
         await sleeper.value
-        #expect(ContinuousClock.now - start < .seconds(5))
+        // Not the hour: a bound far from both, since the suite's start holds the machine's two cores for seconds.
+        #expect(ContinuousClock.now - start < .seconds(60), "ended after \(ContinuousClock.now - start)")
     }
 
     /// With its one kept thread blocked by a job that waits for the next one, the pool adds a thread (as
