@@ -165,12 +165,19 @@ public struct Daemon: Sendable {
             let replica = ReplicaPresence(
                 shared: shared, engine: engine, sync: sync, syncThread: syncThread, holdsLink: holdsLink, logger: logger
             )
+            let named: Bool
             do {
-                try await replica.ownName(stopAsked: { control.state.withLock { $0.stopAsked } })
+                named = try await replica.ownName(stopAsked: { control.state.withLock { $0.stopAsked } })
             } catch {
                 logger.critical("\(error.message)")
                 shared.close()
                 return error.exitCode
+            }
+            // Stopped while waiting for the name: nothing was started, and nothing may start without it.
+            guard named else {
+                shared.close()
+                logger.notice("stopped", metadata: ["exitCode": "0"])
+                return 0
             }
             presence = replica
         }

@@ -41,8 +41,8 @@ struct ReplicaPresence: Service {
     /// under one name would each take the other's claims for their own and send them, so the second is refused
     /// (exit 78) before it sends or takes the link, even when both start at the same moment. The session of this
     /// name's earlier run may still hold the name for a few seconds (its machine vanished: the server's keep-alives
-    /// end it within about 11 s), so it is waited for first. Returns at once when `stopAsked` says so.
-    func ownName(grace: Duration = .seconds(15), stopAsked: () -> Bool) async throws(DaemonError) {
+    /// end it within about 11 s), so it is waited for first. False when `stopAsked` said so first.
+    func ownName(grace: Duration = .seconds(15), stopAsked: () -> Bool) async throws(DaemonError) -> Bool {
         let deadline = ContinuousClock.now + grace
         var said = false
         while !stopAsked() {
@@ -54,7 +54,7 @@ struct ReplicaPresence: Service {
             } catch {
                 throw DaemonError(exitCode: 74, message: "\(error)")
             }
-            if held { return }
+            if held { return true }
             guard ContinuousClock.now < deadline else {
                 throw DaemonError(
                     exitCode: 78,
@@ -69,6 +69,7 @@ struct ReplicaPresence: Service {
             }
             try? await Task.sleep(for: .seconds(1))
         }
+        return false
     }
 
     /// Its row (whether it holds the link) and its claims renewed: every second while it holds claims (or the

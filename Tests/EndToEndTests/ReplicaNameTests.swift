@@ -43,4 +43,16 @@ extension ReplicaTests {
             await kept.expectCleanStop()
         }
     }
+
+    /// Stopped while it waits for its name, a relay ends at once (exit 0) with nothing of it started: no part of a
+    /// relay runs without its name.
+    @Test func aRelayStoppedWhileWaitingForItsNameEndsWithNothingStarted() async throws {
+        try await withReplicas(["a"], hook: WebhookReceiver()) { r in
+            let twin = try RelayProcess(env: r.env(name: "a"), arguments: ["run", "--config", r.config])
+            #expect(await twin.waitFor("is still up on the database"), "\(twin.output.suffix(2000))")
+            await twin.expectCleanStop()
+            #expect(!twin.output.contains("replica a starting"), "\(twin.output.suffix(2000))")
+            await r.relays[0].expectCleanStop()
+        }
+    }
 }
