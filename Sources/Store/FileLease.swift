@@ -92,15 +92,16 @@ struct LockHolder: Equatable, Sendable {
 
     var line: String { "allowance-relay pid=\(pid) started=\(started) pidns=\(namespace) boot=\(boot)\n" }
 
-    /// This process; nil where /proc does not say (then nobody watches it, and standbys try each second).
+    /// This process; nil where /proc does not say (then nobody watches it, and standbys try each second). The boot
+    /// id is empty where /proc/sys is hidden (systemd's `ProcSubset=pid`, as the system unit runs): the process id,
+    /// its start time and the PID namespace still tell it apart.
     static let current: LockHolder? = {
         let pid = getpid()
         var link = [CChar](repeating: 0, count: 64)
         let length = readlink("/proc/self/ns/pid", &link, link.count - 1)
-        guard length > 0, let started = startTime(of: pid),
-            let boot = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
-        else { return nil }
+        guard length > 0, let started = startTime(of: pid) else { return nil }
         let namespace = String(decoding: link[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let boot = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)) ?? ""
         return LockHolder(
             pid: pid, started: started, namespace: namespace,
             boot: boot.trimmingCharacters(in: .whitespacesAndNewlines))
