@@ -41,9 +41,9 @@ public struct Daemon: Sendable {
     /// The running group, for `stop()`; a stop asked before the group exists is kept until it does.
     private final class Control: Sendable {
         let state = Mutex<(group: ServiceGroup?, stopAsked: Bool)>((nil, false))
-        let stopped = Wakeup()
-        /// The same stop, for a thread asleep in `poll` (the standby's wait).
-        let stoppedPoll = PollWake()
+        /// Signalled by the stop, for a wait asleep in `poll` (the standby's).
+        let stopped = PollWake()
+        var stopAsked: Bool { state.withLock { $0.stopAsked } }
     }
 
     /// Once the first catch-up is done and its alerts had a moment to go, the code only the start ran is let go of
@@ -115,15 +115,14 @@ public struct Daemon: Sendable {
     /// Waits for the file's lease, as a standby while another relay holds it: asleep on a thread of its own until
     /// that relay ends or this one is stopped (`FileLease.acquire`), with no timer.
     private func standBy(until lease: any WatchedLease) async -> StandBy {
-        let stopAsked = { self.control.state.withLock { $0.stopAsked } }
         do {
-            if stopAsked() { return .stopped }
+            if control.stopAsked { return .stopped }
             if try lease.tryAcquire() { return .held }
             logger.notice(
                 "another relay runs on \(storage.file?.path ?? "this database"): waiting as a standby until it ends")
             Systemd.ready(status: "standby: another relay runs on this database")
-            let wake = control.stoppedPoll
-            guard try await offThread(named: "standby", { try lease.acquire(until: wake) }), !stopAsked() else {
+            let wake = control.stopped
+            guard try await offThread(named: "standby", { try lease.acquire(until: wake) }), !control.stopAsked else {
                 lease.release()
                 return .stopped
             }
@@ -167,7 +166,7 @@ public struct Daemon: Sendable {
             )
             let named: Bool
             do {
-                named = try await replica.ownName(stopAsked: { control.state.withLock { $0.stopAsked } })
+                named = try await replica.ownName(stopAsked: { control.stopAsked })
             } catch {
                 logger.critical("\(error.message)")
                 shared.close()
@@ -354,7 +353,6 @@ public struct Daemon: Sendable {
             return state.group
         }
         control.stopped.signal()
-        control.stoppedPoll.signal()
         await group?.triggerGracefulShutdown()
     }
 
