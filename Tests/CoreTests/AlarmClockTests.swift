@@ -54,11 +54,11 @@ import Testing
         let clock = AlarmClock(name: "alarm-cancel")
         let rings = Rings()
         let sleeps = { ProcessThreads.sleeps(of: getpid()).filter { $0.name == "alarm-cancel" }.map(\.switches).first }
-        #expect(await eventually(.seconds(5)) { sleeps() != nil }, "the clock's thread started")
-        try await Task.sleep(for: .milliseconds(50))  // and went to sleep, with nothing set
+        // Started, and gone to sleep with nothing set (its first sleep is its wait on the timer).
+        #expect(await eventually(.seconds(5)) { (sleeps() ?? 0) > 0 }, "the clock's thread waits")
         let asleep = sleeps() ?? 0
         for n in 0..<5 { clock.cancel(clock.set(after: .milliseconds(50 + 10 * n)) { rings.add(n) }) }
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(300))  // the window: each cancelled alarm's time passes in it
         #expect(rings.value.isEmpty)
         #expect((sleeps() ?? 0) - asleep == 0, "the clock's thread woke \((sleeps() ?? 0) - asleep) times")
         clock.set(after: .milliseconds(50)) { rings.add(9) }
