@@ -135,9 +135,9 @@ import Testing
 
         // Each wait blocks its thread: a thread of its own, not one of the pool's two that the test's notify needs.
         let waiting = Task {
-            try await offThread(named: "pg-wait") { try listener.notifications(timeout: .seconds(10)) }
+            try await offThread(named: "pg-wait-10s") { try listener.notifications(timeout: .seconds(10)) }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await ProcessThreads.asleep("pg-wait-10s"), "the listener waits")
         try sender.notify("relay_jobs", payload: "sink=chat")
         try sender.notify("another_channel", payload: "not for us")
         let got = try await waiting.value
@@ -154,16 +154,16 @@ import Testing
         try listener.listen("relay_jobs")
         let wake = PollWake()
         let notified = Task {
-            try await offThread(named: "pg-wait") { try listener.notifications(timeout: nil, wake: wake) }
+            try await offThread(named: "pg-wait-notify") { try listener.notifications(timeout: nil, wake: wake) }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await ProcessThreads.asleep("pg-wait-notify"), "the listener waits")
         try sender.notify("relay_jobs", payload: "first")
         #expect(try await notified.value.map(\.payload) == ["first"])
         // Nothing comes: only the wake ends the wait, and nothing is lost by it.
         let woken = Task {
-            try await offThread(named: "pg-wait") { try listener.notifications(timeout: nil, wake: wake) }
+            try await offThread(named: "pg-wait-wake") { try listener.notifications(timeout: nil, wake: wake) }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await ProcessThreads.asleep("pg-wait-wake"), "the listener waits")
         wake.signal()
         #expect(try await woken.value.isEmpty)
         try sender.notify("relay_jobs", payload: "second")

@@ -62,7 +62,7 @@ import Testing
         #expect(try first.tryAcquire())
         let (granted, wake) = standby(second, named: "lease-in-proc")
         defer { wake.signal() }
-        #expect(await asleep("lease-in-proc"), "the standby waits")
+        #expect(await ProcessThreads.asleep("lease-in-proc"), "the standby waits")
         first.release()
         #expect(try await granted.value)
         #expect(second.isHeld && !first.isHeld)
@@ -74,7 +74,7 @@ import Testing
         let holder = try await Holder(lease.path, says: .itself)
         defer { holder.kill() }
         let (granted, wake) = standby(lease, named: "lease-woken")
-        #expect(await asleep("lease-woken"), "the standby waits")
+        #expect(await ProcessThreads.asleep("lease-woken"), "the standby waits")
         wake.signal()
         #expect(try await granted.value == false)
         #expect(!lease.isHeld)
@@ -86,13 +86,6 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appending(path: "file-lease-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         return folder.appending(path: "relay.sqlite").path
-    }
-
-    /// Once the thread named `name` has gone to sleep (in its wait): a standby that is waiting, not starting.
-    private func asleep(_ name: String) async -> Bool {
-        await eventually(.seconds(10)) {
-            ProcessThreads.sleeps(of: getpid()).contains { $0.name == name && $0.switches > 0 }
-        }
     }
 
     /// `lease.acquire` on a thread of its own, named for the test (tests run side by side), and the wake that ends it.

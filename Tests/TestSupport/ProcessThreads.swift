@@ -29,6 +29,12 @@ public enum ProcessThreads {
         }
     }
 
+    /// Once this process's thread named `name` has gone to sleep (a wait it was started for has begun); false when
+    /// it has not within `timeout`.
+    public static func asleep(_ name: String, within timeout: Duration = .seconds(10)) async -> Bool {
+        await eventually(timeout) { sleeps(of: getpid()).contains { $0.name == name && $0.switches > 0 } }
+    }
+
     /// How many times all of process `pid`'s threads have gone to sleep so far.
     public static func allSleeps(of pid: Int32) -> Int {
         sleeps(of: pid).reduce(0) { $0 + $1.switches }
