@@ -78,7 +78,7 @@ enum FastParse {
     /// A new random (version 4) UUID. Foundation's `UUID()` opens and reads /dev/urandom for each one, and the system
     /// generator makes a system call per 8 bytes: every event of a blast plans a delivery, each with a new id.
     static func randomUUID() -> UUID {
-        var halves = nextRandomHalves()
+        var halves = randomHalves()
         return withUnsafeMutableBytes(of: &halves) { b in
             b[6] = b[6] & 0x0F | 0x40  // version 4
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
@@ -86,25 +86,13 @@ enum FastParse {
         }
     }
 
-    /// The 128 random bits of a new id, from one generator for the process.
+    /// One generator for the process's new ids.
     private static let ids = Mutex(Xoshiro256StarStar())
 
-    private static func nextRandomHalves() -> (UInt64, UInt64) {
-        ids.withLock { g in (g.next(), g.next()) }
-    }
+    static func randomHalves() -> (UInt64, UInt64) { ids.withLock { g in (g.next(), g.next()) } }
 
-    /// A version 7 UUID: the time in milliseconds first, then random bits. Ids made one after another sort one
-    /// after another, so a table keyed by them grows at its end instead of at random pages of its index.
-    static func timeOrderedUUID(at date: Date) -> UUID {
-        var halves = nextRandomHalves()
-        let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
-        return withUnsafeMutableBytes(of: &halves) { b in
-            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
-            b[6] = b[6] & 0x0F | 0x70  // version 7
-            b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
-            return UUID(uuid: b.load(as: uuid_t.self))
-        }
-    }
+    /// The process's time-ordered ids (`UUID.timeOrdered`).
+    static let timeOrdered = TimeOrderedUUIDs()
 
     /// `-?digits(.digits)?` with at most 18 digits: exact as significand and exponent.
     static func decimal(_ text: String) -> Decimal? {
@@ -284,5 +272,35 @@ extension UUID {
     public static func random() -> UUID { FastParse.randomUUID() }
 
     /// A new UUID that sorts after those made before it (version 7): for ids that key a growing table.
-    public static func timeOrdered(at date: Date = Date()) -> UUID { FastParse.timeOrderedUUID(at: date) }
+    public static func timeOrdered(at date: Date = Date()) -> UUID { FastParse.timeOrdered.make(at: date) }
+}
+
+/// Version 7 UUIDs: the time in milliseconds first, then a 12-bit sequence, then random bits. Ids made one after
+/// another sort one after another, also within one millisecond (RFC 9562's method 1: the sequence starts at random
+/// below 2,048 and counts up), so a table keyed by them grows at its end in the order they were made: a burst's
+/// deliveries are all planned at one instant.
+final class TimeOrderedUUIDs: Sendable {
+    private let last = Mutex<(millis: UInt64, sequence: UInt16)>((0, 0))
+
+    func make(at date: Date) -> UUID {
+        let wanted = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        var halves = FastParse.randomHalves()
+        let (millis, sequence) = last.withLock { last -> (UInt64, UInt16) in
+            if wanted > last.millis || wanted + 1000 < last.millis {  // a new millisecond, or a clock set back a second
+                last = (wanted, UInt16(truncatingIfNeeded: halves.0) & 0x07FF)
+            } else if last.sequence < 0x0FFF {
+                last.sequence += 1
+            } else {
+                last = (last.millis + 1, 0)  // over 2,048 in one millisecond: the next one's, still after them
+            }
+            return last
+        }
+        return withUnsafeMutableBytes(of: &halves) { b in
+            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
+            b[6] = 0x70 | UInt8(truncatingIfNeeded: sequence >> 8)  // version 7, the sequence's top 4 bits
+            b[7] = UInt8(truncatingIfNeeded: sequence)
+            b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
+            return UUID(uuid: b.load(as: uuid_t.self))
+        }
+    }
 }
