@@ -280,20 +280,25 @@ extension UUID {
 /// below 2,048 and counts up), so a table keyed by them grows at its end in the order they were made: a burst's
 /// deliveries are all planned at one instant.
 final class TimeOrderedUUIDs: Sendable {
-    private let last = Mutex<(millis: UInt64, sequence: UInt16)>((0, 0))
+    /// The last sequence given in each millisecond asked for lately. Kept for each, not only the latest: ids asked
+    /// for at another time meanwhile (a clock set back, a test's fixed date) leave the order of the others alone.
+    private let recent = Mutex<[UInt64: UInt16]>([:])
 
     func make(at date: Date) -> UUID {
-        let wanted = UInt64(max(0, date.timeIntervalSince1970 * 1000))
         var halves = FastParse.randomHalves()
-        let (millis, sequence) = last.withLock { last -> (UInt64, UInt16) in
-            if wanted > last.millis || wanted + 1000 < last.millis {  // a new millisecond, or a clock set back a second
-                last = (wanted, UInt16(truncatingIfNeeded: halves.0) & 0x07FF)
-            } else if last.sequence < 0x0FFF {
-                last.sequence += 1
-            } else {
-                last = (last.millis + 1, 0)  // over 2,048 in one millisecond: the next one's, still after them
+        let (millis, sequence) = recent.withLock { recent -> (UInt64, UInt16) in
+            var millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+            while let last = recent[millis] {
+                guard last == 0x0FFF else {
+                    recent[millis] = last + 1
+                    return (millis, last + 1)
+                }
+                millis += 1  // over 2,048 in one millisecond: the next one's, still after them
             }
-            return last
+            if recent.count >= 64 { recent.removeAll(keepingCapacity: true) }  // the milliseconds long gone
+            let start = UInt16(truncatingIfNeeded: halves.0) & 0x07FF
+            recent[millis] = start
+            return (millis, start)
         }
         return withUnsafeMutableBytes(of: &halves) { b in
             for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
