@@ -312,7 +312,8 @@ import Testing
         let path = try olderDatabase(upTo: "v24: the newest transactions read child by child") { db in
             for (n, row) in rows.enumerated() {
                 try db.execute(
-                    sql: "INSERT INTO delivery (\(columns)) VALUES (?, 'family', 'all', 'transaction.created', ?, 'normal', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    sql:
+                        "INSERT INTO delivery (\(columns)) VALUES (?, 'family', 'all', 'transaction.created', ?, 'normal', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     arguments: [
                         row.0, n == 0 ? nil : "11111111-1111-4111-8111-111111111111", "{\"n\":\(n)}", n % 2,
                         n == 1 ? "balance:x" : nil, row.1, n, row.2, n == 3 ? "HTTP 400" : nil,
@@ -334,7 +335,8 @@ import Testing
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE tbl_name = 'delivery' ORDER BY name")
                     == ["delivery", "delivery_dedup", "delivery_due", "delivery_first"], "no index for the id alone")
             let plan = try Row.fetchAll(
-                db, sql: "EXPLAIN QUERY PLAN UPDATE delivery SET state = 'delivered' WHERE id = ?", arguments: [rows[0].0]
+                db, sql: "EXPLAIN QUERY PLAN UPDATE delivery SET state = 'delivered' WHERE id = ?",
+                arguments: [rows[0].0]
             ).map { $0["detail"] as String }
             #expect(plan == ["SEARCH delivery USING PRIMARY KEY (id=?)"], "\(plan)")
         }
