@@ -78,7 +78,7 @@ enum FastParse {
     /// A new random (version 4) UUID. Foundation's `UUID()` opens and reads /dev/urandom for each one, and the system
     /// generator makes a system call per 8 bytes: every event of a blast plans a delivery, each with a new id.
     static func randomUUID() -> UUID {
-        var halves = randomHalves()
+        var halves = nextRandomHalves()
         return withUnsafeMutableBytes(of: &halves) { b in
             b[6] = b[6] & 0x0F | 0x40  // version 4
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
@@ -86,13 +86,25 @@ enum FastParse {
         }
     }
 
-    /// One generator for the process's new ids.
+    /// The 128 random bits of a new id, from one generator for the process.
     private static let ids = Mutex(Xoshiro256StarStar())
 
-    static func randomHalves() -> (UInt64, UInt64) { ids.withLock { g in (g.next(), g.next()) } }
+    private static func nextRandomHalves() -> (UInt64, UInt64) {
+        ids.withLock { g in (g.next(), g.next()) }
+    }
 
-    /// The process's time-ordered ids (`UUID.timeOrdered`).
-    static let timeOrdered = TimeOrderedUUIDs()
+    /// A version 7 UUID: the time in milliseconds first, then random bits. Ids made one after another sort one
+    /// after another, so a table keyed by them grows at its end instead of at random pages of its index.
+    static func timeOrderedUUID(at date: Date) -> UUID {
+        var halves = nextRandomHalves()
+        let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        return withUnsafeMutableBytes(of: &halves) { b in
+            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
+            b[6] = b[6] & 0x0F | 0x70  // version 7
+            b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
+            return UUID(uuid: b.load(as: uuid_t.self))
+        }
+    }
 
     /// `-?digits(.digits)?` with at most 18 digits: exact as significand and exponent.
     static func decimal(_ text: String) -> Decimal? {
@@ -272,40 +284,5 @@ extension UUID {
     public static func random() -> UUID { FastParse.randomUUID() }
 
     /// A new UUID that sorts after those made before it (version 7): for ids that key a growing table.
-    public static func timeOrdered(at date: Date = Date()) -> UUID { FastParse.timeOrdered.make(at: date) }
-}
-
-/// Version 7 UUIDs: the time in milliseconds first, then a 12-bit sequence, then random bits. Ids made one after
-/// another sort one after another, also within one millisecond (RFC 9562's method 1: the sequence starts at random
-/// below 2,048 and counts up), so a table keyed by them grows at its end in the order they were made: a burst's
-/// deliveries are all planned at one instant.
-final class TimeOrderedUUIDs: Sendable {
-    /// The last sequence given in each millisecond asked for lately. Kept for each, not only the latest: ids asked
-    /// for at another time meanwhile (a clock set back, a test's fixed date) leave the order of the others alone.
-    private let recent = Mutex<[UInt64: UInt16]>([:])
-
-    func make(at date: Date) -> UUID {
-        var halves = FastParse.randomHalves()
-        let (millis, sequence) = recent.withLock { recent -> (UInt64, UInt16) in
-            var millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
-            while let last = recent[millis] {
-                guard last == 0x0FFF else {
-                    recent[millis] = last + 1
-                    return (millis, last + 1)
-                }
-                millis += 1  // over 2,048 in one millisecond: the next one's, still after them
-            }
-            if recent.count >= 64 { recent.removeAll(keepingCapacity: true) }  // the milliseconds long gone
-            let start = UInt16(truncatingIfNeeded: halves.0) & 0x07FF
-            recent[millis] = start
-            return (millis, start)
-        }
-        return withUnsafeMutableBytes(of: &halves) { b in
-            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
-            b[6] = 0x70 | UInt8(truncatingIfNeeded: sequence >> 8)  // version 7, the sequence's top 4 bits
-            b[7] = UInt8(truncatingIfNeeded: sequence)
-            b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
-            return UUID(uuid: b.load(as: uuid_t.self))
-        }
-    }
+    public static func timeOrdered(at date: Date = Date()) -> UUID { FastParse.timeOrderedUUID(at: date) }
 }

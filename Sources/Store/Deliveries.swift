@@ -89,10 +89,10 @@ extension Store {
         let (due, next) = try read { db -> ([Delivery], Date?) in
             // What goes first (`Delivery.first`), then the rest, each oldest first.
             let first = try JobQueue<Delivery>.waiting(
-                db, dueBy: now, filter: "sink = ? AND \(Delivery.firstSQL)", [sink], order: "created_at, id",
+                db, dueBy: now, filter: "sink = ? AND \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
                 limit: limit + excluding.count)
             let rest = try JobQueue<Delivery>.waiting(
-                db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, id",
+                db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
                 limit: limit + excluding.count)
             let due = (first + rest).compactMap { row -> Delivery? in
                 guard !excluding.contains(row["id"]) else { return nil }
@@ -122,7 +122,7 @@ extension Store {
         try read { db in
             try JobQueue<Delivery>.waiting(
                 db, dueBy: dueBy, filter: "sink = ? AND child_id = ? AND digest = 1 AND kind = ?",
-                [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue], order: "created_at, id"
+                [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue], order: "created_at, rowid"
             ).compactMap { try? Delivery(row: $0) }
         }
     }
@@ -184,7 +184,7 @@ extension Store {
         try write { db -> Set<String> in
             let waiting = try JobQueue<Delivery>.waiting(
                 db, filter: "sink = ? AND child_id = ? AND kind = ?", [sink, child.lowercased, kind.rawValue],
-                order: "created_at DESC, id DESC"
+                order: "created_at DESC, rowid DESC"
             ).map { $0["id"] as String }.filter { !excluding.contains($0) }
             guard let newest = waiting.first, waiting.count > 1 else { return [] }
             let older = Array(waiting.dropFirst())
@@ -249,7 +249,7 @@ extension Store {
 
     public func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery] {
         try read { db in
-            try JobQueue<Delivery>.waiting(db, dueAfter: after, filter: "attempts = 0", order: "created_at, id")
+            try JobQueue<Delivery>.waiting(db, dueAfter: after, filter: "attempts = 0", order: "created_at, rowid")
                 .compactMap { try? Delivery(row: $0) }
         }
     }
@@ -328,7 +328,7 @@ extension Store {
             let filter = [sink == nil ? nil : "sink = :sink", state == nil ? nil : "state = :state"].compactMap { $0 }
             let clause = filter.isEmpty ? "" : "WHERE " + filter.joined(separator: " AND ")
             return try Row.fetchAll(
-                db, sql: "SELECT * FROM delivery \(clause) ORDER BY created_at DESC, id DESC LIMIT :limit",
+                db, sql: "SELECT * FROM delivery \(clause) ORDER BY created_at DESC, rowid DESC LIMIT :limit",
                 arguments: ["sink": sink, "state": state, "limit": limit]
             ).compactMap { try? Delivery(row: $0) }
         }

@@ -134,24 +134,4 @@ import Testing
         #expect(ids[0].hasPrefix("019aae9f-ad2c-7"), "\(ids[0]): the millisecond time, big-endian")
         #expect(ids.allSatisfy { $0[$0.index($0.startIndex, offsetBy: 14)] == "7" })
     }
-
-    /// A burst's deliveries are planned at one instant: their ids must still sort in the order they were made (the
-    /// delivery table is kept in id order, and a sink sends in that order).
-    @Test func timeOrderedUUIDsMadeInOneMillisecondSortInTheOrderMade() {
-        let t = Date(timeIntervalSince1970: 1_763_866_291.5)
-        let made = TimeOrderedUUIDs()  // its own: other tests make ids at other times meanwhile
-        let ids = (0..<5000).map { _ in made.make(at: t) }.map(\.lowercased)
-        #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "made in one millisecond, in order")
-        #expect(Set(ids).count == ids.count)
-        #expect(ids[0].hasPrefix("019aae9f-ad2c-7"), "\(ids[0]): the millisecond asked for")
-        #expect(ids.allSatisfy { $0[$0.index($0.startIndex, offsetBy: 14)] == "7" })
-        #expect(ids.allSatisfy { "89ab".contains($0[$0.index($0.startIndex, offsetBy: 19)]) }, "the variant")
-        // Past the sequence's room the next millisecond is borrowed; a later time asked for still sorts later.
-        #expect(ids.last!.hasPrefix("019aae9f-ad2d-7"), "\(ids.last!): at most 4,096 a millisecond")
-        // Ids asked for at another time meanwhile leave the millisecond's order alone.
-        let elsewhere = made.make(at: t.addingTimeInterval(-3600)).lowercased
-        let next = made.make(at: t).lowercased
-        #expect(elsewhere < ids[0])
-        #expect(next > ids.last!, "\(next) after \(ids.last!)")
-    }
 }

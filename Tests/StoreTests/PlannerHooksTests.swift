@@ -61,7 +61,7 @@ import Testing
                 try? store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "\(thread)-\(i)"))
             }
         }
-        let byCommit = try outside.read { db in try String.fetchAll(db, sql: "SELECT id FROM delivery ORDER BY id") }
+        let byCommit = try outside.read { db in try String.fetchAll(db, sql: "SELECT id FROM delivery ORDER BY rowid") }
         let handedOver = handed.withLock { $0 }
         #expect(byCommit.count == 300)
         #expect(notYetInTheFile.load(ordering: .relaxed) == 0)

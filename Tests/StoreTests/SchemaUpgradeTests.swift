@@ -132,7 +132,7 @@ import Testing
     }
 
     /// The previous release's transactions and deliveries (v22), rebuilt with checks that compare in place: every
-    /// row kept (a transaction under its rowid, the order it was stored in), each index back, the checks still refusing what they
+    /// row kept under its rowid (the order it was stored in), each index back, the checks still refusing what they
     /// refused, and no row written with an event makes SQLite build a temporary index (`OpenEphemeral`).
     @Test func theRebuiltTransactionsAndDeliveriesKeepTheirRowsAndChecks() throws {
         let path = try olderDatabase(upTo: "v22: the inbox keeps what has no row of its own") { db in
@@ -168,11 +168,11 @@ import Testing
             let txns = try Row.fetchAll(db, sql: "SELECT rowid, description, received_via FROM txn ORDER BY rowid")
             #expect(
                 txns.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String)" } == ["4 t2 catch-up", "9 t1 hub"])
-            // The deliveries are keyed by their ids since v25 (`deliveriesKeyedByTheirIdsKeepEveryRow`).
-            let deliveries = try Row.fetchAll(db, sql: "SELECT id, state, trace_parent FROM delivery ORDER BY id")
+            let deliveries = try Row.fetchAll(
+                db, sql: "SELECT rowid, id, state, trace_parent FROM delivery ORDER BY rowid")
             #expect(
-                deliveries.map { "\($0[0] as String) \($0[1] as String) \($0[2] as String)" } == [
-                    "dlv_a delivered 00-trace", "dlv_b pending 00-trace",
+                deliveries.map { "\($0[0] as Int64) \($0[1] as String) \($0[2] as String) \($0[3] as String)" } == [
+                    "3 dlv_b pending 00-trace", "7 dlv_a delivered 00-trace",
                 ])
             let indexes = try String.fetchAll(
                 db,
@@ -292,56 +292,6 @@ import Testing
         let kept = rows.filter { $0.2 >= cutoff || $0.3 != "server" }
         #expect(pruned.transactions == rows.count - kept.count)
         #expect(Set(try store.transactions(limit: 100).map(\.description)) == Set(kept.map(\.0)))
-    }
-
-    /// The previous release's deliveries (v24) keyed by their ids (v25): every row with every column kept, no index
-    /// of the id's own, an outcome found by the key without a scan, and the waiting rows due in the order they were
-    /// (created_at, then the id where the rowid broke ties).
-    @Test func deliveriesKeyedByTheirIdsKeepEveryRow() throws {
-        // (id, state, created_at): the rowids (the insertion order) are not the ids' order.
-        let rows = [
-            ("dlv_019a0000-0000-7002-8000-000000000000", "pending", "2026-01-01T00:00:01Z"),
-            ("dlv_019a0000-0000-7001-8000-000000000000", "pending", "2026-01-01T00:00:01Z"),
-            ("dlv_019a0000-0000-7000-8000-000000000000", "delivered", "2026-01-01T00:00:00Z"),
-            ("dlv_019a0000-0000-7003-8000-000000000000", "dead", "2026-01-01T00:00:02Z"),
-        ]
-        let columns = """
-            id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, attempts, next_attempt_at,
-            last_error, merged_into, created_at, delivered_at, trace_parent
-            """
-        let path = try olderDatabase(upTo: "v24: the newest transactions read child by child") { db in
-            for (n, row) in rows.enumerated() {
-                try db.execute(
-                    sql:
-                        "INSERT INTO delivery (\(columns)) VALUES (?, 'family', 'all', 'transaction.created', ?, 'normal', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [
-                        row.0, n == 0 ? nil : "11111111-1111-4111-8111-111111111111", "{\"n\":\(n)}", n % 2,
-                        n == 1 ? "balance:x" : nil, row.1, n, row.2, n == 3 ? "HTTP 400" : nil,
-                        n == 2 ? "dlv_x" : nil, row.2, row.1 == "delivered" ? "2026-01-01T00:00:05Z" : nil,
-                        n == 0 ? "00-trace" : nil,
-                    ])
-            }
-        }
-        let before = try DatabaseQueue(path: path).read { db in
-            try Row.fetchAll(db, sql: "SELECT \(columns) FROM delivery ORDER BY id")
-        }
-        let store = try Store.open(path: path)
-        #expect(try store.appliedMigrations() == allMigrations)
-        let raw = try DatabaseQueue(path: path)
-        try raw.read { db in
-            #expect(try Row.fetchAll(db, sql: "SELECT \(columns) FROM delivery ORDER BY id") == before)
-            #expect(before.count == rows.count)
-            #expect(
-                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE tbl_name = 'delivery' ORDER BY name")
-                    == ["delivery", "delivery_dedup", "delivery_due", "delivery_first"], "no index for the id alone")
-            let plan = try Row.fetchAll(
-                db, sql: "EXPLAIN QUERY PLAN UPDATE delivery SET state = 'delivered' WHERE id = ?",
-                arguments: [rows[0].0]
-            ).map { $0["detail"] as String }
-            #expect(plan == ["SEARCH delivery USING PRIMARY KEY (id=?)"], "\(plan)")
-        }
-        let due = try store.dueDeliveries(sink: "family", at: try #require(ISODate.parse("2026-01-02T00:00:00Z")))
-        #expect(due.map(\.id) == [rows[1].0, rows[0].0], "the same created_at: the id breaks the tie")
     }
 
     @Test func outboxRowsSurviveTheV3TableRebuild() throws {
