@@ -65,6 +65,28 @@ import Testing
         #expect(try due.last?.event.detail == "chore 1", "then the oldest")
     }
 
+    /// A burst of the hub's transactions plans its alerts in one commit, many in the same millisecond: they fall due
+    /// in the order of the transactions (the file keys its deliveries by time-ordered ids, which must then count up
+    /// within the millisecond).
+    @Test(arguments: Backend.allCases)
+    func aBurstsAlertsPlannedInOneMillisecondAreDueInTheirOrder(_ backend: Backend) async throws {
+        let stores = try await backend.handles(1, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let child = Child(id: alice, firstName: "Alice", lastName: "A", weeklyAllowance: 5, currentBalance: 0)
+        try backend.seed(stores[0], children: [child], transactions: [])
+        let instant = Date()
+        let burst = (1...40).map { n in
+            HubEvent.transactionCreated(
+                Transaction(
+                    id: UUID(), childId: alice, amount: 1, type: .credit, description: "chore \(n)",
+                    balanceAfter: Decimal(n), createdAt: instant, createdByName: "Parent"))
+        }
+        _ = try stores[0].apply(burst, at: instant, traceParents: [])
+        let due = try stores[0].dueDeliveries(sink: "hook", at: Date().addingTimeInterval(1), limit: 100, excluding: [])
+        #expect(Set(due.map(\.createdAt)).count < due.count, "some planned in the same millisecond")
+        #expect(try due.map { try $0.event.transaction?.description } == (1...40).map { "chore \($0)" })
+    }
+
     /// A sink's failure, recorded by the replica whose worker saw it, is what every handle reads; a dead letter queued
     /// again (`deliveries retry`) is due at once, and lifts the sink's shared pause.
     @Test(arguments: Backend.allCases)
