@@ -19,8 +19,11 @@ public final class MuteList: Sendable {
 
     public func isMuted(sink: String, child: UUID, at now: Date = Date()) -> Bool {
         mutes.withLock { m in
-            m["\(sink)|\(child.lowercased)"].map { $0 > now } ?? false
-                || m["\(Mute.everySink)|\(child.lowercased)"].map { $0 > now } ?? false
+            // Asked for every alert planned: with nothing muted (the usual case), no key is built.
+            guard !m.isEmpty else { return false }
+            let child = child.lowercased
+            return m["\(sink)|\(child)"].map { $0 > now } ?? false
+                || m["\(Mute.everySink)|\(child)"].map { $0 > now } ?? false
         }
     }
 

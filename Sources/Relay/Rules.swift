@@ -99,13 +99,15 @@ public struct RulePlanner: AlertPlanner {
         if e.history, history == .none { return [] }  // a new relay starts from now
         let now = now()
         var planned: [PlannedDelivery] = []
-        var taken = Set<String>()  // kind|sink: the first rule that routes an alert to a sink decides how
+        // The first rule that routes an alert of a kind to a sink decides how; a few pairs, compared in place.
+        var taken: [(kind: RelayEvent.Kind, sink: String)] = []
         for rule in rules {
             for kind in rule.kinds(for: e) {
                 for sink in rule.to where sink != e.sink && sinks[sink] != nil {
                     // Only a popup has something to take back when a low balance recovers.
                     if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
-                    guard taken.insert("\(kind.rawValue)|\(sink)").inserted else { continue }
+                    guard !taken.contains(where: { $0.kind == kind && $0.sink == sink }) else { continue }
+                    taken.append((kind, sink))
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
                     // Recorded, not sent: `deliveries list --state muted` shows what a mute held back.
                     p.muted =
