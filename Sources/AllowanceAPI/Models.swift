@@ -228,11 +228,32 @@ public enum Money {
         w.string(cents.map { plain(cents: $0) } ?? plain(amount))
     }
 
-    /// "26.00" from cents.
+    /// "26.00" from cents: the digits written once, from the right, into a buffer (written for every amount of every
+    /// alert and row; up to 15 bytes the string is held inline, with no allocation).
     public static func plain(cents minor: Int64) -> String {
-        let m = minor.magnitude
-        let c = m % 100
-        return (minor < 0 ? "-" : "") + String(m / 100) + (c < 10 ? ".0" : ".") + String(c)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            var m = minor.magnitude
+            var i = buffer.count
+            for place in 0..<3 {
+                i -= 1
+                if place == 2 {
+                    buffer[i] = UInt8(ascii: ".")
+                } else {
+                    buffer[i] = UInt8(ascii: "0") + UInt8(m % 10)
+                    m /= 10
+                }
+            }
+            repeat {
+                i -= 1
+                buffer[i] = UInt8(ascii: "0") + UInt8(m % 10)
+                m /= 10
+            } while m > 0
+            if minor < 0 {
+                i -= 1
+                buffer[i] = UInt8(ascii: "-")
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[i...]), as: UTF8.self)
+        }
     }
 
     public static func plain(_ amount: Decimal) -> String {

@@ -55,6 +55,23 @@ import Testing
         }
     }
 
+    /// Two places, a sign only below zero, the whole part without leading zeros: the oracle is the integer's own
+    /// description, split two digits from its end.
+    @Test func centsArePrintedWithTwoPlaces() {
+        var generator = SystemRandomNumberGenerator()
+        var cases: [Int64] = [0, 1, -1, 5, -5, 10, 99, 100, -100, 101, 2516, -300, 1_234_567_891, .max, .min, .min + 1]
+        for _ in 0..<2_000 { cases.append(Int64.random(in: -10_000_000...10_000_000, using: &generator)) }
+        for cents in cases {
+            var digits = String(cents.magnitude)
+            while digits.count < 3 { digits = "0" + digits }
+            let expected = (cents < 0 ? "-" : "") + digits.dropLast(2) + "." + digits.suffix(2)
+            #expect(Money.plain(cents: cents) == expected, "\(cents)")
+        }
+        #expect(Money.plain(cents: 2516) == "25.16")
+        #expect(Money.plain(cents: -5) == "-0.05")
+        #expect(Money.plain(cents: .min) == "-92233720368547758.08")
+    }
+
     @Test func centsMadeIntoADecimalComeBack() {
         for cents: Int64 in [0, 1, -1, 99, 100, 2516, -300, 1_234_567_891, 99_999_999_999_999_999] {
             #expect(Money.minorUnits(Money.decimal(cents: cents)) == cents)
