@@ -55,7 +55,7 @@ import Testing
         let rings = Rings()
         let sleeps = { ProcessThreads.sleeps(of: getpid()).filter { $0.name == "alarm-cancel" }.map(\.switches).first }
         // Started, and gone to sleep with nothing set (its first sleep is its wait on the timer).
-        #expect(await eventually(.seconds(5)) { (sleeps() ?? 0) > 0 }, "the clock's thread waits")
+        #expect(await ProcessThreads.asleep("alarm-cancel"), "the clock's thread waits")
         let asleep = sleeps() ?? 0
         for n in 0..<5 { clock.cancel(clock.set(after: .milliseconds(50 + 10 * n)) { rings.add(n) }) }
         try await Task.sleep(for: .milliseconds(300))  // the window: each cancelled alarm's time passes in it
