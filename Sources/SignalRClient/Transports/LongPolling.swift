@@ -54,8 +54,10 @@ final class LongPollingTransport: HubTransport {
     }
 
     private func pollLoop() async {
+        // Once the transport has ended (closed by the client: its DELETE is on the way) no new poll is made.
         while !Task.isCancelled {
             await roomToRead()
+            if ending.withLock({ $0 != nil }) { return }
             let answer: HTTPResponse
             do {
                 answer = try await target.client.send(target.request(.get, timeout: Self.pollTimeout))
