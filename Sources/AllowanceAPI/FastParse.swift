@@ -93,14 +93,27 @@ enum FastParse {
         ids.withLock { g in (g.next(), g.next()) }
     }
 
-    /// A version 7 UUID: the time in milliseconds first, then random bits. Ids made one after another sort one
-    /// after another, so a table keyed by them grows at its end instead of at random pages of its index.
+    /// Where the process's time-ordered ids are: the millisecond of the last one and its count within it.
+    private static let lastTimeOrdered = Mutex(TimeOrderedCount())
+
+    /// A version 7 UUID: the time in milliseconds first, then a count (`TimeOrderedCount`), then random bits. Ids made
+    /// one after another sort one after another, so a table keyed by them grows at its end instead of at random pages
+    /// of its index, and their first 64 bits differ (the SQLite ledger numbers its rows by them).
     static func timeOrderedUUID(at date: Date) -> UUID {
-        var halves = nextRandomHalves()
-        let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        let halves = nextRandomHalves()
+        let asked = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        let (millis, count) = lastTimeOrdered.withLock { $0.next(at: asked, randomStart: halves.0) }
+        return timeOrderedUUID(millis: millis, count: count, random: halves)
+    }
+
+    /// The version 7 layout: 48 bits of milliseconds (big-endian), the version, the 12-bit count, the variant, and
+    /// 62 random bits.
+    static func timeOrderedUUID(millis: UInt64, count: UInt64, random: (UInt64, UInt64)) -> UUID {
+        var halves = random
         return withUnsafeMutableBytes(of: &halves) { b in
-            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }  // big-endian, 48 bits
-            b[6] = b[6] & 0x0F | 0x70  // version 7
+            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: millis >> (8 * (5 - i))) }
+            b[6] = 0x70 | UInt8(truncatingIfNeeded: count >> 8) & 0x0F
+            b[7] = UInt8(truncatingIfNeeded: count)
             b[8] = b[8] & 0x3F | 0x80  // RFC 4122 variant
             return UUID(uuid: b.load(as: uuid_t.self))
         }

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import Testing
 
@@ -133,5 +134,30 @@ import Testing
         #expect(Set(ids).count == ids.count)
         #expect(ids[0].hasPrefix("019aae9f-ad2c-7"), "\(ids[0]): the millisecond time, big-endian")
         #expect(ids.allSatisfy { $0[$0.index($0.startIndex, offsetBy: 14)] == "7" })
+    }
+
+    /// A burst in one millisecond (a batch planned at one `now`): each id sorts after the one before, and their first
+    /// 64 bits (time, version, count) differ; past 4,096 ids the time moves on by a millisecond. On a count of its own,
+    /// so that ids other tests make meanwhile do not move it.
+    @Test func idsMadeInOneMillisecondCountUpInOrder() {
+        let t: UInt64 = 1_763_866_292_250  // 0x019aae9fb01a
+        var counter = TimeOrderedCount()
+        var random = Xoshiro256StarStar()
+        let ids = (0..<6000).map { _ in
+            let (millis, count) = counter.next(at: t, randomStart: random.next())
+            return FastParse.timeOrderedUUID(millis: millis, count: count, random: (random.next(), random.next()))
+                .lowercased
+        }
+        #expect(ids == ids.sorted(), "made in order, sorted in order")
+        #expect(Set(ids.map { $0.prefix(18) }).count == ids.count, "the first 64 bits differ")
+        #expect(ids[0].hasPrefix("019aae9f-b01a-7"), "\(ids[0])")
+        #expect(Int(ids[0].dropFirst(15).prefix(3), radix: 16)! < 2048, "a random start, with room to count")
+        #expect(ids.last!.hasPrefix("019aae9f-b01b-7"), "\(ids.last!): the count ran out, the next millisecond")
+        #expect(ids.allSatisfy { UUID(uuidString: $0)?.lowercased == $0 && "89ab".contains($0.dropFirst(19).first!) })
+
+        // A clock a little behind the last id keeps counting on; one far behind starts again from its own time.
+        let last = counter.next(at: t + 1, randomStart: 0)
+        #expect(counter.next(at: t - 200, randomStart: 0) == (last.millis, last.count + 1))
+        #expect(counter.next(at: t - 86_400_000, randomStart: 3 << 53) == (t - 86_400_000, 3))
     }
 }
