@@ -36,6 +36,7 @@ static sqlite3_stmt *begin_stmt, *commit_stmt, *insert_inbox, *balance_inbox, *i
 static char now_iso[32];
 static int keyed_inbox;  // schema v21 or before: every event in the inbox under a unique dedup key
 static int balance_in_transaction;  // schema v24 or later: see balance_updated
+static int numbered_deliveries;  // schema v25 or later: a delivery row under its id's first 64 bits, no index of ids
 // The transaction stored (or found stored) by the event just before, in this batch: its child and balance after.
 static struct { char child_id[40]; long long after; int set; } just_stored;
 static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
@@ -107,12 +108,22 @@ static struct child *child_of(const char *id) {
     return c;
 }
 
+// A delivery id's first 64 bits (dlv_ xxxxxxxx-xxxx-7xxx): its row id from schema v25, as the relay numbers it.
+static long long id_number(const char *id) {
+    unsigned long long high, middle, low;
+    sscanf(id, "dlv_%8llx-%4llx-%4llx", &high, &middle, &low);
+    return (long long)(high << 32 | middle << 16 | low);
+}
+
 // The outcomes of the last batch's webhooks, written first in the next transaction, as the relay
 // writes them (session 41: before the new rows fill the page the grown rows are on).
 static void mark_sent(void) {
     for (int i = 0; i < sent_count; i++) {
         text(mark_delivered, 1, now_iso);
-        text(mark_delivered, 2, sent[i]);
+        if (numbered_deliveries)
+            sqlite3_bind_int64(mark_delivered, 2, id_number(sent[i]));
+        else
+            text(mark_delivered, 2, sent[i]);
         step(mark_delivered, "mark delivered");
     }
     sent_count = 0;
@@ -233,14 +244,23 @@ static void transaction_created(const char *m, size_t len) {
     gettimeofday(&tv, NULL);
     unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    // Within a millisecond the 12 bits after the version count up from a random start, as the relay's ids do.
+    static unsigned long long last_ms, count;
+    if (ms <= last_ms && last_ms - ms < 1000) {
+        if (++count > 0xfff) last_ms++, count = 0;
+        ms = last_ms;
+    } else {
+        last_ms = ms, count = (rng >> 53) & 0x7ff;
+    }
     char delivery_id[48];
     snprintf(delivery_id, sizeof delivery_id, "dlv_%08llx-%04llx-7%03llx-%04llx-%012llx", ms >> 16, ms & 0xffff,
-             rng & 0xfff, 0x8000 | ((rng >> 12) & 0x3fff), (rng >> 26) & 0xffffffffffffULL);
+             count, 0x8000 | ((rng >> 12) & 0x3fff), (rng >> 26) & 0xffffffffffffULL);
     snprintf(alert, sizeof alert,
              "{\"kind\":\"transaction.created\",\"at\":\"%s\",\"currency\":\"USD\",\"childId\":\"%s\",\"childName\":\"%s\","
              "\"transaction\":{%s},\"balance\":\"%s\",\"previousBalance\":\"%s\",\"caughtUp\":false}",
              now_iso, child_id, child->name, members, after_text, before_text);
     text(insert_delivery, 1, delivery_id);
+    if (numbered_deliveries) sqlite3_bind_int64(insert_delivery, 5, id_number(delivery_id));
     text(insert_delivery, 2, child_id);
     text(insert_delivery, 3, alert);
     text(insert_delivery, 4, now_iso);
@@ -337,6 +357,9 @@ int main(int argc, char **argv) {
     prepare("SELECT COUNT(*) FROM grdb_migrations WHERE identifier LIKE 'v24:%'", &columns);
     balance_in_transaction = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
     sqlite3_finalize(columns);
+    prepare("SELECT COUNT(*) FROM pragma_table_info('delivery') WHERE name = 'id_number'", &columns);
+    numbered_deliveries = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
+    sqlite3_finalize(columns);
     if (keyed_inbox) {
         prepare("INSERT OR IGNORE INTO inbox (dedup_key, kind, payload, caught_up, received_at)"
                 " VALUES (?, 'TransactionCreated', ?, 0, ?)", &insert_inbox);
@@ -350,16 +373,28 @@ int main(int argc, char **argv) {
             " origin, received_via, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'server', 'hub', ?)"
             " ON CONFLICT(id) DO UPDATE SET origin = excluded.origin, balance_after_minor = excluded.balance_after_minor",
             &insert_txn);
-    prepare("INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,"
-            " next_attempt_at, last_error, created_at, trace_parent)"
-            " VALUES (?1, 'hook', 'rule 1', 'transaction.created', ?2, 'normal', ?3, 0, NULL, 'pending', ?4, NULL, ?4, NULL)",
-            &insert_delivery);
+    if (numbered_deliveries)
+        prepare("INSERT INTO delivery (id_number, id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,"
+                " next_attempt_at, last_error, created_at, trace_parent)"
+                " VALUES (?5, ?1, 'hook', 'rule 1', 'transaction.created', ?2, 'normal', ?3, 0, NULL, 'pending', ?4, NULL,"
+                " ?4, NULL)",
+                &insert_delivery);
+    else
+        prepare("INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,"
+                " next_attempt_at, last_error, created_at, trace_parent)"
+                " VALUES (?1, 'hook', 'rule 1', 'transaction.created', ?2, 'normal', ?3, 0, NULL, 'pending', ?4, NULL,"
+                " ?4, NULL)",
+                &insert_delivery);
     prepare("SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server'"
             " ORDER BY created_at DESC, stored_at DESC LIMIT 1", &latest_balance);
     prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
     prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
-    prepare("UPDATE delivery SET state = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = ?"
-            " WHERE id = ?", &mark_delivered);
+    prepare(numbered_deliveries
+                ? "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = ?"
+                  " WHERE id_number = ?"
+                : "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = ?"
+                  " WHERE id = ?",
+            &mark_delivered);
     if (argc == 6) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         curl = curl_easy_init();

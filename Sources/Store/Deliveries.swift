@@ -39,19 +39,7 @@ extension Store {
                 sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1",
                 values: [.text(sink), .text(key), .text(ISO.string(since))]) != nil
         } write: { d, key in
-            try db.executeCached(
-                sql: """
-                    INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state,
-                                          next_attempt_at, last_error, created_at, trace_parent)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                values: [
-                    .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue), .text(d.childId?.lowercased),
-                    .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0), .text(key),
-                    .text(d.state.rawValue), .text(ISO.string(d.nextAttemptAt)), .text(d.lastError),
-                    .text(ISO.string(now)),
-                    .text(d.traceParent),
-                ])
+            try Delivery.insert(db, d, dedupKey: key, createdAt: now)
         }
         let handed = rows.filter { $0.state != .muted }  // a muted row is kept, not handed to a worker
         if !handed.isEmpty { planned.withLock { $0 += handed } }
@@ -147,7 +135,7 @@ extension Store {
 
     /// The one place sends' outcomes are written: in a commit of their own (`record`) or carried by another write's.
     static func writeOutcomes(_ db: Database, _ results: [(id: String, result: JobOutcome)]) throws {
-        for (id, result) in results { try JobQueue<Delivery>.record(db, .text(id), result) }
+        for (id, result) in results { try JobQueue<Delivery>.record(db, id, result) }
     }
 
     /// The outcomes of several sends, written with the next write's commit (the next event's, usually) when one
@@ -188,12 +176,7 @@ extension Store {
             ).map { $0["id"] as String }.filter { !excluding.contains($0) }
             guard let newest = waiting.first, waiting.count > 1 else { return [] }
             let older = Array(waiting.dropFirst())
-            for id in older {
-                try db.executeCached(
-                    sql:
-                        "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
-                    arguments: [Delivery.State.merged, newest, id])
-            }
+            for id in older { try Delivery.merge(db, id, into: newest) }
             return Set(older)
         }
     }
@@ -205,23 +188,8 @@ extension Store {
     ) throws(StoreError) -> Delivery {
         let digest = Delivery.digest(of: parts, event: event, currency: currency, at: now)
         try write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO delivery (id, sink, rule, kind, child_id, urgency, alert, digest, state, next_attempt_at, created_at,
-                                          trace_parent)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    digest.id, digest.sink, digest.rule, digest.kind.rawValue, digest.childId?.lowercased,
-                    digest.urgency.rawValue, digest.alert, digest.state, ISO.string(now), ISO.string(now),
-                    digest.traceParent,
-                ])
-            for p in parts {
-                try db.execute(
-                    sql:
-                        "UPDATE delivery SET state = ?, merged_into = ? WHERE id = ? AND state IN \(Delivery.State.waitingSQL)",
-                    arguments: [Delivery.State.merged, digest.id, p.id])
-            }
+            try Delivery.insert(db, digest, dedupKey: nil, createdAt: now)
+            for p in parts { try Delivery.merge(db, p.id, into: digest.id) }
         }
         return digest
     }
@@ -260,15 +228,15 @@ extension Store {
             for (id, change) in changes {
                 switch change {
                 case .due(let at):
-                    try db.execute(
+                    try db.executeCached(
                         sql:
-                            "UPDATE delivery SET next_attempt_at = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
-                        arguments: [ISO.string(at), id])
+                            "UPDATE delivery SET next_attempt_at = ? WHERE \(Delivery.keyCondition) AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        values: [.text(ISO.string(at))] + Delivery.keyValues(id))
                 case .muted(let why):
-                    try db.execute(
+                    try db.executeCached(
                         sql:
-                            "UPDATE delivery SET state = ?, last_error = ? WHERE id = ? AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
-                        arguments: [Delivery.State.muted, why, id])
+                            "UPDATE delivery SET state = ?, last_error = ? WHERE \(Delivery.keyCondition) AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
+                        values: [.text(Delivery.State.muted.rawValue), .text(why)] + Delivery.keyValues(id))
                 }
             }
         }
@@ -336,7 +304,11 @@ extension Store {
 
     /// One delivery by id (nil: none; a row that cannot be read is an error saying why).
     public func delivery(id: String) throws(StoreError) -> Delivery? {
-        let row = try read { db in try Row.fetchOne(db, sql: "SELECT * FROM delivery WHERE id = ?", arguments: [id]) }
+        let row = try read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM delivery WHERE \(Delivery.keyCondition)",
+                arguments: [id, Delivery.number(of: id) ?? 0])
+        }
         guard let row else { return nil }
         do {
             return try Delivery(row: row)
@@ -393,7 +365,6 @@ extension Delivery.State: DatabaseValueConvertible {}
 /// A ledger row as a typed record (GRDB's `FetchableRecord`); the queue's machine is `JobQueue<Delivery>`.
 extension Delivery: FetchableRecord, TableRecord, QueuedJob {
     public static let databaseTableName = "delivery"
-    static let keyColumn = "id"
     static let doneAtColumn: String? = "delivered_at"
 
     /// A row as a record; an unknown kind, urgency or state (a row from a newer version, a damaged file) throws

@@ -6,8 +6,11 @@ import StoreContract
 /// a count of attempts, a last error and a due time (`next_attempt_at`).
 protocol QueuedJob: FetchableRecord, TableRecord {
     associatedtype State: JobState & DatabaseValueConvertible
-    /// The key column.
-    static var keyColumn: String { get }
+    /// What names one job: the outbox's sequence number, a delivery's id.
+    associatedtype Key
+    /// The SQL condition that finds one job by its key, and the values it binds.
+    static var keyCondition: String { get }
+    static func keyValues(_ key: Key) -> [SQLValue]
     /// Where the time a job was done is kept, if the table keeps it.
     static var doneAtColumn: String? { get }
 }
@@ -19,7 +22,6 @@ protocol QueuedJob: FetchableRecord, TableRecord {
 /// record type (its table) and its state enum (the values); they are cached, as every statement on the hot path.
 enum JobQueue<Job: QueuedJob> {
     private static var table: String { Job.databaseTableName }
-    private static var key: String { Job.keyColumn }
 
     /// The claim's read, the one for every queue: waiting jobs (due by `dueBy`, or due after `dueAfter`, when
     /// given) that `filter` (SQL over the table's columns) keeps, in `order`, at most `limit`. Rows, not records: a
@@ -61,8 +63,9 @@ enum JobQueue<Job: QueuedJob> {
     /// one was made), the state and error set. `gaveUpAs` names another final state than the dead letter (the
     /// outbox's `rejected`).
     static func record(
-        _ db: Database, _ key: SQLValue, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
+        _ db: Database, _ key: Job.Key, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
     ) throws {
+        let key = Job.keyValues(key)
         // Bound straight to SQLite: a delivery's outcome is written for every alert sent (BENCHMARKS.md, session 45).
         let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
         switch outcome {
@@ -70,26 +73,27 @@ enum JobQueue<Job: QueuedJob> {
             let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
             let doneAt: [SQLValue] = Job.doneAtColumn == nil ? [] : [.text(ISO.string(at))]
             try db.executeCached(
-                sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(self.key) = ?",
-                values: [.text(Job.State.done.rawValue)] + doneAt + [key])
+                sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(Job.keyCondition)",
+                values: [.text(Job.State.done.rawValue)] + doneAt + key)
         case .retry(let error, let at):
             try db.executeCached(
                 sql:
-                    "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(self.key) = ?",
-                values: [.text(Job.State.pending.rawValue), .text(error), .text(ISO.string(at)), key])
+                    "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(Job.keyCondition)",
+                values: [.text(Job.State.pending.rawValue), .text(error), .text(ISO.string(at))] + key)
         case .gaveUp(let reason):
             try db.executeCached(
-                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(self.key) = ?",
-                values: [.text((gaveUpAs ?? Job.State.dead).rawValue), .text(reason), key])
+                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(Job.keyCondition)",
+                values: [.text((gaveUpAs ?? Job.State.dead).rawValue), .text(reason)] + key)
         }
     }
 
     /// Marks a job as being attempted, for a queue whose readers must know that it may have reached the other side
     /// (the outbox: the hub can echo a write before its POST is answered, and the echo is matched to it). The
     /// attempt is counted with its outcome; a crash leaves the job in flight until `requeueInFlight`.
-    static func markInFlight(_ db: Database, _ key: some DatabaseValueConvertible) throws {
+    static func markInFlight(_ db: Database, _ key: Job.Key) throws {
         try db.executeCached(
-            sql: "UPDATE \(table) SET state = ? WHERE \(self.key) = ?", arguments: [Job.State.inFlight, key])
+            sql: "UPDATE \(table) SET state = ? WHERE \(Job.keyCondition)",
+            values: [.text(Job.State.inFlight.rawValue)] + Job.keyValues(key))
     }
 
     /// Jobs left in flight by a crash: pending again.

@@ -116,7 +116,7 @@ extension Store {
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
                 arguments: [e.localTransactionId.lowercased])
             let standInRemoved = db.changesCount > 0
-            try JobQueue<OutboxEntry>.record(db, .integer(seq), .done(at: now))
+            try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
             guard try !Self.isStored(db, id: server.id) else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
@@ -151,7 +151,7 @@ extension Store {
 
     /// A failure a retry may fix: back to pending, due again at `retryAt`.
     public func outboxRetry(_ seq: Int64, error: String, retryAt: Date) throws(StoreError) {
-        try write { db in try JobQueue<OutboxEntry>.record(db, .integer(seq), .retry(error: error, at: retryAt)) }
+        try write { db in try JobQueue<OutboxEntry>.record(db, seq, .retry(error: error, at: retryAt)) }
     }
 
     /// The server refused the write for good (400/409/422...): the local transaction and its effect on the balance
@@ -181,7 +181,7 @@ extension Store {
                     arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
             }
             try JobQueue<OutboxEntry>.record(
-                db, .integer(seq), .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state)
+                db, seq, .gaveUp(reason: reason), attempted: attempted, gaveUpAs: state)
             let local = Transaction(
                 id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
                 description: e.description,
@@ -205,7 +205,8 @@ extension OutboxEntry.State: DatabaseValueConvertible {}
 /// An outbox row as a typed record (GRDB's `FetchableRecord`); the queue's machine is `JobQueue<OutboxEntry>`.
 extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
     public static let databaseTableName = "outbox"
-    static let keyColumn = "seq"
+    static let keyCondition = "seq = ?"
+    static func keyValues(_ seq: Int64) -> [SQLValue] { [.integer(seq)] }
     static let doneAtColumn: String? = nil
 
     /// A row as a record; a value this version cannot read (a damaged file) throws with the column and the value.

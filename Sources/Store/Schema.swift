@@ -428,6 +428,7 @@ enum Schema {
             // txn_by_child serves as well, one child's range at a time (Store.eachChildsTransactions).
             try db.execute(sql: "DROP INDEX txn_recent")
         }
+        deliveriesNumberedByTheirIds(&m)
         return m
     }
 }

@@ -28,6 +28,7 @@ let allMigrations = [
     "v22: the inbox keeps what has no row of its own",
     "v23: the checks on each event's rows compare without a temporary index",
     "v24: the newest transactions read child by child",
+    "v25: deliveries numbered by their ids",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!

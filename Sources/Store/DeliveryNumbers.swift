@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+import StoreContract
+
+/// How the SQLite ledger finds a delivery by its id without an index of ids (schema v25). A delivery's id is
+/// `dlv_` and a version 7 UUID, whose first 64 bits (milliseconds, version, a count within the millisecond) differ from
+/// one id to the next and grow with time. The row is stored under those bits as its row id (`id_number`): a new row goes
+/// at the table's end, and a look-up by id is a look-up by row id. One more B-tree written with every alert, the id's
+/// own index, is gone (BENCHMARKS.md, session 53).
+///
+/// Rows numbered otherwise are "set aside" below `setAsideBelow`, under a small index of their ids: the rows from before
+/// v25 (their old row ids), an id of another form, and a number already taken (another process's id made in the same
+/// millisecond with the same count). A look-up tries both, in one statement SQLite answers from the row id and that
+/// index (`keyCondition`).
+extension Delivery {
+    /// Numbers below this are set aside; those of version 7 ids are far above it (2^40 ms is 1970's first 35 years).
+    static let setAsideBelow: Int64 = 1 << 40
+
+    /// The row id of a delivery with `id`: the id's first 64 bits; nil for an id of another form.
+    static func number(of id: String) -> Int64? {
+        // dlv_, then xxxxxxxx-xxxx-7xxx: 8 + 1 + 4 + 1 + 4 characters, 16 hexadecimal digits.
+        guard id.utf8.starts(with: "dlv_".utf8) else { return nil }
+        var value: UInt64 = 0
+        var index = 0
+        for c in id.utf8.dropFirst(4).prefix(18) {
+            defer { index += 1 }
+            if index == 8 || index == 13 {
+                guard c == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            guard let digit = hexDigit(c), index != 14 || digit == 7 else { return nil }  // version 7
+            value = value << 4 | digit
+        }
+        guard index == 18, value < 1 << 63, Int64(value) >= setAsideBelow else { return nil }
+        return Int64(value)
+    }
+
+    private static func hexDigit(_ c: UInt8) -> UInt64? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt64(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt64(c - UInt8(ascii: "a") + 10)
+        default: nil
+        }
+    }
+
+    /// The condition that finds one delivery by id: under its number, or set aside. The bound (a literal) is the
+    /// set-aside index's own condition, so that SQLite answers that half from it.
+    static let keyCondition = "id = ? AND (id_number = ? OR id_number < \(setAsideBelow))"
+
+    /// The values `keyCondition` binds for `id`.
+    static func keyValues(_ id: String) -> [SQLValue] {
+        [.text(id), .integer(number(of: id) ?? 0)]
+    }
+
+    /// Marks the waiting delivery `id` merged into `into` (a newer message, or a digest).
+    static func merge(_ db: Database, _ id: String, into: String) throws {
+        try db.executeCached(
+            sql:
+                "UPDATE delivery SET state = ?, merged_into = ? WHERE \(keyCondition) AND state IN \(State.waitingSQL)",
+            values: [.text(State.merged.rawValue), .text(into)] + keyValues(id))
+    }
+
+    private static let columns = """
+        id, sink, rule, kind, child_id, urgency, alert, digest, dedup_key, state, next_attempt_at, last_error,
+        created_at, trace_parent
+        """
+
+    /// Writes a planned row (created at `createdAt`, under `dedupKey`) under its id's number, or set aside when the
+    /// id has none or its number is taken.
+    static func insert(_ db: Database, _ d: Delivery, dedupKey: String?, createdAt: Date) throws {
+        let values: [SQLValue] = [
+            .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue), .text(d.childId?.lowercased),
+            .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0), .text(dedupKey),
+            .text(d.state.rawValue), .text(ISO.string(d.nextAttemptAt)), .text(d.lastError),
+            .text(ISO.string(createdAt)),
+            .text(d.traceParent),
+        ]
+        if let number = number(of: d.id) {
+            try db.executeCached(
+                sql: """
+                    INSERT INTO delivery (id_number, \(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id_number) DO NOTHING
+                    """,
+                values: [.integer(number)] + values)
+            if db.changesCount > 0 { return }
+        }
+        try db.executeCached(
+            sql: """
+                INSERT INTO delivery (id_number, \(columns))
+                VALUES ((SELECT ifnull(max(id_number), 0) + 1 FROM delivery WHERE id_number < \(setAsideBelow)),
+                        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            values: values)
+    }
+}
