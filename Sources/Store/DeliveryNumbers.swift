@@ -13,7 +13,8 @@ import StoreContract
 /// millisecond with the same count). A look-up tries both, in one statement SQLite answers from the row id and that
 /// index (`keyCondition`).
 extension Delivery {
-    /// Numbers below this are set aside; those of version 7 ids are far above it (2^40 ms is 1970's first 35 years).
+    /// Numbers below this are set aside. A version 7 id's number is its millisecond times 65,536 and more: above this
+    /// for any time after 1970's first five hours.
     static let setAsideBelow: Int64 = 1 << 40
 
     /// The row id of a delivery with `id`: the id's first 64 bits; nil for an id of another form.
