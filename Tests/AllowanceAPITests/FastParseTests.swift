@@ -1,4 +1,3 @@
-import Core
 import Foundation
 import Testing
 
@@ -142,7 +141,7 @@ import Testing
     @Test func idsMadeInOneMillisecondCountUpInOrder() {
         let t: UInt64 = 1_763_866_292_250  // 0x019aae9fb01a
         var counter = TimeOrderedCount()
-        var random = Xoshiro256StarStar()
+        var random = SystemRandomNumberGenerator()
         let ids = (0..<6000).map { _ in
             let (millis, count) = counter.next(at: t, randomStart: random.next())
             return FastParse.timeOrderedUUID(millis: millis, count: count, random: (random.next(), random.next()))
