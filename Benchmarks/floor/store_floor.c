@@ -386,7 +386,7 @@ int main(int argc, char **argv) {
                 " ?4, NULL)",
                 &insert_delivery);
     prepare("SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server'"
-            " ORDER BY created_at DESC, stored_at DESC LIMIT 1", &latest_balance);
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1", &latest_balance);
     prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
     prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
     prepare(numbered_deliveries

@@ -343,13 +343,13 @@ extension Store {
     static func newestTransactions(ofOneChild: Bool, since: Bool) -> String {
         let newest = """
             WHERE child_id = \(ofOneChild ? ":child" : "kid.id") \(since ? "AND created_at >= :since" : "")
-            ORDER BY created_at DESC, stored_at DESC LIMIT :limit
+            ORDER BY created_at DESC, rowid DESC LIMIT :limit
             """
         if ofOneChild { return "SELECT * FROM txn \(newest)" }
         return """
             \(eachChildsTransactions)
             SELECT txn.* FROM kid JOIN txn ON txn.rowid IN (SELECT rowid FROM txn AS mine \(newest))
-            ORDER BY created_at DESC, stored_at DESC LIMIT :limit
+            ORDER BY txn.created_at DESC, txn.rowid DESC LIMIT :limit
             """
     }
 

@@ -195,11 +195,10 @@ struct BurstChildren {
         stamp = ISO.string(now)
     }
 
-    /// Where a transaction sorts among a child's (created_at, then stored_at, then the later stored: the order of
-    /// `txn_by_child` read backwards), and the balance it left.
+    /// Where a transaction sorts among a child's (created_at, then the later stored: the order of `txn_by_child`
+    /// read backwards, its row ids growing as rows are stored), and the balance it left.
     struct NewestTransaction {
         var createdAt: String
-        var storedAt: String
         var balanceAfter: Int64
     }
 
@@ -208,11 +207,11 @@ struct BurstChildren {
         if let memo = newest[id] { return memo?.balanceAfter }
         let row = try db.fetchCachedRow(
             sql: """
-                SELECT created_at, stored_at, balance_after_minor FROM txn
-                WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, stored_at DESC LIMIT 1
+                SELECT created_at, balance_after_minor FROM txn
+                WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, rowid DESC LIMIT 1
                 """,
             values: [.text(id.lowercased)]
-        ) { NewestTransaction(createdAt: $0.text(0) ?? "", storedAt: $0.text(1) ?? "", balanceAfter: $0.int64(2) ?? 0) }
+        ) { NewestTransaction(createdAt: $0.text(0) ?? "", balanceAfter: $0.int64(1) ?? 0) }
         newest[id] = row
         return row?.balanceAfter
     }
@@ -222,9 +221,8 @@ struct BurstChildren {
     /// child's newest is unread: the read will find this row.
     mutating func stored(_ t: Transaction, _ values: TransactionRowValues) {
         guard let memo = newest[t.childId] else { return }
-        if let known = memo, (known.createdAt, known.storedAt) > (values.createdAt, values.storedAt) { return }
-        newest[t.childId] = NewestTransaction(
-            createdAt: values.createdAt, storedAt: values.storedAt, balanceAfter: values.cents.balanceAfter)
+        if let known = memo, known.createdAt > values.createdAt { return }
+        newest[t.childId] = NewestTransaction(createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter)
     }
 
     /// The child as the cache has it (nil: not in the cache).

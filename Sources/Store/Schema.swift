@@ -429,6 +429,7 @@ enum Schema {
             try db.execute(sql: "DROP INDEX txn_recent")
         }
         deliveriesNumberedByTheirIds(&m)
+        indexesOfWhatIsRead(&m)
         return m
     }
 }

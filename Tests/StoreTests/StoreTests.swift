@@ -29,6 +29,7 @@ let allMigrations = [
     "v23: the checks on each event's rows compare without a temporary index",
     "v24: the newest transactions read child by child",
     "v25: deliveries numbered by their ids",
+    "v26: the indexes each event writes hold only what is read",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
