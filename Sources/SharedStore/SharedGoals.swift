@@ -58,9 +58,11 @@ extension SharedRelayStore: GoalStore {
                         g.reached ? "true" : "false",
                     ])
             }
-            try db.query(
-                "UPDATE relay_child SET wish_list_at = $1::timestamptz WHERE id = $2",
-                [ISODate.string(now), child.lowercased])
+            if row[2] == "t" {  // only whether a list was ever read is asked, as in the SQLite store
+                try db.query(
+                    "UPDATE relay_child SET wish_list_at = $1::timestamptz WHERE id = $2",
+                    [ISODate.string(now), child.lowercased])
+            }
             var planned = 0
             for e in events { planned += try plan(db, e, now: now) }
             if planned > 0 { try db.notify(Self.channel) }

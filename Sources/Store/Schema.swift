@@ -293,7 +293,7 @@ enum Schema {
         }
         m.registerMigration("v20: wish lists and the goals reached") { db in
             // `reached`: the balance was at or above the price when last compared (goal.reached fires on the flip).
-            // `listed_at` on the child: when its list was last read (none yet: the first list alerts nothing).
+            // `wish_list_at` on the child: when its first list was read (none yet: the first list alerts nothing).
             try db.execute(
                 sql: """
                     CREATE TABLE wish_item (

@@ -38,8 +38,13 @@ extension Store {
                         g.item.url, g.item.notes, g.item.isPurchased, g.item.purchasedAt.map(ISO.string), g.reached,
                     ])
             }
-            try db.execute(
-                sql: "UPDATE child SET wish_list_at = ? WHERE id = ?", arguments: [ISO.string(now), child.lowercased])
+            // Only whether a list was ever read is asked: a list read again unchanged (after every balance that
+            // moved) writes nothing, and commits no page.
+            if first {
+                try db.execute(
+                    sql: "UPDATE child SET wish_list_at = ? WHERE id = ?",
+                    arguments: [ISO.string(now), child.lowercased])
+            }
             var planned = 0
             for e in events { planned += try planDeliveries(db, e, now: now) }
             // Last, once nothing can fail but the commit: the set is loaded from the file before this list changes

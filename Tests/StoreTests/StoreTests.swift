@@ -59,6 +59,29 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         #expect(try again.children().map(\.currentBalance) == [Decimal(string: "25.50")!])
     }
 
+    /// A wish list is read again after every balance that moved. Read unchanged, it writes nothing: the write-ahead
+    /// log does not grow. The time of the first list stays.
+    @Test func aWishListReadAgainUnchangedWritesNothing() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("10.00")], transactions: [])
+        let kite = WishListItem(
+            id: UUID(), childId: alice, name: "kite", price: 15, url: nil, isPurchased: false, purchasedAt: nil)
+        try store.storeWishList(child: alice, items: [kite], at: Date(timeIntervalSince1970: 1_795_341_600))
+        let raw = try DatabaseQueue(path: store.path)
+        let firstRead = { try raw.read { try String.fetchOne($0, sql: "SELECT wish_list_at FROM child") } }
+        let logSize = { try FileManager.default.attributesOfItem(atPath: store.path + "-wal")[.size] as? Int }
+        let size = try logSize()
+        #expect(try firstRead() == "2026-11-22T10:00:00.000Z")
+        try store.storeWishList(child: alice, items: [kite], at: Date())
+        #expect(try logSize() == size && firstRead() == "2026-11-22T10:00:00.000Z")
+        // A changed list is written; the first read's time stays.
+        var cheaper = kite
+        cheaper.price = 12
+        try store.storeWishList(child: alice, items: [cheaper], at: Date())
+        #expect(try logSize()! > size! && firstRead() == "2026-11-22T10:00:00.000Z")
+        #expect(try store.goals(child: alice).map(\.item.price) == [12])
+    }
+
     @Test func theCountsStatusShowsFollowInsertsRepeatsAndPrunes() throws {
         let store = try Store.open(path: temporaryStorePath())
         let history = (1...10).map { transaction($0, amount: "1.00", after: "\($0).00") }
