@@ -324,6 +324,14 @@ enum SQLValue {
     case text(String?)
     case integer(Int64?)
 
+    /// The same value for a statement GRDB runs (a read that builds a record from its row).
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .text(let text): text?.databaseValue ?? .null
+        case .integer(let number): number?.databaseValue ?? .null
+        }
+    }
+
     /// SQLite copies the text before the bind returns (SQLITE_TRANSIENT): Swift's C string lasts only for the call.
     fileprivate static let copied = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 

@@ -307,7 +307,7 @@ extension Store {
         let row = try read { db in
             try Row.fetchOne(
                 db, sql: "SELECT * FROM delivery WHERE \(Delivery.keyCondition)",
-                arguments: [id, Delivery.number(of: id) ?? 0])
+                arguments: StatementArguments(Delivery.keyValues(id).map(\.databaseValue)))
         }
         guard let row else { return nil }
         do {
