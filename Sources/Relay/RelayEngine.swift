@@ -141,7 +141,7 @@ public final class RelayEngine: Sendable {
         changed.signal()
         let before = Set(old.config.sinks.map(\.name))
         let after = Set(config.sinks.map(\.name))
-        let pending = (try? store.deliveryCounts()) ?? [:]
+        let pending = (try? store.owedDeliveryCounts()) ?? [:]
         let orphaned = before.subtracting(after).sorted().compactMap { name -> (String, Int)? in
             let n = (pending[name]?["pending"] ?? 0) + (pending[name]?["in_flight"] ?? 0)
             return n > 0 ? (name, n) : nil

@@ -46,6 +46,9 @@ public final class RelayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let reconnects: Metrics.Counter
     private let events: [String: Metrics.Counter]
+    /// Every sink whose delivery gauges were set: set again at each scrape (0 once nothing is owed), never left at a
+    /// count that is gone.
+    private let gaugedSinks = Mutex<Set<String>>([])
 
     /// Bootstraps swift-metrics onto this registry (once a process, before any module makes a metric; an
     /// in-process test that runs a daemon next to others passes false).
@@ -68,8 +71,8 @@ public final class RelayMetrics: Sendable {
 
     func hubEvent(_ target: String) { events[target]?.increment() }
 
-    /// The text exposition, with the gauges read now.
-    func scrape(store: any StatusSource & PlanningStore, link: LinkStatus) -> String {
+    /// The text exposition, with the gauges read now. `sinks`: the configured ones, gauged even with nothing owed.
+    func scrape(store: any StatusSource & PlanningStore, link: LinkStatus, sinks: [String]) -> String {
         registry.makeGauge(name: "allowance_relay_hub_connected").set(to: link.state == .connected ? 1 : 0)
         if let waiting = try? store.outboxWaiting() {
             registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(waiting))
@@ -83,10 +86,17 @@ public final class RelayMetrics: Sendable {
                     to: max(0, Date().timeIntervalSince(last)))
             }
         }
-        for (sink, counts) in (try? store.deliveryCounts()) ?? [:] {
-            for state in ["pending", "in_flight", "dead"] {
-                registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)]).set(
-                    to: Double(counts[state] ?? 0))
+        if let owed = try? store.owedDeliveryCounts() {
+            let gauged = gaugedSinks.withLock {
+                $0.formUnion(sinks)
+                $0.formUnion(owed.keys)
+                return $0
+            }
+            for sink in gauged {
+                for state in ["pending", "in_flight", "dead"] {
+                    registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)])
+                        .set(to: Double(owed[sink]?[state] ?? 0))
+                }
             }
         }
         return registry.emitToString()
@@ -142,7 +152,7 @@ struct StatusEndpoint {
             case "/metrics":
                 return .init(
                     status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                    body: metrics.scrape(store: store, link: link.current))
+                    body: metrics.scrape(store: store, link: link.current, sinks: alerts().sinks.map(\.name)))
             default:
                 return .init(
                     status: 404, contentType: "text/plain",

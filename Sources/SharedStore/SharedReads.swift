@@ -10,9 +10,23 @@ import StoreContract
 extension SharedRelayStore {
     /// Per sink: how many deliveries are in each state (`in_flight`: claimed by a replica now).
     public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
+        try counts("SELECT sink, state, count(*) FROM relay_delivery GROUP BY sink, state")
+    }
+
+    /// Per sink: the deliveries pending, in flight and dead.
+    public func owedDeliveryCounts() throws(StoreError) -> [String: [String: Int]] {
+        try counts(
+            """
+            SELECT sink, state, count(*) FROM relay_delivery
+            WHERE state IN \(Delivery.State.waitingSQL) OR state = '\(Delivery.State.dead.rawValue)' GROUP BY sink, state
+            """
+        )
+    }
+
+    private func counts(_ sql: String) throws(StoreError) -> [String: [String: Int]] {
         try writing { db throws(PostgresError) -> [String: [String: Int]] in
             var counts: [String: [String: Int]] = [:]
-            for row in try db.query("SELECT sink, state, count(*) FROM relay_delivery GROUP BY sink, state").rows {
+            for row in try db.query(sql).rows {
                 counts[row[0] ?? "", default: [:]][row[1] ?? ""] = Int(row[2] ?? "") ?? 0
             }
             return counts

@@ -317,14 +317,27 @@ extension Store {
         }
     }
 
-    /// Per sink: how many deliveries are in each state.
+    /// Per sink: how many deliveries are in each state. Reads the ledger whole (the status asks it once).
     public func deliveryCounts() throws(StoreError) -> [String: [String: Int]] {
+        try counts("SELECT sink, state, COUNT(*) AS n FROM delivery GROUP BY sink, state")
+    }
+
+    /// Per sink: the deliveries pending, in flight and dead, each found through its partial index (`delivery_due`,
+    /// `delivery_dead`): a scrape of `/metrics` reads no delivered row.
+    public func owedDeliveryCounts() throws(StoreError) -> [String: [String: Int]] {
+        try counts(Self.owedCountsSQL)
+    }
+
+    static let owedCountsSQL = """
+        SELECT sink, state, COUNT(*) AS n FROM delivery WHERE state IN \(Delivery.State.waitingSQL) GROUP BY sink, state
+        UNION ALL
+        SELECT sink, state, COUNT(*) AS n FROM delivery WHERE state = '\(Delivery.State.dead.rawValue)' GROUP BY sink
+        """
+
+    private func counts(_ sql: String) throws(StoreError) -> [String: [String: Int]] {
         try read { db in
             var counts: [String: [String: Int]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT sink, state, COUNT(*) AS n FROM delivery GROUP BY sink, state")
-            {
-                counts[row["sink"], default: [:]][row["state"]] = row["n"]
-            }
+            for row in try Row.fetchAll(db, sql: sql) { counts[row["sink"], default: [:]][row["state"]] = row["n"] }
             return counts
         }
     }

@@ -61,8 +61,11 @@ public protocol PlanningStore: Sendable {
     func setOrderedSinks(_ sinks: Set<String>)
     /// Deliveries a crash left marked in flight, pending again; returns how many.
     func requeueInFlightDeliveries() throws(StoreError) -> Int
-    /// Deliveries by sink and state, for the status and a reload's report.
+    /// Deliveries by sink and state, for the status.
     func deliveryCounts() throws(StoreError) -> [String: [String: Int]]
+    /// The deliveries still owed (pending, in flight) and given up (dead), by sink and state: what `/metrics` and a
+    /// reload's report read, without reading the delivered ones' history.
+    func owedDeliveryCounts() throws(StoreError) -> [String: [String: Int]]
     /// Deliveries held for later (quiet hours): pending, never tried, due after `after`.
     func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery]
     /// Applies what re-planning the held deliveries decided (a reload changed quiet hours, a mute came): each row

@@ -55,7 +55,8 @@ import Testing
         #expect(try state(raw, ids[18]) == "pending")
         try raw.read { db in
             let indexes = try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('delivery') ORDER BY name")
-            #expect(indexes == ["delivery_dedup", "delivery_due", "delivery_first", "delivery_set_aside"])
+            #expect(
+                indexes == ["delivery_dead", "delivery_dedup", "delivery_due", "delivery_first", "delivery_set_aside"])
             let plan = try Row.fetchAll(
                 db, sql: "EXPLAIN QUERY PLAN UPDATE delivery SET state = 'dead' WHERE \(Delivery.keyCondition)",
                 arguments: [ids[3], expectedNumber(ids[3])]

@@ -95,6 +95,17 @@ import Testing
         let counts = try store.deliveryCounts()
         #expect(counts["family"] == ["pending": 2, "delivered": 2, "in_flight": 1, "merged": 1])
         #expect(counts["phone"] == ["pending": 1, "muted": 1, "delivered": 1])
+
+        // What `/metrics` reads: the owed and the dead, each through its partial index, no delivered row read.
+        try store.record([("dlv_g", .gaveUp(reason: "410"))])
+        #expect(try store.owedDeliveryCounts() == ["family": ["pending": 2, "in_flight": 1], "phone": ["dead": 1]])
+        // SQLite says SCAN ... USING INDEX for a partial index read whole: only the rows in it.
+        let owed = try plan(raw, Store.owedCountsSQL)
+        #expect(
+            owed.contains("SCAN delivery USING INDEX delivery_due")
+                && owed.contains("SCAN delivery USING INDEX delivery_dead")
+                && !owed.replacingOccurrences(of: "SCAN delivery USING INDEX", with: "").contains("SCAN delivery"),
+            "\(owed)")
     }
 
     /// The previous release's database (v25) with one child's transactions tied on their dates: after the upgrade,

@@ -181,7 +181,8 @@ import Testing
             )
             #expect(
                 indexes == [
-                    "delivery_dedup", "delivery_due", "delivery_first", "delivery_set_aside", "txn_by_child",
+                    "delivery_dead", "delivery_dedup", "delivery_due", "delivery_first", "delivery_set_aside",
+                    "txn_by_child",
                     "txn_local_pending",
                 ])
             // The summary waiting is found through the partial index it is in.
