@@ -80,6 +80,25 @@ import Testing
         #expect(try stores[0].deliveryCounts() == ["hook": ["pending": 1]])
     }
 
+    /// What `/metrics` reads: the deliveries still owed and the dead, by sink and state; the delivered ones only in
+    /// the counts of every state.
+    @Test(arguments: Backend.allCases)
+    func theOwedCountsLeaveOutWhatWasDelivered(_ backend: Backend) async throws {
+        let stores = try await backend.handles(1, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let store = stores[0]
+        for n in 0..<4 { try store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "\(n)")) }
+        let due = try store.dueDeliveries(sink: "hook", at: Date().addingTimeInterval(1), limit: 10, excluding: [])
+        #expect(due.count == 4)
+        try store.record([(due[0].id, .done(at: Date())), (due[1].id, .gaveUp(reason: "410 Gone"))])
+        // The two left are pending in a file; a shared ledger marks the rows a replica has claimed in flight.
+        let owed = try #require(try store.owedDeliveryCounts()["hook"])
+        #expect((owed["pending"] ?? 0) + (owed["in_flight"] ?? 0) == 2 && owed["dead"] == 1)
+        #expect(owed["delivered"] == nil)
+        let all = try #require(try store.deliveryCounts()["hook"])
+        #expect(all["delivered"] == 1 && all["dead"] == 1 && all.filter { $0.key != "delivered" } == owed)
+    }
+
     @Test(arguments: Backend.allCases)
     func aPeriodsTransactionsAreReadNewestFirstFromItsStart(_ backend: Backend) async throws {
         let stores = try await backend.handles(1)
