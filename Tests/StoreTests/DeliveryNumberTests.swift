@@ -101,17 +101,12 @@ import Testing
     /// The previous release's database (v24): its deliveries keep their row ids as numbers (set aside), and each is
     /// found, recorded, retried and merged by its id; a delivery planned after the upgrade is numbered by its id.
     @Test func theDeliveriesOfThePreviousReleaseAreFoundByTheirIds() throws {
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let old = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(old, upTo: "v24: the newest transactions read child by child")
         let rows = [
             (3, "dlv_019aae9f-b01a-7123-8000-000000000001", "pending"), (7, "dlv_0b5e1e4e-old-form", "dead"),
             (9, "dlv_019aae9f-b01a-7124-8000-000000000002", "pending"),
             (12, "dlv_019aae9f-b01a-7125-8000-000000000003", "delivered"),
         ]
-        try old.write { db in
+        let path = try olderDatabase(upTo: "v24: the newest transactions read child by child") { db in
             for (rowid, id, state) in rows {
                 try db.execute(
                     sql: """
@@ -122,7 +117,6 @@ import Testing
                         """, arguments: [rowid, id, state])
             }
         }
-        try old.close()
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
         let raw = try DatabaseQueue(path: path)

@@ -55,12 +55,7 @@ import Testing
             (10, "dlv_h", "phone", "transaction.created", "muted", past),
             (11, "dlv_i", "phone", "transaction.created", "delivered", past),
         ]
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let old = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(old, upTo: "v25: deliveries numbered by their ids")
-        try old.write { db in
+        let path = try olderDatabase(upTo: "v25: deliveries numbered by their ids") { db in
             for (number, id, sink, kind, state, due) in rows {
                 try db.execute(
                     sql: """
@@ -70,7 +65,6 @@ import Testing
                         """, arguments: [number, id, sink, kind, state, due, past])
             }
         }
-        try old.close()
 
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)
@@ -112,18 +106,13 @@ import Testing
     /// the newest come first with the later stored first among a tie, read from `txn_by_child` without a sort, and
     /// a balance event finds the later stored one's balance as the one before it.
     @Test func theChildsNewestAreReadInTheOrderTheyWereStored() throws {
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let old = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(old, upTo: "v25: deliveries numbered by their ids")
         // (description, created_at, balance after), stored in this order: t2 and t3 share a date, as t4 and t5 do.
         let rows = [
             ("t1", "2026-01-01T09:00:00.000Z", 100), ("t2", "2026-01-02T09:00:00.000Z", 200),
             ("t3", "2026-01-02T09:00:00.000Z", 300), ("t4", "2026-01-03T09:00:00.000Z", 450),
             ("t5", "2026-01-03T09:00:00.000Z", 400), ("t0", "2025-12-31T09:00:00.000Z", 50),
         ]
-        try old.write { db in
+        let path = try olderDatabase(upTo: "v25: deliveries numbered by their ids") { db in
             try db.execute(
                 sql:
                     "INSERT INTO child VALUES (?, 'Alice', 'Example', 1000, 400, '2026-01-01T00:00:00.000Z', NULL, NULL)",
@@ -140,7 +129,6 @@ import Testing
                     ])
             }
         }
-        try old.close()
 
         let store = try Store.open(path: path)
         #expect(try store.appliedMigrations() == allMigrations)

@@ -9,17 +9,6 @@ import Testing
 /// A database an older release left, opened by this one: each schema change is a migration, and its rows come
 /// through it.
 @Suite struct SchemaUpgradeTests {
-    /// A database file as an older relay left it: migrated up to `migration`, then `fill` writes its rows.
-    func olderDatabase(upTo migration: String, _ fill: (Database) throws -> Void) throws -> String {
-        let path = temporaryStorePath()
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let old = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(old, upTo: migration)
-        try old.write(fill)
-        return path
-    }
-
     @Test func aDatabaseFromAnOlderSchemaIsMigratedWithItsData() throws {
         // What version 1 of the relay left behind.
         let path = try olderDatabase(upTo: "v1: children, transactions, inbox, sync state") { db in

@@ -12,6 +12,17 @@ func temporaryStorePath() -> String {
     FileManager.default.temporaryDirectory.appending(path: "store-\(UUID())").appending(path: "relay.sqlite").path
 }
 
+/// A database file as an older relay left it: migrated up to `migration`, then `fill` writes its rows.
+func olderDatabase(upTo migration: String, _ fill: (Database) throws -> Void) throws -> String {
+    let path = temporaryStorePath()
+    try FileManager.default.createDirectory(
+        atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    let old = try DatabaseQueue(path: path)
+    try Schema.migrator.migrate(old, upTo: migration)
+    try old.write(fill)
+    return path
+}
+
 let allMigrations = [
     "v1: children, transactions, inbox, sync state", "v2: outbox", "v3: outbox dead letters", "v4: delivery ledger",
     "v5: latest transaction per child by index", "v6: desktop popups by child", "v7: rows from the server set aside",
