@@ -8,7 +8,8 @@ import Testing
 
 @testable import Store
 
-/// Schema v26: `delivery_due` holds only the deliveries still owed, and `txn_by_child` no longer holds `stored_at`.
+/// Schema v26: `delivery_due` holds only the deliveries still owed (`delivery_dead` only the dead letters), and
+/// `txn_by_child` no longer holds `stored_at`.
 /// The oracle reads the file through its own connection: the index's entries counted by SQLite's `dbstat`, the
 /// query plans by `EXPLAIN QUERY PLAN`, the expected rows written out by hand.
 @Suite struct NarrowIndexTests {
