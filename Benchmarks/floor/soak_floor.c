@@ -110,7 +110,9 @@ int main(int argc, char **argv) {
                            "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, message TEXT NOT NULL);"
                            "CREATE TABLE IF NOT EXISTS delivery(id INTEGER PRIMARY KEY, body TEXT NOT NULL,"
                            " delivered INTEGER NOT NULL DEFAULT 0);"
-                           "CREATE INDEX IF NOT EXISTS delivery_pending ON delivery(delivered);",
+                           /* The deliveries still owed, found without a scan; a delivered one leaves it (an index
+                              of every row's flag grew with the history: session 54). */
+                           "CREATE INDEX IF NOT EXISTS delivery_pending ON delivery(id) WHERE delivered = 0;",
                        NULL, NULL, NULL), "schema");
     prepare("BEGIN IMMEDIATE", &begin_stmt);
     prepare("COMMIT", &commit_stmt);
