@@ -34,10 +34,10 @@ extension SharedRelayStore: GoalStore {
                 ).rows.first
             else { return 0 }  // a child the cache does not hold (yet): its list is read after the next catch-up
             let balance = Int64(row[1] ?? "") ?? 0
+            let first = row[2] == "t"  // no list read yet: the first list alerts nothing
             let cached = try Self.goals(db, child: child)
             let (rows, gone, events) = GoalPolicy.listed(
-                items, cached: cached, balance: Money.decimal(cents: balance), childName: row[0], first: row[2] == "t",
-                at: now)
+                items, cached: cached, balance: Money.decimal(cents: balance), childName: row[0], first: first, at: now)
             if !gone.isEmpty {
                 try db.query(
                     "DELETE FROM relay_wish_item WHERE id = ANY($1::text[])", [Self.array(gone.map(\.lowercased))])
@@ -58,7 +58,7 @@ extension SharedRelayStore: GoalStore {
                         g.reached ? "true" : "false",
                     ])
             }
-            if row[2] == "t" {  // only whether a list was ever read is asked, as in the SQLite store
+            if first {  // only whether a list was ever read is asked, as in the SQLite store
                 try db.query(
                     "UPDATE relay_child SET wish_list_at = $1::timestamptz WHERE id = $2",
                     [ISODate.string(now), child.lowercased])
