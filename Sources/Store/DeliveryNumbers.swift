@@ -10,8 +10,7 @@ import StoreContract
 ///
 /// Rows numbered otherwise are "set aside" below `setAsideBelow`, under a small index of their ids: the rows from before
 /// v25 (their old row ids), an id of another form, and a number already taken (another process's id made in the same
-/// millisecond with the same count). A look-up tries both, in one statement SQLite answers from the row id and that
-/// index (`keyCondition`).
+/// millisecond with the same count). A look-up tries the number, then that index (`keyCondition`).
 extension Delivery {
     /// Numbers below this are set aside. A version 7 id's number is its millisecond times 65,536 and more: above this
     /// for any time after 1970's first five hours.
@@ -44,13 +43,20 @@ extension Delivery {
         }
     }
 
-    /// The condition that finds one delivery by id: under its number, or set aside. The bound (a literal) is the
-    /// set-aside index's own condition, so that SQLite answers that half from it.
-    static let keyCondition = "id = ? AND (id_number = ? OR id_number < \(setAsideBelow))"
+    /// The condition that finds one delivery by id: under its number, or else set aside. The row id is worked out
+    /// first, in two look-ups SQLite evaluates once (the second only when the first finds nothing), so that an update
+    /// by id reads and writes one row in one pass. Written as `id = ? AND (id_number = ? OR ...)`, SQLite took both
+    /// paths and merged them, and each outcome's update built a temporary table (BENCHMARKS.md, session 55). The
+    /// bound (a literal) is the set-aside index's own condition, so that SQLite answers the second look-up from it.
+    static let keyCondition = """
+        id_number = coalesce(
+            (SELECT id_number FROM delivery WHERE id_number = ? AND id = ?),
+            (SELECT id_number FROM delivery WHERE id = ? AND id_number < \(setAsideBelow)))
+        """
 
     /// The values `keyCondition` binds for `id`.
     static func keyValues(_ id: String) -> [SQLValue] {
-        [.text(id), .integer(number(of: id) ?? 0)]
+        [.integer(number(of: id) ?? 0), .text(id), .text(id)]
     }
 
     /// Marks the waiting delivery `id` merged into `into` (a newer message, or a digest).

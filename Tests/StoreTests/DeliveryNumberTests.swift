@@ -57,11 +57,15 @@ import Testing
             let indexes = try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('delivery') ORDER BY name")
             #expect(
                 indexes == ["delivery_dead", "delivery_dedup", "delivery_due", "delivery_first", "delivery_set_aside"])
-            let plan = try Row.fetchAll(
-                db, sql: "EXPLAIN QUERY PLAN UPDATE delivery SET state = 'dead' WHERE \(Delivery.keyCondition)",
-                arguments: [ids[3], expectedNumber(ids[3])]
-            ).map { $0["detail"] as String }
+            let update = "UPDATE delivery SET state = 'dead' WHERE \(Delivery.keyCondition)"
+            let arguments: StatementArguments = [expectedNumber(ids[3]), ids[3], ids[3]]
+            let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + update, arguments: arguments)
+                .map { $0["detail"] as String }
             #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
+            // One pass: no temporary table of the rows to change, no set of row ids merged from two paths.
+            let opcodes = try Row.fetchAll(db, sql: "EXPLAIN " + update, arguments: arguments)
+                .map { $0["opcode"] as String }
+            #expect(!opcodes.contains("OpenEphemeral") && !opcodes.contains { $0.hasPrefix("RowSet") }, "\(opcodes)")
         }
     }
 
