@@ -294,28 +294,52 @@ extension Database {
         let cached = try cachedStatement(sql: sql)  // the cache keeps it, and so the SQLite statement, alive
         return try withExtendedLifetime(cached) {
             let statement = cached.sqliteStatement
-            defer {
-                sqlite3_reset(statement)
-                sqlite3_clear_bindings(statement)
-            }
             let parameters = Int(sqlite3_bind_parameter_count(statement))
             guard parameters == values.count else {
                 throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
             }
-            for (offset, value) in values.enumerated() {
-                let index = Int32(offset + 1)
-                let code =
-                    switch value {
-                    // withCString lends a native string's own bytes; passing the String itself made a copy of them.
-                    case .text(let text?):
-                        text.withCString { sqlite3_bind_text(statement, index, $0, -1, SQLValue.copied) }
-                    case .integer(let number?): sqlite3_bind_int64(statement, index, number)
-                    case .text(nil), .integer(nil): sqlite3_bind_null(statement, index)
+            do {
+                return try Self.bind(values[...], statement, sql) {
+                    // Reset and cleared while the texts are still lent: the statement keeps no pointer to them.
+                    defer {
+                        sqlite3_reset(statement)
+                        sqlite3_clear_bindings(statement)
                     }
-                guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
+                    return try body(statement)
+                }
+            } catch {
+                sqlite3_reset(statement)  // a value SQLite refused: nothing ran
+                sqlite3_clear_bindings(statement)
+                throw error
             }
-            return try body(statement)
         }
+    }
+
+    /// Binds `values` in order, then runs `run` with every one still bound. A text is lent to SQLite as it is
+    /// (SQLITE_STATIC), for as long as `run` runs: a copy (SQLITE_TRANSIENT) was a malloc, a copy and a free of each
+    /// text of each row, about a twentieth of a blast's CPU (BENCHMARKS.md, session 55). The text still ends at its
+    /// first NUL, as GRDB binds it.
+    private static func bind<T>(
+        _ values: ArraySlice<SQLValue>, _ statement: SQLiteStatement, _ sql: String, then run: () throws -> T
+    ) throws -> T {
+        guard let value = values.first else { return try run() }
+        let index = Int32(values.startIndex + 1)
+        func check(_ code: Int32) throws {
+            guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
+        }
+        switch value {
+        case .text(let text?):
+            // withCString lends a native string's own bytes; passing the String itself made a copy of them.
+            return try text.withCString { chars in
+                try check(sqlite3_bind_text(statement, index, chars, -1, nil))
+                return try bind(values.dropFirst(), statement, sql, then: run)
+            }
+        case .integer(let number?):
+            try check(sqlite3_bind_int64(statement, index, number))
+        case .text(nil), .integer(nil):
+            try check(sqlite3_bind_null(statement, index))
+        }
+        return try bind(values.dropFirst(), statement, sql, then: run)
     }
 }
 
@@ -331,9 +355,6 @@ enum SQLValue {
         case .integer(let number): number?.databaseValue ?? .null
         }
     }
-
-    /// SQLite copies the text before the bind returns (SQLITE_TRANSIENT): Swift's C string lasts only for the call.
-    fileprivate static let copied = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 
     /// The error as GRDB words it: the result code (extended, as GRDB asks of every connection), SQLite's message.
     fileprivate static func failure(_ code: Int32, _ statement: OpaquePointer, _ sql: String) -> DatabaseError {
