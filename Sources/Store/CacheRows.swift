@@ -299,13 +299,15 @@ extension Database {
                 throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
             }
             do {
-                return try Self.bind(values[...], statement, sql) {
-                    // Reset and cleared while the texts are still lent: the statement keeps no pointer to them.
-                    defer {
-                        sqlite3_reset(statement)
-                        sqlite3_clear_bindings(statement)
+                return try values.withUnsafeBufferPointer { values in
+                    try Self.bind(values, from: 0, statement, sql) {
+                        // Reset and cleared while the texts are still lent: the statement keeps no pointer to them.
+                        defer {
+                            sqlite3_reset(statement)
+                            sqlite3_clear_bindings(statement)
+                        }
+                        return try body(statement)
                     }
-                    return try body(statement)
                 }
             } catch {
                 sqlite3_reset(statement)  // a value SQLite refused: nothing ran
@@ -320,26 +322,26 @@ extension Database {
     /// text of each row, about a twentieth of a blast's CPU (BENCHMARKS.md, session 55). The text still ends at its
     /// first NUL, as GRDB binds it.
     private static func bind<T>(
-        _ values: ArraySlice<SQLValue>, _ statement: SQLiteStatement, _ sql: String, then run: () throws -> T
+        _ values: UnsafeBufferPointer<SQLValue>, from start: Int, _ statement: SQLiteStatement, _ sql: String,
+        then run: () throws -> T
     ) throws -> T {
-        guard let value = values.first else { return try run() }
-        let index = Int32(values.startIndex + 1)
-        func check(_ code: Int32) throws {
-            guard code == SQLITE_OK else { throw SQLValue.failure(code, statement, sql) }
-        }
-        switch value {
-        case .text(let text?):
-            // withCString lends a native string's own bytes; passing the String itself made a copy of them.
-            return try text.withCString { chars in
-                try check(sqlite3_bind_text(statement, index, chars, -1, nil))
-                return try bind(values.dropFirst(), statement, sql, then: run)
+        var offset = start
+        while offset < values.count {
+            let index = Int32(offset + 1)
+            let next = offset + 1
+            switch values[offset] {
+            case .text(let text?):
+                // withCString lends a native string's own bytes; passing the String itself made a copy of them.
+                return try text.withCString { chars in
+                    try SQLValue.check(sqlite3_bind_text(statement, index, chars, -1, nil), statement, sql)
+                    return try bind(values, from: next, statement, sql, then: run)
+                }
+            case .integer(let number?): try SQLValue.check(sqlite3_bind_int64(statement, index, number), statement, sql)
+            case .text(nil), .integer(nil): try SQLValue.check(sqlite3_bind_null(statement, index), statement, sql)
             }
-        case .integer(let number?):
-            try check(sqlite3_bind_int64(statement, index, number))
-        case .text(nil), .integer(nil):
-            try check(sqlite3_bind_null(statement, index))
+            offset = next
         }
-        return try bind(values.dropFirst(), statement, sql, then: run)
+        return try run()
     }
 }
 
@@ -354,6 +356,10 @@ enum SQLValue {
         case .text(let text): text?.databaseValue ?? .null
         case .integer(let number): number?.databaseValue ?? .null
         }
+    }
+
+    fileprivate static func check(_ code: Int32, _ statement: OpaquePointer, _ sql: String) throws {
+        guard code == SQLITE_OK else { throw failure(code, statement, sql) }
     }
 
     /// The error as GRDB words it: the result code (extended, as GRDB asks of every connection), SQLite's message.

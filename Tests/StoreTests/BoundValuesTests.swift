@@ -53,6 +53,37 @@ import Testing
         #expect(rows[2].1 == Int64.max)
     }
 
+    /// Texts are lent to SQLite without a copy while the statement runs: a short one (kept inside the String), long
+    /// ones, one bridged from Foundation and one cut from another arrive whole, each in its own column, row after row
+    /// through the same statement. A text with a NUL ends there, as GRDB binds it.
+    @Test func textsLentWithoutACopyArriveWhole() throws {
+        let queue = try table()
+        let long = String(repeating: "a long note ", count: 50)
+        let bridged = NSString(string: "bridged from Foundation, longer than fifteen bytes") as String
+        let cut = String("[[cut out of a longer string]]".dropFirst(2).dropLast(2))
+        try queue.write { db in
+            try db.executeCached(sql: Self.insert, values: [.text("short"), .integer(1), .text(long)])
+            try db.executeCached(sql: Self.insert, values: [.text(bridged), .integer(2), .text(cut)])
+            try db.executeCached(sql: Self.insert, values: [.text("before\0after"), .integer(3), .text(nil)])
+            for n in 4..<104 {
+                try db.executeCached(
+                    sql: Self.insert, values: [.text("row \(n) " + long), .integer(Int64(n)), .text("\(n)")])
+            }
+        }
+        let rows = try rows(queue)
+        #expect(rows.count == 103)
+        #expect(rows[0].0 == "short" && rows[0].2 == long)
+        #expect(
+            rows[1].0 == "bridged from Foundation, longer than fifteen bytes"
+                && rows[1].2 == "cut out of a longer string")
+        #expect(rows[2].2 == nil && rows[2].3 == SQLITE_NULL)
+        for (n, row) in rows.dropFirst(3).enumerated() {
+            #expect(row.0 == "row \(n + 4) " + long && row.1 == Int64(n + 4) && row.2 == "\(n + 4)")
+        }
+        let cutAtNUL = try queue.read { try String.fetchOne($0, sql: "SELECT hex(name) FROM t WHERE amount = 3") }
+        #expect(cutAtNUL == "6265666F7265")  // "before"
+    }
+
     @Test func aRefusedRowIsADatabaseErrorAndTheNextRowGoesIn() throws {
         let queue = try table()
         try queue.write { db in
