@@ -93,7 +93,7 @@ public final class RelayMetrics: Sendable {
                 return $0
             }
             for sink in gauged {
-                for state in ["pending", "in_flight", "dead"] {
+                for state in Delivery.State.owed.map(\.rawValue) {
                     registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)])
                         .set(to: Double(owed[sink]?[state] ?? 0))
                 }

@@ -17,6 +17,10 @@ public struct Delivery: Sendable, Equatable {
         case muted
         /// Written while a send was under way by the workers of earlier development builds; read as pending.
         case inFlight = "in_flight"
+
+        /// The states a sink's deliveries are gauged in (`/metrics`): what is still owed, and the dead letters. What
+        /// was sent, merged or muted is history, counted by `status`.
+        public static let owed: [State] = [.pending, .inFlight, .dead]
     }
 
     public var id: String
