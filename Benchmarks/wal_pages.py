@@ -5,6 +5,12 @@ write-ahead log are copied as they stand (the log not yet folded back), and each
 is named by the B-tree that owns its page (SQLite's dbstat). Prints frames (pages written) per transaction, by
 B-tree, and the distinct pages among them (what a checkpoint then writes back into the database file).
 
+Each program is counted twice. First as the last webhook arrives: every transaction committed, and the outcome of
+every send but the last, which each program carries with its next write. That is the same durable work for all,
+as in a stream that goes on. Then 1 s later, with whatever each program writes at the end of the stream: the relay
+writes its last outcomes alone once its 200 ms wait for a next write is over, while the floors leave theirs for a
+next transaction that does not come.
+
 With --floors, the same load and the same count for the two C floors the soak compares with
 (`Benchmarks/floor/soak_floor.c`, the minimal one, on a fresh file; `store_floor.c`, on a copy of the relay's
 database taken before its transactions), so that the relay's pages read beside theirs from one run.
@@ -39,9 +45,10 @@ def paced(db, receiver, name):
         pin.execute("SELECT count(*) FROM sqlite_schema").fetchall()
         known = len(receiver.arrivals)
         bench.call("POST", sim.url + f"/_sim/paced?count={n}&rate=20", timeout=n + 60)
-        bench.wait_until(lambda: len(receiver.arrivals) - known >= n, 60 + n / 20, "every webhook")
-        time.sleep(1)  # the last outcomes, carried or alone
-        return copy_of(db, name)
+        bench.wait_until(lambda: len(receiver.arrivals) - known >= n, 60 + n / 20, "every webhook", every=0.002)
+        at_last_webhook = copy_of(db, name + "-at-last-webhook")
+        time.sleep(1)  # the last outcomes, written alone or left for a next write
+        return at_last_webhook, copy_of(db, name)
     finally:
         pin.close()
 
@@ -102,5 +109,6 @@ try:
 finally:
     sim.proc.stop(signal.SIGKILL)
 
-for name, copy in copies:
-    report(name, copy)
+for name, (at_last_webhook, after) in copies:
+    report(name + ", at the last webhook", at_last_webhook)
+    report(name + ", 1 s later", after)
