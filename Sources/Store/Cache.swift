@@ -288,14 +288,24 @@ extension Store {
 
     public func children() throws(StoreError) -> [Child] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id").map {
-                row in
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id")
+            ).map { row in
                 Child(
-                    id: UUID(uuidString: row["id"])!, firstName: row["first_name"], lastName: row["last_name"],
+                    id: try Self.uuid(row, "id", of: "child"), firstName: row["first_name"], lastName: row["last_name"],
                     weeklyAllowance: Money.decimal(cents: row["weekly_allowance_minor"]),
                     currentBalance: Money.decimal(cents: row["balance_minor"]))
             }
         }
+    }
+
+    /// The id in `column` of a row of `table`. One this version cannot read (a damaged file, a hand edit) is an error
+    /// naming the table, the column and the value, not a crash.
+    static func uuid(_ row: Row, _ column: String, of table: String) throws -> UUID {
+        guard let id = (row[column] as String?).flatMap(UUID.init(uuidString:)) else {
+            throw APIError(.invalidPayload, "\(table) row: unreadable \(column) '\(row[column] as String? ?? "")'")
+        }
+        return id
     }
 
     public func balanceTimes() throws(StoreError) -> [UUID: Date] {
@@ -317,9 +327,12 @@ extension Store {
                 db, sql: Self.newestTransactions(ofOneChild: child != nil, since: since != nil),
                 arguments: ["child": child?.lowercased, "since": since.map(ISO.string), "limit": limit]
             ).map { row in
-                Transaction(
-                    id: UUID(uuidString: row["id"])!, childId: UUID(uuidString: row["child_id"])!,
-                    amount: Money.decimal(cents: row["amount_minor"]), type: TransactionType(rawValue: row["type"])!,
+                guard let type = TransactionType(rawValue: row["type"]) else {
+                    throw APIError(.invalidPayload, "txn row: unreadable type '\(row["type"] as String? ?? "")'")
+                }
+                return Transaction(
+                    id: try Self.uuid(row, "id", of: "txn"), childId: try Self.uuid(row, "child_id", of: "txn"),
+                    amount: Money.decimal(cents: row["amount_minor"]), type: type,
                     description: row["description"], balanceAfter: Money.decimal(cents: row["balance_after_minor"]),
                     createdAt: ISODate.parse(row["created_at"]) ?? .distantPast, createdByName: row["created_by"])
             }

@@ -181,6 +181,22 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
                 && problem.contains(path))
     }
 
+    /// A child or a transaction row this version cannot read (a hand edit, a damaged file) is an error that names the
+    /// table, the column and the value, not a crash: both lists read the ids with force-unwraps before.
+    @Test func anUnreadableChildOrTransactionRowIsAClearErrorNotACrash() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(
+            children: [child("1.00")], transactions: [transaction(1, amount: "1.00", after: "1.00")])
+        let raw = try DatabaseQueue(path: store.path)
+        try raw.write { try $0.execute(sql: "UPDATE txn SET child_id = 'not-a-uuid'") }
+        let transactions = #expect(throws: StoreError.self) { try store.transactions() }
+        #expect(transactions?.message.contains("txn row: unreadable child_id 'not-a-uuid'") == true, "\(transactions!)")
+        #expect(transactions?.description.hasPrefix(store.path + ": ") == true, "the file is named")
+        try raw.write { try $0.execute(sql: "UPDATE child SET id = 'alice'") }
+        let children = #expect(throws: StoreError.self) { try store.children() }
+        #expect(children?.message.contains("child row: unreadable id 'alice'") == true, "\(children!)")
+    }
+
     /// Reads on several threads at once while the writer commits: each read is one snapshot (a balance read twice
     /// in one read is the same, however many commits came between), and a read after the last commit sees it.
     @Test func readsOnSeveralThreadsAtOnceEachSeeOneCommittedState() throws {
