@@ -190,11 +190,14 @@ func transaction(_ n: Int, amount: String, type: TransactionType = .credit, afte
         let raw = try DatabaseQueue(path: store.path)
         try raw.write { try $0.execute(sql: "UPDATE txn SET child_id = 'not-a-uuid'") }
         let transactions = #expect(throws: StoreError.self) { try store.transactions() }
-        #expect(transactions?.message.contains("txn row: unreadable child_id 'not-a-uuid'") == true, "\(transactions!)")
+        #expect(
+            transactions?.message.contains("txn row: unreadable child_id 'not-a-uuid'") == true,
+            "\(String(describing: transactions))")
         #expect(transactions?.description.hasPrefix(store.path + ": ") == true, "the file is named")
         try raw.write { try $0.execute(sql: "UPDATE child SET id = 'alice'") }
         let children = #expect(throws: StoreError.self) { try store.children() }
-        #expect(children?.message.contains("child row: unreadable id 'alice'") == true, "\(children!)")
+        #expect(
+            children?.message.contains("child row: unreadable id 'alice'") == true, "\(String(describing: children))")
     }
 
     /// Reads on several threads at once while the writer commits: each read is one snapshot (a balance read twice
