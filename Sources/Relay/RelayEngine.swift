@@ -143,7 +143,7 @@ public final class RelayEngine: Sendable {
         let after = Set(config.sinks.map(\.name))
         let pending = (try? store.owedDeliveryCounts()) ?? [:]
         let orphaned = before.subtracting(after).sorted().compactMap { name -> (String, Int)? in
-            let n = (pending[name]?["pending"] ?? 0) + (pending[name]?["in_flight"] ?? 0)
+            let n = Delivery.State.waiting.reduce(0) { $0 + (pending[name]?[$1.rawValue] ?? 0) }
             return n > 0 ? (name, n) : nil
         }
         return ReloadSummary(

@@ -18,7 +18,7 @@ extension SharedRelayStore {
         try counts(
             """
             SELECT sink, state, count(*) FROM relay_delivery
-            WHERE state IN \(Delivery.State.waitingSQL) OR state = '\(Delivery.State.dead.rawValue)' GROUP BY sink, state
+            WHERE state IN \(Delivery.State.sqlList(Delivery.State.owed)) GROUP BY sink, state
             """
         )
     }

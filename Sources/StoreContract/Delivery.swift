@@ -20,7 +20,7 @@ public struct Delivery: Sendable, Equatable {
 
         /// The states a sink's deliveries are gauged in (`/metrics`): what is still owed, and the dead letters. What
         /// was sent, merged or muted is history, counted by `status`.
-        public static let owed: [State] = [.pending, .inFlight, .dead]
+        public static let owed: [State] = waiting + [.dead]
     }
 
     public var id: String

@@ -28,7 +28,11 @@ extension JobState {
     public static var waiting: [Self] { [.pending, .inFlight] }
     /// `waiting` as an SQL list, `('pending', 'in_flight')`: written from the enum, so that no backend's query
     /// spells it.
-    public static var waitingSQL: String { "(" + waiting.map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")" }
+    public static var waitingSQL: String { sqlList(waiting) }
+    /// `states` as an SQL list, written from the enum.
+    public static func sqlList(_ states: [Self]) -> String {
+        "(" + states.map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")"
+    }
 }
 
 extension Delivery.State: JobState {
