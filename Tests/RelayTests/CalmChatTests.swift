@@ -9,6 +9,39 @@ import StoreContract
 import TestSupport
 import Testing
 
+/// Quiet hours (UTC) from an hour ago to an hour from now: whatever the time of the run, they hold now.
+func quietHoursAroundNow() -> String {
+    var utc = Calendar(identifier: .gregorian)
+    utc.timeZone = TimeZone(identifier: "UTC")!
+    let hm = { (d: Date) in
+        String(format: "%02d:%02d", utc.component(.hour, from: d), utc.component(.minute, from: d))
+    }
+    return "\(hm(Date().addingTimeInterval(-3600)))-\(hm(Date().addingTimeInterval(3600)))"
+}
+
+/// Alerts settings with one webhook sink `name` on the receiver at `base`, quiet during `quietHours` when given.
+func webhookSink(_ name: String, at base: URL, quietHours: String?) -> String {
+    "relay:\n  time_zone: UTC\nsinks:\n  \(name):\n    type: webhook\n    url: \(base.appending(path: name))\n"
+        + (quietHours.map { "    quiet_hours: \"\($0)\"\n" } ?? "")
+}
+
+/// A new store that holds Alice, with 50.
+func storeWithAlice() throws -> Store {
+    let store = try Store.open(path: temporaryPath())
+    try store.storeCaughtUp(
+        children: [Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)],
+        transactions: [])
+    return store
+}
+
+/// Alice spends 1 from the hub, leaving `after`; the event is stored as new.
+func spendOne(_ store: Store, leaving after: Int) throws {
+    let t = Transaction(
+        id: UUID(), childId: alice, amount: 1, type: .debit, description: "item", balanceAfter: Decimal(after),
+        createdAt: Date(), createdByName: "Pat")
+    #expect(try store.apply(.transactionCreated(t)) != .duplicate)
+}
+
 /// A chat in a busy hour: what waits for a rate-limited chat is merged where a newer alert supersedes it, so the
 /// family reads the balance once, as it is, not every step of it.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct CalmChatTests {
@@ -24,33 +57,15 @@ import Testing
     @Test func aReloadAndAMuteApplyToWhatQuietHoursHold() async throws {
         let hook = WebhookReceiver()
         try await hook.run { base in
-            var utc = Calendar(identifier: .gregorian)
-            utc.timeZone = TimeZone(identifier: "UTC")!
-            let hm = { (d: Date) in
-                String(format: "%02d:%02d", utc.component(.hour, from: d), utc.component(.minute, from: d))
-            }
-            let quiet = "\(hm(Date().addingTimeInterval(-3600)))-\(hm(Date().addingTimeInterval(3600)))"
-            let yaml = { (quietHours: String?) in
-                "relay:\n  time_zone: UTC\nsinks:\n  hook:\n    type: webhook\n    url: \(base.appending(path: "hook"))\n"
-                    + (quietHours.map { "    quiet_hours: \"\($0)\"\n" } ?? "")
-            }
-            let store = try Store.open(path: temporaryPath())
-            try store.storeCaughtUp(
-                children: [
-                    Child(id: alice, firstName: "Alice", lastName: "E", weeklyAllowance: 10, currentBalance: 50)
-                ], transactions: [])
+            let quiet = quietHoursAroundNow()
+            let yaml = { (quietHours: String?) in webhookSink("hook", at: base, quietHours: quietHours) }
+            let store = try storeWithAlice()
             let engine = RelayEngine(
                 store: store, config: try AlertSettings.parse(yaml(quiet), file: "t.yaml"), logger: logger)
             try engine.install()
             let task = Task { await engine.run() }
             defer { task.cancel() }
-            func spend(_ after: Int) throws {
-                let t = Transaction(
-                    id: UUID(), childId: alice, amount: 1, type: .debit, description: "item",
-                    balanceAfter: Decimal(after),
-                    createdAt: Date(), createdByName: "Pat")
-                #expect(try store.apply(.transactionCreated(t)) != .duplicate)
-            }
+            func spend(_ after: Int) throws { try spendOne(store, leaving: after) }
             try spend(49)
             try spend(48)
             // Both planned, and the worker parked with nothing under way: had it sent a held alert, it would have.
@@ -77,6 +92,34 @@ import Testing
                     try store.deliveryCounts()["hook"]?["muted"] == 1 && engine.sinksAreSettled
                 })
             #expect(hook.received.count == 2, "the muted child's held alert stays unsent")
+        }
+    }
+
+    /// A reload that removes a sink with alerts held for it says how many wait for it, counting only the owed ones:
+    /// the two held by quiet hours, not the one already delivered.
+    @Test func aReloadThatRemovesASinkSaysHowManyAlertsWaitForIt() async throws {
+        let hook = WebhookReceiver()
+        try await hook.run { base in
+            let sinks = { (name: String, quietHours: String?) in webhookSink(name, at: base, quietHours: quietHours) }
+            let store = try storeWithAlice()
+            let engine = RelayEngine(
+                store: store, config: try AlertSettings.parse(sinks("hook", nil), file: "t.yaml"), logger: logger)
+            try engine.install()
+            let task = Task { await engine.run() }
+            defer { task.cancel() }
+            func spend(_ after: Int) throws { try spendOne(store, leaving: after) }
+            try spend(49)
+            #expect(try await eventually(.seconds(10)) { try store.deliveryCounts()["hook"]?["delivered"] == 1 })
+            _ = engine.reload(try AlertSettings.parse(sinks("hook", quietHoursAroundNow()), file: "t.yaml"))
+            try spend(48)
+            try spend(47)
+            #expect(
+                try await eventually(.seconds(10)) {
+                    try store.deliveryCounts()["hook"]?["pending"] == 2 && engine.sinksAreSettled
+                })
+            let summary = engine.reload(try AlertSettings.parse(sinks("other", nil), file: "t.yaml"))
+            #expect(summary.removed == ["hook"] && summary.added == ["other"])
+            #expect(summary.orphaned.map(\.sink) == ["hook"] && summary.orphaned.map(\.pending) == [2])
         }
     }
 

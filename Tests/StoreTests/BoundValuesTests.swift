@@ -56,7 +56,7 @@ import Testing
     /// Texts are lent to SQLite without a copy while the statement runs: a short one (kept inside the String), long
     /// ones, one bridged from Foundation and one cut from another arrive whole, each in its own column, row after row
     /// through the same statement. A text with a NUL ends there, as GRDB binds it.
-    @Test func textsLentWithoutACopyArriveWhole() throws {
+    @Test func textsOfEveryKindArriveWholeRowAfterRowThroughOneStatement() throws {
         let queue = try table()
         let long = String(repeating: "a long note ", count: 50)
         let bridged = NSString(string: "bridged from Foundation, longer than fifteen bytes") as String
