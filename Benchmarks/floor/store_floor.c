@@ -5,7 +5,8 @@
 // inbox with its normalised payload (a database of schema v21 or before, for a before-and-after beside an older relay:
 // each event in the inbox under the relay's dedup key then, a transaction's with an empty payload; from schema v24, not
 // one right behind its stored transaction with that transaction's balance after, which the relay leaves to that
-// row), each child's balance, and for each
+// row), each child's balance (from schema v27 written only when it does not follow the batch's transaction, as the
+// relay's: the child's row says once that its balance follows its newest transaction), and for each
 // transaction one delivery row with its alert's JSON (the bench's one rule). A batch is committed durably (WAL,
 // synchronous=FULL, the relay's page cache and checkpoint size) once the socket has nothing more waiting, or at
 // 1,000 events: what came in while the last commit ran, as the relay's writer takes it (in a blast the relay
@@ -37,6 +38,7 @@ static char now_iso[32];
 static int keyed_inbox;  // schema v21 or before: every event in the inbox under a unique dedup key
 static int balance_in_transaction;  // schema v24 or later: see balance_updated
 static int numbered_deliveries;  // schema v25 or later: a delivery row under its id's first 64 bits, no index of ids
+static int followed_balances;  // schema v27 or later: a child's balance can follow its newest transaction
 // The transaction stored (or found stored) by the event just before, in this batch: its child and balance after.
 static struct { char child_id[40]; long long after; int set; } just_stored;
 static unsigned long long balance_updates, events, commits, rng = 0x9e3779b97f4a7c15ULL;
@@ -49,9 +51,13 @@ static struct { char id[48]; char *body; } pending[MAX_PENDING];
 static char sent[MAX_PENDING][48];
 static int pending_count, sent_count;
 
-// The children a batch touched: loaded once, written once at its commit.
+// The children a batch touched: loaded once, written once at its commit (not at all when the balance is the one the
+// batch's transaction left and the row already follows it). `follows`: the row says so; `stored`: the batch stored a
+// transaction of the child, which left `stored_after`.
 enum { MAX_CHILDREN = 64 };
-static struct child { char id[37]; char name[64]; long long balance; int changed; } children[MAX_CHILDREN];
+static struct child {
+    char id[37]; char name[64]; long long balance, stored_after; int changed, follows, stored;
+} children[MAX_CHILDREN];
 static int child_count;
 
 static void text(sqlite3_stmt *s, int i, const char *t) { sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC); }
@@ -102,7 +108,8 @@ static struct child *child_of(const char *id) {
         strcpy(c->id, id);
         snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(load_child, 1));
         c->balance = sqlite3_column_int64(load_child, 0);
-        c->changed = 0;
+        c->follows = followed_balances && sqlite3_column_int(load_child, 2);
+        c->changed = c->stored = 0;
     }
     sqlite3_reset(load_child);
     return c;
@@ -180,10 +187,14 @@ static void commit_batch(void) {
     if (floor_context) lws_sul_cancel(&hold_timer);
     awaiting_balance = 0;
     for (int i = 0; i < child_count; i++) {
-        if (!children[i].changed) continue;
-        sqlite3_bind_int64(save_child, 1, children[i].balance);
+        struct child *c = &children[i];
+        if (!c->changed) continue;
+        int follows = followed_balances && c->stored && c->balance == c->stored_after;
+        if (follows && c->follows) continue;
+        sqlite3_bind_int64(save_child, 1, c->balance);
         text(save_child, 2, now_iso);
-        text(save_child, 3, children[i].id);
+        text(save_child, 3, c->id);
+        if (followed_balances) sqlite3_bind_int(save_child, 4, follows);
         step(save_child, "save child");
     }
     child_count = 0;
@@ -265,8 +276,8 @@ static void transaction_created(const char *m, size_t len) {
     text(insert_delivery, 3, alert);
     text(insert_delivery, 4, now_iso);
     step(insert_delivery, "insert delivery");
-    child->balance = after;
-    child->changed = 1;
+    child->balance = child->stored_after = after;
+    child->changed = child->stored = 1;
     awaiting_balance = 1;
     held_since = lws_now_usecs();
     if (!curl || pending_count == MAX_PENDING) return;
@@ -387,8 +398,19 @@ int main(int argc, char **argv) {
                 &insert_delivery);
     prepare("SELECT balance_after_minor FROM txn WHERE child_id = ? AND origin = 'server'"
             " ORDER BY created_at DESC, rowid DESC LIMIT 1", &latest_balance);
-    prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
-    prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
+    prepare("SELECT COUNT(*) FROM pragma_table_info('child') WHERE name = 'balance_follows'", &columns);
+    followed_balances = sqlite3_step(columns) == SQLITE_ROW && sqlite3_column_int(columns, 0) == 1;
+    sqlite3_finalize(columns);
+    if (followed_balances) {  // the relay's balanceSQL, without the local writes (none here)
+        prepare("SELECT CASE WHEN balance_follows THEN coalesce((SELECT n.balance_after_minor FROM txn n"
+                " WHERE n.child_id = child.id AND n.origin = 'server' ORDER BY n.created_at DESC, n.rowid DESC LIMIT 1),"
+                " balance_minor) ELSE balance_minor END, first_name, balance_follows FROM child WHERE id = ?",
+                &load_child);
+        prepare("UPDATE child SET balance_minor = ?1, updated_at = ?2, balance_follows = ?4 WHERE id = ?3", &save_child);
+    } else {
+        prepare("SELECT balance_minor, first_name FROM child WHERE id = ?", &load_child);
+        prepare("UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?", &save_child);
+    }
     prepare(numbered_deliveries
                 ? "UPDATE delivery SET state = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = ?"
                   " WHERE id_number = ?"

@@ -140,6 +140,7 @@ extension Store {
         traceParent: String? = nil
     ) throws(StoreError) -> Int {
         try write { db -> Int in
+            try Self.settleBalances(db)  // its transactions and balances change what a following balance reads
             var inserted = 0
             for c in children { try Self.upsert(db, c, now: now) }
             for row in rejected { try setAside(db, row, now: now, traceParent: traceParent) }
@@ -289,12 +290,15 @@ extension Store {
     public func children() throws(StoreError) -> [Child] {
         try read { db in
             try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT * FROM child WHERE removed_at IS NULL ORDER BY first_name, id")
+                db.cachedStatement(
+                    sql:
+                        "SELECT *, \(Self.balanceSQL) AS balance FROM child WHERE removed_at IS NULL ORDER BY first_name, id"
+                )
             ).map { row in
                 Child(
                     id: try Self.uuid(row, "id", of: "child"), firstName: row["first_name"], lastName: row["last_name"],
                     weeklyAllowance: Money.decimal(cents: row["weekly_allowance_minor"]),
-                    currentBalance: Money.decimal(cents: row["balance_minor"]))
+                    currentBalance: Money.decimal(cents: row["balance"]))
             }
         }
     }
@@ -311,7 +315,9 @@ extension Store {
     public func balanceTimes() throws(StoreError) -> [UUID: Date] {
         try read { db in
             var times: [UUID: Date] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, updated_at FROM child WHERE removed_at IS NULL") {
+            for row in try Row.fetchAll(
+                db, sql: "SELECT id, \(Self.updatedAtSQL) AS updated_at FROM child WHERE removed_at IS NULL")
+            {
                 if let id = UUID(uuidString: row["id"]), let at = ISODate.parse(row["updated_at"]) { times[id] = at }
             }
             return times

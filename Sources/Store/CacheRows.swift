@@ -116,18 +116,6 @@ extension Store {
             try db.cachedStatement(sql: "SELECT first_name FROM child WHERE id = ?"), arguments: [id.lowercased])
     }
 
-    static func childBalance(_ db: Database, _ id: UUID) throws -> Int64? {
-        try Int64.fetchOne(
-            try db.cachedStatement(sql: "SELECT balance_minor FROM child WHERE id = ?"), arguments: [id.lowercased])
-    }
-
-    /// `updatedAt`: the time as the rows say it (`ISO.string`), formatted once by a caller that writes several.
-    static func setBalance(_ db: Database, _ id: UUID, minor: Int64, updatedAt: String) throws {
-        try db.executeCached(
-            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-            values: [.integer(minor), .text(updatedAt), .text(id.lowercased)])
-    }
-
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
     /// The cached balance is the server's plus this: what a parent would see if every write goes through.
     static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
@@ -182,9 +170,12 @@ struct TransactionRowValues {
 }
 
 /// The children a burst of hub events touches, each read once (balance, name, writes still waiting) and its
-/// balance written once at the end of the burst, not once per event.
+/// balance written once at the end of the burst, not once per event; not at all when it follows the child's newest
+/// transaction, as it did before the burst (`ChildBalance.swift`).
 struct BurstChildren {
     private var known: [UUID: BurstChild] = [:]
+    /// The children whose row says their balance follows their newest transaction.
+    private var following: Set<UUID> = []
     /// Each child's newest stored server transaction, once read in this burst (nil inside: none), kept up to date as
     /// the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
     private var newest: [UUID: NewestTransaction?] = [:]
@@ -196,24 +187,29 @@ struct BurstChildren {
     }
 
     /// Where a transaction sorts among a child's (created_at, then the later stored: the order of `txn_by_child`
-    /// read backwards, its row ids growing as rows are stored), and the balance it left.
+    /// read backwards, its row ids growing as rows are stored), the balance it left, and when it was stored.
     struct NewestTransaction {
         var createdAt: String
         var balanceAfter: Int64
+        var storedAt: String
     }
 
     /// The balance the child's newest stored server transaction left (nil: none stored).
     mutating func latestBalance(_ db: Database, _ id: UUID) throws -> Int64? {
-        if let memo = newest[id] { return memo?.balanceAfter }
+        try newestTransaction(db, id)?.balanceAfter
+    }
+
+    private mutating func newestTransaction(_ db: Database, _ id: UUID) throws -> NewestTransaction? {
+        if let memo = newest[id] { return memo }
         let row = try db.fetchCachedRow(
             sql: """
-                SELECT created_at, balance_after_minor FROM txn
+                SELECT created_at, balance_after_minor, stored_at FROM txn
                 WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, rowid DESC LIMIT 1
                 """,
             values: [.text(id.lowercased)]
-        ) { NewestTransaction(createdAt: $0.text(0) ?? "", balanceAfter: $0.int64(1) ?? 0) }
+        ) { NewestTransaction(createdAt: $0.text(0) ?? "", balanceAfter: $0.int64(1) ?? 0, storedAt: $0.text(2) ?? "") }
         newest[id] = row
-        return row?.balanceAfter
+        return row
     }
 
     /// A server transaction this burst stored: the newest when it sorts at or after the one known (its row's texts
@@ -222,7 +218,8 @@ struct BurstChildren {
     mutating func stored(_ t: Transaction, _ values: TransactionRowValues) {
         guard let memo = newest[t.childId] else { return }
         if let known = memo, known.createdAt > values.createdAt { return }
-        newest[t.childId] = NewestTransaction(createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter)
+        newest[t.childId] = NewestTransaction(
+            createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter, storedAt: values.storedAt)
     }
 
     /// The child as the cache has it (nil: not in the cache).
@@ -230,12 +227,14 @@ struct BurstChildren {
         if let child = known[id] { return child }
         guard
             let row = try db.fetchCachedRow(
-                sql: "SELECT balance_minor, first_name FROM child WHERE id = ?", values: [.text(id.lowercased)],
-                { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "") })
+                sql: "SELECT \(Store.balanceSQL), first_name, balance_follows FROM child WHERE id = ?",
+                values: [.text(id.lowercased)],
+                { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1) })
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
         let child = BurstChild(name: row.name, balance: row.balance, pending: pending, waiting: waiting)
         known[id] = child
+        if row.follows { following.insert(id) }
         return child
     }
 
@@ -243,9 +242,18 @@ struct BurstChildren {
         known[id] = child
     }
 
-    func save(_ db: Database) throws {
+    /// Writes each balance the burst changed. One that the burst left at its child's newest transaction (stored by
+    /// this burst, so that its time is the burst's too) plus the writes waiting, follows it: nothing to write when
+    /// the row already follows.
+    mutating func save(_ db: Database) throws {
         for (id, child) in known where child.changed {
-            try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp)
+            let follows =
+                try newestTransaction(db, id).map {
+                    $0.storedAt == stamp && $0.balanceAfter + child.pending == child.balance
+                }
+                ?? false
+            if follows && following.contains(id) { continue }
+            try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp, follows: follows)
         }
     }
 }

@@ -12,6 +12,7 @@ extension Store {
         at now: Date = Date()
     ) throws(StoreError) -> OutboxEntry {
         try write { db -> OutboxEntry in
+            try Self.settleBalances(db)  // the balance is written below as a figure of its own
             let waiting = try JobQueue<OutboxEntry>.waitingCount(db)
             let balance = try Int64.fetchOne(
                 db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [child.lowercased])
@@ -112,6 +113,7 @@ extension Store {
     public func outboxSent(_ seq: Int64, server: Transaction, at now: Date = Date()) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
+            try Self.settleBalances(db)  // the stand-in goes, and the server's transaction comes, under the balance
             try db.execute(
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
                 arguments: [e.localTransactionId.lowercased])
@@ -170,6 +172,7 @@ extension Store {
     ) throws(StoreError) {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
+            try Self.settleBalances(db)  // the stand-in goes from under the balance
             let minor = try MinorUnits.from(e.amount)
             try db.execute(
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
@@ -247,6 +250,7 @@ extension Store {
                     "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
             }
             if e.state != .pending {
+                try Self.settleBalances(db)  // a stand-in comes back under the balance
                 let minor = try MinorUnits.from(e.amount)
                 let stamp = ISO.string(now)
                 try db.execute(

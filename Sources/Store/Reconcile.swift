@@ -63,7 +63,7 @@ extension Store {
             var found: [BalanceMismatch] = []
             for c in children {
                 if let updated = try String.fetchOne(
-                    db, sql: "SELECT updated_at FROM child WHERE id = ?", arguments: [c.id.lowercased]),
+                    db, sql: "SELECT \(Self.updatedAtSQL) FROM child WHERE id = ?", arguments: [c.id.lowercased]),
                     updated > ISO.string(askedAt)
                 {
                     continue

@@ -430,6 +430,7 @@ enum Schema {
         }
         deliveriesNumberedByTheirIds(&m)
         indexesOfWhatIsRead(&m)
+        balancesThatFollowTheNewestTransaction(&m)
         return m
     }
 }

@@ -14,10 +14,10 @@ extension Store {
         try write { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT first_name, balance_minor, wish_list_at FROM child WHERE id = ?",
+                    db, sql: "SELECT first_name, \(Self.balanceSQL) AS balance, wish_list_at FROM child WHERE id = ?",
                     arguments: [child.lowercased])
             else { return 0 }  // a child the cache does not hold (yet): its list is read after the next catch-up
-            let balance: Int64 = row["balance_minor"]
+            let balance: Int64 = row["balance"]
             let first = (row["wish_list_at"] as String?) == nil
             let cached = try Self.goals(db, child: child)
             let (rows, gone, events) = GoalPolicy.listed(

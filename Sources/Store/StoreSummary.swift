@@ -103,6 +103,7 @@ extension Store {
             var transactions = 0
             if let transactionDays {
                 let cutoff = ISO.string(now.addingTimeInterval(-Double(transactionDays) * 86400))
+                try Self.settleBalances(db)  // a following balance may be read from a transaction pruned here
                 try db.execute(sql: Self.pruneTransactions, arguments: [cutoff])
                 transactions = db.changesCount
             }

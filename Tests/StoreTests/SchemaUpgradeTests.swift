@@ -306,4 +306,29 @@ import Testing
         try store.outboxDead(row.seq, reason: "v3 allows dead letters")
         #expect(try store.outbox().first?.state == .dead)
     }
+
+    /// The previous release's database (v26): its children keep their balances and times, held in their rows; the
+    /// first hub transaction after the upgrade is where each balance follows from.
+    @Test func theBalancesOfThePreviousReleaseStayTheirRowsUntilATransactionComes() throws {
+        let path = try olderDatabase(upTo: "v26: the indexes each event writes hold only what is read") { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO child VALUES ('11111111-1111-4111-8111-111111111111', 'Alice', 'Example', 1000, 2550, '2026-01-01T00:00:00.000Z', NULL, NULL)"
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO txn (id, child_id, amount_minor, type, description, balance_after_minor, created_at, created_by,
+                                     origin, received_via, stored_at)
+                    VALUES ('00000000-0000-4000-8000-000000000001', '11111111-1111-4111-8111-111111111111', 100, 'Credit',
+                            'before', 9999, '2025-12-31T00:00:00.000Z', 'Pat', 'server', 'hub', '2025-12-31T00:00:00.000Z')
+                    """)
+        }
+        let store = try Store.open(path: path)
+        #expect(try store.appliedMigrations() == allMigrations)
+        #expect(try store.currentBalance(child: alice) == Decimal(string: "25.50")!, "the row's, not the transaction's")
+        #expect(try store.balanceTimes()[alice] == ISODate.parse("2026-01-01T00:00:00.000Z"))
+        let next = transaction(2, amount: "1.00", after: "26.50")
+        _ = try store.apply([.transactionCreated(next), .balanceUpdated(childId: alice, balance: next.balanceAfter)])
+        #expect(try store.currentBalance(child: alice) == Decimal(string: "26.50")!)
+    }
 }

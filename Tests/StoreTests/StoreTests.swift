@@ -41,6 +41,7 @@ let allMigrations = [
     "v24: the newest transactions read child by child",
     "v25: deliveries numbered by their ids",
     "v26: the indexes each event writes hold only what is read",
+    "v27: a balance that follows the newest transaction",
 ]
 
 let alice = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
