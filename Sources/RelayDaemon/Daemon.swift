@@ -305,10 +305,12 @@ public struct Daemon: Sendable {
         presence?.leave()
         if let file = storage.file {
             do {
+                try file.settleBalances()
                 try file.checkpoint()
             } catch {
                 logger.warning(
-                    "could not checkpoint the database at stop (harmless: SQLite does it at the next open): \(error)")
+                    "could not fold the balances and the log into the database at stop (harmless: the rows say where each balance is, and SQLite checkpoints at the next open): \(error)"
+                )
             }
         }
         logger.notice("stopped", metadata: ["exitCode": "\(code)"])

@@ -1,6 +1,7 @@
 import AllowanceAPI
 import Foundation
 import GRDB
+import StoreContract
 
 /// A child's balance as the cache holds it: the server's balance plus the writes made here and not yet confirmed.
 ///
@@ -59,6 +60,12 @@ extension Store {
         try db.executeCached(
             sql: "UPDATE child SET balance_minor = ?, updated_at = ?, balance_follows = ? WHERE id = ?",
             values: [.integer(minor), .text(updatedAt), .integer(follows ? 1 : 0), .text(id.lowercased)])
+    }
+
+    /// At a clean stop: each following balance written into its row, so that the file alone says every balance
+    /// as it stands (to an older release, or to anyone reading the rows with sqlite3).
+    public func settleBalances() throws(StoreError) {
+        try write { db in try Self.settleBalances(db) }
     }
 
     /// Writes each following balance, and its time, into its row, which then no longer follows: done first by every

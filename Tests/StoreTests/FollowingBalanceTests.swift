@@ -57,6 +57,23 @@ import Testing
         #expect(try again.children().map(\.currentBalance) == [16])
     }
 
+    /// At a clean stop (the daemon's last write) each following balance goes into its row: the file alone, read
+    /// with SQLite by an older release or by hand, says every balance and its time.
+    @Test func aCleanStopWritesEachFollowingBalanceIntoItsRow() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        for n in 1...3 { try hub(store, n, after: "\(10 + n).00", at: Double(n)) }
+        let raw = try DatabaseQueue(path: store.path)
+        let row = {
+            try raw.read { try Row.fetchOne($0, sql: "SELECT balance_minor, updated_at, balance_follows FROM child") }
+        }
+        #expect(try row()?["balance_minor"] == 1100, "written by the first burst only")
+        try store.settleBalances()
+        #expect(try row() == ["balance_minor": 1300, "updated_at": "2026-11-22T10:06:43.000Z", "balance_follows": 0])
+        #expect(try store.currentBalance(child: alice) == 13)
+        #expect(try store.balanceTimes()[alice] == at(3))
+    }
+
     @Test func aBalanceOtherThanTheNewestTransactionsIsWrittenAsItCame() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
