@@ -32,14 +32,13 @@ import Testing
     }
 
     /// A second simulator on the port the first one just left: the first one's socket may take a moment to go
-    /// (5 s was not always enough with the whole suite running on two cores, nor was 20 s once, in session 56: up to
-    /// 60 s).
+    /// (5 s was not always enough with the whole suite running on two cores: up to 20 s).
     private func onSamePortAgain(_ port: Int, _ body: (URL) async throws -> Void) async throws {
-        for attempt in 1...600 {
+        for attempt in 1...200 {
             do {
                 try await TestSupport.withSimulator(token: "store-token", { $0.port = port }, body)
                 return
-            } catch  where "\(error)".contains("Address already in use") && attempt < 600 {
+            } catch  where "\(error)".contains("Address already in use") && attempt < 200 {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
