@@ -29,6 +29,13 @@ import Testing
 
     func at(_ second: Double) -> Date { Date(timeIntervalSince1970: 1_795_342_000 + second) }
 
+    /// A new store whose one child, Alice, has 10.00 from a catch-up at second 0.
+    func aliceWithTen() throws -> Store {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        return store
+    }
+
     /// Transaction `n` through the hub, with its balance behind it, as the hub sends them.
     func hub(_ store: Store, _ n: Int, after: String, at second: Double) throws {
         let t = transaction(n, amount: "1.00", after: after)
@@ -37,8 +44,7 @@ import Testing
     }
 
     @Test func aStreamOfTransactionsWritesNoPageOfTheChildTable() throws {
-        let store = try Store.open(path: temporaryStorePath())
-        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        let store = try aliceWithTen()
         let raw = try DatabaseQueue(path: store.path)
         let childPages = try raw.read { try Int.fetchSet($0, sql: "SELECT pageno FROM dbstat WHERE name = 'child'") }
         try hub(store, 1, after: "11.00", at: 1)  // the first sets the flag: the child's row is written once
@@ -60,8 +66,7 @@ import Testing
     /// At a clean stop (the daemon's last write) each following balance goes into its row: the file alone, read
     /// with SQLite by an older release or by hand, says every balance and its time.
     @Test func aCleanStopWritesEachFollowingBalanceIntoItsRow() throws {
-        let store = try Store.open(path: temporaryStorePath())
-        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        let store = try aliceWithTen()
         for n in 1...3 { try hub(store, n, after: "\(10 + n).00", at: Double(n)) }
         let raw = try DatabaseQueue(path: store.path)
         let row = {
@@ -75,8 +80,7 @@ import Testing
     }
 
     @Test func aBalanceOtherThanTheNewestTransactionsIsWrittenAsItCame() throws {
-        let store = try Store.open(path: temporaryStorePath())
-        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        let store = try aliceWithTen()
         try hub(store, 5, after: "11.00", at: 1)
         try hub(store, 6, after: "12.00", at: 2)
         // An older transaction, late: its balance after it is the last word, as before (not the newest's).
@@ -91,8 +95,7 @@ import Testing
     }
 
     @Test func everyOtherWriteFindsTheBalanceWhereTheStreamLeftIt() throws {
-        let store = try Store.open(path: temporaryStorePath())
-        try store.storeCaughtUp(children: [child("10.00")], transactions: [], at: at(0))
+        let store = try aliceWithTen()
         try hub(store, 1, after: "11.00", at: 1)
         try hub(store, 2, after: "12.00", at: 2)
         // A write made here counts on top of it, and is taken off again when the server refuses it.
