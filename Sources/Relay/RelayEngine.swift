@@ -116,12 +116,18 @@ public final class RelayEngine: Sendable {
         let planner = RulePlanner(
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes,
             history: config.history)
+        @Sendable func handOver(_ rows: [Delivery], to sink: String) {
+            guard let worker = workers[sink] else { return }
+            worker.handOver.put(rows)
+            worker.wakeup.signal()
+        }
         store.setPlanner(planner) { planned in
-            // Only the sinks that got work are woken, each with its rows.
-            for (sink, rows) in Dictionary(grouping: planned, by: \.sink) {
-                guard let worker = workers[sink] else { continue }
-                worker.handOver.put(rows)
-                worker.wakeup.signal()
+            // Only the sinks that got work are woken, each with its rows. Most often every row is for one sink: they
+            // go as they are, not copied into groups (a blast's commit plans hundreds; BENCHMARKS.md, session 56).
+            if let sink = planned.first?.sink, planned.allSatisfy({ $0.sink == sink }) {
+                handOver(planned, to: sink)
+            } else {
+                for (sink, rows) in Dictionary(grouping: planned, by: \.sink) { handOver(rows, to: sink) }
             }
         }
     }
