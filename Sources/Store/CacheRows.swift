@@ -227,14 +227,20 @@ struct BurstChildren {
         if let child = known[id] { return child }
         guard
             let row = try db.fetchCachedRow(
-                sql: "SELECT \(Store.balanceSQL), first_name, balance_follows FROM child WHERE id = ?",
+                sql: "SELECT balance_minor, first_name, balance_follows FROM child WHERE id = ?",
                 values: [.text(id.lowercased)],
                 { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1) })
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
-        let child = BurstChild(name: row.name, balance: row.balance, pending: pending, waiting: waiting)
+        var balance = row.balance
+        if row.follows {
+            // `Store.balanceSQL` worked out here from what the burst reads anyway: the newest transaction (kept for
+            // the burst's balances and its save) and the writes waiting.
+            following.insert(id)
+            if let newest = try newestTransaction(db, id) { balance = newest.balanceAfter + pending }
+        }
+        let child = BurstChild(name: row.name, balance: balance, pending: pending, waiting: waiting)
         known[id] = child
-        if row.follows { following.insert(id) }
         return child
     }
 

@@ -32,7 +32,8 @@ extension Store {
          FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending')
         """
 
-    /// The balance (minor units) of the child of the row named `child`, as every reader sees it.
+    /// The balance (minor units) of the child of the row named `child`, as every reader sees it (a burst works the
+    /// same out in `BurstChildren.load`, from the rows it reads anyway).
     static let balanceSQL = """
         CASE WHEN child.balance_follows
             THEN coalesce(\(newest("balance_after_minor")) + \(pendingSQL), child.balance_minor)
