@@ -36,10 +36,19 @@ import Testing
         return store
     }
 
+    /// Alice's balance, and the time it was set (second `second`), as the store's readers say them.
+    func expectBalance(
+        _ store: Store, _ balance: Decimal, setAt second: Double, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        #expect(try store.currentBalance(child: alice) == balance, sourceLocation: sourceLocation)
+        #expect(try store.balanceTimes()[alice] == at(second), sourceLocation: sourceLocation)
+    }
+
     /// Transaction `n` through the hub, with its balance behind it, as the hub sends them.
-    func hub(_ store: Store, _ n: Int, after: String, at second: Double) throws {
+    @discardableResult
+    func hub(_ store: Store, _ n: Int, after: String, at second: Double) throws -> [ApplyResult] {
         let t = transaction(n, amount: "1.00", after: after)
-        _ = try store.apply(
+        return try store.apply(
             [.transactionCreated(t), .balanceUpdated(childId: alice, balance: t.balanceAfter)], at: at(second))
     }
 
@@ -49,7 +58,10 @@ import Testing
         let childPages = try raw.read { try Int.fetchSet($0, sql: "SELECT pageno FROM dbstat WHERE name = 'child'") }
         try hub(store, 1, after: "11.00", at: 1)  // the first sets the flag: the child's row is written once
         let before = try loggedPages(store.path).count
-        for n in 2...6 { try hub(store, n, after: "\(10 + n).00", at: Double(n)) }
+        for n in 2...6 {
+            // Each burst starts from the balance it follows: its transaction shows no gap.
+            #expect(try hub(store, n, after: "\(10 + n).00", at: Double(n)) == [.stored(gap: nil), .stored(gap: nil)])
+        }
         let written = try loggedPages(store.path).dropFirst(before)
         #expect(written.count >= 5, "five commits, each with its pages: \(written)")
         #expect(Set(written).isDisjoint(with: childPages), "pages \(written), the child's \(childPages)")
@@ -63,9 +75,9 @@ import Testing
         #expect(try again.children().map(\.currentBalance) == [16])
     }
 
-    /// At a clean stop (the daemon's last write) each following balance goes into its row: the file alone, read
-    /// with SQLite by an older release or by hand, says every balance and its time.
-    @Test func aCleanStopWritesEachFollowingBalanceIntoItsRow() throws {
+    /// Settling, which the daemon does at a clean stop before its checkpoint, writes each following balance into its
+    /// row: the file alone, read with SQLite by an older release or by hand, then says every balance and its time.
+    @Test func settlingWritesEachFollowingBalanceIntoItsRow() throws {
         let store = try aliceWithTen()
         for n in 1...3 { try hub(store, n, after: "\(10 + n).00", at: Double(n)) }
         let raw = try DatabaseQueue(path: store.path)
@@ -75,8 +87,7 @@ import Testing
         #expect(try row()?["balance_minor"] == 1100, "written by the first burst only")
         try store.settleBalances()
         #expect(try row() == ["balance_minor": 1300, "updated_at": "2026-11-22T10:06:43.000Z", "balance_follows": 0])
-        #expect(try store.currentBalance(child: alice) == 13)
-        #expect(try store.balanceTimes()[alice] == at(3))
+        try expectBalance(store, 13, setAt: 3)
     }
 
     @Test func aBalanceOtherThanTheNewestTransactionsIsWrittenAsItCame() throws {
@@ -85,16 +96,14 @@ import Testing
         try hub(store, 6, after: "12.00", at: 2)
         // An older transaction, late: its balance after it is the last word, as before (not the newest's).
         _ = try store.apply(.transactionCreated(transaction(3, amount: "1.00", after: "9.00")), at: at(3))
-        #expect(try store.currentBalance(child: alice) == 9)
-        #expect(try store.balanceTimes()[alice] == at(3))
+        try expectBalance(store, 9, setAt: 3)
         // A balance the server worked out on its own, after the newest transaction.
         try hub(store, 7, after: "13.00", at: 4)
         _ = try store.apply(.balanceUpdated(childId: alice, balance: 20), at: at(5))
-        #expect(try store.currentBalance(child: alice) == 20)
-        #expect(try store.balanceTimes()[alice] == at(5))
+        try expectBalance(store, 20, setAt: 5)
     }
 
-    @Test func everyOtherWriteFindsTheBalanceWhereTheStreamLeftIt() throws {
+    @Test func aWriteACatchUpAndAPruneFindTheBalanceWhereTheStreamLeftIt() throws {
         let store = try aliceWithTen()
         try hub(store, 1, after: "11.00", at: 1)
         try hub(store, 2, after: "12.00", at: 2)
@@ -117,7 +126,6 @@ import Testing
         try hub(store, 7, after: "17.00", at: 11)
         let pruned = try store.prune(transactionDays: 1, now: Date().addingTimeInterval(400 * 86400))
         #expect(pruned.transactions == 7)
-        #expect(try store.currentBalance(child: alice) == 17)
-        #expect(try store.balanceTimes()[alice] == at(11))
+        try expectBalance(store, 17, setAt: 11)
     }
 }
