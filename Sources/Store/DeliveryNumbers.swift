@@ -72,31 +72,35 @@ extension Delivery {
         created_at, trace_parent
         """
 
+    // Made once: an SQL text built for each row was an allocation and a copy of it with every alert, before the
+    // statement cache hashed it.
+    private static let insertNumbered = """
+        INSERT INTO delivery (id_number, \(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id_number) DO NOTHING
+        """
+    private static let insertSetAside = """
+        INSERT INTO delivery (id_number, \(columns))
+        VALUES ((SELECT ifnull(max(id_number), 0) + 1 FROM delivery WHERE id_number < \(setAsideBelow)),
+                ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
     /// Writes a planned row (created at `createdAt`, under `dedupKey`) under its id's number, or set aside when the
     /// id has none or its number is taken.
     static func insert(_ db: Database, _ d: Delivery, dedupKey: String?, createdAt: Date) throws {
-        let values: [SQLValue] = [
-            .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue), .text(d.childId?.lowercased),
-            .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0), .text(dedupKey),
-            .text(d.state.rawValue), .text(ISO.string(d.nextAttemptAt)), .text(d.lastError),
-            .text(ISO.string(createdAt)),
+        let number = number(of: d.id)
+        let created = ISO.string(createdAt)
+        let due = d.nextAttemptAt == createdAt ? created : ISO.string(d.nextAttemptAt)  // mostly due when planned
+        var values: [SQLValue] = [
+            .integer(number), .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue),
+            .text(d.childId?.lowercased), .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0),
+            .text(dedupKey), .text(d.state.rawValue), .text(due), .text(d.lastError), .text(created),
             .text(d.traceParent),
         ]
-        if let number = number(of: d.id) {
-            try db.executeCached(
-                sql: """
-                    INSERT INTO delivery (id_number, \(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (id_number) DO NOTHING
-                    """,
-                values: [.integer(number)] + values)
+        if number != nil {
+            try db.executeCached(sql: insertNumbered, values: values)
             if db.changesCount > 0 { return }
         }
-        try db.executeCached(
-            sql: """
-                INSERT INTO delivery (id_number, \(columns))
-                VALUES ((SELECT ifnull(max(id_number), 0) + 1 FROM delivery WHERE id_number < \(setAsideBelow)),
-                        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            values: values)
+        values.removeFirst()
+        try db.executeCached(sql: insertSetAside, values: values)
     }
 }
