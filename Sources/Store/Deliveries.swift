@@ -41,8 +41,14 @@ extension Store {
         } write: { d, key in
             try Delivery.insert(db, d, dedupKey: key, createdAt: now)
         }
-        let handed = rows.filter { $0.state != .muted }  // a muted row is kept, not handed to a worker
-        if !handed.isEmpty { planned.withLock { $0 += handed } }
+        // A muted row is kept, not handed to a worker. The rows are handed as they are when none is (the usual
+        // case): each copy of a delivery retains every text of it and of its alert.
+        let handed = rows.contains { $0.state == .muted } ? rows.filter { $0.state != .muted } : rows
+        if !handed.isEmpty {
+            planned.withLock {
+                if $0.isEmpty { $0 = handed } else { $0 += handed }
+            }
+        }
         var count = rows.count
         for goal in goals { count += try planDeliveries(db, goal, now: now) }
         return count

@@ -44,7 +44,21 @@ public struct Delivery: Sendable, Equatable {
 
     /// The alert as a value, when the delivery was handed from the planner in memory (the steady path); nil when
     /// it was read from the ledger, whose `alert` text `event` then decodes.
-    public var carried: RelayEvent? = nil
+    public var carried: RelayEvent? {
+        get { carriedAlert?.event }
+        set { carriedAlert = newValue.map(CarriedAlert.init) }
+    }
+
+    /// `carried`, shared by every copy: a delivery is copied at each hand-over (planner, ledger, engine, worker), and
+    /// a copy of the alert's value retained each of its texts: copies of deliveries were 28 of the 193 releases a hub
+    /// event cost in a blast (uprobes, `Benchmarks/blast_counts.py`).
+    private var carriedAlert: CarriedAlert?
+
+    private final class CarriedAlert: Sendable, Equatable {
+        let event: RelayEvent
+        init(_ event: RelayEvent) { self.event = event }
+        static func == (a: CarriedAlert, b: CarriedAlert) -> Bool { a === b || a.event == b.event }
+    }
 
     /// Every field, for another ledger's rows (the shared PostgreSQL one).
     public init(
@@ -69,7 +83,7 @@ public struct Delivery: Sendable, Equatable {
         self.createdAt = createdAt
         self.deliveredAt = deliveredAt
         self.traceParent = traceParent
-        self.carried = carried
+        self.carriedAlert = carried.map(CarriedAlert.init)
     }
 
     /// The alert as a value: the one carried, or the stored text decoded once (for templates, digests, the CLI).

@@ -19,7 +19,8 @@ public enum DeliveryPlanning {
     ) throws(E) -> [Delivery] {
         guard planner.mayPlan(for: event.kind) else { return [] }
         var planned: [Delivery] = []
-        var alerts: [RelayEvent.Kind: (text: String, value: RelayEvent)] = [:]
+        // The alert of each kind planned, written once: mostly one kind, so a list, not a dictionary.
+        var alerts: [(kind: RelayEvent.Kind, text: String, value: RelayEvent)] = []
         for p in planner.plan(event) {
             if let key = p.dedupKey, let window = p.dedupWindow, try seen(p.sink, key, now.addingTimeInterval(-window))
             {
@@ -27,19 +28,19 @@ public enum DeliveryPlanning {
             }
             // What a catch-up found comes before what happened after it (the live alert waits for the digest).
             let due = gathering.withLock { $0.due(p, for: event, now: now) }
-            let alert =
-                alerts[p.kind]
+            let index =
+                alerts.firstIndex { $0.kind == p.kind }
                 ?? {
                     var e = event
                     e.kind = p.kind
-                    return (e.jsonText(currency: planner.currency), e)
+                    alerts.append((p.kind, e.jsonText(currency: planner.currency), e))
+                    return alerts.count - 1
                 }()
-            alerts[p.kind] = alert
             let d = Delivery(
                 id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind,
-                childId: event.childId, urgency: p.urgency, alert: alert.text, digest: p.digest,
+                childId: event.childId, urgency: p.urgency, alert: alerts[index].text, digest: p.digest,
                 state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
-                createdAt: now, traceParent: event.traceParent, carried: alert.value)
+                createdAt: now, traceParent: event.traceParent, carried: alerts[index].value)
             try write(d, p.dedupKey)
             planned.append(d)
         }
