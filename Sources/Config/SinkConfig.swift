@@ -13,6 +13,9 @@ public struct SinkConfig: Sendable {
 
     public enum Kind: String, Sendable, CaseIterable {
         case webhook, slack, discord, teams, mattermost, ntfy, gotify, matrix, telegram, desktop, mqtt, email
+
+        /// A program reads what it gets (the generic webhook, MQTT), not a person.
+        public var isMachine: Bool { self == .webhook || self == .mqtt }
     }
 
     public var name: String
@@ -79,7 +82,7 @@ public struct SinkConfig: Sendable {
     public var ordersByChild: Bool { kind != .webhook }
 
     /// A machine reads this sink (it books each transaction): catch-ups are not folded into digests for it.
-    public var isMachine: Bool { kind == .webhook || kind == .mqtt }
+    public var isMachine: Bool { kind.isMachine }
 
     public init(name: String, kind: Kind) {
         self.name = name

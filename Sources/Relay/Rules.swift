@@ -55,6 +55,16 @@ public struct RulePlanner: AlertPlanner {
     /// What the first catch-up of a new database alerts (`relay.history`).
     let history: AlertSettings.HistoryMode
     let now: @Sendable () -> Date
+    /// What planning reads of each sink, looked up by name for every alert: a lookup in `sinks` copied the whole
+    /// configuration (its templates, headers, secrets), and released each of its texts again.
+    private let sinksForPlanning: [String: PlannedSink]
+    /// The kinds `mayPlan`, worked out once: it is asked for every event, and went through every rule (a copy of each).
+    private let plannable: Set<RelayEvent.Kind>
+
+    private struct PlannedSink {
+        var kind: SinkConfig.Kind
+        var quietHours: QuietHours?
+    }
 
     public init(
         rules: [Rule], sinks: [String: SinkConfig], currency: String? = nil, mutes: MuteList? = nil,
@@ -67,10 +77,14 @@ public struct RulePlanner: AlertPlanner {
         self.mutes = mutes
         self.history = history
         self.now = now
+        sinksForPlanning = sinks.mapValues { PlannedSink(kind: $0.kind, quietHours: $0.quietHours) }
+        plannable = Set(RelayEvent.Kind.allCases.filter { Self.mayPlan($0, rules) })
     }
 
     /// A transaction or balance change can also raise balance.low (and recovered); a transaction, balance.updated.
-    public func mayPlan(for kind: RelayEvent.Kind) -> Bool {
+    public func mayPlan(for kind: RelayEvent.Kind) -> Bool { plannable.contains(kind) }
+
+    private static func mayPlan(_ kind: RelayEvent.Kind, _ rules: [Rule]) -> Bool {
         let moves = kind == .transactionCreated || kind == .balanceUpdated
         return rules.contains { r in
             r.events.contains(kind) || kind == .summary && r.summary != nil || moves && r.events.contains(.balanceLow)
@@ -103,9 +117,10 @@ public struct RulePlanner: AlertPlanner {
         var taken: [(kind: RelayEvent.Kind, sink: String)] = []
         for rule in rules {
             for kind in rule.kinds(for: e) {
-                for sink in rule.to where sink != e.sink && sinks[sink] != nil {
+                for sink in rule.to where sink != e.sink {
+                    guard let config = sinksForPlanning[sink] else { continue }
                     // Only a popup has something to take back when a low balance recovers.
-                    if kind == .balanceRecovered, sinks[sink]?.kind != .desktop { continue }
+                    if kind == .balanceRecovered, config.kind != .desktop { continue }
                     guard !taken.contains(where: { $0.kind == kind && $0.sink == sink }) else { continue }
                     taken.append((kind, sink))
                     var p = PlannedDelivery(sink: sink, rule: rule.name, kind: kind, urgency: rule.urgency)
@@ -116,14 +131,14 @@ public struct RulePlanner: AlertPlanner {
                     // `relay.history: digest` folds the history for every sink, machines too.
                     let foldable =
                         kind == .transactionCreated
-                        && (e.history && history == .digest || rule.digest ?? !(sinks[sink]?.isMachine ?? false))
+                        && (e.history && history == .digest || rule.digest ?? !config.kind.isMachine)
                     if e.caughtUp && foldable {
                         p.digest = true
                         p.notBefore = now.addingTimeInterval(digestGathering)
                     }
                     // A summary comes at the time its rule asked for: quiet hours do not hold it.
                     if kind != .summary, rule.urgency != .critical,
-                        let quiet = rule.quietHours ?? sinks[sink]?.quietHours, quiet.contains(now)
+                        let quiet = rule.quietHours ?? config.quietHours, quiet.contains(now)
                     {
                         p.notBefore = quiet.end(after: now)
                         p.digest = foldable
