@@ -140,16 +140,16 @@ extension JSONValue {
     package static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: one look and one copy, over the contiguous bytes (the generic
-        // `utf8.contains(where:)` went through the view's index a byte at a time).
-        var s = s
-        let plain = s.withUTF8 { bytes -> Bool in
+        // `utf8.contains(where:)` went through the view's index a byte at a time). Read in place: `withUTF8`, being
+        // mutating, took a copy of the string first (a retain and a release for every string written).
+        let plain = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
             for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
                 return false
             }
             out.append(contentsOf: bytes)
             return true
         }
-        if plain {
+        if plain == true {
             out.append(UInt8(ascii: "\""))
             return
         }

@@ -45,7 +45,9 @@ extension HubConnection {
     /// Handles one transport message (one or more hub messages). Returns false when the link must end.
     @discardableResult
     func process(frame bytes: [UInt8], generation: Int) -> Bool {
-        guard link == nil || link?.generation == generation else { return false }
+        // The live link is always the newest one made (`linkGeneration`): compared without reading `link`, whose
+        // read copied it (its transport, task and end reason retained and released) for every frame.
+        guard generation == linkGeneration || link == nil else { return false }
         link?.lastReceive = .now
         defer { flushFrameJobs() }
         let hubProtocol = options.hubProtocol
