@@ -57,11 +57,11 @@ public struct RulePlanner: AlertPlanner {
     let now: @Sendable () -> Date
     /// What planning reads of each sink, looked up by name for every alert: a lookup in `sinks` copied the whole
     /// configuration (its templates, headers, secrets), and released each of its texts again.
-    private let sinksForPlanning: [String: PlannedSink]
+    private let sinksForPlanning: [String: SinkForPlanning]
     /// The kinds `mayPlan`, worked out once: it is asked for every event, and went through every rule (a copy of each).
     private let plannable: Set<RelayEvent.Kind>
 
-    private struct PlannedSink {
+    private struct SinkForPlanning {
         var kind: SinkConfig.Kind
         var quietHours: QuietHours?
     }
@@ -77,7 +77,7 @@ public struct RulePlanner: AlertPlanner {
         self.mutes = mutes
         self.history = history
         self.now = now
-        sinksForPlanning = sinks.mapValues { PlannedSink(kind: $0.kind, quietHours: $0.quietHours) }
+        sinksForPlanning = sinks.mapValues { SinkForPlanning(kind: $0.kind, quietHours: $0.quietHours) }
         plannable = Set(RelayEvent.Kind.allCases.filter { Self.mayPlan($0, rules) })
     }
 
