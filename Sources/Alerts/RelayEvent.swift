@@ -128,9 +128,9 @@ public struct RelayEvent: Sendable, Equatable {
         var w = JSONWriter(capacity: 1024)
         w.beginObject()
         w.member("kind", kind.rawValue)
-        w.member("at", ISODate.string(at))
+        w.member("at") { ISODate.append(at, to: &$0) }
         if let currency { w.member("currency", currency) }
-        if let childId { w.member("childId", childId.lowercased) }
+        if let childId { w.member("childId") { childId.appendLowercased(to: &$0) } }
         if let childName { w.member("childName", childName) }
         if let t = transaction {
             w.key("transaction")

@@ -57,21 +57,24 @@ enum FastParse {
     /// `uuid` in lower case, as the database and the REST API write ids. Foundation's `uuidString` goes through
     /// sprintf, and ids are written several times per stored event.
     static func lowercased(_ uuid: UUID) -> String {
+        String(unsafeUninitializedCapacity: 36) { out in write(uuid, into: out) }
+    }
+
+    /// `lowercased`'s 36 characters into `out`, which has room for them; returns 36.
+    static func write(_ uuid: UUID, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
         withUnsafeBytes(of: uuid.uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { out in
-                let digits: StaticString = "0123456789abcdef"
-                var o = 0
-                for (i, byte) in bytes.enumerated() {
-                    if i == 4 || i == 6 || i == 8 || i == 10 {
-                        out[o] = 0x2D
-                        o += 1
-                    }
-                    out[o] = digits.utf8Start[Int(byte >> 4)]
-                    out[o + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                    o += 2
+            let digits: StaticString = "0123456789abcdef"
+            var o = 0
+            for (i, byte) in bytes.enumerated() {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[o] = 0x2D
+                    o += 1
                 }
-                return 36
+                out[o] = digits.utf8Start[Int(byte >> 4)]
+                out[o + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                o += 2
             }
+            return 36
         }
     }
 
@@ -250,8 +253,18 @@ enum FastParse {
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for years 1970 to 9999 (nil outside): several are written per stored event, and
     /// Foundation's ISO8601FormatStyle went through a calendar for each (about 2 µs).
     static func isoString(_ date: Date) -> String? {
+        var fits = true
+        let text = String(unsafeUninitializedCapacity: 24) { b in
+            fits = writeISO(date, into: b)
+            return fits ? 24 : 0
+        }
+        return fits ? text : nil
+    }
+
+    /// `isoString`'s 24 characters into `b`, which has room for them; false (nothing written) outside its years.
+    static func writeISO(_ date: Date, into b: UnsafeMutableBufferPointer<UInt8>) -> Bool {
         let t = date.timeIntervalSince1970
-        guard t >= 0, t < 253_402_300_800 else { return nil }
+        guard t >= 0, t < 253_402_300_800 else { return false }
         let whole = t.rounded(.down)
         // Truncated as Foundation does, but a value within a microsecond below a millisecond counts as that
         // millisecond: a double cannot hold most millisecond times exactly (a server's `…34.179Z` is read as
@@ -260,30 +273,28 @@ enum FastParse {
         let seconds = Int(whole)
         let (year, month, day) = CivilDate.fromDays(seconds / 86400)
         let clock = seconds % 86400
-        return String(unsafeUninitializedCapacity: 24) { b in
-            func put(_ value: Int, _ at: Int, _ width: Int) {
-                var v = value
-                for k in stride(from: at + width - 1, through: at, by: -1) {
-                    b[k] = UInt8(0x30 + v % 10)
-                    v /= 10
-                }
+        func put(_ value: Int, _ at: Int, _ width: Int) {
+            var v = value
+            for k in stride(from: at + width - 1, through: at, by: -1) {
+                b[k] = UInt8(0x30 + v % 10)
+                v /= 10
             }
-            put(year, 0, 4)
-            b[4] = 0x2D
-            put(month, 5, 2)
-            b[7] = 0x2D
-            put(day, 8, 2)
-            b[10] = 0x54
-            put(clock / 3600, 11, 2)
-            b[13] = 0x3A
-            put(clock / 60 % 60, 14, 2)
-            b[16] = 0x3A
-            put(clock % 60, 17, 2)
-            b[19] = 0x2E
-            put(millis, 20, 3)
-            b[23] = 0x5A
-            return 24
         }
+        put(year, 0, 4)
+        b[4] = 0x2D
+        put(month, 5, 2)
+        b[7] = 0x2D
+        put(day, 8, 2)
+        b[10] = 0x54
+        put(clock / 3600, 11, 2)
+        b[13] = 0x3A
+        put(clock / 60 % 60, 14, 2)
+        b[16] = 0x3A
+        put(clock % 60, 17, 2)
+        b[19] = 0x2E
+        put(millis, 20, 3)
+        b[23] = 0x5A
+        return true
     }
 
     /// The civil date of a day count since 1970-01-01 (Howard Hinnant's civil_from_days), for days >= 0.
@@ -292,6 +303,14 @@ enum FastParse {
 extension UUID {
     /// Lower case, as stored and as the REST API writes ids (without Foundation's sprintf).
     public var lowercased: String { FastParse.lowercased(self) }
+
+    /// `lowercased`, appended to `bytes` without a String made for it (a stored alert writes several ids).
+    public func appendLowercased(to bytes: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { buffer in
+            _ = FastParse.write(self, into: buffer)
+            bytes.append(contentsOf: buffer)
+        }
+    }
 
     /// A new random UUID without a file open per call (see `FastParse.randomUUID`).
     public static func random() -> UUID { FastParse.randomUUID() }

@@ -122,15 +122,15 @@ extension Transaction {
 
     /// The same members, into an object the caller has begun (the inbox's flat record).
     public func writeMembers(into w: inout JSONWriter) {
-        w.member("id", id.lowercased)
-        w.member("childId", childId.lowercased)
+        w.member("id") { id.appendLowercased(to: &$0) }
+        w.member("childId") { childId.appendLowercased(to: &$0) }
         w.member("type", type.rawValue)
         w.key("amount")
         Money.write(amount, cents: amountCents, into: &w)
         w.member("description", description)
         w.key("balanceAfter")
         Money.write(balanceAfter, cents: balanceAfterCents, into: &w)
-        w.member("createdAt", ISODate.string(createdAt))
+        w.member("createdAt") { ISODate.append(createdAt, to: &$0) }
         w.member("createdByName", createdByName)
     }
 }
@@ -288,6 +288,16 @@ public enum ISODate {
     /// `2026-11-23T08:00:00.123Z`: UTC, milliseconds (truncated, as Foundation's formatter does).
     public static func string(_ date: Date) -> String {
         FastParse.isoString(date) ?? Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    }
+
+    /// `string(date)`, appended to `bytes` without a String made for it (a stored alert writes several dates).
+    public static func append(_ date: Date, to bytes: inout [UInt8]) {
+        let written = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            guard FastParse.writeISO(date, into: buffer) else { return false }
+            bytes.append(contentsOf: buffer)
+            return true
+        }
+        if !written { bytes.append(contentsOf: string(date).utf8) }
     }
 
     /// A leading YYYY-MM-DD names a real day of a year from 1 on.

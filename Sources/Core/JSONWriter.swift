@@ -71,4 +71,14 @@ public struct JSONWriter {
         key(name)
         string(value)
     }
+
+    /// A string member whose characters `write` appends as they are, unescaped: for texts that never need an escape
+    /// (an id's hexadecimal digits, a date's digits), written without a String made for each, then scanned and copied.
+    public mutating func member(_ name: StaticString, plain write: (inout [UInt8]) -> Void) {
+        key(name)
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        write(&bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
 }

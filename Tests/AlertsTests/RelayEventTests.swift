@@ -25,6 +25,12 @@ import Testing
         let text = event.jsonText()
         #expect(text.contains(#""amount":"3.50""#) && text.contains(#""balance":"21.25""#), "\(text)")
         #expect(text.contains(#""id":"6f9619ff-8b86-d011-b42d-00c04fc964ff""#), "\(text)")
+        // The ids and dates, written into the bytes in place, byte for byte where they stand.
+        #expect(
+            text.hasPrefix(
+                #"{"kind":"transaction.created","at":"2025-11-24T16:00:01.500Z","childId":"0b5e1c2a-0000-4000-8000-000000000001","childName":"Alice","transaction":{"id":"6f9619ff-8b86-d011-b42d-00c04fc964ff","childId":"0b5e1c2a-0000-4000-8000-000000000001","type":"Debit","amount":"3.50","#
+            ), "\(text)")
+        #expect(text.contains(#""createdAt":"2025-11-24T16:00:00.125Z","createdByName":"Alice"}"#), "\(text)")
     }
 
     @Test func aDigestKeepsItsTransactionsInOrder() throws {

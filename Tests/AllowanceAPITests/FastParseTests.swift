@@ -115,6 +115,24 @@ import Testing
         }
     }
 
+    /// What a stored alert's JSON appends in place is the text itself, after what was there; a date outside the
+    /// fast years goes through Foundation's formatter, as its text does.
+    @Test func idsAndDatesAppendedToBytesAreTheirTexts() {
+        for _ in 0..<2000 {
+            let u = UUID()
+            var bytes: [UInt8] = Array("x".utf8)
+            u.appendLowercased(to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == "x" + u.uuidString.lowercased())
+        }
+        for t in [-1.5, 0, 0.001, 1_709_164_800.1234567, 253_402_300_799.999, 253_402_300_800] {
+            let d = Date(timeIntervalSince1970: t)
+            var bytes: [UInt8] = Array("x".utf8)
+            ISODate.append(d, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == "x" + ISODate.string(d), "\(t)")
+        }
+        #expect(ISODate.string(Date(timeIntervalSince1970: -1.5)) == "1969-12-31T23:59:58.500Z")
+    }
+
     @Test func randomUUIDsAreVersion4AndDistinct() {
         let ids = (0..<10_000).map { _ in UUID.random() }
         #expect(Set(ids).count == ids.count)
