@@ -36,6 +36,30 @@ public struct RelayEvent: Sendable, Equatable {
 
         /// Kinds the relay makes itself, which rules cannot name.
         public static let derivedOnly: Set<Kind> = [.digest, .test, .balanceRecovered, .summary]
+
+        /// Hashes the case, not its text: a raw-value enum otherwise hashes its whole raw String (SipHash over
+        /// "transaction.created"), and a rule's `events` set is asked several times for every event planned.
+        public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
+
+        private var ordinal: UInt8 {
+            switch self {
+            case .transactionCreated: 0
+            case .balanceUpdated: 1
+            case .balanceLow: 2
+            case .balanceRecovered: 3
+            case .outboxRejected: 4
+            case .outboxDead: 5
+            case .connectionLost: 6
+            case .deliveryDisabled: 7
+            case .syncConflict: 8
+            case .syncRejected: 9
+            case .digest: 10
+            case .test: 11
+            case .summary: 12
+            case .goalReached: 13
+            case .goalPurchased: 14
+            }
+        }
     }
 
     public var kind: Kind

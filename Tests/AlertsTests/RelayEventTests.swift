@@ -48,4 +48,12 @@ import Testing
     @Test func anUnknownKindIsACleanError() {
         #expect(throws: APIError.self) { try RelayEvent(json: .object([("kind", .string("balance.exploded"))])) }
     }
+
+    /// Each kind hashes as its own case (not its text): a set of every kind keeps them apart, and no two share a hash.
+    @Test func everyKindHashesApart() {
+        let all = RelayEvent.Kind.allCases
+        #expect(Set(all).count == all.count)
+        #expect(Set(all.map(\.hashValue)).count == all.count)
+        for kind in all { #expect(Set(all).contains(kind) && !Set(all.filter { $0 != kind }).contains(kind)) }
+    }
 }
