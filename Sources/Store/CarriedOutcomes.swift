@@ -38,9 +38,15 @@ final class CarriedOutcomes: Sendable {
     func take() -> [(ticket: UInt64, results: Results)] {
         entries.withLock { entries in
             var taken: [(ticket: UInt64, results: Results)] = []
-            for (ticket, entry) in entries where !entry.inAWrite {
-                entries[ticket]?.inAWrite = true
-                taken.append((ticket, entry.results))
+            // By index, marking each entry in place: a `for` over the dictionary holds a second reference to its
+            // storage, and the first mark in the loop then copied the whole table.
+            var index = entries.startIndex
+            while index != entries.endIndex {
+                if !entries.values[index].inAWrite {
+                    entries.values[index].inAWrite = true
+                    taken.append((entries.keys[index], entries.values[index].results))
+                }
+                entries.formIndex(after: &index)
             }
             return taken
         }

@@ -145,6 +145,30 @@ import Testing
         #expect(results.map(\.id) == ["d1"])
         #expect(carried.take().isEmpty, "claimed: no later write takes them")
     }
+
+    /// With several outcomes waiting, a write takes every one that no other write holds, each once, and holds them.
+    @Test func aWriteTakesEachOutcomeNoOtherWriteHolds() {
+        let carried = CarriedOutcomes()
+        let first = carried.leave([("d1", .done(at: Date()))], wake: Wakeup())
+        #expect(carried.take().map(\.ticket) == [first])
+        let later = (2...5).map { carried.leave([("d\($0)", .done(at: Date()))], wake: Wakeup()) }
+        let taken = carried.take()
+        #expect(taken.count == 4)
+        #expect(Set(taken.map(\.ticket)) == Set(later), "not the one the first write holds")
+        #expect(Set(taken.flatMap { $0.results.map(\.id) }) == ["d2", "d3", "d4", "d5"])
+        #expect(carried.take().isEmpty, "all held now")
+        for ticket in later + [first] {
+            guard case .inAWrite = carried.claim(ticket) else {
+                Issue.record("outcome \(ticket): a write holds it until its commit")
+                return
+            }
+        }
+        carried.committed(later)
+        guard case .written = carried.claim(later[0]) else {
+            Issue.record("committed: written")
+            return
+        }
+    }
 }
 
 /// How many commits the test's hook refuses (a C callback reaches no context but a global).
