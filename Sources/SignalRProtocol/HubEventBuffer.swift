@@ -7,20 +7,26 @@ import Synchronization
 /// reading the WebSocket, libwebsockets stops reading the socket, and TCP holds the server back. So memory stays
 /// bounded whatever the server sends, and nothing is dropped. The consumer takes everything waiting at once (a
 /// burst), so a slow consumer catches up in large batches.
+///
+/// The hand-off's own methods are inlinable: specialised where the event type is known, they look up no generic
+/// metadata at run time (`[Event]?`, the state's tuples), which took 1% of the relay's thread in a steady soak
+/// (BENCHMARKS.md, session 58).
 public final class HubEventBuffer<Event: Sendable>: Sendable {
-    private struct State {
-        var events: [Event] = []
-        var head = 0
-        var consumer: CheckedContinuation<Void, Never>?
-        var producer: CheckedContinuation<Void, Never>?
-        var finished = false
+    @usableFromInline struct State {
+        @usableFromInline var events: [Event] = []
+        @usableFromInline var head = 0
+        @usableFromInline var consumer: CheckedContinuation<Void, Never>?
+        @usableFromInline var producer: CheckedContinuation<Void, Never>?
+        @usableFromInline var finished = false
         /// `next(within:)`: the number of the last wait with a deadline, and of the last one whose deadline passed.
-        var lingers = 0
-        var expired = 0
-        var count: Int { events.count - head }
+        @usableFromInline var lingers = 0
+        @usableFromInline var expired = 0
+        @usableFromInline var count: Int { events.count - head }
+
+        @usableFromInline init() {}
     }
 
-    private let state = Mutex(State())
+    @usableFromInline let state = Mutex(State())
     public let capacity: Int
 
     public init(capacity: Int = 10_000) {
@@ -38,7 +44,7 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
 
     /// Appends in order, after waiting while the buffer is full (one producer). After `finish`, appends are kept
     /// without waiting, for the consumer to drain. A wait stays on the caller's actor (the connection's loop).
-    public func append(contentsOf batch: [Event], isolation: isolated (any Actor)? = #isolation) async {
+    @inlinable public func append(contentsOf batch: [Event], isolation: isolated (any Actor)? = #isolation) async {
         guard !batch.isEmpty else { return }
         // The usual case takes the lock once and suspends nothing.
         while true {
@@ -84,10 +90,10 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
     /// Up to `limit` waiting events, oldest first, once there is at least one; nil once finished and empty.
     /// The wait stays on the caller's actor: a consumer on an actor is resumed there, not on a pool thread that then
     /// hops to it (two threads woken per hand-over instead of one).
-    public func next(limit: Int = 1000, isolation: isolated (any Actor)? = #isolation) async -> [Event]? {
+    @inlinable public func next(limit: Int = 1000, isolation: isolated (any Actor)? = #isolation) async -> [Event]? {
         while true {
             if let taken = take(limit) { return taken }
-            await waitForEvents(unless: { _ in false }, isolation: isolation)
+            await waitForEvents(isolation: isolation)
         }
     }
 
@@ -108,7 +114,7 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         while true {
             if let taken = take(limit) { return taken }
             if state.withLock({ $0.expired == ticket }) { return [] }
-            await waitForEvents(unless: { $0.expired == ticket }, isolation: isolation)
+            await waitForEvents(unlessExpired: ticket, isolation: isolation)
         }
     }
 
@@ -123,7 +129,7 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
 
     /// Takes up to `limit` events: nil when there are none yet, .some(nil) once finished and empty. Lets a producer
     /// waiting for room go on.
-    private func take(_ limit: Int) -> [Event]?? {
+    @inlinable func take(_ limit: Int) -> [Event]?? {
         let (taken, producer) = state.withLock { s -> ([Event]??, CheckedContinuation<Void, Never>?) in
             guard s.count > 0 else { return (s.finished ? .some(nil) : nil, nil) }
             let end = min(s.events.count, s.head + limit)
@@ -151,11 +157,11 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
         return taken
     }
 
-    /// Suspends until an event arrives, the buffer is finished, or `unless` holds (checked under the lock).
-    private func waitForEvents(unless stop: (State) -> Bool, isolation: isolated (any Actor)?) async {
+    /// Suspends until an event arrives, the buffer is finished, or the deadline of the wait `ticket` has passed.
+    @inlinable func waitForEvents(unlessExpired ticket: Int? = nil, isolation: isolated (any Actor)?) async {
         await withCheckedContinuation(isolation: isolation) { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if s.count > 0 || s.finished || stop(s) { return true }
+                if s.count > 0 || s.finished || s.expired == ticket { return true }
                 s.consumer = c
                 return false
             }
