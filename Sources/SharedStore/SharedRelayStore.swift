@@ -285,10 +285,13 @@ public final class SharedRelayStore: Sendable {
     // MARK: - Sessions and rows
 
     /// A PostgreSQL failure as the store's error: the server's words, never a password (libpq has none in them).
+    @discardableResult
     func writing<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
         do { return try writer.with(body) } catch { throw Self.storeError(error, location) }
     }
 
+    /// The same on `work`, the session of the workers' claims and outcomes.
+    @discardableResult
     func working<T>(_ body: (PostgresConnection) throws(PostgresError) -> T) throws(StoreError) -> T {
         do { return try work.with(body) } catch { throw Self.storeError(error, location) }
     }

@@ -137,7 +137,7 @@ public final class WishListRefresh: Sendable {
                 level: away ? .debug : .warning,
                 "wish list of child \(child.lowercased) could not be read: \(error); read again later")
             let now = ContinuousClock.now
-            schedule.withLock { $0.ask(child, at: now) }
+            _ = schedule.withLock { $0.ask(child, at: now) }  // read again after the spacing; news or not
             return false
         }
     }
