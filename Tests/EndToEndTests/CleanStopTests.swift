@@ -34,12 +34,12 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let s = try await Scenario(base: base, hook: hookURL)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 try await simPost(base, "/_sim/burst?count=12")
                 try await s.expectNothingLost(hook, "a burst before the stop", relay: relay)
                 let running = try await childRows(s.storePath)
-                #expect(running.contains { $0.follows }, "the burst left balances following: \(running)")
+                let following = running.contains { $0.follows }
+                #expect(following, "the burst left balances following: \(running)")
 
                 await relay.expectCleanStop()
                 let stopped = try await childRows(s.storePath)

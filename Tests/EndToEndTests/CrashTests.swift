@@ -44,8 +44,7 @@ import Testing
             let sim = try await SimulatorProcess(token: "e2e-token")
             defer { sim.stop() }
             let s = try await Scenario(base: sim.base, hook: hookURL)
-            let relay = try s.start()
-            #expect(await relay.waitFor("caught up"))
+            let relay = try await s.startCaughtUp()
             for round in 1...3 {
                 let burst = Task { try? await simPost(sim.base, "/_sim/burst?count=300&ms=4") }  // about 1.5 s
                 let delay = 100 + Int(random.next() % 900)

@@ -25,8 +25,7 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let s = try await Scenario(base: base, hook: hookURL)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 for round in 1...3 {
                     let burst = Task { try await simPost(base, "/_sim/burst?count=300&ms=4") }  // about 1.5 s
                     let delay = 100 + Int(random.next() % 900)
@@ -89,8 +88,7 @@ import Testing
                 defer { proxy.close() }
                 let s = try await Scenario(
                     base: base, server: URL(string: "http://127.0.0.1:\(proxy.port)")!, hook: hookURL)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 // Every chunk held 300 ms each way: late, in order, and the link stays up.
                 proxy.mode = .delay(.milliseconds(300))
                 try await simPost(base, "/_sim/burst?count=50")
@@ -123,8 +121,7 @@ import Testing
                 // CloseOnAuthenticationExpiration).
                 try await simPost(base, "/_sim/tokens?lifetime=3&closeOnExpiry=true")
                 let s = try await Scenario(base: base, hook: hookURL, login: true)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 for _ in 0..<5 {
                     try await simPost(base, "/_sim/burst?count=20")
                     try await Task.sleep(for: .seconds(2))
@@ -152,8 +149,7 @@ import Testing
         try await withSim { base in
             // The back-off tops out at 4 s here (10 minutes by default): alerts flow within that of the return.
             let s = try await Scenario(base: base, hook: hookURL, sinkOptions: "    retry_max_seconds: 4")
-            let relay = try s.start()
-            #expect(await relay.waitFor("caught up"))
+            let relay = try await s.startCaughtUp()
             // Nothing listens on the receiver's port for 30 s (connection refused) while 100 alerts fall due.
             for _ in 0..<10 {
                 try await simPost(base, "/_sim/burst?count=10")
@@ -181,8 +177,7 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let s = try await Scenario(base: base, hook: hookURL)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 stormEnds.withLock { $0 = .now + .seconds(5) }
                 try await simPost(base, "/_sim/burst?count=300")
                 let o = try await s.expectNothingLost(hook, "429 storm of 5 s under 300 alerts", relay: relay)
@@ -203,8 +198,7 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let s = try await Scenario(base: base, hook: hookURL, sinkOptions: "    timeout_seconds: 45")
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 let started = ContinuousClock.now
                 try await simPost(base, "/_sim/burst?count=10")
                 // The cache does not wait for the destination.
@@ -222,8 +216,7 @@ import Testing
             try await withSim { base in
                 // .invalid never resolves (RFC 6761).
                 let s = try await Scenario(base: base, hook: URL(string: "http://alerts.allowance-relay.invalid")!)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 try await simPost(base, "/_sim/burst?count=5")
                 // a resolver without a network can take its time
                 #expect(await relay.waitFor("sink audit:", timeout: .seconds(45)))
@@ -261,8 +254,7 @@ import Testing
         try await hook.run { hookURL in
             try await withSim { base in
                 let s = try await Scenario(base: base, hook: hookURL, storeDirectory: dir)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 let ballast = dir.appending(path: "ballast").path
                 try fillDisk(ballast, leaving: 64 << 10)
                 try await simPost(base, "/_sim/burst?count=400")
@@ -296,8 +288,7 @@ import Testing
         try await hook.run { hookURL in
             try await withSimulator(token: "e2e-token", { $0.binaryFrames = true }) { base in
                 let s = try await Scenario(base: base, hook: hookURL)
-                let relay = try s.start()
-                #expect(await relay.waitFor("caught up"))
+                let relay = try await s.startCaughtUp()
                 let startKB = memoryKB(relay.pid).peak
                 for kind in [
                     "json", "type", "args", "unknown", "incomplete", "deep", "utf8", "completion", "headers", "flood",

@@ -46,6 +46,13 @@ struct Scenario {
 
     func start() throws -> RelayProcess { try RelayProcess(env: env, arguments: ["run", "--config", config]) }
 
+    /// A started relay, expected to have connected and finished its first catch-up.
+    func startCaughtUp() async throws -> RelayProcess {
+        let relay = try start()
+        #expect(await relay.waitFor("caught up"), "the relay caught up after its start")
+        return relay
+    }
+
     struct Outcome {
         var events = 0, alertsOwed = 0, lostEvents = 0, lostAlerts = 0, extraEvents = 0, wrongBalances = 0
         var requests = 0, repeats = 0
