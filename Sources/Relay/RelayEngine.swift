@@ -109,7 +109,11 @@ public final class RelayEngine: Sendable {
     }
 
     private func plan(with generation: Generation) {
-        let workers = Dictionary(generation.workers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        // Each worker's hand-over and wakeup, not the worker: a worker copied out of a table is a dozen retains and
+        // releases, for every commit that plans.
+        let inboxes = Dictionary(
+            generation.workers.map { ($0.name, (handOver: $0.handOver, wakeup: $0.wakeup)) },
+            uniquingKeysWith: { a, _ in a })
         let config = generation.config
         for warning in Routing(config).warnings { logger.warning("\(warning)") }
         store.setOrderedSinks(Set(config.sinks.filter(\.ordersByChild).map(\.name)))
@@ -117,9 +121,9 @@ public final class RelayEngine: Sendable {
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes,
             history: config.history)
         @Sendable func handOver(_ rows: [Delivery], to sink: String) {
-            guard let worker = workers[sink] else { return }
-            worker.handOver.put(rows)
-            worker.wakeup.signal()
+            guard let inbox = inboxes[sink] else { return }
+            inbox.handOver.put(rows)
+            inbox.wakeup.signal()
         }
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows. Most often every row is for one sink: they
@@ -164,7 +168,7 @@ public final class RelayEngine: Sendable {
             if generation.workers.isEmpty {
                 await changed.wait(upTo: .seconds(3600))
             } else {
-                let names = generation.workers.map { "\($0.name) (\($0.sink.config.kind.rawValue))" }
+                let names = generation.workers.map { "\($0.name) (\($0.sinkConfig.kind.rawValue))" }
                 logger.info("relaying to \(generation.workers.count) sink(s): \(names.joined(separator: ", "))")
                 let summaries = SummaryScheduler(
                     store: store, config: generation.config, stop: generation.stop, wakeup: generation.summaries,

@@ -21,6 +21,8 @@ import Tracing
 /// in order; a retry or a throttle pauses the whole sink, so nothing overtakes an alert that waits.
 struct SinkWorker: Sendable {
     let sink: any Sink
+    /// `sink.config`, kept: read through the protocol, each use copied the whole config (and released it after).
+    let sinkConfig: SinkConfig
     /// The delivery queue (the store's ledger; another backend could stand in).
     let ledger: any DeliveryLedger
     let config: AlertSettings
@@ -40,14 +42,15 @@ struct SinkWorker: Sendable {
         stop: StopFlag, logger: Logger
     ) {
         self.sink = sink
+        self.sinkConfig = sink.config
         self.ledger = ledger
         self.config = config
         self.wakeup = wakeup
         self.handOver = handOver
         self.stop = stop
         self.logger = logger
-        self.rateLimiter = RateLimiter(sink.config.rateLimit)
-        self.metrics = DeliveryMetrics(sink: sink.config.name)
+        self.rateLimiter = RateLimiter(sinkConfig.rateLimit)
+        self.metrics = DeliveryMetrics(sink: sinkConfig.name)
     }
 
     private var ending: Bool { Task.isCancelled || stop.isSet }
@@ -65,7 +68,7 @@ struct SinkWorker: Sendable {
         wakeup.signal()
     }
 
-    var name: String { sink.config.name }
+    var name: String { sinkConfig.name }
 
     /// Parked in a wait nobody has signalled, nothing under way, every outcome written (`RelayEngine.sinksAreSettled`).
     var isSettled: Bool { sends.isSettled && wakeup.isParked }
@@ -107,13 +110,13 @@ struct SinkWorker: Sendable {
 
     /// Takes due deliveries and starts their sends while there is room: performs what `DispatchMachine` decides.
     private func dispatch(_ sends: SendsInProgress, group: inout DiscardingTaskGroup) async {
-        var machine = DispatchMachine(ordersByChild: sink.config.ordersByChild, readLimit: batch)
+        var machine = DispatchMachine(ordersByChild: sinkConfig.ordersByChild, readLimit: batch)
         while !ending {
             do {
                 let taken = sends.taken
                 let inProgress = DispatchMachine.InProgress(ids: taken.ids, children: taken.children)
                 // a failing destination: one probe
-                let room = (sends.probing ? 1 : sink.config.concurrency) - taken.ids.count
+                let room = (sends.probing ? 1 : sinkConfig.concurrency) - taken.ids.count
                 switch machine.step(
                     now: Date(), clock: .now, pausedUntil: sends.pausedUntil, room: room, inProgress: inProgress)
                 {
@@ -179,13 +182,13 @@ struct SinkWorker: Sendable {
     /// How many due rows one read takes. A rate-limited sink (a chat) reads a few at a time: what it read waits its
     /// turn in memory, where a newer balance cannot supersede it and a summary cannot pass it.
     private var batch: Int {
-        sink.config.rateLimit == nil ? DispatchMachine.batch : max(4, 2 * sink.config.concurrency)
+        sinkConfig.rateLimit == nil ? DispatchMachine.batch : max(4, 2 * sinkConfig.concurrency)
     }
 
     /// A sink read by people sends a child's balance once, as it is now: the waiting updates a newer one supersedes
     /// are merged into it (`Delivery.superseding`). A machine gets every update.
     private func mergeSuperseded(_ due: [Delivery], sending: Set<String>) throws -> [Delivery] {
-        guard !sink.config.isMachine else { return due }
+        guard !sinkConfig.isMachine else { return due }
         var merged = Set<String>()
         for kind in Delivery.superseding {
             for child in Set(due.filter { $0.kind == kind }.compactMap(\.childId)) {
@@ -215,7 +218,7 @@ struct SinkWorker: Sendable {
             "deliver \(name)", context: TraceParent.context(parent), ofKind: .producer)
         defer { span.end() }
         span.attributes["allowance.sink"] = name
-        span.attributes["allowance.sink.kind"] = sink.config.kind.rawValue
+        span.attributes["allowance.sink.kind"] = sinkConfig.kind.rawValue
         span.attributes["allowance.alert.kind"] = d.kind.rawValue
         span.attributes["allowance.delivery.id"] = d.id
         span.attributes["allowance.delivery.attempt"] = d.attempts + 1
@@ -236,14 +239,14 @@ struct SinkWorker: Sendable {
     private func attempt(_ d: Delivery, markup: Bool, sends: SendsInProgress, traceParent: String?) async -> JobOutcome?
     {
         let started = Date()
-        if started.timeIntervalSince(d.createdAt) > sink.config.maxAge {
+        if started.timeIntervalSince(d.createdAt) > sinkConfig.maxAge {
             logger.error("sink \(name): gave up \(d.kind.rawValue) \(d.id): older than max_age_hours")
             failing(
                 "alerts older than max_age_hours given up (\(d.lastError ?? "no answer"))", deadLetter: true, sends,
                 at: started)
             return .gaveUp(
                 reason:
-                    "too old: still undelivered after \(Int(sink.config.maxAge / 3600)) h (\(d.lastError ?? "no answer"))"
+                    "too old: still undelivered after \(Int(sinkConfig.maxAge / 3600)) h (\(d.lastError ?? "no answer"))"
             )
         }
         var message: Message
@@ -334,7 +337,7 @@ struct SinkWorker: Sendable {
     }
 
     /// About 2 s, 4 s, 8 s ... up to the sink's `retry_max_seconds` (10 minutes).
-    private var backoff: Backoff { Backoff(initial: .seconds(2), maximum: .seconds(sink.config.retryMax)) }
+    private var backoff: Backoff { Backoff(initial: .seconds(2), maximum: .seconds(sinkConfig.retryMax)) }
 
     /// Caught-up (or quiet-hours) transactions of one child become one digest message. Once one of them is due,
     /// the child's others due within the gathering time come along.
@@ -387,16 +390,16 @@ struct SinkWorker: Sendable {
 
     /// The generic webhook forwards the stored alert; the other sinks fill their templates from it.
     func render(_ d: Delivery, markup: Bool) throws(APIError) -> Message {
-        if sink.config.kind == .webhook {
+        if sinkConfig.kind == .webhook {
             return Message(
                 id: d.id, kind: d.kind, urgency: d.urgency, childId: d.childId, alert: d.alert, event: d.carried)
         }
         let event = try d.event
         var m = config.message(
-            id: d.id, kind: d.kind, urgency: d.urgency, event: event, alert: d.alert, sink: sink.config, markup: markup)
+            id: d.id, kind: d.kind, urgency: d.urgency, event: event, alert: d.alert, sink: sinkConfig, markup: markup)
         // A summary shows the child's period as a chart where the destination shows pictures; without one it is
         // the text alone (a chart that cannot be drawn is not a reason to hold the summary back).
-        if d.kind == .summary, sink.config.showsPictures {
+        if d.kind == .summary, sinkConfig.showsPictures {
             do { m.image = try config.chart(for: event).png() } catch {
                 logger.warning("sink \(name): the summary goes without its chart: \(error)")
             }
