@@ -81,14 +81,7 @@ extension Store {
     ) throws(StoreError) -> (due: [Delivery], next: Date?) {
         var unreadable: [(id: String, reason: String)] = []
         let (due, next) = try read { db -> ([Delivery], Date?) in
-            // What goes first (`Delivery.first`), then the rest, each oldest first.
-            let first = try JobQueue<Delivery>.waiting(
-                db, dueBy: now, filter: "sink = ? AND \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
-                limit: limit + excluding.count)
-            let rest = try JobQueue<Delivery>.waiting(
-                db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
-                limit: limit + excluding.count)
-            let due = (first + rest).compactMap { row -> Delivery? in
+            func readable(_ row: Row) -> Delivery? {
                 guard !excluding.contains(row["id"]) else { return nil }
                 do {
                     return try Delivery(row: row)
@@ -97,11 +90,18 @@ extension Store {
                     return nil
                 }
             }
-            guard withNext else { return (due, nil) }
+            // What goes first (`Delivery.first`), then the rest, each oldest first.
+            let first = try JobQueue<Delivery>.waiting(
+                db, dueBy: now, filter: "sink = ? AND \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
+                limit: limit + excluding.count, readable)
+            let rest = try JobQueue<Delivery>.waiting(
+                db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
+                limit: limit + excluding.count, readable)
+            guard withNext else { return (first + rest, nil) }
             let next = try JobQueue<Delivery>.waiting(
                 db, dueAfter: now, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
-            ).first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
-            return (due, next)
+            ) { row in excluding.contains(row["id"]) ? nil : row["next_attempt_at"] as String }
+            return (first + rest, next.first.flatMap(ISODate.parse))
         }
         if !unreadable.isEmpty {
             try record(unreadable.map { ($0.id, .gaveUp(reason: "unreadable in the ledger: \($0.reason)")) })
@@ -117,7 +117,7 @@ extension Store {
             try JobQueue<Delivery>.waiting(
                 db, dueBy: dueBy, filter: "sink = ? AND child_id = ? AND digest = 1 AND kind = ?",
                 [sink, child.lowercased, RelayEvent.Kind.transactionCreated.rawValue], order: "created_at, rowid"
-            ).compactMap { try? Delivery(row: $0) }
+            ) { try? Delivery(row: $0) }
         }
     }
 
@@ -126,8 +126,8 @@ extension Store {
         try read { db in
             try JobQueue<Delivery>.waiting(
                 db, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
-            )
-            .first { !excluding.contains($0["id"]) }.flatMap { ISODate.parse($0["next_attempt_at"]) }
+            ) { row in excluding.contains(row["id"]) ? nil : row["next_attempt_at"] as String }
+            .first.flatMap(ISODate.parse)
         }
     }
 
@@ -179,7 +179,7 @@ extension Store {
             let waiting = try JobQueue<Delivery>.waiting(
                 db, filter: "sink = ? AND child_id = ? AND kind = ?", [sink, child.lowercased, kind.rawValue],
                 order: "created_at DESC, rowid DESC"
-            ).map { $0["id"] as String }.filter { !excluding.contains($0) }
+            ) { row in excluding.contains(row["id"]) ? nil : row["id"] as String }
             guard let newest = waiting.first, waiting.count > 1 else { return [] }
             let older = Array(waiting.dropFirst())
             for id in older { try Delivery.merge(db, id, into: newest) }
@@ -223,8 +223,9 @@ extension Store {
 
     public func heldDeliveries(dueAfter after: Date) throws(StoreError) -> [Delivery] {
         try read { db in
-            try JobQueue<Delivery>.waiting(db, dueAfter: after, filter: "attempts = 0", order: "created_at, rowid")
-                .compactMap { try? Delivery(row: $0) }
+            try JobQueue<Delivery>.waiting(db, dueAfter: after, filter: "attempts = 0", order: "created_at, rowid") {
+                try? Delivery(row: $0)
+            }
         }
     }
 

@@ -56,16 +56,15 @@ extension Store {
     public func dueOutbox(at now: Date = Date()) throws(StoreError) -> [OutboxEntry] {
         try read { db in
             var held = Set<String>()
-            var due: [Int64] = []
             let stamp = ISO.string(now)
-            for row in try JobQueue<OutboxEntry>.waiting(db, order: "seq") {
+            let due = try JobQueue<OutboxEntry>.waiting(db, order: "seq") { row -> Int64? in
                 let child: String = row["child_id"]
-                guard !held.contains(child) else { continue }
-                if row["state"] == OutboxEntry.State.inFlight || (row["next_attempt_at"] as String) > stamp {
+                guard !held.contains(child) else { return nil }
+                guard row["state"] != OutboxEntry.State.inFlight, (row["next_attempt_at"] as String) <= stamp else {
                     held.insert(child)
-                } else {
-                    due.append(row["seq"])
+                    return nil
                 }
+                return row["seq"]
             }
             return try due.compactMap { try Self.entry(db, seq: $0) }
         }

@@ -2,6 +2,7 @@ import Alerts
 import AllowanceAPI
 import Foundation
 import GRDB
+import GRDBSQLite
 import Logging
 import StoreContract
 import Synchronization
@@ -248,12 +249,17 @@ public final class Store: Sendable {
                 defer {
                     if durability != .normal { try? db.setDurability(durability) }
                 }
-                var result: T?
-                try db.inTransaction {
-                    result = try body(db)
-                    return .commit
+                // BEGIN and COMMIT compiled once, as in `write`: a send's outcome goes in here when no event's write
+                // takes it, and GRDB's own transaction compiled both afresh each time.
+                try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
+                do {
+                    let result = try body(db)
+                    try db.executeCached(sql: "COMMIT TRANSACTION")
+                    return result
+                } catch {
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
+                    throw error
                 }
-                return result!
             }
         } catch {
             throw StoreError(path: path, error)
@@ -359,8 +365,13 @@ extension StoreError {
 
 extension Database {
     /// Whether this connection's commits wait for the disk (`PRAGMA synchronous`); run, not cached: SQLite applies
-    /// the pragma when it compiles it.
+    /// the pragma when it compiles it. Straight to SQLite: GRDB's statement would be built, authorized and thrown
+    /// away twice for each commit that does not wait.
     fileprivate func setDurability(_ durability: Store.Durability) throws {
-        try execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
+        let sql = "PRAGMA synchronous = \(durability.rawValue)"
+        let code = sqlite3_exec(sqliteConnection, sql, nil, nil, nil)
+        guard code == SQLITE_OK else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: lastErrorMessage, sql: sql)
+        }
     }
 }
