@@ -73,16 +73,18 @@ public final class RelayMetrics: Sendable {
 
     /// The text exposition, with the gauges read now. `sinks`: the configured ones, gauged even with nothing owed.
     func scrape(store: any StatusSource & PlanningStore, link: LinkStatus, sinks: [String]) -> String {
-        registry.makeGauge(name: "allowance_relay_hub_connected").set(to: link.state == .connected ? 1 : 0)
+        gauge("allowance_relay_hub_connected", "1 while the relay holds the hub link, else 0").set(
+            to: link.state == .connected ? 1 : 0)
         if let waiting = try? store.outboxWaiting() {
-            registry.makeGauge(name: "allowance_relay_outbox_depth").set(to: Double(waiting))
+            gauge("allowance_relay_outbox_depth", "Writes made here waiting to reach the server").set(
+                to: Double(waiting))
         }
         if let bytes = try? store.storageBytes() {
-            registry.makeGauge(name: "allowance_relay_database_bytes").set(to: Double(bytes))
+            gauge("allowance_relay_database_bytes", "Size of the database and its log, in bytes").set(to: Double(bytes))
         }
         if let contact = try? store.contact() {
             if let last = contact.lastEvent {
-                registry.makeGauge(name: "allowance_relay_last_event_age_seconds").set(
+                gauge("allowance_relay_last_event_age_seconds", "Seconds since the hub last sent an event").set(
                     to: max(0, Date().timeIntervalSince(last)))
             }
         }
@@ -94,12 +96,21 @@ public final class RelayMetrics: Sendable {
             }
             for sink in gauged {
                 for state in Delivery.State.owed.map(\.rawValue) {
-                    registry.makeGauge(name: "allowance_relay_deliveries", labels: [("sink", sink), ("state", state)])
-                        .set(to: Double(owed[sink]?[state] ?? 0))
+                    gauge(
+                        "allowance_relay_deliveries", "Alerts owed to each sink, by state",
+                        labels: [("sink", sink), ("state", state)]
+                    )
+                    .set(to: Double(owed[sink]?[state] ?? 0))
                 }
             }
         }
         return registry.emitToString()
+    }
+
+    /// A gauge of the registry, with the help line a scraper shows beside it.
+    private func gauge(_ name: String, _ help: String, labels: [(String, String)] = []) -> Prometheus.Gauge {
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
     }
 }
 

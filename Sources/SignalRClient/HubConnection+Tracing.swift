@@ -19,8 +19,8 @@ extension HubConnection {
 
     /// A client span for an invocation of `target`, and the headers that carry its context to the server.
     func invocationSpan(_ target: String) -> (span: any Span, headers: [String: String]) {
-        let tracer = InstrumentationSystem.legacyTracer
-        let span = tracer.startAnySpan(
+        let tracer = InstrumentationSystem.tracer
+        let span = tracer.startSpan(
             "\(hubName)/\(target)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
         span.attributes["rpc.system"] = "signalr"
         span.attributes["rpc.service"] = hubName
@@ -34,7 +34,7 @@ extension HubConnection {
 
     /// A span for one connection attempt (`{hub} connect`), or its negotiate inside `parent`.
     func linkSpan(_ name: String, parent: ServiceContext? = nil) -> any Span {
-        let span = InstrumentationSystem.legacyTracer.startAnySpan(
+        let span = InstrumentationSystem.tracer.startSpan(
             "\(hubName) \(name)", context: parent ?? ServiceContext.current ?? .topLevel, ofKind: .client)
         span.attributes["rpc.system"] = "signalr"
         span.attributes["server.address"] = url.host ?? ""
@@ -44,10 +44,10 @@ extension HubConnection {
     /// A consumer span for the handlers of an invocation from the server; its parent is the trace the invocation's
     /// headers carry, if any.
     nonisolated func handlerSpan(_ invocation: HubMessage.Invocation) -> any Span {
-        let tracer = InstrumentationSystem.legacyTracer
+        let tracer = InstrumentationSystem.tracer
         var context = ServiceContext.topLevel
         if !invocation.headers.isEmpty { tracer.extract(invocation.headers, into: &context, using: HubHeaders()) }
-        let span = tracer.startAnySpan("\(hubName)/\(invocation.target)", context: context, ofKind: .consumer)
+        let span = tracer.startSpan("\(hubName)/\(invocation.target)", context: context, ofKind: .consumer)
         span.attributes["rpc.system"] = "signalr"
         span.attributes["rpc.service"] = hubName
         span.attributes["rpc.method"] = invocation.target

@@ -23,11 +23,8 @@ public final class LogLines: Sendable {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(
-            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-            function: String, line: UInt
-        ) {
-            sink.lines.withLock { $0.append("\(level) \(message)") }
+        func log(event: LogEvent) {
+            sink.lines.withLock { $0.append("\(event.level) \(event.message)") }
         }
     }
 }

@@ -27,7 +27,7 @@ public final class MosquittoBroker: @unchecked Sendable {
         if getuid() == 0 { conf += "user root\n" }
         if !users.isEmpty {
             let passwords = dir.appending(path: "passwords").path
-            FileManager.default.createFile(atPath: passwords, contents: nil)
+            _ = FileManager.default.createFile(atPath: passwords, contents: nil)  // mosquitto_passwd says if not
             for user in users {
                 _ = try await runCommand(["mosquitto_passwd", "-b", passwords, user.name, user.password])
             }

@@ -45,18 +45,18 @@ final class DesktopBus: @unchecked Sendable {
             if b == nil {
                 var opened: OpaquePointer?
                 guard clsd_open(&opened, &err, err.count) >= 0, let connection = opened else {
-                    return .failure(RelayError(.desktopBus, String(cString: err)))
+                    return .failure(RelayError(.desktopBus, Self.text(err)))
                 }
                 listener.pointee = clsd_action_listener(
                     callback: onActionInvoked, context: Unmanaged.passUnretained(self).toOpaque())
                 if clsd_listen_actions(connection, listener, &err, err.count) < 0 {
                     clsd_free(connection)
-                    return .failure(RelayError(.desktopBus, String(cString: err)))
+                    return .failure(RelayError(.desktopBus, Self.text(err)))
                 }
                 b = connection
             }
             let r = body(b!, &err, err.count)
-            guard r >= 0 else { return .failure(RelayError(.desktopBus, String(cString: err))) }
+            guard r >= 0 else { return .failure(RelayError(.desktopBus, Self.text(err))) }
             return .success(r)
         }
         if case .success = result {
@@ -64,6 +64,11 @@ final class DesktopBus: @unchecked Sendable {
             wake.signal()
         }
         return result
+    }
+
+    /// The reason a `clsd_*` call wrote into `buffer`: its text up to the first NUL.
+    private static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// `work` (its `call`s) on a thread of its own, for a sink's sends: sd-bus waits for the server's answer (10 s
