@@ -25,10 +25,23 @@ final class ReadConnections: Sendable {
     }
 
     /// Runs `body` in one read transaction: it sees one committed state of the file throughout.
+    ///
+    /// The transaction's BEGIN and COMMIT are compiled once a connection, as the writer's are: GRDB's `read`
+    /// compiled both afresh for every read, its authorizer building a table of what each touches.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         let connection = try free.withLock { $0.popLast() } ?? DatabaseQueue(path: path, configuration: configuration)
         defer { free.withLock { if $0.count < kept { $0.append(connection) } } }
-        return try connection.read(body)
+        return try connection.inDatabase { db in
+            try db.executeCached(sql: "BEGIN DEFERRED TRANSACTION")
+            do {
+                let result = try body(db)
+                try db.executeCached(sql: "COMMIT TRANSACTION")
+                return result
+            } catch {
+                if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
+                throw error
+            }
+        }
     }
 
     /// Closes the kept connections (before the writer's: the last connection to close folds the log back).
