@@ -205,6 +205,16 @@ def call(method, url, timeout=600):
         return r.status, json.loads(r.read() or b"null")
 
 
+def perf_stat_counts(output):
+    """The counts `perf stat -x ,` wrote (its stderr), by event name."""
+    counts = {}
+    for line in output.splitlines():
+        fields = line.split(",")
+        if len(fields) > 3 and fields[0].replace(".", "").isdigit():
+            counts[fields[2]] = float(fields[0])
+    return counts
+
+
 def wait_until(check, timeout, what, every=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -42,7 +42,5 @@ try:
         relay.stop()
 finally:
     sim.proc.stop(signal.SIGKILL)
-for line in err.splitlines():
-    fields = line.split(",")
-    if len(fields) > 3 and fields[0].replace(".", "").isdigit():
-        print(f"{fields[2]:40} {float(fields[0]) / 100_000:8.2f} per event")
+for name, count in bench.perf_stat_counts(err).items():
+    print(f"{name:40} {count / 100_000:8.2f} per event")

@@ -27,8 +27,7 @@ def measure(proc, db, who):
     row = run.blast_stored(sim, 1, proc, db, who)
     perf.send_signal(signal.SIGINT)
     _, err = perf.communicate()
-    counts = {f[2].removeprefix("syscalls:sys_enter_"): int(f[0])
-              for f in (line.split(",") for line in err.splitlines()) if len(f) > 3 and f[0].isdigit()}
+    counts = {name.removeprefix("syscalls:sys_enter_"): int(n) for name, n in bench.perf_stat_counts(err).items()}
     print(f"{who}: {row['cpu_s']:.3f} CPU s, " + ", ".join(f"{counts.get(c, 0)} {c}" for c in CALLS))
 
 

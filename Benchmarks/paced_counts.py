@@ -36,7 +36,5 @@ try:
         _, err = perf.communicate()
 finally:
     sim.proc.stop(signal.SIGKILL)
-for line in err.splitlines():
-    fields = line.split(",")
-    if len(fields) > 3 and fields[0].replace(".", "").isdigit():
-        print(f"{fields[2]:40} {float(fields[0]) / count:8.2f} per transaction")
+for name, calls in bench.perf_stat_counts(err).items():
+    print(f"{name:40} {calls / count:8.2f} per transaction")

@@ -265,6 +265,23 @@ struct BurstChildren {
 }
 
 extension Database {
+    /// `body` in one SQLite transaction begun by `begin` ("BEGIN IMMEDIATE TRANSACTION" for a writer, "BEGIN DEFERRED
+    /// TRANSACTION" for a read), its BEGIN and COMMIT compiled once per connection: GRDB's own transactions compile
+    /// both afresh each time, its authorizer building a table of what each touches. Rolled back when `body` or the
+    /// COMMIT fails.
+    func inCachedTransaction<T>(_ begin: String, _ body: () throws -> T) throws -> T {
+        try executeCached(sql: begin)
+        do {
+            let result = try body()
+            try executeCached(sql: "COMMIT TRANSACTION")
+            return result
+        } catch {
+            // SQLite has already rolled back after some failures (a full disk, an I/O error).
+            if isInsideTransaction { try? execute(sql: "ROLLBACK TRANSACTION") }
+            throw error
+        }
+    }
+
     /// Runs `sql` with a statement prepared once per connection: an event is several statements, and preparing
     /// them each time was a third of the cost of storing it (measured with perf).
     func executeCached(sql: String, arguments: StatementArguments = StatementArguments()) throws {

@@ -26,21 +26,13 @@ final class ReadConnections: Sendable {
 
     /// Runs `body` in one read transaction: it sees one committed state of the file throughout.
     ///
-    /// The transaction's BEGIN and COMMIT are compiled once a connection, as the writer's are: GRDB's `read`
-    /// compiled both afresh for every read, its authorizer building a table of what each touches.
+    /// The transaction's BEGIN and COMMIT are compiled once a connection, as the writer's are (`inCachedTransaction`):
+    /// GRDB's `read` compiled both afresh for every read.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         let connection = try free.withLock { $0.popLast() } ?? DatabaseQueue(path: path, configuration: configuration)
         defer { free.withLock { if $0.count < kept { $0.append(connection) } } }
         return try connection.inDatabase { db in
-            try db.executeCached(sql: "BEGIN DEFERRED TRANSACTION")
-            do {
-                let result = try body(db)
-                try db.executeCached(sql: "COMMIT TRANSACTION")
-                return result
-            } catch {
-                if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
-                throw error
-            }
+            try db.inCachedTransaction("BEGIN DEFERRED TRANSACTION") { try body(db) }
         }
     }
 

@@ -249,17 +249,8 @@ public final class Store: Sendable {
                 defer {
                     if durability != .normal { try? db.setDurability(durability) }
                 }
-                // BEGIN and COMMIT compiled once, as in `write`: a send's outcome goes in here when no event's write
-                // takes it, and GRDB's own transaction compiled both afresh each time.
-                try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
-                do {
-                    let result = try body(db)
-                    try db.executeCached(sql: "COMMIT TRANSACTION")
-                    return result
-                } catch {
-                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
-                    throw error
-                }
+                // A send's outcome goes in here when no event's write takes it.
+                return try db.inCachedTransaction("BEGIN IMMEDIATE TRANSACTION") { try body(db) }
             }
         } catch {
             throw StoreError(path: path, error)
@@ -271,16 +262,15 @@ public final class Store: Sendable {
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.writeWithoutTransaction { db in
-                // GRDB's own transaction compiles its BEGIN and COMMIT afresh each time; these are compiled once.
-                try db.executeCached(sql: "BEGIN IMMEDIATE TRANSACTION")
                 var tickets: [UInt64] = []
                 do {
-                    // The outcomes first: each grows its row (a time, a state) while the row's page still has the
-                    // room. Written after this write's new rows had filled that page, the growth split it three
-                    // ways, a third of the pages an event wrote (BENCHMARKS.md, session 41).
-                    tickets = try carryOutcomes(db)
-                    let result = try body(db)
-                    try db.executeCached(sql: "COMMIT TRANSACTION")
+                    let result = try db.inCachedTransaction("BEGIN IMMEDIATE TRANSACTION") {
+                        // The outcomes first: each grows its row (a time, a state) while the row's page still has
+                        // the room. Written after this write's new rows had filled that page, the growth split it
+                        // three ways, a third of the pages an event wrote (BENCHMARKS.md, session 41).
+                        tickets = try carryOutcomes(db)
+                        return try body(db)
+                    }
                     // Committed, and still in this writer's turn (writers on other threads wait for it): the rows are
                     // this transaction's own, and the hand-overs follow the commits' order. Told once the COMMIT has
                     // returned, not by a GRDB transaction observer: when SQLite rolls a failed COMMIT back by itself
@@ -296,8 +286,6 @@ public final class Store: Sendable {
                 } catch {
                     planned.withLock { $0.removeAll() }  // rolled back: nothing was planned after all
                     carried.rolledBack(tickets)
-                    // SQLite has already rolled back after some failures (a full disk, an I/O error).
-                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
                     throw error
                 }
             }
