@@ -306,9 +306,23 @@ extension UUID {
 
     /// `lowercased`, appended to `bytes` without a String made for it (a stored alert writes several ids).
     public func appendLowercased(to bytes: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { buffer in
-            _ = FastParse.write(self, into: buffer)
-            bytes.append(contentsOf: buffer)
+        withLowercasedUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    /// `lowercased`'s 36 bytes, lent to `body` from the stack without a String made for them (a row's ids, bound).
+    public func withLowercasedUTF8<T, E: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(E) -> T) throws(E) -> T {
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { buffer throws(E) in
+            let count = FastParse.write(self, into: buffer)
+            return try body(UnsafeBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    /// `prefix` and `lowercased` in one String, made once (a delivery's id).
+    public func lowercased(after prefix: StaticString) -> String {
+        String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + 36) { out in
+            let head = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+            _ = out.initialize(from: head)
+            return head.count + FastParse.write(self, into: UnsafeMutableBufferPointer(rebasing: out[head.count...]))
         }
     }
 

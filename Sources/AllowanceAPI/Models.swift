@@ -292,12 +292,18 @@ public enum ISODate {
 
     /// `string(date)`, appended to `bytes` without a String made for it (a stored alert writes several dates).
     public static func append(_ date: Date, to bytes: inout [UInt8]) {
-        let written = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
-            guard FastParse.writeISO(date, into: buffer) else { return false }
-            bytes.append(contentsOf: buffer)
-            return true
+        withUTF8(date) { bytes.append(contentsOf: $0) }
+    }
+
+    /// `string(date)`'s bytes, lent to `body` from the stack without a String made for them (a row's times, bound).
+    public static func withUTF8<T, E: Error>(
+        _ date: Date, _ body: (UnsafeBufferPointer<UInt8>) throws(E) -> T
+    ) throws(E) -> T {
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer throws(E) in
+            if FastParse.writeISO(date, into: buffer) { return try body(UnsafeBufferPointer(buffer)) }
+            // Outside the years the fast writer covers: Foundation's text, rare enough to copy.
+            return try Array(string(date).utf8).withUnsafeBufferPointer { bytes throws(E) in try body(bytes) }
         }
-        if !written { bytes.append(contentsOf: string(date).utf8) }
     }
 
     /// A leading YYYY-MM-DD names a real day of a year from 1 on.

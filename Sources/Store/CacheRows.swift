@@ -79,7 +79,7 @@ extension Store {
         try db.executeCached(
             sql: ifNew ? insertIfNewSQL : insertOrUpdateSQL,
             values: [
-                .text(t.id.lowercased), .text(t.childId.lowercased), .integer(values.cents.amount),
+                .uuid(t.id), .uuid(t.childId), .integer(values.cents.amount),
                 .text(t.type.rawValue), .text(t.description), .integer(values.cents.balanceAfter),
                 .text(values.createdAt),
                 .text(t.createdByName), .text(origin), .text(via), .text(values.storedAt),
@@ -130,7 +130,7 @@ extension Store {
                 SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
                 FROM txn WHERE child_id = ? AND origin = 'local-pending'
                 """,
-            values: [.text(id.lowercased)]
+            values: [.uuid(id)]
         ) { (effect: $0.int64(0) ?? 0, count: Int($0.int64(1) ?? 0)) } ?? (0, 0)
     }
 
@@ -206,7 +206,7 @@ struct BurstChildren {
                 SELECT created_at, balance_after_minor, stored_at FROM txn
                 WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, rowid DESC LIMIT 1
                 """,
-            values: [.text(id.lowercased)]
+            values: [.uuid(id)]
         ) { NewestTransaction(createdAt: $0.text(0) ?? "", balanceAfter: $0.int64(1) ?? 0, storedAt: $0.text(2) ?? "") }
         newest[id] = row
         return row
@@ -228,7 +228,7 @@ struct BurstChildren {
         guard
             let row = try db.fetchCachedRow(
                 sql: "SELECT balance_minor, first_name, balance_follows FROM child WHERE id = ?",
-                values: [.text(id.lowercased)],
+                values: [.uuid(id)],
                 { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1) })
         else { return nil }
         let (pending, waiting) = try Store.pendingWrites(db, id)
@@ -367,25 +367,52 @@ extension Database {
                     try SQLValue.check(sqlite3_bind_text(statement, index, chars, -1, nil), statement, sql)
                     return try bind(values, from: next, statement, sql, then: run)
                 }
+            case .uuid(let id?):
+                return try id.withLowercasedUTF8 { bytes in
+                    try bindBytes(bytes, index, values, from: next, statement, sql, then: run)
+                }
+            case .date(let date?):
+                return try ISODate.withUTF8(date) { bytes in
+                    try bindBytes(bytes, index, values, from: next, statement, sql, then: run)
+                }
             case .integer(let number?): try SQLValue.check(sqlite3_bind_int64(statement, index, number), statement, sql)
-            case .text(nil), .integer(nil): try SQLValue.check(sqlite3_bind_null(statement, index), statement, sql)
+            case .text(nil), .integer(nil), .uuid(nil), .date(nil):
+                try SQLValue.check(sqlite3_bind_null(statement, index), statement, sql)
             }
             offset = next
         }
         return try run()
     }
+
+    /// Binds text lent as `bytes` at `index` (they stay lent while the rest is bound and `run` runs), then the rest.
+    private static func bindBytes<T>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ index: Int32, _ values: UnsafeBufferPointer<SQLValue>,
+        from next: Int, _ statement: SQLiteStatement, _ sql: String, then run: () throws -> T
+    ) throws -> T {
+        let code = bytes.withMemoryRebound(to: CChar.self) {
+            sqlite3_bind_text(statement, index, $0.baseAddress, Int32($0.count), nil)
+        }
+        try SQLValue.check(code, statement, sql)
+        return try bind(values, from: next, statement, sql, then: run)
+    }
 }
 
-/// A value for `Database.executeCached(sql:values:)`: text or an integer, nil for NULL.
+/// A value for `Database.executeCached(sql:values:)`: text or an integer, nil for NULL. An id or a time is bound as
+/// its text (lower case; `ISODate.string`) written on the stack: a String made for each was an allocation and a free
+/// for every id and time of every row an event writes.
 enum SQLValue {
     case text(String?)
     case integer(Int64?)
+    case uuid(UUID?)
+    case date(Date?)
 
     /// The same value for a statement GRDB runs (a read that builds a record from its row).
     var databaseValue: DatabaseValue {
         switch self {
         case .text(let text): text?.databaseValue ?? .null
         case .integer(let number): number?.databaseValue ?? .null
+        case .uuid(let id): id?.lowercased.databaseValue ?? .null
+        case .date(let date): date.map(ISO.string)?.databaseValue ?? .null
         }
     }
 

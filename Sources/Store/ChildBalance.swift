@@ -60,7 +60,7 @@ extension Store {
     ) throws {
         try db.executeCached(
             sql: "UPDATE child SET balance_minor = ?, updated_at = ?, balance_follows = ? WHERE id = ?",
-            values: [.integer(minor), .text(updatedAt), .integer(follows ? 1 : 0), .text(id.lowercased)])
+            values: [.integer(minor), .text(updatedAt), .integer(follows ? 1 : 0), .uuid(id)])
     }
 
     /// At a clean stop: each following balance written into its row, so that the file alone says every balance

@@ -37,7 +37,7 @@ extension Store {
             sink, key, since in
             try db.fetchCachedInt64(
                 sql: "SELECT 1 FROM delivery WHERE sink = ? AND dedup_key = ? AND created_at >= ? LIMIT 1",
-                values: [.text(sink), .text(key), .text(ISO.string(since))]) != nil
+                values: [.text(sink), .text(key), .date(since)]) != nil
         } write: { d, key in
             try Delivery.insert(db, d, dedupKey: key, createdAt: now)
         }
@@ -238,7 +238,7 @@ extension Store {
                     try db.executeCached(
                         sql:
                             "UPDATE delivery SET next_attempt_at = ? WHERE \(Delivery.keyCondition) AND attempts = 0 AND state IN \(Delivery.State.waitingSQL)",
-                        values: [.text(ISO.string(at))] + Delivery.keyValues(id))
+                        values: [.date(at)] + Delivery.keyValues(id))
                 case .muted(let why):
                     try db.executeCached(
                         sql:

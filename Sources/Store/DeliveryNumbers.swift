@@ -88,12 +88,10 @@ extension Delivery {
     /// id has none or its number is taken.
     static func insert(_ db: Database, _ d: Delivery, dedupKey: String?, createdAt: Date) throws {
         let number = number(of: d.id)
-        let created = ISO.string(createdAt)
-        let due = d.nextAttemptAt == createdAt ? created : ISO.string(d.nextAttemptAt)  // mostly due when planned
         var values: [SQLValue] = [
             .integer(number), .text(d.id), .text(d.sink), .text(d.rule), .text(d.kind.rawValue),
-            .text(d.childId?.lowercased), .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0),
-            .text(dedupKey), .text(d.state.rawValue), .text(due), .text(d.lastError), .text(created),
+            .uuid(d.childId), .text(d.urgency.rawValue), .text(d.alert), .integer(d.digest ? 1 : 0),
+            .text(dedupKey), .text(d.state.rawValue), .date(d.nextAttemptAt), .text(d.lastError), .date(createdAt),
             .text(d.traceParent),
         ]
         if number != nil {

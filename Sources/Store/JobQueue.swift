@@ -80,7 +80,7 @@ enum JobQueue<Job: QueuedJob> {
         switch outcome {
         case .done(let at):
             let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
-            let doneAt: [SQLValue] = Job.doneAtColumn == nil ? [] : [.text(ISO.string(at))]
+            let doneAt: [SQLValue] = Job.doneAtColumn == nil ? [] : [.date(at)]
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(Job.keyCondition)",
                 values: [.text(Job.State.done.rawValue)] + doneAt + key)
@@ -88,7 +88,7 @@ enum JobQueue<Job: QueuedJob> {
             try db.executeCached(
                 sql:
                     "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(Job.keyCondition)",
-                values: [.text(Job.State.pending.rawValue), .text(error), .text(ISO.string(at))] + key)
+                values: [.text(Job.State.pending.rawValue), .text(error), .date(at)] + key)
         case .gaveUp(let reason):
             try db.executeCached(
                 sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(Job.keyCondition)",

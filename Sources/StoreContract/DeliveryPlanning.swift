@@ -37,7 +37,7 @@ public enum DeliveryPlanning {
                     return alerts.count - 1
                 }()
             let d = Delivery(
-                id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: p.sink, rule: p.rule, kind: p.kind,
+                id: UUID.timeOrdered(at: now).lowercased(after: "dlv_"), sink: p.sink, rule: p.rule, kind: p.kind,
                 childId: event.childId, urgency: p.urgency, alert: alerts[index].text, digest: p.digest,
                 state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
                 createdAt: now, traceParent: event.traceParent, carried: alerts[index].value)
@@ -58,7 +58,7 @@ extension Delivery {
         precondition(!parts.isEmpty)
         let first = parts[0]
         return Delivery(
-            id: "dlv_" + UUID.timeOrdered(at: now).lowercased, sink: first.sink, rule: first.rule, kind: .digest,
+            id: UUID.timeOrdered(at: now).lowercased(after: "dlv_"), sink: first.sink, rule: first.rule, kind: .digest,
             childId: event.childId, urgency: parts.contains { $0.urgency == .critical } ? .critical : first.urgency,
             alert: event.jsonText(currency: currency), digest: false, state: .pending, attempts: 0, nextAttemptAt: now,
             createdAt: now, traceParent: parts.lazy.compactMap(\.traceParent).last, carried: event)

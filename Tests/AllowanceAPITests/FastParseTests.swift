@@ -112,7 +112,10 @@ import Testing
         for _ in 0..<2000 {
             let u = UUID()
             #expect(u.lowercased == u.uuidString.lowercased())
+            #expect(u.lowercased(after: "dlv_") == "dlv_" + u.uuidString.lowercased())
+            #expect(u.withLowercasedUTF8 { String(decoding: $0, as: UTF8.self) } == u.uuidString.lowercased())
         }
+        #expect(UUID().lowercased(after: "").count == 36)
     }
 
     /// What a stored alert's JSON appends in place is the text itself, after what was there; a date outside the

@@ -84,6 +84,44 @@ import Testing
         #expect(cutAtNUL == "6265666F7265")  // "before"
     }
 
+    /// An id and a time are bound as their texts, written on the stack for the bind: lower case, and
+    /// `…T08:00:00.123Z` (Foundation's text for a time before 1970), nil as NULL; row after row through one statement,
+    /// beside lent Strings, each text whole in its own column.
+    @Test func idsAndTimesArriveAsTheirTexts() throws {
+        let queue = try table()
+        let id = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!
+        let time = Date(timeIntervalSince1970: 1_795_420_800.123)  // 2026-11-23T08:00:00.123Z
+        try queue.write { db in
+            try db.executeCached(sql: Self.insert, values: [.uuid(id), .integer(1), .date(time)])
+            try db.executeCached(
+                sql: Self.insert, values: [.date(Date(timeIntervalSince1970: -1.5)), .integer(2), .uuid(nil)])
+            try db.executeCached(sql: Self.insert, values: [.text("t"), .integer(3), .date(nil)])
+            for n in 4..<54 {
+                let row: [SQLValue] =
+                    n.isMultiple(of: 2)
+                    ? [.uuid(id), .integer(Int64(n)), .text("note \(n)")]
+                    : [.text("row \(n)"), .integer(Int64(n)), .date(time.addingTimeInterval(Double(n)))]
+                try db.executeCached(sql: Self.insert, values: row)
+            }
+        }
+        let rows = try rows(queue)
+        #expect(rows.count == 53)
+        #expect(rows[0].0 == "e621e1f8-c36c-495a-93fc-0c247a3e6e5f" && rows[0].2 == "2026-11-23T08:00:00.123Z")
+        #expect(rows[1].0 == "1969-12-31T23:59:58.500Z" && rows[1].2 == nil && rows[1].3 == SQLITE_NULL)
+        #expect(rows[2].2 == nil && rows[2].3 == SQLITE_NULL)
+        for (n, row) in zip(4..., rows.dropFirst(3)) {
+            if n.isMultiple(of: 2) {
+                #expect(row.0 == "e621e1f8-c36c-495a-93fc-0c247a3e6e5f" && row.2 == "note \(n)")
+            } else {
+                #expect(row.0 == "row \(n)" && row.2 == "2026-11-23T08:00:\(n < 10 ? "0" : "")\(n).123Z")
+            }
+        }
+        // The same texts for a statement GRDB runs.
+        #expect(SQLValue.uuid(id).databaseValue == "e621e1f8-c36c-495a-93fc-0c247a3e6e5f".databaseValue)
+        #expect(SQLValue.date(time).databaseValue == "2026-11-23T08:00:00.123Z".databaseValue)
+        #expect(SQLValue.uuid(nil).databaseValue.isNull && SQLValue.date(nil).databaseValue.isNull)
+    }
+
     @Test func aRefusedRowIsADatabaseErrorAndTheNextRowGoesIn() throws {
         let queue = try table()
         try queue.write { db in
