@@ -215,6 +215,19 @@ def perf_stat_counts(output):
     return counts
 
 
+def perf_during_paced(perf_argv, pid, sim, receiver, count, rate):
+    """`perf_argv` (perf and its options) attached to `pid` while the simulator sends `count` transactions at `rate`
+    a second and `receiver` gets every webhook; what perf wrote to its stderr (its counts or its summary)."""
+    perf = subprocess.Popen([*perf_argv, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    known = len(receiver.arrivals)
+    call("POST", sim.url + f"/_sim/paced?count={count}&rate={rate}", timeout=count // rate + 120)
+    wait_until(lambda: len(receiver.arrivals) - known >= count, 120, "every webhook")
+    time.sleep(0.5)
+    perf.send_signal(signal.SIGINT)
+    return perf.communicate()[1]
+
+
 def wait_until(check, timeout, what, every=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

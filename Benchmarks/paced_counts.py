@@ -11,7 +11,7 @@ as root (those of `blast_counts.py`, and):
 
     .venv/bin/python Benchmarks/paced_counts.py BIN_DIR [COUNT] [RATE]
 """
-import signal, subprocess, sys, time, types
+import signal, sys, types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -25,15 +25,8 @@ run = bench.Bench(types.SimpleNamespace(quick=False, bin=sys.argv[1], relay_env=
 sim = bench.Sim(run)
 try:
     with run.relay_to_receiver(sim, "paced-counts") as (relay, db, receiver):
-        perf = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(EVENTS), "-p", str(relay.p.pid)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1)
-        known = len(receiver.arrivals)
-        bench.call("POST", sim.url + f"/_sim/paced?count={count}&rate={rate}", timeout=count // rate + 120)
-        bench.wait_until(lambda: len(receiver.arrivals) - known >= count, 120, "every webhook")
-        time.sleep(0.5)
-        perf.send_signal(signal.SIGINT)
-        _, err = perf.communicate()
+        err = bench.perf_during_paced(["perf", "stat", "-x", ",", "-e", ",".join(EVENTS)], relay.p.pid, sim, receiver,
+                                      count, rate)
 finally:
     sim.proc.stop(signal.SIGKILL)
 for name, calls in bench.perf_stat_counts(err).items():

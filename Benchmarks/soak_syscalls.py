@@ -8,7 +8,7 @@ which thread asks. Counts, not time (tracing slows each program). Needs perf.
 
     .venv/bin/python Benchmarks/soak_syscalls.py BIN_DIR [COUNT]
 """
-import re, signal, subprocess, sys, time, types
+import re, signal, sys, types
 from collections import Counter
 from pathlib import Path
 
@@ -24,15 +24,7 @@ sim = bench.Sim(run)
 
 def traced(proc, receiver):
     """The calls `proc` makes while it takes the load: {thread name: Counter(syscall: calls)}."""
-    perf = subprocess.Popen(["perf", "trace", "-s", "-p", str(proc.p.pid)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
-    known = len(receiver.arrivals)
-    bench.call("POST", sim.url + f"/_sim/paced?count={count}&rate={rate}", timeout=count // rate + 120)
-    bench.wait_until(lambda: len(receiver.arrivals) - known >= count, 120, "every webhook")
-    time.sleep(0.5)
-    perf.send_signal(signal.SIGINT)
-    _, err = perf.communicate()
+    err = bench.perf_during_paced(["perf", "trace", "-s"], proc.p.pid, sim, receiver, count, rate)
     threads, current = {}, None
     for line in err.splitlines():
         if m := re.match(r"\s*(.+?) \((\d+)\), \d+ events", line):
