@@ -98,10 +98,7 @@ extension Store {
                 db, dueBy: now, filter: "sink = ? AND NOT \(Delivery.firstSQL)", [sink], order: "created_at, rowid",
                 limit: limit + excluding.count, readable)
             guard withNext else { return (first + rest, nil) }
-            let next = try JobQueue<Delivery>.waiting(
-                db, dueAfter: now, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
-            ) { row in excluding.contains(row["id"]) ? nil : row["next_attempt_at"] as String }
-            return (first + rest, next.first.flatMap(ISODate.parse))
+            return (first + rest, try Self.nextDue(db, sink: sink, after: now, excluding: excluding))
         }
         if !unreadable.isEmpty {
             try record(unreadable.map { ($0.id, .gaveUp(reason: "unreadable in the ledger: \($0.reason)")) })
@@ -123,12 +120,17 @@ extension Store {
 
     /// When the next pending delivery of `sink` not in `excluding` falls due (nil: none pending).
     public func nextDeliveryDue(sink: String, excluding: Set<String> = []) throws(StoreError) -> Date? {
-        try read { db in
-            try JobQueue<Delivery>.waiting(
-                db, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
-            ) { row in excluding.contains(row["id"]) ? nil : row["next_attempt_at"] as String }
-            .first.flatMap(ISODate.parse)
-        }
+        try read { db in try Self.nextDue(db, sink: sink, excluding: excluding) }
+    }
+
+    /// When the first waiting delivery of `sink` not in `excluding` (and due after `after`, when given) falls due.
+    private static func nextDue(
+        _ db: Database, sink: String, after: Date? = nil, excluding: Set<String>
+    ) throws -> Date? {
+        try JobQueue<Delivery>.waiting(
+            db, dueAfter: after, filter: "sink = ?", [sink], order: "next_attempt_at", limit: excluding.count + 1
+        ) { row in excluding.contains(row["id"]) ? nil : row["next_attempt_at"] as String }
+        .first.flatMap(ISODate.parse)
     }
 
     /// The outcomes of several sends, in one SQLite transaction that does not wait for the disk: a power cut may
