@@ -41,6 +41,9 @@ public struct RelayEvent: Sendable, Equatable {
         /// "transaction.created"), and a rule's `events` set is asked several times for every event planned.
         public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
 
+        /// The kind's bit in a `KindMask`.
+        var bit: UInt16 { 1 << ordinal }
+
         private var ordinal: UInt8 {
             switch self {
             case .transactionCreated: 0
@@ -62,14 +65,31 @@ public struct RelayEvent: Sendable, Equatable {
         }
     }
 
+    /// Kinds as the bits of one word: a rule's kinds are asked several times for every event planned, and a
+    /// `Set` hashes the kind for each question.
+    public struct KindMask: Sendable, Equatable {
+        private var bits: UInt16 = 0
+
+        public init(_ kinds: some Sequence<Kind>) {
+            for kind in kinds { bits |= kind.bit }
+        }
+
+        public func contains(_ kind: Kind) -> Bool { bits & kind.bit != 0 }
+    }
+
     public var kind: Kind
     public var at: Date
     public var childId: UUID?
     public var childName: String?
     public var transaction: Transaction?
     /// The balance after the event, and before it (as the cache had it).
-    public var balance: Decimal?
-    public var previousBalance: Decimal?
+    public var balance: Decimal? { didSet { balanceCents = balance.flatMap(Money.minorUnits) } }
+    public var previousBalance: Decimal? { didSet { previousBalanceCents = previousBalance.flatMap(Money.minorUnits) } }
+    /// The two balances in cents, kept beside them (nil: none, or more than two decimals): the store has them in
+    /// cents, and the alert's JSON and the rules' comparisons need them for every event planned, where Decimal's
+    /// conversions and comparisons cost more than the rest of the rule.
+    public private(set) var balanceCents: Int64?
+    public private(set) var previousBalanceCents: Int64?
     /// Fetched by a catch-up rather than pushed live.
     public var caughtUp: Bool
     /// Fetched by the first catch-up of a new database: the family's history before the relay, which
@@ -108,12 +128,39 @@ public struct RelayEvent: Sendable, Equatable {
         self.transaction = transaction
         self.balance = balance
         self.previousBalance = previousBalance
+        balanceCents = balance.flatMap(Money.minorUnits)
+        previousBalanceCents = previousBalance.flatMap(Money.minorUnits)
         self.caughtUp = caughtUp
         self.detail = detail
         self.count = count
         self.total = total
         self.sink = sink
         self.transactions = transactions
+    }
+
+    /// An event whose balances the store has in cents (every live transaction and balance change).
+    public init(
+        kind: Kind, at: Date, childId: UUID, childName: String, transaction: Transaction? = nil,
+        balanceCents: Int64, previousBalanceCents: Int64
+    ) {
+        // Set here, in the type's own initializer, the balances do not run their observers (no conversion back).
+        self.kind = kind
+        self.at = at
+        self.childId = childId
+        self.childName = childName
+        self.transaction = transaction
+        balance = Money.decimal(cents: balanceCents)
+        previousBalance = Money.decimal(cents: previousBalanceCents)
+        self.balanceCents = balanceCents
+        self.previousBalanceCents = previousBalanceCents
+        caughtUp = false
+    }
+
+    /// Whether the event moved the balance: both balances known and different.
+    public var balanceChanged: Bool {
+        guard let balance, let previousBalance else { return false }
+        if let now = balanceCents, let before = previousBalanceCents { return now != before }
+        return balance != previousBalance
     }
 
     /// The `at` of a stored alert, as written (the writer puts it second), without decoding the rest.
@@ -164,11 +211,11 @@ public struct RelayEvent: Sendable, Equatable {
         }
         if let balance {
             w.key("balance")
-            Money.write(balance, into: &w)
+            Money.write(balance, cents: balanceCents, into: &w)
         }
         if let previousBalance {
             w.key("previousBalance")
-            Money.write(previousBalance, into: &w)
+            Money.write(previousBalance, cents: previousBalanceCents, into: &w)
         }
         w.key("caughtUp")
         w.bool(caughtUp)
@@ -218,6 +265,8 @@ public struct RelayEvent: Sendable, Equatable {
         if let t = json["transaction"] { transaction = try Transaction(json: t) }
         balance = json["balance"].flatMap(Money.decimal)
         previousBalance = json["previousBalance"].flatMap(Money.decimal)
+        balanceCents = balance.flatMap(Money.minorUnits)
+        previousBalanceCents = previousBalance.flatMap(Money.minorUnits)
         caughtUp = json["caughtUp"]?.boolValue ?? false
         history = json["history"]?.boolValue ?? false
         detail = json["detail"]?.stringValue

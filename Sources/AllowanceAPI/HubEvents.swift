@@ -10,7 +10,9 @@ public enum HubEvent: Sendable, Equatable {
     /// `BalanceUpdated(childId, newBalance)`: the server's balance, which wins over any local sum.
     case balanceUpdated(childId: UUID, balance: Decimal)
 
-    public static let targets = ["TransactionCreated", "BalanceUpdated"]
+    public static let transactionCreatedTarget = "TransactionCreated"
+    public static let balanceUpdatedTarget = "BalanceUpdated"
+    public static let targets = [transactionCreatedTarget, balanceUpdatedTarget]
 
     /// The child whose balance this event moves (nil: an id-only transaction, which a catch-up fetches).
     public var movesBalanceOf: UUID? {
@@ -82,8 +84,8 @@ public enum HubEvent: Sendable, Equatable {
     /// The hub method that carries it.
     public var target: String {
         switch self {
-        case .transactionCreated, .transactionCreatedId: "TransactionCreated"
-        case .balanceUpdated: "BalanceUpdated"
+        case .transactionCreated, .transactionCreatedId: Self.transactionCreatedTarget
+        case .balanceUpdated: Self.balanceUpdatedTarget
         }
     }
 

@@ -225,12 +225,21 @@ public enum Money {
 
     /// Money as the JSON the relay writes (see `json`), straight into a writer.
     public static func write(_ amount: Decimal, cents: Int64? = nil, into w: inout JSONWriter) {
-        w.string(cents.map { plain(cents: $0) } ?? plain(amount))
+        if let cents {
+            w.string(plain: { bytes in withPlainUTF8(cents: cents) { bytes.append(contentsOf: $0) } })
+        } else {
+            w.string(plain(amount))
+        }
     }
 
-    /// "26.00" from cents: the digits written once, from the right, into a buffer (written for every amount of every
-    /// alert and row; up to 15 bytes the string is held inline, with no allocation).
+    /// "26.00" from cents (written for every amount of every alert and row; up to 15 bytes the string is held
+    /// inline, with no allocation).
     public static func plain(cents minor: Int64) -> String {
+        withPlainUTF8(cents: minor) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `plain(cents:)`'s bytes, lent to `body` from the stack: the digits written once, from the right.
+    public static func withPlainUTF8<T>(cents minor: Int64, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
             var m = minor.magnitude
             var i = buffer.count
@@ -252,7 +261,7 @@ public enum Money {
                 i -= 1
                 buffer[i] = UInt8(ascii: "-")
             }
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[i...]), as: UTF8.self)
+            return body(UnsafeBufferPointer(rebasing: buffer[i...]))
         }
     }
 

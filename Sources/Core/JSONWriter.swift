@@ -76,6 +76,11 @@ public struct JSONWriter {
     /// (an id's hexadecimal digits, a date's digits), written without a String made for each, then scanned and copied.
     public mutating func member(_ name: StaticString, plain write: (inout [UInt8]) -> Void) {
         key(name)
+        string(plain: write)
+    }
+
+    /// A string value whose characters `write` appends as they are, unescaped (see `member(_:plain:)`).
+    public mutating func string(plain write: (inout [UInt8]) -> Void) {
         separate()
         bytes.append(UInt8(ascii: "\""))
         write(&bytes)

@@ -25,14 +25,15 @@ extension Rule {
     /// balance, whatever brought it (a transaction, a BalanceUpdated that differs from the cache, a catch-up), so
     /// the BalanceUpdated that only confirms a transaction's balance raises nothing; `balance.low` when the
     /// balance crossed the threshold downwards (once per drop), and `balance.recovered` when it came back.
-    func kinds(for e: RelayEvent) -> [RelayEvent.Kind] {
+    /// `events`: the rule's `events` as a mask (its planner keeps one).
+    func kinds(for e: RelayEvent, events: RelayEvent.KindMask) -> [RelayEvent.Kind] {
         guard matchesDetails(e) else { return [] }
         if e.kind == .summary || summary != nil {
             return e.kind == .summary && e.summaryRule == name && summary != nil ? [.summary] : []
         }
         var kinds: [RelayEvent.Kind] = []
         let moves = e.kind == .transactionCreated || e.kind == .balanceUpdated
-        let changed = moves && e.balance != nil && e.previousBalance != nil && e.balance != e.previousBalance
+        let changed = moves && e.balanceChanged
         if events.contains(e.kind), e.kind != .balanceUpdated || changed { kinds.append(e.kind) }
         if e.kind == .transactionCreated, events.contains(.balanceUpdated), changed { kinds.append(.balanceUpdated) }
         if events.contains(.balanceLow), let below, moves, let balance = e.balance, let previous = e.previousBalance {
@@ -55,15 +56,32 @@ public struct RulePlanner: AlertPlanner {
     /// What the first catch-up of a new database alerts (`relay.history`).
     let history: AlertSettings.HistoryMode
     let now: @Sendable () -> Date
-    /// What planning reads of each sink, looked up by name for every alert: a lookup in `sinks` copied the whole
-    /// configuration (its templates, headers, secrets), and released each of its texts again.
-    private let sinksForPlanning: [String: SinkForPlanning]
+    /// The rules as planning reads them for every event, worked out once: each rule's kinds as a mask and its sinks
+    /// with what planning needs of them (a lookup in `sinks` copied the whole configuration, its templates, headers
+    /// and secrets), in a class, so that going through them copies no rule.
+    private let compiled: [CompiledRule]
     /// The kinds `mayPlan`, worked out once: it is asked for every event, and went through every rule (a copy of each).
-    private let plannable: Set<RelayEvent.Kind>
+    private let plannable: RelayEvent.KindMask
 
     private struct SinkForPlanning {
+        var name: String
         var kind: SinkConfig.Kind
         var quietHours: QuietHours?
+    }
+
+    private final class CompiledRule: Sendable {
+        let rule: Rule
+        let events: RelayEvent.KindMask
+        /// The rule's sinks that are configured, in its order.
+        let sinks: [SinkForPlanning]
+
+        init(_ rule: Rule, sinks: [String: SinkConfig]) {
+            self.rule = rule
+            events = RelayEvent.KindMask(rule.events)
+            self.sinks = rule.to.compactMap { name in
+                sinks[name].map { SinkForPlanning(name: name, kind: $0.kind, quietHours: $0.quietHours) }
+            }
+        }
     }
 
     public init(
@@ -77,8 +95,8 @@ public struct RulePlanner: AlertPlanner {
         self.mutes = mutes
         self.history = history
         self.now = now
-        sinksForPlanning = sinks.mapValues { SinkForPlanning(kind: $0.kind, quietHours: $0.quietHours) }
-        plannable = Set(RelayEvent.Kind.allCases.filter { Self.mayPlan($0, rules) })
+        compiled = rules.map { CompiledRule($0, sinks: sinks) }
+        plannable = RelayEvent.KindMask(RelayEvent.Kind.allCases.filter { Self.mayPlan($0, rules) })
     }
 
     /// A transaction or balance change can also raise balance.low (and recovered); a transaction, balance.updated.
@@ -115,10 +133,11 @@ public struct RulePlanner: AlertPlanner {
         var planned: [PlannedDelivery] = []
         // The first rule that routes an alert of a kind to a sink decides how; a few pairs, compared in place.
         var taken: [(kind: RelayEvent.Kind, sink: String)] = []
-        for rule in rules {
-            for kind in rule.kinds(for: e) {
-                for sink in rule.to where sink != e.sink {
-                    guard let config = sinksForPlanning[sink] else { continue }
+        for compiledRule in compiled {
+            let rule = compiledRule.rule
+            for kind in rule.kinds(for: e, events: compiledRule.events) {
+                for config in compiledRule.sinks where config.name != e.sink {
+                    let sink = config.name
                     // Only a popup has something to take back when a low balance recovers.
                     if kind == .balanceRecovered, config.kind != .desktop { continue }
                     guard !taken.contains(where: { $0.kind == kind && $0.sink == sink }) else { continue }

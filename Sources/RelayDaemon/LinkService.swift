@@ -135,7 +135,7 @@ struct LinkService: Service {
         var names: [UUID: String] = [:]
         await sync.store(from: events) { batch in
             for event in batch {
-                metrics.hubEvent(event.target)
+                metrics.hubEvent(event)
                 if json {
                     logger.info("hub event", metadata: ["event": .string(event.jsonText)])
                 } else if logger.logLevel <= .info {

@@ -45,7 +45,9 @@ final class LinkMonitor: Sendable {
 public final class RelayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let reconnects: Metrics.Counter
-    private let events: [String: Metrics.Counter]
+    /// One counter per hub method, found by the event's case for every event (not by hashing its name).
+    private let transactionsCreated: Metrics.Counter
+    private let balancesUpdated: Metrics.Counter
     /// Every sink whose delivery gauges were set: set again at each scrape (0 once nothing is owed), never left at a
     /// count that is gone.
     private let gaugedSinks = Mutex<Set<String>>([])
@@ -63,13 +65,19 @@ public final class RelayMetrics: Sendable {
         ]
         if bootstrap { MetricsSystem.bootstrap(factory) }
         reconnects = Metrics.Counter(label: "allowance_relay_hub_reconnects_total")
-        events = Dictionary(
-            uniqueKeysWithValues: HubEvent.targets.map {
-                ($0, Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", $0)]))
-            })
+        func events(_ target: String) -> Metrics.Counter {
+            Metrics.Counter(label: "allowance_relay_hub_events_total", dimensions: [("type", target)])
+        }
+        transactionsCreated = events(HubEvent.transactionCreatedTarget)
+        balancesUpdated = events(HubEvent.balanceUpdatedTarget)
     }
 
-    func hubEvent(_ target: String) { events[target]?.increment() }
+    func hubEvent(_ event: HubEvent) {
+        switch event {
+        case .transactionCreated, .transactionCreatedId: transactionsCreated.increment()
+        case .balanceUpdated: balancesUpdated.increment()
+        }
+    }
 
     /// The text exposition, with the gauges read now. `sinks`: the configured ones, gauged even with nothing owed.
     func scrape(store: any StatusSource & PlanningStore, link: LinkStatus, sinks: [String]) -> String {

@@ -156,11 +156,12 @@ extension SharedRelayStore: SyncStore {
                     [childId.lowercased]
                 ).scalar.flatMap { Int64($0) }
             }
-            let server = Money.minorUnits(balance) ?? child.balance - child.pending
-            let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
+            let cents = Money.minorUnits(balance)
+            let (gap, after, previous) = HubEventPolicy.balance(
+                cents ?? child.balance - child.pending, child: child, latest: latest)
             children.rows[childId] = after
             let alert = HubEventPolicy.alert(
-                balance: balance, child: childId, name: child.name, previous: previous, at: now,
+                balance: balance, cents: cents, child: childId, name: child.name, previous: previous, at: now,
                 traceParent: traceParent)
             return (
                 .stored(gap: gap ? childId : nil),

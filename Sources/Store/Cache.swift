@@ -84,15 +84,15 @@ extension Store {
             }
             if !recorded { try Self.recordInbox(db, balance: event, receivedAt: children.stamp) }
             let latest = try children.latestBalance(db, childId)
-            let (gap, after, previous) = HubEventPolicy.balance(
-                try MinorUnits.from(balance), child: child, latest: latest)
+            let server = try MinorUnits.from(balance)
+            let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
             children.update(childId, after)
             if try plansAny(.balanceUpdated) || hasGoals(db, childId) {
                 try planDeliveries(
                     db,
                     HubEventPolicy.alert(
-                        balance: balance, child: childId, name: child.name, previous: previous, at: now,
-                        traceParent: traceParent))
+                        balance: balance, cents: server, child: childId, name: child.name, previous: previous,
+                        at: now, traceParent: traceParent))
             }
             return .stored(gap: gap ? childId : nil)
         }

@@ -73,20 +73,33 @@ public enum HubEventPolicy {
     public static func alert(
         _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?
     ) -> RelayEvent {
-        var alert = RelayEvent(
-            kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
-            balance: t.balanceAfter,
-            previousBalance: Money.decimal(cents: balanceBefore))
+        var alert =
+            t.balanceAfterCents.map {
+                RelayEvent(
+                    kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
+                    balanceCents: $0, previousBalanceCents: balanceBefore)
+            }
+            ?? RelayEvent(
+                kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
+                balance: t.balanceAfter, previousBalance: Money.decimal(cents: balanceBefore))
         alert.traceParent = traceParent
         return alert
     }
 
+    /// `cents`: the server's balance in cents, when it has at most two decimals (nil: it has more).
     public static func alert(
-        balance: Decimal, child: UUID, name: String, previous: Int64, at now: Date, traceParent: String?
+        balance: Decimal, cents: Int64?, child: UUID, name: String, previous: Int64, at now: Date,
+        traceParent: String?
     ) -> RelayEvent {
-        var alert = RelayEvent(
-            kind: .balanceUpdated, at: now, childId: child, childName: name, balance: balance,
-            previousBalance: Money.decimal(cents: previous))
+        var alert =
+            cents.map {
+                RelayEvent(
+                    kind: .balanceUpdated, at: now, childId: child, childName: name, balanceCents: $0,
+                    previousBalanceCents: previous)
+            }
+            ?? RelayEvent(
+                kind: .balanceUpdated, at: now, childId: child, childName: name, balance: balance,
+                previousBalance: Money.decimal(cents: previous))
         alert.traceParent = traceParent
         return alert
     }

@@ -56,4 +56,47 @@ import Testing
         #expect(Set(all.map(\.hashValue)).count == all.count)
         for kind in all { #expect(Set(all).contains(kind) && !Set(all.filter { $0 != kind }).contains(kind)) }
     }
+
+    /// A mask of kinds holds exactly the kinds it was made of, each apart from the others (a rule's kinds, asked
+    /// for every event planned).
+    @Test func aKindMaskHoldsExactlyItsKinds() {
+        let all = RelayEvent.Kind.allCases
+        #expect(all.count <= 16, "one bit each in a 16-bit word")
+        for kind in all {
+            #expect(RelayEvent.KindMask([kind]).contains(kind))
+            #expect(!RelayEvent.KindMask(all.filter { $0 != kind }).contains(kind))
+        }
+        let some = RelayEvent.KindMask([.transactionCreated, .balanceLow, .goalPurchased])
+        #expect(all.filter(some.contains) == [.transactionCreated, .balanceLow, .goalPurchased])
+        #expect(all.filter(RelayEvent.KindMask([]).contains).isEmpty)
+    }
+
+    /// An event whose balances come in cents is the event made from the same Decimals: equal, the same JSON, the
+    /// same change; a balance with more than two decimals keeps its Decimal and still compares.
+    @Test func balancesInCentsAreTheSameEventAsDecimals() throws {
+        let at = Date(timeIntervalSince1970: 1_764_000_001.5)
+        let fromCents = RelayEvent(
+            kind: .transactionCreated, at: at, childId: Self.spend.childId, childName: "Alice", transaction: Self.spend,
+            balanceCents: 2125, previousBalanceCents: -475)
+        let fromDecimals = RelayEvent(
+            kind: .transactionCreated, at: at, childId: Self.spend.childId, childName: "Alice", transaction: Self.spend,
+            balance: Decimal(string: "21.25")!, previousBalance: Decimal(string: "-4.75")!)
+        #expect(fromCents == fromDecimals)
+        #expect(fromCents.jsonText() == fromDecimals.jsonText())
+        #expect(fromCents.jsonText().contains(#""balance":"21.25","previousBalance":"-4.75""#))
+        #expect(fromCents.balance == Decimal(string: "21.25"))
+        #expect(fromCents.balanceChanged && fromDecimals.balanceChanged)
+        #expect(try RelayEvent(json: fromCents.json) == fromCents)
+
+        var same = fromCents
+        same.previousBalance = Decimal(string: "21.250")
+        #expect(!same.balanceChanged, "21.250 is 21.25")
+        same.previousBalance = Decimal(string: "21.251")
+        #expect(same.previousBalanceCents == nil && same.balanceChanged)
+        #expect(same.jsonText().contains(#""previousBalance":"21.25""#), "rounded to cents in the alert, as before")
+        same.balance = Decimal(string: "21.251")
+        #expect(!same.balanceChanged)
+        same.balance = nil
+        #expect(same.balanceCents == nil && !same.balanceChanged)
+    }
 }
