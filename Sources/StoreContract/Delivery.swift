@@ -52,9 +52,10 @@ public struct Delivery: Sendable, Equatable {
     /// `carried`, shared by every copy: a delivery is copied at each hand-over (planner, ledger, engine, worker), and
     /// a copy of the alert's value retained each of its texts: copies of deliveries were 28 of the 193 releases a hub
     /// event cost in a blast (uprobes, `Benchmarks/blast_counts.py`).
-    private var carriedAlert: CarriedAlert?
+    /// (The planner gives every delivery of one alert the same box.)
+    var carriedAlert: CarriedAlert?
 
-    private final class CarriedAlert: Sendable, Equatable {
+    final class CarriedAlert: Sendable, Equatable {
         let event: RelayEvent
         init(_ event: RelayEvent) { self.event = event }
         static func == (a: CarriedAlert, b: CarriedAlert) -> Bool { a === b || a.event == b.event }

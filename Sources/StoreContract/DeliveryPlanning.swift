@@ -19,8 +19,9 @@ public enum DeliveryPlanning {
     ) throws(E) -> [Delivery] {
         guard planner.mayPlan(for: event.kind) else { return [] }
         var planned: [Delivery] = []
-        // The alert of each kind planned, written once: mostly one kind, so a list, not a dictionary.
-        var alerts: [(kind: RelayEvent.Kind, text: String, value: RelayEvent)] = []
+        // The alert of each kind planned, written once and boxed once (each delivery of it shares the box): mostly
+        // one kind, so a list, not a dictionary.
+        var alerts: [(kind: RelayEvent.Kind, text: String, value: Delivery.CarriedAlert)] = []
         for p in planner.plan(event) {
             if let key = p.dedupKey, let window = p.dedupWindow, try seen(p.sink, key, now.addingTimeInterval(-window))
             {
@@ -33,14 +34,15 @@ public enum DeliveryPlanning {
                 ?? {
                     var e = event
                     e.kind = p.kind
-                    alerts.append((p.kind, e.jsonText(currency: planner.currency), e))
+                    alerts.append((p.kind, e.jsonText(currency: planner.currency), Delivery.CarriedAlert(e)))
                     return alerts.count - 1
                 }()
-            let d = Delivery(
+            var d = Delivery(
                 id: UUID.timeOrdered(at: now).lowercased(after: "dlv_"), sink: p.sink, rule: p.rule, kind: p.kind,
                 childId: event.childId, urgency: p.urgency, alert: alerts[index].text, digest: p.digest,
                 state: p.muted ? .muted : .pending, attempts: 0, nextAttemptAt: due, lastError: p.muted ? "muted" : nil,
-                createdAt: now, traceParent: event.traceParent, carried: alerts[index].value)
+                createdAt: now, traceParent: event.traceParent)
+            d.carriedAlert = alerts[index].value
             try write(d, p.dedupKey)
             planned.append(d)
         }

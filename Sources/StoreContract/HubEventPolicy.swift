@@ -73,15 +73,17 @@ public enum HubEventPolicy {
     public static func alert(
         _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?
     ) -> RelayEvent {
-        var alert =
-            t.balanceAfterCents.map {
-                RelayEvent(
-                    kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
-                    balanceCents: $0, previousBalanceCents: balanceBefore)
-            }
-            ?? RelayEvent(
+        // Made in place, in each branch: an Optional's `map` and `??` made the event twice, and destroyed one.
+        var alert: RelayEvent
+        if let cents = t.balanceAfterCents {
+            alert = RelayEvent(
+                kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
+                balanceCents: cents, previousBalanceCents: balanceBefore)
+        } else {
+            alert = RelayEvent(
                 kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
                 balance: t.balanceAfter, previousBalance: Money.decimal(cents: balanceBefore))
+        }
         alert.traceParent = traceParent
         return alert
     }
@@ -91,15 +93,16 @@ public enum HubEventPolicy {
         balance: Decimal, cents: Int64?, child: UUID, name: String, previous: Int64, at now: Date,
         traceParent: String?
     ) -> RelayEvent {
-        var alert =
-            cents.map {
-                RelayEvent(
-                    kind: .balanceUpdated, at: now, childId: child, childName: name, balanceCents: $0,
-                    previousBalanceCents: previous)
-            }
-            ?? RelayEvent(
+        var alert: RelayEvent
+        if let cents {
+            alert = RelayEvent(
+                kind: .balanceUpdated, at: now, childId: child, childName: name, balanceCents: cents,
+                previousBalanceCents: previous)
+        } else {
+            alert = RelayEvent(
                 kind: .balanceUpdated, at: now, childId: child, childName: name, balance: balance,
                 previousBalance: Money.decimal(cents: previous))
+        }
         alert.traceParent = traceParent
         return alert
     }

@@ -1,3 +1,4 @@
+import Alerts
 import AllowanceAPI
 import Foundation
 import StoreContract
@@ -35,5 +36,29 @@ import Testing
         #expect(!HubEventPolicy.isRecorded(balance, byPrevious: nil, storedAs: nil), "first in its burst")
         #expect(!HubEventPolicy.isRecorded(balance, byPrevious: balance, storedAs: .stored(gap: nil)))
         #expect(!HubEventPolicy.isRecorded(before, byPrevious: before, storedAs: .duplicate), "not a balance")
+    }
+
+    /// The alerts carry the balances in cents when the amounts have them, and are then the same events as made from
+    /// the Decimals; a balance with more decimals (a server that sends them) keeps its Decimal, exactly.
+    @Test func theAlertsCarryTheBalancesInCentsOrExactly() throws {
+        let at = Date(timeIntervalSince1970: 1_795_341_700)
+        guard case .transactionCreated(let t) = created(kid, after: Decimal(string: "12.5")!) else { return }
+        let alert = HubEventPolicy.alert(t, child: kid, name: "Ann", balanceBefore: 1150, at: at, traceParent: "tp")
+        #expect(alert.balanceCents == 1250 && alert.previousBalanceCents == 1150)
+        var fromDecimals = RelayEvent(
+            kind: .transactionCreated, at: at, childId: kid, childName: "Ann", transaction: t,
+            balance: Decimal(string: "12.50")!, previousBalance: Decimal(string: "11.50")!)
+        fromDecimals.traceParent = "tp"
+        #expect(alert == fromDecimals)
+
+        let exact = Decimal(string: "12.505")!
+        let balance = HubEventPolicy.alert(
+            balance: exact, cents: nil, child: kid, name: "Ann", previous: 1250, at: at, traceParent: nil)
+        #expect(balance.balance == exact && balance.balanceCents == nil && balance.previousBalanceCents == 1250)
+        #expect(balance.balanceChanged)
+        let inCents = HubEventPolicy.alert(
+            balance: Decimal(string: "12.5")!, cents: 1250, child: kid, name: "Ann", previous: 1250, at: at,
+            traceParent: nil)
+        #expect(inCents.balance == Decimal(string: "12.50") && !inCents.balanceChanged)
     }
 }
