@@ -83,8 +83,7 @@ extension Store {
                 .text(t.type.rawValue), .text(t.description), .integer(values.cents.balanceAfter),
                 .text(values.createdAt),
                 .text(t.createdByName), .text(origin), .text(via), .text(values.storedAt),
-            ])
-        return db.changesCount > 0
+            ]) > 0
     }
 
     private static let insertIfNewSQL = insertSQL + " NOTHING"
@@ -292,12 +291,16 @@ extension Database {
     /// delivery, the inbox): the values go straight to SQLite. GRDB's `StatementArguments` box each value as an
     /// existential and copy it into a `DatabaseValue`, and for the delivery row's fourteen values that took as long
     /// as SQLite's insert itself in a blast (BENCHMARKS.md, session 44). A failure is GRDB's `DatabaseError`, as from
-    /// any statement; the statement is reset either way, ready for the next event.
-    func executeCached(sql: String, values: [SQLValue]) throws {
+    /// any statement; the statement is reset either way, ready for the next event. Returns the rows it changed
+    /// (SQLite's count, asked of the statement's connection: GRDB's `changesCount` first asks libdispatch which
+    /// queue runs, for every row).
+    @discardableResult
+    func executeCached(sql: String, values: [SQLValue]) throws -> Int {
         try withBound(sql, values) { statement in
             var code = sqlite3_step(statement)
             while code == SQLITE_ROW { code = sqlite3_step(statement) }
             guard code == SQLITE_DONE else { throw SQLValue.failure(code, statement, sql) }
+            return Int(sqlite3_changes(sqlite3_db_handle(statement)))
         }
     }
 

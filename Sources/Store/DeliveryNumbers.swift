@@ -95,8 +95,7 @@ extension Delivery {
             .text(d.traceParent),
         ]
         if number != nil {
-            try db.executeCached(sql: insertNumbered, values: values)
-            if db.changesCount > 0 { return }
+            if try db.executeCached(sql: insertNumbered, values: values) > 0 { return }
         }
         values.removeFirst()
         try db.executeCached(sql: insertSetAside, values: values)
