@@ -9,7 +9,8 @@ import Testing
 @Suite struct CodePagesTests {
     /// `RssFile` of /proc/self/status, in KiB.
     private func residentFileKiB() throws -> Int {
-        let status = try #require(String(validatingUTF8: try readProc("/proc/self/status")))
+        let bytes = try readProc("/proc/self/status").prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        let status = try #require(String(validating: bytes, as: UTF8.self))
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("RssFile:") })
         return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
     }

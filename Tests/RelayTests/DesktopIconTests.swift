@@ -25,14 +25,16 @@ import Testing
             at: checkout.appending(path: "deploy/icons"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(
             at: checkout.appending(path: ".build/x86_64-unknown-linux-gnu/debug"), withIntermediateDirectories: true)
-        FileManager.default.createFile(
-            atPath: checkout.appending(path: "deploy/icons/allowance-relay.svg").path, contents: Data("<svg/>".utf8))
+        #expect(
+            FileManager.default.createFile(
+                atPath: checkout.appending(path: "deploy/icons/allowance-relay.svg").path, contents: Data("<svg/>".utf8)
+            ))
         let built = checkout.appending(path: ".build/x86_64-unknown-linux-gnu/debug/allowance-relay")
         #expect(
             DesktopSink.icon(sink, environment: nowhere, executable: built)
                 == checkout.appending(path: "deploy/icons/allowance-relay.svg").absoluteString)
         #expect(DesktopSink.icon(sink, environment: nowhere, executable: built).hasPrefix("file:///"))
-        FileManager.default.createFile(atPath: apps + "/allowance-relay.svg", contents: Data("<svg/>".utf8))
+        #expect(FileManager.default.createFile(atPath: apps + "/allowance-relay.svg", contents: Data("<svg/>".utf8)))
         #expect(
             DesktopSink.icon(
                 sink, environment: ["XDG_DATA_HOME": empty, "XDG_DATA_DIRS": "\(empty):\(themed)"], executable: built)

@@ -113,7 +113,7 @@ struct MatrixSynapseTests {
     }
 
     @Test func balanceEditsRelateToTheFirstMessageAndARedactedOneIsPostedAnew() async throws {
-        let (peer, server, dir) = try await startHomeserver()
+        let (peer, server, _) = try await startHomeserver()
         defer { peer.stop() }
         let store = try Store.open(path: temporaryPath())
         let yaml =

@@ -134,7 +134,7 @@ struct TLSAndProxyTests {
     @Test(arguments: transports) func everyTransportGoesThroughTheSameProxy(_ transport: TransportKind) async throws {
         let (cert, key) = try await Self.certificate(subjectAltName: true)
         let log = FileManager.default.temporaryDirectory.appending(path: "proxy-\(UUID()).log").path
-        FileManager.default.createFile(atPath: log, contents: nil)
+        #expect(FileManager.default.createFile(atPath: log, contents: nil))
         try await withSimulator { base in
             let front = try await PythonPeer(script: "tls_front.py", arguments: [cert, key, String(base.port!)])
             defer { front.stop() }
@@ -158,7 +158,7 @@ struct TLSAndProxyTests {
             // Exempted by no_proxy: nothing goes through the proxy. A proxy of its own, so that a tunnel the first
             // connection asked for just before it stopped (a long poll) cannot be counted against this one.
             let exemptLog = FileManager.default.temporaryDirectory.appending(path: "proxy-\(UUID()).log").path
-            FileManager.default.createFile(atPath: exemptLog, contents: nil)
+            #expect(FileManager.default.createFile(atPath: exemptLog, contents: nil))
             let unused = try await PythonPeer(script: "connect_proxy.py", arguments: [exemptLog])
             defer { unused.stop() }
             let exempt = ProxyPolicy(environment: [

@@ -58,7 +58,7 @@ import Testing
         }
         DispatchQueue.concurrentPerform(iterations: 2) { thread in
             for i in 0..<150 {
-                try? store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "\(thread)-\(i)"))
+                _ = try? store.raise(RelayEvent(kind: .connectionLost, at: Date(), detail: "\(thread)-\(i)"))
             }
         }
         let byCommit = try outside.read { db in try String.fetchAll(db, sql: "SELECT id FROM delivery ORDER BY rowid") }
