@@ -16,6 +16,17 @@ public struct Child: Sendable, Equatable {
         self.weeklyAllowance = weeklyAllowance
         self.currentBalance = currentBalance
     }
+
+    /// Why the relay cannot keep the server's figures for this child, or nil: money is kept in cents.
+    public var problem: String? {
+        if Money.minorUnits(currentBalance) == nil {
+            return "its currentBalance \(currentBalance) has more than two decimals"
+        }
+        if Money.minorUnits(weeklyAllowance) == nil {
+            return "its weeklyAllowance \(weeklyAllowance) has more than two decimals"
+        }
+        return nil
+    }
 }
 
 public enum TransactionType: String, Sendable, Equatable {
@@ -91,20 +102,24 @@ extension Transaction {
     static let earliest = Date(timeIntervalSince1970: 946_684_800)  // 2000-01-01
 }
 
-/// A transaction from the server the relay did not store, and why: kept aside (quarantined) and reported.
+/// A row from the server the relay did not store, and why: kept aside (quarantined) and reported. Most are
+/// transactions; a BalanceUpdated whose balance is not in cents is one too.
 public struct RejectedRow: Sendable, Equatable {
-    /// The transaction id as the server sent it (or a stand-in when it had none).
+    /// The transaction id as the server sent it (or a stand-in when it had none, or for a balance).
     public var id: String
     public var childId: UUID?
     public var reason: String
     /// The row as received, cut to 2 KB.
     public var payload: String
+    /// What it was, in words: "transaction <id>" unless said otherwise.
+    public var subject: String
 
-    public init(id: String, childId: UUID?, reason: String, payload: String) {
+    public init(id: String, childId: UUID?, reason: String, payload: String, subject: String? = nil) {
         self.id = id
         self.childId = childId
         self.reason = reason
         self.payload = String(payload.prefix(2048))
+        self.subject = subject ?? "transaction \(id)"
     }
 }
 
@@ -216,7 +231,8 @@ public enum Money {
     /// 10^14: a significand below it, times 10^4 at most (an exponent of 2, in cents), stays below 10^18, inside Int64.
     private static let plainSignificandBound = 1e14
 
-    /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float.
+    /// Money in the JSON the relay emits: an exact decimal string with two places ("26.00"), never a float (a
+    /// figure with more decimals keeps them all).
     public static func json(_ amount: Decimal) -> JSONValue { .string(plain(amount)) }
 
     public static func decimal(cents: Int64) -> Decimal {
@@ -269,10 +285,9 @@ public enum Money {
         // Cents as an integer (every amount the relay keeps): a quarter of the time of Decimal's description,
         // and this runs several times per stored event (inbox row, alert JSON).
         if let minor = minorUnits(amount) { return plain(cents: minor) }
-        var rounded = Decimal()
-        var value = amount
-        NSDecimalRound(&rounded, &value, 2, .bankers)
-        let s = "\(rounded)"
+        // More decimals than cents (a figure from the server that is set aside, or in a log line): written as it
+        // came, not rounded, so that what is kept and said is what was sent.
+        let s = "\(amount)"
         guard let dot = s.firstIndex(of: ".") else { return s + ".00" }
         let decimals = s.distance(from: dot, to: s.endIndex) - 1
         return decimals == 1 ? s + "0" : s

@@ -105,10 +105,9 @@ extension SharedRelayStore: SyncStore {
     ) throws(PostgresError) -> (ApplyResult, Int) {
         switch event {
         case .transactionCreated(let t):
-            if let problem = t.problem(now: now) {
-                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
+            if let row = HubEventPolicy.setAside(t, now: now) {
                 let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
-                return (.rejected(reason: "transaction \(t.id.lowercased): \(problem)", first: first), planned)
+                return (HubEventPolicy.rejected(row, first: first), planned)
             }
             guard let child = try children.load(db, t.childId, via: self) else {
                 return (
@@ -140,7 +139,11 @@ extension SharedRelayStore: SyncStore {
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
         case .balanceUpdated(let childId, let balance):
-            guard let child = try children.load(db, childId, via: self) else {
+            if let row = HubEventPolicy.setAside(balance: balance, child: childId) {
+                let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
+                return (HubEventPolicy.rejected(row, first: first), planned)
+            }
+            guard let child = try children.load(db, childId, via: self), let cents = Money.minorUnits(balance) else {
                 return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet"), 0)
             }
             // The newest stored transaction's balance: the burst's own when it stored one (a transaction and its
@@ -156,13 +159,10 @@ extension SharedRelayStore: SyncStore {
                     [childId.lowercased]
                 ).scalar.flatMap { Int64($0) }
             }
-            let cents = Money.minorUnits(balance)
-            let (gap, after, previous) = HubEventPolicy.balance(
-                cents ?? child.balance - child.pending, child: child, latest: latest)
+            let (gap, after, previous) = HubEventPolicy.balance(cents, child: child, latest: latest)
             children.rows[childId] = after
             let alert = HubEventPolicy.alert(
-                balance: balance, cents: cents, child: childId, name: child.name, previous: previous, at: now,
-                traceParent: traceParent)
+                balance: cents, child: childId, name: child.name, previous: previous, at: now, traceParent: traceParent)
             return (
                 .stored(gap: gap ? childId : nil),
                 try plan(db, alert, now: now, childHasGoals: children.withGoals.contains(childId))
@@ -213,12 +213,12 @@ extension SharedRelayStore: SyncStore {
                 """, [row.id, row.childId?.lowercased, row.reason, row.payload, ISODate.string(now)]
             ).affected == 1
         guard new else { return (false, 0) }
-        var alert = RelayEvent(
-            kind: .syncRejected, at: now, childId: row.childId,
-            childName: try row.childId.flatMap { (id) throws(PostgresError) in try childRow(db, id)?.name },
-            detail: "the server's transaction \(row.id) was not stored: \(row.reason)")
-        alert.traceParent = traceParent
-        return (true, try plan(db, alert, now: now))
+        let name = try row.childId.flatMap { (id) throws(PostgresError) in try childRow(db, id)?.name }
+        return (
+            true,
+            try plan(
+                db, HubEventPolicy.alert(setAside: row, childName: name, at: now, traceParent: traceParent), now: now)
+        )
     }
 
     public func setSyncStatus(_ status: SyncStatus) throws(StoreError) {
@@ -258,7 +258,8 @@ extension SharedRelayStore: SyncStore {
         complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil,
         at now: Date = Date(), traceParent: String? = nil
     ) throws(StoreError) -> Int {
-        try writing { db throws(PostgresError) -> Result<Int, StoreError> in
+        if let unkept = StoreError.unkept(children, path: location.description) { throw unkept }
+        return try writing { db throws(PostgresError) -> Result<Int, StoreError> in
             if let contradiction = try contradiction(db, transactions) { return .failure(conflict(contradiction)) }
             return .success(
                 try db.transaction { () throws(PostgresError) -> Int in
@@ -274,17 +275,14 @@ extension SharedRelayStore: SyncStore {
                             """,
                             [
                                 c.id.lowercased, c.firstName, c.lastName,
-                                String(Money.minorUnits(c.weeklyAllowance) ?? 0),
-                                String(Money.minorUnits(c.currentBalance) ?? 0), ISODate.string(now),
+                                String(cents(c.weeklyAllowance)), String(cents(c.currentBalance)),
+                                ISODate.string(now),
                             ])
                     }
                     for row in rejected { planned += try setAside(db, row, now: now, traceParent: traceParent).planned }
                     let born = try db.query("SELECT value FROM relay_sync WHERE key = 'born_at'").scalar
                     for t in transactions {
-                        if let problem = t.problem(now: now) {
-                            let row = RejectedRow(
-                                id: t.id.lowercased, childId: t.childId, reason: problem,
-                                payload: HubEvent.transactionCreated(t).jsonText)
+                        if let row = HubEventPolicy.setAside(t, now: now) {
                             planned += try setAside(db, row, now: now, traceParent: traceParent).planned
                             continue
                         }
@@ -311,6 +309,9 @@ extension SharedRelayStore: SyncStore {
         }.get()
     }
 
+    /// A child's figure in cents: `storeCaughtUp` refuses any child whose figures have more decimals.
+    private func cents(_ amount: Decimal) -> Int64 { Money.minorUnits(amount) ?? 0 }
+
     /// The end of a catch-up: the server's balances (a change alerted), the cursors and the time, together.
     private func completeCatchUp(
         _ db: PostgresConnection, _ children: [Child], cursors: [UUID: UUID], balancesAskedAt: Date?, history: Bool,
@@ -331,7 +332,7 @@ extension SharedRelayStore: SyncStore {
             }
             // The server's figure wins, plus the writes still waiting here.
             guard let child = try lockedChild(db, c.id) else { continue }
-            let server = Money.minorUnits(c.currentBalance) ?? 0
+            let server = cents(c.currentBalance)
             try setBalance(db, c.id, server + child.pending, now)
             let cached = child.balance - child.pending
             if row != nil, cached != server {

@@ -44,11 +44,8 @@ extension Store {
     ) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
-            if let problem = t.problem(now: now) {
-                let row = RejectedRow(id: t.id.lowercased, childId: t.childId, reason: problem, payload: event.jsonText)
-                return .rejected(
-                    reason: "transaction \(t.id.lowercased): \(problem)",
-                    first: try setAside(db, row, now: now, traceParent: traceParent))
+            if let row = HubEventPolicy.setAside(t, now: now) {
+                return HubEventPolicy.rejected(row, first: try setAside(db, row, now: now, traceParent: traceParent))
             }
             guard let child = try children.load(db, t.childId) else {
                 return .needsCatchUp(
@@ -79,6 +76,9 @@ extension Store {
             if try Self.isStored(db, id: id) { return .duplicate }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
         case .balanceUpdated(let childId, let balance):
+            if let row = HubEventPolicy.setAside(balance: balance, child: childId) {
+                return HubEventPolicy.rejected(row, first: try setAside(db, row, now: now, traceParent: traceParent))
+            }
             guard let child = try children.load(db, childId) else {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
@@ -91,8 +91,8 @@ extension Store {
                 try planDeliveries(
                     db,
                     HubEventPolicy.alert(
-                        balance: balance, cents: server, child: childId, name: child.name, previous: previous,
-                        at: now, traceParent: traceParent))
+                        balance: server, child: childId, name: child.name, previous: previous, at: now,
+                        traceParent: traceParent))
             }
             return .stored(gap: gap ? childId : nil)
         }
@@ -139,19 +139,15 @@ extension Store {
         at now: Date = Date(),
         traceParent: String? = nil
     ) throws(StoreError) -> Int {
-        try write { db -> Int in
+        if let unkept = StoreError.unkept(children, path: path) { throw unkept }
+        return try write { db -> Int in
             try Self.settleBalances(db)  // its transactions and balances change what a following balance reads
             var inserted = 0
             for c in children { try Self.upsert(db, c, now: now) }
             for row in rejected { try setAside(db, row, now: now, traceParent: traceParent) }
             for t in transactions {
-                if let problem = t.problem(now: now) {
-                    try setAside(
-                        db,
-                        RejectedRow(
-                            id: t.id.lowercased, childId: t.childId, reason: problem,
-                            payload: HubEvent.transactionCreated(t).jsonText),
-                        now: now, traceParent: traceParent)
+                if let row = HubEventPolicy.setAside(t, now: now) {
+                    try setAside(db, row, now: now, traceParent: traceParent)
                     continue
                 }
                 guard try !Self.isStored(db, id: t.id) else {
@@ -226,12 +222,11 @@ extension Store {
             sql: "INSERT OR IGNORE INTO rejected (id, child_id, reason, payload, first_seen_at) VALUES (?, ?, ?, ?, ?)",
             arguments: [row.id, row.childId?.lowercased, row.reason, row.payload, ISO.string(now)])
         guard db.changesCount == 1 else { return false }
-        var alert = RelayEvent(
-            kind: .syncRejected, at: now, childId: row.childId,
-            childName: try row.childId.flatMap { try Self.childName(db, $0) },
-            detail: "the server's transaction \(row.id) was not stored: \(row.reason)")
-        alert.traceParent = traceParent
-        try planDeliveries(db, alert)
+        try planDeliveries(
+            db,
+            HubEventPolicy.alert(
+                setAside: row, childName: try row.childId.flatMap { try Self.childName(db, $0) }, at: now,
+                traceParent: traceParent))
         return true
     }
 

@@ -88,21 +88,50 @@ public enum HubEventPolicy {
         return alert
     }
 
-    /// `cents`: the server's balance in cents, when it has at most two decimals (nil: it has more).
+    /// The alert for a BalanceUpdated kept (its balance in cents; one with more decimals is set aside instead).
     public static func alert(
-        balance: Decimal, cents: Int64?, child: UUID, name: String, previous: Int64, at now: Date,
-        traceParent: String?
+        balance: Int64, child: UUID, name: String, previous: Int64, at now: Date, traceParent: String?
     ) -> RelayEvent {
-        var alert: RelayEvent
-        if let cents {
-            alert = RelayEvent(
-                kind: .balanceUpdated, at: now, childId: child, childName: name, balanceCents: cents,
-                previousBalanceCents: previous)
-        } else {
-            alert = RelayEvent(
-                kind: .balanceUpdated, at: now, childId: child, childName: name, balance: balance,
-                previousBalance: Money.decimal(cents: previous))
-        }
+        var alert = RelayEvent(
+            kind: .balanceUpdated, at: now, childId: child, childName: name, balanceCents: balance,
+            previousBalanceCents: previous)
+        alert.traceParent = traceParent
+        return alert
+    }
+
+    /// A transaction the relay cannot keep (`Transaction.problem`), as the row it is set aside as; nil: it can be.
+    public static func setAside(_ t: Transaction, now: Date) -> RejectedRow? {
+        guard let problem = t.problem(now: now) else { return nil }
+        return RejectedRow(
+            id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText)
+    }
+
+    /// A BalanceUpdated whose balance has more than two decimals cannot be kept (the cache holds cents): it is set
+    /// aside as a transaction would be (listed by `status`, alerted once for each such figure), the cached balance
+    /// stays, and the rest of the burst is stored. Nil: the balance can be kept.
+    public static func setAside(balance: Decimal, child: UUID) -> RejectedRow? {
+        guard Money.minorUnits(balance) == nil else { return nil }
+        return RejectedRow(
+            id: "balance:\(child.lowercased):\(balance)", childId: child,
+            reason: "its balance \(balance) has more than two decimals",
+            payload: HubEvent.balanceUpdated(childId: child, balance: balance).jsonText,
+            subject: "balance for child \(child.lowercased)")
+    }
+
+    /// What storing a hub event set aside answers: the reason in words, and whether it was set aside just now.
+    public static func rejected(_ row: RejectedRow, first: Bool) -> ApplyResult {
+        .rejected(reason: "\(row.subject): \(row.reason)", first: first)
+    }
+
+    /// The `sync.rejected` alert for a row set aside the first time.
+    public static func alert(
+        setAside row: RejectedRow, childName: String?, at now: Date, traceParent: String?
+    )
+        -> RelayEvent
+    {
+        var alert = RelayEvent(
+            kind: .syncRejected, at: now, childId: row.childId, childName: childName,
+            detail: "the server's \(row.subject) was not stored: \(row.reason)")
         alert.traceParent = traceParent
         return alert
     }

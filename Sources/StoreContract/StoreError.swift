@@ -1,3 +1,4 @@
+import AllowanceAPI
 import Foundation
 
 /// The storage contract's one error, whichever backend raised it: a failure that names the file or database and
@@ -39,4 +40,21 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(path): \(message)" }
+}
+
+extension StoreError {
+    /// A catch-up with a child whose figures the cache cannot keep (`Child.problem`: money is kept in cents) is
+    /// refused whole, on either store: nothing of it is stored, the cache keeps what it had, and the next catch-up
+    /// asks again. Nil: every child can be kept.
+    public static func unkept(_ children: [Child], path: String) -> StoreError? {
+        for c in children {
+            if let problem = c.problem {
+                return StoreError(
+                    path: path,
+                    "the server's child \(c.id.lowercased) (\(c.firstName)) cannot be kept: \(problem). Nothing of this catch-up was stored and the cache keeps what it had; the next catch-up asks again. The backend's data needs mending"
+                )
+            }
+        }
+        return nil
+    }
 }

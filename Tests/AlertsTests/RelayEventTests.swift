@@ -93,7 +93,8 @@ import Testing
         #expect(!same.balanceChanged, "21.250 is 21.25")
         same.previousBalance = Decimal(string: "21.251")
         #expect(same.previousBalanceCents == nil && same.balanceChanged)
-        #expect(same.jsonText().contains(#""previousBalance":"21.25""#), "rounded to cents in the alert, as before")
+        #expect(same.jsonText().contains(#""previousBalance":"21.251""#), "written as it came, not rounded")
+        #expect(try RelayEvent(json: same.json).previousBalance == Decimal(string: "21.251"), "and read back exactly")
         same.balance = Decimal(string: "21.251")
         #expect(!same.balanceChanged)
         same.balance = nil

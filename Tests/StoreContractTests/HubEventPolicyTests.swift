@@ -38,9 +38,8 @@ import Testing
         #expect(!HubEventPolicy.isRecorded(before, byPrevious: before, storedAs: .duplicate), "not a balance")
     }
 
-    /// The alerts carry the balances in cents when the amounts have them, and are then the same events as made from
-    /// the Decimals; a balance with more decimals (a server that sends them) keeps its Decimal, exactly.
-    @Test func theAlertsCarryTheBalancesInCentsOrExactly() throws {
+    /// The alerts carry the balances in cents, and are then the same events as made from the Decimals.
+    @Test func theAlertsCarryTheBalancesInCents() throws {
         let at = Date(timeIntervalSince1970: 1_795_341_700)
         guard case .transactionCreated(let t) = created(kid, after: Decimal(string: "12.5")!) else { return }
         let alert = HubEventPolicy.alert(t, child: kid, name: "Ann", balanceBefore: 1150, at: at, traceParent: "tp")
@@ -51,14 +50,32 @@ import Testing
         fromDecimals.traceParent = "tp"
         #expect(alert == fromDecimals)
 
-        let exact = Decimal(string: "12.505")!
-        let balance = HubEventPolicy.alert(
-            balance: exact, cents: nil, child: kid, name: "Ann", previous: 1250, at: at, traceParent: nil)
-        #expect(balance.balance == exact && balance.balanceCents == nil && balance.previousBalanceCents == 1250)
-        #expect(balance.balanceChanged)
         let inCents = HubEventPolicy.alert(
-            balance: Decimal(string: "12.5")!, cents: 1250, child: kid, name: "Ann", previous: 1250, at: at,
-            traceParent: nil)
+            balance: 1250, child: kid, name: "Ann", previous: 1250, at: at, traceParent: nil)
         #expect(inCents.balance == Decimal(string: "12.50") && !inCents.balanceChanged)
+    }
+
+    /// A balance the cache cannot hold (more than two decimals) is a row set aside, named for its child and figure;
+    /// one in cents, however written, is not. The alert for a row set aside says what it was.
+    @Test func aBalanceWithMoreThanTwoDecimalsIsSetAsideAsARow() throws {
+        for kept in ["12.5", "12.50", "12", "-3.25", "0"] {
+            #expect(HubEventPolicy.setAside(balance: Decimal(string: kept)!, child: kid) == nil, "\(kept)")
+        }
+        let row = try #require(HubEventPolicy.setAside(balance: Decimal(string: "12.505")!, child: kid))
+        let child = kid.uuidString.lowercased()
+        #expect(row.id == "balance:\(child):12.505" && row.childId == kid)
+        #expect(row.reason == "its balance 12.505 has more than two decimals")
+        #expect(row.payload.contains("12.505") && row.payload.contains(child))
+        #expect(
+            HubEventPolicy.rejected(row, first: true)
+                == .rejected(
+                    reason: "balance for child \(child): its balance 12.505 has more than two decimals", first: true))
+        let alert = HubEventPolicy.alert(
+            setAside: row, childName: "Ann", at: Date(timeIntervalSince1970: 1_795_341_700), traceParent: nil)
+        #expect(alert.kind == .syncRejected && alert.childName == "Ann")
+        #expect(
+            alert.detail
+                == "the server's balance for child \(child) was not stored: its balance 12.505 has more than two decimals"
+        )
     }
 }

@@ -137,6 +137,70 @@ import Testing
         }
     }
 
+    /// Money the cache cannot hold in cents, on either store: a BalanceUpdated with a third decimal is set aside (once
+    /// for that figure, with an alert) and the events around it are stored; a catch-up with such a child is refused
+    /// whole, with the same words, and nothing of it is stored.
+    @Test(arguments: Backend.allCases)
+    func moneyWithAThirdDecimalIsSetAsideLiveAndRefusedInACatchUp(_ backend: Backend) async throws {
+        try await withBackend(backend) { store, api, base in
+            _ = try await CatchUp(store: store, api: api).run()
+            #expect(try await post(base, "/_sim/burst?count=1") == 200)
+            var found: (Child, Transaction)?
+            for child in try await api.children() {
+                if let t = try await api.transactions(child: child.id, limit: 1, offset: 0).first { found = (child, t) }
+            }
+            let (child, newest) = try #require(found)
+            let cached = try #require(try store.children().first { $0.id == child.id }?.currentBalance)
+            let odd = Decimal(string: "12.345")!
+            let lower = child.id.uuidString.lowercased()
+            let results = try store.apply(
+                [.transactionCreated(newest), .balanceUpdated(childId: child.id, balance: odd)], at: Date(),
+                traceParents: [])
+            guard results.count == 2, case .stored = results[0] else {
+                Issue.record("the transaction before it was not stored: \(results)")
+                return
+            }
+            #expect(
+                results[1]
+                    == .rejected(
+                        reason: "balance for child \(lower): its balance 12.345 has more than two decimals", first: true
+                    ))
+            let kept = try #require(try store.children().first { $0.id == child.id }?.currentBalance)
+            #expect(kept == newest.balanceAfter && kept != cached, "the transaction's balance, not the odd one")
+            #expect(try store.rejectedRows().map(\.id) == ["balance:\(lower):12.345"])
+            #expect(
+                try store.apply([.balanceUpdated(childId: child.id, balance: odd)], at: Date(), traceParents: [])
+                    == [
+                        .rejected(
+                            reason: "balance for child \(lower): its balance 12.345 has more than two decimals",
+                            first: false)
+                    ])
+            let alerts = try alerted(store)
+            #expect(alerts.filter { $0.kind == .syncRejected }.count == 1)
+            #expect(!alerts.contains { $0.kind == .balanceUpdated && (try? $0.event.balance) == odd })
+
+            var unkept = child
+            unkept.weeklyAllowance = Decimal(string: "5.125")!
+            var fresh = newest
+            fresh.id = UUID()
+            let stored = try store.transactions(child: nil, since: nil, limit: 1000).count
+            do {
+                _ = try store.storeCaughtUp(
+                    children: [unkept], transactions: [fresh], rejected: [], cursors: [:], complete: true,
+                    balancesAskedAt: nil, history: false, historyTaken: nil, at: Date(), traceParent: nil)
+                Issue.record("a child with a third decimal was stored")
+            } catch let error as StoreError {
+                #expect(
+                    error.message.hasPrefix(
+                        "the server's child \(lower) (\(child.firstName)) cannot be kept: its weeklyAllowance 5.125 has more than two decimals"
+                    ),
+                    "\(error)")
+            }
+            #expect(try store.transactions(child: nil, since: nil, limit: 1000).count == stored, "nothing of it")
+            #expect(try store.children().first { $0.id == child.id }?.currentBalance == kept)
+        }
+    }
+
     /// The server a cache is bound to: the same family at a new address carries on (with a note), another family
     /// or, without account ids, another address is a conflict; nothing is recorded for a refused one.
     @Test(arguments: Backend.allCases)
