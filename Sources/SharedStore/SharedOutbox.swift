@@ -142,12 +142,18 @@ extension SharedRelayStore: OutboxQueue {
                 "UPDATE relay_outbox SET state = 'sent', last_error = NULL, sent_transaction = $2 WHERE seq = $1",
                 [String(seq), server.id.lowercased])
             let standInRemoved = try dropLocal(db, entry) > 0
-            guard try insert(db, server, via: "outbox", now: now), let child = try lockedChild(db, server.childId)
+            let unkept = HubEventPolicy.setAside(server, now: now)
+            if let unkept, try setAside(db, unkept, now: now, traceParent: nil).planned > 0 {
+                try db.notify(Self.channel)
+            }
+            guard unkept == nil, let cents = try? server.cents(), try insert(db, server, via: "outbox", now: now),
+                let child = try lockedChild(db, server.childId)
             else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top
-                // of the server's, so it comes out with the stand-in.
+                // of the server's, so it comes out with the stand-in. Or the answer cannot be kept (set aside, as
+                // from the hub): the stand-in goes, and the next catch-up brings the server's balance.
                 if standInRemoved, let child = try lockedChild(db, entry.childId),
                     let minor = Money.minorUnits(entry.amount)
                 {
@@ -156,8 +162,7 @@ extension SharedRelayStore: OutboxQueue {
                 return
             }
             // The server's balance after this write, plus the writes still waiting here.
-            try setBalance(db, server.childId, (server.balanceAfterCents ?? 0) + child.pending, now)
-            let cents = (try? server.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
+            try setBalance(db, server.childId, cents.balanceAfter + child.pending, now)
             if try plan(
                 db,
                 RelayEvent(

@@ -202,7 +202,7 @@ extension SharedRelayStore: SyncStore {
 
     /// Keeps a row from the server that cannot be stored, with the reason; the first time, a `sync.rejected` alert
     /// names it. Whether it was new, and what it planned.
-    private func setAside(
+    func setAside(
         _ db: PostgresConnection, _ row: RejectedRow, now: Date, traceParent: String?
     ) throws(PostgresError) -> (new: Bool, planned: Int) {
         let new =

@@ -118,11 +118,14 @@ extension Store {
                 arguments: [e.localTransactionId.lowercased])
             let standInRemoved = db.changesCount > 0
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
-            guard try !Self.isStored(db, id: server.id) else {
+            let unkept = HubEventPolicy.setAside(server, now: now)
+            if let unkept { try setAside(db, unkept, now: now) }
+            guard unkept == nil, try !Self.isStored(db, id: server.id) else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top
-                // of the server's, so it comes out with the stand-in.
+                // of the server's, so it comes out with the stand-in. Or the answer cannot be kept (set aside, as
+                // from the hub): the stand-in goes, and the next catch-up brings the server's balance.
                 if standInRemoved {
                     let minor = try MinorUnits.from(e.amount)
                     try db.execute(

@@ -48,6 +48,30 @@ import Testing
         #expect(try store.outbox().map(\.state) == [.sent])
     }
 
+    /// The server took the write but answered with a balance the cache cannot hold (a third decimal): its copy is
+    /// set aside as one from the hub would be, with its alert, and the stand-in goes with its effect; the outbox row
+    /// is closed (the server has the write: sending it again would make it twice).
+    @Test(arguments: Backend.allCases)
+    func anAnswerWithAThirdDecimalIsSetAsideAndTheWriteIsNotSentAgain(_ backend: Backend) async throws {
+        let stores = try await backend.handles(1, planner: EveryEvent())
+        defer { backend.close(stores) }
+        let store = stores[0]
+        try backend.seed(store, children: [alice], transactions: [])
+        _ = try store.enqueueTransaction(
+            child: alice.id, amount: 2.5, type: .debit, description: "ice cream", limit: 100, at: Date())
+        let sent = try sending(store)
+        let answer = serverCopy(of: sent, balanceAfter: Decimal(string: "7.505")!)
+        try store.outboxSent(sent.seq, server: answer, at: Date())
+        #expect(try store.outbox().map(\.state) == [.sent])
+        #expect(try store.transactions(child: alice.id, since: nil, limit: 10).isEmpty, "neither copy is kept")
+        #expect(try balance(store) == 10, "the stand-in's effect went with it")
+        #expect(
+            try store.rejectedRows().map(\.reason) == ["its balanceAfter 7.505 has more than two decimals"])
+        let alerts = try store.deliveries(sink: "hook", state: nil, limit: 100)
+        #expect(alerts.filter { $0.kind == .syncRejected }.count == 1)
+        #expect(!alerts.contains { $0.kind == .transactionCreated })
+    }
+
     @Test(arguments: Backend.allCases)
     func theHubsEchoOfTheWriteBeingSentIsCountedOnce(_ backend: Backend) async throws {
         let stores = try await backend.handles(1, planner: EveryEvent())
