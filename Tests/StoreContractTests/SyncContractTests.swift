@@ -179,6 +179,9 @@ import Testing
             #expect(alerts.filter { $0.kind == .syncRejected }.count == 1)
             #expect(!alerts.contains { $0.kind == .balanceUpdated && (try? $0.event.balance) == odd })
 
+            var oddChild = child
+            oddChild.currentBalance = odd
+            #expect(try store.balanceMismatches([oddChild], askedAt: Date()).isEmpty, "no evidence either way")
             var unkept = child
             unkept.weeklyAllowance = Decimal(string: "5.125")!
             var fresh = newest
