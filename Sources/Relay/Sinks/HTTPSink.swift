@@ -71,11 +71,17 @@ public struct HTTPSink: Sink {
             m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
         switch config.kind {
         case .webhook:
-            // `data` is the stored alert byte for byte (it already says the delivery's kind and the currency).
-            body =
-                Array(#"{"type":""#.utf8) + Array(m.kind.rawValue.utf8) + Array(#"","timestamp":""#.utf8)
-                + Array(m.at.utf8)
-                + Array(#"","data":"#.utf8) + Array(m.alert.utf8) + [UInt8(ascii: "}")]
+            // `data` is the stored alert byte for byte (it already says the delivery's kind and the currency). One
+            // buffer, sized once: joining arrays made one for each piece and each join.
+            body = []
+            body.reserveCapacity(m.kind.rawValue.utf8.count + m.at.utf8.count + m.alert.utf8.count + 34)
+            body += #"{"type":""#.utf8
+            body += m.kind.rawValue.utf8
+            body += #"","timestamp":""#.utf8
+            body += m.at.utf8
+            body += #"","data":"#.utf8
+            body += m.alert.utf8
+            body.append(UInt8(ascii: "}"))
             headers["webhook-id"] = m.id
             headers["traceparent"] = m.traceParent
             let timestamp = Int(now().timeIntervalSince1970)
