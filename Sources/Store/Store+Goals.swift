@@ -14,7 +14,8 @@ extension Store {
         try write { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT first_name, \(Self.balanceSQL) AS balance, wish_list_at FROM child WHERE id = ?",
+                    db.cachedStatement(
+                        sql: "SELECT first_name, \(Self.balanceSQL) AS balance, wish_list_at FROM child WHERE id = ?"),
                     arguments: [child.lowercased])
             else { return 0 }  // a child the cache does not hold (yet): its list is read after the next catch-up
             let balance: Int64 = row["balance"]
