@@ -388,6 +388,7 @@ extension Delivery.State: DatabaseValueConvertible {}
 extension Delivery: FetchableRecord, TableRecord, QueuedJob {
     public static let databaseTableName = "delivery"
     static let doneAtColumn: String? = "delivered_at"
+    static let recordSQL = OutcomeSQL(Self.self)
 
     /// A row as a record; an unknown kind, urgency or state (a row from a newer version, a damaged file) throws
     /// with the reason. The alert is not decoded here: the generic webhook never needs it decoded, the others once.

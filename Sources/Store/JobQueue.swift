@@ -13,6 +13,33 @@ protocol QueuedJob: FetchableRecord, TableRecord {
     static func keyValues(_ key: Key) -> [SQLValue]
     /// Where the time a job was done is kept, if the table keeps it.
     static var doneAtColumn: String? { get }
+    /// The outcome's statements, written once for the type: `static let recordSQL = OutcomeSQL(Self.self)`.
+    static var recordSQL: OutcomeSQL { get }
+}
+
+/// The statements that record a job's outcome (`JobQueue.record`), written once for its type rather than for every
+/// outcome: a delivery's outcome is written for every alert sent.
+struct OutcomeSQL: Sendable {
+    private let done: [String]
+    private let retry: [String]
+    private let gaveUp: [String]
+
+    init<Job: QueuedJob>(_: Job.Type) {
+        let table = Job.databaseTableName
+        let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
+        let counts = ["attempts = attempts", "attempts = attempts + 1"]
+        done = counts.map {
+            "UPDATE \(table) SET state = ?, \($0), last_error = NULL\(stamp) WHERE \(Job.keyCondition)"
+        }
+        retry = counts.map {
+            "UPDATE \(table) SET state = ?, \($0), last_error = ?, next_attempt_at = ? WHERE \(Job.keyCondition)"
+        }
+        gaveUp = counts.map { "UPDATE \(table) SET state = ?, \($0), last_error = ? WHERE \(Job.keyCondition)" }
+    }
+
+    func done(attempted: Bool) -> String { done[attempted ? 1 : 0] }
+    func retry(attempted: Bool) -> String { retry[attempted ? 1 : 0] }
+    func gaveUp(attempted: Bool) -> String { gaveUp[attempted ? 1 : 0] }
 }
 
 /// The one durable-queue machine of the store, shared by the outbox (writes waiting for the server) and the
@@ -74,26 +101,27 @@ enum JobQueue<Job: QueuedJob> {
     static func record(
         _ db: Database, _ key: Job.Key, _ outcome: JobOutcome, attempted: Bool = true, gaveUpAs: Job.State? = nil
     ) throws {
-        let key = Job.keyValues(key)
         // Bound straight to SQLite: a delivery's outcome is written for every alert sent (BENCHMARKS.md, session 45).
-        let count = attempted ? "attempts = attempts + 1" : "attempts = attempts"
+        var values: [SQLValue] = []
+        values.reserveCapacity(6)
+        let sql: String
         switch outcome {
         case .done(let at):
-            let stamp = Job.doneAtColumn.map { ", \($0) = ?" } ?? ""
-            let doneAt: [SQLValue] = Job.doneAtColumn == nil ? [] : [.date(at)]
-            try db.executeCached(
-                sql: "UPDATE \(table) SET state = ?, \(count), last_error = NULL\(stamp) WHERE \(Job.keyCondition)",
-                values: [.text(Job.State.done.rawValue)] + doneAt + key)
+            sql = Job.recordSQL.done(attempted: attempted)
+            values.append(.text(Job.State.done.rawValue))
+            if Job.doneAtColumn != nil { values.append(.date(at)) }
         case .retry(let error, let at):
-            try db.executeCached(
-                sql:
-                    "UPDATE \(table) SET state = ?, \(count), last_error = ?, next_attempt_at = ? WHERE \(Job.keyCondition)",
-                values: [.text(Job.State.pending.rawValue), .text(error), .date(at)] + key)
+            sql = Job.recordSQL.retry(attempted: attempted)
+            values.append(.text(Job.State.pending.rawValue))
+            values.append(.text(error))
+            values.append(.date(at))
         case .gaveUp(let reason):
-            try db.executeCached(
-                sql: "UPDATE \(table) SET state = ?, \(count), last_error = ? WHERE \(Job.keyCondition)",
-                values: [.text((gaveUpAs ?? Job.State.dead).rawValue), .text(reason)] + key)
+            sql = Job.recordSQL.gaveUp(attempted: attempted)
+            values.append(.text((gaveUpAs ?? Job.State.dead).rawValue))
+            values.append(.text(reason))
         }
+        values.append(contentsOf: Job.keyValues(key))
+        try db.executeCached(sql: sql, values: values)
     }
 
     /// Marks a job as being attempted, for a queue whose readers must know that it may have reached the other side

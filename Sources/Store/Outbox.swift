@@ -213,6 +213,7 @@ extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
     static let keyCondition = "seq = ?"
     static func keyValues(_ seq: Int64) -> [SQLValue] { [.integer(seq)] }
     static let doneAtColumn: String? = nil
+    static let recordSQL = OutcomeSQL(Self.self)
 
     /// A row as a record; a value this version cannot read (a damaged file) throws with the column and the value.
     public init(row: Row) throws {
