@@ -139,11 +139,12 @@ extension SharedRelayStore: SyncStore {
             let known = try !db.query("SELECT 1 FROM relay_txn WHERE id = $1", [id.lowercased]).rows.isEmpty
             return (known ? .duplicate : .needsCatchUp(reason: "TransactionCreated carried only the id \(id)"), 0)
         case .balanceUpdated(let childId, let balance):
-            if let row = HubEventPolicy.setAside(balance: balance, child: childId) {
+            guard let cents = Money.minorUnits(balance) else {
+                let row = HubEventPolicy.setAside(balance: balance, child: childId)
                 let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
                 return (HubEventPolicy.rejected(row, first: first), planned)
             }
-            guard let child = try children.load(db, childId, via: self), let cents = Money.minorUnits(balance) else {
+            guard let child = try children.load(db, childId, via: self) else {
                 return (.needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet"), 0)
             }
             // The newest stored transaction's balance: the burst's own when it stored one (a transaction and its

@@ -76,7 +76,8 @@ extension Store {
             if try Self.isStored(db, id: id) { return .duplicate }
             return .needsCatchUp(reason: "TransactionCreated carried only the id \(id)")
         case .balanceUpdated(let childId, let balance):
-            if let row = HubEventPolicy.setAside(balance: balance, child: childId) {
+            guard let server = Money.minorUnits(balance) else {
+                let row = HubEventPolicy.setAside(balance: balance, child: childId)
                 return HubEventPolicy.rejected(row, first: try setAside(db, row, now: now, traceParent: traceParent))
             }
             guard let child = try children.load(db, childId) else {
@@ -84,7 +85,6 @@ extension Store {
             }
             if !recorded { try Self.recordInbox(db, balance: event, receivedAt: children.stamp) }
             let latest = try children.latestBalance(db, childId)
-            let server = try MinorUnits.from(balance)
             let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
             children.update(childId, after)
             if try plansAny(.balanceUpdated) || hasGoals(db, childId) {

@@ -106,12 +106,11 @@ public enum HubEventPolicy {
             id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText)
     }
 
-    /// A BalanceUpdated whose balance has more than two decimals cannot be kept (the cache holds cents): it is set
-    /// aside as a transaction would be (listed by `status`, alerted once for each such figure), the cached balance
-    /// stays, and the rest of the burst is stored. Nil: the balance can be kept.
-    public static func setAside(balance: Decimal, child: UUID) -> RejectedRow? {
-        guard Money.minorUnits(balance) == nil else { return nil }
-        return RejectedRow(
+    /// A BalanceUpdated whose balance has no value in cents (`Money.minorUnits`: more than two decimals) cannot be
+    /// kept: it is set aside as a transaction would be (listed by `status`, alerted once for each such figure), the
+    /// cached balance stays, and the rest of the burst is stored.
+    public static func setAside(balance: Decimal, child: UUID) -> RejectedRow {
+        RejectedRow(
             id: "balance:\(child.lowercased):\(balance)", childId: child,
             reason: "its balance \(balance) has more than two decimals",
             payload: HubEvent.balanceUpdated(childId: child, balance: balance).jsonText,

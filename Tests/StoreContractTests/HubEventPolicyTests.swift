@@ -56,12 +56,9 @@ import Testing
     }
 
     /// A balance the cache cannot hold (more than two decimals) is a row set aside, named for its child and figure;
-    /// one in cents, however written, is not. The alert for a row set aside says what it was.
+    /// the alert for it says what it was.
     @Test func aBalanceWithMoreThanTwoDecimalsIsSetAsideAsARow() throws {
-        for kept in ["12.5", "12.50", "12", "-3.25", "0"] {
-            #expect(HubEventPolicy.setAside(balance: Decimal(string: kept)!, child: kid) == nil, "\(kept)")
-        }
-        let row = try #require(HubEventPolicy.setAside(balance: Decimal(string: "12.505")!, child: kid))
+        let row = HubEventPolicy.setAside(balance: Decimal(string: "12.505")!, child: kid)
         let child = kid.uuidString.lowercased()
         #expect(row.id == "balance:\(child):12.505" && row.childId == kid)
         #expect(row.reason == "its balance 12.505 has more than two decimals")
