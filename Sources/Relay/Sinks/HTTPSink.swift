@@ -65,7 +65,8 @@ public struct HTTPSink: Sink {
         let base = config.url ?? URL(string: "http://invalid")!
         var url = base
         var method = HTTPRequest.Method.post
-        var headers: [String: String] = ["Content-Type": "application/json"]
+        var headers = [String: String](minimumCapacity: 8)  // room for every kind's headers: no regrowth
+        headers["Content-Type"] = "application/json"
         var body: [UInt8]
         let text = SinkConfig.cut(
             m.text, to: config.maxLength, html: config.kind == .telegram || config.kind == .matrix)
