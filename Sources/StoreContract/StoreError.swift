@@ -51,7 +51,7 @@ extension StoreError {
             if let problem = c.problem {
                 return StoreError(
                     path: path,
-                    "the server's child \(c.id.lowercased) (\(c.firstName)) cannot be kept: \(problem). Nothing of this catch-up was stored and the cache keeps what it had; the next catch-up asks again. The backend's data needs mending"
+                    "the server's child \(c.id.lowercased) (\(SafeText.forLog(c.firstName))) cannot be kept: \(problem). Nothing of this catch-up was stored and the cache keeps what it had; the next catch-up asks again. The backend's data needs mending"
                 )
             }
         }
