@@ -49,6 +49,22 @@ import Testing
         return ids
     }
 
+    /// The store caught up, then one more transaction made on the server (not yet in the store): its child and it.
+    /// For a family without history (`withBackend`'s default), where it is the server's only transaction.
+    func caughtUpThenOneMore(
+        _ store: any RelayStorage, _ api: APIClient, _ base: URL
+    ) async throws -> (
+        Child, Transaction
+    ) {
+        _ = try await CatchUp(store: store, api: api).run()
+        #expect(try await post(base, "/_sim/burst?count=1") == 200)
+        var found: (Child, Transaction)?
+        for child in try await api.children() {
+            if let t = try await api.transactions(child: child.id, limit: 1, offset: 0).first { found = (child, t) }
+        }
+        return try #require(found)
+    }
+
     func alerted(_ store: any RelayStorage) throws -> [Delivery] {
         try store.deliveries(sink: "hook", state: nil, limit: 1000)
     }
@@ -143,13 +159,7 @@ import Testing
     @Test(arguments: Backend.allCases)
     func moneyWithAThirdDecimalIsSetAsideLiveAndRefusedInACatchUp(_ backend: Backend) async throws {
         try await withBackend(backend) { store, api, base in
-            _ = try await CatchUp(store: store, api: api).run()
-            #expect(try await post(base, "/_sim/burst?count=1") == 200)
-            var found: (Child, Transaction)?
-            for child in try await api.children() {
-                if let t = try await api.transactions(child: child.id, limit: 1, offset: 0).first { found = (child, t) }
-            }
-            let (child, newest) = try #require(found)
+            let (child, newest) = try await caughtUpThenOneMore(store, api, base)
             let cached = try #require(try store.children().first { $0.id == child.id }?.currentBalance)
             let odd = Decimal(string: "12.345")!
             let lower = child.id.uuidString.lowercased()
@@ -235,14 +245,8 @@ import Testing
     @Test(arguments: Backend.allCases)
     func hubEventsAreStoredOnceWithTheirAlertsAndAGapAsksForACatchUp(_ backend: Backend) async throws {
         try await withBackend(backend) { store, api, base in
-            _ = try await CatchUp(store: store, api: api).run()
-            #expect(try await post(base, "/_sim/burst?count=1") == 200)
             // The server's newest transaction, as the hub would push it, with its balance right behind it.
-            var found: (Child, Transaction)?
-            for child in try await api.children() {
-                if let t = try await api.transactions(child: child.id, limit: 1, offset: 0).first { found = (child, t) }
-            }
-            let (child, newest) = try #require(found)
+            let (child, newest) = try await caughtUpThenOneMore(store, api, base)
             let alice = child.id
             let cached = try store.children().first { $0.id == alice }?.currentBalance
             let gap = cached.map {
