@@ -285,8 +285,8 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         ccurl_set_pointer(handle, CURLOPT_HTTPHEADER, list)
     }
 
-    /// "name: value" added to curl's list, written on the stack (curl copies it): a String made for each header of
-    /// each request was a third of a send's allocations.
+    /// "name: value" added to curl's list, written on the stack (curl copies it) rather than as a String made for
+    /// each header of each request.
     private static func append(
         _ list: UnsafeMutablePointer<curl_slist>?, header name: String, _ value: String
     ) -> UnsafeMutablePointer<curl_slist>? {
@@ -307,7 +307,8 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
 
     private func outcome(_ handle: UnsafeMutableRawPointer, _ code: CURLcode) -> Result<HTTPResponse, HTTPError> {
         guard let t = active[handle] else { return .failure(HTTPError(.failed, "unknown transfer")) }
-        // Only a failure says it: parsing the host out of the URL for every answer was a tenth of the answer's work.
+        // Only a failure says it: parsing it out of the URL for every answer was most of this function's time in a
+        // soak's profile (BENCHMARKS.md, session 62).
         var host: String { t.request.url.host ?? "the server" }
         if t.tooLarge || code == CURLE_FILESIZE_EXCEEDED {
             return .failure(

@@ -59,7 +59,8 @@ extension SharedRelayStore {
                     AND t.created_at = (SELECT max(created_at) FROM relay_txn WHERE child_id = $1 AND origin = 'server')
                     """, [c.id.lowercased]
                 ).rows
-                // A balance with a third decimal is no evidence either way: the catch-up refuses that child (`StoreError.unkept`).
+                // A balance with a third decimal is no evidence either way: the catch-up refuses that child
+                // (`StoreError.unkept`).
                 guard let first = newest.first, let server = Money.minorUnits(c.currentBalance) else { continue }
                 guard !newest.contains(where: { $0[4].flatMap { Int64($0) } == server }) else { continue }
                 let after = first[4].flatMap { Int64($0) } ?? 0

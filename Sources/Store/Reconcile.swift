@@ -76,7 +76,8 @@ extension Store {
                             SELECT created_at FROM txn WHERE child_id = ?1 AND origin = 'server' ORDER BY created_at DESC LIMIT 1)
                         """,
                     arguments: [c.id.lowercased])
-                // A balance with a third decimal is no evidence either way: the catch-up refuses that child (`StoreError.unkept`).
+                // A balance with a third decimal is no evidence either way: the catch-up refuses that child
+                // (`StoreError.unkept`).
                 guard !newest.isEmpty, let server = Money.minorUnits(c.currentBalance) else { continue }
                 guard !newest.contains(where: { ($0["balance_after_minor"] as Int64) == server }) else { continue }
                 let after = newest[0]["balance_after_minor"] as Int64

@@ -9,7 +9,7 @@ public enum ApplyResult: Sendable, Equatable {
     /// The event cannot be stored on its own (an id-only transaction, an unknown child): catch up first.
     case needsCatchUp(reason: String)
     /// A transaction the relay cannot keep (an amount of 0, three decimals, a date in the future), or a balance with
-    /// more than two decimals: set aside
-    /// with the reason (`first`: for the first time) and reported; the events around it are stored.
+    /// more than two decimals: set aside with the reason (`first`: for the first time) and reported; the events
+    /// around it are stored.
     case rejected(reason: String, first: Bool)
 }
