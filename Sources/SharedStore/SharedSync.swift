@@ -128,9 +128,7 @@ extension SharedRelayStore: SyncStore {
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
             children.rows[t.childId] = after
             children.lastStored[t.childId] = cents.balanceAfter
-            let alert = HubEventPolicy.alert(
-                t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now,
-                traceParent: traceParent)
+            let alert = HubEventPolicy.alert(t, cents: cents, name: child.name, at: now, traceParent: traceParent)
             return (
                 .stored(gap: gap ? t.childId : nil),
                 try plan(db, alert, now: now, childHasGoals: children.withGoals.contains(t.childId))

@@ -67,9 +67,7 @@ extension Store {
             if try plansAny(.transactionCreated) || hasGoals(db, t.childId) {
                 try planDeliveries(
                     db,
-                    HubEventPolicy.alert(
-                        t, child: t.childId, name: child.name, balanceBefore: cents.balanceBefore, at: now,
-                        traceParent: traceParent))
+                    HubEventPolicy.alert(t, cents: cents, name: child.name, at: now, traceParent: traceParent))
             }
             return .stored(gap: gap ? t.childId : nil)
         case .transactionCreatedId(let id):

@@ -69,21 +69,15 @@ public enum HubEventPolicy {
         }
     }
 
-    /// The alerts they plan: the event as the relay says it, with the balance before it.
+    /// The alerts they plan: the event as the relay says it, with the balance before it. `cents`: the transaction's
+    /// (a transaction without them is set aside before, `setAside(_:now:)`).
     public static func alert(
-        _ t: Transaction, child: UUID, name: String, balanceBefore: Int64, at now: Date, traceParent: String?
+        _ t: Transaction, cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64), name: String,
+        at now: Date, traceParent: String?
     ) -> RelayEvent {
-        // Made in place, in each branch: an Optional's `map` and `??` made the event twice, and destroyed one.
-        var alert: RelayEvent
-        if let cents = t.balanceAfterCents {
-            alert = RelayEvent(
-                kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
-                balanceCents: cents, previousBalanceCents: balanceBefore)
-        } else {
-            alert = RelayEvent(
-                kind: .transactionCreated, at: now, childId: child, childName: name, transaction: t,
-                balance: t.balanceAfter, previousBalance: Money.decimal(cents: balanceBefore))
-        }
+        var alert = RelayEvent(
+            kind: .transactionCreated, at: now, childId: t.childId, childName: name, transaction: t,
+            balanceCents: cents.balanceAfter, previousBalanceCents: cents.balanceBefore)
         alert.traceParent = traceParent
         return alert
     }

@@ -42,7 +42,7 @@ import Testing
     @Test func theAlertsCarryTheBalancesInCents() throws {
         let at = Date(timeIntervalSince1970: 1_795_341_700)
         guard case .transactionCreated(let t) = created(kid, after: Decimal(string: "12.5")!) else { return }
-        let alert = HubEventPolicy.alert(t, child: kid, name: "Ann", balanceBefore: 1150, at: at, traceParent: "tp")
+        let alert = HubEventPolicy.alert(t, cents: try t.cents(), name: "Ann", at: at, traceParent: "tp")
         #expect(alert.balanceCents == 1250 && alert.previousBalanceCents == 1150)
         var fromDecimals = RelayEvent(
             kind: .transactionCreated, at: at, childId: kid, childName: "Ann", transaction: t,

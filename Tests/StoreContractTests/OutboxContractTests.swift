@@ -63,6 +63,7 @@ import Testing
         let answer = serverCopy(of: sent, balanceAfter: Decimal(string: "7.505")!)
         try store.outboxSent(sent.seq, server: answer, at: Date())
         #expect(try store.outbox().map(\.state) == [.sent])
+        #expect(try store.dueOutbox(at: Date().addingTimeInterval(3600)).isEmpty, "nothing to send again")
         #expect(try store.transactions(child: alice.id, since: nil, limit: 10).isEmpty, "neither copy is kept")
         #expect(try balance(store) == 10, "the stand-in's effect went with it")
         #expect(
