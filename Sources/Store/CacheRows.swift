@@ -268,11 +268,16 @@ extension Database {
     /// TRANSACTION" for a read), its BEGIN and COMMIT compiled once per connection: GRDB's own transactions compile
     /// both afresh each time, its authorizer building a table of what each touches. Rolled back when `body` or the
     /// COMMIT fails.
+    ///
+    /// BEGIN and COMMIT go straight to SQLite, as the rows do (`executeCached(sql:values:)`): GRDB's statement path
+    /// around them checks for suspension (a mutex), region and observers, and dates the transaction, none of which the
+    /// store uses. In a soak's profile the two took 49 of the 256 samples of the writer's Swift, 17 this way
+    /// (BENCHMARKS.md, session 63). SQLite's commit hook, which GRDB installs, still runs.
     func inCachedTransaction<T>(_ begin: String, _ body: () throws -> T) throws -> T {
-        try executeCached(sql: begin)
+        try executeCached(sql: begin, values: [])
         do {
             let result = try body()
-            try executeCached(sql: "COMMIT TRANSACTION")
+            try executeCached(sql: "COMMIT TRANSACTION", values: [])
             return result
         } catch {
             // SQLite has already rolled back after some failures (a full disk, an I/O error).
