@@ -18,21 +18,26 @@ extension Delivery {
 
     /// The row id of a delivery with `id`: the id's first 64 bits; nil for an id of another form.
     static func number(of id: String) -> Int64? {
-        // dlv_, then xxxxxxxx-xxxx-7xxx: 8 + 1 + 4 + 1 + 4 characters, 16 hexadecimal digits.
-        guard id.utf8.starts(with: "dlv_".utf8) else { return nil }
-        var value: UInt64 = 0
-        var index = 0
-        for c in id.utf8.dropFirst(4).prefix(18) {
-            defer { index += 1 }
-            if index == 8 || index == 13 {
-                guard c == UInt8(ascii: "-") else { return nil }
-                continue
+        // dlv_, then xxxxxxxx-xxxx-7xxx: 8 + 1 + 4 + 1 + 4 characters, 16 hexadecimal digits. Read from the string's
+        // own bytes: through `utf8.dropFirst(4).prefix(18)` a call took twice as long (84 ns against 41, `swiftc -O`).
+        var id = id
+        return id.withUTF8 { b -> Int64? in
+            guard b.count >= 22, b[0] == UInt8(ascii: "d"), b[1] == UInt8(ascii: "l"), b[2] == UInt8(ascii: "v"),
+                b[3] == UInt8(ascii: "_")
+            else { return nil }
+            var value: UInt64 = 0
+            for index in 0..<18 {
+                let c = b[4 + index]
+                if index == 8 || index == 13 {
+                    guard c == UInt8(ascii: "-") else { return nil }
+                    continue
+                }
+                guard let digit = hexDigit(c), index != 14 || digit == 7 else { return nil }  // version 7
+                value = value << 4 | digit
             }
-            guard let digit = hexDigit(c), index != 14 || digit == 7 else { return nil }  // version 7
-            value = value << 4 | digit
+            guard value < 1 << 63, Int64(value) >= setAsideBelow else { return nil }
+            return Int64(value)
         }
-        guard index == 18, value < 1 << 63, Int64(value) >= setAsideBelow else { return nil }
-        return Int64(value)
     }
 
     private static func hexDigit(_ c: UInt8) -> UInt64? {

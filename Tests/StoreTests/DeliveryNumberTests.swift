@@ -102,6 +102,27 @@ import Testing
         #expect(Set(errors) == Set(ids.enumerated().map { "\($1) try \($0)" }), "each its own outcome")
     }
 
+    /// Which ids have a number: `dlv_`, a version 7 UUID in lower case, its first 64 bits at or above the set-aside
+    /// line and below 2^63. The oracle is the text itself, read by the standard library.
+    @Test func anIdHasANumberOnlyInItsOneForm() {
+        let good = "dlv_019aae9f-b01a-7123-8000-000000000001"
+        #expect(Delivery.number(of: good) == expectedNumber(good))
+        #expect(Delivery.number(of: good) == 0x019a_ae9f_b01a_7123)
+        for other in [
+            "dlv_019AAE9F-B01A-7123-8000-000000000001",  // upper case
+            "dlv_019aae9f-b01a-4123-8000-000000000001",  // version 4
+            "dlv_019aae9fb01a-7123-8000-000000000001",  // a dash missing
+            "dlv_019aae9f-b01a-712",  // cut short
+            "dlw_019aae9f-b01a-7123-8000-000000000001",  // another prefix
+            "019aae9f-b01a-7123-8000-000000000001",  // no prefix
+            "dlv_0000000f-b01a-7123-8000-000000000001",  // below the set-aside line
+            "dlv_8000000f-b01a-7123-8000-000000000001",  // 2^63 and above
+            "dlv_imported-7", "dlv_", "",
+        ] {
+            #expect(Delivery.number(of: other) == nil, "\(other)")
+        }
+    }
+
     /// The previous release's database (v24): its deliveries keep their row ids as numbers (set aside), and each is
     /// found, recorded, retried and merged by its id; a delivery planned after the upgrade is numbered by its id.
     @Test func theDeliveriesOfThePreviousReleaseAreFoundByTheirIds() throws {
