@@ -43,10 +43,14 @@ struct WishListSchedule {
         for child in known { ask(child, at: now) }
     }
 
-    /// What to read now (from `known`, the children the cache holds), and when to look next (nil: only when asked).
-    mutating func next(known: [UUID], at now: ContinuousClock.Instant) -> (read: [UUID], wake: ContinuousClock.Instant?)
-    {
-        if let last = lastRound, now >= last + every { caughtUp(known: known, at: now) }
+    /// Whether the round of every child is due: the reader then asks the cache for its children (`caughtUp`). Asked
+    /// before each look, so that the children are read only for a round, not at every wake.
+    func roundDue(at now: ContinuousClock.Instant) -> Bool {
+        lastRound.map { now >= $0 + every } ?? false
+    }
+
+    /// What to read now, and when to look next (nil: only when asked).
+    mutating func next(at now: ContinuousClock.Instant) -> (read: [UUID], wake: ContinuousClock.Instant?) {
         let ready = due.filter { $0.value <= now }.keys.sorted { $0.uuidString < $1.uuidString }
         for child in ready {
             due[child] = nil
@@ -99,8 +103,13 @@ public final class WishListRefresh: Sendable {
     /// Reads the lists as they fall due, until cancelled.
     public func run() async {
         while !Task.isCancelled {
-            let known = ((try? store.children()) ?? []).map(\.id)
-            let (due, wake) = schedule.withLock { $0.next(known: known, at: .now) }
+            let now = ContinuousClock.now
+            if schedule.withLock({ $0.roundDue(at: now) }) {
+                // An unreadable cache starts the round with no child: the next round is an `every` away, not now.
+                let known = ((try? store.children()) ?? []).map(\.id)
+                schedule.withLock { $0.caughtUp(known: known, at: now) }
+            }
+            let (due, wake) = schedule.withLock { $0.next(at: now) }
             if !due.isEmpty { missing.withLock { $0 = false } }
             var any = false
             for child in due where !Task.isCancelled { any = await refresh(child) || any }
