@@ -52,7 +52,8 @@ extension SharedRelayStore: OutboxQueue {
                 let local = Transaction(
                     id: localId, childId: child, amount: amount, type: type, description: description,
                     balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-                _ = try insert(db, local, via: "local", origin: "local-pending", now: now)
+                _ = try insert(
+                    db, local, amount: minor, balanceAfter: after, via: "local", origin: "local-pending", now: now)
                 try setBalance(db, child, after, now)
                 let seq =
                     try db.query(
@@ -142,11 +143,15 @@ extension SharedRelayStore: OutboxQueue {
                 "UPDATE relay_outbox SET state = 'sent', last_error = NULL, sent_transaction = $2 WHERE seq = $1",
                 [String(seq), server.id.lowercased])
             let standInRemoved = try dropLocal(db, entry) > 0
-            let unkept = HubEventPolicy.setAside(server, now: now)
-            if let unkept, try setAside(db, unkept, now: now, traceParent: nil).planned > 0 {
-                try db.notify(Self.channel)
+            var kept: TransactionCents?
+            switch HubEventPolicy.keeping(server, now: now) {
+            case .setAside(let row):
+                if try setAside(db, row, now: now, traceParent: nil).planned > 0 { try db.notify(Self.channel) }
+            case .keep(let cents): kept = cents
             }
-            guard unkept == nil, let cents = try? server.cents(), try insert(db, server, via: "outbox", now: now),
+            guard let cents = kept,
+                try insert(
+                    db, server, amount: cents.amount, balanceAfter: cents.balanceAfter, via: "outbox", now: now),
                 let child = try lockedChild(db, server.childId)
             else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
@@ -266,7 +271,9 @@ extension SharedRelayStore: OutboxQueue {
             id: entry.localTransactionId, childId: entry.childId, amount: entry.amount, type: entry.type,
             description: entry.description, balanceAfter: Money.decimal(cents: after), createdAt: now,
             createdByName: "allowance-relay")
-        if try insert(db, local, via: "local", origin: "local-pending", now: now) {
+        if try insert(
+            db, local, amount: minor, balanceAfter: after, via: "local", origin: "local-pending", now: now)
+        {
             try setBalance(db, entry.childId, after, now)
         }
     }

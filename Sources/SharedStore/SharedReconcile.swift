@@ -60,7 +60,7 @@ extension SharedRelayStore {
                     """, [c.id.lowercased]
                 ).rows
                 // A balance with a third decimal is no evidence either way: the catch-up refuses that child
-                // (`StoreError.unkept`).
+                // (`StoreError.kept`).
                 guard let first = newest.first, let server = Money.minorUnits(c.currentBalance) else { continue }
                 guard !newest.contains(where: { $0[4].flatMap { Int64($0) } == server }) else { continue }
                 let after = first[4].flatMap { Int64($0) } ?? 0

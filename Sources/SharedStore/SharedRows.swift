@@ -82,9 +82,11 @@ extension SharedRelayStore {
             [key, value])
     }
 
-    /// True when the transaction was new.
+    /// True when the transaction was new. `amount` and `balanceAfter`: its figures in cents, as kept
+    /// (`HubEventPolicy.keeping` for the server's, the checked write for a stand-in made here).
     func insert(
-        _ db: PostgresConnection, _ t: Transaction, via: String, origin: String = "server", now: Date
+        _ db: PostgresConnection, _ t: Transaction, amount: Int64, balanceAfter: Int64, via: String,
+        origin: String = "server", now: Date
     ) throws(PostgresError) -> Bool {
         try db.query(
             """
@@ -93,8 +95,8 @@ extension SharedRelayStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11) ON CONFLICT (id) DO NOTHING
             """,
             [
-                t.id.lowercased, t.childId.lowercased, String(t.amountCents ?? 0), t.type.rawValue, t.description,
-                String(t.balanceAfterCents ?? 0), ISODate.string(t.createdAt), t.createdByName, via,
+                t.id.lowercased, t.childId.lowercased, String(amount), t.type.rawValue, t.description,
+                String(balanceAfter), ISODate.string(t.createdAt), t.createdByName, via,
                 ISODate.string(now),
                 origin,
             ]

@@ -105,9 +105,12 @@ extension SharedRelayStore: SyncStore {
     ) throws(PostgresError) -> (ApplyResult, Int) {
         switch event {
         case .transactionCreated(let t):
-            if let row = HubEventPolicy.setAside(t, now: now) {
+            let cents: TransactionCents
+            switch HubEventPolicy.keeping(t, now: now) {
+            case .setAside(let row):
                 let (first, planned) = try setAside(db, row, now: now, traceParent: traceParent)
                 return (HubEventPolicy.rejected(row, first: first), planned)
+            case .keep(let kept): cents = kept
             }
             guard let child = try children.load(db, t.childId, via: self) else {
                 return (
@@ -115,14 +118,13 @@ extension SharedRelayStore: SyncStore {
                     0
                 )
             }
-            guard try insert(db, t, via: "hub", now: now) else {
+            guard try insert(db, t, amount: cents.amount, balanceAfter: cents.balanceAfter, via: "hub", now: now) else {
                 // Seen before: the same transaction, or another server's data under its id.
                 if let contradiction = try contradiction(db, [t]) {
                     throw PostgresError(.statement, contradiction, sqlState: Self.contradicted)
                 }
                 return (.duplicate, 0)
             }
-            let cents = (try? t.cents()) ?? (amount: 0, balanceAfter: 0, balanceBefore: 0)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try dropLocalEcho(db, of: t) : 0
             let (gap, after) = HubEventPolicy.transaction(cents, child: child, echoed: echoed)
@@ -257,14 +259,14 @@ extension SharedRelayStore: SyncStore {
         complete: Bool = true, balancesAskedAt: Date? = nil, history: Bool = false, historyTaken: Int? = nil,
         at now: Date = Date(), traceParent: String? = nil
     ) throws(StoreError) -> Int {
-        if let unkept = StoreError.unkept(children, path: location.description) { throw unkept }
+        let kept = try StoreError.kept(children, path: location.description)
         return try writing { db throws(PostgresError) -> Result<Int, StoreError> in
             if let contradiction = try contradiction(db, transactions) { return .failure(conflict(contradiction)) }
             return .success(
                 try db.transaction { () throws(PostgresError) -> Int in
                     var inserted = 0
                     var planned = 0
-                    for c in children {
+                    for k in kept {
                         try db.query(
                             """
                             INSERT INTO relay_child (id, name, last_name, weekly_allowance_minor, balance_minor, updated_at)
@@ -273,19 +275,25 @@ extension SharedRelayStore: SyncStore {
                               weekly_allowance_minor = EXCLUDED.weekly_allowance_minor, removed_at = NULL
                             """,
                             [
-                                c.id.lowercased, c.firstName, c.lastName,
-                                String(cents(c.weeklyAllowance)), String(cents(c.currentBalance)),
-                                ISODate.string(now),
+                                k.child.id.lowercased, k.child.firstName, k.child.lastName, String(k.weeklyAllowance),
+                                String(k.balance), ISODate.string(now),
                             ])
                     }
                     for row in rejected { planned += try setAside(db, row, now: now, traceParent: traceParent).planned }
                     let born = try db.query("SELECT value FROM relay_sync WHERE key = 'born_at'").scalar
                     for t in transactions {
-                        if let row = HubEventPolicy.setAside(t, now: now) {
+                        let cents: TransactionCents
+                        switch HubEventPolicy.keeping(t, now: now) {
+                        case .setAside(let row):
                             planned += try setAside(db, row, now: now, traceParent: traceParent).planned
                             continue
+                        case .keep(let kept): cents = kept
                         }
-                        guard try insert(db, t, via: "catch-up", now: now) else { continue }
+                        guard
+                            try insert(
+                                db, t, amount: cents.amount, balanceAfter: cents.balanceAfter, via: "catch-up", now: now
+                            )
+                        else { continue }
                         _ = try dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
                         inserted += 1
                         var event = RelayEvent(
@@ -299,7 +307,7 @@ extension SharedRelayStore: SyncStore {
                     }
                     if complete {
                         planned += try completeCatchUp(
-                            db, children, cursors: cursors, balancesAskedAt: balancesAskedAt, history: history,
+                            db, kept, cursors: cursors, balancesAskedAt: balancesAskedAt, history: history,
                             historyTaken: historyTaken, now: now, traceParent: traceParent)
                     }
                     if planned > 0 { try db.notify(Self.channel) }
@@ -308,18 +316,16 @@ extension SharedRelayStore: SyncStore {
         }.get()
     }
 
-    /// A child's figure in cents: `storeCaughtUp` refuses any child whose figures have more decimals.
-    private func cents(_ amount: Decimal) -> Int64 { Money.minorUnits(amount) ?? 0 }
-
     /// The end of a catch-up: the server's balances (a change alerted), the cursors and the time, together.
     private func completeCatchUp(
-        _ db: PostgresConnection, _ children: [Child], cursors: [UUID: UUID], balancesAskedAt: Date?, history: Bool,
+        _ db: PostgresConnection, _ kept: [KeptChild], cursors: [UUID: UUID], balancesAskedAt: Date?, history: Bool,
         historyTaken: Int?, now: Date, traceParent: String?
     ) throws(PostgresError) -> Int {
         var planned = 0
         // History only while nothing came live: a relay stopped before its first catch-up completed owes the rest.
         let live = history ? try !db.query("SELECT 1 FROM relay_txn WHERE via = 'hub' LIMIT 1").rows.isEmpty : true
-        for c in children {
+        for k in kept {
+            let c = k.child
             let row = try db.query(
                 "SELECT extract(epoch FROM updated_at) FROM relay_child WHERE id = $1", [c.id.lowercased]
             ).rows.first
@@ -331,7 +337,7 @@ extension SharedRelayStore: SyncStore {
             }
             // The server's figure wins, plus the writes still waiting here.
             guard let child = try lockedChild(db, c.id) else { continue }
-            let server = cents(c.currentBalance)
+            let server = k.balance
             try setBalance(db, c.id, server + child.pending, now)
             let cached = child.balance - child.pending
             if row != nil, cached != server {

@@ -44,21 +44,23 @@ extension Store {
     ) throws -> ApplyResult {
         switch event {
         case .transactionCreated(let t):
-            if let row = HubEventPolicy.setAside(t, now: now) {
+            let cents: TransactionCents
+            switch HubEventPolicy.keeping(t, now: now) {
+            case .setAside(let row):
                 return HubEventPolicy.rejected(row, first: try setAside(db, row, now: now, traceParent: traceParent))
+            case .keep(let kept): cents = kept
             }
             guard let child = try children.load(db, t.childId) else {
                 return .needsCatchUp(
                     reason: "transaction \(t.id) is for child \(t.childId), who is not in the cache yet")
             }
-            let values = try TransactionRowValues(t, storedAt: children.stamp)
+            let values = TransactionRowValues(t, cents: cents, storedAt: children.stamp)
             guard try Self.insert(db, t, values, via: "hub", ifNew: true) else {
                 if let contradiction = try Self.contradiction(db, t) {
                     throw StoreError(path: path, contradiction, code: .conflict)
                 }
                 return .duplicate
             }
-            let cents = values.cents
             children.stored(t, values)
             // Our own write, echoed by the hub before its POST was answered: the server has it now.
             let echoed = child.waiting > 0 ? try Self.dropLocalEcho(db, of: t) : 0
@@ -137,16 +139,19 @@ extension Store {
         at now: Date = Date(),
         traceParent: String? = nil
     ) throws(StoreError) -> Int {
-        if let unkept = StoreError.unkept(children, path: path) { throw unkept }
+        let kept = try StoreError.kept(children, path: path)
         return try write { db -> Int in
             try Self.settleBalances(db)  // its transactions and balances change what a following balance reads
             var inserted = 0
-            for c in children { try Self.upsert(db, c, now: now) }
+            for k in kept { try Self.upsert(db, k, now: now) }
             for row in rejected { try setAside(db, row, now: now, traceParent: traceParent) }
             for t in transactions {
-                if let row = HubEventPolicy.setAside(t, now: now) {
+                let cents: TransactionCents
+                switch HubEventPolicy.keeping(t, now: now) {
+                case .setAside(let row):
                     try setAside(db, row, now: now, traceParent: traceParent)
                     continue
+                case .keep(let kept): cents = kept
                 }
                 guard try !Self.isStored(db, id: t.id) else {
                     if let contradiction = try Self.contradiction(db, t) {
@@ -155,7 +160,8 @@ extension Store {
                     continue
                 }
                 _ = try Self.dropLocalEcho(db, of: t)  // the balances below count it once, as the server's
-                try Self.insert(db, t, via: "catch-up", now: now)
+                try Self.insert(
+                    db, t, TransactionRowValues(t, cents: cents, storedAt: ISO.string(now)), via: "catch-up")
                 inserted += 1
                 var event = RelayEvent(
                     kind: .transactionCreated, at: now, childId: t.childId,
@@ -169,7 +175,8 @@ extension Store {
             // Balances last: the server's figure wins over any sum of what we hold. History only while nothing came
             // live: a relay that ran (and was stopped) before its first catch-up completed owes what changed meanwhile.
             let cameLive = try history && Self.anythingCameLive(db)
-            for c in children {
+            for k in kept {
+                let c = k.child
                 if let asked = balancesAskedAt,
                     let updated = try String.fetchOne(
                         try db.cachedStatement(sql: "SELECT updated_at FROM child WHERE id = ?"),
@@ -180,9 +187,8 @@ extension Store {
                 }
                 let pending = try Self.pendingEffect(db, c.id)
                 let cached = try Self.childBalance(db, c.id).map { $0 - pending }
-                try Self.setBalance(
-                    db, c.id, minor: try MinorUnits.from(c.currentBalance) + pending, updatedAt: ISO.string(now))
-                if let cached, cached != (try MinorUnits.from(c.currentBalance)) {
+                try Self.setBalance(db, c.id, minor: k.balance + pending, updatedAt: ISO.string(now))
+                if let cached, cached != k.balance {
                     var event = RelayEvent(
                         kind: .balanceUpdated, at: now, childId: c.id, childName: c.firstName,
                         balance: c.currentBalance,

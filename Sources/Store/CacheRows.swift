@@ -3,7 +3,6 @@ import AllowanceAPI
 import Core
 import Foundation
 import GRDB
-import GRDBSQLite
 import StoreContract
 
 /// The cache's rows, written and read inside the callers' transactions: the one place each is written.
@@ -63,7 +62,9 @@ extension Store {
 
     /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came. A row
     /// already under its id takes the server's origin and balance; with `ifNew` it is left as it is and false is
-    /// returned (the event is a repeat, found by the insert's own look-up of the id rather than one before it).
+    /// returned (the event is a repeat, found by the insert's own look-up of the id rather than one before it). This
+    /// form is for a write's stand-in made here, its cents read from its own figures; a server transaction comes with
+    /// the cents `HubEventPolicy.keeping` checked (below).
     @discardableResult
     static func insert(
         _ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date, ifNew: Bool = false
@@ -71,7 +72,9 @@ extension Store {
         try insert(db, t, TransactionRowValues(t, storedAt: ISO.string(now)), origin: origin, via: via, ifNew: ifNew)
     }
 
-    /// `insert` with the row's values already worked out (the hub's path uses them again after the insert).
+    /// `insert` with the row's values already worked out: a server transaction's cents as kept
+    /// (`HubEventPolicy.keeping`); the hub's path uses them again after the insert.
+    @discardableResult
     static func insert(
         _ db: Database, _ t: Transaction, _ values: TransactionRowValues, origin: String = "server", via: String,
         ifNew: Bool = false
@@ -96,7 +99,7 @@ extension Store {
         ON CONFLICT(id) DO
         """
 
-    static func upsert(_ db: Database, _ c: Child, now: Date) throws {
+    static func upsert(_ db: Database, _ k: KeptChild, now: Date) throws {
         try db.executeCached(
             sql: """
                 INSERT INTO child (id, first_name, last_name, weekly_allowance_minor, balance_minor, updated_at)
@@ -105,8 +108,8 @@ extension Store {
                     weekly_allowance_minor = excluded.weekly_allowance_minor, removed_at = NULL
                 """,
             arguments: [
-                c.id.lowercased, c.firstName, c.lastName, try MinorUnits.from(c.weeklyAllowance),
-                try MinorUnits.from(c.currentBalance), ISO.string(now),
+                k.child.id.lowercased, k.child.firstName, k.child.lastName, k.weeklyAllowance, k.balance,
+                ISO.string(now),
             ])
     }
 
@@ -157,14 +160,20 @@ extension Store {
 /// What a transaction's row holds beyond the transaction's own texts: its amounts in minor units and its two times as
 /// the row says them, each worked out once.
 struct TransactionRowValues {
-    let cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64)
+    let cents: TransactionCents
     let createdAt: String
     let storedAt: String
 
-    init(_ t: Transaction, storedAt: String) throws {
-        cents = try t.cents()
+    /// A server transaction kept (`HubEventPolicy.keeping`), its cents checked there.
+    init(_ t: Transaction, cents: TransactionCents, storedAt: String) {
+        self.cents = cents
         createdAt = ISO.string(t.createdAt)
         self.storedAt = storedAt
+    }
+
+    /// A transaction made here (a write's stand-in), its cents from its own figures.
+    init(_ t: Transaction, storedAt: String) throws {
+        self.init(t, cents: try t.cents(), storedAt: storedAt)
     }
 }
 
@@ -260,196 +269,6 @@ struct BurstChildren {
             if follows && following.contains(id) { continue }
             try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp, follows: follows)
         }
-    }
-}
-
-extension Database {
-    /// `body` in one SQLite transaction begun by `begin` ("BEGIN IMMEDIATE TRANSACTION" for a writer, "BEGIN DEFERRED
-    /// TRANSACTION" for a read), its BEGIN and COMMIT compiled once per connection: GRDB's own transactions compile
-    /// both afresh each time, its authorizer building a table of what each touches. Rolled back when `body` or the
-    /// COMMIT fails.
-    ///
-    /// BEGIN and COMMIT go straight to SQLite, as the rows do (`executeCached(sql:values:)`): GRDB's statement path
-    /// around them checks for suspension (a mutex), region and observers, and dates the transaction, none of which the
-    /// store uses. In a soak's profile the two took 49 of the 256 samples of the writer's Swift, 17 this way
-    /// (BENCHMARKS.md, session 63). SQLite's commit hook, which GRDB installs, still runs.
-    func inCachedTransaction<T>(_ begin: String, _ body: () throws -> T) throws -> T {
-        try executeCached(sql: begin, values: [])
-        do {
-            let result = try body()
-            try executeCached(sql: "COMMIT TRANSACTION", values: [])
-            return result
-        } catch {
-            // SQLite has already rolled back after some failures (a full disk, an I/O error).
-            if isInsideTransaction { try? execute(sql: "ROLLBACK TRANSACTION") }
-            throw error
-        }
-    }
-
-    /// Runs `sql` with a statement prepared once per connection: an event is several statements, and preparing
-    /// them each time was a third of the cost of storing it (measured with perf).
-    func executeCached(sql: String, arguments: StatementArguments = StatementArguments()) throws {
-        try cachedStatement(sql: sql).execute(arguments: arguments)
-    }
-
-    /// `executeCached(sql:arguments:)` for the rows written with every event (the transaction, the balance, the
-    /// delivery, the inbox): the values go straight to SQLite. GRDB's `StatementArguments` box each value as an
-    /// existential and copy it into a `DatabaseValue`, and for the delivery row's fourteen values that took as long
-    /// as SQLite's insert itself in a blast (BENCHMARKS.md, session 44). A failure is GRDB's `DatabaseError`, as from
-    /// any statement; the statement is reset either way, ready for the next event. Returns the rows it changed
-    /// (SQLite's count, asked of the statement's connection: GRDB's `changesCount` first asks libdispatch which
-    /// queue runs, for every row).
-    @discardableResult
-    func executeCached(sql: String, values: [SQLValue]) throws -> Int {
-        try withBound(sql, values) { statement in
-            var code = sqlite3_step(statement)
-            while code == SQLITE_ROW { code = sqlite3_step(statement) }
-            guard code == SQLITE_DONE else { throw SQLValue.failure(code, statement, sql) }
-            return Int(sqlite3_changes(sqlite3_db_handle(statement)))
-        }
-    }
-
-    /// The first column of the first row `sql` reads (nil: no row, or NULL), its values bound as
-    /// `executeCached(sql:values:)` binds them: the reads made for every event (a child's latest balance, a rule's
-    /// look for the same alert).
-    func fetchCachedInt64(sql: String, values: [SQLValue]) throws -> Int64? {
-        try fetchCachedRow(sql: sql, values: values) { $0.int64(0) } ?? nil
-    }
-
-    /// What `read` makes of the first row `sql` reads (nil: no row), its values bound as `executeCached(sql:values:)`
-    /// binds them.
-    func fetchCachedRow<T>(sql: String, values: [SQLValue], _ read: (BoundRow) throws -> T) throws -> T? {
-        try withBound(sql, values) { statement in
-            switch sqlite3_step(statement) {
-            case SQLITE_ROW: try read(BoundRow(statement: statement))
-            case SQLITE_DONE: nil
-            case let code: throw SQLValue.failure(code, statement, sql)
-            }
-        }
-    }
-
-    /// Runs `body` on the cached statement of `sql` with `values` bound; resets it afterwards, whatever happened.
-    private func withBound<T>(_ sql: String, _ values: [SQLValue], _ body: (SQLiteStatement) throws -> T) throws -> T {
-        let cached = try cachedStatement(sql: sql)  // the cache keeps it, and so the SQLite statement, alive
-        return try withExtendedLifetime(cached) {
-            let statement = cached.sqliteStatement
-            let parameters = Int(sqlite3_bind_parameter_count(statement))
-            guard parameters == values.count else {
-                throw DatabaseError(message: "\(values.count) values for \(parameters) parameters", sql: sql)
-            }
-            do {
-                return try values.withUnsafeBufferPointer { values in
-                    try Self.bind(values, from: 0, statement, sql) {
-                        // Reset and cleared while the texts are still lent: the statement keeps no pointer to them.
-                        defer {
-                            sqlite3_reset(statement)
-                            sqlite3_clear_bindings(statement)
-                        }
-                        return try body(statement)
-                    }
-                }
-            } catch {
-                sqlite3_reset(statement)  // a value SQLite refused: nothing ran
-                sqlite3_clear_bindings(statement)
-                throw error
-            }
-        }
-    }
-
-    /// Binds `values` in order, then runs `run` with every one still bound. A text is lent to SQLite as it is
-    /// (SQLITE_STATIC), for as long as `run` runs: a copy (SQLITE_TRANSIENT) was a malloc, a copy and a free of each
-    /// text of each row, about a twentieth of a blast's CPU (BENCHMARKS.md, session 55). The text still ends at its
-    /// first NUL, as GRDB binds it.
-    private static func bind<T>(
-        _ values: UnsafeBufferPointer<SQLValue>, from start: Int, _ statement: SQLiteStatement, _ sql: String,
-        then run: () throws -> T
-    ) throws -> T {
-        var offset = start
-        while offset < values.count {
-            let index = Int32(offset + 1)
-            let next = offset + 1
-            switch values[offset] {
-            case .text(let text?):
-                // withCString lends a native string's own bytes; passing the String itself made a copy of them.
-                return try text.withCString { chars in
-                    try SQLValue.check(sqlite3_bind_text(statement, index, chars, -1, nil), statement, sql)
-                    return try bind(values, from: next, statement, sql, then: run)
-                }
-            case .uuid(let id?):
-                return try id.withLowercasedUTF8 { bytes in
-                    try bindBytes(bytes, index, values, from: next, statement, sql, then: run)
-                }
-            case .date(let date?):
-                return try ISODate.withUTF8(date) { bytes in
-                    try bindBytes(bytes, index, values, from: next, statement, sql, then: run)
-                }
-            case .integer(let number?): try SQLValue.check(sqlite3_bind_int64(statement, index, number), statement, sql)
-            case .text(nil), .integer(nil), .uuid(nil), .date(nil):
-                try SQLValue.check(sqlite3_bind_null(statement, index), statement, sql)
-            }
-            offset = next
-        }
-        return try run()
-    }
-
-    /// Binds text lent as `bytes` at `index` (they stay lent while the rest is bound and `run` runs), then the rest.
-    private static func bindBytes<T>(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ index: Int32, _ values: UnsafeBufferPointer<SQLValue>,
-        from next: Int, _ statement: SQLiteStatement, _ sql: String, then run: () throws -> T
-    ) throws -> T {
-        let code = bytes.withMemoryRebound(to: CChar.self) {
-            sqlite3_bind_text(statement, index, $0.baseAddress, Int32($0.count), nil)
-        }
-        try SQLValue.check(code, statement, sql)
-        return try bind(values, from: next, statement, sql, then: run)
-    }
-}
-
-/// A value for `Database.executeCached(sql:values:)`: text or an integer, nil for NULL. An id or a time is bound as
-/// its text (lower case; `ISODate.string`) written on the stack: a String made for each was an allocation and a free
-/// for every id and time of every row an event writes.
-enum SQLValue {
-    case text(String?)
-    case integer(Int64?)
-    case uuid(UUID?)
-    case date(Date?)
-
-    /// The same value for a statement GRDB runs (a read that builds a record from its row).
-    var databaseValue: DatabaseValue {
-        switch self {
-        case .text(let text): text?.databaseValue ?? .null
-        case .integer(let number): number?.databaseValue ?? .null
-        case .uuid(let id): id?.lowercased.databaseValue ?? .null
-        case .date(let date): date.map(ISO.string)?.databaseValue ?? .null
-        }
-    }
-
-    fileprivate static func check(_ code: Int32, _ statement: OpaquePointer, _ sql: String) throws {
-        guard code == SQLITE_OK else { throw failure(code, statement, sql) }
-    }
-
-    /// The error as GRDB words it: the result code (extended, as GRDB asks of every connection), SQLite's message.
-    fileprivate static func failure(_ code: Int32, _ statement: OpaquePointer, _ sql: String) -> DatabaseError {
-        DatabaseError(
-            resultCode: ResultCode(rawValue: code),
-            message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))),
-            sql: sql)
-    }
-}
-
-/// The row a bound statement stands on, read by column (from 0): valid only inside `fetchCachedRow`'s `read`.
-struct BoundRow {
-    fileprivate let statement: OpaquePointer
-
-    /// nil for NULL; SQLite's conversion for another type.
-    func int64(_ column: Int32) -> Int64? {
-        sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
-    }
-
-    /// nil for NULL; SQLite's conversion (to UTF-8) for another type.
-    func text(_ column: Int32) -> String? {
-        guard let bytes = sqlite3_column_text(statement, column) else { return nil }
-        return String(cString: bytes)
     }
 }
 

@@ -118,9 +118,12 @@ extension Store {
                 arguments: [e.localTransactionId.lowercased])
             let standInRemoved = db.changesCount > 0
             try JobQueue<OutboxEntry>.record(db, seq, .done(at: now))
-            let unkept = HubEventPolicy.setAside(server, now: now)
-            if let unkept { try setAside(db, unkept, now: now) }
-            guard unkept == nil, try !Self.isStored(db, id: server.id) else {
+            var kept: TransactionCents?
+            switch HubEventPolicy.keeping(server, now: now) {
+            case .setAside(let row): try setAside(db, row, now: now)
+            case .keep(let cents): kept = cents
+            }
+            guard let cents = kept, try !Self.isStored(db, id: server.id) else {
                 // Already stored. By the hub's echo while the write was being sent: the echo took the stand-in's
                 // place and the balance is the server's. By a catch-up after a restart (the server took the write,
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top
@@ -134,12 +137,11 @@ extension Store {
                 }
                 return
             }
-            try Self.insert(db, server, via: "outbox", now: now)
+            try Self.insert(
+                db, server, TransactionRowValues(server, cents: cents, storedAt: ISO.string(now)), via: "outbox")
             // The server's balance after this write, plus the writes still waiting here.
             let pending = try Self.pendingEffect(db, server.childId)
-            try Self.setBalance(
-                db, server.childId, minor: try MinorUnits.from(server.balanceAfter) + pending,
-                updatedAt: ISO.string(now))
+            try Self.setBalance(db, server.childId, minor: cents.balanceAfter + pending, updatedAt: ISO.string(now))
             // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here, with the
             // balance before it as the server had it (the cache's already counted the write).
             let before =

@@ -77,7 +77,7 @@ extension Store {
                         """,
                     arguments: [c.id.lowercased])
                 // A balance with a third decimal is no evidence either way: the catch-up refuses that child
-                // (`StoreError.unkept`).
+                // (`StoreError.kept`).
                 guard !newest.isEmpty, let server = Money.minorUnits(c.currentBalance) else { continue }
                 guard !newest.contains(where: { ($0["balance_after_minor"] as Int64) == server }) else { continue }
                 let after = newest[0]["balance_after_minor"] as Int64

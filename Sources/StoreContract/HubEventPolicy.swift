@@ -29,7 +29,7 @@ public enum HubEventPolicy {
     /// one, counted without the writes made here), and the child after it. `echoed`: what dropping the local stand-in
     /// of this very write took off the pending effect (0: not a write of ours), found by the caller after the gap.
     public static func transaction(
-        _ cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64), child: BurstChild, echoed: Int64
+        _ cents: TransactionCents, child: BurstChild, echoed: Int64
     ) -> (gap: Bool, child: BurstChild) {
         var after = child
         let gap = child.balance - child.pending != cents.balanceBefore
@@ -70,9 +70,9 @@ public enum HubEventPolicy {
     }
 
     /// The alerts they plan: the event as the relay says it, with the balance before it. `cents`: the transaction's
-    /// (a transaction without them is set aside before, `setAside(_:now:)`).
+    /// (`keeping(_:now:)`).
     public static func alert(
-        _ t: Transaction, cents: (amount: Int64, balanceAfter: Int64, balanceBefore: Int64), name: String,
+        _ t: Transaction, cents: TransactionCents, name: String,
         at now: Date, traceParent: String?
     ) -> RelayEvent {
         var alert = RelayEvent(
@@ -93,8 +93,29 @@ public enum HubEventPolicy {
         return alert
     }
 
+    /// What a store does with a server transaction (from the hub, a catch-up, or the answer to a write): sets it aside
+    /// (`Transaction.problem` says why), or keeps it with its amounts in cents, the only figures a store writes for it. Both
+    /// stores ask here, so that no row is ever written without its cents.
+    public enum Keeping {
+        case setAside(RejectedRow)
+        case keep(TransactionCents)
+    }
+
+    public static func keeping(_ t: Transaction, now: Date) -> Keeping {
+        if let row = setAside(t, now: now) { return .setAside(row) }
+        do {
+            return .keep(try t.cents())
+        } catch {
+            // `problem` names money without cents first, so this is not reached; were it, the row is set aside.
+            return .setAside(
+                RejectedRow(
+                    id: t.id.lowercased, childId: t.childId, reason: error.message,
+                    payload: HubEvent.transactionCreated(t).jsonText))
+        }
+    }
+
     /// A transaction the relay cannot keep (`Transaction.problem`), as the row it is set aside as; nil: it can be.
-    public static func setAside(_ t: Transaction, now: Date) -> RejectedRow? {
+    private static func setAside(_ t: Transaction, now: Date) -> RejectedRow? {
         guard let problem = t.problem(now: now) else { return nil }
         return RejectedRow(
             id: t.id.lowercased, childId: t.childId, reason: problem, payload: HubEvent.transactionCreated(t).jsonText)

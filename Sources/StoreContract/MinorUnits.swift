@@ -11,9 +11,12 @@ public enum MinorUnits {
     }
 }
 
+/// A transaction's amounts in cents: the amount, the balance after it, and the balance before it that they imply.
+public typealias TransactionCents = (amount: Int64, balanceAfter: Int64, balanceBefore: Int64)
+
 extension Transaction {
     /// The amounts in cents, or the error for one with more than two decimals.
-    public func cents() throws(APIError) -> (amount: Int64, balanceAfter: Int64, balanceBefore: Int64) {
+    public func cents() throws(APIError) -> TransactionCents {
         guard let amountCents, let balanceAfterCents else {
             throw APIError(
                 .invalidPayload,

@@ -42,19 +42,27 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(path): \(message)" }
 }
 
+/// A child of the server's as a store keeps it: its figures in cents, the only ones a store writes.
+public struct KeptChild: Sendable {
+    public let child: Child
+    public let weeklyAllowance: Int64
+    public let balance: Int64
+}
+
 extension StoreError {
-    /// A catch-up with a child whose figures the cache cannot keep (`Child.problem`: money is kept in cents) is
-    /// refused whole, on either store: nothing of it is stored, the cache keeps what it had, and the next catch-up
-    /// asks again. Nil: every child can be kept.
-    public static func unkept(_ children: [Child], path: String) -> StoreError? {
-        for c in children {
-            if let problem = c.problem {
-                return StoreError(
+    /// The children of a catch-up with their figures in cents. A catch-up with a child whose figures the cache cannot
+    /// keep (`Child.problem`: money is kept in cents) is refused whole, on either store: this throws, nothing of it is
+    /// stored, the cache keeps what it had, and the next catch-up asks again.
+    public static func kept(_ children: [Child], path: String) throws(StoreError) -> [KeptChild] {
+        try children.map { (c) throws(StoreError) -> KeptChild in
+            guard let weekly = Money.minorUnits(c.weeklyAllowance), let balance = Money.minorUnits(c.currentBalance)
+            else {
+                throw StoreError(
                     path: path,
-                    "the server's child \(c.id.lowercased) (\(SafeText.forLog(c.firstName))) cannot be kept: \(problem). Nothing of this catch-up was stored and the cache keeps what it had; the next catch-up asks again. The backend's data needs mending"
+                    "the server's child \(c.id.lowercased) (\(SafeText.forLog(c.firstName))) cannot be kept: \(c.problem ?? "its figures have more than two decimals"). Nothing of this catch-up was stored and the cache keeps what it had; the next catch-up asks again. The backend's data needs mending"
                 )
             }
+            return KeptChild(child: c, weeklyAllowance: weekly, balance: balance)
         }
-        return nil
     }
 }

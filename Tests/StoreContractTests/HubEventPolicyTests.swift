@@ -55,6 +55,35 @@ import Testing
         #expect(inCents.balance == Decimal(string: "12.50") && !inCents.balanceChanged)
     }
 
+    /// A server transaction is kept with its cents, or set aside with the reason: never kept with figures it lacks.
+    @Test func aTransactionIsKeptWithItsCentsOrSetAside() {
+        let now = Date(timeIntervalSince1970: 1_795_341_700)
+        func transaction(amount: String, after: String) -> Transaction {
+            Transaction(
+                id: UUID(uuidString: "33333333-3333-4333-8333-333333333333")!, childId: kid,
+                amount: Decimal(string: amount)!, type: .debit, description: "x", balanceAfter: Decimal(string: after)!,
+                createdAt: now, createdByName: "Pat")
+        }
+        guard case .keep(let cents) = HubEventPolicy.keeping(transaction(amount: "2.5", after: "10"), now: now) else {
+            Issue.record("a transaction in cents is kept")
+            return
+        }
+        #expect(cents.amount == 250 && cents.balanceAfter == 1000 && cents.balanceBefore == 1250)
+        for (amount, after, reason) in [
+            ("2.505", "10", "its amount 2.505 has more than two decimals"),
+            ("2.5", "10.001", "its balanceAfter 10.001 has more than two decimals"),
+            ("0", "10", "its amount 0 is not above 0"),
+        ] {
+            guard case .setAside(let row) = HubEventPolicy.keeping(transaction(amount: amount, after: after), now: now)
+            else {
+                Issue.record("\(amount) after \(after) is not kept")
+                continue
+            }
+            #expect(row.id == "33333333-3333-4333-8333-333333333333" && row.childId == kid && row.reason == reason)
+            #expect(row.payload.contains(amount))
+        }
+    }
+
     /// A balance the cache cannot hold (more than two decimals) is a row set aside, named for its child and figure;
     /// the alert for it says what it was.
     @Test func aBalanceWithMoreThanTwoDecimalsIsSetAsideAsARow() throws {
