@@ -93,14 +93,15 @@ public enum HubEventPolicy {
         return alert
     }
 
-    /// What a store does with a server transaction (from the hub, a catch-up, or the answer to a write): sets it aside
-    /// (`Transaction.problem` says why), or keeps it with its amounts in cents, the only figures a store writes for it. Both
-    /// stores ask here, so that no row is ever written without its cents.
+    /// A server transaction set aside (the row to list), or kept with its amounts in cents.
     public enum Keeping {
         case setAside(RejectedRow)
         case keep(TransactionCents)
     }
 
+    /// What a store does with a server transaction (from the hub, a catch-up, or the answer to a write): sets it
+    /// aside (`Transaction.problem` says why), or keeps it with its amounts in cents, the only figures a store writes
+    /// for it. Both stores ask here, so that no row is ever written without its cents.
     public static func keeping(_ t: Transaction, now: Date) -> Keeping {
         if let row = setAside(t, now: now) { return .setAside(row) }
         do {
