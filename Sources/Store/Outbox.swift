@@ -144,14 +144,13 @@ extension Store {
             try Self.setBalance(db, server.childId, minor: cents.balanceAfter + pending, updatedAt: ISO.string(now))
             // This inbox row claims the hub's TransactionCreated for this write, so its alert is planned here, with the
             // balance before it as the server had it (the cache's already counted the write).
-            let before =
-                server.type == .credit ? server.balanceAfter - server.amount : server.balanceAfter + server.amount
             try planDeliveries(
                 db,
                 RelayEvent(
                     kind: .transactionCreated, at: now, childId: server.childId,
                     childName: try Self.childName(db, server.childId),
-                    transaction: server, balance: server.balanceAfter, previousBalance: before))
+                    transaction: server, balance: server.balanceAfter,
+                    previousBalance: Money.decimal(cents: cents.balanceBefore)))
         }
     }
 
