@@ -60,20 +60,11 @@ extension Store {
             serverName: try name(t.childId.lowercased))
     }
 
-    /// The one place a transaction row is written. `origin` is server or local-pending; `via` says how it came. A row
-    /// already under its id takes the server's origin and balance; with `ifNew` it is left as it is and false is
-    /// returned (the event is a repeat, found by the insert's own look-up of the id rather than one before it). This
-    /// form is for a write's stand-in made here, its cents read from its own figures; a server transaction comes with
-    /// the cents `HubEventPolicy.keeping` checked (below).
-    @discardableResult
-    static func insert(
-        _ db: Database, _ t: Transaction, origin: String = "server", via: String, now: Date, ifNew: Bool = false
-    ) throws -> Bool {
-        try insert(db, t, TransactionRowValues(t, storedAt: ISO.string(now)), origin: origin, via: via, ifNew: ifNew)
-    }
-
-    /// `insert` with the row's values already worked out: a server transaction's cents as kept
-    /// (`HubEventPolicy.keeping`); the hub's path uses them again after the insert.
+    /// The one place a transaction row is written, from its figures in cents: a server transaction's as kept
+    /// (`HubEventPolicy.keeping`; the hub's path uses them again after the insert), a write's stand-in's as its checked
+    /// write worked them out. `origin` is server or local-pending; `via` says how it came. A row already under its id
+    /// takes the server's origin and balance; with `ifNew` it is left as it is and false is returned (the event is a
+    /// repeat, found by the insert's own look-up of the id rather than one before it).
     @discardableResult
     static func insert(
         _ db: Database, _ t: Transaction, _ values: TransactionRowValues, origin: String = "server", via: String,
@@ -164,16 +155,11 @@ struct TransactionRowValues {
     let createdAt: String
     let storedAt: String
 
-    /// A server transaction kept (`HubEventPolicy.keeping`), its cents checked there.
+    /// `cents`: a server transaction's as `HubEventPolicy.keeping` checked them, or a stand-in's as its write did.
     init(_ t: Transaction, cents: TransactionCents, storedAt: String) {
         self.cents = cents
         createdAt = ISO.string(t.createdAt)
         self.storedAt = storedAt
-    }
-
-    /// A transaction made here (a write's stand-in), its cents from its own figures.
-    init(_ t: Transaction, storedAt: String) throws {
-        self.init(t, cents: try t.cents(), storedAt: storedAt)
     }
 }
 

@@ -30,7 +30,9 @@ extension Store {
             let local = Transaction(
                 id: localId, childId: child, amount: amount, type: type, description: description,
                 balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-            try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
+            try Self.insert(
+                db, local, TransactionRowValues(local, cents: (minor, after, balance ?? 0), storedAt: stamp),
+                origin: "local-pending", via: "local")
             try db.execute(
                 sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
                 arguments: [after, stamp, child.lowercased])
@@ -256,10 +258,11 @@ extension Store {
             if e.state != .pending {
                 try Self.settleBalances(db)  // a stand-in comes back under the balance
                 let minor = try MinorUnits.from(e.amount)
+                let signed = e.type == .credit ? minor : -minor
                 let stamp = ISO.string(now)
                 try db.execute(
                     sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
-                    arguments: [e.type == .credit ? minor : -minor, stamp, e.childId.lowercased])
+                    arguments: [signed, stamp, e.childId.lowercased])
                 let after =
                     try Int64.fetchOne(
                         db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
@@ -267,7 +270,9 @@ extension Store {
                     id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
                     description: e.description,
                     balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-                try Self.insert(db, local, origin: "local-pending", via: "local", now: now)
+                try Self.insert(
+                    db, local, TransactionRowValues(local, cents: (minor, after, after - signed), storedAt: stamp),
+                    origin: "local-pending", via: "local")
             }
             _ = try JobQueue<OutboxEntry>.requeue(
                 db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
