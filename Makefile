@@ -126,9 +126,9 @@ test: test-deps $(VENV)/.installed
 	  || { echo "FAIL: $$suite did not run (renamed? ALONE_SUITES names it)"; exit 1; }; done
 
 # Benchmarks side by side with the Python peers and a raw libwebsockets floor (Benchmarks/README.md):
-# release binaries, about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.
+# release binaries (deploy/build-release.sh), about 10 minutes, writes BENCHMARKS.md and Benchmarks/results.json.
 bench: test-deps $(VENV)/.installed
-	$(SWIFT) build -c release
+	SWIFT=$(SWIFT) deploy/build-release.sh
 	$(VENV)/bin/python Benchmarks/bench.py --bin .build/release
 
 # The same harness with tiny counts on the debug binaries (seconds): checks it still works; figures meaningless.

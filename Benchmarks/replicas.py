@@ -6,7 +6,7 @@ Each run: a fresh hub simulator, a fresh webhook receiver (peers/fast_receiver.p
 start, one takes the hub link and the family's history; then a blast of N transactions (20 hub messages a frame),
 one transaction.created webhook each, timed from the blast to the last webhook received. CPU seconds are the
 relays' and the PostgreSQL server's (all its processes) over the blast. Release build first:
-`swift build -c release --product allowance-relay --product allowance-hub-sim`.
+`deploy/build-release.sh --product allowance-relay --product allowance-hub-sim`.
 
     python3 Benchmarks/replicas.py [--bin .build/release] [--transactions 5000] [--rounds 3] [--setups sqlite,1,2,3]
 """

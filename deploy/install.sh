@@ -4,7 +4,7 @@
 #   deploy/install.sh                 system service: /usr/local/bin, /etc/systemd/system, /etc/allowance-relay
 #   deploy/install.sh --user          user service:   ~/.local/bin, ~/.config/systemd/user, ~/.config/allowance-relay
 #   --root DIR      install under DIR (packaging, tests); no user is created and systemd is not told
-#   --binary FILE   install FILE instead of building (default: swift build -c release)
+#   --binary FILE   install FILE instead of building (default: deploy/build-release.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -23,13 +23,13 @@ done
 if [ -z "$binary" ]; then
   # Built as the user who owns the checkout, not as root (sudo would leave root-owned build files behind).
   if [ "$(id -u)" -eq 0 ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-    (cd "$repo" && sudo -u "$SUDO_USER" -- swift build -c release --product allowance-relay)
+    sudo -u "$SUDO_USER" -- "$here/build-release.sh" --product allowance-relay
   elif [ "$(id -u)" -eq 0 ]; then
-    echo "install.sh: will not build as root; build first (swift build -c release --product allowance-relay)" >&2
+    echo "install.sh: will not build as root; build first (deploy/build-release.sh --product allowance-relay)" >&2
     echo "  as the checkout's owner, then: install.sh --binary .build/release/allowance-relay" >&2
     exit 1
   else
-    (cd "$repo" && swift build -c release --product allowance-relay)
+    "$here/build-release.sh" --product allowance-relay
   fi
   binary="$repo/.build/release/allowance-relay"
 fi

@@ -22,14 +22,14 @@ done
 command -v dpkg-shlibdeps >/dev/null || { echo "build.sh: needs dpkg-shlibdeps (apt-get install dpkg-dev)" >&2; exit 1; }
 
 if [ -z "$binary" ]; then
-  (cd "$repo" && swift build -c release --product allowance-relay --static-swift-stdlib)
+  "$repo/deploy/build-release.sh" --product allowance-relay --static-swift-stdlib
   binary="$repo/.build/release/allowance-relay"
 fi
 [ -x "$binary" ] || { echo "build.sh: $binary is not an executable" >&2; exit 1; }
 # A Debian machine has no Swift toolchain: a binary that needs its runtime's shared libraries cannot start there.
 if swift_libs=$(readelf -d "$binary" | grep -o 'libswift[^]]*\|libFoundation[^]]*\|lib_FoundationICU[^]]*'); then
   echo "build.sh: $binary links the Swift runtime dynamically ($(echo $swift_libs)); build it with" >&2
-  echo "  swift build -c release --product allowance-relay --static-swift-stdlib" >&2
+  echo "  deploy/build-release.sh --product allowance-relay --static-swift-stdlib" >&2
   exit 1
 fi
 
