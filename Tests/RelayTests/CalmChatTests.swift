@@ -160,9 +160,12 @@ func spendOne(_ store: Store, leaving after: Int) throws {
                     try engine.sinksAreSettled && store.deliveryCounts()["chat"]?["in_flight"] == nil
                 })
             #expect(standIn.problems.isEmpty, "\(standIn.problems)")
+            // What a failure needs to be read: every request as the stand-in saw it, and each delivery's state.
+            let requests = receiver.received.map { "\($0.method) \($0.path)" }
+            let states = try store.deliveryCounts()["chat"] ?? [:]
             #expect(
                 standIn.posts + standIn.edits == 9,
-                "8 transactions and 1 balance, not \(standIn.posts + standIn.edits) sends")
+                "8 transactions and 1 balance, not \(standIn.posts + standIn.edits) sends: \(requests), \(states)")
             let balance = try #require(standIn.fullChat.first { $0.localizedCaseInsensitiveContains("balance") })
             #expect(balance.contains("42.00"), "the balance as it is now: \(balance)")
             #expect(
