@@ -23,7 +23,8 @@ extension Store {
             case .success(let value): minor = value
             case .failure(let refusal): throw StoreError(path: path, refusal.message)
             }
-            let after = (balance ?? 0) + (type == .credit ? minor : -minor)
+            let before = balance ?? 0
+            let after = before + (type == .credit ? minor : -minor)
             let localId = UUID()
             let key = UUID.random().lowercased
             let stamp = ISO.string(now)
@@ -31,7 +32,7 @@ extension Store {
                 id: localId, childId: child, amount: amount, type: type, description: description,
                 balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
             try Self.insert(
-                db, local, TransactionRowValues(local, cents: (minor, after, balance ?? 0), storedAt: stamp),
+                db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
                 origin: "local-pending", via: "local")
             try db.execute(
                 sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
@@ -258,21 +259,25 @@ extension Store {
             if e.state != .pending {
                 try Self.settleBalances(db)  // a stand-in comes back under the balance
                 let minor = try MinorUnits.from(e.amount)
-                let signed = e.type == .credit ? minor : -minor
-                let stamp = ISO.string(now)
-                try db.execute(
-                    sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
-                    arguments: [signed, stamp, e.childId.lowercased])
-                let after =
+                let before =
                     try Int64.fetchOne(
                         db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
+                let after = before + (e.type == .credit ? minor : -minor)
+                let stamp = ISO.string(now)
                 let local = Transaction(
                     id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
                     description: e.description,
                     balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-                try Self.insert(
-                    db, local, TransactionRowValues(local, cents: (minor, after, after - signed), storedAt: stamp),
-                    origin: "local-pending", via: "local")
+                // As the PostgreSQL store's redo: the balance moves only with a stand-in written now, never for a
+                // row already under its id.
+                if try Self.insert(
+                    db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
+                    origin: "local-pending", via: "local", ifNew: true)
+                {
+                    try db.execute(
+                        sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+                        arguments: [after, stamp, e.childId.lowercased])
+                }
             }
             _ = try JobQueue<OutboxEntry>.requeue(
                 db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
