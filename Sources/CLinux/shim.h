@@ -5,3 +5,6 @@
 // pidfd_open (glibc 2.36, Linux 5.3): a descriptor for a process that becomes readable when the process ends, so a
 // standby relay can sleep until the relay holding its file ends, with nothing polled meanwhile.
 #include <sys/pidfd.h>
+// eventfd (Linux 2.6.27): a counter another thread makes readable with one write, and one read empties, for
+// `PollWake`: a wake-up costs a system call on each side, where a pipe needs a read more to find it empty.
+#include <sys/eventfd.h>

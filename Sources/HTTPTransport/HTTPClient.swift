@@ -106,6 +106,9 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idle: [UnsafeMutableRawPointer] = []
     private(set) var thread: ThreadExecutor!
+    /// Ends the thread's poll for work handed over: one write and one read, where `curl_multi_wakeup`'s socket pair
+    /// takes a send and two receives.
+    private let wakeUp = PollWake()
 
     private struct Inbox {
         var submitted: [Transfer] = []
@@ -134,20 +137,20 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         guard let first = accepted else {
             return transfer.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down")))
         }
-        if first && !thread.isCurrent { curl_multi_wakeup(multi) }
+        if first && !thread.isCurrent { wakeUp.signal() }
     }
 
     func cancel(_ transfer: Transfer) {
         // The flag covers a transfer not yet taken by the thread; the list one already running.
         transfer.cancelled.store(true, ordering: .relaxed)
         inbox.withLock { $0.cancelled.append(transfer) }
-        curl_multi_wakeup(multi)
+        wakeUp.signal()
     }
 
     /// A paused stream's reader has room again.
     func resume(_ transfer: Transfer) {
         inbox.withLock { $0.resumed.append(transfer) }
-        curl_multi_wakeup(multi)
+        wakeUp.signal()
     }
 
     /// Ends the thread once the jobs queued there have run; every transfer still open fails as cancelled.
@@ -185,10 +188,12 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
 
     func wait() {
         // Until a socket is ready, curl's next timer, or a wake-up (a job queued, a request from another thread).
-        curl_multi_poll(multi, nil, 0, active.isEmpty ? 3_600_000 : 1000, nil)
+        var handedOver = curl_waitfd(fd: wakeUp.fd, events: Int16(POLLIN), revents: 0)
+        curl_multi_poll(multi, &handedOver, 1, active.isEmpty ? 3_600_000 : 1000, nil)
+        if handedOver.revents != 0 { wakeUp.drain() }
     }
 
-    func wake() { curl_multi_wakeup(multi) }
+    func wake() { wakeUp.signal() }
 
     func finish() {
         let submitted = inbox.withLock { i in

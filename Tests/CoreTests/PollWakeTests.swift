@@ -36,9 +36,9 @@ import Testing
         #expect(await ended.value == 1)
     }
 
-    @Test func signalsBeyondWhatThePipeHoldsNeitherBlockNorFail() {
+    @Test func manySignalsNeitherBlockNorFailAndOneDrainTakesThemAll() {
         let wake = PollWake()
-        for _ in 0..<100_000 { wake.signal() }  // a pipe holds 64 KiB: the rest would block a blocking write
+        for _ in 0..<100_000 { wake.signal() }  // more than a pipe would hold (64 KiB): none may block
         #expect(readable(wake))
         wake.drain()
         #expect(!readable(wake))
