@@ -109,11 +109,7 @@ public final class RelayEngine: Sendable {
     }
 
     private func plan(with generation: Generation) {
-        // Each worker's hand-over and wakeup, not the worker: a worker copied out of a table is a dozen retains and
-        // releases, for every commit that plans.
-        let inboxes = Dictionary(
-            generation.workers.map { ($0.name, (handOver: $0.handOver, wakeup: $0.wakeup)) },
-            uniquingKeysWith: { a, _ in a })
+        let workers = Dictionary(generation.workers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let config = generation.config
         for warning in Routing(config).warnings { logger.warning("\(warning)") }
         store.setOrderedSinks(Set(config.sinks.filter(\.ordersByChild).map(\.name)))
@@ -121,9 +117,9 @@ public final class RelayEngine: Sendable {
             rules: config.rules, sinks: config.sinksByName, currency: config.formatting.currency, mutes: mutes,
             history: config.history)
         @Sendable func handOver(_ rows: [Delivery], to sink: String) {
-            guard let inbox = inboxes[sink] else { return }
-            inbox.handOver.put(rows)
-            inbox.wakeup.signal()
+            guard let worker = workers[sink] else { return }
+            worker.handOver.put(rows)
+            worker.wakeup.signal()
         }
         store.setPlanner(planner) { planned in
             // Only the sinks that got work are woken, each with its rows. Most often every row is for one sink: they

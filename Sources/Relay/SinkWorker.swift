@@ -19,7 +19,9 @@ import Tracing
 /// After a failure the sink sends one probe at a time until one goes through: a destination that is down or
 /// throttling is not met with `concurrency` requests per round. A chat sink sends one alert per child at a time,
 /// in order; a retry or a throttle pauses the whole sink, so nothing overtakes an alert that waits.
-struct SinkWorker: Sendable {
+///
+/// A class: every send's task and the committer's hold the worker, one reference each, not a copy of its fields.
+final class SinkWorker: Sendable {
     let sink: any Sink
     /// `sink.config`, kept: read through the protocol, each use copied the whole config (and released it after).
     let sinkConfig: SinkConfig
@@ -83,7 +85,7 @@ struct SinkWorker: Sendable {
         let committed = Wakeup()
         sends.onFinish = { committed.signal() }
         await withDiscardingTaskGroup { group in
-            group.addTask { await commitOutcomes(sends, wake: committed) }
+            group.addTask { await self.commitOutcomes(self.sends, wake: committed) }
             await dispatch(sends, group: &group)
             // No new sends: the ones under way finish (or are cancelled past the stop's deadline, leaving their rows
             // pending), then the committer writes what is left and ends.
@@ -163,7 +165,7 @@ struct SinkWorker: Sendable {
                         }
                         sends.start(d, child: DispatchMachine.childKey(d))
                         group.addTask {
-                            if let result = await deliver(d, markup: markup, sends: sends) {
+                            if let result = await self.deliver(d, markup: markup, sends: sends) {
                                 sends.finish(d.id, result)
                             } else {
                                 sends.abandon(d.id)  // cut short by the stop: the row stays pending
