@@ -106,8 +106,8 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idle: [UnsafeMutableRawPointer] = []
     private(set) var thread: ThreadExecutor!
-    /// Ends the thread's poll for work handed over: one write and one read, where `curl_multi_wakeup`'s socket pair
-    /// takes a send and two receives.
+    /// Ends the thread's poll for work handed over (`wakeThread`): one write and one read, where `curl_multi_wakeup`'s
+    /// socket pair takes a send and two receives.
     private let wakeUp = PollWake()
 
     private struct Inbox {
@@ -137,20 +137,20 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         guard let first = accepted else {
             return transfer.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down")))
         }
-        if first && !thread.isCurrent { wakeUp.signal() }
+        if first && !thread.isCurrent { wakeThread() }
     }
 
     func cancel(_ transfer: Transfer) {
         // The flag covers a transfer not yet taken by the thread; the list one already running.
         transfer.cancelled.store(true, ordering: .relaxed)
         inbox.withLock { $0.cancelled.append(transfer) }
-        wakeUp.signal()
+        wakeThread()
     }
 
     /// A paused stream's reader has room again.
     func resume(_ transfer: Transfer) {
         inbox.withLock { $0.resumed.append(transfer) }
-        wakeUp.signal()
+        wakeThread()
     }
 
     /// Ends the thread once the jobs queued there have run; every transfer still open fails as cancelled.
@@ -193,7 +193,12 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         if handedOver.revents != 0 { wakeUp.drain() }
     }
 
-    func wake() { wakeUp.signal() }
+    func wake() { wakeThread() }
+
+    /// libcurl's own wake-up stands in where the eventfd could not be made (no descriptor left at the start).
+    private func wakeThread() {
+        if wakeUp.fd >= 0 { wakeUp.signal() } else { curl_multi_wakeup(multi) }
+    }
 
     func finish() {
         let submitted = inbox.withLock { i in
