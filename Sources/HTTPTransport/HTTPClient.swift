@@ -106,7 +106,7 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idle: [UnsafeMutableRawPointer] = []
     private(set) var thread: ThreadExecutor!
-    /// Ends the thread's poll for work handed over (`wakeThread`): one write and one read, where `curl_multi_wakeup`'s
+    /// Ends the thread's poll for work handed over (`wake`): one write and one read, where `curl_multi_wakeup`'s
     /// socket pair takes a send and two receives.
     private let wakeUp = PollWake()
 
@@ -137,20 +137,20 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         guard let first = accepted else {
             return transfer.finish(.failure(HTTPError(.cancelled, "the HTTP client was shut down")))
         }
-        if first && !thread.isCurrent { wakeThread() }
+        if first && !thread.isCurrent { wake() }
     }
 
     func cancel(_ transfer: Transfer) {
         // The flag covers a transfer not yet taken by the thread; the list one already running.
         transfer.cancelled.store(true, ordering: .relaxed)
         inbox.withLock { $0.cancelled.append(transfer) }
-        wakeThread()
+        wake()
     }
 
     /// A paused stream's reader has room again.
     func resume(_ transfer: Transfer) {
         inbox.withLock { $0.resumed.append(transfer) }
-        wakeThread()
+        wake()
     }
 
     /// Ends the thread once the jobs queued there have run; every transfer still open fails as cancelled.
@@ -193,10 +193,9 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
         if handedOver.revents != 0 { wakeUp.drain() }
     }
 
-    func wake() { wakeThread() }
-
-    /// libcurl's own wake-up stands in where the eventfd could not be made (no descriptor left at the start).
-    private func wakeThread() {
+    /// From any thread. libcurl's own wake-up stands in where the eventfd could not be made (no descriptor left at
+    /// the start; `wait` then polls a descriptor of -1, which `poll` passes over).
+    func wake() {
         if wakeUp.fd >= 0 { wakeUp.signal() } else { curl_multi_wakeup(multi) }
     }
 

@@ -76,10 +76,7 @@ func spendOne(_ store: Store, leaving after: Int) throws {
             #expect(hook.received.isEmpty, "held by quiet hours")
 
             _ = engine.reload(try AlertSettings.parse(yaml(nil), file: "t.yaml"))
-            let deadline = ContinuousClock.now + .seconds(10)
-            while hook.received.count < 2, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = await eventually(.seconds(10)) { hook.received.count >= 2 }
             #expect(hook.received.count == 2, "released by the reload, not at the old end of the quiet hours")
 
             _ = engine.reload(try AlertSettings.parse(yaml(quiet), file: "t.yaml"))
@@ -150,10 +147,7 @@ func spendOne(_ store: Store, leaving after: Int) throws {
             }
             let task = Task { await engine.run() }
             defer { task.cancel() }
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try (store.deliveryCounts()["chat"]?["pending"] ?? 0) > 0, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = try await eventually(.seconds(20)) { try (store.deliveryCounts()["chat"]?["pending"] ?? 0) == 0 }
             // Every worker parked with nothing under way: a late send would have happened.
             #expect(
                 try await eventually(.seconds(10)) {
