@@ -84,7 +84,7 @@ extension Store {
                 return .needsCatchUp(reason: "BalanceUpdated for child \(childId), who is not in the cache yet")
             }
             if !recorded { try Self.recordInbox(db, balance: event, receivedAt: children.stamp) }
-            let latest = try children.latestBalance(db, childId)
+            let latest = children.latestBalance(childId)
             let (gap, after, previous) = HubEventPolicy.balance(server, child: child, latest: latest)
             children.update(childId, after)
             if try plansAny(.balanceUpdated) || hasGoals(db, childId) {

@@ -170,8 +170,8 @@ struct BurstChildren {
     private var known: [UUID: BurstChild] = [:]
     /// The children whose row says their balance follows their newest transaction.
     private var following: Set<UUID> = []
-    /// Each child's newest stored server transaction, once read in this burst (nil inside: none), kept up to date as
-    /// the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
+    /// Each loaded child's newest stored server transaction (nil inside: none), read with the child and kept up to
+    /// date as the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
     private var newest: [UUID: NewestTransaction?] = [:]
     /// When the burst is stored, as its rows say it (`stored_at`, `received_at`, `updated_at`): formatted once.
     let stamp: String
@@ -188,52 +188,58 @@ struct BurstChildren {
         var storedAt: String
     }
 
-    /// The balance the child's newest stored server transaction left (nil: none stored).
-    mutating func latestBalance(_ db: Database, _ id: UUID) throws -> Int64? {
-        try newestTransaction(db, id)?.balanceAfter
+    /// The balance the newest stored server transaction of a child `load` found left (nil: none stored).
+    func latestBalance(_ id: UUID) -> Int64? {
+        newest[id]??.balanceAfter
     }
 
-    private mutating func newestTransaction(_ db: Database, _ id: UUID) throws -> NewestTransaction? {
-        if let memo = newest[id] { return memo }
-        let row = try db.fetchCachedRow(
-            sql: """
-                SELECT created_at, balance_after_minor, stored_at FROM txn
-                WHERE child_id = ? AND origin = 'server' ORDER BY created_at DESC, rowid DESC LIMIT 1
-                """,
-            values: [.uuid(id)]
-        ) { NewestTransaction(createdAt: $0.text(0) ?? "", balanceAfter: $0.int64(1) ?? 0, storedAt: $0.text(2) ?? "") }
-        newest[id] = row
-        return row
-    }
-
-    /// A server transaction this burst stored: the newest when it sorts at or after the one known (its row's texts
-    /// compared as SQLite compares them, a tie going to the later stored as in the index). Nothing to do while the
-    /// child's newest is unread: the read will find this row.
+    /// A server transaction this burst stored for a loaded child: the newest when it sorts at or after the one known
+    /// (its row's texts compared as SQLite compares them, a tie going to the later stored as in the index).
     mutating func stored(_ t: Transaction, _ values: TransactionRowValues) {
-        guard let memo = newest[t.childId] else { return }
-        if let known = memo, known.createdAt > values.createdAt { return }
+        if let known = newest[t.childId] ?? nil, known.createdAt > values.createdAt { return }
         newest[t.childId] = NewestTransaction(
             createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter, storedAt: values.storedAt)
     }
+
+    /// The child's row, the writes waiting for it, and its newest server transaction (as `Store.balanceSQL` reads
+    /// them), in one statement: three, each bound, stepped and reset, were a third of the statements of a soak's
+    /// transaction.
+    private static let loadSQL = """
+        SELECT c.balance_minor, c.first_name, c.balance_follows,
+            (SELECT COALESCE(SUM(CASE p.type WHEN 'Credit' THEN p.amount_minor ELSE -p.amount_minor END), 0)
+             FROM txn p WHERE p.child_id = c.id AND p.origin = 'local-pending'),
+            (SELECT COUNT(*) FROM txn p WHERE p.child_id = c.id AND p.origin = 'local-pending'),
+            n.rowid IS NOT NULL, n.created_at, n.balance_after_minor, n.stored_at
+        FROM child c LEFT JOIN txn n ON n.rowid = (
+            SELECT t.rowid FROM txn t WHERE t.child_id = c.id AND t.origin = 'server'
+            ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1)
+        WHERE c.id = ?
+        """
 
     /// The child as the cache has it (nil: not in the cache).
     mutating func load(_ db: Database, _ id: UUID) throws -> BurstChild? {
         if let child = known[id] { return child }
         guard
             let row = try db.fetchCachedRow(
-                sql: "SELECT balance_minor, first_name, balance_follows FROM child WHERE id = ?",
-                values: [.uuid(id)],
-                { (balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1) })
+                sql: Self.loadSQL, values: [.uuid(id)],
+                {
+                    (
+                        balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1,
+                        pending: $0.int64(3) ?? 0, waiting: Int($0.int64(4) ?? 0),
+                        newest: $0.int64(5) == 1
+                            ? NewestTransaction(
+                                createdAt: $0.text(6) ?? "", balanceAfter: $0.int64(7) ?? 0, storedAt: $0.text(8) ?? "")
+                            : nil
+                    )
+                })
         else { return nil }
-        let (pending, waiting) = try Store.pendingWrites(db, id)
+        newest[id] = row.newest
         var balance = row.balance
         if row.follows {
-            // `Store.balanceSQL` worked out here from what the burst reads anyway: the newest transaction (kept for
-            // the burst's balances and its save) and the writes waiting.
             following.insert(id)
-            if let newest = try newestTransaction(db, id) { balance = newest.balanceAfter + pending }
+            if let newest = row.newest { balance = newest.balanceAfter + row.pending }
         }
-        let child = BurstChild(name: row.name, balance: balance, pending: pending, waiting: waiting)
+        let child = BurstChild(name: row.name, balance: balance, pending: row.pending, waiting: row.waiting)
         known[id] = child
         return child
     }
@@ -248,9 +254,7 @@ struct BurstChildren {
     mutating func save(_ db: Database) throws {
         for (id, child) in known where child.changed {
             let follows =
-                try newestTransaction(db, id).map {
-                    $0.storedAt == stamp && $0.balanceAfter + child.pending == child.balance
-                }
+                (newest[id] ?? nil).map { $0.storedAt == stamp && $0.balanceAfter + child.pending == child.balance }
                 ?? false
             if follows && following.contains(id) { continue }
             try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp, follows: follows)
