@@ -201,19 +201,15 @@ struct BurstChildren {
             createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter, storedAt: values.storedAt)
     }
 
-    /// The child's row, the writes waiting for it, and its newest server transaction (as `Store.balanceSQL` reads
-    /// them), in one statement: three, each bound, stepped and reset, were a third of the statements of a soak's
+    /// The child's row, the writes waiting for it, and its newest server transaction, read as `Store.balanceSQL`
+    /// reads them, in one statement: three, each bound, stepped and reset, were a third of the statements of a soak's
     /// transaction.
     private static let loadSQL = """
-        SELECT c.balance_minor, c.first_name, c.balance_follows,
-            (SELECT COALESCE(SUM(CASE p.type WHEN 'Credit' THEN p.amount_minor ELSE -p.amount_minor END), 0)
-             FROM txn p WHERE p.child_id = c.id AND p.origin = 'local-pending'),
-            (SELECT COUNT(*) FROM txn p WHERE p.child_id = c.id AND p.origin = 'local-pending'),
-            n.rowid IS NOT NULL, n.created_at, n.balance_after_minor, n.stored_at
-        FROM child c LEFT JOIN txn n ON n.rowid = (
-            SELECT t.rowid FROM txn t WHERE t.child_id = c.id AND t.origin = 'server'
-            ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1)
-        WHERE c.id = ?
+        SELECT child.balance_minor, child.first_name, child.balance_follows, \(Store.pendingSQL),
+            (SELECT COUNT(*) FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending'),
+            newest.rowid IS NOT NULL, newest.created_at, newest.balance_after_minor, newest.stored_at
+        FROM child LEFT JOIN txn newest ON newest.rowid = \(Store.newest("rowid"))
+        WHERE child.id = ?
         """
 
     /// The child as the cache has it (nil: not in the cache).
@@ -236,6 +232,7 @@ struct BurstChildren {
         newest[id] = row.newest
         var balance = row.balance
         if row.follows {
+            // `Store.balanceSQL`, worked out from what the read brought (the newest is kept for the burst's save).
             following.insert(id)
             if let newest = row.newest { balance = newest.balanceAfter + row.pending }
         }

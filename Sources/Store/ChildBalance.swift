@@ -19,7 +19,7 @@ import StoreContract
 extension Store {
     /// The child's newest server transaction, as `txn_by_child` gives it (a tie of dates to the later stored): the
     /// one a following balance is read from. `column` of it, for the child of the row named `child`.
-    private static func newest(_ column: String) -> String {
+    static func newest(_ column: String) -> String {
         """
         (SELECT n.\(column) FROM txn n WHERE n.child_id = child.id AND n.origin = 'server'
          ORDER BY n.created_at DESC, n.rowid DESC LIMIT 1)
@@ -27,13 +27,13 @@ extension Store {
     }
 
     /// What the writes waiting here add to the balance of the child of the row named `child`.
-    private static let pendingSQL = """
+    static let pendingSQL = """
         (SELECT COALESCE(SUM(CASE p.type WHEN 'Credit' THEN p.amount_minor ELSE -p.amount_minor END), 0)
          FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending')
         """
 
     /// The balance (minor units) of the child of the row named `child`, as every reader sees it (a burst works the
-    /// same out in `BurstChildren.load`, from the rows it reads anyway).
+    /// same out in `BurstChildren.load`, from the same reads).
     static let balanceSQL = """
         CASE WHEN child.balance_follows
             THEN coalesce(\(newest("balance_after_minor")) + \(pendingSQL), child.balance_minor)
