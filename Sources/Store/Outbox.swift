@@ -256,27 +256,29 @@ extension Store {
                     path: path,
                     "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
             }
+            // As the PostgreSQL store's redo: the balance moves only with a stand-in written now, never for a row
+            // already under its id, and there is none for a child whose row is gone (a balance counted from 0 would be
+            // wrong); the write waits all the same, and its answer brings the server's row.
             if e.state != .pending {
                 try Self.settleBalances(db)  // a stand-in comes back under the balance
-                let minor = try MinorUnits.from(e.amount)
-                let before =
-                    try Int64.fetchOne(
-                        db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased]) ?? 0
-                let after = before + (e.type == .credit ? minor : -minor)
-                let stamp = ISO.string(now)
-                let local = Transaction(
-                    id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
-                    description: e.description,
-                    balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-                // As the PostgreSQL store's redo: the balance moves only with a stand-in written now, never for a
-                // row already under its id.
-                if try Self.insert(
-                    db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
-                    origin: "local-pending", via: "local", ifNew: true)
+                if let before = try Int64.fetchOne(
+                    db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased])
                 {
-                    try db.execute(
-                        sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-                        arguments: [after, stamp, e.childId.lowercased])
+                    let minor = try MinorUnits.from(e.amount)
+                    let after = before + (e.type == .credit ? minor : -minor)
+                    let stamp = ISO.string(now)
+                    let local = Transaction(
+                        id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
+                        description: e.description,
+                        balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
+                    if try Self.insert(
+                        db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
+                        origin: "local-pending", via: "local", ifNew: true)
+                    {
+                        try db.execute(
+                            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+                            arguments: [after, stamp, e.childId.lowercased])
+                    }
                 }
             }
             _ = try JobQueue<OutboxEntry>.requeue(

@@ -113,6 +113,27 @@ import Testing
         #expect(try store.children().first?.currentBalance == Decimal(string: "30.50")!)
     }
 
+    /// As on PostgreSQL: a write retried for a child whose row is gone (a hand edit, a damaged file) is queued again
+    /// without a stand-in, where one counted from a balance of 0 was written before.
+    @Test func aWriteRetriedForAChildWhoseRowIsGoneWaitsWithoutAStandIn() throws {
+        let store = try Store.open(path: temporaryStorePath())
+        try store.storeCaughtUp(children: [child("25.50")], transactions: [])
+        let a = try store.enqueueTransaction(child: alice, amount: 5, type: .credit, description: "a")
+        try store.outboxRejected(a.seq, reason: "HTTP 400")
+        let raw = try DatabaseQueue(path: store.path)
+        try raw.write { db in try db.execute(sql: "DELETE FROM child WHERE id = ?", arguments: [alice.lowercased]) }
+        try store.retryOutbox(a.seq)
+        let (rows, state, attempts) = try raw.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM txn") ?? -1,
+                try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE seq = ?", arguments: [a.seq]),
+                try Int.fetchOne(db, sql: "SELECT attempts FROM outbox WHERE seq = ?", arguments: [a.seq])
+            )
+        }
+        #expect(rows == 0, "no stand-in")
+        #expect(state == "pending" && attempts == 0, "due again, with a fresh count of attempts")
+    }
+
     @Test func aRejectedWriteCanBeRetriedAndAPendingOneDropped() throws {
         let store = try Store.open(path: temporaryStorePath())
         try store.storeCaughtUp(children: [child("25.50")], transactions: [])
