@@ -112,19 +112,7 @@ extension Store {
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
     /// The cached balance is the server's plus this: what a parent would see if every write goes through.
     static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
-        try pendingWrites(db, id).effect
-    }
-
-    /// The effect of the child's writes still waiting here, and how many there are (one probe of an index that is
-    /// empty when nothing waits).
-    static func pendingWrites(_ db: Database, _ id: UUID) throws -> (effect: Int64, count: Int) {
-        try db.fetchCachedRow(
-            sql: """
-                SELECT COALESCE(SUM(CASE type WHEN 'Credit' THEN amount_minor ELSE -amount_minor END), 0), COUNT(*)
-                FROM txn WHERE child_id = ? AND origin = 'local-pending'
-                """,
-            values: [.uuid(id)]
-        ) { (effect: $0.int64(0) ?? 0, count: Int($0.int64(1) ?? 0)) } ?? (0, 0)
+        try db.fetchCachedInt64(sql: "SELECT \(pendingSQL(of: "?"))", values: [.uuid(id)]) ?? 0
     }
 
     /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is
@@ -170,9 +158,9 @@ struct BurstChildren {
     private var known: [UUID: BurstChild] = [:]
     /// The children whose row says their balance follows their newest transaction.
     private var following: Set<UUID> = []
-    /// Each loaded child's newest stored server transaction (nil inside: none), read with the child and kept up to
-    /// date as the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
-    private var newest: [UUID: NewestTransaction?] = [:]
+    /// Each loaded child's newest stored server transaction (absent: none), read with the child and kept up to date
+    /// as the burst stores more: a BalanceUpdated compares with it, and a blast sends one behind every transaction.
+    private var newest: [UUID: NewestTransaction] = [:]
     /// When the burst is stored, as its rows say it (`stored_at`, `received_at`, `updated_at`): formatted once.
     let stamp: String
 
@@ -190,13 +178,13 @@ struct BurstChildren {
 
     /// The balance the newest stored server transaction of a child `load` found left (nil: none stored).
     func latestBalance(_ id: UUID) -> Int64? {
-        newest[id]??.balanceAfter
+        newest[id]?.balanceAfter
     }
 
     /// A server transaction this burst stored for a loaded child: the newest when it sorts at or after the one known
     /// (its row's texts compared as SQLite compares them, a tie going to the later stored as in the index).
     mutating func stored(_ t: Transaction, _ values: TransactionRowValues) {
-        if let known = newest[t.childId] ?? nil, known.createdAt > values.createdAt { return }
+        if let known = newest[t.childId], known.createdAt > values.createdAt { return }
         newest[t.childId] = NewestTransaction(
             createdAt: values.createdAt, balanceAfter: values.cents.balanceAfter, storedAt: values.storedAt)
     }
@@ -205,8 +193,7 @@ struct BurstChildren {
     /// reads them, in one statement: three, each bound, stepped and reset, were a third of the statements of a soak's
     /// transaction.
     private static let loadSQL = """
-        SELECT child.balance_minor, child.first_name, child.balance_follows, \(Store.pendingSQL),
-            (SELECT COUNT(*) FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending'),
+        SELECT child.balance_minor, child.first_name, child.balance_follows, \(Store.pendingSQL()), \(Store.waitingSQL),
             newest.rowid IS NOT NULL, newest.created_at, newest.balance_after_minor, newest.stored_at
         FROM child LEFT JOIN txn newest ON newest.rowid = \(Store.newest("rowid"))
         WHERE child.id = ?
@@ -251,7 +238,7 @@ struct BurstChildren {
     mutating func save(_ db: Database) throws {
         for (id, child) in known where child.changed {
             let follows =
-                (newest[id] ?? nil).map { $0.storedAt == stamp && $0.balanceAfter + child.pending == child.balance }
+                newest[id].map { $0.storedAt == stamp && $0.balanceAfter + child.pending == child.balance }
                 ?? false
             if follows && following.contains(id) { continue }
             try Store.setBalance(db, id, minor: child.balance, updatedAt: stamp, follows: follows)

@@ -26,17 +26,24 @@ extension Store {
         """
     }
 
-    /// What the writes waiting here add to the balance of the child of the row named `child`.
-    static let pendingSQL = """
-        (SELECT COALESCE(SUM(CASE p.type WHEN 'Credit' THEN p.amount_minor ELSE -p.amount_minor END), 0)
-         FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending')
+    /// What the writes waiting here add to the balance of the child whose id is `child` (by default, of the row
+    /// named `child`).
+    static func pendingSQL(of child: String = "child.id") -> String {
         """
+        (SELECT COALESCE(SUM(CASE p.type WHEN 'Credit' THEN p.amount_minor ELSE -p.amount_minor END), 0)
+         FROM txn p WHERE p.child_id = \(child) AND p.origin = 'local-pending')
+        """
+    }
+
+    /// How many writes wait here for the child of the row named `child` (one probe of an index that is empty when
+    /// nothing waits).
+    static let waitingSQL = "(SELECT COUNT(*) FROM txn p WHERE p.child_id = child.id AND p.origin = 'local-pending')"
 
     /// The balance (minor units) of the child of the row named `child`, as every reader sees it (a burst works the
     /// same out in `BurstChildren.load`, from the same reads).
     static let balanceSQL = """
         CASE WHEN child.balance_follows
-            THEN coalesce(\(newest("balance_after_minor")) + \(pendingSQL), child.balance_minor)
+            THEN coalesce(\(newest("balance_after_minor")) + \(pendingSQL()), child.balance_minor)
             ELSE child.balance_minor END
         """
 

@@ -256,35 +256,39 @@ extension Store {
                     path: path,
                     "Outbox entry #\(seq) is \(e.state.rawValue); only pending, rejected or dead ones can be retried.")
             }
-            // As the PostgreSQL store's redo: the balance moves only with a stand-in written now, never for a row
-            // already under its id, and there is none for a child whose row is gone (a balance counted from 0 would be
-            // wrong); the write waits all the same, and its answer brings the server's row.
             if e.state != .pending {
                 try Self.settleBalances(db)  // a stand-in comes back under the balance
-                if let before = try Int64.fetchOne(
-                    db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased])
-                {
-                    let minor = try MinorUnits.from(e.amount)
-                    let after = before + (e.type == .credit ? minor : -minor)
-                    let stamp = ISO.string(now)
-                    let local = Transaction(
-                        id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type,
-                        description: e.description,
-                        balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
-                    if try Self.insert(
-                        db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
-                        origin: "local-pending", via: "local", ifNew: true)
-                    {
-                        try db.execute(
-                            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
-                            arguments: [after, stamp, e.childId.lowercased])
-                    }
-                }
+                try Self.restoreStandIn(db, of: e, at: now)
             }
             _ = try JobQueue<OutboxEntry>.requeue(
                 db, states: OutboxEntry.State.allCases, filter: "seq = ?", [seq], at: now)
             try db.execute(sql: "UPDATE outbox SET created_at = ? WHERE seq = ?", arguments: [ISO.string(now), seq])
         }
+    }
+
+    /// A given-up write's stand-in (its local transaction), written again with its effect on the balance. As the
+    /// PostgreSQL store's redo: the balance moves only with a stand-in written now, never for a row already under its
+    /// id, and there is none for a child whose row is gone (a balance counted from 0 would be wrong); the write waits
+    /// all the same, and its answer brings the server's row.
+    private static func restoreStandIn(_ db: Database, of e: OutboxEntry, at now: Date) throws {
+        guard
+            let before = try Int64.fetchOne(
+                db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased])
+        else { return }
+        let minor = try MinorUnits.from(e.amount)
+        let after = before + (e.type == .credit ? minor : -minor)
+        let stamp = ISO.string(now)
+        let local = Transaction(
+            id: e.localTransactionId, childId: e.childId, amount: e.amount, type: e.type, description: e.description,
+            balanceAfter: Money.decimal(cents: after), createdAt: now, createdByName: "allowance-relay")
+        guard
+            try insert(
+                db, local, TransactionRowValues(local, cents: (minor, after, before), storedAt: stamp),
+                origin: "local-pending", via: "local", ifNew: true)
+        else { return }
+        try db.execute(
+            sql: "UPDATE child SET balance_minor = ?, updated_at = ? WHERE id = ?",
+            arguments: [after, stamp, e.childId.lowercased])
     }
 
     /// Gives up a write that was not sent: the local transaction and its effect on the balance are undone.
