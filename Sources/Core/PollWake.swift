@@ -12,6 +12,14 @@ public final class PollWake: Sendable {
         fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
     }
 
+    /// What `init()` makes when the process has no descriptor left: `fd` is -1, which `poll` passes over, and a
+    /// signal reaches no one. For the tests of what stands in then.
+    package static func unavailable() -> PollWake { PollWake(fd: -1) }
+
+    private init(fd: Int32) {
+        self.fd = fd
+    }
+
     deinit {
         if fd >= 0 { close(fd) }
     }

@@ -21,9 +21,15 @@ public final class HTTPClient: Sendable {
     private let engine: CurlEngine
 
     /// `threadName`: the service thread's, as `top -H` shows it.
-    public init(userAgent: String = "allowance-relay (Linux)", threadName: String = "http") {
+    public convenience init(userAgent: String = "allowance-relay (Linux)", threadName: String = "http") {
+        self.init(userAgent: userAgent, threadName: threadName, wakeUp: PollWake())
+    }
+
+    /// `wakeUp`: how other threads end the service thread's poll (`PollWake.unavailable()`: as when no eventfd could
+    /// be made, libcurl's own wake-up stands in).
+    package init(userAgent: String, threadName: String, wakeUp: PollWake) {
         self.userAgent = userAgent
-        engine = CurlEngine(threadName: threadName)
+        engine = CurlEngine(threadName: threadName, wakeUp: wakeUp)
     }
 
     deinit { engine.stop() }
@@ -108,7 +114,7 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
     private(set) var thread: ThreadExecutor!
     /// Ends the thread's poll for work handed over (`wake`): one write and one read, where `curl_multi_wakeup`'s
     /// socket pair takes a send and two receives.
-    private let wakeUp = PollWake()
+    private let wakeUp: PollWake
 
     private struct Inbox {
         var submitted: [Transfer] = []
@@ -120,9 +126,10 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
-    init(threadName: String) {
+    init(threadName: String, wakeUp: PollWake) {
         _ = Self.globalInit
         multi = curl_multi_init()
+        self.wakeUp = wakeUp
         thread = ThreadExecutor(name: threadName, loop: self)
     }
 

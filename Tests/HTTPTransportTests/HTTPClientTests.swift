@@ -91,6 +91,21 @@ import Testing
         }
     }
 
+    /// With no eventfd (the process had no descriptor left when the client was made), libcurl's own wake-up ends the
+    /// thread's idle poll: each request from another thread is taken at once. Were no one to wake it, the first would
+    /// wait out that poll's hour, past the time limit.
+    @Test(.timeLimit(.minutes(1))) func withoutItsEventfdTheThreadIsStillWokenForEachRequest() async throws {
+        let client = HTTPClient(userAgent: "tests", threadName: "test-nofd", wakeUp: .unavailable())
+        let server = WebhookReceiver { request, _ in .init(200, body: request.path) }
+        try await server.run { base in
+            for i in 0..<3 {
+                let answer = try await client.send(HTTPRequest(.get, base.appending(path: "n\(i)")))
+                #expect(String(decoding: answer.body, as: UTF8.self) == "/n\(i)")
+            }
+            #expect(server.received.map(\.path) == ["/n0", "/n1", "/n2"])
+        }
+    }
+
     @Test func everyStatusHasOneClass() {
         #expect([200, 201, 204, 299].allSatisfy { AnswerClass(status: $0) == .success })
         #expect(AnswerClass(status: 429) == .throttled)
