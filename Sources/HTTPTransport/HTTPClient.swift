@@ -25,8 +25,7 @@ public final class HTTPClient: Sendable {
         self.init(userAgent: userAgent, threadName: threadName, wakeUp: PollWake())
     }
 
-    /// `wakeUp`: how other threads end the service thread's poll (`PollWake.unavailable()`: as when no eventfd could
-    /// be made, libcurl's own wake-up stands in).
+    /// `wakeUp`: `PollWake.unavailable()` makes the client as if no eventfd were left (libcurl's wake-up stands in).
     package init(userAgent: String, threadName: String, wakeUp: PollWake) {
         self.userAgent = userAgent
         engine = CurlEngine(threadName: threadName, wakeUp: wakeUp)
@@ -112,8 +111,7 @@ final class CurlEngine: ThreadLoop, @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: Transfer] = [:]
     private var idle: [UnsafeMutableRawPointer] = []
     private(set) var thread: ThreadExecutor!
-    /// Ends the thread's poll for work handed over (`wake`): one write and one read, where `curl_multi_wakeup`'s
-    /// socket pair takes a send and two receives.
+    /// Ends the thread's poll (`wake`): one write and one read, where `curl_multi_wakeup` takes a send and two reads.
     private let wakeUp: PollWake
 
     private struct Inbox {
