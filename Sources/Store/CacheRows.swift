@@ -112,8 +112,11 @@ extension Store {
     /// What the writes made here and not yet confirmed by the server add to the child's balance (minor units).
     /// The cached balance is the server's plus this: what a parent would see if every write goes through.
     static func pendingEffect(_ db: Database, _ id: UUID) throws -> Int64 {
-        try db.fetchCachedInt64(sql: "SELECT \(pendingSQL(of: "?"))", values: [.uuid(id)]) ?? 0
+        try db.fetchCachedInt64(sql: pendingEffectSQL, values: [.uuid(id)]) ?? 0
     }
+
+    /// Built once: the statement cache finds it by its text, for each child a catch-up or a confirmed write settles.
+    private static let pendingEffectSQL = "SELECT \(pendingSQL(of: "?"))"
 
     /// When `t` is the server's copy of the write being sent right now (the hub can push it before the POST is
     /// answered), removes the local stand-in and returns its effect on the balance; otherwise 0. Only the write
@@ -194,7 +197,7 @@ struct BurstChildren {
     /// transaction.
     private static let loadSQL = """
         SELECT child.balance_minor, child.first_name, child.balance_follows, \(Store.pendingSQL()), \(Store.waitingSQL),
-            newest.rowid IS NOT NULL, newest.created_at, newest.balance_after_minor, newest.stored_at
+            newest.created_at, newest.balance_after_minor, newest.stored_at
         FROM child LEFT JOIN txn newest ON newest.rowid = \(Store.newest("rowid"))
         WHERE child.id = ?
         """
@@ -205,14 +208,15 @@ struct BurstChildren {
         guard
             let row = try db.fetchCachedRow(
                 sql: Self.loadSQL, values: [.uuid(id)],
-                {
+                { r in
                     (
-                        balance: $0.int64(0) ?? 0, name: $0.text(1) ?? "", follows: $0.int64(2) == 1,
-                        pending: $0.int64(3) ?? 0, waiting: Int($0.int64(4) ?? 0),
-                        newest: $0.int64(5) == 1
-                            ? NewestTransaction(
-                                createdAt: $0.text(6) ?? "", balanceAfter: $0.int64(7) ?? 0, storedAt: $0.text(8) ?? "")
-                            : nil
+                        balance: r.int64(0) ?? 0, name: r.text(1) ?? "", follows: r.int64(2) == 1,
+                        pending: r.int64(3) ?? 0, waiting: Int(r.int64(4) ?? 0),
+                        // `created_at` is NOT NULL: NULL here says no server transaction was joined.
+                        newest: r.text(5).map { created in
+                            NewestTransaction(
+                                createdAt: created, balanceAfter: r.int64(6) ?? 0, storedAt: r.text(7) ?? "")
+                        }
                     )
                 })
         else { return nil }
