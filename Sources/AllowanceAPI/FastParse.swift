@@ -125,70 +125,74 @@ enum FastParse {
     /// `-?digits(.digits)?` with at most 18 digits: exact as significand and exponent.
     static func decimal(_ text: String) -> Decimal? {
         var text = text
-        return text.withUTF8 { b -> Decimal? in
-            var i = 0
-            var negative = false
-            if i < b.count, b[i] == 0x2D {
-                negative = true
-                i += 1
-            }
-            var significand: UInt64 = 0
-            var digits = 0
-            var fraction = 0
-            var seenDot = false
-            guard i < b.count else { return nil }
-            while i < b.count {
-                let c = b[i]
-                if c == 0x2E {
-                    guard !seenDot, digits > 0 else { return nil }
-                    seenDot = true
-                } else if c >= 0x30, c <= 0x39 {
-                    significand = significand * 10 + UInt64(c - 0x30)
-                    digits += 1
-                    if seenDot { fraction += 1 }
-                    guard digits <= 18 else { return nil }
-                } else {
-                    return nil
-                }
-                i += 1
-            }
-            guard digits > 0, !(seenDot && fraction == 0) else { return nil }
-            return Decimal(
-                sign: negative && significand != 0 ? .minus : .plus, exponent: -fraction,
-                significand: Decimal(significand))
+        return text.withUTF8(decimal(bytes:))
+    }
+
+    static func decimal(bytes b: UnsafeBufferPointer<UInt8>) -> Decimal? {
+        var i = 0
+        var negative = false
+        if i < b.count, b[i] == 0x2D {
+            negative = true
+            i += 1
         }
+        var significand: UInt64 = 0
+        var digits = 0
+        var fraction = 0
+        var seenDot = false
+        guard i < b.count else { return nil }
+        while i < b.count {
+            let c = b[i]
+            if c == 0x2E {
+                guard !seenDot, digits > 0 else { return nil }
+                seenDot = true
+            } else if c >= 0x30, c <= 0x39 {
+                significand = significand * 10 + UInt64(c - 0x30)
+                digits += 1
+                if seenDot { fraction += 1 }
+                guard digits <= 18 else { return nil }
+            } else {
+                return nil
+            }
+            i += 1
+        }
+        guard digits > 0, !(seenDot && fraction == 0) else { return nil }
+        return Decimal(
+            sign: negative && significand != 0 ? .minus : .plus, exponent: -fraction,
+            significand: Decimal(significand))
     }
 
     /// `-?digits(.d|.dd)?` as cents (at most 15 integer digits); nil for anything else.
     static func cents(_ text: String) -> Int64? {
         var text = text
-        return text.withUTF8 { b -> Int64? in
-            var i = 0
-            let negative = b.first == 0x2D
-            if negative { i = 1 }
-            var value: Int64 = 0
-            var digits = 0
-            while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
-                value = value * 10 + Int64(b[i] - 0x30)
-                digits += 1
-                i += 1
-                guard digits <= 15 else { return nil }
-            }
-            guard digits > 0 else { return nil }
-            var decimals = 0
-            if i < b.count, b[i] == 0x2E {
-                i += 1
-                while i < b.count, b[i] >= 0x30, b[i] <= 0x39, decimals < 2 {
-                    value = value * 10 + Int64(b[i] - 0x30)
-                    decimals += 1
-                    i += 1
-                }
-                guard decimals > 0 else { return nil }
-            }
-            guard i == b.count else { return nil }
-            for _ in decimals..<2 { value *= 10 }
-            return negative ? -value : value
+        return text.withUTF8(cents(bytes:))
+    }
+
+    static func cents(bytes b: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var i = 0
+        let negative = b.first == 0x2D
+        if negative { i = 1 }
+        var value: Int64 = 0
+        var digits = 0
+        while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+            value = value * 10 + Int64(b[i] - 0x30)
+            digits += 1
+            i += 1
+            guard digits <= 15 else { return nil }
         }
+        guard digits > 0 else { return nil }
+        var decimals = 0
+        if i < b.count, b[i] == 0x2E {
+            i += 1
+            while i < b.count, b[i] >= 0x30, b[i] <= 0x39, decimals < 2 {
+                value = value * 10 + Int64(b[i] - 0x30)
+                decimals += 1
+                i += 1
+            }
+            guard decimals > 0 else { return nil }
+        }
+        guard i == b.count else { return nil }
+        for _ in decimals..<2 { value *= 10 }
+        return negative ? -value : value
     }
 
     /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; without a zone, nil (the caller decides).

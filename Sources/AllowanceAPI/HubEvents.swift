@@ -198,7 +198,7 @@ extension Transaction {
                 guard balanceAfter == nil, let v = Money.readCents(&r) else { return nil }
                 balanceAfter = v
             case "type":
-                guard type == nil, let s = r.string(), let v = TransactionType(rawValue: s) else { return nil }
+                guard type == nil, let v = r.asciiString(TransactionType.read(bytes:)) else { return nil }
                 type = v
             case "description":
                 guard description == nil, let s = r.string() else { return nil }
@@ -225,13 +225,23 @@ extension Transaction {
 
 extension Money {
     /// A number, or a string holding one, in the plain form `FastParse.decimal` reads; nil for anything else.
-    static func read(_ r: inout JSONReader) -> Decimal? { text(&r).flatMap(FastParse.decimal) }
+    static func read(_ r: inout JSONReader) -> Decimal? { text(&r, FastParse.decimal(bytes:)) }
 
     /// The same with at most two decimals, as cents; nil for anything else (more decimals are the tree path's to judge).
-    static func readCents(_ r: inout JSONReader) -> Int64? { text(&r).flatMap(FastParse.cents) }
+    static func readCents(_ r: inout JSONReader) -> Int64? { text(&r, FastParse.cents(bytes:)) }
 
-    /// Money as the server writes it: a JSON number, or a string holding one.
-    private static func text(_ r: inout JSONReader) -> String? {
-        r.peek() == UInt8(ascii: "\"") ? r.string() : r.number()
+    /// Money as the server writes it, a JSON number or a plain string holding one, lent to `parse` as its bytes
+    /// (no String made for it); a string with escapes is the tree path's.
+    private static func text<T>(_ r: inout JSONReader, _ parse: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+        r.peek() == UInt8(ascii: "\"") ? r.asciiString(parse) : r.number(parse)
+    }
+}
+
+extension TransactionType {
+    /// The raw value as plain ASCII bytes (see `Transaction.read`); nil for anything else.
+    static func read(bytes: UnsafeBufferPointer<UInt8>) -> TransactionType? {
+        if bytes.elementsEqual("Credit".utf8) { return .credit }
+        if bytes.elementsEqual("Debit".utf8) { return .debit }
+        return nil
     }
 }

@@ -168,6 +168,11 @@ package struct JSONParser {
     }
 
     package mutating func parseNumber() throws(JSONSyntaxError) -> String {
+        String(decoding: try numberBytes(), as: UTF8.self)
+    }
+
+    /// A number's bytes as written (strictly, as `parseNumber`), without a String made for them.
+    package mutating func numberBytes() throws(JSONSyntaxError) -> UnsafeBufferPointer<UInt8> {
         let start = index
         if peek() == UInt8(ascii: "-") { index += 1 }
         guard let first = peek(), first >= 0x30, first <= 0x39 else { throw syntaxError("invalid number") }
@@ -187,7 +192,7 @@ package struct JSONParser {
             guard let d = peek(), d >= 0x30, d <= 0x39 else { throw syntaxError("invalid number") }
             skipDigits()
         }
-        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        return UnsafeBufferPointer(rebasing: bytes[start..<index])
     }
 
     private mutating func skipDigits() {

@@ -136,11 +136,24 @@ public struct JSONReader {
     @usableFromInline
     mutating func markFailed() { failed = true }
 
-    /// A number value as written; nil for anything else.
-    public mutating func number() -> String? {
+    /// A number value's bytes as written, lent to `body` without making a String (money, a message's type); nil,
+    /// and `failed`, for anything else or when `body` gives nil. Inlinable for the reason `asciiString` is.
+    @inlinable
+    public mutating func number<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+        guard let bytes = numberBytes() else { return nil }
+        guard let value = body(bytes) else {
+            markFailed()
+            return nil
+        }
+        return value
+    }
+
+    /// The bytes of a number value (valid inside `read`'s closure only); nil, and `failed`, for anything else.
+    @usableFromInline
+    mutating func numberBytes() -> UnsafeBufferPointer<UInt8>? {
         value { p in
             guard let c = p.peek(), c == UInt8(ascii: "-") || (c >= 0x30 && c <= 0x39) else { return nil }
-            return try? p.parseNumber()
+            return try? p.numberBytes()
         }
     }
 

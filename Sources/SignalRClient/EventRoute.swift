@@ -80,3 +80,57 @@ final class Route<Event: Sendable>: EventRoute {
         await buffer.append(contentsOf: batch, isolation: isolation)
     }
 }
+
+/// The connection's routes by target, matched without regard to case (as the official clients match), from a
+/// message's bytes without a String made for them. A handful of targets: a linear scan.
+struct RouteTable {
+    private struct Entry {
+        /// As registered: what the route's `read` and `decode` are given, whatever case the server wrote.
+        let target: String
+        /// `target` lowercased, as UTF-8.
+        let key: [UInt8]
+        let route: any EventRoute
+    }
+    private var entries: [Entry] = []
+    /// Each route once (a route serves several targets).
+    private(set) var all: [any EventRoute] = []
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    mutating func add(_ route: any EventRoute, for targets: [String]) {
+        for target in targets {
+            remove(target)
+            entries.append(Entry(target: target, key: Array(target.lowercased().utf8), route: route))
+        }
+        all.append(route)
+    }
+
+    mutating func remove(_ target: String) {
+        let key = Array(target.lowercased().utf8)
+        entries.removeAll { $0.key == key }
+        all.removeAll { route in !entries.contains { $0.route === route } }
+    }
+
+    /// The route of `target` (the tree path's lookup) and the target as registered.
+    func find(_ target: String) -> (target: String, route: any EventRoute)? {
+        var name = target.lowercased()
+        return name.withUTF8 { find(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same from a target's UTF-8 bytes as the message has them: ASCII letters match in either case; any other
+    /// spelling of a registered target (other UTF-8 case pairs) is found by `find(_: String)` on the tree path.
+    func find(_ target: UnsafeRawBufferPointer) -> (target: String, route: any EventRoute)? {
+        for entry in entries where entry.key.count == target.count {
+            var same = true
+            for i in 0..<target.count {
+                let b = target[i]
+                guard (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) == entry.key[i] else {
+                    same = false
+                    break
+                }
+            }
+            if same { return (entry.target, entry.route) }
+        }
+        return nil
+    }
+}

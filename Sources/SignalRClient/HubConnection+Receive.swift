@@ -23,7 +23,7 @@ extension HubConnection {
                     if !goOn || stagedEvents >= Self.handOverEvery { await flushRoutes(generation: generation) }
                     if !goOn { break reading }  // what came before the end was handed over
                 }
-                hold = frames.isEmpty ? nil : routeList.lazy.compactMap(\.followerWait).max()
+                hold = frames.isEmpty ? nil : routes.all.lazy.compactMap(\.followerWait).max()
                 // Frames already in the socket are read first: a fast reader would otherwise wake its consumer for
                 // every frame or two (the `handOverEvery` bound still applies).
                 if hold == nil && !transport.hasUnreadInput { await flushRoutes(generation: generation) }
@@ -97,18 +97,22 @@ extension HubConnection {
     /// An invocation of a routed target in the common form, read in one pass; the route holds its event until
     /// `commit`. nil: anything else (decoded by `JSONHubProtocol.decode`).
     func readRouted(_ piece: ArraySlice<UInt8>) -> (any EventRoute)? {
-        switch options.hubProtocol {
+        // The table, not `self`, in the closures: the connection is also referenced weakly, so each retain of it
+        // takes the runtime's slow path (a side table), once a message.
+        let routes = routes
+        return switch options.hubProtocol {
         case .json:
             piece.withUnsafeBufferPointer { bytes in
                 JSONHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
-                    guard let route = route(for: target), route.read(target, &reader) else { return nil }
+                    guard let (name, route) = routes.find(UnsafeRawBufferPointer(target)), route.read(name, &reader)
+                    else { return nil }
                     return route
                 }
             }
         case .messagepack:
             piece.withUnsafeBytes { bytes in
                 MessagePackHubProtocol.decodeInvocation(bytes) { target, reader -> (any EventRoute)? in
-                    guard let route = route(for: target), route.read(target, &reader) else { return nil }
+                    guard let (name, route) = routes.find(target), route.read(name, &reader) else { return nil }
                     return route
                 }
             }
@@ -138,7 +142,7 @@ extension HubConnection {
     func flushRoutes(generation: Int) async {
         guard !routes.isEmpty else { return }
         stagedEvents = 0
-        for route in routeList where route.hasStaged {
+        for route in routes.all where route.hasStaged {
             if link?.generation == generation { link?.heldBack = true }
             await route.handOver(isolation: #isolation)
             if link?.generation == generation {
@@ -153,8 +157,8 @@ extension HubConnection {
         if message.isSequenced, !acceptSequenced() { return true }
         switch message {
         case .invocation(let inv):
-            if let route = route(for: inv.target) {
-                route.decode(inv.target, HubArguments(target: inv.target, values: inv.arguments))
+            if let (name, route) = routes.find(inv.target) {
+                route.decode(name, HubArguments(target: inv.target, values: inv.arguments))
                 stagedEvents += 1
                 if let id = inv.invocationId { sendCompletion(id, .error("Client didn't provide a result.")) }
                 return true

@@ -42,12 +42,8 @@ public actor HubConnection {
     let logger: Logger
 
     var handlers: [String: [Handler]] = [:]
-    /// Targets whose invocations go, decoded in one pass, to a bounded buffer (`on(_:into:)`), by lower-cased name;
-    /// `routeByName` finds them by the name as the server spells it without lower-casing each time.
-    var routes: [String: any EventRoute] = [:]
-    var routeByName: [String: any EventRoute] = [:]
-    /// Each route once (a route serves several targets).
-    var routeList: [any EventRoute] = []
+    /// Targets whose invocations go, decoded in one pass, to a bounded buffer (`on(_:into:)`).
+    var routes = RouteTable()
     /// Events decoded and not yet handed to their buffers.
     var stagedEvents = 0
     static let handOverEvery = 256
@@ -158,9 +154,7 @@ public actor HubConnection {
 
     public func off(_ target: String) {
         handlers[target.lowercased()] = nil
-        routes[target.lowercased()] = nil
-        routeByName = [:]
-        routeList.removeAll { route in !routes.values.contains { $0 === route } }
+        routes.remove(target)
     }
 
     /// Decodes the invocations of `decoder.targets` into events and appends them to `buffer`, in order, the frames
@@ -169,18 +163,7 @@ public actor HubConnection {
     /// count the time held. Events go straight from the frame's bytes (no `JSONValue` tree) when
     /// `decoder.read` knows their form. Handlers registered with `on` for these targets are not called.
     public func on<Event: Sendable>(_ decoder: HubEventDecoder<Event>, into buffer: HubEventBuffer<Event>) {
-        let route = Route(decoder: decoder, buffer: buffer)
-        for target in decoder.targets { routes[target.lowercased()] = route }
-        routeByName = [:]
-        routeList.removeAll { route in !routes.values.contains { $0 === route } }
-        routeList.append(route)
-    }
-
-    func route(for target: String) -> (any EventRoute)? {
-        if let known = routeByName[target] { return known }
-        guard let found = routes[target.lowercased()] else { return nil }
-        if routeByName.count < 64 { routeByName[target] = found }  // a bounded memo: the server chooses the spelling
-        return found
+        routes.add(Route(decoder: decoder, buffer: buffer), for: decoder.targets)
     }
 
     /// A new subscription to state events; it ends when the connection is closed for good.

@@ -172,7 +172,8 @@ public final class HubEventBuffer<Event: Sendable>: Sendable {
 
 /// How a connection turns the invocations of some targets into `Event`s for a `HubEventBuffer`.
 public struct HubEventDecoder<Event: Sendable>: Sendable {
-    /// The targets (case-insensitive).
+    /// The targets (case-insensitive). `read`, `readMessagePack` and `decode` are given a target as written here,
+    /// whatever case the server wrote it in.
     public var targets: [String]
     /// From the arguments' JSON bytes, in one pass (`reader` is at the arguments array): the common form. nil leaves
     /// the message to `decode`.

@@ -154,16 +154,18 @@ public enum MessagePackHubProtocol {
         return BinaryMessageFormat.frame(w.bytes)
     }
 
-    /// The routed fast path: an Invocation's target, then its arguments read by `body` straight from the bytes
-    /// (the reader is at the arguments array). nil when the message is anything else or `body` declines; the caller
-    /// then decodes it with `decode`, which gives the exact error. Extra trailing fields are allowed, as in `decode`.
+    /// The routed fast path: an Invocation's target (lent as its bytes, not checked as UTF-8: compare it with known
+    /// names), then its arguments read by `body` straight from the bytes (the reader is at the arguments array). nil
+    /// when the message is anything else or `body` declines; the caller then decodes it with `decode`, which gives
+    /// the exact error. Extra trailing fields are allowed, as in `decode`.
     public static func decodeInvocation<T>(
-        _ bytes: UnsafeRawBufferPointer, _ body: (_ target: String, _ reader: inout MessagePackReader) -> T?
+        _ bytes: UnsafeRawBufferPointer,
+        _ body: (_ target: UnsafeRawBufferPointer, _ reader: inout MessagePackReader) -> T?
     ) -> T? {
         var r = MessagePackReader(bytes)
         guard let count = r.readArrayHeader(), count >= 5, r.readInt() == 1, let headers = r.readMapHeader(),
             headers == 0,
-            r.readNil(), let target = r.readString()
+            r.readNil(), let target = r.readStringBytes()
         else { return nil }
         return body(target, &r)
     }

@@ -58,7 +58,9 @@ import Testing
 
     func onePass(_ bytes: [UInt8]) -> HubEvent? {
         bytes.withUnsafeBytes { raw in
-            MessagePackHubProtocol.decodeInvocation(raw) { target, reader in HubEvent.read(target: target, &reader) }
+            MessagePackHubProtocol.decodeInvocation(raw) { target, reader in
+                HubEvent.read(target: String(decoding: target, as: UTF8.self), &reader)
+            }
         }
     }
 

@@ -10,7 +10,9 @@ import Testing
 @Suite struct HubEventReadTests {
     func onePass(_ text: String) -> HubEvent? {
         Array(text.utf8).withUnsafeBufferPointer { bytes in
-            JSONHubProtocol.decodeInvocation(bytes) { target, reader in HubEvent.read(target: target, &reader) }
+            JSONHubProtocol.decodeInvocation(bytes) { target, reader in
+                HubEvent.read(target: String(decoding: target, as: UTF8.self), &reader)
+            }
         }
     }
 
