@@ -33,8 +33,8 @@ extension SharedRelayStore: OutboxQueue {
     ) throws(StoreError) -> OutboxEntry {
         let key = UUID.random().lowercased
         let localId = UUID()
-        let outcome = try writing { db throws(PostgresError) -> Result<Int64, StoreError> in
-            try db.transaction { () throws(PostgresError) -> Result<Int64, StoreError> in
+        let outcome = try writing { db throws(PostgresError) -> Result<(seq: Int64, minor: Int64), StoreError> in
+            try db.transaction { () throws(PostgresError) -> Result<(seq: Int64, minor: Int64), StoreError> in
                 // The child's row locked: two commands cannot both spend the same balance.
                 let row = try lockedChild(db, child)
                 let waiting =
@@ -68,12 +68,12 @@ extension SharedRelayStore: OutboxQueue {
                         ]
                     ).scalar.flatMap { Int64($0) } ?? 0
                 try db.notify(Self.outboxChannel)
-                return .success(seq)
+                return .success((seq, minor))
             }
         }
-        let seq = try outcome.get()
+        let (seq, minor) = try outcome.get()
         return OutboxEntry(
-            seq: seq, idempotencyKey: key, localTransactionId: localId, childId: child, amount: amount, type: type,
+            seq: seq, idempotencyKey: key, localTransactionId: localId, childId: child, amountCents: minor, type: type,
             description: description,
             state: .pending, attempts: 0, lastError: nil, createdAt: now)
     }
@@ -159,9 +159,8 @@ extension SharedRelayStore: OutboxQueue {
                 // the relay died before the answer): the stand-in was still here and that balance counted it on top
                 // of the server's, so it comes out with the stand-in. Or the answer cannot be kept (set aside, as
                 // from the hub): the stand-in goes, and the next catch-up brings the server's balance.
-                if standInRemoved, let child = try lockedChild(db, entry.childId),
-                    let minor = Money.minorUnits(entry.amount)
-                {
+                if standInRemoved, let child = try lockedChild(db, entry.childId) {
+                    let minor = entry.amountCents
                     try setBalance(db, entry.childId, child.balance - (entry.type == .credit ? minor : -minor), now)
                 }
                 return
@@ -259,13 +258,15 @@ extension SharedRelayStore: OutboxQueue {
         let removed = try db.query(
             "DELETE FROM relay_txn WHERE id = $1 AND origin = 'local-pending'", [entry.localTransactionId.lowercased]
         ).affected
-        guard removed > 0, let minor = Money.minorUnits(entry.amount) else { return }
+        guard removed > 0 else { return }
+        let minor = entry.amountCents
         try setBalance(db, entry.childId, child.balance - (entry.type == .credit ? minor : -minor), now)
     }
 
     /// A write given up is queued again: its local transaction and effect come back.
     func redo(_ db: PostgresConnection, _ entry: OutboxEntry, now: Date) throws(PostgresError) {
-        guard let child = try lockedChild(db, entry.childId), let minor = Money.minorUnits(entry.amount) else { return }
+        guard let child = try lockedChild(db, entry.childId) else { return }
+        let minor = entry.amountCents
         let after = child.balance + (entry.type == .credit ? minor : -minor)
         let local = Transaction(
             id: entry.localTransactionId, childId: entry.childId, amount: entry.amount, type: entry.type,
@@ -296,7 +297,7 @@ extension SharedRelayStore: OutboxQueue {
             seq: seq, idempotencyKey: row[1] ?? "",
             localTransactionId: row[10].flatMap(UUID.init(uuidString:)) ?? UUID(),
             childId: child,
-            amount: Money.decimal(cents: minor), type: type,
+            amountCents: minor, type: type,
             description: row[5] ?? "", state: state, attempts: Int(row[7] ?? "") ?? 0, lastError: row[8],
             createdAt: row[9].flatMap(Double.init).map(Date.init(timeIntervalSince1970:)) ?? .distantPast)
     }

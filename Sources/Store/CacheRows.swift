@@ -47,9 +47,9 @@ extension Store {
         )
         // Stored to the millisecond (truncated), so the same instant may differ below a millisecond.
         let sameTime = ISODate.parse(stored.at).map { abs($0.timeIntervalSince(t.createdAt)) < 0.001 } ?? false
-        let minor = try MinorUnits.from(t.amount)
         guard
-            stored.child != t.childId.lowercased || stored.minor != minor || stored.type != t.type.rawValue || !sameTime
+            stored.child != t.childId.lowercased || stored.minor != t.amountCents || stored.type != t.type.rawValue
+                || !sameTime
         else { return nil }
         func name(_ id: String) throws -> String {
             try String.fetchOne(
@@ -122,8 +122,7 @@ extension Store {
     /// answered), removes the local stand-in and returns its effect on the balance; otherwise 0. Only the write
     /// in flight can match: writes are sent one at a time, and a pending one has not reached the server.
     static func dropLocalEcho(_ db: Database, of t: Transaction) throws -> Int64 {
-        let minor = try MinorUnits.from(t.amount)
-        guard
+        guard let minor = t.amountCents,  // a write queued here is in whole cents
             let local = try String.fetchOne(
                 try db.cachedStatement(
                     sql: """

@@ -133,10 +133,11 @@ extension Store {
                 // of the server's, so it comes out with the stand-in. Or the answer cannot be kept (set aside, as
                 // from the hub): the stand-in goes, and the next catch-up brings the server's balance.
                 if standInRemoved {
-                    let minor = try MinorUnits.from(e.amount)
                     try db.execute(
                         sql: "UPDATE child SET balance_minor = balance_minor + ?, updated_at = ? WHERE id = ?",
-                        arguments: [e.type == .credit ? -minor : minor, ISO.string(now), e.childId.lowercased])
+                        arguments: [
+                            e.type == .credit ? -e.amountCents : e.amountCents, ISO.string(now), e.childId.lowercased,
+                        ])
                 }
                 return
             }
@@ -179,7 +180,7 @@ extension Store {
         try write { db in
             guard let e = try Self.entry(db, seq: seq) else { return }
             try Self.settleBalances(db)  // the stand-in goes from under the balance
-            let minor = try MinorUnits.from(e.amount)
+            let minor = e.amountCents
             try db.execute(
                 sql: "DELETE FROM txn WHERE id = ? AND origin = 'local-pending'",
                 arguments: [e.localTransactionId.lowercased])
@@ -238,8 +239,7 @@ extension OutboxEntry: FetchableRecord, TableRecord, QueuedJob {
         guard let state = (row["state"] as String?).flatMap(State.init(rawValue:)) else { throw unreadable("state") }
         self.init(
             seq: row["seq"], idempotencyKey: row["idempotency_key"], localTransactionId: local, childId: child,
-            amount: Money.decimal(cents: row["amount_minor"]), type: type, description: row["description"],
-            state: state,
+            amountCents: row["amount_minor"], type: type, description: row["description"], state: state,
             attempts: row["attempts"], lastError: row["last_error"],
             createdAt: ISODate.parse(row["created_at"]) ?? .distantPast)
     }
@@ -275,7 +275,7 @@ extension Store {
             let before = try Int64.fetchOne(
                 db, sql: "SELECT balance_minor FROM child WHERE id = ?", arguments: [e.childId.lowercased])
         else { return }
-        let minor = try MinorUnits.from(e.amount)
+        let minor = e.amountCents
         let after = before + (e.type == .credit ? minor : -minor)
         let stamp = ISO.string(now)
         let local = Transaction(

@@ -19,7 +19,9 @@ public struct OutboxEntry: Sendable, Equatable {
     public var idempotencyKey: String
     public var localTransactionId: UUID
     public var childId: UUID
-    public var amount: Decimal
+    /// The amount in cents, as both stores keep it (checked whole when the write was queued: `OutboxCheck`).
+    public var amountCents: Int64
+    public var amount: Decimal { Money.decimal(cents: amountCents) }
     public var type: TransactionType
     public var description: String
     public var state: State
@@ -29,7 +31,7 @@ public struct OutboxEntry: Sendable, Equatable {
 
     /// Every field, for another outbox's rows (the shared PostgreSQL one).
     public init(
-        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amount: Decimal,
+        seq: Int64, idempotencyKey: String, localTransactionId: UUID, childId: UUID, amountCents: Int64,
         type: TransactionType, description: String,
         state: State, attempts: Int, lastError: String?, createdAt: Date
     ) {
@@ -37,7 +39,7 @@ public struct OutboxEntry: Sendable, Equatable {
         self.idempotencyKey = idempotencyKey
         self.localTransactionId = localTransactionId
         self.childId = childId
-        self.amount = amount
+        self.amountCents = amountCents
         self.type = type
         self.description = description
         self.state = state
