@@ -118,12 +118,7 @@ public struct JSONReader {
     /// call looked up `T?`'s metadata at run time (about 7% of the client's CPU per event).
     @inlinable
     public mutating func asciiString<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
-        guard let bytes = asciiBytes() else { return nil }
-        guard let value = body(bytes) else {
-            markFailed()
-            return nil
-        }
-        return value
+        lend(asciiBytes(), to: body)
     }
 
     /// The bytes of a plain ASCII string value (valid inside `read`'s closure only); nil, and `failed`, for anything
@@ -133,20 +128,27 @@ public struct JSONReader {
         value { p in p.peek() == UInt8(ascii: "\"") ? p.plainASCIIString() : nil }
     }
 
-    @usableFromInline
-    mutating func markFailed() { failed = true }
-
     /// A number value's bytes as written, lent to `body` without making a String (money, a message's type); nil,
     /// and `failed`, for anything else or when `body` gives nil. Inlinable for the reason `asciiString` is.
     @inlinable
     public mutating func number<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
-        guard let bytes = numberBytes() else { return nil }
+        lend(numberBytes(), to: body)
+    }
+
+    /// A value's bytes, as read, lent to `body`; nil when there are none (the read marked the reader failed) or
+    /// `body` gives nil (marked here).
+    @inlinable
+    mutating func lend<T>(_ bytes: UnsafeBufferPointer<UInt8>?, to body: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+        guard let bytes else { return nil }
         guard let value = body(bytes) else {
             markFailed()
             return nil
         }
         return value
     }
+
+    @usableFromInline
+    mutating func markFailed() { failed = true }
 
     /// The bytes of a number value (valid inside `read`'s closure only); nil, and `failed`, for anything else.
     @usableFromInline
