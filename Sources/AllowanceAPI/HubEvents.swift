@@ -241,9 +241,8 @@ extension TransactionType {
     /// The raw value as plain ASCII bytes (see `Transaction.read`); nil for anything else.
     static func read(bytes: UnsafeBufferPointer<UInt8>) -> TransactionType? {
         // Compared with the literals' own bytes: through a String's UTF8View each byte cost an index step.
-        func spells(_ literal: StaticString) -> Bool { literal.withUTF8Buffer { bytes.elementsEqual($0) } }
-        if spells("Credit") { return .credit }
-        if spells("Debit") { return .debit }
+        if bytes.spells("Credit") { return .credit }
+        if bytes.spells("Debit") { return .debit }
         return nil
     }
 }

@@ -211,15 +211,22 @@ public struct JSONKey {
     @inlinable
     public static func ~= (name: StaticString, key: JSONKey) -> Bool {
         switch key.storage {
-        case .plain(let bytes):
-            // withUTF8Buffer: a one-character literal is held as a scalar, without a pointer to its bytes.
-            return name.withUTF8Buffer { literal in
-                guard bytes.count == literal.count else { return false }
-                for i in 0..<bytes.count where bytes[i] != literal[i] { return false }
-                return true
-            }
-        case .decoded(let decoded):
-            return decoded == name.description
+        case .plain(let bytes): bytes.spells(name)
+        case .decoded(let decoded): decoded == name.description
+        }
+    }
+}
+
+extension UnsafeBufferPointer<UInt8> {
+    /// Whether these bytes are `literal`'s, compared byte by byte without a String made for either (a member's name,
+    /// a value from a known few).
+    @inlinable
+    public func spells(_ literal: StaticString) -> Bool {
+        // withUTF8Buffer: a one-character literal is held as a scalar, without a pointer to its bytes.
+        literal.withUTF8Buffer { bytes in
+            guard count == bytes.count else { return false }
+            for i in 0..<count where self[i] != bytes[i] { return false }
+            return true
         }
     }
 }

@@ -18,8 +18,7 @@ extension JSONHubProtocol {
             while let key = r.nextKey() {
                 switch key {
                 case "type":
-                    guard isInvocation == nil, let one = r.number({ $0.count == 1 && $0[0] == UInt8(ascii: "1") })
-                    else { return nil }
+                    guard isInvocation == nil, let one = r.number({ $0.spells("1") }) else { return nil }
                     isInvocation = one
                 case "target":
                     guard target == nil, let t = r.asciiString({ $0 }) else { return nil }
