@@ -229,4 +229,22 @@ extension UnsafeBufferPointer<UInt8> {
             return true
         }
     }
+
+    /// Whether these bytes spell `lowercased` (UTF-8 in lower case) with ASCII letters in either case: a name that
+    /// peers may write as `Amount` or `amount` (a hub's target, a C# property's key).
+    @inlinable
+    public func spells(lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard count == lowercased.count else { return false }
+        for i in 0..<count {
+            let b = self[i]
+            guard (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) == lowercased[i] else { return false }
+        }
+        return true
+    }
+
+    /// The same for a literal written in lower case.
+    @inlinable
+    public func spells(lowercased literal: StaticString) -> Bool {
+        literal.withUTF8Buffer { spells(lowercased: $0) }
+    }
 }

@@ -120,16 +120,9 @@ struct RouteTable {
     /// The same from a target's UTF-8 bytes as the message has them: ASCII letters match in either case; any other
     /// spelling of a registered target (other UTF-8 case pairs) is found by `find(_: String)` on the tree path.
     func find(_ target: UnsafeRawBufferPointer) -> (target: String, route: any EventRoute)? {
-        for entry in entries where entry.key.count == target.count {
-            var same = true
-            for i in 0..<target.count {
-                let b = target[i]
-                guard (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) == entry.key[i] else {
-                    same = false
-                    break
-                }
-            }
-            if same { return (entry.target, entry.route) }
+        let bytes = target.assumingMemoryBound(to: UInt8.self)
+        for entry in entries where entry.key.withUnsafeBufferPointer({ bytes.spells(lowercased: $0) }) {
+            return (entry.target, entry.route)
         }
         return nil
     }
