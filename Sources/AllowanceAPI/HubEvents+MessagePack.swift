@@ -6,12 +6,12 @@ extension HubEvent {
     /// default resolvers: the transaction a map keyed by its C# property names (`Id`, `ChildId`, `Amount`; any case is
     /// taken), money as a decimal's text (or a number), the date a timestamp (or ISO-8601 text), ids as strings. nil
     /// for anything else, which `init(target:arguments:)` then decodes from the parsed tree with its exact checks.
-    /// `HubEventReadTests` checks that both give the same event.
+    /// `HubEventReadTests` checks that both give the same event; `target` is spelled as registered, as for JSON.
     public static func read(target: String, _ r: inout MessagePackReader) -> HubEvent? {
         guard let count = r.readArrayHeader() else { return nil }
         let event: HubEvent
         switch target {
-        case "TransactionCreated", "transactionCreated", "transactioncreated":
+        case transactionCreatedTarget:
             guard count == 1 else { return nil }
             if let id = r.readStringBytes() {
                 guard let uuid = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)) else { return nil }
@@ -20,10 +20,10 @@ extension HubEvent {
                 guard let t = Transaction.read(&r) else { return nil }
                 event = .transactionCreated(t)
             }
-        case "BalanceUpdated", "balanceUpdated", "balanceupdated":
+        case balanceUpdatedTarget:
             guard count == 2, let id = r.readStringBytes(),
                 let child = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)),
-                let text = Money.text(&r), let balance = FastParse.decimal(text)
+                let balance = Money.text(&r, FastParse.decimal(bytes:))
             else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)
         default:
@@ -46,8 +46,9 @@ extension Transaction {
         var description: String?
         var createdByName: String?
         for _ in 0..<count {
-            guard let key = r.readString() else { return nil }
-            switch key.lowercased() {
+            guard let raw = r.readStringBytes() else { return nil }
+            let key = raw.assumingMemoryBound(to: UInt8.self)
+            switch PropertyKey(bytes: key) {
             case "id":
                 guard id == nil,
                     let v = r.readStringBytes().flatMap({
@@ -63,13 +64,15 @@ extension Transaction {
                 else { return nil }
                 childId = v
             case "amount":
-                guard amount == nil, let v = Money.text(&r).flatMap(FastParse.cents) else { return nil }
+                guard amount == nil, let v = Money.text(&r, FastParse.cents(bytes:)) else { return nil }
                 amount = v
             case "balanceafter":
-                guard balanceAfter == nil, let v = Money.text(&r).flatMap(FastParse.cents) else { return nil }
+                guard balanceAfter == nil, let v = Money.text(&r, FastParse.cents(bytes:)) else { return nil }
                 balanceAfter = v
             case "type":
-                guard type == nil, let s = r.readString(), let v = TransactionType(rawValue: s) else { return nil }
+                guard type == nil, let s = r.readStringBytes(),
+                    let v = TransactionType.read(bytes: s.assumingMemoryBound(to: UInt8.self))
+                else { return nil }
                 type = v
             case "description":
                 guard description == nil, let s = r.readString() else { return nil }
@@ -78,7 +81,9 @@ extension Transaction {
                 guard createdAt == nil else { return nil }
                 if let v = r.readTimestamp() {
                     createdAt = v
-                } else if let s = r.readString(), let v = FastParse.date(s) {
+                } else if let s = r.readStringBytes(),
+                    let v = FastParse.date(bytes: s.assumingMemoryBound(to: UInt8.self))
+                {
                     createdAt = v
                 } else {
                     return nil
@@ -89,7 +94,9 @@ extension Transaction {
                 guard let s = r.readString() else { return nil }
                 createdByName = s
             default:
-                guard r.skip() else { return nil }
+                // Not UTF-8: the tree path refuses the map, with its error.
+                guard key.allSatisfy({ $0 < 0x80 }) || String(validating: key, as: UTF8.self) != nil, r.skip()
+                else { return nil }
             }
         }
         guard let id, let childId, let amount, let type, let description, let balanceAfter, let createdAt else {
@@ -103,11 +110,24 @@ extension Transaction {
     }
 }
 
+/// A map key as C# names a property, matched against a lower-case literal with ASCII letters in either case (the
+/// hub's resolver may write `Amount` or `amount`); the keys matched here have no letter that another script's
+/// capital lowers to.
+private struct PropertyKey {
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    static func ~= (literal: StaticString, key: PropertyKey) -> Bool { key.bytes.spells(lowercased: literal) }
+}
+
 extension Money {
-    /// Money as an ASP.NET Core hub writes a `decimal` in MessagePack (its text), or a number (another resolver).
-    static func text(_ r: inout MessagePackReader) -> String? {
-        if let s = r.readString() { return s }
-        if let i = r.readInt() { return String(i) }
+    /// Money as an ASP.NET Core hub writes a `decimal` in MessagePack (its text), or a number (another resolver),
+    /// lent to `parse` as its text's bytes.
+    static func text<T>(_ r: inout MessagePackReader, _ parse: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
+        if let s = r.readStringBytes() { return parse(s.assumingMemoryBound(to: UInt8.self)) }
+        if let i = r.readInt() {
+            var text = String(i)
+            return text.withUTF8(parse)
+        }
         return nil  // floats go to the tree path, which says what it thinks of binary money
     }
 }

@@ -146,12 +146,13 @@ extension HubEvent {
     /// The arguments of `target` read straight from the frame's bytes, for the form servers send (the transaction
     /// object with known field types, ids as strings, money as numbers or strings); nil for anything else, which
     /// `init(target:arguments:)` then decodes from the parsed tree with its exact checks and error texts.
-    /// `HubEventReadTests` checks that both give the same event.
+    /// `HubEventReadTests` checks that both give the same event. `target` is spelled as registered (`targets`), as the
+    /// connection hands it over whatever case the server wrote; any other spelling is the tree path's.
     public static func read(target: String, _ r: inout JSONReader) -> HubEvent? {
         guard r.enterArray(), r.nextElement() else { return nil }
         let event: HubEvent
         switch target {
-        case "TransactionCreated", "transactionCreated", "transactioncreated":
+        case transactionCreatedTarget:
             if r.peek() == UInt8(ascii: "\"") {
                 guard let id = r.asciiString(FastParse.uuid(bytes:)) else { return nil }
                 event = .transactionCreatedId(id)
@@ -159,7 +160,7 @@ extension HubEvent {
                 guard let t = Transaction.read(&r) else { return nil }
                 event = .transactionCreated(t)
             }
-        case "BalanceUpdated", "balanceUpdated", "balanceupdated":
+        case balanceUpdatedTarget:
             guard let child = r.asciiString(FastParse.uuid(bytes:)), r.nextElement(), let balance = Money.read(&r)
             else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)

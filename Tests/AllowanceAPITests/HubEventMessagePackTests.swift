@@ -91,6 +91,35 @@ import Testing
         #expect(fast == treePath(bytes))
     }
 
+    @Test func keysAreMatchedInAnyASCIICaseAndNearMissesAreNotTaken() throws {
+        let shouted = transaction(
+            UUID(), amount: "3.10", balance: "4",
+            keys: ["ID", "CHILDID", "AMOUNT", "TYPE", "DESCRIPTION", "BALANCEAFTER", "CREATEDAT", "CREATEDBYNAME"])
+        let fast = try #require(onePass(shouted))
+        #expect(fast == treePath(shouted))
+        // "Amoun" is one letter short: no amount, so neither path makes a transaction.
+        let nearMiss = transaction(
+            UUID(), amount: "3.10", balance: "4",
+            keys: ["Id", "ChildId", "Amoun", "Type", "Description", "BalanceAfter", "CreatedAt", "CreatedByName"])
+        #expect(onePass(nearMiss) == nil)
+        #expect(treePath(nearMiss) == nil)
+    }
+
+    /// A key that is not UTF-8 makes the map unreadable for the tree path; the one pass leaves it to the tree too,
+    /// though the key is one it does not read.
+    @Test func aKeyThatIsNotUTF8IsLeftToTheTree() throws {
+        let placeholder = "\u{2}key"
+        var bytes = transaction(
+            UUID(), amount: "3", balance: "4",
+            keys: ["Id", "ChildId", "Amount", "Type", "Description", "BalanceAfter", "CreatedAt", placeholder])
+        var w = MessagePackWriter()
+        w.write(placeholder)
+        let at = try #require(bytes.firstRange(of: w.bytes))
+        bytes.replaceSubrange(at, with: [0xA3, 0xFF, 0xFE, 0x41])  // a three-byte string, not UTF-8
+        #expect(treePath(bytes) == nil)
+        #expect(onePass(bytes) == nil)
+    }
+
     @Test func balanceUpdatedAsTextOrAsANumber() throws {
         let text = invocation("BalanceUpdated", count: 2) { w in
             w.write("6f9619ff-8b86-d011-b42d-00c04fc964ff")
