@@ -14,7 +14,7 @@ extension HubEvent {
         case transactionCreatedTarget:
             guard count == 1 else { return nil }
             if let id = r.readStringBytes() {
-                guard let uuid = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)) else { return nil }
+                guard let uuid = FastParse.uuid(bytes: id) else { return nil }
                 event = .transactionCreatedId(uuid)
             } else {
                 guard let t = Transaction.read(&r) else { return nil }
@@ -22,7 +22,7 @@ extension HubEvent {
             }
         case balanceUpdatedTarget:
             guard count == 2, let id = r.readStringBytes(),
-                let child = FastParse.uuid(bytes: id.assumingMemoryBound(to: UInt8.self)),
+                let child = FastParse.uuid(bytes: id),
                 let balance = Money.text(&r, FastParse.decimal(bytes:))
             else { return nil }
             event = .balanceUpdated(childId: child, balance: balance)
@@ -46,21 +46,16 @@ extension Transaction {
         var description: String?
         var createdByName: String?
         for _ in 0..<count {
-            guard let raw = r.readStringBytes() else { return nil }
-            let key = raw.assumingMemoryBound(to: UInt8.self)
+            guard let key = r.readStringBytes() else { return nil }
             switch PropertyKey(bytes: key) {
             case "id":
                 guard id == nil,
-                    let v = r.readStringBytes().flatMap({
-                        FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self))
-                    })
+                    let v = r.readStringBytes().flatMap(FastParse.uuid(bytes:))
                 else { return nil }
                 id = v
             case "childid":
                 guard childId == nil,
-                    let v = r.readStringBytes().flatMap({
-                        FastParse.uuid(bytes: $0.assumingMemoryBound(to: UInt8.self))
-                    })
+                    let v = r.readStringBytes().flatMap(FastParse.uuid(bytes:))
                 else { return nil }
                 childId = v
             case "amount":
@@ -71,7 +66,7 @@ extension Transaction {
                 balanceAfter = v
             case "type":
                 guard type == nil, let s = r.readStringBytes(),
-                    let v = TransactionType.read(bytes: s.assumingMemoryBound(to: UInt8.self))
+                    let v = TransactionType.read(bytes: s)
                 else { return nil }
                 type = v
             case "description":
@@ -82,7 +77,7 @@ extension Transaction {
                 if let v = r.readTimestamp() {
                     createdAt = v
                 } else if let s = r.readStringBytes(),
-                    let v = FastParse.date(bytes: s.assumingMemoryBound(to: UInt8.self))
+                    let v = FastParse.date(bytes: s)
                 {
                     createdAt = v
                 } else {
@@ -123,7 +118,7 @@ extension Money {
     /// Money as an ASP.NET Core hub writes a `decimal` in MessagePack (its text), or a number (another resolver),
     /// lent to `parse` as its text's bytes.
     static func text<T>(_ r: inout MessagePackReader, _ parse: (UnsafeBufferPointer<UInt8>) -> T?) -> T? {
-        if let s = r.readStringBytes() { return parse(s.assumingMemoryBound(to: UInt8.self)) }
+        if let s = r.readStringBytes() { return parse(s) }
         if let i = r.readInt() {
             var text = String(i)
             return text.withUTF8(parse)

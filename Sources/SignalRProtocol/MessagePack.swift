@@ -205,10 +205,10 @@ public struct MessagePackReader {
         return text
     }
 
-    /// The bytes of a string, unchecked, for a caller that compares or parses them itself.
-    public mutating func readStringBytes() -> UnsafeRawBufferPointer? {
+    /// The bytes of a string (UTF-8, unchecked), for a caller that compares or parses them itself.
+    public mutating func readStringBytes() -> UnsafeBufferPointer<UInt8>? {
         guard let (start, count) = readLength(fix: 0xA0...0xBF, codes: (0xD9, 0xDA, 0xDB)) else { return nil }
-        return UnsafeRawBufferPointer(rebasing: bytes[start..<start + count])
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<start + count]).assumingMemoryBound(to: UInt8.self)
     }
 
     public mutating func readBinary() -> [UInt8]? {

@@ -167,7 +167,7 @@ public enum MessagePackHubProtocol {
             headers == 0,
             r.readNil(), let target = r.readStringBytes()
         else { return nil }
-        return body(target, &r)
+        return body(UnsafeRawBufferPointer(target), &r)
     }
 
     // MARK: - Fields
